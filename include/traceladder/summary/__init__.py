@@ -1,1 +1,1 @@
-
+"""Per-run summaries: collect results, estimate with intervals, render and publish."""

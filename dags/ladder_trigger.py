@@ -1,0 +1,13 @@
+"""`traceladder-trigger`: run any ladder, or part of one, from the Params form in the UI."""
+
+from traceladder.airflow.dags import build_trigger_dag
+from traceladder.airflow.discovery import discover
+from traceladder.config.models import LENS_NAMES
+
+_found = discover()
+trigger_dag = build_trigger_dag(
+    [l.ladder.ladder for l in _found.ladders],
+    list(LENS_NAMES),
+    _found.all_hosts,
+    max((l.ladder.timeout_s for l in _found.ladders), default=1800),
+)

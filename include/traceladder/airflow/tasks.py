@@ -1,0 +1,135 @@
+"""Task bodies of a ladder DAG. Each one is thin: it finds its inputs in the artifact store,
+calls the package, and stores what it made. Heavy imports (pandas, the analysis engine) happen
+inside the bodies, never when a DAG file is parsed."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from traceladder.storage.artifacts import ArtifactSink
+
+PLAN_OBJECT = "plan.json"
+
+
+def store_for(ladder_name: str, conn_id: str, bucket: str, prefix: str) -> ArtifactSink:
+    """The S3 store behind an Airflow `aws` connection (its extra may hold `endpoint_url`)."""
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    from traceladder.storage.artifacts import S3ArtifactStore
+
+    client = S3Hook(aws_conn_id=conn_id).get_conn()
+    return S3ArtifactStore(client, os.environ.get("TRACELADDER_S3_BUCKET", bucket), prefix, ladder_name)
+
+
+def open_ladder(ladder: str):  # -> LoadedLadder
+    from traceladder.config import find_ladder, load_ladder
+
+    return load_ladder(find_ladder(ladder))
+
+
+def ladder_store(ladder: str):  # -> (LoadedLadder, ArtifactSink)
+    loaded = open_ladder(ladder)
+    storage = loaded.cluster.storage
+    return loaded, store_for(loaded.ladder.ladder, storage.conn_id, storage.bucket, storage.prefix)
+
+
+def run_prefix(prefix: str, ladder: str, run_id: str) -> str:
+    from traceladder.storage.artifacts import safe_key_part
+
+    return f"{prefix}/{ladder}/{safe_key_part(run_id)}"
+
+
+def plan_run(ladder: str, run_id: str, hosts: list[str], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Plan the run, store plan.json, and group the rung specs by host (every host gets a key,
+    so a host with nothing to do gets an empty, skipped expansion)."""
+    from traceladder.plan import build_plan
+
+    loaded, store = ladder_store(ladder)
+    specs = build_plan(
+        loaded,
+        rungs=params.get("rungs") or None,
+        lens=params.get("lens") or "ladder",
+        repeats=params.get("repeats") or None,
+        override=params.get("override") or None,
+    )
+    storage = loaded.cluster.storage
+    spec_dicts = [json.loads(s.to_json()) for s in specs]
+    plan_doc = {"schema": 1, "ladder": loaded.ladder.ladder, "run_id": run_id, "params": params, "specs": spec_dicts}
+    store.put_bytes(f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}", json.dumps(plan_doc, indent=1).encode(), "application/json")
+    by_host: dict[str, list[dict[str, Any]]] = {h: [] for h in hosts}
+    for spec in spec_dicts:
+        by_host.setdefault(spec["host"], []).append(spec)
+    return by_host
+
+
+def _spec_store(spec_dict: dict[str, Any]):
+    from traceladder.plan import RungSpec
+
+    spec = RungSpec.model_validate(spec_dict)
+    return spec, ladder_store(spec.ladder)[1]
+
+
+def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The local backend: the shared runner, in this worker, against the S3 store."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from traceladder.runner.rung import run_rung
+
+    spec, store = _spec_store(spec_dict)
+    result = run_rung(spec, run_id, store)
+    if result["status"] != "ok":
+        raise AirflowException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
+    return {k: result[k] for k in ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces")}
+
+
+def _plan_doc(store: ArtifactSink, prefix: str, ladder: str, run_id: str) -> dict[str, Any]:
+    return json.loads(store.get_bytes(f"{run_prefix(prefix, ladder, run_id)}/{PLAN_OBJECT}"))
+
+
+def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
+    """Every trace the rungs stored, read from their metrics.json (failed rungs may have none)."""
+    from traceladder.summary.collect import read_results
+
+    loaded, store = ladder_store(ladder)
+    storage = loaded.cluster.storage
+    plan = _plan_doc(store, storage.prefix, loaded.ladder.ladder, run_id)
+    items = []
+    for result in read_results(store, plan).values():
+        items += [{"rung_id": result["rung_id"], "key": key} for key in result.get("traces") or []]
+    return items
+
+
+def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
+    from traceladder.analysis.stored import analyze_stored
+
+    return analyze_stored(ladder_store(ladder)[1], item["key"])
+
+
+def summarize_run(ladder: str, run_id: str) -> dict[str, Any]:
+    from traceladder.summary.publish import write_summary
+
+    loaded, store = ladder_store(ladder)
+    storage = loaded.cluster.storage
+    plan = _plan_doc(store, storage.prefix, loaded.ladder.ladder, run_id)
+    return write_summary(store, run_prefix(storage.prefix, loaded.ladder.ladder, run_id), plan)
+
+
+def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
+    from traceladder.summary.publish import publish_latest
+
+    loaded, store = ladder_store(ladder)
+    storage = loaded.cluster.storage
+    return publish_latest(store, f"{storage.prefix}/{loaded.ladder.ladder}", summary_ref)
+
+
+def check_rungs(summary_ref: dict[str, Any] | None) -> None:
+    """Fail the DAG run visibly when a rung failed, after the summary has been published."""
+    from airflow.sdk.exceptions import AirflowException
+
+    if not summary_ref:
+        raise AirflowException("no summary was published")
+    failed = summary_ref.get("failed_rungs") or []
+    if failed:
+        raise AirflowException(f"{len(failed)} rung run(s) did not finish ok: {', '.join(failed)}")

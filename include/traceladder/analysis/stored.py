@@ -1,0 +1,43 @@
+"""Analyse one trace that lives in the artifact store, and store its reports beside it:
+`<rung>/traces/rank0.pt.trace.json.gz` → `<rung>/analysis/rank0/{gpu_timeline.csv, ..., analysis.json}`."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from traceladder.storage.artifacts import ArtifactSink
+
+TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".db.gz", ".db", ".rpd", ".csv")
+
+
+def trace_stem(name: str) -> str:
+    for suffix in TRACE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def analysis_prefix(trace_key: str) -> str:
+    rung, _, name = trace_key.rpartition("/traces/")
+    return f"{rung}/analysis/{trace_stem(name)}"
+
+
+def analysis_key(trace_key: str) -> str:
+    return f"{analysis_prefix(trace_key)}/analysis.json"
+
+
+def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
+    from traceladder.analysis.engine import analyze_trace
+
+    out_prefix = analysis_prefix(trace_key)
+    with tempfile.TemporaryDirectory(prefix="traceladder-analysis-") as tmp:
+        local = Path(tmp) / trace_key.rsplit("/", 1)[-1]
+        local.write_bytes(store.get_verified(trace_key))
+        out_dir = Path(tmp) / "reports"
+        analysis = analyze_trace(local, out_dir)
+        for path in sorted(out_dir.iterdir()):
+            store.put_file(f"{out_prefix}/{path.name}", path)
+    store.write_manifest(out_prefix)
+    return {"trace": trace_key, "analysis": f"{out_prefix}/analysis.json", "device": analysis.get("device")}

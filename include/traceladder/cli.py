@@ -1,0 +1,164 @@
+"""`traceladder` console script. Every user error exits 2 with one stderr line, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from traceladder import __version__
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A one-line error for the user (exit 2)."""
+
+
+def _load(path: str):  # -> LoadedLadder
+    from traceladder.config import find_ladder, load_ladder
+
+    candidate = Path(path)
+    return load_ladder(candidate if candidate.suffix in (".yaml", ".yml") or candidate.exists() else find_ladder(path))
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = _load(args.file)
+    ladder = loaded.ladder
+    print(f"{loaded.path}: ok: ladder {ladder.ladder}, {len(ladder.rungs)} rungs, {len(ladder.switches)} switches, backend {ladder.backend}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from traceladder.plan import build_plan, plan_table
+
+    specs = build_plan(_load(args.file), rungs=args.rung or None, lens=args.lens, repeats=args.repeats, override=args.override)
+    if args.json:
+        print(json.dumps([json.loads(s.to_json()) for s in specs], indent=2))
+    else:
+        print(plan_table(specs))
+        print(f"{len(specs)} runs")
+    return 0
+
+
+def cmd_run_rung(args: argparse.Namespace) -> int:
+    from traceladder.plan import RungSpec, build_plan
+    from traceladder.runner.rung import run_rung
+
+    if args.spec:
+        try:
+            spec = RungSpec.from_json(Path(args.spec).read_bytes())
+        except FileNotFoundError:
+            raise UserError(f"{args.spec}: no such file") from None
+        except ValueError as exc:
+            raise UserError(f"{args.spec}: not a rung spec: {str(exc).splitlines()[0]}") from None
+    elif args.ladder and args.rung:
+        loaded = _load(args.ladder)
+        specs = build_plan(loaded, rungs=[args.rung], lens=args.lens or "none", repeats=args.repeat + 1)
+        spec = specs[args.repeat]
+    else:
+        raise UserError("run-rung: give --spec FILE, or --ladder FILE --rung NAME")
+    run_id = args.run_id or "manual"
+    sink = _sink(args.out, spec.ladder, spec.storage_prefix)
+    result = run_rung(spec, run_id, sink)
+    print(json.dumps(result, separators=(",", ":"), sort_keys=True))
+    return 0 if result["status"] == "ok" else 1
+
+
+def _sink(out: str | None, ladder: str, prefix: str):
+    from traceladder.storage.artifacts import DirArtifactSink, S3ArtifactStore, s3_client_from_env
+
+    if out:
+        return DirArtifactSink(Path(out).resolve())
+    import os
+
+    bucket = os.environ.get("TRACELADDER_S3_BUCKET", "traceladder")
+    return S3ArtifactStore(s3_client_from_env(), bucket, prefix, ladder)
+
+
+def cmd_s3_server(args: argparse.Namespace) -> int:
+    from traceladder.storage.embedded_s3 import main as s3_main
+
+    argv = ["--dir", args.dir, "--bucket", args.bucket] + (["--port", str(args.port)] if args.port else [])
+    return s3_main(argv)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from traceladder.analysis.engine import analyze_paths
+
+    return analyze_paths([Path(p) for p in args.traces], Path(args.out), jobs=args.jobs)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from traceladder.demo import run_demo
+
+    return run_demo(ladder=args.ladder)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="traceladder", description="Profiling ladders for Primus training on AMD Instinct.")
+    parser.add_argument("--version", action="version", version=f"traceladder {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check a ladder file")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("plan", help="list the rung specs a ladder implies")
+    p.add_argument("file")
+    p.add_argument("--rung", action="append", help="only this rung (repeatable)")
+    p.add_argument("--lens", default="ladder", help="'ladder' (default) or one lens for every rung")
+    p.add_argument("--repeats", type=int)
+    p.add_argument("--override", help="SWITCH=VALUE applied to every rung")
+    p.add_argument("--json", action="store_true", help="print the rung specs as JSON")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run-rung", help="run one rung and store its artifacts")
+    p.add_argument("--spec", help="a rung spec JSON file")
+    p.add_argument("--ladder")
+    p.add_argument("--rung")
+    p.add_argument("--lens")
+    p.add_argument("--repeat", type=int, default=0, help="0-based repeat index")
+    p.add_argument("--run-id")
+    p.add_argument("--out", help="write artifacts to this folder instead of S3")
+    p.set_defaults(func=cmd_run_rung)
+
+    p = sub.add_parser("s3-server", help="run the embedded S3 server (SeaweedFS)")
+    p.add_argument("--dir", default=".traceladder/s3")
+    p.add_argument("--bucket", default="traceladder")
+    p.add_argument("--port", type=int)
+    p.set_defaults(func=cmd_s3_server)
+
+    p = sub.add_parser("analyze", help="TraceLens-compatible reports for trace files")
+    p.add_argument("traces", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--jobs", type=int, default=1)
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
+    p.add_argument("--ladder", default="proxy-local")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    from traceladder.errors import USER_ERRORS
+
+    try:
+        return func(args)
+    except UserError as exc:
+        print(f"traceladder: {exc}", file=sys.stderr)
+    except USER_ERRORS as exc:
+        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
+    except KeyboardInterrupt:
+        print("traceladder: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Pydantic models of a ladder file (schema 1) and of the clusters file.
+
+A ladder names its switches (one per optimisation family, plus `lens`), the value each switch
+takes at the root, and what every value sets. Rungs form a tree: the root sets nothing, every other
+rung changes exactly one switch of its parent. The cross-field rules live in `validate.py`, so these
+models only describe shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+# A switch value as YAML gives it: `true:`, `16:` or `turbo:`.
+SwitchValue = Union[bool, int, str]
+# A Primus override value: rendered `True`/`False`, `[0,4]` or as text.
+ArgValue = Union[bool, int, float, str, list[Union[int, float, str]]]
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)]
+
+LENS_NAMES: tuple[str, ...] = ("none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3")
+# The CPU proxy has no HSA runtime to intercept, so only the PyTorch profiler lenses run locally.
+LENSES_BY_BACKEND: dict[str, tuple[str, ...]] = {
+    "local": ("none", "torch_rank0", "torch_all_ranks"),
+    "docker": LENS_NAMES,
+}
+LENS_SWITCH = "lens"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tool(Strict):
+    """A madengine tool entry of `--additional-context`, e.g. `{"name": "rocprofv3"}`."""
+
+    name: Name
+    cmd: str | None = None
+
+
+class Settings(Strict):
+    """What a switch value (or the ladder's base) sets."""
+
+    model_args: dict[str, ArgValue] = Field(default_factory=dict)
+    docker_env_vars: dict[str, str] = Field(default_factory=dict)
+    tools: list[Tool] = Field(default_factory=list)
+
+
+class Switch(Strict):
+    default: SwitchValue
+    values: dict[SwitchValue, Settings]
+
+
+class Rung(Strict):
+    name: Name
+    parent: Name | None = None
+    set: dict[str, SwitchValue] = Field(default_factory=dict)
+    description: str = ""
+
+
+class LensPlan(Strict):
+    """Which rung the lenses run on, and which lenses (`none` is the rung itself)."""
+
+    rung: Name
+    use: list[str] = Field(default_factory=lambda: ["none"])
+    repeats: int | None = Field(default=None, ge=1, le=50)
+
+
+class Ladder(Strict):
+    schema_: Literal[1] = Field(alias="schema")
+    ladder: Name
+    description: str = ""
+    model_tag: str
+    image: str
+    backend: Literal["local", "docker"]
+    cluster: Name
+    schedule: str | None = None
+    repeats: int = Field(default=3, ge=1, le=50)
+    # Iterations Primus keeps out of its averages (log_avg_skip_iterations); the runner skips them too.
+    warmup_iters: int = Field(default=2, ge=0)
+    timeout_s: int = Field(default=1800, ge=10)
+    engine: Literal["builtin", "tracelens"] = "builtin"
+    base: Settings = Field(default_factory=Settings)
+    switches: dict[Name, Switch]
+    rungs: list[Rung] = Field(min_length=1)
+    lenses: LensPlan | None = None
+
+
+class StorageSettings(Strict):
+    conn_id: str = "traceladder_s3"
+    bucket: str = "traceladder"
+    prefix: Name = "traceladder"
+    # The endpoint the worker containers reach; never loopback on a real cluster.
+    worker_endpoint_url: str | None = None
+
+
+class Host(Strict):
+    name: Name
+    pool: Name
+    docker_url: str | None = None
+    tls_conn_id: str | None = None
+    devices: list[str] = Field(default_factory=list)
+
+
+class Cluster(Strict):
+    backend: Literal["local", "docker"]
+    description: str = ""
+    runner_image: str | None = None
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    hosts: list[Host] = Field(min_length=1)
+
+
+class Clusters(Strict):
+    schema_: Literal[1] = Field(alias="schema")
+    clusters: dict[Name, Cluster]

@@ -1,0 +1,15 @@
+"""Local backend: the rung runs the DeepSeek-V4-shaped CPU proxy in a subprocess, with the same
+Primus overrides and environment a container would get."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from traceladder.plan import RungSpec
+
+
+def command(spec: RungSpec, workspace: Path) -> tuple[list[str], dict[str, str]]:
+    env = {**spec.docker_env_vars, "PRIMUS_WORKSPACE": str(workspace)}
+    argv = [sys.executable, "-m", "traceladder.workload", *spec.primus_args()]
+    return argv, env

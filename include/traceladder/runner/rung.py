@@ -1,0 +1,194 @@
+"""The rung runner: one code path for both backends.
+
+It starts the rung's command (the CPU proxy, or Primus inside the runner container), keeps its
+own deadline, parses the Primus log into step metrics, gathers the lens's trace files, uploads
+everything with a manifest, and returns the result that the CLI prints as its last line (XCom).
+Artifacts are uploaded whatever happened, so a failed or timed-out rung keeps its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from traceladder import __version__
+from traceladder.plan import RungSpec
+from traceladder.runner.backends import docker as docker_backend
+from traceladder.runner.backends import local as local_backend
+from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
+from traceladder.runner.traces import find_traces
+from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
+
+STATUSES = ("ok", "failed", "timeout", "partial")
+_BACKENDS = {"local": local_backend, "docker": docker_backend}
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, deadline_s: float, echo: TextIO | None) -> tuple[int | None, bool]:
+    """Run argv, teeing its output to log_path (and echo); returns (exit code, timed out)."""
+    with log_path.open("w", encoding="utf-8", errors="replace") as log:
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, errors="replace", start_new_session=True,
+            )
+        except OSError as exc:
+            log.write(f"[traceladder] cannot start {argv[0]}: {exc}\n")
+            return 127, False
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                if echo is not None:
+                    echo.write(line)
+                    echo.flush()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=deadline_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        reader.join(timeout=10)
+        if timed_out:
+            log.write(f"[traceladder] deadline of {deadline_s:.0f} s reached; the rung was stopped\n")
+        return proc.returncode, timed_out
+
+
+def provenance(spec: RungSpec) -> dict[str, Any]:
+    return {
+        "traceladder_version": __version__,
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "image": spec.image,
+        "image_digest": os.environ.get("TRACELADDER_IMAGE_DIGEST"),
+        "model_tag": spec.model_tag,
+        "config_hash": spec.config_hash,
+        "backend": spec.backend,
+        "tools": tool_versions(spec),
+    }
+
+
+def tool_versions(spec: RungSpec) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    if spec.backend == "local":
+        try:
+            from importlib.metadata import version
+
+            versions["torch"] = version("torch")
+        except Exception:  # noqa: BLE001 - provenance is best effort, never fatal
+            pass
+    for tool in ("primus-cli", "rocprofv3", "rtl"):
+        if shutil.which(tool):
+            versions[tool] = "present"
+    return versions
+
+
+def run_rung(
+    spec: RungSpec,
+    run_id: str,
+    sink: ArtifactSink,
+    *,
+    workdir: Path | None = None,
+    deadline_s: float | None = None,
+    echo: TextIO | None = sys.stderr,
+) -> dict[str, Any]:
+    """Run one rung spec and store its artifacts; returns the result dict (never raises for a
+    failing workload: the status says what happened)."""
+    run_id = safe_key_part(run_id)
+    prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
+    started = time.monotonic()
+    own_tmp = workdir is None
+    root = Path(tempfile.mkdtemp(prefix=f"traceladder-{spec.rung_id}-")) if own_tmp else workdir
+    assert root is not None
+    workspace = root / "output"
+    workspace.mkdir(parents=True, exist_ok=True)
+    log_path = root / "log.txt"
+    try:
+        argv, env = _BACKENDS[spec.backend].command(spec, workspace)
+        if echo is not None:
+            echo.write(f"[traceladder] {spec.rung_id}: {' '.join(argv[:6])} ... ({len(argv)} args)\n")
+        code, timed_out = execute(argv, env, root, log_path, deadline_s or spec.timeout_s, echo)
+
+        result: dict[str, Any] = {
+            "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
+            "lens": spec.lens, "repeat": spec.repeat, "switch": spec.switch, "value": spec.value,
+            "parent": spec.parent, "status": "ok", "exit_code": code, "step_ms": None, "step_ms_values": [],
+            "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
+            "traces": [], "error": None, "prefix": prefix,
+        }
+        try:
+            records = parse_iterations(log_path.read_text(encoding="utf-8", errors="replace").splitlines())
+            metrics = summarize(records, skip_iterations=spec.warmup_iters, window=spec.profile_window)
+            result.update(
+                step_ms=metrics.step_ms, step_ms_values=metrics.step_ms_values,
+                tokens_per_sec_per_gpu=metrics.tokens_per_sec_per_gpu, tflops=metrics.tflops,
+                peak_mem_gb=metrics.peak_mem_gb, iterations_used=metrics.iterations_used,
+            )
+        except PrimusLogError as exc:
+            result["error"] = f"log: {exc}"
+
+        if timed_out:
+            result.update(status="timeout", error=f"deadline of {deadline_s or spec.timeout_s} s reached")
+        elif code != 0:
+            result.update(status="failed", error=f"workload exited {code}: {_last_error_line(log_path)}")
+        elif result["error"] is not None:
+            result["status"] = "failed"
+
+        trace_keys = _upload(spec, sink, prefix, log_path, workspace, result)
+        result["traces"] = trace_keys
+        if result["status"] == "ok" and spec.profiled and not trace_keys:
+            result.update(status="partial", error=f"lens {spec.lens} wrote no trace files")
+        result["wall_s"] = round(time.monotonic() - started, 3)
+        result["provenance"] = provenance(spec)
+        sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+        sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
+        sink.write_manifest(prefix)
+        return result
+    finally:
+        if own_tmp:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path, result: dict[str, Any]) -> list[str]:
+    sink.put_file(f"{prefix}/log.txt.gz", log_path, gzip=True)
+    keys = []
+    for trace in find_traces(spec.lens, workspace):
+        key = f"{prefix}/traces/{trace.artifact_name}"
+        sink.put_file(key, trace.path, gzip=not trace.already_gzipped)
+        keys.append(sink.locate(key))
+    return keys
+
+
+def _last_error_line(log_path: Path) -> str:
+    lines = [l.strip() for l in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip()]
+    for line in reversed(lines):
+        if "Error" in line or "error" in line:
+            return line[:300]
+    return lines[-1][:300] if lines else "(no output)"

@@ -1,0 +1,173 @@
+"""A ladder run's summary, from its rung results and trace analyses: the ladder table, lens
+overheads, the profiled rung's breakdown and findings. Pure: no I/O, so it is easy to test."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from traceladder.summary.stats import Estimate, estimate, ratio, separated
+
+SUMMARY_SCHEMA = 1
+BATCH_SWITCHES = {"global_batch"}
+
+
+def _est(e: Estimate | None) -> dict[str, Any] | None:
+    return e.as_dict() if e else None
+
+
+def _group(results: dict[str, dict[str, Any]], lens: str) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for result in results.values():
+        if result["lens"] == lens:
+            grouped[result["rung"]].append(result)
+    return grouped
+
+
+def _ok(runs: list[dict[str, Any]], field: str) -> list[float]:
+    return [r[field] for r in runs if r["status"] == "ok" and r.get(field) is not None]
+
+
+def _change(parent: Estimate | None, rung: Estimate | None, sign: float) -> dict[str, Any] | None:
+    """`sign` is +1 when a drop is the gain (ms/step), −1 when a rise is (tokens/s)."""
+    if parent is None or rung is None:
+        return None
+    delta = sign * (parent.mean - rung.mean)
+    return {"value": delta, "significant": separated(parent, rung), "single_run": parent.n < 2 or rung.n < 2}
+
+
+def build_summary(plan: dict[str, Any], results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`analyses` maps a trace key to its analysis.json content."""
+    specs = plan["specs"]
+    order: list[str] = []
+    for spec in specs:
+        if spec["rung"] not in order:
+            order.append(spec["rung"])
+    unprofiled = _group(results, "none")
+    info = {s["rung"]: s for s in specs}
+
+    step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
+    tokens = {name: estimate(_ok(unprofiled.get(name, []), "tokens_per_sec_per_gpu")) for name in order}
+    root = next((name for name in order if info[name]["parent"] is None), order[0] if order else None)
+
+    rows = []
+    for name in order:
+        runs = unprofiled.get(name, [])
+        if not runs:
+            continue  # a rung planned with lenses only
+        spec = info[name]
+        parent = spec["parent"]
+        batch = spec["switch"] in BATCH_SWITCHES
+        row = {
+            "rung": name,
+            "parent": parent,
+            "switch": spec["switch"],
+            "value": spec["value"],
+            "runs": len(runs),
+            "ok": sum(r["status"] == "ok" for r in runs),
+            "statuses": sorted({r["status"] for r in runs}),
+            "step_ms": _est(step[name]),
+            "step_ms_per_repeat": [r.get("step_ms") for r in runs],
+            "tokens_per_sec_per_gpu": _est(tokens[name]),
+            "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
+            "kind": "batch" if batch else "optimisation",
+            # Batch rungs do more work per step: their gain is tokens/s/GPU, not ms removed.
+            "ms_removed": None if batch or parent is None else _change(step.get(parent), step[name], +1),
+            "tokens_gained": _change(tokens.get(parent), tokens[name], -1) if batch and parent else None,
+            "speedup_vs_root": (
+                ratio(tokens[name], tokens[root]).as_dict() if root and tokens.get(root) and tokens[name] else None
+            ),
+        }
+        rows.append(row)
+
+    lenses = []
+    lens_rung = plan.get("lens_rung") or _lens_rung(specs)
+    if lens_rung and step.get(lens_rung):
+        reference = step[lens_rung]
+        for lens in sorted({s["lens"] for s in specs if s["rung"] == lens_rung and s["lens"] != "none"}):
+            runs = _group(results, lens).get(lens_rung, [])
+            lens_step = estimate(_ok(runs, "step_ms"))
+            lenses.append({
+                "lens": lens, "rung": lens_rung, "runs": len(runs), "ok": sum(r["status"] == "ok" for r in runs),
+                "step_ms": _est(lens_step),
+                "overhead_ratio": ratio(lens_step, reference).as_dict() if lens_step and reference else None,
+                "traces": sum(len(r.get("traces") or []) for r in runs),
+            })
+
+    failed = [r["rung_id"] for r in results.values() if r["status"] != "ok"]
+    profile = _profile(results, analyses)
+    summary = {
+        "schema": SUMMARY_SCHEMA,
+        "ladder": plan["ladder"],
+        "run_id": plan["run_id"],
+        "root": root,
+        "rungs": rows,
+        "lenses": lenses,
+        "lens_rung": lens_rung,
+        "profile": profile,
+        "failed_rungs": failed,
+        "failures": [{"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")} for r in results.values() if r["status"] != "ok"],
+        "provenance": _provenance(results),
+    }
+    summary["findings"] = findings(summary)
+    return summary
+
+
+def _lens_rung(specs: list[dict[str, Any]]) -> str | None:
+    return next((s["rung"] for s in specs if s["lens"] != "none"), None)
+
+
+def _provenance(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    seen = [r["provenance"] for r in results.values() if r.get("provenance")]
+    return seen[0] if seen else {}
+
+
+def _profile(results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The rank-0 analysis of the first profiled run (the write-up's "rank-0 window")."""
+    for lens in ("torch_rank0", "torch_all_ranks"):
+        for result in sorted(results.values(), key=lambda r: r["repeat"]):
+            if result["lens"] != lens:
+                continue
+            for key in result.get("traces") or []:
+                analysis = analyses.get(key)
+                if analysis and analysis.get("rank") in (0, None):
+                    return {"lens": lens, "rung_id": result["rung_id"], "trace": key, **{
+                        k: analysis.get(k) for k in ("device", "timeline", "timeline_percent", "top_ops", "categories", "regions", "notes")
+                    }}
+    return None
+
+
+def findings(summary: dict[str, Any]) -> list[str]:
+    """Sentences a reader would write from the table: biggest wins, lens costs, leftovers, failures."""
+    out: list[str] = []
+    wins = [r for r in summary["rungs"] if r["ms_removed"] and r["ms_removed"]["significant"] and r["ms_removed"]["value"] > 0]
+    if wins:
+        best = max(wins, key=lambda r: r["ms_removed"]["value"])
+        out.append(f"Largest step-time win: {best['rung']} ({best['switch']}={best['value']}) removed {best['ms_removed']['value']:.1f} ms/step against {best['parent']}.")
+    noisy = [r["rung"] for r in summary["rungs"] if r["ms_removed"] and not r["ms_removed"]["significant"]]
+    if noisy:
+        out.append(f"Within noise against their parent: {', '.join(noisy)}.")
+    slower = [r for r in summary["rungs"] if r["ms_removed"] and r["ms_removed"]["significant"] and r["ms_removed"]["value"] < 0]
+    for r in slower:
+        out.append(f"{r['rung']} is slower than {r['parent']} by {-r['ms_removed']['value']:.1f} ms/step.")
+    final = [r for r in summary["rungs"] if r["speedup_vs_root"] and r["kind"] == "optimisation"]
+    if final:
+        last = final[-1]
+        out.append(f"{last['rung']} runs at {last['speedup_vs_root']['mean']:.2f}x the tokens/s/GPU of {summary['root']}.")
+    for lens in summary["lenses"]:
+        if lens["overhead_ratio"]:
+            out.append(f"Lens {lens['lens']} costs {lens['overhead_ratio']['mean']:.2f}x the unprofiled step of {lens['rung']}.")
+    profile = summary.get("profile")
+    if profile and profile.get("timeline_percent"):
+        tp = profile["timeline_percent"]
+        device = "CPU" if profile.get("device") == "cpu" else "GPU"
+        out.append(
+            f"In the {profile['lens']} window ({device} timeline): computation {tp.get('computation_time', 0):.1f}%, "
+            f"exposed communication {tp.get('exposed_comm_time', 0):.1f}%, idle {tp.get('idle_time', 0):.1f}%."
+        )
+        if profile.get("top_ops"):
+            top = profile["top_ops"][0]
+            out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
+    if summary["failed_rungs"]:
+        out.append(f"{len(summary['failed_rungs'])} run(s) did not finish ok: {', '.join(summary['failed_rungs'])}.")
+    return out

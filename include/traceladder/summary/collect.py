@@ -1,0 +1,31 @@
+"""Read a run's rung results back from the artifact store, in plan order. A rung whose task died
+before it stored anything still appears, as failed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from traceladder.storage.artifacts import ArtifactSink
+
+
+def rung_key(spec: dict[str, Any], run_prefix_: str, name: str) -> str:
+    return f"{run_prefix_}/{spec['rung_id']}/{name}"
+
+
+def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from traceladder.airflow.tasks import run_prefix
+
+    prefix = run_prefix(plan["specs"][0]["storage_prefix"], plan["ladder"], plan["run_id"]) if plan["specs"] else ""
+    results: dict[str, dict[str, Any]] = {}
+    for spec in plan["specs"]:
+        key = rung_key(spec, prefix, "metrics.json")
+        if store.exists(key):
+            results[spec["rung_id"]] = json.loads(store.get_verified(key))
+        else:
+            results[spec["rung_id"]] = {
+                **{k: spec[k] for k in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")},
+                "status": "failed", "error": "the rung stored no result (its task died first)", "traces": [],
+                "step_ms": None, "tokens_per_sec_per_gpu": None, "peak_mem_gb": None,
+            }
+    return results

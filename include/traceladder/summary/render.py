@@ -1,0 +1,78 @@
+"""Render a summary dict as Markdown (summary.md, and the table `make demo` prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt_est(est: dict[str, Any] | None, digits: int = 1) -> str:
+    if not est:
+        return "-"
+    if est.get("ci95") is None:
+        return f"{est['mean']:.{digits}f} (1 run)" if est.get("n") == 1 else f"{est['mean']:.{digits}f}"
+    return f"{est['mean']:.{digits}f} ± {est['ci95']:.{digits}f}"
+
+
+def fmt_change(change: dict[str, Any] | None, unit: str) -> str:
+    if not change:
+        return "-"
+    if not change["significant"]:
+        return "within noise"
+    return f"{change['value']:+.1f} {unit}" + (" (1 run)" if change["single_run"] else "")
+
+
+def ladder_table(summary: dict[str, Any]) -> str:
+    head = "| rung | change | step ms (95% CI) | tokens/s/GPU | vs parent | speedup vs root | peak mem GB | runs ok |"
+    lines = [head, "|---" * 8 + "|"]
+    for row in summary["rungs"]:
+        change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
+        vs_parent = fmt_change(row["tokens_gained"], "tok/s") if row["kind"] == "batch" else fmt_change(row["ms_removed"], "ms removed")
+        mem = f"{row['peak_mem_gb']:.2f}" if row["peak_mem_gb"] is not None else "-"
+        speed = f"{row['speedup_vs_root']['mean']:.2f}x" if row["speedup_vs_root"] else "-"
+        flag = "" if row["ok"] == row["runs"] else " FAILED"
+        lines.append(
+            f"| {row['rung']} | {change} | {fmt_est(row['step_ms'])} | {fmt_est(row['tokens_per_sec_per_gpu'], 0)} "
+            f"| {vs_parent} | {speed} | {mem} | {row['ok']}/{row['runs']}{flag} |"
+        )
+    return "\n".join(lines)
+
+
+def lens_table(summary: dict[str, Any]) -> str:
+    if not summary["lenses"]:
+        return "(no lenses in this run)"
+    lines = ["| lens | step ms (95% CI) | overhead vs unprofiled | traces | runs ok |", "|---|---|---|---|---|"]
+    for lens in summary["lenses"]:
+        lines.append(
+            f"| {lens['lens']} | {fmt_est(lens['step_ms'])} | {fmt_est(lens['overhead_ratio'], 2)} | {lens['traces']} | {lens['ok']}/{lens['runs']} |"
+        )
+    return "\n".join(lines)
+
+
+def to_markdown(summary: dict[str, Any]) -> str:
+    parts = [
+        f"# traceladder: {summary['ladder']}, run {summary['run_id']}",
+        "",
+        "## Ladder",
+        ladder_table(summary),
+        "",
+        f"## Lenses (on {summary.get('lens_rung') or '-'})",
+        lens_table(summary),
+    ]
+    profile = summary.get("profile")
+    if profile and profile.get("timeline"):
+        tl, tp = profile["timeline"], profile.get("timeline_percent") or {}
+        parts += ["", f"## Where the time went ({profile['lens']}, {profile['rung_id']}, {profile.get('device', 'gpu').upper()} timeline)",
+                  "| part | ms | % |", "|---|---|---|"]
+        for key in ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "idle_time", "total_time"):
+            if key in tl:
+                parts.append(f"| {key} | {tl[key]:.2f} | {tp.get(key, 0):.1f} |")
+        if profile.get("regions"):
+            parts += ["", "| region | ms |", "|---|---|"] + [f"| {k} | {v:.2f} |" for k, v in sorted(profile["regions"].items(), key=lambda kv: -kv[1])]
+        if profile.get("top_ops"):
+            parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
+                f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |" for op in profile["top_ops"][:10]
+            ]
+    parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]
+    if summary["failures"]:
+        parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]]
+    return "\n".join(parts) + "\n"
