@@ -9,19 +9,11 @@ from typing import Any
 
 from traceladder.storage.artifacts import ArtifactSink
 
-TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".db.gz", ".db", ".rpd", ".csv")
-
-
-def trace_stem(name: str) -> str:
-    for suffix in TRACE_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
 def analysis_prefix(trace_key: str) -> str:
+    from traceladder.analysis.engine import output_stem
+
     rung, _, name = trace_key.rpartition("/traces/")
-    return f"{rung}/analysis/{trace_stem(name)}"
+    return f"{rung}/analysis/{output_stem(Path(name))}"
 
 
 def analysis_key(trace_key: str) -> str:

@@ -1,0 +1,255 @@
+"""The analysis engine: the one interface the rest of traceladder calls.
+
+``analyze_trace(trace, out_dir)`` reads one trace and writes, into ``out_dir``:
+  * ``gpu_timeline.csv`` (``type,time ms,percent``),
+  * ``ops_summary.csv`` and ``ops_summary_by_category.csv`` (TraceLens columns),
+  * ``kernel_summary.csv`` (GPU traces only),
+  * ``analysis.json`` (schema 1, see :func:`analyze_trace`),
+and returns the analysis.json content.
+
+``analyze_paths(paths, out_root, jobs)`` backs ``traceladder analyze TRACE... --out DIR
+[--jobs N]``.  Each trace gets ``out_root/<stem>/``, where ``<stem>`` is the file name
+less the first matching suffix of :data:`TRACE_SUFFIXES` (longest first: a Primus
+``x-rank[0].12.pt.trace.json.gz`` becomes ``x-rank[0].12``); when two inputs give the
+same stem, the later ones get ``-2``, ``-3``, ... appended in input order.  Bad inputs
+(missing, empty, truncated, corrupt gzip, unknown format, no events) print one stderr
+line each, ``error: <path>: <reason>``, and make the return code 2; the good inputs in
+the same call still get their reports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .events import GPU_CATS, EventTable, TraceError
+from .readers.pytorch_json import load_bytes, read_pytorch_json
+from .reports import gpu_timeline as gt
+from .reports import kernel_summary as ks
+from .reports import ops_summary as ops
+
+__all__ = [
+    "SCHEMA",
+    "TRACE_SUFFIXES",
+    "TraceError",
+    "read_trace",
+    "analyze_trace",
+    "analyze_paths",
+    "output_stem",
+]
+
+SCHEMA = 1
+TOP_OPS = 10
+TRACE_SUFFIXES = (
+    ".pt.trace.json.gz",
+    ".pt.trace.json",
+    ".json.gz",
+    ".json",
+    ".csv",
+    ".db.gz",
+    ".db",
+    ".rpd",
+)
+_UNSUPPORTED = {".csv": "CSV", ".db": "SQLite database", ".db.gz": "SQLite database", ".rpd": "rpd database"}
+_RANK_RES = (re.compile(r"rank\[(\d+)\]"), re.compile(r"rank[_-]?(\d+)", re.IGNORECASE))
+# user_annotation names that are not user regions
+_NOT_REGIONS = ("ProfilerStep#", gt.CPU_COMM_PREFIX)
+
+
+def output_stem(path: Path) -> str:
+    name = Path(path).name
+    low = name.lower()
+    for suf in TRACE_SUFFIXES:
+        if low.endswith(suf) and len(name) > len(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def read_trace(path: Path) -> EventTable:
+    """Read any supported trace into an EventTable; bad input raises TraceError only."""
+    path = Path(path)
+    data = load_bytes(path)
+    low = path.name.lower()
+    for suf, what in _UNSUPPORTED.items():
+        if low.endswith(suf) and not data.lstrip()[:1] == b"{":
+            raise TraceError(path, f"unsupported format: {what} ({suf}); only PyTorch profiler JSON is read")
+    t = read_pytorch_json(path, data)
+    timed = ~np.isnan(t.ts) & ~np.isnan(t.dur)
+    if not timed.any():
+        raise TraceError(path, "no events with a start time and duration")
+    return t
+
+
+def _rank(t: EventTable) -> int | None:
+    di = t.metadata.get("distributedInfo")
+    if isinstance(di, dict) and isinstance(di.get("rank"), int):
+        return di["rank"]
+    for rx in _RANK_RES:
+        m = rx.search(t.path.name)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _regions(t: EventTable) -> dict[str, float]:
+    idx = np.flatnonzero(t.is_cat("user_annotation") & ~np.isnan(t.dur))
+    out: dict[str, float] = {}
+    for nm, d in zip(t.names_of(idx), t.dur[idx].tolist()):
+        if nm.startswith(_NOT_REGIONS):
+            continue
+        out[nm] = out.get(nm, 0.0) + d / 1e3
+    return out
+
+
+def _clean(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
+    """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
+
+    analysis.json (schema 1)::
+
+      {"schema": 1, "trace": <file name>, "device": "gpu" | "cpu",
+       "rank": <int | null>,            # distributedInfo.rank, else rank[R] in the name
+       "timeline": {computation_time, exposed_comm_time, exposed_memcpy_time,
+                    busy_time, idle_time, total_time, total_comm_time,
+                    total_memcpy_time}  # ms
+       "timeline_percent": {same keys}, # percent of total_time
+       "top_ops": [{"name", "time_ms", "percent", "count"}],     # top 10, direct time
+       "categories": [{"name", "time_ms", "percent", "count"}],  # ops_summary_by_category
+       "regions": {<record_function name>: total ms},  # user_annotation ranges, less
+                                                       # ProfilerStep#N and gloo:*
+       "notes": [str]}
+
+    Raises TraceError for bad input.
+    """
+    trace_path = Path(trace_path)
+    out_dir = Path(out_dir)
+    t = read_trace(trace_path)
+    notes: list[str] = []
+    has_gpu = bool(t.is_cat(*GPU_CATS).any())
+    try:
+        if has_gpu:
+            tl = gt.gpu_timeline(t)
+            if t.is_cat("cpu_op", "python_function").any():
+                launchers = ops.gpu_launchers(t)
+            else:
+                launchers = None
+                notes.append("GPU-only trace (no cpu_op events): ops summaries are empty")
+        else:
+            if not t.is_cat("cpu_op").any():
+                raise TraceError(trace_path, "no GPU events and no cpu_op events to analyse")
+            sel = gt.cpu_selection(t)
+            tl = gt.cpu_timeline(t, sel)
+            launchers = ops.cpu_launchers(t, sel)
+    except ValueError as exc:
+        raise TraceError(trace_path, f"cannot analyse: {exc}") from None
+    notes.extend(tl.notes)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gt.write_csv(tl, out_dir)
+    if launchers is None:
+        launchers = ops.Launchers(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, np.int64), [], [])
+    ops_df, cat_df = ops.write_csvs(launchers, out_dir)
+    if has_gpu:
+        ks.write_csv(t, tl, out_dir, launchers)
+
+    top = [
+        {
+            "name": str(r["name"]),
+            "time_ms": _clean(r["total_direct_kernel_time_ms"]),
+            "percent": _clean(r["Percentage (%)"]),
+            "count": int(r["Count"]),
+        }
+        for _, r in ops_df.head(TOP_OPS).iterrows()
+    ]
+    cats = [
+        {
+            "name": str(r["op category"]),
+            "time_ms": _clean(r["total_direct_kernel_time_ms"]),
+            "percent": _clean(r["Percentage (%)"]),
+            "count": int(r["Count"]),
+        }
+        for _, r in cat_df.iterrows()
+    ]
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "trace": trace_path.name,
+        "device": tl.device,
+        "rank": _rank(t),
+        "timeline": {k: _clean(v) for k, v in tl.as_ms().items()},
+        "timeline_percent": {k: _clean(v) for k, v in tl.as_percent().items()},
+        "top_ops": top,
+        "categories": cats,
+        "regions": _regions(t),
+        "notes": notes,
+    }
+    (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _unique_dirs(paths: list[Path], out_root: Path) -> list[Path]:
+    seen: dict[str, int] = {}
+    out = []
+    for p in paths:
+        stem = output_stem(p)
+        n = seen.get(stem, 0) + 1
+        seen[stem] = n
+        d = stem if n == 1 else f"{stem}-{n}"
+        while n > 1 and d in seen:  # "-2" collides with a real stem
+            n += 1
+            d = f"{stem}-{n}"
+        seen.setdefault(d, 1)
+        out.append(out_root / d)
+    return out
+
+
+def _one(args: tuple[str, str]) -> tuple[str, str | None, float]:
+    path, out = args
+    t0 = time.perf_counter()
+    try:
+        analyze_trace(Path(path), Path(out))
+        return path, None, time.perf_counter() - t0
+    except TraceError as exc:
+        return path, str(exc), time.perf_counter() - t0
+    except Exception as exc:  # an engine bug must not become a traceback for the user
+        return path, f"{path}: internal error while analysing ({type(exc).__name__}: {exc})", time.perf_counter() - t0
+
+
+def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
+    """Analyse many traces into out_root/<stem>/; 0 when all good, else 2."""
+    paths = [Path(p) for p in paths]
+    out_root = Path(out_root)
+    dirs = _unique_dirs(paths, out_root)
+    work = [(str(p), str(d)) for p, d in zip(paths, dirs)]
+    total = len(work)
+    bad = 0
+    err = sys.stderr
+
+    def report(i: int, res: tuple[str, str | None, float], d: str) -> None:
+        nonlocal bad
+        path, msg, secs = res
+        if msg is None:
+            print(f"[{i}/{total}] {path} -> {d} ({secs:.1f} s)", file=err, flush=True)
+        else:
+            bad += 1
+            print(f"error: {msg}", file=err, flush=True)
+
+    if jobs <= 1 or total <= 1:
+        for i, w in enumerate(work, 1):
+            report(i, _one(w), w[1])
+    else:
+        with ProcessPoolExecutor(max_workers=min(jobs, total)) as ex:
+            for i, (w, res) in enumerate(zip(work, ex.map(_one, work)), 1):
+                report(i, res, w[1])
+    return 2 if bad else 0

@@ -1,0 +1,305 @@
+"""Columnar event model shared by every reader and report.
+
+One :class:`EventTable` holds a whole trace as numpy arrays, one per field (no dict per
+event).  Strings (names, categories, pids/tids that are strings) live in small tables
+and the arrays hold integer codes into them.  The raw JSON of each event's ``args`` is
+kept (as ``msgspec.Raw``, zero-copy into the file buffer) and decoded only for the
+events an analysis asks about (:meth:`EventTable.args`).
+
+The host call tree and the CPU->GPU links (the rules of TraceLens v1.0.0's
+``TraceToTree``: per-thread stack by start time with its 1 us "bleed" tolerance, runtime
+call -> ``ac2g`` flow -> GPU event on the flow end's pid/tid, graph launches by linking
+id) are built once, on demand, by :meth:`EventTable.call_tree`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+__all__ = [
+    "MISSING",
+    "TraceError",
+    "EventTable",
+    "CallTree",
+    "GPU_CATS",
+    "RUNTIME_CATS",
+]
+
+#: Sentinel for a missing integer field (correlation, External id, flow id, stream).
+MISSING = np.iinfo(np.int64).min
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+_GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
+
+
+class TraceError(Exception):
+    """A trace that cannot be analysed: missing, unreadable, malformed or empty.
+
+    Every reader raises only this for bad input; the CLI prints ``str(err)`` as one line.
+    """
+
+    def __init__(self, path: Path | str, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class _Interner:
+    """Maps hashable values to dense int codes, keeping the value table."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self) -> None:
+        self.codes: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def code(self, value: Any) -> int:
+        c = self.codes.get(value)
+        if c is None:
+            c = len(self.values)
+            self.codes[value] = c
+            self.values.append(value)
+        return c
+
+    def encode(self, seq) -> np.ndarray:
+        """Codes for a whole column (C-level loops: dict.fromkeys + map)."""
+        codes = self.codes
+        values = self.values
+        for v in dict.fromkeys(seq):
+            if v not in codes:
+                codes[v] = len(values)
+                values.append(v)
+        return np.fromiter(map(codes.__getitem__, seq), dtype=np.int32, count=len(seq))
+
+
+@dataclass
+class EventTable:
+    """All events of one trace, one numpy array per field.
+
+    ``cat``/``name``/``pid``/``tid``/``ph`` are int32 codes into ``cats``/``names``/
+    ``pids``/``tids``/``phs``.  ``ts``/``dur`` are float64 microseconds (NaN when absent).
+    ``corr``/``ext``/``stream``/``flow_id`` are int64 with :data:`MISSING` when absent;
+    ``corr``/``ext``/``stream`` are decoded from ``args`` only for the categories that
+    link CPU and GPU work (``args_decoded`` marks them).
+    """
+
+    path: Path
+    fmt: str
+    cat: np.ndarray
+    cats: list[str | None]
+    ph: np.ndarray
+    phs: list[str]
+    name: np.ndarray
+    names: list[str]
+    pid: np.ndarray
+    pids: list[Any]
+    tid: np.ndarray
+    tids: list[Any]
+    ts: np.ndarray
+    dur: np.ndarray
+    flow_id: np.ndarray
+    corr: np.ndarray
+    ext: np.ndarray
+    stream: np.ndarray
+    streams: list[Any]
+    has_args: np.ndarray
+    raw_args: list
+    metadata: dict[str, Any] = field(default_factory=dict)
+    _tree: "CallTree | None" = field(default=None, repr=False)
+    _cat_cache: dict = field(default_factory=dict, repr=False)
+
+    # -- basic helpers -------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.cat.shape[0])
+
+    @property
+    def t_end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+    def cat_code(self, name: str) -> int:
+        try:
+            return self.cats.index(name)
+        except ValueError:
+            return -1
+
+    def is_cat(self, *names: str) -> np.ndarray:
+        """Boolean mask of the events whose category is one of ``names``."""
+        key = names
+        m = self._cat_cache.get(key)
+        if m is None:
+            codes = [self.cat_code(n) for n in names]
+            codes = [c for c in codes if c >= 0]
+            m = np.isin(self.cat, np.asarray(codes, dtype=np.int32)) if codes else np.zeros(len(self), bool)
+            self._cat_cache[key] = m
+        return m
+
+    def name_of(self, i: int) -> str:
+        return self.names[int(self.name[i])]
+
+    def names_of(self, idx: np.ndarray) -> list[str]:
+        names = self.names
+        return [names[c] for c in self.name[idx].tolist()]
+
+    def args(self, i: int) -> dict:
+        """Decode one event's args (lazily; {} when absent)."""
+        raw = self.raw_args[int(i)]
+        if raw is None or len(raw) == 0:
+            return {}
+        val = msgspec.json.decode(raw)
+        return val if isinstance(val, dict) else {}
+
+    def decode_args(self, idx, type=dict) -> list:
+        """Decode the args of many events in one call (one JSON array)."""
+        raws = [self.raw_args[int(i)] for i in idx]
+        if not raws:
+            return []
+        buf = b"[" + b",".join(r if (r is not None and len(r)) else b"{}" for r in raws) + b"]"
+        return msgspec.json.decode(buf, type=list[type])
+
+    def thread_names(self) -> dict[tuple[Any, Any], str]:
+        return self.metadata.get("thread_names", {})
+
+    def call_tree(self) -> "CallTree":
+        if self._tree is None:
+            self._tree = CallTree(self)
+        return self._tree
+
+
+class CallTree:
+    """Host call stacks and CPU->GPU links, by TraceLens v1.0.0's rules.
+
+    Attributes (arrays over all events, -1 where none):
+      ``host_parent``: parent of a host event (cpu_op / cuda_runtime / cuda_driver);
+      ``gpu_runtime``: the runtime event a GPU event is linked to (last link wins);
+      ``linked``: GPU events linked to the host tree (TraceLens's ``event["tree"]``);
+      ``pairs_rt``/``pairs_gpu``: every (runtime, GPU event) link, in link order (a GPU
+      event reached twice appears twice, as in TraceLens's ``gpu_events`` lists).
+    """
+
+    def __init__(self, t: EventTable):
+        self.t = t
+        n = len(t)
+        self.host_parent = np.full(n, -1, dtype=np.int64)
+        self._build_host_tree()
+        self.linking_key = self._choose_linking_key()
+        self.link = t.corr if self.linking_key == "correlation" else t.ext
+        self.gpu_runtime = np.full(n, -1, dtype=np.int64)
+        self.linked = np.zeros(n, dtype=bool)
+        self._link_gpu()
+
+    # TraceLens BaseTraceToTree.build_host_call_stack_tree (add_python_func=False)
+    def _build_host_tree(self) -> None:
+        t = self.t
+        host_mask = t.is_cat("cpu_op", *RUNTIME_CATS) & ~np.isnan(t.ts) & ~np.isnan(t.dur)
+        idx = np.flatnonzero(host_mask)
+        if idx.size == 0:
+            return
+        order = idx[np.argsort(t.ts[idx], kind="stable")]
+        ts = t.ts[order].tolist()
+        te = (t.ts[order] + t.dur[order]).tolist()
+        key = (t.pid[order].astype(np.int64) * (1 << 32) + t.tid[order].astype(np.int64)).tolist()
+        parent_out = np.full(order.size, -1, dtype=np.int64)
+        stacks: dict[int, list[int]] = {}
+        for j in range(order.size):
+            st = stacks.get(key[j])
+            if st is None:
+                st = stacks[key[j]] = []
+            t0 = ts[j]
+            while st and t0 >= te[st[-1]]:
+                st.pop()
+            if st and te[j] > te[st[-1]]:
+                if te[st[-1]] - t0 < 1.0 and len(st) >= 2:
+                    st.pop()
+                else:
+                    continue
+            if st:
+                parent_out[j] = st[-1]
+            st.append(j)
+        has = parent_out >= 0
+        self.host_parent[order[has]] = order[parent_out[has]]
+
+    def _choose_linking_key(self) -> str:
+        t = self.t
+        rt = np.flatnonzero(t.is_cat(*RUNTIME_CATS))
+        for i in rt.tolist():
+            if "launch" in t.names[t.name[i]].lower():
+                return "correlation" if t.corr[i] != MISSING else "External id"
+        return "External id"
+
+    # TraceLens TraceToTree.add_gpu_ops_to_tree
+    def _link_gpu(self) -> None:
+        t = self.t
+        link = self.link
+        is_flow = t.is_cat("ac2g")
+        flow_idx = np.flatnonzero(is_flow)
+        starts: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        ph_s = t.phs.index("s") if "s" in t.phs else -2
+        ph_f = t.phs.index("f") if "f" in t.phs else -2
+        for i, ph, fid in zip(flow_idx.tolist(), t.ph[flow_idx].tolist(), t.flow_id[flow_idx].tolist()):
+            if ph == ph_s:
+                starts[fid] = i
+            elif ph == ph_f:
+                ends[fid] = i
+        # (pid, tid, link id) -> last event (not a flow) with args carrying the link id
+        cand = np.flatnonzero(~is_flow & t.has_args & (link != MISSING))
+        pt_map: dict[tuple[int, int, int], int] = {}
+        for i, p, q, l in zip(cand.tolist(), t.pid[cand].tolist(), t.tid[cand].tolist(), link[cand].tolist()):
+            pt_map[(p, q, l)] = i
+        gpu_mask = t.is_cat(*GPU_CATS)
+        # link id -> GPU events (for graph launches)
+        graph_codes = [t.names.index(n) for n in _GRAPH_LAUNCH_NAMES if n in t.names]
+        rt_idx = np.flatnonzero(t.is_cat(*RUNTIME_CATS))
+        by_link: dict[int, list[int]] | None = None
+        pairs_rt: list[int] = []
+        pairs_gpu: list[int] = []
+        rt_links = link[rt_idx].tolist()
+        rt_names = t.name[rt_idx].tolist()
+        pid = t.pid
+        tid = t.tid
+        fid_arr = t.flow_id
+        for r, lid, nm in zip(rt_idx.tolist(), rt_links, rt_names):
+            if nm in graph_codes:
+                if lid == MISSING:
+                    continue
+                if by_link is None:
+                    by_link = {}
+                    gi = np.flatnonzero(gpu_mask & (link != MISSING))
+                    for g, l in zip(gi.tolist(), link[gi].tolist()):
+                        by_link.setdefault(l, []).append(g)
+                for g in by_link.get(lid, ()):
+                    pairs_rt.append(r)
+                    pairs_gpu.append(g)
+                continue
+            if lid == MISSING or lid not in starts:
+                continue
+            e = ends.get(lid)
+            if e is None:
+                continue
+            g = pt_map.get((int(pid[e]), int(tid[e]), int(fid_arr[e])))
+            if g is None or not gpu_mask[g]:
+                # TraceLens would attach any event found here; only GPU events matter
+                # to the reports, and attaching a host event can loop forever there.
+                continue
+            pairs_rt.append(r)
+            pairs_gpu.append(g)
+        self.pairs_rt = np.asarray(pairs_rt, dtype=np.int64)
+        self.pairs_gpu = np.asarray(pairs_gpu, dtype=np.int64)
+        if self.pairs_gpu.size:
+            # a GPU event reached twice keeps its last link, as in TraceLens
+            rev_gpu = self.pairs_gpu[::-1]
+            uniq, first = np.unique(rev_gpu, return_index=True)
+            self.gpu_runtime[uniq] = self.pairs_rt[::-1][first]
+            self.linked[self.pairs_gpu] = True
+
+    def ancestors(self, i: int):
+        p = int(self.host_parent[i])
+        while p >= 0:
+            yield p
+            p = int(self.host_parent[p])

@@ -1,0 +1,109 @@
+"""Compare a produced CSV report with a TraceLens reference CSV (the reference README's rule).
+
+* same columns, in the same order;
+* same rows, as a multiset keyed by the row's text cells (exact strings);
+* integer cells (counts) exactly equal; other numbers within 1e-6 relative;
+* ``UID_first``, ``kernel_details__summarize_kernel_stats`` and ``trunc_kernel_details``
+  must be present but their contents are not compared.
+
+``compare_csv(produced, reference)`` returns a list of human-readable differences
+(empty when they conform).  A column is numeric when every non-empty reference cell
+parses as a float; text otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+IGNORED_COLUMNS = frozenset({"UID_first", "kernel_details__summarize_kernel_stats", "trunc_kernel_details"})
+REL_TOL = 1e-6
+# differences of large timestamps leave ~1e-9 us noise where the true value is 0
+ABS_TOL = 1e-9
+
+
+def _read(path: Path) -> tuple[list[str], list[list[str]]]:
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        return [], []
+    return rows[0], rows[1:]
+
+
+def _num(s: str) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _is_int_literal(s: str) -> bool:
+    s = s.strip()
+    return s.lstrip("-").isdigit()
+
+
+def _close(a: str, b: str) -> bool:
+    """a = produced cell, b = reference cell (numeric column)."""
+    if a == b:
+        return True
+    if b == "" or a == "":
+        return False
+    fa, fb = _num(a), _num(b)
+    if fa is None or fb is None:
+        return False
+    if math.isnan(fb):
+        return math.isnan(fa)
+    if _is_int_literal(b):
+        return fa == fb  # counts: exact
+    return math.isclose(fa, fb, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def compare_csv(produced: Path, reference: Path, max_report: int = 10) -> list[str]:
+    produced, reference = Path(produced), Path(reference)
+    if not produced.exists():
+        return [f"{produced.name}: not produced"]
+    ph, prow = _read(produced)
+    rh, rrow = _read(reference)
+    if ph != rh:
+        return [f"{produced.name}: columns differ:\n  produced  {ph}\n  reference {rh}"]
+    numeric = []
+    for j, col in enumerate(rh):
+        cells = [r[j] for r in rrow if j < len(r) and r[j] != ""]
+        numeric.append(bool(cells) and all(_num(c) is not None for c in cells) and col not in IGNORED_COLUMNS)
+    text_cols = [j for j, c in enumerate(rh) if not numeric[j] and c not in IGNORED_COLUMNS]
+    num_cols = [j for j in range(len(rh)) if numeric[j]]
+    diffs: list[str] = []
+    if len(prow) != len(rrow):
+        diffs.append(f"{produced.name}: {len(prow)} rows produced, {len(rrow)} in reference")
+
+    def key(r):
+        return tuple(r[j] if j < len(r) else "" for j in text_cols)
+
+    pool: dict[tuple, list[list[str]]] = {}
+    for r in prow:
+        pool.setdefault(key(r), []).append(r)
+    for r in rrow:
+        k = key(r)
+        cands = pool.get(k)
+        if not cands:
+            diffs.append(f"{produced.name}: missing row {dict(zip([rh[j] for j in text_cols], k))}")
+            continue
+        hit = None
+        for ci, c in enumerate(cands):
+            if all(_close(c[j], r[j]) for j in num_cols):
+                hit = ci
+                break
+        if hit is None:
+            c = cands[0]
+            bad = {rh[j]: (c[j], r[j]) for j in num_cols if not _close(c[j], r[j])}
+            diffs.append(f"{produced.name}: row {k}: numbers differ (produced, reference): {bad}")
+            cands.pop(0)
+        else:
+            cands.pop(hit)
+    for k, left in pool.items():
+        for _ in left:
+            diffs.append(f"{produced.name}: extra row {k}")
+    if len(diffs) > max_report:
+        diffs = diffs[:max_report] + [f"... and {len(diffs) - max_report} more"]
+    return diffs

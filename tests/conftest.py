@@ -1,0 +1,69 @@
+"""Shared pytest fixtures for traceladder's tests.
+
+Keep this file to fixtures used by more than one test module; one section per concern.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_INCLUDE = Path(__file__).resolve().parents[1] / "include"
+if str(_INCLUDE) not in sys.path:  # so `pytest` works without PYTHONPATH=include
+    sys.path.insert(0, str(_INCLUDE))
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+
+# ---- airflow: its settings are read at import, so they are set before any test imports it ------
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="traceladder-test-airflow-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    }
+)
+
+
+@pytest.fixture(scope="session")
+def airflow_home(s3_server) -> Path:
+    """A migrated Airflow database with the pools from clusters.yaml, and the S3 connection
+    (from the environment, as a deployment would set it) pointing at the session's S3 server."""
+    from traceladder.airflow.local_airflow import airflow_env, prepare
+
+    env = airflow_env(AIRFLOW_HOME, s3_server.env(), s3_server.airflow_conn_uri_json())
+    os.environ.update(env)
+    prepare(AIRFLOW_HOME, env)
+    return AIRFLOW_HOME
+
+
+# ---- object storage ----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory):
+    """One real SeaweedFS S3 server (``EmbeddedS3``) for the whole test session.
+
+    It listens on free loopback ports, refuses anonymous requests and has the bucket
+    ``traceladder``. Use ``s3_server.env()`` / ``s3_server.airflow_conn_uri_json()`` for clients;
+    tests that share it should write under their own ladder name.
+    """
+    from traceladder.storage.embedded_s3 import EmbeddedS3
+
+    server = EmbeddedS3(tmp_path_factory.mktemp("s3"), bucket="traceladder")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_client(s3_server):
+    """A boto3 S3 client with the session server's credentials (path-style, few retries)."""
+    return s3_server.client()

@@ -1,0 +1,89 @@
+"""Conformance with TraceLens v1.0.0 on the reference PyTorch traces (../shared/reference).
+
+For every PyTorch trace under tracelens-v1.0.0/{mi300,mi250,h100}, each report we
+produce must match the reference CSV by the reference README's rule (see
+tests/conformance.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from traceladder.analysis.engine import analyze_trace
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+REF = SHARED / "reference" / "tracelens-v1.0.0"
+
+_spec = importlib.util.spec_from_file_location("conformance", Path(__file__).resolve().parents[1] / "conformance.py")
+conformance = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(conformance)
+
+REPORTS = ["gpu_timeline.csv", "ops_summary.csv", "ops_summary_by_category.csv", "kernel_summary.csv"]
+TRACES = sorted(p for d in ("mi300", "mi250", "h100") for p in (REF / d).glob("*.json.gz")) if REF.is_dir() else []
+
+
+def _ref_dir(trace: Path) -> Path:
+    return trace.parent / (trace.name[: -len(".json.gz")] + "_perf_report_csvs")
+
+
+@pytest.fixture(scope="module")
+def produced(tmp_path_factory):
+    cache: dict[Path, Path] = {}
+
+    def get(trace: Path) -> Path:
+        if trace not in cache:
+            out = tmp_path_factory.mktemp(trace.name.replace(".", "_"))
+            analyze_trace(trace, out)
+            cache[trace] = out
+        return cache[trace]
+
+    return get
+
+
+def test_reference_traces_present():
+    assert REF.is_dir(), f"reference traces not found at {REF} (../shared beside the repo)"
+    assert len(TRACES) == 6, TRACES
+
+
+@pytest.mark.parametrize("report", REPORTS)
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: f"{p.parent.name}/{p.name[:40]}")
+def test_report_conforms(trace, report, produced):
+    out = produced(trace)
+    diffs = conformance.compare_csv(out / report, _ref_dir(trace) / report)
+    assert not diffs, "\n".join(diffs)
+
+
+def test_comparison_is_not_vacuous(produced):
+    """The helper must catch a wrong report: ours for one trace against another's reference."""
+    assert len(TRACES) >= 2, "reference traces not found"
+    mi300_bert = REF / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz"
+    h100_bert = REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+    out = produced(mi300_bert)
+    for report in ("gpu_timeline.csv", "ops_summary.csv", "ops_summary_by_category.csv"):
+        assert conformance.compare_csv(out / report, _ref_dir(h100_bert) / report), report
+
+
+def test_comparison_rules(tmp_path):
+    ref = tmp_path / "ref.csv"
+    ref.write_text("name,Count,t,UID_first\na,3,1.0,17\nb,1,2.5,18\n")
+    ok = tmp_path / "ok.csv"
+    ok.write_text("name,Count,t,UID_first\nb,1,2.5000000001,99\na,3,1.0,98\n")
+    assert conformance.compare_csv(ok, ref) == []
+    bad_count = tmp_path / "bad_count.csv"
+    bad_count.write_text("name,Count,t,UID_first\na,4,1.0,1\nb,1,2.5,2\n")
+    assert conformance.compare_csv(bad_count, ref)
+    bad_num = tmp_path / "bad_num.csv"
+    bad_num.write_text("name,Count,t,UID_first\na,3,1.00001,1\nb,1,2.5,2\n")
+    assert conformance.compare_csv(bad_num, ref)
+    bad_cols = tmp_path / "bad_cols.csv"
+    bad_cols.write_text("name,t,Count,UID_first\na,1.0,3,1\nb,2.5,1,2\n")
+    assert conformance.compare_csv(bad_cols, ref)
+    missing_col = tmp_path / "missing_col.csv"
+    missing_col.write_text("name,Count,t\na,3,1.0\nb,1,2.5\n")
+    assert conformance.compare_csv(missing_col, ref)
+    bad_text = tmp_path / "bad_text.csv"
+    bad_text.write_text("name,Count,t,UID_first\na,3,1.0,1\nc,1,2.5,2\n")
+    assert conformance.compare_csv(bad_text, ref)
