@@ -18,7 +18,7 @@ import boto3
 import pytest
 from botocore import UNSIGNED
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from traceladder.storage.artifacts import (
     ArtifactIntegrityError,
@@ -31,7 +31,7 @@ from traceladder.storage.artifacts import (
     s3_client_from_env,
     safe_key_part,
 )
-from traceladder.storage.embedded_s3 import EmbeddedS3, free_ports
+from traceladder.storage.embedded_s3 import EmbeddedS3, EmbeddedS3Error, free_ports
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
@@ -428,9 +428,48 @@ def test_s3_server_cli(tmp_path):
         rc = proc.wait(timeout=20)
         assert rc == 0 and time.monotonic() - t0 < 10
         assert "stopped" in proc.stdout.read()
-        with pytest.raises(Exception):
+        with pytest.raises(BotoCoreError):
             s3_client_from_env(values, retries={"max_attempts": 1}).list_buckets()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _fake_weed(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "fake-weed"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_embedded_s3_that_exits_early_names_the_log(tmp_path):
+    weed = _fake_weed(tmp_path, 'echo "F1129 master.go:1 something broke" >&2; exit 3')
+    server = EmbeddedS3(tmp_path / "s3", weed_binary=weed)
+    with pytest.raises(EmbeddedS3Error) as ei:
+        server.start()
+    _assert_one_line(ei.value, "exited with code 3", str(tmp_path / "s3" / "weed.log"), "something broke")
+    assert not server.running()
+
+
+def test_embedded_s3_that_never_answers_names_port_and_log(tmp_path):
+    weed = _fake_weed(tmp_path, "exec sleep 60")
+    server = EmbeddedS3(tmp_path / "s3", weed_binary=weed, startup_timeout_s=1.5)
+    t0 = time.monotonic()
+    with pytest.raises(EmbeddedS3Error) as ei:
+        server.start()
+    assert time.monotonic() - t0 < 15
+    port = server.ports["s3.port"]
+    _assert_one_line(ei.value, f"port {port}", "did not answer", str(tmp_path / "s3" / "weed.log"))
+    assert not server.running()
+
+
+def test_embedded_s3_refuses_a_busy_fixed_port(tmp_path):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(EmbeddedS3Error, match=f"127.0.0.1:{port} is already in use"):
+            EmbeddedS3(tmp_path / "s3", s3_port=port).start()

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any
 
-from traceladder.storage.artifacts import ArtifactSink
+from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
 PLAN_OBJECT = "plan.json"
 
@@ -33,12 +33,6 @@ def ladder_store(ladder: str):  # -> (LoadedLadder, ArtifactSink)
     loaded = open_ladder(ladder)
     storage = loaded.cluster.storage
     return loaded, store_for(loaded.ladder.ladder, storage.conn_id, storage.bucket, storage.prefix)
-
-
-def run_prefix(prefix: str, ladder: str, run_id: str) -> str:
-    from traceladder.storage.artifacts import safe_key_part
-
-    return f"{prefix}/{ladder}/{safe_key_part(run_id)}"
 
 
 def plan_run(ladder: str, run_id: str, hosts: list[str], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

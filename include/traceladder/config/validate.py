@@ -63,10 +63,11 @@ def resolve_assignments(ladder: Ladder) -> dict[str, Assignment]:
         rung = rungs[name]
         if rung.parent not in rungs:
             raise LadderConfigError(f"rungs[{name}].parent", f"unknown parent {rung.parent!r}")
-        if rung.parent in path:
-            cycle = " -> ".join((*path[path.index(rung.parent):], rung.parent))
+        chain = (*path, name)
+        if rung.parent in chain:
+            cycle = " -> ".join((*chain[chain.index(rung.parent):], rung.parent))
             raise LadderConfigError(f"rungs[{name}].parent", f"cycle: {cycle}")
-        parent = resolve(rung.parent, (*path, name))
+        parent = resolve(rung.parent, chain)
         for key in rung.set:
             if key not in ladder.switches:
                 raise LadderConfigError(f"rungs[{name}].set.{key}", f"unknown switch; switches are {sorted(ladder.switches)}")

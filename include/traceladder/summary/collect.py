@@ -6,20 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traceladder.storage.artifacts import ArtifactSink
-
-
-def rung_key(spec: dict[str, Any], run_prefix_: str, name: str) -> str:
-    return f"{run_prefix_}/{spec['rung_id']}/{name}"
+from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
 
 def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    from traceladder.airflow.tasks import run_prefix
-
     prefix = run_prefix(plan["specs"][0]["storage_prefix"], plan["ladder"], plan["run_id"]) if plan["specs"] else ""
     results: dict[str, dict[str, Any]] = {}
     for spec in plan["specs"]:
-        key = rung_key(spec, prefix, "metrics.json")
+        key = f"{prefix}/{spec['rung_id']}/metrics.json"
         if store.exists(key):
             results[spec["rung_id"]] = json.loads(store.get_verified(key))
         else:

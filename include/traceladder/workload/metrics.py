@@ -1,0 +1,94 @@
+"""Primus-format iteration lines, the FLOP estimate behind TFLOP/s, and host-memory readings."""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .settings import Settings
+
+GiB = 1024**3  # Primus's "GB" are GiB (torch.cuda.mem_get_info / 1024**3)
+
+
+def model_flops_per_step(s: Settings) -> float:
+    """Model FLOPs one rank does per optimizer step, Megatron-style: matmuls only (2·m·n·k), x3 for
+    forward + backward (dgrad + wgrad), activation recompute not counted, elementwise work ignored.
+    Attention uses the average number of keys a query really sees (window and compressed blocks)."""
+    h, n = s.hidden_size, s.hc_mult
+    seq, w = s.seq_length, min(s.attn_sliding_window, s.seq_length)
+    per_token = 0.0
+    for r in s.layer_ratios:
+        keys = (w + 1) / 2 if seq <= w else w  # causal window: ~w keys once past the first window
+        if r:
+            keys += (seq // r) / 2  # completed compressed blocks, on average half of them
+        per_token += 2 * h * 3 * h + 2 * h * h  # q, kv, o projections
+        per_token += 2 * 2 * h * keys  # scores and weighted values over all heads (heads · d = h)
+        per_token += 2 * (2 * n * h * (2 * n + n * n) + 2 * n * h + 2 * n * n * h + 2 * n * h)  # two mHC mixes
+        per_token += 2 * h * s.num_experts  # router
+        per_token += s.moe_router_topk * 2 * 3 * h * s.moe_ffn_hidden_size  # SwiGLU experts
+    per_token += 2 * h * s.vocab_size  # output head
+    tokens_per_rank = s.global_batch_size * s.seq_length / s.world_size
+    return 3.0 * per_token * tokens_per_rank
+
+
+def max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * resource.getpagesize()
+
+
+def meminfo_bytes() -> tuple[int, int]:
+    """(available, total) host memory."""
+    info: dict[str, int] = {}
+    with open("/proc/meminfo", encoding="ascii") as fh:
+        for line in fh:
+            key, _, rest = line.partition(":")
+            info[key] = int(rest.split()[0]) * 1024
+    return info.get("MemAvailable", info.get("MemFree", 0)), info["MemTotal"]
+
+
+def _tflops(x: float) -> str:
+    # Primus prints .1f; a CPU proxy's TFLOP/s are < 1, so keep 4 decimals there (still a plain float).
+    return f"{x:.1f}" if x >= 100 else f"{x:.4f}"
+
+
+@dataclass
+class IterationLog:
+    """Builds the lines Primus's last rank prints; averages cover iterations > log_avg_skip."""
+
+    s: Settings
+    flops: float = 0.0
+    times: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.flops = model_flops_per_step(self.s)
+
+    def line(self, it: int, seconds: float, lr: float, loss: float, grad_norm: float,
+             mem_rank: int, mem_max: float) -> str:
+        s = self.s
+        ts = datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
+        head = f"[{ts}] iteration {it:8d}/{s.train_iters:8d} | consumed samples: {it * s.global_batch_size:12d} |"
+        tail = (f" learning rate: {lr:.6E} | global batch size: {s.global_batch_size:5d} | lm loss: {loss:.6E} |"
+                f" loss scale: 1.0 | grad norm: {grad_norm:.3f} | number of skipped iterations: {0:3d} |"
+                f" number of nan iterations: {0:3d} |")
+        ms = seconds * 1000.0
+        if it <= s.log_avg_skip_iterations:
+            return f"{head} elapsed time per iteration (ms): {ms:.1f} |{tail}"
+        self.times.append(seconds)
+        avg = sum(self.times) / len(self.times)
+        tokens = s.global_batch_size * s.seq_length / s.world_size
+        harmonic = tokens * len(self.times) / sum(self.times)  # harmonic mean of the per-iter rates
+        avail, total = meminfo_bytes()
+        used = current_rss_bytes()
+        mem = f"{used / GiB:.2f}GB/{avail / GiB:.2f}GB/{total / GiB:.2f}GB/{100.0 * used / total:.2f}%"
+        return (f"{head} elapsed time per iteration (ms): {ms:.1f}/{avg * 1000.0:.1f} |"
+                f" compute per GPU (TFLOP/s/GPU): {_tflops(self.flops / seconds / 1e12)}"
+                f" (avg {_tflops(self.flops / avg / 1e12)}) |"
+                f" tokens/s/GPU inst/harmonic mean: {tokens / seconds:.1f}/{harmonic:.1f} |{tail}"
+                f" hip mem usage/free/total/usage_ratio: {mem}  | rocm mem usage/free/total/usage_ratio: {mem} |"
+                f" rank-{mem_rank} rocm max mem usage/usage_ratio: {mem_max / GiB:.2f}GB/{100.0 * mem_max / total:.2f}%")

@@ -1,0 +1,168 @@
+"""One rank's training loop: Megatron-style step (micro-batch accumulation, DP grad all-reduce of the
+dense weights, clipped AdamW), Primus's log line from the last rank, and Primus's profiler window."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import math
+import os
+import sys
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.autograd.profiler import record_function
+
+from .comm import Comm
+from .data import MockData
+from .metrics import IterationLog, max_rss_bytes
+from .model import Model
+from .optim import AdamW
+from .settings import Settings
+
+
+def lr_at(s: Settings, step: int) -> float:
+    """Megatron's scheduler after `step` optimizer steps (linear warmup, then decay to min_lr)."""
+    if s.lr_warmup_iters and step <= s.lr_warmup_iters:
+        return s.lr * step / s.lr_warmup_iters
+    if s.lr_decay_style == "constant":
+        return s.lr
+    span = max(s.train_iters - s.lr_warmup_iters, 1)
+    frac = min(max(step - s.lr_warmup_iters, 0) / span, 1.0)
+    coeff = 0.5 * (math.cos(math.pi * frac) + 1.0) if s.lr_decay_style == "cosine" else 1.0 - frac
+    return s.min_lr + coeff * (s.lr - s.min_lr)
+
+
+def make_profiler(s: Settings, rank: int) -> Any:
+    """Primus's torch profiler: iterations profile_step_start .. profile_step_end-1 (1-based) are
+    recorded; the trace is written when iteration profile_step_end starts."""
+    if not (s.profiling and rank in s.profile_ranks):
+        return _NoProfiler()
+    start, end = s.profile_step_start, s.profile_step_end
+    # prof.step() closes each iteration, so iteration i is profiler step i-1.
+    schedule = torch.profiler.schedule(wait=max(start - 2, 0), warmup=1 if start >= 2 else 0,
+                                       active=end - start, repeat=1)
+    handler = torch.profiler.tensorboard_trace_handler(
+        os.path.join(s.workspace, "tensorboard"),
+        worker_name=f"primus-megatron-exp[{s.exp_name}]-rank[{rank}]",
+        use_gzip=s.torch_profiler_use_gzip,
+    )
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                  schedule=schedule, on_trace_ready=handler)
+
+
+class _NoProfiler(contextlib.AbstractContextManager):
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def step(self) -> None:
+        pass
+
+
+def _sync_dense_grads(params: list[torch.nn.Parameter], comm: Comm) -> None:
+    """EP ranks are DP ranks for the dense weights: one bucketed all-reduce (sum) of their grads."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not comm.distributed or not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    comm.all_reduce_(flat)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def _clip(dense: list[torch.nn.Parameter], experts: list[torch.nn.Parameter], max_norm: float, comm: Comm) -> float:
+    """Global grad norm (dense grads are replicated, expert grads sharded) and clip to max_norm."""
+
+    def sq(ps: list[torch.nn.Parameter]) -> torch.Tensor:
+        grads = [p.grad for p in ps if p.grad is not None]
+        return torch.stack(torch._foreach_norm(grads)).pow(2).sum() if grads else torch.zeros(())
+
+    expert_sq = comm.all_reduce_(sq(experts).reshape(1))
+    norm = float((sq(dense) + expert_sq[0]).sqrt())
+    if max_norm > 0 and norm > max_norm:
+        grads = [p.grad for p in dense + experts if p.grad is not None]
+        torch._foreach_mul_(grads, max_norm / (norm + 1e-6))
+    return norm
+
+
+def _optimizer(model: Model, s: Settings) -> AdamW:
+    # Megatron: no weight decay on norms and biases (the 1-D parameters).
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return AdamW([{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                 lr=lr_at(s, 0), betas=(s.adam_beta1, s.adam_beta2))
+
+
+def run_rank(rank: int, s: Settings, port: int) -> None:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // s.world_size))
+    comm = Comm(rank, s.world_size)
+    if comm.distributed:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=s.world_size,
+                                timeout=datetime.timedelta(minutes=s.distributed_timeout_minutes))
+    try:
+        _train(rank, s, comm)
+    finally:
+        if comm.distributed:
+            dist.destroy_process_group()
+
+
+def _train(rank: int, s: Settings, comm: Comm) -> None:
+    model = Model(s, comm)
+    dense, experts = model.dense_parameters(), model.expert_parameters()
+    opt = _optimizer(model, s)
+    data = MockData(s, rank)
+    last = rank == s.world_size - 1
+    log = IterationLog(s)
+    tokens_per_step = s.global_batch_size * s.seq_length
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16)
+    if last:
+        print(s.header(), flush=True)
+    clock = _Clock()
+    with make_profiler(s, rank) as prof:
+        for it in range(1, s.train_iters + 1):
+            for group in opt.param_groups:
+                group["lr"] = lr_at(s, it - 1)
+            loss_sum = torch.zeros(())
+            for m in range(s.num_micro_batches):
+                tokens, labels, token_ids = data.micro_batch(it, m)
+                with autocast:
+                    logits = model(tokens, token_ids)
+                # Sum over this micro-batch / all tokens of the global batch: summed over ranks
+                # and micro-batches this is the global-batch mean, whatever the world size.
+                loss = F.cross_entropy(logits.float(), labels.reshape(-1), reduction="sum") / tokens_per_step
+                loss.backward()
+                loss_sum += loss.detach()
+            _sync_dense_grads(dense, comm)
+            with record_function("optimizer_step"):
+                grad_norm = _clip(dense, experts, s.clip_grad, comm)
+                opt.step()
+                opt.zero_grad()
+            # One small collective for the log: every rank's loss share and its peak RSS.
+            stats = comm.all_gather(torch.tensor([[float(loss_sum), float(max_rss_bytes())]], dtype=torch.float64))
+            seconds = clock.lap()
+            if last:
+                top = int(stats[:, 1].argmax())
+                print(log.line(it, seconds, lr_at(s, it), float(stats[:, 0].sum()), grad_norm, top,
+                               float(stats[top, 1])), flush=True)
+            prof.step()
+    sys.stdout.flush()
+
+
+class _Clock:
+    """Megatron's interval timer: wall time between consecutive iteration ends."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.perf_counter
+        self._t = self._now()
+
+    def lap(self) -> float:
+        t = self._now()
+        dt, self._t = t - self._t, t
+        return dt

@@ -1,0 +1,144 @@
+"""A ladder through real Airflow (`dag.test()`), on the local backend, against a real S3 server.
+
+The ladders here extend the shipped proxy-local ladder and shrink it: two rungs and one lens, one
+repeat each, few iterations. They live in a temporary ladders folder that the DAG files read."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from traceladder.config.loader import CONFIG_DIR
+from traceladder.storage.artifacts import safe_key_part
+
+pytestmark = pytest.mark.e2e
+
+SMALL = {
+    "extends": str(CONFIG_DIR / "ladders" / "proxy-local.yaml"),
+    "repeats": 1,
+    "warmup_iters": 1,
+    "timeout_s": 240,
+    "base": {"model_args": {"train_iters": 5}},
+    "switches": {
+        "lens": {
+            "values": {
+                "torch_rank0": {"model_args": {"profile_step_start": 2, "profile_step_end": 4}},
+                "torch_all_ranks": {"model_args": {"profile_step_start": 2, "profile_step_end": 4}},
+            }
+        }
+    },
+}
+
+
+def write_ladder(folder: Path, name: str, extra: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump({**SMALL, "ladder": name, **extra}, sort_keys=False))
+
+
+def task_states(dag_run) -> dict[tuple[str, int], str]:
+    return {(ti.task_id, ti.map_index): str(ti.state) for ti in dag_run.get_task_instances()}
+
+
+def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
+    keys = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return {k: client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+def assert_manifests_match(stored: dict[str, bytes], prefix: str) -> int:
+    """Every manifest's entries exist with the recorded size and sha256."""
+    checked = 0
+    for key, body in stored.items():
+        if key.endswith("/manifest.json"):
+            for entry in json.loads(body)["objects"]:
+                data = stored[entry["key"]]
+                assert len(data) == entry["size"], entry["key"]
+                assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["key"]
+                checked += 1
+    return checked
+
+
+@pytest.fixture
+def ladders_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "ladders"
+    monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(folder))
+    return folder
+
+
+def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_dir: Path) -> None:
+    from traceladder.airflow.local_airflow import dag_test
+
+    write_ladder(ladders_dir, "e2e-local", {
+        "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
+        "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"]},
+    })
+    dag_run = dag_test("traceladder-e2e-local")
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "success", states
+    assert all(state == "success" for state in states.values()), states
+    assert {k for k in states if k[0] == "rungs_localhost"} == {("rungs_localhost", i) for i in range(3)}
+    assert ("analyze", 0) in states
+
+    client = s3_server.client()
+    run_prefix = f"traceladder/e2e-local/{safe_key_part(dag_run.run_id)}"
+    stored = objects(client, s3_server.bucket, run_prefix + "/")
+    for rung_id in ("baseline.none.r0", "fusions.none.r0", "fusions.torch_rank0.r0"):
+        for name in ("log.txt.gz", "metrics.json", "spec.json", "manifest.json"):
+            assert f"{run_prefix}/{rung_id}/{name}" in stored, f"{rung_id}/{name}"
+        metrics = json.loads(stored[f"{run_prefix}/{rung_id}/metrics.json"])
+        assert metrics["status"] == "ok" and metrics["step_ms"] > 0 and metrics["tokens_per_sec_per_gpu"] > 0
+        assert metrics["provenance"]["config_hash"] and metrics["provenance"]["tools"]["torch"]
+        assert b"iteration" in gzip.decompress(stored[f"{run_prefix}/{rung_id}/log.txt.gz"])
+    lens_metrics = json.loads(stored[f"{run_prefix}/fusions.torch_rank0.r0/metrics.json"])
+    assert lens_metrics["iterations_used"] == [2, 3]  # the profiler window, like with like
+    assert lens_metrics["traces"] == [f"{run_prefix}/fusions.torch_rank0.r0/traces/rank0.pt.trace.json.gz"]
+    for report in ("gpu_timeline.csv", "ops_summary.csv", "analysis.json"):
+        assert f"{run_prefix}/fusions.torch_rank0.r0/analysis/rank0/{report}" in stored
+    assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["traces"] == []
+    assert assert_manifests_match(stored, run_prefix) >= 3 * 5
+
+    summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
+    assert [r["rung"] for r in summary["rungs"]] == ["baseline", "fusions"]
+    assert summary["failed_rungs"] == []
+    assert summary["lenses"][0]["lens"] == "torch_rank0" and summary["lenses"][0]["overhead_ratio"]["mean"] > 0
+    assert summary["profile"]["device"] == "cpu" and summary["profile"]["timeline"]["total_time"] > 0
+    latest = json.loads(client.get_object(Bucket=s3_server.bucket, Key="traceladder/e2e-local/latest.json")["Body"].read())
+    assert latest["summary_json"] == f"{run_prefix}/summary/summary.json"
+
+
+def test_crashing_rung_fails_its_task_and_the_summary_marks_it(airflow_home, s3_server, ladders_dir: Path) -> None:
+    from traceladder.airflow.local_airflow import dag_test
+
+    write_ladder(ladders_dir, "e2e-faults", {
+        "switches": {
+            **SMALL["switches"],
+            "fault": {"default": "none", "values": {"none": {}, "crash": {"docker_env_vars": {"TRACELADDER_PROXY_FAIL_AT_ITER": "3"}}}},
+        },
+        "rungs": [{"name": "baseline"}, {"name": "crashes", "parent": "baseline", "set": {"fault": "crash"}}],
+        "lenses": None,
+    })
+    dag_run = dag_test("traceladder-e2e-faults")
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "failed"
+    assert states[("rungs_localhost", 0)] == "success" and states[("rungs_localhost", 1)] == "failed"
+    assert states[("summary", -1)] == "success" and states[("publish", -1)] == "success"
+    assert states[("ladder_status", -1)] == "failed"
+    assert states[("analyze", -1)] == "skipped"  # no lens, no traces: an empty expansion
+
+    client = s3_server.client()
+    run_prefix = f"traceladder/e2e-faults/{safe_key_part(dag_run.run_id)}"
+    stored = objects(client, s3_server.bucket, run_prefix + "/")
+    assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["status"] == "ok"
+    crashed = json.loads(stored[f"{run_prefix}/crashes.none.r0/metrics.json"])
+    assert crashed["status"] == "failed" and "exited" in crashed["error"]
+    assert f"{run_prefix}/crashes.none.r0/log.txt.gz" in stored
+    summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
+    assert summary["failed_rungs"] == ["crashes.none.r0"]
+    assert "FAILED" in stored[f"{run_prefix}/summary/summary.md"].decode()
