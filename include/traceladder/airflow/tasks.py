@@ -115,7 +115,12 @@ def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[s
 
     loaded, store = ladder_store(ladder)
     storage = loaded.cluster.storage
-    return publish_latest(store, f"{storage.prefix}/{loaded.ladder.ladder}", summary_ref)
+    entry = publish_latest(store, f"{storage.prefix}/{loaded.ladder.ladder}", summary_ref)
+    if summary_ref.get("regressions") or summary_ref.get("provenance_changes"):
+        from traceladder.airflow.notifier import RegressionNotifier
+
+        RegressionNotifier(loaded.ladder.ladder, summary_ref)({})
+    return entry
 
 
 def check_rungs(summary_ref: dict[str, Any] | None) -> None:

@@ -168,6 +168,14 @@ def findings(summary: dict[str, Any]) -> list[str]:
         if profile.get("top_ops"):
             top = profile["top_ops"][0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
+    comparison = summary.get("comparison")
+    if comparison:
+        if comparison["regressions"]:
+            out.append(f"Regressions since {comparison['previous_run_id']}: {', '.join(comparison['regressions'])} (step time worse beyond noise).")
+        else:
+            out.append(f"No step-time regression since {comparison['previous_run_id']}.")
+        for change in comparison["provenance_changes"]:
+            out.append(f"Provenance changed since {comparison['previous_run_id']}: {change}.")
     if summary["failed_rungs"]:
         out.append(f"{len(summary['failed_rungs'])} run(s) did not finish ok: {', '.join(summary['failed_rungs'])}.")
     return out

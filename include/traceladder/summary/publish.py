@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from traceladder.storage.artifacts import ArtifactSink
-from traceladder.summary.build import build_summary
+from traceladder.summary.build import build_summary, findings
 from traceladder.summary.collect import read_results
+from traceladder.summary.compare import compare_runs
 from traceladder.summary.render import to_markdown
 
 INDEX_OBJECT = "index.json"
@@ -28,14 +29,42 @@ def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> di
     return analyses
 
 
+def previous_summary(store: ArtifactSink, ladder_prefix: str, run_id: str) -> dict[str, Any] | None:
+    """The newest earlier published run of this ladder, found through the index (no listing)."""
+    index_key = f"{ladder_prefix}/{INDEX_OBJECT}"
+    if not store.exists(index_key):
+        return None
+    earlier = [r for r in json.loads(store.get_bytes(index_key))["runs"] if r["run_id"] != run_id]
+    if not earlier:
+        return None
+    newest = max(earlier, key=lambda r: r["published_at"])
+    return json.loads(store.get_verified(newest["summary_json"])) if store.exists(newest["summary_json"]) else None
+
+
 def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) -> dict[str, Any]:
+    from traceladder.summary.charts import render_charts
+    from traceladder.summary.html import to_html
+
     results = read_results(store, plan)
     summary = build_summary(plan, results, read_analyses(store, results))
+    previous = previous_summary(store, run_prefix.rsplit("/", 1)[0], plan["run_id"])
+    if previous is not None:
+        summary["comparison"] = compare_runs(summary, previous)
+        summary["findings"] = findings(summary)
     base = f"{run_prefix}/summary"
+    charts = render_charts(summary)
+    for name, png in charts.items():
+        store.put_bytes(f"{base}/charts/{name}", png, "image/png")
     store.put_bytes(f"{base}/summary.json", json.dumps(summary, indent=1).encode(), "application/json")
     store.put_bytes(f"{base}/summary.md", to_markdown(summary).encode(), "text/markdown")
+    store.put_bytes(f"{base}/report.html", to_html(summary, charts).encode(), "text/html")
     store.write_manifest(base)
-    return {"run_id": plan["run_id"], "summary_json": f"{base}/summary.json", "summary_md": f"{base}/summary.md", "failed_rungs": summary["failed_rungs"]}
+    comparison = summary.get("comparison") or {}
+    return {
+        "run_id": plan["run_id"], "summary_json": f"{base}/summary.json", "summary_md": f"{base}/summary.md",
+        "report_html": f"{base}/report.html", "failed_rungs": summary["failed_rungs"],
+        "regressions": comparison.get("regressions", []), "provenance_changes": comparison.get("provenance_changes", []),
+    }
 
 
 def publish_latest(store: ArtifactSink, ladder_prefix: str, summary_ref: dict[str, Any]) -> dict[str, Any]:

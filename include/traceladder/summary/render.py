@@ -72,6 +72,11 @@ def to_markdown(summary: dict[str, Any]) -> str:
             parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
                 f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |" for op in profile["top_ops"][:10]
             ]
+    comparison = summary.get("comparison")
+    if comparison:
+        parts += ["", f"## Since {comparison['previous_run_id']}", "| rung | before ms | now ms | change |", "|---|---|---|---|"]
+        parts += [f"| {c['rung']} | {fmt_est(c['previous'])} | {fmt_est(c['current'])} | {c['verdict']} |" for c in comparison["rungs"]]
+        parts += [f"- provenance changed: {p}" for p in comparison["provenance_changes"]]
     parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]
     if summary["failures"]:
         parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]]

@@ -1,0 +1,68 @@
+"""Regression notifications through an Airflow notifier.
+
+The user names a connection (default `traceladder_notify`): an HTTP connection whose host is a
+webhook URL (Slack, Teams, a chat bot...). With no such connection the notice is logged, so a
+regression is never silent."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+log = logging.getLogger(__name__)
+DEFAULT_CONN_ID = "traceladder_notify"
+
+
+class RegressionNotifier(BaseNotifier):
+    """Post a one-paragraph notice about a ladder run's regressions.
+
+    :param ladder: the ladder name, for the message.
+    :param summary_ref: what the summary task returned (run id, regressions, provenance changes,
+        report keys).
+    :param conn_id: an HTTP connection holding the webhook URL; missing means "log only".
+    """
+
+    template_fields = ("ladder",)
+
+    def __init__(self, ladder: str, summary_ref: dict[str, Any], conn_id: str = DEFAULT_CONN_ID) -> None:
+        super().__init__()
+        self.ladder, self.summary_ref, self.conn_id = ladder, summary_ref, conn_id
+
+    def message(self) -> str:
+        ref = self.summary_ref
+        parts = [f"traceladder {self.ladder} run {ref['run_id']}:"]
+        if ref.get("regressions"):
+            parts.append(f"step-time regression in {', '.join(ref['regressions'])}.")
+        if ref.get("provenance_changes"):
+            parts.append(f"provenance changed ({'; '.join(ref['provenance_changes'])}).")
+        parts.append(f"Report: {ref.get('report_html')}")
+        return " ".join(parts)
+
+    def notify(self, context: Any) -> None:
+        text = self.message()
+        url = self._webhook_url()
+        if url is None:
+            log.warning("%s (no %r connection: logged only)", text, self.conn_id)
+            return
+        import urllib.request
+
+        request = urllib.request.Request(url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the user's own webhook
+            log.info("regression notice sent through %r: HTTP %s", self.conn_id, response.status)
+
+    def _webhook_url(self) -> str | None:
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            conn = BaseHook.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            return None
+        if not conn.host:
+            return None
+        scheme = conn.schema or "https"
+        host = conn.host if "://" in conn.host else f"{scheme}://{conn.host}"
+        return host + (f":{conn.port}" if conn.port and "://" not in (conn.host or "") else "")

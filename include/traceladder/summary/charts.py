@@ -1,0 +1,79 @@
+"""Summary charts (matplotlib, Agg): a waterfall of the ms each rung removed, and lens overheads."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+WIN, LOSS, NOISE, TOTAL = "#2a9d8f", "#e76f51", "#9aa5b1", "#264653"
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def waterfall_png(summary: dict[str, Any]) -> bytes | None:
+    """From the root's step time down the optimisation rungs: each bar is the ms a rung removed
+    against its parent (grey when within noise), ending at the last rung's step time."""
+    rows = {r["rung"]: r for r in summary["rungs"]}
+    root = rows.get(summary.get("root") or "")
+    if not root or not root["step_ms"]:
+        return None
+    chain = [r for r in summary["rungs"] if r["kind"] == "optimisation" and r["ms_removed"] and r["step_ms"]]
+    if not chain:
+        return None
+    labels, bottoms, heights, colours, errors = [root["rung"]], [0.0], [root["step_ms"]["mean"]], [TOTAL], [root["step_ms"].get("ci95") or 0]
+    level = root["step_ms"]["mean"]
+    for row in chain:
+        removed = row["ms_removed"]["value"]
+        colour = NOISE if not row["ms_removed"]["significant"] else (WIN if removed > 0 else LOSS)
+        labels.append(row["rung"])
+        bottoms.append(min(level, level - removed))
+        heights.append(abs(removed))
+        colours.append(colour)
+        errors.append(0)
+        level -= removed
+    last = chain[-1]
+    labels.append(f"{last['rung']}\n(final)")
+    bottoms.append(0.0)
+    heights.append(last["step_ms"]["mean"])
+    colours.append(TOTAL)
+    errors.append(last["step_ms"].get("ci95") or 0)
+
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 4))
+    ax.bar(range(len(labels)), heights, bottom=bottoms, color=colours, yerr=errors, capsize=3)
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("ms / step")
+    ax.set_title(f"{summary['ladder']}: ms removed per rung (grey: within noise)")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
+    lenses = [l for l in summary["lenses"] if l["overhead_ratio"]]
+    if not lenses:
+        return None
+    names = ["none"] + [l["lens"] for l in lenses]
+    values = [1.0] + [l["overhead_ratio"]["mean"] for l in lenses]
+    errors = [0.0] + [l["overhead_ratio"].get("ci95") or 0.0 for l in lenses]
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names)), 3.5))
+    ax.bar(names, values, yerr=errors, capsize=4, color=[TOTAL] + [WIN] * len(lenses))
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel(f"step time / unprofiled ({summary.get('lens_rung')})")
+    ax.set_title("Lens overhead (95% CI)")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
+    """Chart file name → PNG bytes, only for the charts the data supports."""
+    charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary)}
+    return {name: png for name, png in charts.items() if png}

@@ -1,0 +1,58 @@
+"""report.html: one self-contained page (charts inlined as data URIs), from the summary dict,
+with the same number formatting as summary.md."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from jinja2 import Environment, select_autoescape
+
+from traceladder.summary.render import fmt_change, fmt_est
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>traceladder: {{ s.ladder }} {{ s.run_id }}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2rem;color:#1d2430;max-width:1100px}
+table{border-collapse:collapse;margin:0.5rem 0 1.5rem}th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right}
+th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{color:#b42318;font-weight:600}
+.noise{color:#6b7280}img{max-width:100%;border:1px solid #e5e7eb;margin:0.5rem 0}
+</style></head><body>
+<h1>{{ s.ladder }} <small>run {{ s.run_id }}</small></h1>
+<h2>Ladder</h2>
+<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th><th>tokens/s/GPU</th><th>vs parent</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
+{% for r in s.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.switch ~ '=' ~ r.value if r.switch else '(root)' }}</td>
+<td>{{ r.step_ms | est }}</td><td>{{ r.tokens_per_sec_per_gpu | est(0) }}</td>
+<td{% if (r.tokens_gained if r.kind == 'batch' else r.ms_removed) and not (r.tokens_gained if r.kind == 'batch' else r.ms_removed).significant %} class="noise"{% endif %}>{{ (r.tokens_gained | change('tok/s')) if r.kind == 'batch' else (r.ms_removed | change('ms removed')) }}</td>
+<td>{{ '%.2fx' % r.speedup_vs_root.mean if r.speedup_vs_root else '-' }}</td><td>{{ '%.2f' % r.peak_mem_gb if r.peak_mem_gb is not none else '-' }}</td>
+<td{% if r.ok != r.runs %} class="failed"{% endif %}>{{ r.ok }}/{{ r.runs }}{% if r.ok != r.runs %} FAILED{% endif %}</td></tr>
+{% endfor %}</table>
+{% for name, uri in charts %}<img alt="{{ name }}" src="{{ uri }}">{% endfor %}
+<h2>Lenses{% if s.lens_rung %} (on {{ s.lens_rung }}){% endif %}</h2>
+{% if s.lenses %}<table><tr><th>lens</th><th>step ms (95% CI)</th><th>overhead vs unprofiled</th><th>traces</th><th>runs ok</th></tr>
+{% for l in s.lenses %}<tr><td>{{ l.lens }}</td><td>{{ l.step_ms | est }}</td><td>{{ l.overhead_ratio | est(2) }}</td><td>{{ l.traces }}</td><td>{{ l.ok }}/{{ l.runs }}</td></tr>{% endfor %}
+</table>{% else %}<p>No lenses in this run.</p>{% endif %}
+{% if s.profile and s.profile.timeline %}<h2>Where the time went ({{ s.profile.lens }}, {{ s.profile.rung_id }}, {{ (s.profile.device or 'gpu') | upper }} timeline)</h2>
+<table><tr><th>part</th><th>ms</th><th>%</th></tr>{% for k in ['computation_time','exposed_comm_time','exposed_memcpy_time','idle_time','total_time'] if k in s.profile.timeline %}
+<tr><td>{{ k }}</td><td>{{ '%.2f' % s.profile.timeline[k] }}</td><td>{{ '%.1f' % (s.profile.timeline_percent or {}).get(k, 0) }}</td></tr>{% endfor %}</table>
+{% if s.profile.regions %}<table><tr><th>region</th><th>ms</th></tr>{% for k, v in s.profile.regions | dictsort(by='value', reverse=true) %}<tr><td>{{ k }}</td><td>{{ '%.2f' % v }}</td></tr>{% endfor %}</table>{% endif %}
+{% if s.profile.top_ops %}<table><tr><th>top op</th><th>ms</th><th>%</th><th>count</th></tr>{% for op in s.profile.top_ops[:10] %}<tr><td>{{ op.name }}</td><td>{{ '%.2f' % op.time_ms }}</td><td>{{ '%.1f' % op.percent }}</td><td>{{ op.count }}</td></tr>{% endfor %}</table>{% endif %}
+{% endif %}
+{% if s.comparison %}<h2>Since {{ s.comparison.previous_run_id }}</h2>
+<table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for c in s.comparison.rungs %}<tr><td>{{ c.rung }}</td><td>{{ c.previous | est }}</td><td>{{ c.current | est }}</td><td{% if c.regression %} class="failed"{% endif %}>{{ c.verdict }}</td></tr>{% endfor %}</table>
+{% for p in s.comparison.provenance_changes %}<p class="failed">Provenance changed: {{ p }}</p>{% endfor %}{% endif %}
+<h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
+{% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">{{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
+</body></html>
+"""
+
+_ENV = Environment(autoescape=select_autoescape(default=True))
+_ENV.filters["est"] = fmt_est
+_ENV.filters["change"] = fmt_change
+_REPORT = _ENV.from_string(_TEMPLATE)
+
+
+def to_html(summary: dict[str, Any], charts: dict[str, bytes]) -> str:
+    uris = [(name, "data:image/png;base64," + base64.b64encode(png).decode()) for name, png in sorted(charts.items())]
+    return _REPORT.render(s=summary, charts=uris)
