@@ -31,10 +31,14 @@ from typing import Any
 import numpy as np
 
 from .events import GPU_CATS, EventTable, TraceError
+from .readers.heavy import HEAVY_FORMATS, read_heavy
 from .readers.pytorch_json import load_bytes, read_pytorch_json
+from .reports import coll_analysis as coll
+from .reports import gemm
 from .reports import gpu_timeline as gt
 from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
+from .reports import rocprof_reports as heavy_reports
 
 __all__ = [
     "SCHEMA",
@@ -53,9 +57,11 @@ TRACE_SUFFIXES = (
     ".pt.trace.json",
     ".json.gz",
     ".json",
+    ".csv.gz",
     ".csv",
     ".db.gz",
     ".db",
+    ".rpd.gz",
     ".rpd",
 )
 _UNSUPPORTED = {".csv": "CSV", ".db": "SQLite database", ".db.gz": "SQLite database", ".rpd": "rpd database"}
@@ -76,7 +82,11 @@ def output_stem(path: Path) -> str:
 def read_trace(path: Path) -> EventTable:
     """Read any supported trace into an EventTable; bad input raises TraceError only."""
     path = Path(path)
-    data = load_bytes(path)
+    # rocprofv3 JSON/CSV (a CSV folder too) and RPD-style SQLite, detected from content
+    data = None if path.is_dir() else load_bytes(path)
+    t = read_heavy(path, data)
+    if t is not None:
+        return t
     low = path.name.lower()
     for suf, what in _UNSUPPORTED.items():
         if low.endswith(suf) and not data.lstrip()[:1] == b"{":
@@ -129,6 +139,9 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
        "categories": [{"name", "time_ms", "percent", "count"}],  # ops_summary_by_category
        "regions": {<record_function name>: total ms},  # user_annotation ranges, less
                                                        # ProfilerStep#N and gloo:*
+       "gemm": [{"name", "M", "N", "K", "B", "dtype", "count", "time_ms",
+                 "tflops_mean"}],  # top 10 GEMM shapes by kernel time (GEMM.csv rows;
+                                   # CPU-only traces: by op duration)
        "notes": [str]}
 
     Raises TraceError for bad input.
@@ -136,6 +149,12 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
     trace_path = Path(trace_path)
     out_dir = Path(out_dir)
     t = read_trace(trace_path)
+    if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
+        part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
+        result = {"schema": SCHEMA, "trace": trace_path.name, "device": part["device"], "rank": _rank(t)}
+        result.update((k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes"))
+        (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
+        return result
     notes: list[str] = []
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
     try:
@@ -163,6 +182,14 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
     ops_df, cat_df = ops.write_csvs(launchers, out_dir)
     if has_gpu:
         ks.write_csv(t, tl, out_dir, launchers)
+        gemm_df = gemm.write_csv(t, out_dir)  # GEMM.csv (TraceLens's perf-model sheet)
+        gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
+        if t.is_cat("cpu_op").any():  # TraceLens skips collectives for GPU-only traces
+            coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
+    else:
+        gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
+        if gemm_rates:
+            notes.append("CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)")
 
     top = [
         {
@@ -192,6 +219,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         "top_ops": top,
         "categories": cats,
         "regions": _regions(t),
+        "gemm": gemm_rates,
         "notes": notes,
     }
     (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")

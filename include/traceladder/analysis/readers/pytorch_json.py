@@ -9,7 +9,11 @@ batch, for the categories that take part in CPU->GPU linking.  Everything else i
 from __future__ import annotations
 
 import gzip
+import io
+import os
+import re
 import zlib
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ from ..events import MISSING, EventTable, TraceError, _Interner
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str | None = None
     name: Any = ""
@@ -41,40 +45,80 @@ class _Trace(msgspec.Struct):
     rocprofiler_sdk_tool: msgspec.Raw = msgspec.field(name="rocprofiler-sdk-tool", default=msgspec.Raw(b""))
 
 
-class _LinkArgs(msgspec.Struct):
+class _LinkArgs(msgspec.Struct, gc=False):
     correlation: Any = None
     external_id: Any = msgspec.field(name="External id", default=None)
     stream: Any = None
+
+
+class _LinkArgsFast(msgspec.Struct, gc=False):
+    """The common case: integer link fields (anything else: :class:`_LinkArgs`)."""
+
+    correlation: int = MISSING
+    external_id: int = msgspec.field(name="External id", default=MISSING)
+    stream: int = -1
 
 
 # categories whose args are never needed for linking
 _NO_LINK_ARGS = {"python_function", "cpu_instant_event", "ac2g", "fwdbwd", "Trace", None}
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_NON_WS = re.compile(rb"\S")
+_ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
+_EVENT_SEP = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]")
+#: bytes of events decoded at a time (the Structs of one chunk are alive at once)
+CHUNK_BYTES = 4 << 20
+_MAX_RETRIES = 64
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def load_bytes(path: Path) -> bytes:
-    """Read a file, gunzipping if it is gzip; bad input raises TraceError."""
+def _gunzip_into(path: Path, raw: bytes) -> bytearray:
+    """Gunzip into one preallocated buffer (the trailer's ISIZE), not a growing one."""
+    size = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    out = bytearray(size)
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+        got = gz.readinto(out) if size else 0
+        if got < size:
+            del out[got:]
+        rest = gz.read()  # > 4 GiB (ISIZE is mod 2**32) or several members
+        if rest:
+            out += rest
+    return out
+
+
+def load_bytes(path: Path) -> bytearray:
+    """Read a file, gunzipping if it is gzip; bad input raises TraceError.
+
+    Returns a ``bytearray`` (one copy of the file, writable: the chunked decoder marks
+    chunk bounds in place and puts them back).
+    """
     path = Path(path)
     if not path.exists():
         raise TraceError(path, "no such file")
     if not path.is_file():
         raise TraceError(path, "not a regular file")
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+            if head == _GZIP_MAGIC:
+                data = _gunzip_into(path, head + fh.read())
+            else:
+                size = os.fstat(fh.fileno()).st_size
+                data = bytearray(size)
+                data[:len(head)] = head
+                n = fh.readinto(memoryview(data)[len(head):]) if size > len(head) else 0
+                del data[len(head) + (n or 0):]
+    except EOFError:
+        raise TraceError(path, "truncated gzip stream") from None
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise TraceError(path, f"corrupt gzip data ({exc})") from None
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
     if not data:
         raise TraceError(path, "empty file")
-    if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except EOFError:
-            raise TraceError(path, "truncated gzip stream") from None
-        except (OSError, zlib.error) as exc:
-            raise TraceError(path, f"corrupt gzip data ({exc})") from None
-        if not data.strip():
+    if head == _GZIP_MAGIC:
+        if _NON_WS.search(data) is None:
             raise TraceError(path, "empty file (after gunzip)")
     elif path.name.endswith(".gz"):
         raise TraceError(path, "corrupt gzip data (no gzip header)")
@@ -101,133 +145,284 @@ def _to_int(v: Any) -> int:
     return MISSING
 
 
-def read_pytorch_json(path: Path, data: bytes | None = None) -> EventTable:
+class _Columns:
+    """Accumulates the columns of successive chunks of decoded events."""
+
+    def __init__(self) -> None:
+        self.cat_i = _Interner()
+        self.ph_i = _Interner()
+        self.name_i = _Interner()
+        self.pid_i = _Interner()
+        self.tid_i = _Interner()
+        self.stream_i = _Interner()
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in
+            ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")}
+        self.raw_args: list = []
+        self.no_link_codes: set[int] = set()
+        self.meta_idx: list[int] = []
+        self.n = 0
+
+    def add(self, path: Path, evs: list[_Event]) -> None:
+        n = len(evs)
+        if n == 0:
+            return
+        P = self.parts
+        cat = self.cat_i.encode(list(map(_G_CAT, evs)))
+        for c in range(len(self.cat_i.values)):
+            if self.cat_i.values[c] in _NO_LINK_ARGS:
+                self.no_link_codes.add(c)
+        ph = self.ph_i.encode(list(map(_G_PH, evs)))
+        P["cat"].append(cat)
+        P["ph"].append(ph)
+        P["name"].append(self.name_i.encode(list(map(_G_NAME, evs))))
+        P["pid"].append(self.pid_i.encode(list(map(_G_PID, evs))))
+        P["tid"].append(self.tid_i.encode(list(map(_G_TID, evs))))
+        P["ts"].append(np.array(list(map(_G_TS, evs)), dtype=np.float64))
+        P["dur"].append(np.array(list(map(_G_DUR, evs)), dtype=np.float64))
+        ids = np.array(list(map(_G_ID, evs)), dtype=object)
+        flow = np.full(n, MISSING, dtype=np.int64)
+        has_id = np.flatnonzero(ids != None)  # noqa: E711 (elementwise)
+        if has_id.size:
+            flow[has_id] = [v if type(v) is int else _to_int(v) for v in ids[has_id].tolist()]
+        P["flow_id"].append(flow)
+        raws = list(map(_G_ARGS, evs))
+        has_args = np.fromiter(map(len, raws), dtype=np.int64, count=n) > 0
+        P["has_args"].append(has_args)
+        self.raw_args.extend(raws)
+        m_code = self.ph_i.codes.get("M")
+        if m_code is not None:
+            self.meta_idx.extend((np.flatnonzero(ph == m_code) + self.n).tolist())
+
+        corr = np.full(n, MISSING, dtype=np.int64)
+        ext = np.full(n, MISSING, dtype=np.int64)
+        stream = np.full(n, -1, dtype=np.int64)
+        want = has_args & ~np.isin(cat, np.fromiter(self.no_link_codes, dtype=np.int32, count=len(self.no_link_codes)))
+        idx = np.flatnonzero(want)
+        if idx.size:
+            buf = b"[" + b",".join([raws[i] for i in idx.tolist()]) + b"]"
+            try:
+                fast = msgspec.json.decode(buf, type=list[_LinkArgsFast])
+            except msgspec.ValidationError:
+                fast = None
+            except msgspec.DecodeError as exc:
+                raise TraceError(path, f"malformed event args ({exc})") from None
+            if fast is not None:
+                corr[idx] = np.fromiter(map(_G_CORR, fast), dtype=np.int64, count=idx.size)
+                ext[idx] = np.fromiter(map(_G_EXT, fast), dtype=np.int64, count=idx.size)
+                s_raw = np.fromiter(map(_G_STREAM, fast), dtype=np.int64, count=idx.size)
+                has_s = s_raw != -1
+                if has_s.any():
+                    sv = s_raw[has_s]
+                    uniq, inv = np.unique(sv, return_inverse=True)
+                    codes = np.asarray([self.stream_i.code(int(u)) for u in uniq.tolist()], dtype=np.int64)
+                    s_raw[has_s] = codes[inv]
+                stream[idx] = s_raw
+            else:
+                link = msgspec.json.decode(buf, type=list[_LinkArgs])
+                corr[idx] = [c if type(c) is int else _to_int(c) for c in map(_G_CORR, link)]
+                ext[idx] = [c if type(c) is int else _to_int(c) for c in map(_G_EXT, link)]
+                stream[idx] = [
+                    -1 if s is None else self.stream_i.code(s if not isinstance(s, list) else str(s))
+                    for s in map(_G_STREAM, link)
+                ]
+        P["corr"].append(corr)
+        P["ext"].append(ext)
+        P["stream"].append(stream)
+        self.n += n
+
+    def column(self, key: str, dtype) -> np.ndarray:
+        parts = self.parts[key]
+        out = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+        parts.clear()
+        return out.astype(dtype, copy=False)
+
+
+_G_CAT, _G_PH, _G_NAME, _G_PID, _G_TID = (attrgetter(k) for k in ("cat", "ph", "name", "pid", "tid"))
+_G_TS, _G_DUR, _G_ID, _G_ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "args"))
+_G_CORR, _G_EXT, _G_STREAM = (attrgetter(k) for k in ("correlation", "external_id", "stream"))
+
+
+def _decode_error(path: Path, exc: Exception) -> TraceError:
+    if isinstance(exc, msgspec.ValidationError):
+        return TraceError(path, f"unexpected trace structure ({exc})")
+    msg = str(exc)
+    if "truncated" in msg.lower():
+        return TraceError(path, "truncated JSON (file ends early)")
+    return TraceError(path, f"invalid JSON ({msg})")
+
+
+def _decode_slice(buf: bytearray, start: int, end: int) -> list[_Event]:
+    """Decode the events buf[start:end] (``{...}, ... {...}``) as one JSON array.
+
+    The byte before ``start`` and the byte at ``end`` lie between events (a comma,
+    whitespace or the array's own brackets): they become ``[`` and ``]`` for the
+    decode and are put back after.  Raw args stay views into ``buf``.
+    """
+    b0, b1 = buf[start - 1], buf[end]
+    buf[start - 1] = 0x5B  # [
+    buf[end] = 0x5D  # ]
+    try:
+        return msgspec.json.decode(memoryview(buf)[start - 1:end + 1], type=list[_Event])
+    finally:
+        buf[start - 1] = b0
+        buf[end] = b1
+
+
+def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
+    """Decode traceEvents chunk by chunk; None when the layout is not the plain one
+    (the caller then decodes the whole document at once)."""
+    m = _ARRAY_START.search(buf)
+    if m is None or (m.start() > 0 and buf[m.start() - 1] == 0x5C):
+        return None
+    key_start, pos = m.start(), m.end()
+    if pos >= len(buf):
+        return None
+    if buf[pos] == 0x5D:  # empty array
+        array_end = pos
+    else:
+        if buf[pos] != 0x7B:
+            return None
+        array_end = -1
+        while array_end < 0:
+            target = pos + CHUNK_BYTES
+            evs = None
+            if target < len(buf):
+                sep = _EVENT_SEP.search(buf, target)
+                tries = 0
+                while sep is not None and tries < _MAX_RETRIES:
+                    try:
+                        evs = _decode_slice(buf, pos, sep.start() + 1)
+                        nxt = sep.end() - 1
+                        break
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        tries += 1
+                        sep = _EVENT_SEP.search(buf, sep.end() - 1)
+                if evs is None and (sep is not None or tries >= _MAX_RETRIES):
+                    return None
+            if evs is None:  # the last chunk: up to the array's closing bracket
+                end = _ARRAY_END.search(buf, pos)
+                tries = 0
+                while end is not None and tries < _MAX_RETRIES:
+                    try:
+                        evs = _decode_slice(buf, pos, end.start() + 1)
+                        array_end = end.end() - 1
+                        break
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        tries += 1
+                        end = _ARRAY_END.search(buf, end.end() - 1)
+                if evs is None:
+                    return None
+            cols.add(path, evs)
+            del evs
+            if array_end < 0:
+                pos = nxt
+    try:
+        rest = bytes(buf[:key_start]) + b'"traceEvents":[]' + bytes(buf[array_end + 1:])
+        doc = msgspec.json.decode(rest, type=_Trace)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return doc
+
+
+def read_pytorch_json(path: Path, data: bytes | bytearray | None = None) -> EventTable:
     path = Path(path)
     if data is None:
         data = load_bytes(path)
-    head = data[:64].lstrip()
+    head = bytes(data[:64]).lstrip()
     if head.startswith(_SQLITE_MAGIC):
         raise TraceError(path, "unsupported format: SQLite database (rpd / rocpd), not a PyTorch JSON trace")
     if not head.startswith(b"{"):
         raise TraceError(path, "unknown format: not a JSON object (expected a PyTorch profiler trace)")
-    try:
-        doc = msgspec.json.decode(data, type=_Trace)
-    except msgspec.ValidationError as exc:
-        raise TraceError(path, f"unexpected trace structure ({exc})") from None
-    except msgspec.DecodeError as exc:
-        msg = str(exc)
-        if "truncated" in msg.lower():
-            raise TraceError(path, "truncated JSON (file ends early)") from None
-        raise TraceError(path, f"invalid JSON ({msg})") from None
-    if doc.traceEvents is None:
-        if len(doc.rocprofiler_sdk_tool):
-            raise TraceError(path, "unsupported format: rocprofv3 JSON (no PyTorch traceEvents)")
-        raise TraceError(path, "unknown format: JSON without traceEvents")
-    evs = doc.traceEvents
-    if not evs:
+    buf = data if isinstance(data, bytearray) else bytearray(data)
+    cols = _Columns()
+    doc = _read_chunked(path, buf, cols)
+    if doc is None:  # unusual layout, or bad JSON: one whole-document decode
+        cols = _Columns()
+        try:
+            doc = msgspec.json.decode(buf, type=_Trace)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise _decode_error(path, exc) from None
+        if doc.traceEvents is None:
+            if len(doc.rocprofiler_sdk_tool):
+                raise TraceError(path, "unsupported format: rocprofv3 JSON (no PyTorch traceEvents)")
+            raise TraceError(path, "unknown format: JSON without traceEvents")
+        evs = doc.traceEvents
+        doc.traceEvents = []
+        cols.add(path, evs)
+        del evs
+    if cols.n == 0:
         raise TraceError(path, "no events in trace")
+    return _table(path, doc, cols)
 
-    n = len(evs)
-    cat_i = _Interner()
-    ph_i = _Interner()
-    name_i = _Interner()
-    pid_i = _Interner()
-    tid_i = _Interner()
-    cat_list = [e.cat for e in evs]
-    cat = cat_i.encode(cat_list)
-    ph = ph_i.encode([e.ph for e in evs])
-    name = name_i.encode([e.name for e in evs])
+
+def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
+    cat = cols.column("cat", np.int32)
+    ph = cols.column("ph", np.int32)
+    name = cols.column("name", np.int32)
+    pid = cols.column("pid", np.int32)
+    tid = cols.column("tid", np.int32)
+    name_i = cols.name_i
     if not all(type(v) is str for v in name_i.values):
         name_i.values[:] = [v if isinstance(v, str) else str(v) for v in name_i.values]
-    pid = pid_i.encode([e.pid for e in evs])
-    tid = tid_i.encode([e.tid for e in evs])
-    ts = np.array([e.ts for e in evs], dtype=np.float64)
-    dur = np.array([e.dur for e in evs], dtype=np.float64)
-    raw_args = [e.args for e in evs]
-    has_args = np.fromiter(map(len, raw_args), dtype=np.int64, count=n) > 0
+    raw_args = cols.raw_args
 
-    flow_id = np.full(n, MISSING, dtype=np.int64)
-    ids = [e.id for e in evs]
-    has_id = [i for i, v in enumerate(ids) if v is not None]
-    if has_id:
-        flow_id[has_id] = [v if type(v) is int else _to_int(v) for v in (ids[i] for i in has_id)]
-
-    corr = np.full(n, MISSING, dtype=np.int64)
-    ext = np.full(n, MISSING, dtype=np.int64)
-    stream = np.full(n, -1, dtype=np.int64)
-    stream_i = _Interner()
-    no_link_codes = [c for c, v in enumerate(cat_i.values) if v in _NO_LINK_ARGS]
-    want = has_args & ~np.isin(cat, np.asarray(no_link_codes, dtype=np.int32))
-    idx = np.flatnonzero(want)
-    if idx.size:
-        buf = b"[" + b",".join([raw_args[i] for i in idx.tolist()]) + b"]"
-        try:
-            link = msgspec.json.decode(buf, type=list[_LinkArgs])
-        except msgspec.DecodeError as exc:
-            raise TraceError(path, f"malformed event args ({exc})") from None
-        c_list = [c if type(c) is int else _to_int(c) for c in (a.correlation for a in link)]
-        e_list = [c if type(c) is int else _to_int(c) for c in (a.external_id for a in link)]
-        corr[idx] = np.asarray(c_list, dtype=np.int64)
-        ext[idx] = np.asarray(e_list, dtype=np.int64)
-        s_vals = [a.stream for a in link]
-        s_codes = np.fromiter(
-            (-1 if s is None else stream_i.code(s if not isinstance(s, list) else str(s)) for s in s_vals),
-            dtype=np.int64,
-            count=len(s_vals),
-        )
-        stream[idx] = s_codes
-
-    # metadata: thread / process names ("M" events), distributed info
+    # metadata ("M" events): process / thread names and labels, per (pid, tid)
     meta: dict[str, Any] = {}
     thread_names: dict[tuple[Any, Any], str] = {}
     process_names: dict[Any, str] = {}
-    if "M" in ph_i.codes:
-        m_idx = np.flatnonzero(ph == ph_i.codes["M"])
-        for i in m_idx.tolist():
-            nm = name_i.values[name[i]]
-            if nm not in ("thread_name", "process_name"):
-                continue
-            try:
-                a = msgspec.json.decode(raw_args[i]) if len(raw_args[i]) else {}
-            except msgspec.DecodeError:
-                continue
-            if not isinstance(a, dict) or "name" not in a:
-                continue
-            if nm == "thread_name":
-                thread_names[(evs[i].pid, evs[i].tid)] = str(a["name"])
-            else:
-                process_names[evs[i].pid] = str(a["name"])
+    by_pid_tid: dict[Any, dict[Any, dict[str, Any]]] = {}
+    _ARG_OF = {"process_name": "name", "thread_name": "name", "process_labels": "labels",
+               "process_sort_index": "sort_index", "thread_sort_index": "sort_index"}
+    for i in cols.meta_idx:
+        nm = name_i.values[name[i]]
+        key = _ARG_OF.get(nm)
+        if key is None:
+            continue
+        try:
+            a = msgspec.json.decode(raw_args[i]) if len(raw_args[i]) else {}
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(a, dict) or key not in a:
+            continue
+        p, q = cols.pid_i.values[pid[i]], cols.tid_i.values[tid[i]]
+        by_pid_tid.setdefault(p, {}).setdefault(q, {})[nm] = a[key]
+        if nm == "thread_name":
+            thread_names[(p, q)] = str(a[key])
+        elif nm == "process_name":
+            process_names[p] = str(a[key])
     meta["thread_names"] = thread_names
     meta["process_names"] = process_names
+    #: TraceLens's ``tree.metadata``: {pid: {tid: {"process_name" | "process_labels" |
+    #: "thread_name" | ...: value}}} (process-level entries sit under their M event's tid)
+    meta["by_pid_tid"] = by_pid_tid
     if len(doc.distributedInfo):
         try:
             meta["distributedInfo"] = msgspec.json.decode(doc.distributedInfo)
         except msgspec.DecodeError:
             pass
     meta["schemaVersion"] = doc.schemaVersion
-    del evs, doc
 
     return EventTable(
         path=path,
         fmt="pytorch_json",
         cat=cat,
-        cats=cat_i.values,
+        cats=cols.cat_i.values,
         ph=ph,
-        phs=ph_i.values,
+        phs=cols.ph_i.values,
         name=name,
         names=name_i.values,
         pid=pid,
-        pids=pid_i.values,
+        pids=cols.pid_i.values,
         tid=tid,
-        tids=tid_i.values,
-        ts=ts,
-        dur=dur,
-        flow_id=flow_id,
-        corr=corr,
-        ext=ext,
-        stream=stream,
-        streams=stream_i.values,
-        has_args=has_args,
+        tids=cols.tid_i.values,
+        ts=cols.column("ts", np.float64),
+        dur=cols.column("dur", np.float64),
+        flow_id=cols.column("flow_id", np.int64),
+        corr=cols.column("corr", np.int64),
+        ext=cols.column("ext", np.int64),
+        stream=cols.column("stream", np.int64),
+        streams=cols.stream_i.values,
+        has_args=cols.column("has_args", bool),
         raw_args=raw_args,
         metadata=meta,
     )

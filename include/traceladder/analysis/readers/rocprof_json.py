@@ -1,0 +1,226 @@
+"""rocprofv3 JSON reader (``rocprofv3 --output-format json``: ``<pid>_results.json``).
+
+Top level ``{"rocprofiler-sdk-tool": [ {metadata, kernel_symbols, strings,
+buffer_records, ...} ]}``; all times are ns.  As TraceLens v1.0.0's ``RocprofParser``
+does, only the first entry of the list is read (a note says so when there are more):
+
+* ``buffer_records.kernel_dispatch`` -> ``kernel`` rows, named by the kernel symbol's
+  ``truncated_kernel_name`` (else ``formatted_kernel_name``, else ``kernel_name``, else
+  ``unknown_kernel_<id>``: TraceLens's order), on ``stream_id.handle``;
+* ``buffer_records.memory_copy`` -> ``gpu_memcpy`` rows, named by their operation
+  (``MEMORY_COPY_DEVICE_TO_HOST`` ...);
+* ``buffer_records.hip_api`` / ``hsa_api`` -> ``hip_api`` / ``hsa_api`` rows, named from
+  ``strings.buffer_records[kind].operations[operation]``;
+* ``metadata.init_time`` / ``fini_time`` -> ``metadata["heavy"]`` (the rocprof report's
+  total time).
+
+Decoding uses msgspec Structs that name only these fields, so the agents, code
+objects, counters and all other records are skipped without building Python objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from ..events import EventTable, TraceError
+from .heavy import build_table
+
+__all__ = ["read_rocprof_json"]
+
+
+class _Handle(msgspec.Struct):
+    handle: int = 0
+
+
+class _Corr(msgspec.Struct):
+    internal: int = 0
+    external: int = 0
+
+
+def _h() -> _Handle:
+    return _Handle()
+
+
+class _DispatchInfo(msgspec.Struct):
+    kernel_id: int | None = None
+    agent_id: _Handle = msgspec.field(default_factory=_h)
+    queue_id: _Handle = msgspec.field(default_factory=_h)
+
+
+class _Dispatch(msgspec.Struct):
+    start_timestamp: int = 0
+    end_timestamp: int = 0
+    thread_id: int = 0
+    correlation_id: _Corr | None = None
+    dispatch_info: _DispatchInfo = msgspec.field(default_factory=_DispatchInfo)
+    stream_id: _Handle = msgspec.field(default_factory=_h)
+
+
+class _Copy(msgspec.Struct):
+    start_timestamp: int = 0
+    end_timestamp: int = 0
+    kind: int = 0
+    operation: int = 0
+    thread_id: int = 0
+    stream_id: _Handle = msgspec.field(default_factory=_h)
+    dst_agent_id: _Handle = msgspec.field(default_factory=_h)
+    correlation_id: _Corr | None = None
+
+
+class _Api(msgspec.Struct):
+    start_timestamp: int = 0
+    end_timestamp: int = 0
+    kind: int = 0
+    operation: int = 0
+    thread_id: int = 0
+    correlation_id: _Corr | None = None
+
+
+class _Buffers(msgspec.Struct):
+    kernel_dispatch: list[_Dispatch] = []
+    memory_copy: list[_Copy] = []
+    hip_api: list[_Api] = []
+    hsa_api: list[_Api] = []
+
+
+class _Symbol(msgspec.Struct):
+    kernel_id: int | None = None
+    kernel_name: str | None = None
+    formatted_kernel_name: str | None = None
+    truncated_kernel_name: str | None = None
+
+
+class _KindOps(msgspec.Struct):
+    kind: str = ""
+    operations: list[str] = []
+
+
+class _Strings(msgspec.Struct):
+    buffer_records: list[_KindOps] = []
+
+
+class _Node(msgspec.Struct):
+    hostname: str | None = None
+
+
+class _Meta(msgspec.Struct):
+    pid: int | None = None
+    init_time: int = 0
+    fini_time: int = 0
+    node: _Node | None = None
+
+
+class _Tool(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    kernel_symbols: list[_Symbol] | dict[str, _Symbol] = []
+    strings: _Strings = msgspec.field(default_factory=_Strings)
+    buffer_records: _Buffers = msgspec.field(default_factory=_Buffers)
+
+
+class _Doc(msgspec.Struct):
+    tool: list[_Tool] = msgspec.field(name="rocprofiler-sdk-tool", default=[])
+
+
+def _symbol_name(sym: _Symbol | None, kid) -> str:
+    if sym is None:
+        return f"unknown_kernel_{kid}"
+    # TraceLens: truncated or formatted or kernel_name (a missing kernel_name -> unknown)
+    name = sym.truncated_kernel_name or sym.formatted_kernel_name
+    if name:
+        return name
+    return sym.kernel_name if sym.kernel_name is not None else f"unknown_kernel_{kid}"
+
+
+def _op_names(strings: _Strings, kinds: list[int], ops: list[int], fallback: str) -> list[str]:
+    table = strings.buffer_records
+    out = []
+    for k, o in zip(kinds, ops):
+        if 0 <= k < len(table) and 0 <= o < len(table[k].operations):
+            out.append(table[k].operations[o])
+        else:
+            out.append(f"{fallback}_{k}_{o}")
+    return out
+
+
+def read_rocprof_json(path: Path, data: bytes) -> EventTable:
+    path = Path(path)
+    try:
+        doc = msgspec.json.decode(data, type=_Doc)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"unexpected rocprofv3 JSON structure ({exc})") from None
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+        if "truncated" in msg.lower():
+            raise TraceError(path, "truncated JSON (file ends early)") from None
+        raise TraceError(path, f"invalid JSON ({msg})") from None
+    if not doc.tool:
+        raise TraceError(path, "rocprofv3 JSON with an empty rocprofiler-sdk-tool list")
+    tool = doc.tool[0]
+    notes: list[str] = []
+    if len(doc.tool) > 1:
+        notes.append(f"rocprofv3 JSON holds {len(doc.tool)} processes; only the first is analysed (as TraceLens does)")
+    syms = tool.kernel_symbols.values() if isinstance(tool.kernel_symbols, dict) else tool.kernel_symbols
+    by_id = {s.kernel_id: s for s in syms}
+    br = tool.buffer_records
+    pid = tool.metadata.pid if tool.metadata.pid is not None else 0
+    parts = []
+
+    kd = br.kernel_dispatch
+    if kd:
+        kids = [d.dispatch_info.kernel_id for d in kd]
+        name_of = {k: _symbol_name(by_id.get(k), k) for k in dict.fromkeys(kids)}
+        parts.append(
+            {
+                "cat": "kernel",
+                "names": [name_of[k] for k in kids],
+                "start": np.fromiter((d.start_timestamp for d in kd), dtype=np.int64, count=len(kd)),
+                "end": np.fromiter((d.end_timestamp for d in kd), dtype=np.int64, count=len(kd)),
+                "pid": [d.dispatch_info.agent_id.handle for d in kd],
+                "tid": [d.stream_id.handle for d in kd],
+                "stream": [d.stream_id.handle for d in kd],
+                "corr": np.fromiter(
+                    (d.correlation_id.internal if d.correlation_id else 0 for d in kd), dtype=np.int64, count=len(kd)
+                ),
+            }
+        )
+    mc = br.memory_copy
+    if mc:
+        parts.append(
+            {
+                "cat": "gpu_memcpy",
+                "names": _op_names(tool.strings, [c.kind for c in mc], [c.operation for c in mc], "MEMORY_COPY"),
+                "start": np.fromiter((c.start_timestamp for c in mc), dtype=np.int64, count=len(mc)),
+                "end": np.fromiter((c.end_timestamp for c in mc), dtype=np.int64, count=len(mc)),
+                "pid": [c.dst_agent_id.handle for c in mc],
+                "tid": [c.stream_id.handle for c in mc],
+                "stream": [c.stream_id.handle for c in mc],
+            }
+        )
+    for cat, recs in (("hip_api", br.hip_api), ("hsa_api", br.hsa_api)):
+        if recs:
+            parts.append(
+                {
+                    "cat": cat,
+                    "names": _op_names(tool.strings, [a.kind for a in recs], [a.operation for a in recs], cat),
+                    "start": np.fromiter((a.start_timestamp for a in recs), dtype=np.int64, count=len(recs)),
+                    "end": np.fromiter((a.end_timestamp for a in recs), dtype=np.int64, count=len(recs)),
+                    "pid": [pid] * len(recs),
+                    "tid": [a.thread_id for a in recs],
+                }
+            )
+    if not kd and not mc:
+        raise TraceError(path, "no kernel dispatches or memory copies in rocprofv3 JSON (was --kernel-trace on?)")
+    heavy = {
+        "source": "rocprofv3 JSON",
+        "init_time": int(tool.metadata.init_time or 0),
+        "fini_time": int(tool.metadata.fini_time or 0),
+        "pid": pid,
+        "hostname": tool.metadata.node.hostname if tool.metadata.node else None,
+        "lite": False,
+        "notes": notes,
+    }
+    del doc, tool, br, kd, mc
+    return build_table(path, "rocprofv3_json", parts, heavy)
