@@ -44,22 +44,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run_rung(args: argparse.Namespace) -> int:
-    from traceladder.plan import RungSpec, build_plan
+    # --spec/--spec-json is the runner image's path: standard library + boto3 only (runner/spec.py).
     from traceladder.runner.rung import run_rung
+    from traceladder.runner.spec import RunnerSpec
 
-    if args.spec:
+    if args.spec or args.spec_json:
+        source = args.spec or "--spec-json"
         try:
-            spec = RungSpec.from_json(Path(args.spec).read_bytes())
+            text = sys.stdin.read() if args.spec_json == "-" else args.spec_json if args.spec_json else Path(args.spec).read_bytes()
+            spec = RunnerSpec.from_json(text)
         except FileNotFoundError:
             raise UserError(f"{args.spec}: no such file") from None
         except ValueError as exc:
-            raise UserError(f"{args.spec}: not a rung spec: {str(exc).splitlines()[0]}") from None
+            raise UserError(f"{source}: not a rung spec: {str(exc).splitlines()[0]}") from None
     elif args.ladder and args.rung:
+        from traceladder.plan import build_plan
+
         loaded = _load(args.ladder)
         specs = build_plan(loaded, rungs=[args.rung], lens=args.lens or "none", repeats=args.repeat + 1)
         spec = specs[args.repeat]
     else:
-        raise UserError("run-rung: give --spec FILE, or --ladder FILE --rung NAME")
+        raise UserError("run-rung: give --spec FILE, --spec-json JSON, or --ladder FILE --rung NAME")
     run_id = args.run_id or "manual"
     sink = _sink(args.out, spec.ladder, spec.storage_prefix)
     result = run_rung(spec, run_id, sink)
@@ -91,6 +96,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return analyze_paths([Path(p) for p in args.traces], Path(args.out), jobs=args.jobs)
 
 
+def cmd_analyze_ranks(args: argparse.Namespace) -> int:
+    from traceladder.analysis.multirank import main as analyze_ranks_main
+
+    return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from traceladder.demo import run_demo
 
@@ -117,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run-rung", help="run one rung and store its artifacts")
     p.add_argument("--spec", help="a rung spec JSON file")
+    p.add_argument("--spec-json", help="the rung spec as JSON text ('-' reads stdin); what the runner container gets")
     p.add_argument("--ladder")
     p.add_argument("--rung")
     p.add_argument("--lens")
@@ -137,6 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1)
     p.set_defaults(func=cmd_analyze)
 
+    p = sub.add_parser("analyze-ranks", help="TraceLens multi-rank collective reports (one trace per rank)")
+    p.add_argument("traces", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--gpus-per-node", type=int)
+    p.set_defaults(func=cmd_analyze_ranks)
+
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
     p.add_argument("--ladder", default="proxy-local")
     p.set_defaults(func=cmd_demo)
@@ -146,7 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    from traceladder.errors import USER_ERRORS
+    try:
+        from traceladder.errors import USER_ERRORS
+    except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
+        from traceladder.runner.primus_log import PrimusLogError
+        from traceladder.storage.artifacts import ArtifactError
+
+        USER_ERRORS = (ArtifactError, PrimusLogError)
 
     try:
         return func(args)

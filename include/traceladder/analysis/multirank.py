@@ -11,7 +11,8 @@ and ``collectives.json`` (returned too).
 
 Where the collectives come from (:func:`collective_events`):
 
-* GPU traces: as TraceLens's ``NcclAnalyser`` reads them, the ``kernel`` events whose
+* GPU traces (through ``reports.coll_analysis.collective_events``, shared with the
+  one-rank ``coll_analysis.csv``): as TraceLens's ``NcclAnalyser`` reads them, the ``kernel`` events whose
   name matches ``nccl`` / ``rccl`` / ``cross_device_reduce`` (case-insensitive) and whose
   args carry ``correlation`` or ``External id``; their args (copied by PyTorch from
   ``record_param_comms``) give ``Process Group Name``, ``Collective name``, ``dtype``,
@@ -19,8 +20,8 @@ Where the collectives come from (:func:`collective_events`):
   ``cross_device_reduce`` is an ``allreduce``.
 * CPU traces (gloo; the CPU proxy): each ``gloo:*`` ``user_annotation`` on a gloo worker
   thread is one collective, its duration the collective's duration.  It is paired, per
-  kind and in order, with the ``c10d::*`` ``cpu_op`` that issued it (the latest unpaired
-  one that started before it), whose ``record_shapes`` Input Dims / Concrete Inputs give
+  kind and in order, with the ``c10d::*`` ``cpu_op`` that issued it (the next unpaired
+  one, if it started before the range), whose ``record_shapes`` Input Dims / Concrete Inputs give
   the output size and all-to-all split sizes; the range's own Input Dims and Input type
   give the input size and dtype.  Names follow what PyTorch's NCCL backend records for
   the same call (``allreduce``, ``allgather``, ``_allgather_base``, ``all_to_all``, or
@@ -46,8 +47,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from .events import MISSING, EventTable, TraceError
+from .events import EventTable, TraceError
 from .readers.pytorch_json import load_bytes, read_pytorch_json
+from .reports import coll_analysis as ca
 from .reports import nccl_reports as nr
 
 __all__ = [
@@ -69,8 +71,6 @@ REPORT_FILES = (
     "nccl_long.csv",
     "nccl_implicit_sync.csv",
 )
-_COMM_RE = re.compile(r"nccl|rccl|cross_device_reduce", re.IGNORECASE)
-_INFER = ((re.compile(r"cross_device_reduce", re.IGNORECASE), "allreduce"),)
 _RANK_NAME_RE = re.compile(r"rank[\[\-_]?(\d+)", re.IGNORECASE)
 
 # c10d op -> the gloo:* range kind it runs as, and the Collective name NCCL would record
@@ -204,26 +204,15 @@ def _single_pg(t: EventTable) -> tuple[Any, Any, Any]:
 
 
 def _gpu_events(t: EventTable) -> list[dict]:
-    kern = t.is_cat("kernel")
-    if not kern.any():
+    """NCCL/RCCL kernels, through the shared extractor of ``coll_analysis`` (one place
+    for TraceLens's collective-kernel filter and args reading)."""
+    df = ca.collective_events(t)
+    if df.empty:
         return []
-    comm_codes = np.asarray([c for c, n in enumerate(t.names) if _COMM_RE.search(n)], dtype=np.int32)
-    if comm_codes.size == 0:
-        return []
-    linked = (t.corr != MISSING) | (t.ext != MISSING)
-    idx = np.flatnonzero(kern & linked & np.isin(t.name, comm_codes) & ~np.isnan(t.ts) & ~np.isnan(t.dur))
-    rows = []
-    for i, a, nm, ts, dur in zip(idx.tolist(), t.decode_args(idx), t.names_of(idx), t.ts[idx].tolist(), t.dur[idx].tolist()):
-        row = {"ts": ts, "dur": dur}
-        for f in nr.METADATA_FIELDS:
-            row[f] = a.get(f)
-        if row["Collective name"] is None:
-            for rx, coll in _INFER:
-                if rx.search(nm):
-                    row["Collective name"] = coll
-                    break
-        row.update(device="gpu", name=nm, event=i)
-        rows.append(row)
+    keep = ["ts", "dur", *nr.METADATA_FIELDS, "name", "event"]
+    rows = df[keep].to_dict("records")
+    for row in rows:
+        row["device"] = "gpu"
     return rows
 
 
@@ -250,8 +239,9 @@ def _cpu_events(t: EventTable) -> list[dict]:
         if not q:
             continue
         h = heads[kind]
-        # the ops issued before this range started; the last of them not yet paired
-        # would be wrong if an earlier range is missing, so take them in order
+        # gloo runs a process group's work in issue order: the next unpaired op of this
+        # kind, if it was issued before the range started (a range whose op fell before
+        # the profiling window stays unpaired and keeps its own sizes)
         if h < len(q) and t.ts[c_idx[q[h]]] <= t.ts[g_idx[gi]] + 1.0:
             pair[gi] = q[h]
             heads[kind] = h + 1
@@ -535,13 +525,37 @@ def _summary(df_long: pd.DataFrame, by_rank: dict[int, dict], sync: pd.DataFrame
 
 # -- the API -----------------------------------------------------------------------------
 def _write(df: pd.DataFrame, path: Path, columns: list[str] | None = None) -> None:
-    if df is None or df.empty:
+    """Write a report; one with no columns at all (nothing to report) gets a header."""
+    if df is None or (df.empty and len(df.columns) == 0):
         df = pd.DataFrame(columns=columns or [])
     df.to_csv(path, index=False)
 
 
 def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = None) -> dict:
     """Analyse one trace per rank; write the reports into out_dir; return collectives.json.
+
+    collectives.json (schema 1)::
+
+      {"schema": 1, "world_size": n, "gpus_per_node": int | null,
+       "gpus_per_node_source": "given" | "deviceProperties" | null,
+       "device": "gpu" | "cpu" | "mixed",
+       "ranks": [{"rank", "file", "device", "collectives"}],
+       "process_groups": [name], "matched": {"collectives", "events", "all_matched"},
+       "collectives": {<Collective name>: {
+           "device", "type" (TraceLens's collective type or null), "implicit_sync",
+           "process_groups", "dtypes", "count",
+           "latency_us", "wall_time_us", "msg_size_mb", "start_skew_us", "end_skew_us":
+               {"total", "mean", "min", "max"},
+           "algo_bw_gbs", "bus_bw_gbs": {"mean", "min", "max"}   # GiB/s, implicit-sync only
+           "wait_us", "mean_wait_us": {<rank>: us},
+           "straggler": {"rank" (least total wait), "total_wait_us", "times_arrived_last",
+                         "others_waited_us": {<rank>: us waited in the collectives it
+                         arrived last at}, "others_waited_total_us", "others_waited_max_us"}}},
+       "straggler": first row of straggler_summary (implicit-sync collectives) or null,
+       "files": [csv names], "notes": [str]}
+
+    latency = the smallest duration across ranks (TraceLens's comm_latency); wall time =
+    latest end - earliest start; wait = latest start - the rank's start.
 
     Raises :class:`MultiRankError` (one line naming the rank and the file) for a missing,
     duplicated or unreadable rank, or a rank whose collective sequence differs.
@@ -579,7 +593,7 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         reports = {k: nr.add_node_columns(v, gpn) for k, v in reports.items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, df in reports.items():
-        _write(df, out_dir / f"{name}.csv", nr.LONG_COLUMNS if name == "nccl_long" else None)
+        _write(df, out_dir / f"{name}.csv", nr.EMPTY_COLUMNS.get(name))
 
     devices = sorted({by_rank[r]["device"] for r in by_rank})
     if df_long.empty:

@@ -50,6 +50,7 @@ __all__ = [
     "summary_all2allv",
     "add_node_columns",
     "parse_pg_ranks",
+    "EMPTY_COLUMNS",
 ]
 
 #: bytes per element, TraceLens's ``dtype2bytes`` (a dtype not here gives no sizes)
@@ -160,6 +161,32 @@ _LONG_GROUP = [
     "Out split size",
     "stream",
 ]
+
+
+_STRAGGLER_COLUMNS = [
+    "rank",
+    "total_wait_time_us",
+    "mean_wait_time_us",
+    "times_arrived_last",
+    "times_arrived_first",
+    "pct_arrived_last",
+    "num_collectives",
+    "total_nccl_dur_us",
+]
+#: headers for a report with nothing in it (TraceLens writes no file then)
+EMPTY_COLUMNS = {
+    "nccl_long": LONG_COLUMNS,
+    "nccl_summary_long": _LONG_GROUP
+    + ["In msg size (MB)_first", "Out msg size (MB)_first", "dur_sum"]
+    + [f"dur_{a}" for a in _LONG_AGG]
+    + ["operation_count"],
+    "nccl_implicit_sync": _SYNC_GENERAL,
+    "nccl_summary_implicit_sync": ["Collective name", "dtype", "In msg nelems", "Process Group Name", "Group size",
+                                   "Full msg size (MB)"]
+    + [f"{m}_{a}" for m in ("comm_latency", "skew in start time", "skew in end time") for a in SUMMARY_AGG]
+    + ["count", "Total comm latency (ms)"],
+    "straggler_summary": _STRAGGLER_COLUMNS,
+}
 
 
 def _tupled(v: Any) -> Any:
