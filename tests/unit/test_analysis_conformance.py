@@ -56,13 +56,36 @@ def test_report_conforms(trace, report, produced):
     assert not diffs, "\n".join(diffs)
 
 
+#: reports written only when the trace has what they describe
+OPTIONAL_REPORTS = ["GEMM.csv", "coll_analysis.csv"]
+
+
+def test_optional_reports_where_expected():
+    """Every trace has GEMM.csv in the reference; one (resnet, mi300) has coll_analysis."""
+    have = {(t.parent.name, t.name, r) for t in TRACES for r in OPTIONAL_REPORTS if (_ref_dir(t) / r).exists()}
+    assert sum(1 for h in have if h[2] == "GEMM.csv") == 6
+    assert {h[1] for h in have if h[2] == "coll_analysis.csv"} == {"resnet_act_checkpoint.json.gz"}
+
+
+@pytest.mark.parametrize("report", OPTIONAL_REPORTS)
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: f"{p.parent.name}/{p.name[:40]}")
+def test_optional_report_conforms(trace, report, produced):
+    out = produced(trace)
+    ref = _ref_dir(trace) / report
+    if not ref.exists():  # TraceLens wrote none: neither do we
+        assert not (out / report).exists()
+        return
+    diffs = conformance.compare_csv(out / report, ref)
+    assert not diffs, "\n".join(diffs)
+
+
 def test_comparison_is_not_vacuous(produced):
     """The helper must catch a wrong report: ours for one trace against another's reference."""
     assert len(TRACES) >= 2, "reference traces not found"
     mi300_bert = REF / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz"
     h100_bert = REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
     out = produced(mi300_bert)
-    for report in ("gpu_timeline.csv", "ops_summary.csv", "ops_summary_by_category.csv"):
+    for report in ("gpu_timeline.csv", "ops_summary.csv", "ops_summary_by_category.csv", "GEMM.csv"):
         assert conformance.compare_csv(out / report, _ref_dir(h100_bert) / report), report
 
 

@@ -146,8 +146,18 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
     assert on_disk == res
     assert set(on_disk) == {
         "schema", "trace", "device", "rank", "timeline", "timeline_percent",
-        "top_ops", "categories", "regions", "notes",
+        "top_ops", "categories", "regions", "gemm", "notes",
     }
+    # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
+    # (TraceLens does not run on traces without GPU kernels)
+    assert not (out / "GEMM.csv").exists()
+    mm_rates = [g for g in on_disk["gemm"] if g["name"] == "aten::mm"]
+    assert mm_rates, on_disk["gemm"]
+    for g in mm_rates:
+        assert g["M"] > 0 and g["N"] > 0 and g["K"] > 0 and g["count"] >= 1
+        assert g["time_ms"] > 0 and g["tflops_mean"] > 0
+        assert g["dtype"] == "float"
+    assert any("GEMM rates" in n for n in on_disk["notes"])
     assert set(res["timeline"]) == set(TIMELINE_ROWS) == set(res["timeline_percent"])
     assert res["timeline_percent"]["total_time"] == pytest.approx(100.0)
     for r in REGIONS:

@@ -116,7 +116,22 @@ def test_reference_trace_analysis_json(tmp_path):
     assert res["timeline"]["total_time"] == pytest.approx(8.91188671875)
     assert json.loads((tmp_path / "analysis.json").read_text()) == res
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "analysis.json", "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv", "ops_summary_by_category.csv"]
+        "GEMM.csv", "analysis.json", "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv",
+        "ops_summary_by_category.csv"]
+    # "gemm": the GEMM.csv rows (shape, count, kernel time, mean TFLOPS/s), by time
+    import csv
+
+    ref = list(csv.DictReader(open(tr.parent / "mi250_minitoy_train_ROCm6_2_kineto_perf_report_csvs" / "GEMM.csv")))
+    assert len(res["gemm"]) == len(ref) == 2
+    by = {(g["name"], g["M"], g["N"], g["K"]): g for g in res["gemm"]}
+    for r in ref:
+        g = by[(r["name"], int(r["param: M"]), int(r["param: N"]), int(r["param: K"]))]
+        assert g["count"] == int(r["name_count"])
+        assert g["time_ms"] == pytest.approx(float(r["Kernel Time (µs)_sum"]) / 1e3, rel=1e-9)
+        assert g["tflops_mean"] == pytest.approx(float(r["TFLOPS/s_mean"]), rel=1e-9)
+        assert g["dtype"] == r["param: dtype_A_B"].split("'")[1] and g["B"] == 1
+    times = [g["time_ms"] for g in res["gemm"]]
+    assert times == sorted(times, reverse=True)
 
 
 @pytest.mark.parametrize(

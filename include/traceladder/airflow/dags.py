@@ -64,6 +64,10 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
         return tasks.analyze_stored_trace(_ladder_arg(fixed_ladder), item)
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
+    def join_ranks() -> list[dict[str, Any]]:
+        return tasks.join_rank_traces(_ladder_arg(fixed_ladder), _run_id())
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
     def summary() -> dict[str, Any]:
         return tasks.summarize_run(_ladder_arg(fixed_ladder), _run_id())
 
@@ -78,7 +82,9 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     planned = plan()
     rung_groups = [
         # The pool belongs to the mapped group (not to expand()): one host, one rung at a time.
-        run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool).expand(
+        _docker_rungs(host, rung_timeout_s).expand(spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name))
+        if host.docker_url
+        else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool).expand(
             spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name)
         )
         for host in hosts
@@ -86,10 +92,30 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     traces = collect_traces()
     rung_groups >> traces
     analyses = analyze.expand(item=traces)
+    joined = join_ranks()
+    traces >> joined
     summary_ref = summary()
-    analyses >> summary_ref
+    [analyses, joined] >> summary_ref
     published = publish(summary_ref)
     published >> ladder_status(summary_ref)
+
+
+def _docker_rungs(host: Host, rung_timeout_s: int):
+    """A docker host's mapped rung group: the runner image on the host's daemon, in its pool. The
+    task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
+    partial artifacts before Airflow removes the container."""
+    from traceladder.airflow.operators import RungDockerOperator
+
+    return RungDockerOperator.partial(
+        task_id=f"rungs_{host.name}",
+        pool=host.pool,
+        docker_url=host.docker_url,
+        tls_conn_id=host.tls_conn_id,
+        devices=list(host.devices),
+        host_name=host.name,
+        map_index_template="{{ rung_id }}",
+        execution_timeout=timedelta(seconds=rung_timeout_s + 300),
+    )
 
 
 def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int) -> DAG:

@@ -101,6 +101,22 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
     return analyze_stored(ladder_store(ladder)[1], item["key"])
 
 
+def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
+    """Multi-rank collective reports for every run that stored more than one rank's trace."""
+    from traceladder.analysis.stored import analyze_stored_ranks
+    from traceladder.summary.collect import read_results
+
+    loaded, store = ladder_store(ladder)
+    storage = loaded.cluster.storage
+    plan = _plan_doc(store, storage.prefix, loaded.ladder.ladder, run_id)
+    joined = []
+    for result in read_results(store, plan).values():
+        traces = [k for k in result.get("traces") or [] if ".pt.trace.json" in k]
+        if len(traces) > 1:
+            joined.append(analyze_stored_ranks(store, result["prefix"], traces))
+    return joined
+
+
 def summarize_run(ladder: str, run_id: str) -> dict[str, Any]:
     from traceladder.summary.publish import write_summary
 

@@ -277,7 +277,16 @@ def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
         for i, w in enumerate(work, 1):
             report(i, _one(w), w[1])
     else:
-        with ProcessPoolExecutor(max_workers=min(jobs, total)) as ex:
-            for i, (w, res) in enumerate(zip(work, ex.map(_one, work)), 1):
-                report(i, res, w[1])
+        # one trace per worker at a time (memory per worker = one trace's peak, about
+        # 2.4x its JSON size); progress is printed as each trace finishes
+        import multiprocessing as mp
+        from concurrent.futures import as_completed
+
+        nw = min(jobs, total)
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        print(f"analysing {total} traces with {nw} worker processes", file=err, flush=True)
+        with ProcessPoolExecutor(max_workers=nw, mp_context=ctx) as ex:
+            futs = {ex.submit(_one, w): w for w in work}
+            for i, f in enumerate(as_completed(futs), 1):
+                report(i, f.result(), futs[f][1])
     return 2 if bad else 0

@@ -14,6 +14,7 @@ id) are built once, on demand, by :meth:`EventTable.call_tree`.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,9 @@ class CallTree:
     """
 
     def __init__(self, t: EventTable):
-        self.t = t
+        # a weak reference: table -> tree -> table would be a cycle, and a cycle keeps a
+        # whole trace (arrays and its JSON buffer) alive until the cyclic GC runs
+        self.t = weakref.proxy(t)
         n = len(t)
         self.host_parent = np.full(n, -1, dtype=np.int64)
         self._build_host_tree()

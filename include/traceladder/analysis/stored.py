@@ -33,3 +33,29 @@ def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
             store.put_file(f"{out_prefix}/{path.name}", path)
     store.write_manifest(out_prefix)
     return {"trace": trace_key, "analysis": f"{out_prefix}/analysis.json", "device": analysis.get("device")}
+
+
+RANKS_FOLDER = "analysis/ranks"
+
+
+def collectives_key(rung_prefix: str) -> str:
+    return f"{rung_prefix}/{RANKS_FOLDER}/collectives.json"
+
+
+def analyze_stored_ranks(store: ArtifactSink, rung_prefix: str, trace_keys: list[str]) -> dict[str, Any]:
+    """Join one rung's per-rank traces into TraceLens's multi-rank collective reports."""
+    from traceladder.analysis.multirank import analyze_ranks
+
+    out_prefix = f"{rung_prefix}/{RANKS_FOLDER}"
+    with tempfile.TemporaryDirectory(prefix="traceladder-ranks-") as tmp:
+        paths = []
+        for key in trace_keys:
+            local = Path(tmp) / key.rsplit("/", 1)[-1]
+            local.write_bytes(store.get_verified(key))
+            paths.append(local)
+        out_dir = Path(tmp) / "reports"
+        collectives = analyze_ranks(paths, out_dir)
+        for path in sorted(out_dir.iterdir()):
+            store.put_file(f"{out_prefix}/{path.name}", path)
+    store.write_manifest(out_prefix)
+    return {"rung_prefix": rung_prefix, "collectives": collectives_key(rung_prefix), "world_size": collectives.get("world_size")}

@@ -36,8 +36,14 @@ def _change(parent: Estimate | None, rung: Estimate | None, sign: float) -> dict
     return {"value": delta, "significant": separated(parent, rung), "single_run": parent.n < 2 or rung.n < 2}
 
 
-def build_summary(plan: dict[str, Any], results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`analyses` maps a trace key to its analysis.json content."""
+def build_summary(
+    plan: dict[str, Any],
+    results: dict[str, dict[str, Any]],
+    analyses: dict[str, dict[str, Any]],
+    collectives: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """`analyses` maps a trace key to its analysis.json; `collectives` a rung id to the
+    multi-rank collectives.json of its all-ranks traces."""
     specs = plan["specs"]
     order: list[str] = []
     for spec in specs:
@@ -105,6 +111,7 @@ def build_summary(plan: dict[str, Any], results: dict[str, dict[str, Any]], anal
         "lenses": lenses,
         "lens_rung": lens_rung,
         "profile": profile,
+        "collectives": _collectives(collectives or {}),
         "failed_rungs": failed,
         "failures": [{"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")} for r in results.values() if r["status"] != "ok"],
         "provenance": _provenance(results),
@@ -135,6 +142,27 @@ def _profile(results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, A
                         k: analysis.get(k) for k in ("device", "timeline", "timeline_percent", "top_ops", "categories", "regions", "notes")
                     }}
     return None
+
+
+def _collectives(by_rung: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The first all-ranks run's collectives: latency, bandwidth, skew and the straggler."""
+    if not by_rung:
+        return None
+    rung_id = sorted(by_rung)[0]
+    doc = by_rung[rung_id]
+    rows = []
+    for name, c in sorted(doc.get("collectives", {}).items()):
+        straggler = c.get("straggler") or {}
+        rows.append({
+            "name": name, "count": c["count"], "device": c.get("device"),
+            "latency_mean_us": c["latency_us"]["mean"], "bus_bw_gbs_mean": (c.get("bus_bw_gbs") or {}).get("mean"),
+            "algo_bw_gbs_mean": (c.get("algo_bw_gbs") or {}).get("mean"), "start_skew_mean_us": c["start_skew_us"]["mean"],
+            "start_skew_max_us": c["start_skew_us"]["max"], "straggler_rank": straggler.get("rank"),
+            "others_waited_ms": (straggler.get("others_waited_total_us") or 0.0) / 1000.0,
+        })
+    worst = max(rows, key=lambda r: r["others_waited_ms"], default=None)
+    return {"rung_id": rung_id, "device": doc.get("device"), "world_size": doc.get("world_size"),
+            "matched": doc.get("matched"), "by_collective": rows, "worst_straggler": worst}
 
 
 def findings(summary: dict[str, Any]) -> list[str]:
@@ -168,6 +196,13 @@ def findings(summary: dict[str, Any]) -> list[str]:
         if profile.get("top_ops"):
             top = profile["top_ops"][0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
+    coll = summary.get("collectives")
+    if coll and coll.get("worst_straggler"):
+        w = coll["worst_straggler"]
+        out.append(
+            f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()}): "
+            f"rank {w['straggler_rank']} is the straggler in {w['name']}; the others waited {w['others_waited_ms']:.1f} ms for it."
+        )
     comparison = summary.get("comparison")
     if comparison:
         if comparison["regressions"]:

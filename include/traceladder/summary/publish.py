@@ -41,12 +41,23 @@ def previous_summary(store: ArtifactSink, ladder_prefix: str, run_id: str) -> di
     return json.loads(store.get_verified(newest["summary_json"])) if store.exists(newest["summary_json"]) else None
 
 
+def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    from traceladder.analysis.stored import collectives_key
+
+    found = {}
+    for result in results.values():
+        key = collectives_key(result["prefix"]) if result.get("prefix") else None
+        if key and len(result.get("traces") or []) > 1 and store.exists(key):
+            found[result["rung_id"]] = json.loads(store.get_bytes(key))
+    return found
+
+
 def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) -> dict[str, Any]:
     from traceladder.summary.charts import render_charts
     from traceladder.summary.html import to_html
 
     results = read_results(store, plan)
-    summary = build_summary(plan, results, read_analyses(store, results))
+    summary = build_summary(plan, results, read_analyses(store, results), read_collectives(store, results))
     previous = previous_summary(store, run_prefix.rsplit("/", 1)[0], plan["run_id"])
     if previous is not None:
         summary["comparison"] = compare_runs(summary, previous)

@@ -72,6 +72,15 @@ def to_markdown(summary: dict[str, Any]) -> str:
             parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
                 f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |" for op in profile["top_ops"][:10]
             ]
+    coll = summary.get("collectives")
+    if coll and coll["by_collective"]:
+        parts += ["", f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()})",
+                  "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler | others waited ms |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in coll["by_collective"]:
+            bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
+            parts.append(f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} | {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
+                         f"| rank {c['straggler_rank']} | {c['others_waited_ms']:.1f} |")
     comparison = summary.get("comparison")
     if comparison:
         parts += ["", f"## Since {comparison['previous_run_id']}", "| rung | before ms | now ms | change |", "|---|---|---|---|"]

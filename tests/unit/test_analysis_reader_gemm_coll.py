@@ -1,0 +1,186 @@
+"""The chunked PyTorch JSON reader, GEMM.csv rules and collective extraction."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from traceladder.analysis import engine
+from traceladder.analysis.events import MISSING, TraceError
+from traceladder.analysis.readers import pytorch_json as pj
+from traceladder.analysis.reports import coll_analysis as ca
+from traceladder.analysis.reports import gemm
+
+REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+RESNET = REF / "mi300" / "resnet_act_checkpoint.json.gz"
+
+
+def _columns(t):
+    return {k: getattr(t, k) for k in ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")}
+
+
+def test_chunked_read_equals_one_piece(monkeypatch):
+    assert RESNET.exists(), "reference traces not found"
+    whole = pj.read_pytorch_json(RESNET)
+    monkeypatch.setattr(pj, "CHUNK_BYTES", 64 << 10)  # ~260 chunks
+    parts = pj.read_pytorch_json(RESNET)
+    assert len(parts) == len(whole) == 56451  # every event, metadata included
+    for k, a in _columns(whole).items():
+        b = getattr(parts, k)
+        if a.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+            np.testing.assert_array_equal(a[~np.isnan(a)], b[~np.isnan(b)])
+        else:
+            assert a.tolist() == b.tolist(), k
+    assert parts.names == whole.names and parts.cats == whole.cats and parts.streams == whole.streams
+    assert parts.metadata == whole.metadata
+    i = int(np.flatnonzero(parts.is_cat("cpu_op") & parts.has_args)[100])
+    assert parts.args(i) == whole.args(i) and "External id" in parts.args(i)
+    proc = parts.metadata["by_pid_tid"][542][0]
+    assert proc["process_name"] == "python3" and proc["process_labels"] == "CPU"
+
+
+def _write(tmp_path: Path, events: list, name="t.json", raw: str | None = None, **top) -> Path:
+    p = tmp_path / name
+    text = raw if raw is not None else json.dumps({"schemaVersion": 1, "traceEvents": events, **top}, indent=1)
+    p.write_text(text)
+    return p
+
+
+def test_split_inside_strings_and_nested_objects(tmp_path, monkeypatch):
+    """A chunk bound candidate inside a string or a nested list of objects is refused
+    (the chunk does not decode) and the next one is tried."""
+    monkeypatch.setattr(pj, "CHUNK_BYTES", 16)
+    evs = []
+    for i in range(40):
+        evs.append({"ph": "X", "cat": "cpu_op", "name": "x}, {y" if i % 3 == 0 else f"op{i}", "pid": 1, "tid": 2,
+                    "ts": float(i), "dur": 0.5,
+                    "args": {"External id": i, "nested": [{"a": 1}, {"b": [{"c": 2}]}], "s": "}, {\"z\": 1}]"}})
+    p = _write(tmp_path, evs, distributedInfo={"rank": 3})
+    t = pj.read_pytorch_json(p)
+    assert len(t) == 40
+    assert t.ts.tolist() == [float(i) for i in range(40)]
+    assert t.ext.tolist() == list(range(40))
+    assert t.args(3)["nested"] == [{"a": 1}, {"b": [{"c": 2}]}]
+    assert t.names_of(np.arange(3)) == ["x}, {y", "op1", "op2"]
+    assert t.metadata["distributedInfo"] == {"rank": 3}
+
+
+def test_reader_odd_layouts(tmp_path):
+    ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+          "args": {"correlation": "12", "stream": 7, "External id": None}}
+    # traceEvents last, compact, non-int link fields (slow args path)
+    p = _write(tmp_path, [], raw='{"a":[{"traceEvents":1}],"traceEvents":[' + json.dumps(ev) + "]}")
+    t = pj.read_pytorch_json(p)
+    assert len(t) == 1 and t.corr.tolist() == [12] and t.ext.tolist() == [MISSING]
+    assert t.streams[t.stream[0]] == 7
+    # gzip, empty array
+    g = tmp_path / "e.json.gz"
+    g.write_bytes(gzip.compress(b'{"traceEvents": [ ]}'))
+    with pytest.raises(TraceError, match="no events"):
+        pj.read_pytorch_json(g)
+    # truncated file: the message names it
+    full = json.dumps({"traceEvents": [ev] * 50})
+    tr = _write(tmp_path, [], name="tr.json", raw=full[: len(full) // 2])
+    with pytest.raises(TraceError, match="truncated"):
+        pj.read_pytorch_json(tr)
+    # a truncated gzip stream
+    tg = tmp_path / "tg.json.gz"
+    tg.write_bytes(gzip.compress(full.encode())[:-20])
+    with pytest.raises(TraceError, match="gzip"):
+        pj.read_pytorch_json(tg)
+
+
+def _gemm_trace(tmp_path: Path) -> Path:
+    """Two bmm calls (one Tensile kernel each, A transposed) and an mm with no kernel."""
+    evs = [
+        {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python3"}},
+        {"ph": "M", "name": "process_labels", "pid": 10, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "thread_name", "pid": 10, "tid": 11, "args": {"name": "main"}},
+    ]
+    ext = 0
+    for i, ts in enumerate((100.0, 300.0)):
+        ext += 1
+        evs += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "pid": 10, "tid": 11, "ts": ts, "dur": 50.0,
+             "args": {"External id": ext, "Input Dims": [[4, 64, 32], [4, 32, 16]], "Input type": ["float", "float"],
+                      "Input Strides": [[2048, 32, 1], [512, 16, 1]], "Concrete Inputs": ["", ""]}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 10, "tid": 11, "ts": ts + 10, "dur": 5.0,
+             "args": {"External id": ext, "correlation": 500 + i}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 500 + i, "pid": 10, "tid": 11, "ts": ts + 10},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 500 + i, "pid": 0, "tid": 7, "ts": ts + 20, "bp": "e"},
+            {"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_SB_MT64x16x8", "pid": 0, "tid": 7, "ts": ts + 20,
+             "dur": 8.0 + i * 8.0, "args": {"External id": ext, "correlation": 500 + i, "stream": 7}},
+        ]
+    evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 500.0, "dur": 5.0,
+                "args": {"External id": 99, "Input Dims": [[8, 8], [8, 8]], "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                         "Input Strides": [[8, 1], [8, 1]], "Concrete Inputs": ["", ""]}})
+    return _write(tmp_path, evs)
+
+
+def test_gemm_csv_rules(tmp_path):
+    res = engine.analyze_trace(_gemm_trace(tmp_path), tmp_path / "out")
+    rows = list(csv.DictReader(open(tmp_path / "out" / "GEMM.csv")))
+    head = list(rows[0])
+    # bmm came first: B leads the params; transpose follows from the kernel name
+    assert head[:10] == ["name", "param: B", "param: M", "param: N", "param: K", "param: bias", "param: stride_A",
+                         "param: stride_B", "param: dtype_A_B", "param: transpose"]
+    bmm = next(r for r in rows if r["name"] == "aten::bmm")
+    assert (bmm["param: B"], bmm["param: M"], bmm["param: N"], bmm["param: K"]) == ("4", "64", "16", "32")
+    assert bmm["param: transpose"] == "(True, False)" and bmm["param: stride_A"] == "(2048, 32, 1)"
+    assert bmm["name_count"] == "2" and bmm["Compute Spec"] == "matrix_fp32"
+    flops = 4 * 2 * 64 * 16 * 32
+    assert float(bmm["GFLOPS_first"]) == pytest.approx(flops / 1e9)
+    nbytes = 4 * (64 * 32 + 32 * 16 + 64 * 16) * 4
+    assert float(bmm["Data Moved (MB)_first"]) == pytest.approx(nbytes / 2**20)
+    assert float(bmm["Kernel Time (µs)_sum"]) == pytest.approx(24.0)
+    rates = [flops / 1e12 / (d / 1e6) for d in (8.0, 16.0)]
+    assert float(bmm["TFLOPS/s_mean"]) == pytest.approx(np.mean(rates))
+    assert float(bmm["TFLOPS/s_std"]) == pytest.approx(np.std(rates, ddof=1))
+    assert bmm["process_name_first"] == "python3" and bmm["process_label_first"] == "CPU"
+    assert bmm["thread_name_first"] == "main"
+    # the mm launched nothing: a row with zero kernel time and no rate; no transpose
+    mm = next(r for r in rows if r["name"] == "aten::mm")
+    assert mm["Kernel Time (µs)_sum"] == "0.0" and mm["TFLOPS/s_mean"] == "" and mm["param: transpose"] == "nan"
+    assert mm["param: B"] == "1" and mm["param: bias"] == "False" and mm["Compute Spec"] == "matrix_bf16"
+    assert [r["name"] for r in rows] == ["aten::bmm", "aten::mm"]  # by kernel time
+    g = res["gemm"]
+    assert g[0] == {"name": "aten::bmm", "M": 64, "N": 16, "K": 32, "B": 4, "dtype": "float", "count": 2,
+                    "time_ms": pytest.approx(0.024), "tflops_mean": pytest.approx(np.mean(rates))}
+    assert g[1]["tflops_mean"] is None and g[1]["time_ms"] == 0.0
+
+
+def test_collective_events_columns():
+    assert RESNET.exists(), "reference traces not found"
+    t = engine.read_trace(RESNET)
+    ev = ca.collective_events(t, rank=5)
+    assert list(ev.columns) == ca.EVENT_COLUMNS
+    assert len(ev) == 17 and set(ev["rank"]) == {5}
+    full = ev.dropna(subset=["Collective name"])
+    assert len(full) == 12 and set(full["Collective name"]) == {"allreduce", "broadcast"}
+    assert (ev["dur"] > 0).all() and ev["ts"].is_monotonic_increasing
+    ar = full[full["In msg nelems"] == 8816192]
+    assert (ar["In msg size (MB)"] == 8816192 * 2 / 2**20).all()
+    assert set(ev["name"].str.contains("nccl", case=False)) == {True}
+    summ = ca.coll_analysis_frame(ev)
+    assert list(summ.columns) == ca.SUMMARY_COLUMNS
+    assert int(summ["operation_count"].sum()) == 12  # the 5 kernels without args are left out
+    assert summ["dur_sum"].is_monotonic_decreasing
+
+
+def test_analyze_paths_jobs_progress(tmp_path, capsys):
+    srcs = [REF / "mi250" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz",
+            tmp_path / "missing.json"]
+    rc = engine.analyze_paths(srcs, tmp_path / "out", jobs=2)
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "error:" in err and "missing.json" in err
+    assert err.count("] ") >= 2  # one progress line per finished trace
+    for s in srcs[:2]:
+        d = tmp_path / "out" / engine.output_stem(s)
+        assert (d / "GEMM.csv").exists() and (d / "analysis.json").exists()
