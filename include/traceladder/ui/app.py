@@ -1,0 +1,430 @@
+"""The Ladders page: a FastAPI app that Airflow's api-server mounts at ``/traceladder``.
+
+Routes (relative to the mount):
+
+``GET  /``                                      every ladder file, its runs, its latest summary, a trigger form
+``GET  /ladders/{file}``                        one ladder, the same
+``GET  /ladders/{file}/runs/{run_id}``          one run: ladder table, lenses, findings, charts, artifacts
+``GET  /ladders/{file}/artifacts/{key:path}``   an object under ``<prefix>/<ladder>/`` (streamed from S3)
+``POST /trigger``                               trigger ``traceladder-trigger`` through Airflow's REST API
+
+Auth: every route needs an authenticated Airflow user (the app-wide dependency; no token is 401,
+a bad token 403). Reading needs permission to read DAG runs, triggering to create runs of
+``traceladder-trigger``; the trigger is then made by Airflow's own ``POST
+/api/v2/dags/traceladder-trigger/dagRuns`` with the caller's token, so Airflow validates the
+Params and checks the permission again. A form POST authenticated by the session cookie must
+carry the page's CSRF field (an HMAC of the caller's token with the api secret key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import mimetypes
+import re
+from functools import lru_cache
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
+from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, data
+RUNS_SHOWN = 20
+SELF_CALL_TIMEOUT_S = 30
+
+_SANDBOX_CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+_INLINE_TYPES = {
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+    ".html": "text/html; charset=utf-8",
+    ".json": "application/json",
+    ".md": "text/plain; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".log": "text/plain; charset=utf-8",
+    ".csv": "text/plain; charset=utf-8",
+}
+
+
+# ---- templates ---------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _templates():
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    from traceladder.summary.render import fmt_change, fmt_est
+
+    env = Environment(
+        loader=PackageLoader("traceladder.ui", "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["est"] = fmt_est
+    env.filters["change"] = fmt_change
+    env.filters["urlpart"] = lambda s: quote(str(s), safe="")
+    env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
+    return env
+
+
+def _render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    html = _templates().get_template(name).render(**context)
+    return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
+
+
+def _base(request: Request) -> str:
+    """The app's own URL path (the api-server's base path + the mount prefix)."""
+    return str(request.scope.get("root_path") or URL_PREFIX).rstrip("/")
+
+
+def _api_root(request: Request) -> str:
+    base = _base(request)
+    return base[: -len(URL_PREFIX)] if base.endswith(URL_PREFIX) else ""
+
+
+# ---- auth helpers ------------------------------------------------------------------------------
+def _caller_token(request: Request) -> tuple[str, bool]:
+    """The caller's JWT and whether it came from the session cookie (the same precedence as
+    Airflow's ``get_user``: an ``Authorization: Bearer`` header wins over the cookie)."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip(), False
+    return request.cookies.get(COOKIE_NAME_JWT_TOKEN, ""), True
+
+
+def _csrf_key() -> bytes:
+    from airflow.configuration import conf
+
+    secret = conf.get("api", "secret_key", fallback="") or conf.get("api_auth", "jwt_secret", fallback="")
+    if not secret:
+        raise HTTPException(500, "the api-server has no [api] secret_key; the trigger form needs one")
+    return secret.encode()
+
+
+def csrf_token(token: str) -> str:
+    return hmac.new(_csrf_key(), b"traceladder-trigger\0" + token.encode(), hashlib.sha256).hexdigest()
+
+
+def _can_trigger(user: Any) -> bool:
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    try:
+        return bool(
+            get_auth_manager().is_authorized_dag(
+                method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=TRIGGER_DAG_ID), user=user
+            )
+        )
+    except Exception:  # noqa: BLE001 - an auth manager that cannot tell: no form
+        return False
+
+
+# ---- page data ---------------------------------------------------------------------------------
+def _entry_or_404(file: str) -> data.LadderEntry:
+    entry = data.find_entry(file)
+    if entry is None:
+        raise HTTPException(404, f"no ladder file {file[:80]!r}")
+    return entry
+
+
+def _storage_status(entries: list[data.LadderEntry]) -> dict[tuple[str, str], str | None]:
+    """One bucket check per (connection, bucket): None when it answers, else the one-line reason."""
+    status: dict[tuple[str, str], str | None] = {}
+    for entry in entries:
+        key = entry.storage_key
+        if key is None or key in status:
+            continue
+        try:
+            data.LadderStore(entry).check()
+            status[key] = None
+        except ArtifactStoreError as exc:
+            status[key] = data.scrub(exc)
+    return status
+
+
+def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[str, Any]:
+    """A run's summary, its summary folder (charts first) and, on the run page, every artifact."""
+    view: dict[str, Any] = {"run_id": run_id, "summary": None, "error": None, "summary_files": [], "charts": [],
+                            "artifacts": {}, "artifacts_truncated": False}
+    try:
+        view["summary"] = store.summary(run_id)
+    except ArtifactStoreError as exc:
+        view["error"] = data.scrub(exc)
+    except ArtifactKeyError as exc:
+        view["error"] = data.scrub(exc)
+    try:
+        files = store.summary_files(run_id)
+        view["summary_files"] = files
+        charts_folder = f"{run_id}/{data.SUMMARY_FOLDER}/{data.CHARTS_FOLDER}/"
+        view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
+        if with_files:
+            keys, truncated = store.run_files(run_id)
+            groups: dict[str, list[str]] = {}
+            for key in keys:
+                rest = key[len(run_id) + 1 :]
+                folder = rest.split("/", 1)[0] if "/" in rest else "(run)"
+                groups.setdefault(folder, []).append(key)
+            view["artifacts"] = groups
+            view["artifacts_truncated"] = truncated
+    except ArtifactStoreError as exc:
+        view["error"] = view["error"] or data.scrub(exc)
+    return view
+
+
+def _ladder_view(entry: data.LadderEntry, s3_error: str | None, runs_shown: int | None) -> dict[str, Any]:
+    view: dict[str, Any] = {"entry": entry, "runs": [], "runs_total": 0, "latest": None, "error": None}
+    if entry.error or s3_error:
+        return view
+    store = data.LadderStore(entry)
+    try:
+        runs = store.runs()
+    except ArtifactStoreError as exc:
+        view["error"] = data.scrub(exc)
+        return view
+    view["runs_total"] = len(runs)
+    view["runs"] = runs if runs_shown is None else runs[:runs_shown]
+    if runs:
+        view["latest"] = _run_view(store, runs[0]["run_id"], with_files=False)
+    return view
+
+
+def _page_context(request: Request, user: Any, entries: list[data.LadderEntry], runs_shown: int | None) -> dict[str, Any]:
+    status = _storage_status(entries)
+    s3_errors = sorted({f"S3 is unreachable: {msg}" for msg in status.values() if msg})
+    ladders = [_ladder_view(e, status.get(e.storage_key) if e.storage_key else None, runs_shown) for e in entries]
+    token, _ = _caller_token(request)
+    can_trigger = _can_trigger(user)
+    from traceladder.config.models import LENS_NAMES
+
+    return {
+        "base": _base(request),
+        "user": user.get_name(),
+        "ladders": ladders,
+        "s3_errors": s3_errors,
+        "can_trigger": can_trigger,
+        "csrf": csrf_token(token) if can_trigger and token else "",
+        "trigger_dag_id": TRIGGER_DAG_ID,
+        "all_lenses": ["ladder", *LENS_NAMES],
+    }
+
+
+# ---- trigger -----------------------------------------------------------------------------------
+_LIST_SPLIT = re.compile(r"[\s,]+")
+
+
+def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict[str, Any]:
+    """The DAG run's conf from the form; ``HTTPException(400)`` for what is plainly wrong (Airflow
+    validates the Params again)."""
+    from traceladder.config.models import LENS_NAMES
+
+    names = {e.name: e for e in entries if e.name}
+    ladder = str(form.get("ladder") or "")
+    entry = names.get(ladder) or next((e for e in entries if e.file == ladder and e.name), None)
+    if entry is None or not entry.name:
+        raise HTTPException(400, f"unknown ladder {ladder[:80]!r}; known: {', '.join(sorted(names)) or '(none)'}")
+    rungs_in = form.get("rungs") or []
+    if isinstance(rungs_in, str):
+        rungs_in = [rungs_in]
+    rungs: list[str] = []
+    for item in rungs_in:
+        rungs += [r for r in _LIST_SPLIT.split(str(item)) if r]
+    unknown = [r for r in rungs if r not in entry.rungs]
+    if unknown:
+        raise HTTPException(400, f"ladder {entry.name} has no rung(s) {', '.join(unknown)}; it has {', '.join(entry.rungs)}")
+    lens = str(form.get("lens") or "ladder")
+    if lens not in ("ladder", *LENS_NAMES):
+        raise HTTPException(400, f"unknown lens {lens[:40]!r}")
+    repeats_raw = form.get("repeats")
+    repeats: int | None = None
+    if repeats_raw not in (None, ""):
+        try:
+            repeats = int(str(repeats_raw))
+        except ValueError:
+            raise HTTPException(400, f"repeats must be a whole number, not {str(repeats_raw)[:20]!r}") from None
+        if not 1 <= repeats <= 50:
+            raise HTTPException(400, "repeats must be between 1 and 50")
+    override = str(form.get("override") or "").strip()
+    return {"ladder": entry.name, "rungs": list(dict.fromkeys(rungs)), "lens": lens, "repeats": repeats, "override": override}
+
+
+async def _read_form(request: Request) -> tuple[dict[str, Any], bool]:
+    """The request's fields (JSON or urlencoded form) and whether it was JSON."""
+    body = await request.body()
+    if len(body) > 64 * 1024:
+        raise HTTPException(413, "request too large")
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "application/json":
+        try:
+            doc = json.loads(body or b"{}")
+        except ValueError:
+            raise HTTPException(400, "body is not valid JSON") from None
+        if not isinstance(doc, dict):
+            raise HTTPException(400, "body must be a JSON object")
+        return doc, True
+    if ctype in ("application/x-www-form-urlencoded", ""):
+        parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        form: dict[str, Any] = {k: (v if k == "rungs" else v[-1]) for k, v in parsed.items()}
+        return form, False
+    raise HTTPException(415, f"unsupported content type {ctype[:60]!r}")
+
+
+async def _post_dag_run(request: Request, token: str, conf: dict[str, Any]) -> tuple[int, Any]:
+    """``POST /api/v2/dags/traceladder-trigger/dagRuns`` on this same api-server, as the caller."""
+    import httpx
+    from airflow.configuration import conf as airflow_conf
+
+    server = request.scope.get("server")
+    path = f"{_api_root(request)}/api/v2/dags/{TRIGGER_DAG_ID}/dagRuns"
+    if server and server[0]:
+        host, port = server[0], server[1]
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        # The socket this request came in on: TLS exactly when the api-server terminates TLS.
+        scheme = "https" if airflow_conf.get("api", "ssl_cert", fallback="") else "http"
+        url = f"{scheme}://{host}:{port}{path}"
+        verify: Any = False if scheme == "https" else True  # our own socket; its name may not match the cert
+    else:
+        base = airflow_conf.get("api", "base_url", fallback="").rstrip("/")
+        if not base:
+            raise HTTPException(500, "cannot reach Airflow's REST API: no local socket and no [api] base_url")
+        url = f"{base}/api/v2/dags/{TRIGGER_DAG_ID}/dagRuns"
+        verify = True
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"}
+    if request.headers.get("referer"):
+        headers["Referer"] = request.headers["referer"]  # Airflow records a UI trigger as such
+    body = {"logical_date": None, "conf": conf, "note": "triggered from the traceladder Ladders page"}
+    try:
+        async with httpx.AsyncClient(timeout=SELF_CALL_TIMEOUT_S, verify=verify) as client:
+            resp = await client.post(url, json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise HTTPException(502, f"Airflow's REST API did not answer: {type(exc).__name__}") from None
+    try:
+        payload = resp.json()
+    except ValueError:
+        payload = {"detail": resp.text[:300]}
+    return resp.status_code, payload
+
+
+def _detail(payload: Any) -> str:
+    if isinstance(payload, dict) and "detail" in payload:
+        detail = payload["detail"]
+        return detail if isinstance(detail, str) else json.dumps(detail)[:600]
+    return json.dumps(payload)[:600]
+
+
+# ---- the app -----------------------------------------------------------------------------------
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="traceladder Ladders",
+        dependencies=[Depends(requires_authenticated())],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    can_read_runs = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN))
+    can_trigger = Depends(requires_access_dag(method="POST", access_entity=DagAccessEntity.RUN, param_dag_id=TRIGGER_DAG_ID))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        detail = data.scrub(exc.detail)
+        if "text/html" in request.headers.get("accept", ""):
+            return _render("error.html", exc.status_code, base=_base(request), api_root=_api_root(request),
+                           status=exc.status_code, detail=detail)
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    @app.get("/", response_class=HTMLResponse, dependencies=[can_read_runs])
+    def index(request: Request, user: GetUserDep) -> HTMLResponse:
+        entries = data.list_ladders()
+        return _render("ladders.html", **_page_context(request, user, entries, RUNS_SHOWN), single=None)
+
+    @app.get("/ladders/{file}", response_class=HTMLResponse, dependencies=[can_read_runs])
+    def ladder_page(file: str, request: Request, user: GetUserDep) -> HTMLResponse:
+        entry = _entry_or_404(file)
+        return _render("ladders.html", **_page_context(request, user, [entry], None), single=entry.file)
+
+    @app.get("/ladders/{file}/runs/{run_id}", response_class=HTMLResponse, dependencies=[can_read_runs])
+    def run_page(file: str, run_id: str, request: Request, user: GetUserDep) -> HTMLResponse:
+        entry = _entry_or_404(file)
+        try:
+            data.clean_run_id(run_id)
+        except ArtifactKeyError:
+            raise HTTPException(400, "invalid run id") from None
+        if entry.error:
+            raise HTTPException(404, f"ladder file {entry.file} does not load: {entry.error}")
+        store = data.LadderStore(entry)
+        try:
+            store.check()
+        except ArtifactStoreError as exc:
+            return _render("run.html", 503, base=_base(request), user=user.get_name(), entry=entry,
+                           run=None, s3_error=f"S3 is unreachable: {data.scrub(exc)}")
+        run = _run_view(store, run_id, with_files=True)
+        if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
+            raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
+        return _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)
+
+    @app.get("/ladders/{file}/artifacts/{key:path}", dependencies=[can_read_runs])
+    def artifact(file: str, key: str, request: Request) -> Response:
+        entry = _entry_or_404(file)
+        raw = request.scope.get("raw_path", b"") or b""
+        if b"%25" in raw or b"\\" in raw:  # double-encoded or backslash: never a key this app wrote
+            raise HTTPException(400, "invalid artifact path")
+        try:
+            data.relative_key(key)
+        except ArtifactKeyError:
+            raise HTTPException(400, "invalid artifact path") from None
+        if entry.error:
+            raise HTTPException(404, f"ladder file {entry.file} does not load")
+        store = data.LadderStore(entry)
+        try:
+            chunks, length = store.open(key)
+        except ArtifactNotFoundError:
+            raise HTTPException(404, "no such artifact") from None
+        except ArtifactStoreError as exc:
+            raise HTTPException(502, data.scrub(exc)) from None
+        name = key.rsplit("/", 1)[-1]
+        ext = ("." + name.rsplit(".", 1)[-1].lower()) if "." in name else ""
+        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=60"}
+        if length is not None:
+            headers["Content-Length"] = str(length)
+        if ext in _INLINE_TYPES:
+            media_type = _INLINE_TYPES[ext]
+            if ext in (".html", ".svg"):
+                headers["Content-Security-Policy"] = _SANDBOX_CSP  # a stored page runs no script here
+            headers["Content-Disposition"] = f"inline; filename=\"{name}\""
+        else:
+            media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+            if ext == ".gz":
+                media_type = "application/gzip"
+            headers["Content-Disposition"] = f"attachment; filename=\"{name}\""
+        return StreamingResponse(chunks, media_type=media_type, headers=headers)
+
+    @app.post("/trigger", dependencies=[can_trigger])
+    async def trigger(request: Request, user: GetUserDep) -> Response:
+        form, is_json = await _read_form(request)
+        token, from_cookie = _caller_token(request)
+        if not token:
+            raise HTTPException(401, "Not authenticated")
+        if from_cookie and not hmac.compare_digest(str(form.get("csrf") or ""), csrf_token(token)):
+            raise HTTPException(403, "the form is stale or did not come from the Ladders page; reload the page and submit again")
+        import anyio
+
+        entries = await anyio.to_thread.run_sync(data.list_ladders)
+        conf = _trigger_conf(form, entries)
+        status_code, payload = await _post_dag_run(request, token, conf)
+        if status_code >= 400:
+            raise HTTPException(status_code, f"Airflow refused the run: {_detail(payload)}")
+        run_id = payload.get("dag_run_id") if isinstance(payload, dict) else None
+        result = {"dag_id": TRIGGER_DAG_ID, "dag_run_id": run_id, "state": payload.get("state"), "conf": conf}
+        if is_json or "text/html" not in request.headers.get("accept", ""):
+            return JSONResponse(result, status_code=200)
+        return _render("triggered.html", base=_base(request), api_root=_api_root(request), user=user.get_name(), result=result)
+
+    return app

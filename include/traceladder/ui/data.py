@@ -1,0 +1,366 @@
+"""What the Ladders page shows, read from the ladder files on disk and from S3.
+
+The ladder list comes from ``include/configs/ladders/*.yaml`` (``ladder_files()``), so the page
+shows every ladder even when S3 is down. Runs, summaries, charts and artifacts come from S3
+through the cluster's Airflow connection (``storage.conn_id``, an ``aws`` connection, via the
+amazon provider's ``S3Hook``), exactly like the tasks that wrote them.
+
+Every S3 key this module reads is built from the ladder's prefix ``<prefix>/<ladder>/`` plus a
+relative key that passed ``check_key`` (``[A-Za-z0-9._-]`` parts, no ``.``/``..``/empty parts, not
+absolute), so nothing outside ``<prefix>/<ladder>/`` can be read, whatever the URL held.
+
+S3 failures become ``ArtifactStoreError`` / ``ArtifactNotFoundError`` with one-line messages;
+``scrub`` removes the connection's credentials from any message before it is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from traceladder.storage.artifacts import (
+    ArtifactKeyError,
+    ArtifactNotFoundError,
+    ArtifactStoreError,
+    check_key,
+    ladder_prefix,
+    safe_key_part,
+)
+
+INDEX_OBJECT = "index.json"
+LATEST_OBJECT = "latest.json"
+SUMMARY_FOLDER = "summary"
+CHARTS_FOLDER = "charts"
+MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
+CLIENT_TTL_S = 60.0
+
+_CONNECT_TIMEOUT_S = 3
+_READ_TIMEOUT_S = 20
+
+
+@dataclass
+class LadderEntry:
+    """One ladder file, as far as it could be read."""
+
+    file: str  # the file name without .yaml: the page's and the URLs' name for the ladder
+    path: Path
+    name: str | None = None  # the `ladder:` field (S3 keys and the trigger DAG use it)
+    description: str = ""
+    model_tag: str = ""
+    backend: str = ""
+    cluster: str = ""
+    schedule: str | None = None
+    repeats: int | None = None
+    rungs: list[str] = field(default_factory=list)
+    lenses: list[str] = field(default_factory=list)  # lenses this ladder's backend can run
+    conn_id: str | None = None
+    bucket: str | None = None
+    prefix: str | None = None
+    error: str | None = None  # one line: why the file could not be loaded
+
+    @property
+    def s3_prefix(self) -> str:
+        """``<prefix>/<ladder>`` (no trailing slash)."""
+        if not (self.prefix and self.name):
+            raise ArtifactKeyError(f"ladder file {self.file} has no storage settings")
+        return ladder_prefix(self.prefix, self.name)
+
+    @property
+    def storage_key(self) -> tuple[str, str] | None:
+        return (self.conn_id, self.bucket) if self.conn_id and self.bucket else None
+
+
+def list_ladders(only: str | None = None) -> list[LadderEntry]:
+    """Every ``*.yaml`` in the ladders folder (or only the one whose file name is ``only``),
+    sorted by file name; a file that does not load is listed with its one-line error."""
+    from traceladder.config import LadderConfigError, ladder_files, load_clusters, load_ladder
+    from traceladder.config.models import LENSES_BY_BACKEND
+
+    paths = [p for p in ladder_files() if only is None or p.stem == only]
+    if not paths:
+        return []
+    clusters = None
+    clusters_error = None
+    try:
+        clusters = load_clusters()
+    except LadderConfigError as exc:
+        clusters_error = str(exc)
+    out = []
+    for path in paths:
+        entry = LadderEntry(file=path.stem, path=path)
+        out.append(entry)
+        if clusters is None:
+            entry.error = clusters_error
+            continue
+        try:
+            loaded = load_ladder(path, clusters)
+        except LadderConfigError as exc:
+            entry.error = " ".join(str(exc).split())
+            continue
+        except Exception as exc:  # noqa: BLE001 - a broken file must not take the page down
+            entry.error = f"{path.name}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            continue
+        ladder = loaded.ladder
+        storage = loaded.cluster.storage
+        entry.name = ladder.ladder
+        entry.description = ladder.description
+        entry.model_tag = ladder.model_tag
+        entry.backend = ladder.backend
+        entry.cluster = ladder.cluster
+        entry.schedule = ladder.schedule
+        entry.repeats = ladder.repeats
+        entry.rungs = [r.name for r in ladder.rungs]
+        entry.lenses = list(LENSES_BY_BACKEND.get(ladder.backend, ()))
+        entry.conn_id = storage.conn_id
+        entry.bucket = os.environ.get("TRACELADDER_S3_BUCKET", storage.bucket)
+        entry.prefix = storage.prefix
+    return out
+
+
+def find_entry(file: str) -> LadderEntry | None:
+    """The ladder whose file name is ``file`` (an exact match against the files on disk: the
+    URL never names a path)."""
+    found = list_ladders(only=file)
+    return found[0] if found else None
+
+
+def clean_run_id(run_id: str) -> str:
+    """A run id as it appears in keys; raises ``ArtifactKeyError`` unless it is already clean."""
+    if not run_id or safe_key_part(run_id) != run_id:
+        raise ArtifactKeyError(f"invalid run id {run_id[:80]!r}")
+    return run_id
+
+
+def relative_key(key: str) -> str:
+    """A key relative to the ladder's prefix, as a URL gives it; ``ArtifactKeyError`` unless
+    it is clean (this refuses ``..``, absolute paths, backslashes and anything still
+    percent-encoded after the one decoding the server does, e.g. ``%2e%2e`` sent as ``%252e%252e``)."""
+    return check_key(key)
+
+
+# ---- S3 ----------------------------------------------------------------------------------------
+class _Secrets:
+    """Credentials of the connections in use, to scrub from messages."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, *values: Any) -> None:
+        with self._lock:
+            self._values.update(str(v) for v in values if v and len(str(v)) >= 4)
+
+    def scrub(self, text: str) -> str:
+        with self._lock:
+            values = sorted(self._values, key=len, reverse=True)
+        for value in values:
+            text = text.replace(value, "***")
+        return text
+
+
+SECRETS = _Secrets()
+
+
+def scrub(text: object) -> str:
+    """One line, with every known credential replaced by ``***``."""
+    return SECRETS.scrub(" ".join(str(text).split()))
+
+
+class _ClientCache:
+    """One boto3 client per connection id, re-made every ``CLIENT_TTL_S`` seconds (so an edited
+    connection takes effect without a restart)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conn_id: str) -> Any:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._clients.get(conn_id)
+            if hit and now - hit[0] < CLIENT_TTL_S:
+                return hit[1]
+        client = _make_client(conn_id)
+        with self._lock:
+            self._clients[conn_id] = (now, client)
+        return client
+
+    def clear(self) -> None:
+        with self._lock:
+            self._clients.clear()
+
+
+def _make_client(conn_id: str) -> Any:
+    from botocore.config import Config
+
+    try:
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        hook = S3Hook(aws_conn_id=conn_id)
+        wrapper = hook.conn_config
+        SECRETS.add(wrapper.aws_access_key_id, wrapper.aws_secret_access_key, wrapper.aws_session_token)
+        # The connection's own botocore config (e.g. path-style addressing) plus short timeouts,
+        # so that an unreachable S3 costs the page seconds, not minutes.
+        config = hook.config.merge(
+            Config(
+                connect_timeout=_CONNECT_TIMEOUT_S,
+                read_timeout=_READ_TIMEOUT_S,
+                retries={"max_attempts": 2, "mode": "standard"},
+            )
+        )
+        return hook.get_client_type(config=config)
+    except Exception as exc:  # noqa: BLE001 - a bad connection is one line on the page
+        raise ArtifactStoreError(f"cannot make an S3 client from connection {conn_id!r}: {scrub(exc)}") from None
+
+
+CLIENTS = _ClientCache()
+
+
+def _explain(exc: BaseException) -> tuple[str, str]:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        err = response.get("Error") or {}
+        code = str(err.get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode") or "")
+        return code, f"{code}: {err.get('Message') or type(exc).__name__}"
+    return type(exc).__name__, f"{type(exc).__name__}: {exc}"
+
+
+class LadderStore:
+    """Read-only access to one ladder's ``<prefix>/<ladder>/`` in S3."""
+
+    def __init__(self, entry: LadderEntry, client: Any | None = None) -> None:
+        if entry.storage_key is None:
+            raise ArtifactStoreError(f"ladder file {entry.file} has no usable storage settings")
+        self.entry = entry
+        self.bucket = entry.bucket or ""
+        self.base = entry.s3_prefix  # <prefix>/<ladder>
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            assert self.entry.conn_id
+            self._client = CLIENTS.get(self.entry.conn_id)
+        return self._client
+
+    def full_key(self, rel: str) -> str:
+        """``<prefix>/<ladder>/<rel>``; ``ArtifactKeyError`` unless ``rel`` is clean."""
+        key = f"{self.base}/{relative_key(rel)}"
+        if not key.startswith(self.base + "/"):  # cannot happen after check_key; kept as a guard
+            raise ArtifactKeyError(f"key {rel!r} is outside {self.base}/")
+        return check_key(key)
+
+    def _error(self, op: str, key: str | None, exc: BaseException) -> ArtifactStoreError:
+        code, reason = _explain(exc)
+        where = f"s3://{self.bucket}/{key}" if key else f"bucket {self.bucket}"
+        cls = ArtifactNotFoundError if code in ("NoSuchKey", "404", "NotFound") else ArtifactStoreError
+        return cls(scrub(f"S3 {op} failed for {where}: {reason}"), key, code)
+
+    def check(self) -> None:
+        """Raise ``ArtifactStoreError`` unless the bucket answers."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ArtifactStoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            err = self._error("head_bucket", None, exc)
+            raise ArtifactStoreError(str(err), None, err.code) from None
+
+    def get_bytes(self, rel: str) -> bytes:
+        key = self.full_key(rel)
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except ArtifactStoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("get", key, exc) from None
+
+    def get_json(self, rel: str) -> Any:
+        data = self.get_bytes(rel)
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{rel} is not valid JSON: {exc}", rel) from None
+
+    def list(self, rel_folder: str, limit: int = MAX_LISTED_KEYS) -> tuple[list[str], bool]:
+        """Keys under ``<base>/<rel_folder>/``, relative to the base, sorted; and whether the
+        listing stopped at ``limit``."""
+        folder = self.full_key(rel_folder.rstrip("/")) + "/"
+        keys: list[str] = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=folder):
+                for obj in page.get("Contents", []):
+                    keys.append(obj["Key"][len(self.base) + 1 :])
+                    if len(keys) >= limit:
+                        return sorted(keys), True
+        except ArtifactStoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("list", folder, exc) from None
+        return sorted(keys), False
+
+    def open(self, rel: str) -> tuple[Iterator[bytes], int | None]:
+        """A streaming body of ``<base>/<rel>`` and its length."""
+        key = self.full_key(rel)
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:  # noqa: BLE001
+            raise self._error("get", key, exc) from None
+        body = resp["Body"]
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                yield from body.iter_chunks(1 << 20)
+            finally:
+                body.close()
+
+        return chunks(), resp.get("ContentLength")
+
+    # ---- the published runs
+    def runs(self) -> list[dict[str, Any]]:
+        """The index's runs, newest first (an absent index is no runs). ``publish_latest`` appends,
+        so a later entry is the newer one when two share a ``published_at`` second."""
+        try:
+            index = self.get_json(INDEX_OBJECT)
+        except ArtifactNotFoundError:
+            return []
+        runs = index.get("runs") if isinstance(index, dict) else None
+        if not isinstance(runs, list):
+            raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT} has no runs list")
+        out = []
+        for position, run in enumerate(runs):
+            if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
+                continue
+            try:
+                clean_run_id(run["run_id"])
+            except ArtifactKeyError:
+                continue  # not a run this page can link to
+            failed = run.get("failed_rungs")
+            out.append({
+                "run_id": run["run_id"],
+                "published_at": str(run.get("published_at") or ""),
+                "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
+                "_position": position,
+            })
+        out.sort(key=lambda r: (r["published_at"], r["_position"]), reverse=True)
+        for run in out:
+            del run["_position"]
+        return out
+
+    def summary(self, run_id: str) -> dict[str, Any]:
+        data = self.get_json(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/summary.json")
+        if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
+            raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
+        return data
+
+    def summary_files(self, run_id: str) -> list[str]:
+        keys, _ = self.list(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}")
+        return keys
+
+    def run_files(self, run_id: str) -> tuple[list[str], bool]:
+        return self.list(clean_run_id(run_id))
