@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo test bench validate images clean
+.PHONY: setup demo test bench validate images images-standin clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,18 @@ test: setup
 
 bench: setup
 	$(BIN)/python -m traceladder.bench
+
+# The runner image on rocm/primus:v26.7 (override BASE_IMAGE, RUNNER_IMAGE); needs the base locally
+# or a registry that has it. Push: docker tag + docker push to the hosts' registry (README).
+BASE_IMAGE ?= rocm/primus:v26.7
+RUNNER_IMAGE ?= traceladder/runner:0.1.0
+images: setup
+	$(PYTHON) docker/images.py runner --base $(BASE_IMAGE) --tag $(RUNNER_IMAGE)
+
+# The test images: debootstrap'd stand-in base (cached in .traceladder/images), stand-in Primus,
+# and the runner built on it. Needs a running dockerd (docker/dockerd/start.sh).
+images-standin: setup
+	$(PYTHON) docker/images.py standin
 
 validate: setup
 	@for f in include/configs/ladders/*.yaml; do $(BIN)/traceladder validate $$f || exit 1; done

@@ -20,15 +20,17 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from traceladder import __version__
-from traceladder.plan import RungSpec
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
 from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
+
+if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (runner/spec.py)
+    from traceladder.plan import RungSpec
 
 STATUSES = ("ok", "failed", "timeout", "partial")
 _BACKENDS = {"local": local_backend, "docker": docker_backend}

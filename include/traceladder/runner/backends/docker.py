@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from traceladder.plan import RungSpec
+from traceladder.runner.spec import render_overrides
+
+if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerSpec too
+    from traceladder.plan import RungSpec
 
 PRIMUS_DIR = Path(os.environ.get("PRIMUS_PATH", "/workspace/Primus"))
 
@@ -27,7 +31,7 @@ def lens_wrapper(spec: RungSpec, workspace: Path) -> list[str]:
 def command(spec: RungSpec, workspace: Path) -> tuple[list[str], dict[str, str]]:
     args = dict(spec.model_args)
     config = str(args.pop("config_path", ""))
-    overrides = RungSpec.model_validate({**spec.model_dump(by_alias=True), "model_args": args}).primus_args()
+    overrides = render_overrides(args)
     log_file = workspace / f"log_mp_pretrain_{Path(config).stem or 'primus'}.txt"
     primus = ["primus-cli", "direct", "--log_file", str(log_file), "--", "train", "pretrain", "--config", config, *overrides]
     env = {**spec.docker_env_vars, "PRIMUS_WORKSPACE": str(workspace)}

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from traceladder.plan import RungSpec
+if TYPE_CHECKING:
+    from traceladder.plan import RungSpec
 
 
 def command(spec: RungSpec, workspace: Path) -> tuple[list[str], dict[str, str]]:

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Build traceladder's images with nothing but a local Docker Engine (no registry, no network).
+
+    python3 docker/images.py runner   [--base rocm/primus:v26.7] [--tag traceladder/runner:0.1.0]
+    python3 docker/images.py standin  # the test images: stand-in base, stand-in Primus, runner on it
+    python3 docker/images.py tracelens [--tag traceladder/tracelens:1.0.0]   (needs network: pip, git)
+
+Images for the tests (``standin``), each tagged by a hash of its inputs so that a rerun with the
+same inputs builds nothing:
+
+* ``traceladder/standin-base:<h>``: ``debootstrap --variant=minbase --include=python3,python3-boto3
+  bookworm`` from the machine's Debian mirror, ``docker import``ed. The root filesystem tarball is
+  cached in ``.traceladder/images/`` (git-ignored), so a new Docker data root re-imports in seconds.
+* ``traceladder/standin-primus:<h>``: that plus ``docker/standin/`` (``primus-cli``, ``rocprofv3``,
+  ``rtl`` with the real command-line contracts, and a Primus checkout stub with the seed config).
+* ``traceladder/runner:<version>-standin-<h>``: ``docker/runner/Dockerfile`` built with
+  ``BASE_IMAGE`` = the stand-in Primus image.
+
+The runner's build context is staged in ``.traceladder/images/ctx-runner/``: the Dockerfile, its
+install script, a wheel of this package (``pip wheel --no-deps``, for bases with pip) and the
+package source (for bases without pip). Prints the built tag(s) as ``NAME=TAG`` lines on stdout.
+Only the standard library is imported, so it runs from any Python 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CACHE = Path(os.environ.get("TRACELADDER_IMAGE_CACHE", REPO / ".traceladder" / "images"))
+SUITE = "bookworm"
+BASE_PACKAGES = ("python3", "python3-boto3")
+VERSION = "0.1.0"
+
+
+def log(msg: str) -> None:
+    print(f"images: {msg}", file=sys.stderr, flush=True)
+
+
+def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    log("$ " + " ".join(argv))
+    return subprocess.run(argv, check=True, **kw)
+
+
+def docker(*args: str, capture: bool = False, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], check=check, text=True, capture_output=capture)
+
+
+def image_exists(tag: str) -> bool:
+    return docker("image", "inspect", tag, capture=True, check=False).returncode == 0
+
+
+def image_id(tag: str) -> str:
+    return docker("image", "inspect", "--format", "{{.Id}}", tag, capture=True).stdout.strip()
+
+
+def hash_inputs(*parts: str | bytes | Path) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, Path):
+            files = sorted(p for p in part.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if part.is_dir() else [part]
+            for f in files:
+                h.update(str(f.relative_to(REPO) if REPO in f.parents else f.name).encode())
+                h.update(f.read_bytes())
+        else:
+            h.update(part if isinstance(part, bytes) else part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:12]
+
+
+def debian_mirror() -> str:
+    """The Debian mirror the machine's apt sources name (deb822 or one-line format)."""
+    texts = []
+    for path in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*"))]:
+        try:
+            texts.append(Path(path).read_text())
+        except OSError:
+            continue
+    for text in texts:
+        for m in re.finditer(r"^URIs:\s*(\S+)", text, re.M):
+            if "security" not in m.group(1):
+                return m.group(1)
+        for m in re.finditer(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+" + SUITE + r"\s", text, re.M):
+            return m.group(1)
+    return "http://deb.debian.org/debian"
+
+
+# ---- stand-in base ------------------------------------------------------------------------------
+def standin_base() -> str:
+    mirror = debian_mirror()
+    key = hash_inputs(SUITE, ",".join(BASE_PACKAGES), "minbase", mirror)
+    tag = f"traceladder/standin-base:{key}"
+    if image_exists(tag):
+        log(f"{tag} is present")
+        return tag
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tarball = CACHE / f"standin-base-{key}.tar"
+    if not tarball.exists():
+        if not shutil.which("debootstrap"):
+            raise SystemExit("images: debootstrap is missing: apt-get install -y debootstrap")
+        root = Path(tempfile.mkdtemp(prefix="standin-root-", dir=CACHE))
+        try:
+            run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
+                stdout=subprocess.DEVNULL)
+            # apt lists and caches are not needed in the image
+            for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+                for p in (root / sub).glob("*"):
+                    if p.is_file():
+                        p.unlink()
+            part = tarball.with_suffix(".tar.part")
+            run(["tar", "-C", str(root), "-cf", str(part), "."])
+            part.replace(tarball)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    with tarball.open("rb") as f:
+        log(f"$ docker import - {tag} < {tarball}")
+        subprocess.run(["docker", "import", "-", tag], stdin=f, check=True, stdout=subprocess.DEVNULL)
+    return tag
+
+
+def standin_primus(base: str) -> str:
+    ctx = HERE / "standin"
+    tag = f"traceladder/standin-primus:{hash_inputs(image_id(base), ctx)}"
+    if image_exists(tag):
+        log(f"{tag} is present")
+        return tag
+    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)],
+        stdout=subprocess.DEVNULL)
+    return tag
+
+
+# ---- runner -------------------------------------------------------------------------------------
+def _package_sources() -> Path:
+    return REPO / "include" / "traceladder"
+
+
+def stage_runner_context() -> Path:
+    """Dockerfile + install script + wheel + package source, in a fresh folder."""
+    ctx = CACHE / "ctx-runner"
+    shutil.rmtree(ctx, ignore_errors=True)
+    (ctx / "wheels").mkdir(parents=True)
+    shutil.copy2(HERE / "runner" / "Dockerfile", ctx / "Dockerfile")
+    shutil.copy2(HERE / "runner" / "install.sh", ctx / "install.sh")
+    shutil.copytree(_package_sources(), ctx / "lib" / "traceladder", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    python = os.environ.get("TRACELADDER_WHEEL_PYTHON") or str(REPO / ".venv" / "bin" / "python")
+    if not Path(python).exists():
+        python = sys.executable
+    with tempfile.TemporaryDirectory() as build_dir:
+        # --no-build-isolation: setuptools from the venv, no network; a copy of the tree keeps
+        # build/ and *.egg-info out of the repository.
+        src = Path(build_dir) / "src"
+        shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", ".traceladder", "__pycache__", "*.egg-info",
+                                                                 "tests", "docker", "test-artifacts", "build", "dist"))
+        run([python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(ctx / "wheels"), str(src)],
+            stdout=subprocess.DEVNULL)
+    return ctx
+
+
+def runner(base: str, tag: str | None) -> str:
+    key = hash_inputs(image_id(base) if image_exists(base) else base, HERE / "runner", _package_sources(), REPO / "pyproject.toml")
+    tag = tag or f"traceladder/runner:{VERSION}-{key}"
+    if image_exists(tag) and ":" in tag and tag.endswith(key):
+        log(f"{tag} is present")
+        return tag
+    ctx = stage_runner_context()
+    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}",
+         "--label", f"traceladder.inputs={key}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
+    if tag.endswith(key):  # drop the test runner images of older inputs (same repository, other hash)
+        repo = tag.rsplit(":", 1)[0]
+        old = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "label=traceladder.inputs", repo, capture=True).stdout.split()
+        for stale in old:
+            if stale != tag and stale.startswith(f"{repo}:{VERSION}-"):
+                docker("rmi", stale, capture=True, check=False)
+    return tag
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("runner", help="the runner image on BASE_IMAGE (default rocm/primus:v26.7)")
+    p.add_argument("--base", default="rocm/primus:v26.7")
+    p.add_argument("--tag", default=f"traceladder/runner:{VERSION}")
+    sub.add_parser("standin", help="the stand-in images the tests use")
+    p = sub.add_parser("tracelens", help="the TraceLens analysis image (needs network)")
+    p.add_argument("--tag", default="traceladder/tracelens:1.0.0")
+    args = parser.parse_args(argv)
+    if args.what == "runner":
+        print(f"RUNNER_IMAGE={runner(args.base, args.tag)}")
+    elif args.what == "standin":
+        base = standin_base()
+        primus = standin_primus(base)
+        print(f"STANDIN_BASE={base}")
+        print(f"STANDIN_PRIMUS={primus}")
+        print(f"RUNNER_IMAGE={runner(primus, None)}")
+    else:
+        run(["docker", "build", "-t", args.tag, str(HERE / "tracelens")])
+        print(f"TRACELENS_IMAGE={args.tag}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Fixtures for the Docker Engine tests: one dockerd (unix socket + TLS on TCP) and the stand-in
+images, built once per session and cached by a hash of their inputs (docker/images.py).
+
+In CI (CI=true) a missing or unstartable Docker Engine FAILS the docker tests. Outside CI the
+fixture starts dockerd itself (docker/dockerd/start.sh, needs root and Debian's docker.io) and
+skips, with the reason, only when it cannot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+START_DOCKERD = REPO / "docker" / "dockerd" / "start.sh"
+IMAGES = REPO / "docker" / "images.py"
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"Docker Engine required in CI: {reason}", pytrace=False)
+    pytest.skip(f"no Docker Engine: {reason}")
+
+
+@dataclass(frozen=True)
+class DockerEngine:
+    unix_url: str
+    tls_url: str | None
+    tls_dir: Path | None
+
+    def tls_files(self) -> dict[str, Path]:
+        assert self.tls_dir is not None
+        return {"ca_cert": self.tls_dir / "ca.pem", "client_cert": self.tls_dir / "cert.pem", "client_key": self.tls_dir / "key.pem"}
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> DockerEngine:
+    if not shutil.which("docker"):
+        _unavailable("no docker client on PATH")
+    if not shutil.which("dockerd") and subprocess.run(["docker", "version"], capture_output=True).returncode != 0:
+        _unavailable("no dockerd (apt-get install -y docker.io) and no daemon answering")
+    proc = subprocess.run(["bash", str(START_DOCKERD)], capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0:
+        _unavailable(f"docker/dockerd/start.sh failed: {proc.stderr.strip().splitlines()[-1:]}")
+    env = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line[len("export "):].split("=", 1)
+            env[key] = value
+    os.environ["DOCKER_HOST"] = env["DOCKER_HOST"]
+    tls_dir = Path(env["TRACELADDER_DOCKER_TLS_DIR"]) if env.get("TRACELADDER_DOCKER_TLS_DIR") else None
+    return DockerEngine(env["DOCKER_HOST"], env.get("TRACELADDER_DOCKER_TLS_URL"), tls_dir)
+
+
+@dataclass(frozen=True)
+class StandinImages:
+    base: str
+    primus: str
+    runner: str
+
+
+@pytest.fixture(scope="session")
+def standin_images(docker_engine: DockerEngine) -> StandinImages:
+    """The stand-in base (debootstrap'd Debian + python3 + boto3), the stand-in Primus image and
+    docker/runner built on it through BASE_IMAGE."""
+    proc = subprocess.run([sys.executable, str(IMAGES), "standin"], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"building the stand-in images failed: {proc.stderr[-2000:]}", pytrace=False)
+    tags = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return StandinImages(tags["STANDIN_BASE"], tags["STANDIN_PRIMUS"], tags["RUNNER_IMAGE"])
+
+
+def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)

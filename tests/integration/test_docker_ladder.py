@@ -1,0 +1,257 @@
+"""The docker backend through real Airflow (`dag.test()`), a real Docker Engine and a real S3
+server: each rung is a RungDockerOperator running the runner image (docker/runner built on the
+stand-in Primus image) with `/dev/null` mapped as `/dev/kfd`.
+
+The ladders extend the seed ladder (docker backend, the vendor's flags) and point it at a test
+cluster whose hosts are this machine's dockerd: over the unix socket, and over TCP with TLS whose
+material comes from an Airflow connection."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from traceladder.config.loader import CONFIG_DIR
+from traceladder.storage.artifacts import safe_key_part
+
+from conftest import docker_cli  # tests/integration/conftest.py
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+SEED = CONFIG_DIR / "ladders" / "deepseek-v4-flash-mi350x.yaml"
+UNIX_HOST = "dockerd-unix"
+TLS_HOST = "dockerd-tls"
+TLS_CONN = "docker_tls_test"
+NOFILE = 16384
+
+
+def task_states(dag_run) -> dict[tuple[str, int], str]:
+    return {(ti.task_id, ti.map_index): str(ti.state) for ti in dag_run.get_task_instances()}
+
+
+def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
+    keys = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return {k: client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+def check_manifests(stored: dict[str, bytes]) -> list[dict[str, Any]]:
+    """Every manifest entry exists with its size and sha256; returns the entries."""
+    entries = []
+    for key, body in stored.items():
+        if key.endswith("/manifest.json"):
+            for entry in json.loads(body)["objects"]:
+                data = stored[entry["key"]]
+                assert len(data) == entry["size"], entry["key"]
+                assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["key"]
+                entries.append(entry)
+    return entries
+
+
+def managed_containers(label: str) -> list[str]:
+    out = docker_cli("ps", "-a", "--filter", "label=traceladder.managed=true", "--filter", f"label={label}", "--format", "{{.Names}}")
+    return [l for l in out.stdout.splitlines() if l.strip()]
+
+
+@pytest.fixture
+def docker_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server, docker_engine, standin_images):
+    """A clusters file for this machine's dockerd, a temporary ladders folder, and the TLS
+    connection (PEM text in its extra) in the environment, as a deployment would set it."""
+    clusters = {
+        "schema": 1,
+        "clusters": {
+            "docker-test": {
+                "backend": "docker",
+                "runner_image": standin_images.runner,
+                "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
+                            "worker_endpoint_url": s3_server.endpoint_url},
+                "hosts": [
+                    {"name": UNIX_HOST, "pool": f"traceladder-{UNIX_HOST}", "docker_url": docker_engine.unix_url,
+                     "devices": ["/dev/null:/dev/kfd"]},
+                ],
+            },
+            "docker-tls": {
+                "backend": "docker",
+                "runner_image": standin_images.runner,
+                "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
+                            "worker_endpoint_url": s3_server.endpoint_url},
+                "hosts": [
+                    {"name": TLS_HOST, "pool": f"traceladder-{TLS_HOST}", "docker_url": docker_engine.tls_url,
+                     "tls_conn_id": TLS_CONN, "devices": ["/dev/null:/dev/kfd"]},
+                ],
+            },
+        },
+    }
+    path = tmp_path / "clusters.yaml"
+    path.write_text(yaml.safe_dump(clusters, sort_keys=False))
+    monkeypatch.setenv("TRACELADDER_CLUSTERS_FILE", str(path))
+    monkeypatch.setenv("TRACELADDER_CONTAINER_NOFILE", str(NOFILE))  # this sandbox's dockerd has a hard limit of 20000
+    ladders = tmp_path / "ladders"
+    ladders.mkdir()
+    monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(ladders))
+    if docker_engine.tls_url:
+        extra = {name: p.read_text() for name, p in docker_engine.tls_files().items()}
+        monkeypatch.setenv(f"AIRFLOW_CONN_{TLS_CONN.upper()}", json.dumps({"conn_type": "generic", "extra": extra}))
+    return ladders
+
+
+def write_ladder(folder: Path, name: str, cluster: str, extra: dict[str, Any]) -> None:
+    doc = {
+        "schema": 1,
+        "extends": str(SEED),
+        "ladder": name,
+        "cluster": cluster,
+        "repeats": 1,
+        "timeout_s": 120,
+        "schedule": None,
+        "base": {"model_args": {"train_iters": 10}},
+        **extra,
+    }
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_cluster: Path, standin_images) -> None:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from traceladder.airflow.local_airflow import dag_test
+    from traceladder.plan import RungSpec
+
+    write_ladder(docker_cluster, "docker-e2e", "docker-test", {
+        "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
+        "lenses": {"rung": "fusions", "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"]},
+    })
+    dag_run = dag_test("traceladder-docker-e2e")
+    states = task_states(dag_run)
+    rung_states = {k: v for k, v in states.items() if k[0] == f"rungs_{UNIX_HOST}"}
+    assert sorted(rung_states) == [(f"rungs_{UNIX_HOST}", i) for i in range(5)], states
+    assert set(rung_states.values()) == {"success"}, states
+    for task in ("plan", "collect_traces", "summary", "publish", "ladder_status"):
+        assert states[(task, -1)] == "success", (task, states)
+
+    run_key = safe_key_part(dag_run.run_id)
+    run_prefix = f"traceladder/docker-e2e/{run_key}"
+    client = s3_server.client()
+    stored = objects(client, s3_server.bucket, run_prefix + "/")
+    rung_ids = ["baseline.none.r0", "fusions.none.r0", "fusions.torch_rank0.r0", "fusions.rocprofv3.r0", "fusions.rocm_trace_lite.r0"]
+    for rung_id in rung_ids:
+        base = f"{run_prefix}/{rung_id}"
+        for name in ("log.txt.gz", "metrics.json", "spec.json", "manifest.json"):
+            assert f"{base}/{name}" in stored, f"{rung_id}/{name}"
+        metrics = json.loads(stored[f"{base}/metrics.json"])
+        assert metrics["status"] == "ok", metrics
+        assert metrics["step_ms"] > 0 and metrics["tokens_per_sec_per_gpu"] > 0 and metrics["peak_mem_gb"] > 100
+        assert metrics["provenance"]["backend"] == "docker" and metrics["provenance"]["image"] == standin_images.runner
+        assert metrics["provenance"]["tools"] == {"primus-cli": "present", "rocprofv3": "present", "rtl": "present"}
+        # primus-cli got exactly the overrides the plan renders (config_path became --config)
+        spec = RungSpec.from_json(stored[f"{base}/spec.json"])
+        log = gzip.decompress(stored[f"{base}/log.txt.gz"]).decode()
+        got = json.loads(log.split("[primus-cli standin] overrides: ", 1)[1].splitlines()[0])
+        assert got == [a for a in spec.primus_args() if a not in ("--config_path", str(spec.model_args["config_path"]))]
+        assert "iteration       10/      10" in log
+    assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["traces"] == []
+
+    torch = json.loads(stored[f"{run_prefix}/fusions.torch_rank0.r0/metrics.json"])
+    assert torch["traces"] == [f"{run_prefix}/fusions.torch_rank0.r0/traces/rank0.pt.trace.json.gz"]
+    assert torch["iterations_used"] == [6, 7, 8]  # the profiler window
+    kineto = json.loads(gzip.decompress(stored[torch["traces"][0]]))
+    assert {e["cat"] for e in kineto["traceEvents"]} >= {"cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "ac2g", "user_annotation"}
+    assert f"{run_prefix}/fusions.torch_rank0.r0/analysis/rank0/gpu_timeline.csv" in stored
+
+    rocprof = json.loads(stored[f"{run_prefix}/fusions.rocprofv3.r0/metrics.json"])
+    assert len(rocprof["traces"]) == 1 and rocprof["traces"][0].endswith("_results.json.gz")
+    doc = json.loads(gzip.decompress(stored[rocprof["traces"][0]]))
+    assert doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"]
+
+    rtl = json.loads(stored[f"{run_prefix}/fusions.rocm_trace_lite.r0/metrics.json"])
+    assert rtl["traces"] == [f"{run_prefix}/fusions.rocm_trace_lite.r0/traces/trace.db.gz"]
+    with tempfile.NamedTemporaryFile(suffix=".db") as f:
+        f.write(gzip.decompress(stored[rtl["traces"][0]]))
+        f.flush()
+        tables = {r[0] for r in sqlite3.connect(f.name).execute("SELECT name FROM sqlite_master")}
+    assert {"rocpd_op", "rocpd_api", "rocpd_string", "rocpd_kernelapi", "rocpd_metadata", "top", "busy"} <= tables
+
+    entries = check_manifests(stored)
+    assert {e["key"] for e in entries} >= {f"{run_prefix}/{r}/log.txt.gz" for r in rung_ids}
+
+    summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
+    assert [r["rung"] for r in summary["rungs"]] == ["baseline", "fusions"] and summary["failed_rungs"] == []
+    latest = json.loads(client.get_object(Bucket=s3_server.bucket, Key="traceladder/docker-e2e/latest.json")["Body"].read())
+    assert latest["summary_json"] == f"{run_prefix}/summary/summary.json"
+
+    # what the daemon applied to each rung container (docker inspect's HostConfig, pushed as XCom)
+    with create_session() as session:
+        rows = session.query(XComModel).filter(XComModel.dag_id == "traceladder-docker-e2e", XComModel.run_id == dag_run.run_id,
+                                               XComModel.key == "container").all()
+        evidence = {row.map_index: XComModel.deserialize_value(row) for row in rows}
+    assert len(evidence) == 5
+    for ev in evidence.values():
+        assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": "/dev/kfd", "CgroupPermissions": "rwm"}]
+        assert ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]  # dockerd adds label=disable for --ipc host
+        assert ev["IpcMode"] == "host" and ev["NetworkMode"] == "host" and ev["ShmSize"] == 128 * 2**30
+        assert {"Name": "nofile", "Soft": NOFILE, "Hard": NOFILE} in ev["Ulimits"]
+        assert ev["Labels"]["traceladder.run"] == run_key and ev["Labels"]["traceladder.host"] == UNIX_HOST
+        needs_admin = ev["Labels"]["traceladder.rung"].split(".")[1] in ("rocprofv3", "rocm_trace_lite")
+        assert sorted(ev["CapAdd"]) == (["SYS_ADMIN", "SYS_PTRACE"] if needs_admin else ["SYS_PTRACE"]), ev
+    assert managed_containers(f"traceladder.run={run_key}") == []  # auto_remove="force" and orphan cleanup
+
+
+def test_docker_ladder_over_tls_with_a_hanging_rung(airflow_home, s3_server, docker_cluster: Path, docker_engine, capfd) -> None:
+    """TLS from a connection; a rung that hangs hits the runner's deadline, its task fails, its
+    container is gone, its partial artifacts are kept and marked; no secret leaks."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from traceladder.airflow.local_airflow import dag_test
+
+    assert docker_engine.tls_url, "the TLS listener of docker/dockerd/start.sh is needed"
+    write_ladder(docker_cluster, "docker-tls", "docker-tls", {
+        "timeout_s": 15,  # the runner's deadline; the task's execution_timeout is 300 s longer
+        "switches": {"fault": {"default": "none", "values": {"none": {}, "hang": {"model_args": {"standin_hang_at_iter": 4}}}}},
+        "rungs": [{"name": "baseline"}, {"name": "hangs", "parent": "baseline", "set": {"fault": "hang"}}],
+        "lenses": None,
+    })
+    dag_run = dag_test("traceladder-docker-tls")
+    captured = capfd.readouterr()
+    states = task_states(dag_run)
+    assert str(dag_run.state) == "failed"
+    assert states[(f"rungs_{TLS_HOST}", 0)] == "success" and states[(f"rungs_{TLS_HOST}", 1)] == "failed", states
+    assert states[("summary", -1)] == "success" and states[("publish", -1)] == "success"
+    assert states[("ladder_status", -1)] == "failed"
+
+    run_key = safe_key_part(dag_run.run_id)
+    run_prefix = f"traceladder/docker-tls/{run_key}"
+    stored = objects(s3_server.client(), s3_server.bucket, run_prefix + "/")
+    hung = json.loads(stored[f"{run_prefix}/hangs.none.r0/metrics.json"])
+    assert hung["status"] == "timeout" and "deadline" in hung["error"]
+    log = gzip.decompress(stored[f"{run_prefix}/hangs.none.r0/log.txt.gz"]).decode()
+    assert "iteration        3/      10" in log and "never completes" in log and "deadline of 15 s reached" in log
+    assert f"{run_prefix}/hangs.none.r0/manifest.json" in stored
+    check_manifests(stored)
+    summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
+    assert summary["failed_rungs"] == ["hangs.none.r0"]
+    assert managed_containers(f"traceladder.run={run_key}") == []
+    assert "rung hangs.none.r0 timeout" in captured.out + captured.err
+
+    # secrets: the TLS key and the S3 secret are nowhere in task logs, rendered templates or XCom
+    secrets = [docker_engine.tls_files()["client_key"].read_text().strip().splitlines()[1], s3_server.secret_key]
+    with create_session() as session:
+        rtif = session.query(RenderedTaskInstanceFields).filter(RenderedTaskInstanceFields.dag_id == "traceladder-docker-tls").all()
+        rendered = json.dumps([r.rendered_fields for r in rtif], default=str)
+        xcoms = json.dumps([XComModel.deserialize_value(x) for x in session.query(XComModel).filter(
+            XComModel.dag_id == "traceladder-docker-tls", XComModel.run_id == dag_run.run_id)], default=str)
+    logs = captured.out + captured.err + "".join(p.read_text(errors="replace") for p in Path(airflow_home, "logs").rglob("*") if p.is_file())
+    assert any(r.task_id == f"rungs_{TLS_HOST}" for r in rtif) and dag_run.run_id in rendered  # the rung's templated run_id
+    assert "host dockerd-tls ok" in logs and "--spec-json" not in xcoms
+    for secret in secrets:
+        assert secret and secret not in logs and secret not in rendered and secret not in xcoms
