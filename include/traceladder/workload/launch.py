@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import traceback
+from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from .settings import Settings
@@ -77,7 +78,7 @@ def spawn(settings: Settings) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _monitor(procs: list[multiprocessing.Process]) -> int:  # type: ignore[name-defined]
+def _monitor(procs: list[BaseProcess]) -> int:
     alive = list(procs)
     while alive:
         multiprocessing.connection.wait([p.sentinel for p in alive])
@@ -91,7 +92,7 @@ def _monitor(procs: list[multiprocessing.Process]) -> int:  # type: ignore[name-
     return 0
 
 
-def _terminate(procs: list) -> None:
+def _terminate(procs: list[BaseProcess]) -> None:
     for p in procs:
         if p.is_alive():
             p.terminate()

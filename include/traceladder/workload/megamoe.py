@@ -9,6 +9,7 @@ extra fp32 column, so each chunk costs a single collective each way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,25 +29,28 @@ class _Plan:
     recv: list[list[int]]  # per chunk: rows from each source rank
 
 
+_Saved = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]  # buckets, fc1 out, slots
+
+
 def _expert_fwd(x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
-                n_local: int) -> tuple[torch.Tensor, tuple[Any, ...]]:
+                n_local: int) -> tuple[torch.Tensor, _Saved, int]:
     if not x.numel():
-        return x.new_zeros(x.shape), (None,)
+        return x.new_zeros(x.shape), (None, None, None), 0
     slot, cap, _ = bucket_slots(local_e, n_local)
     hid = x.shape[1]
     xb = x.new_zeros(n_local * cap, hid).index_copy_(0, slot, x).view(n_local, cap, hid)
     h = torch.bmm(xb, w1)
     a, b = h.chunk(2, -1)
     y = torch.bmm(torch.nn.functional.silu(a) * b, w2)
-    return y.view(-1, hid).index_select(0, slot), (xb, h, slot, cap)
+    return y.view(-1, hid).index_select(0, slot), (xb, h, slot), cap
 
 
-def _expert_bwd(gy: torch.Tensor, saved: tuple[Any, ...], w1: torch.Tensor, w2: torch.Tensor,
+def _expert_bwd(gy: torch.Tensor, saved: _Saved, cap: int, w1: torch.Tensor, w2: torch.Tensor,
                 gw1: torch.Tensor, gw2: torch.Tensor, n_local: int) -> torch.Tensor:
     """SwiGLU MLP backward by hand on the padded buckets; accumulates into gw1/gw2."""
-    if saved[0] is None:
+    xb, h, slot = saved
+    if xb is None or h is None or slot is None:
         return gy.new_zeros(gy.shape)
-    xb, h, slot, cap = saved
     hid = gy.shape[1]
     gyb = gy.new_zeros(n_local * cap, hid).index_copy_(0, slot, gy).view(n_local, cap, hid)
     a, b = h.chunk(2, -1)
@@ -59,7 +63,8 @@ def _expert_bwd(gy: torch.Tensor, saved: tuple[Any, ...], w1: torch.Tensor, w2: 
     return torch.bmm(dh, w1.transpose(1, 2)).view(-1, hid).index_select(0, slot)
 
 
-def _pipeline(src: torch.Tensor, plan: _Plan, post_payload: Any, compute: Any, out: torch.Tensor) -> None:
+def _pipeline(src: torch.Tensor, plan: _Plan, post_payload: Callable[[torch.Tensor, int, int], torch.Tensor],
+              compute: Callable[[int, torch.Tensor], torch.Tensor], out: torch.Tensor) -> None:
     """Chunked dispatch/compute/combine: chunk c+1 travels while chunk c computes."""
     comm, n = plan.comm, len(plan.bounds)
 
@@ -87,43 +92,47 @@ def _pipeline(src: torch.Tensor, plan: _Plan, post_payload: Any, compute: Any, o
 
 
 class _MegaMoE(torch.autograd.Function):
-    @staticmethod
     # Under --bf16 autocast the fused op still computes in fp32: the hand-written backward then
     # needs no dtype juggling (Primus's MegaMoE is bf16-only; the proxy's is precision-agnostic).
+    @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx: Any, rows: torch.Tensor, local_ids: torch.Tensor, w1: torch.Tensor,  # type: ignore[override]
                 w2: torch.Tensor, plan: _Plan) -> torch.Tensor:
-        saved: list[tuple[Any, ...]] = []
+        saved: list[torch.Tensor | None] = []
+        caps: list[int] = []
 
         def payload(chunk: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
             # fused dispatch: the destination-local expert id travels as an extra fp32 column
             return torch.cat([chunk.float(), local_ids[lo:hi].float().unsqueeze(1)], 1)
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            y, s = _expert_fwd(buf[:, :-1].to(rows.dtype), buf[:, -1].long(), w1, w2, plan.n_local)
-            saved.append(s)
+            y, tensors, cap = _expert_fwd(buf[:, :-1].to(rows.dtype), buf[:, -1].long(), w1, w2, plan.n_local)
+            saved.extend(tensors)
+            caps.append(cap)
             return y
 
         out = rows.new_empty(rows.shape)
         _pipeline(rows, plan, payload, compute, out)
-        ctx.plan, ctx.saved_chunks = plan, saved
-        ctx.save_for_backward(w1, w2)
+        ctx.plan, ctx.caps = plan, caps
+        # Through save_for_backward (not ctx attributes), so activation checkpointing can drop
+        # and recompute the per-chunk buffers like any other saved activation.
+        ctx.save_for_backward(w1, w2, *saved)
         return out
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        w1, w2 = ctx.saved_tensors
+        w1, w2, *saved = ctx.saved_tensors
         plan: _Plan = ctx.plan
         gw1, gw2 = torch.zeros_like(w1), torch.zeros_like(w2)
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            return _expert_bwd(buf, ctx.saved_chunks[c], w1, w2, gw1, gw2, plan.n_local)
+            chunk = (saved[3 * c], saved[3 * c + 1], saved[3 * c + 2])
+            return _expert_bwd(buf, chunk, ctx.caps[c], w1, w2, gw1, gw2, plan.n_local)
 
         grad = grad.contiguous().to(w1.dtype)
         grad_rows = grad.new_empty(grad.shape)
         _pipeline(grad, plan, lambda chunk, lo, hi: chunk, compute, grad_rows)
-        ctx.saved_chunks = None
         return grad_rows, None, gw1, gw2, None
 
 

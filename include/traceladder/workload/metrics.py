@@ -53,8 +53,11 @@ def meminfo_bytes() -> tuple[int, int]:
 
 
 def _tflops(x: float) -> str:
-    # Primus prints .1f; a CPU proxy's TFLOP/s are < 1, so keep 4 decimals there (still a plain float).
-    return f"{x:.1f}" if x >= 100 else f"{x:.4f}"
+    # Primus prints .1f; a CPU proxy's TFLOP/s are far below 1, so keep more decimals there
+    # (still a plain decimal number, which is all a log parser needs).
+    if x >= 100:
+        return f"{x:.1f}"
+    return f"{x:.3f}" if x >= 1 else f"{x:.6f}"
 
 
 @dataclass
@@ -91,4 +94,5 @@ class IterationLog:
                 f" (avg {_tflops(self.flops / avg / 1e12)}) |"
                 f" tokens/s/GPU inst/harmonic mean: {tokens / seconds:.1f}/{harmonic:.1f} |{tail}"
                 f" hip mem usage/free/total/usage_ratio: {mem}  | rocm mem usage/free/total/usage_ratio: {mem} |"
-                f" rank-{mem_rank} rocm max mem usage/usage_ratio: {mem_max / GiB:.2f}GB/{100.0 * mem_max / total:.2f}%")
+                f" rank-{mem_rank} rocm max mem usage/usage_ratio: "
+                f"{mem_max / GiB:.2f}GB/{100.0 * mem_max / total:.2f}%")

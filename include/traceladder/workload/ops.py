@@ -7,13 +7,37 @@ possible (the proxy's stand-in for one Triton kernel; torch.compile is too slow 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
 
+class _FusedRMSNorm(torch.autograd.Function):
+    """RMSNorm with hand-written forward and backward, one autograd node: what a fused kernel pair
+    does. (torch.rms_norm is no help here: on CPU, torch 2.13 runs it as a composite of
+    pow/mean/add/rsqrt/mul and autograd walks that decomposition op by op.)"""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
+        inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(eps))
+        xhat = x * inv
+        ctx.save_for_backward(xhat, inv, weight)
+        return xhat * weight
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:  # type: ignore[override]
+        xhat, inv, weight = ctx.saved_tensors
+        grad_w = (grad * xhat).reshape(-1, xhat.shape[-1]).sum(0)
+        g = grad * weight
+        return inv * (g - xhat * (g * xhat).mean(-1, keepdim=True)), grad_w, None
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, fused: bool) -> torch.Tensor:
     if fused:
-        return torch.rms_norm(x, (x.shape[-1],), weight, eps)
+        return _FusedRMSNorm.apply(x, weight, eps)
     var = x.pow(2).mean(-1, keepdim=True)
     inv = torch.rsqrt(var.add(eps))
     return x.mul(inv).mul(weight)

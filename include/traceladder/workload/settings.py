@@ -71,7 +71,7 @@ class Settings:
     moe_ffn_hidden_size: int = 16
     seq_length: int = 256
     micro_batch_size: int = 1
-    global_batch_size: int = 4
+    global_batch_size: int = 2
     train_iters: int = 10
     seed: int = 1234
     expert_model_parallel_size: int = 2
@@ -366,7 +366,8 @@ def _validate(s: Settings, bf16_ok: bool) -> Settings:
         if getattr(s, key) <= 0:
             raise SettingsError(key, f"must be positive, got {getattr(s, key)}")
     if s.hidden_size % s.num_attention_heads or (s.hidden_size // s.num_attention_heads) % 2:
-        raise SettingsError("num_attention_heads", "hidden_size / num_attention_heads must be an even integer (RoPE pairs)")
+        raise SettingsError("num_attention_heads",
+                            "hidden_size / num_attention_heads must be an even integer (RoPE pairs)")
     if s.num_experts % s.world_size:
         raise SettingsError("num_experts", f"{s.num_experts} experts do not split over {s.world_size} EP ranks")
     if s.moe_router_topk > s.num_experts:

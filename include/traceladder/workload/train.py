@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib
 import math
 import os
 import sys
+import time
 from typing import Any
 
 import torch
@@ -40,17 +42,29 @@ def make_profiler(s: Settings, rank: int) -> Any:
     recorded; the trace is written when iteration profile_step_end starts."""
     if not (s.profiling and rank in s.profile_ranks):
         return _NoProfiler()
+    # The profiler's first start imports torch._inductor (and dynamo, ~1.4 s here). Pay that now,
+    # not in the middle of the measured iterations when the window opens.
+    importlib.import_module("torch._inductor.config")
     start, end = s.profile_step_start, s.profile_step_end
     # prof.step() closes each iteration, so iteration i is profiler step i-1.
     schedule = torch.profiler.schedule(wait=max(start - 2, 0), warmup=1 if start >= 2 else 0,
                                        active=end - start, repeat=1)
-    handler = torch.profiler.tensorboard_trace_handler(
-        os.path.join(s.workspace, "tensorboard"),
-        worker_name=f"primus-megatron-exp[{s.exp_name}]-rank[{rank}]",
-        use_gzip=s.torch_profiler_use_gzip,
-    )
+    handler = _trace_writer(os.path.join(s.workspace, "tensorboard"),
+                            f"primus-megatron-exp[{s.exp_name}]-rank[{rank}]", s.torch_profiler_use_gzip)
     return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
                                   schedule=schedule, on_trace_ready=handler)
+
+
+def _trace_writer(directory: str, worker: str, use_gzip: bool) -> Any:
+    """Primus's naming, <worker>.<unix ms>.pt.trace.json[.gz] (torch's own tensorboard handler
+    now stamps nanoseconds)."""
+
+    def write(prof: torch.profiler.profile) -> None:
+        os.makedirs(directory, exist_ok=True)
+        name = f"{worker}.{time.time_ns() // 1_000_000}.pt.trace.json" + (".gz" if use_gzip else "")
+        prof.export_chrome_trace(os.path.join(directory, name))
+
+    return write
 
 
 class _NoProfiler(contextlib.AbstractContextManager):
@@ -113,6 +127,9 @@ def run_rank(rank: int, s: Settings, port: int) -> None:
 
 def _train(rank: int, s: Settings, comm: Comm) -> None:
     model = Model(s, comm)
+    if s.recomputed_layers() or s.recompute_granularity == "selective":
+        # torch.utils.checkpoint imports dynamo on first use (~1.2 s): do it before the clock runs.
+        importlib.import_module("torch._dynamo")
     dense, experts = model.dense_parameters(), model.expert_parameters()
     opt = _optimizer(model, s)
     data = MockData(s, rank)
@@ -122,8 +139,8 @@ def _train(rank: int, s: Settings, comm: Comm) -> None:
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16)
     if last:
         print(s.header(), flush=True)
-    clock = _Clock()
     with make_profiler(s, rank) as prof:
+        clock = _Clock()
         for it in range(1, s.train_iters + 1):
             for group in opt.param_groups:
                 group["lr"] = lr_at(s, it - 1)
@@ -157,12 +174,9 @@ class _Clock:
     """Megatron's interval timer: wall time between consecutive iteration ends."""
 
     def __init__(self) -> None:
-        import time
-
-        self._now = time.perf_counter
-        self._t = self._now()
+        self._t = time.perf_counter()
 
     def lap(self) -> float:
-        t = self._now()
+        t = time.perf_counter()
         dt, self._t = t - self._t, t
         return dt

@@ -1,0 +1,436 @@
+"""The DeepSeek-V4-shaped CPU proxy (traceladder.workload).
+
+Every configuration the tests need runs once in a module fixture: the EP=2 and memory runs through
+the real CLI (`python -m traceladder.workload`), the single-rank profiled runs one after another in
+one Python process, both streams side by side on the 2 cores. Each test then reads the log lines
+and the torch-profiler traces a run left behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from traceladder.workload.settings import Settings, SettingsError, parse, split_overrides
+
+INCLUDE = Path(__file__).resolve().parents[2] / "include"
+GATES = ("PRIMUS_RMSNORM_TRITON", "PRIMUS_ROPE_TRITON", "PRIMUS_SINKHORN_TRITON", "PRIMUS_HC_TRITON",
+         "PRIMUS_V4_ROUTER_TRITON")
+
+# Tiny model, every override syntax Primus takes, and unmodelled keys from the seed ladder.
+TINY = ["--num_layers", "2", "--compress_ratios=[0,4]", "hidden_size=32", "--num_attention_heads", "2",
+        "--num_experts", "8", "--moe_router_topk", "2", "--moe_ffn_hidden_size", "8", "--seq_length", "64",
+        "--attn_sliding_window", "16", "--vocab_size", "64", "--seed", "7",
+        "--config_path", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml",
+        "--mock_data", "True", "--rope_type", "rope", "--index_topk", "512"]
+UNMODELLED = "[proxy] ignoring unmodelled keys: config_path, mock_data, rope_type, index_topk"
+# Record iteration 2 of 3 (Primus's window is [start, end), 1-based).
+WINDOW = ["--train_iters", "3", "--profile", "True", "--use_pytorch_profiler", "True",
+          "--profile_step_start", "2", "--profile_step_end", "3", "--exp_name", "t"]
+W1 = [*TINY, *WINDOW, "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
+W2 = [*TINY, *WINDOW, "--expert_model_parallel_size", "2", "--global_batch_size", "2"]
+# Long sequence, full-causal op-by-op attention: the saved [heads, S, S + S/4] scores dominate memory.
+MEM = ["--expert_model_parallel_size", "1", "--global_batch_size", "1", "--num_layers", "4",
+       "--compress_ratios", "[0,4]", "--hidden_size", "64", "--num_attention_heads", "4", "--num_experts", "8",
+       "--moe_router_topk", "2", "--moe_ffn_hidden_size", "32", "--seq_length", "2048",
+       "--attn_sliding_window", "2048", "--vocab_size", "256", "--train_iters", "1",
+       "--log_avg_skip_iterations", "0", "--recompute_granularity", "full", "--recompute_method", "block"]
+
+# Single-rank profiled runs go through one Python process (run_rank per config, as the CLI does
+# for world size 1): it saves ~3 s of torch + profiler import per config on a 2-core box.
+IN_PROCESS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "base": (W1, {}),
+    **{f"gate_off_{g}": (W1, {g: "0"}) for g in GATES},
+    "all_gates_off": (W1, {g: "0" for g in GATES}),
+    "gluon_v3": ([*W1, "--use_v4_attention_backend", "gluon_v3"], {}),
+    "turbo": ([*W1, "--use_v4_attention_backend", "turbo", "--use_v4_csa_attention_backend", "turbo"], {}),
+    "grouped": ([*W1, "--use_turbo_grouped_gemm", "True"], {}),
+    "recompute": ([*W1, "--recompute_granularity", "full", "--recompute_method", "block",
+                   "--recompute_num_layers", "1", "--torch_profiler_use_gzip", "False"], {}),
+    "gbs2": ([*W1, "--global_batch_size", "2"], {}),  # the single-rank twin of the EP=2 runs
+}
+# Real CLI runs: every EP=2 run, and the memory runs (max RSS is per process).
+CLI: dict[str, tuple[list[str], dict[str, str]]] = {
+    "ep_allgather": ([*W2, "--profile_ranks", "[0]"], {}),
+    "ep_deepep": ([*W2, "--profile_ranks", "[0,1]", "--use_turbo_deepep", "True"], {}),
+    "ep_mega": ([*W2, "--profile_ranks", "[0]", "--use_turbo_mega_moe", "True"], {}),
+    "ep_unprofiled": ([*TINY, "--train_iters", "3", "--expert_model_parallel_size", "2", "--global_batch_size", "2",
+                       "--log_avg_skip_iterations", "1"], {}),
+    "mem_recompute_off": ([*MEM, "--recompute_num_layers", "0"], {}),
+    "mem_recompute_on": ([*MEM, "--recompute_num_layers", "4"], {}),
+}
+_BATCH = """
+import contextlib, json, sys
+from traceladder.workload.settings import parse
+from traceladder.workload.train import run_rank
+for item in json.load(sys.stdin):
+    with open(item["out"], "w") as fh, contextlib.redirect_stdout(fh):
+        run_rank(0, parse(item["args"], env=item["env"]), 0)
+"""
+
+LINE_FULL = re.compile(
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] iteration +(\d+)/ +(\d+) \| consumed samples: +(\d+) \| "
+    r"elapsed time per iteration \(ms\): ([\d.]+)/([\d.]+) \| compute per GPU \(TFLOP/s/GPU\): ([\d.]+) "
+    r"\(avg ([\d.]+)\) \| tokens/s/GPU inst/harmonic mean: ([\d.]+)/([\d.]+) \| learning rate: ([\d.E+-]+) \| "
+    r"global batch size: +(\d+) \| lm loss: ([\d.E+-]+) \| loss scale: 1\.0 \| grad norm: ([\d.]+) \| "
+    r"number of skipped iterations: +0 \| number of nan iterations: +0 \| "
+    r"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/([\d.]+)GB/([\d.]+)GB/([\d.]+)%  \| "
+    r"rocm mem usage/free/total/usage_ratio: [\d.]+GB/[\d.]+GB/[\d.]+GB/[\d.]+% \| "
+    r"rank-(\d+) rocm max mem usage/usage_ratio: ([\d.]+)GB/([\d.]+)%$")
+LINE_RAW = re.compile(
+    r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] iteration +(\d+)/ +(\d+) \| consumed samples: +(\d+) \| "
+    r"elapsed time per iteration \(ms\): ([\d.]+) \| learning rate: ([\d.E+-]+) \| global batch size: +(\d+) \| "
+    r"lm loss: ([\d.E+-]+) \| loss scale: 1\.0 \| grad norm: ([\d.]+) \| number of skipped iterations: +0 \| "
+    r"number of nan iterations: +0 \|$")
+TRACE_NAME = re.compile(r"^primus-megatron-exp\[t\]-rank\[(\d)\]\.(\d{13})\.pt\.trace\.json(\.gz)?$")
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    workspace: Path
+    seconds: float
+    _ops: dict[int, tuple[Counter, Counter, list]] = field(default_factory=dict)
+
+    @property
+    def iteration_lines(self) -> list[str]:
+        return [ln for ln in self.stdout.splitlines() if " iteration " in ln and ln.startswith("[20")]
+
+    @property
+    def losses(self) -> list[float]:
+        return [float(re.search(r"lm loss: ([\d.E+-]+)", ln).group(1)) for ln in self.iteration_lines]
+
+    def traces(self) -> list[Path]:
+        tb = self.workspace / "tensorboard"
+        return sorted(tb.iterdir()) if tb.is_dir() else []
+
+    def events(self, rank: int = 0) -> list[dict]:
+        return self._load(rank)[2]
+
+    def ops(self, rank: int = 0) -> Counter:
+        """cpu_op name → count in the recorded window."""
+        return self._load(rank)[0]
+
+    def ranges(self, rank: int = 0) -> Counter:
+        """user_annotation name → count (record_function ranges, gloo transfers)."""
+        return self._load(rank)[1]
+
+    def _load(self, rank: int) -> tuple[Counter, Counter, list]:
+        if rank not in self._ops:
+            (path,) = [p for p in self.traces() if f"-rank[{rank}]." in p.name]
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt") as fh:
+                events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+            ops = Counter(e["name"] for e in events if e.get("cat") == "cpu_op")
+            ranges = Counter(e["name"] for e in events if e.get("cat") == "user_annotation")
+            self._ops[rank] = (ops, ranges, events)
+        return self._ops[rank]
+
+    def detail(self) -> str:
+        return f"rc={self.rc}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+
+
+def _env(workspace: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIMUS_")}
+    return {**env, "PYTHONPATH": str(INCLUDE), "PRIMUS_WORKSPACE": str(workspace), **extra}
+
+
+def launch(args: list[str], env_extra: dict[str, str], workspace: Path, timeout: float = 120) -> Run:
+    t0 = time.monotonic()
+    cwd = workspace.parent if workspace.parent.is_dir() else None
+    proc = subprocess.run([sys.executable, "-m", "traceladder.workload", *args], env=_env(workspace, env_extra),
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return Run(proc.returncode, proc.stdout, proc.stderr, workspace, time.monotonic() - t0)
+
+
+def launch_in_process(specs: dict[str, tuple[list[str], dict[str, str]]], base: Path) -> dict[str, Run]:
+    items = [{"args": args, "env": {"PRIMUS_WORKSPACE": str(base / name), **env}, "out": str(base / f"{name}.out")}
+             for name, (args, env) in specs.items()]
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _BATCH], input=json.dumps(items), env=_env(base, {}),
+                          capture_output=True, text=True, timeout=300, cwd=base)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {name: Run(0, (base / f"{name}.out").read_text(), "", base / name, time.monotonic() - t0)
+            for name in specs}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    base = tmp_path_factory.mktemp("proxy")
+    with ThreadPoolExecutor(max_workers=2) as pool:  # 2 cores: the batch on one, the CLI runs on the other
+        batch = pool.submit(launch_in_process, IN_PROCESS, base)
+        cli = pool.submit(lambda: {name: launch(args, env, base / name) for name, (args, env) in CLI.items()})
+        results = {**batch.result(), **cli.result()}
+    for name, run in results.items():
+        assert run.rc == 0, f"{name}: {run.detail()}"
+    return results
+
+
+def elementwise(ops: Counter) -> int:
+    names = ("add", "sub", "mul", "div", "pow", "mean", "rsqrt", "exp", "neg", "reciprocal", "sigmoid",
+             "log1p", "relu", "abs", "sqrt", "sum", "amax", "softplus", "softmax", "rms_norm")
+    return sum(n for op, n in ops.items() if op.removeprefix("aten::").rstrip("_") in names)
+
+
+def sdpa_key_lengths(run: Run) -> set[int]:
+    return {e["args"]["Input Dims"][1][2] for e in run.events() if e["name"] == "aten::scaled_dot_product_attention"}
+
+
+# ------------------------------------------------------------------ switches change the executed ops
+
+
+@pytest.mark.parametrize(("gate", "on_sign", "off_sign"), [
+    ("PRIMUS_RMSNORM_TRITON", "autograd::engine::evaluate_function: _FusedRMSNormBackward",
+     "autograd::engine::evaluate_function: RsqrtBackward0"),
+    ("PRIMUS_ROPE_TRITON", "aten::view_as_complex", "aten::stack"),
+    ("PRIMUS_SINKHORN_TRITON", "aten::softmax", "aten::amax"),
+    ("PRIMUS_HC_TRITON", "aten::baddbmm", "aten::neg"),
+    ("PRIMUS_V4_ROUTER_TRITON", "aten::softplus", "aten::log1p"),
+])
+def test_each_fusion_gate_swaps_its_chain(runs: dict[str, Run], gate: str, on_sign: str, off_sign: str) -> None:
+    on, off = runs["base"].ops(), runs[f"gate_off_{gate}"].ops()
+    assert on[on_sign] > off[on_sign], (gate, on[on_sign], off[on_sign])
+    assert off[off_sign] > on[off_sign], (gate, on[off_sign], off[off_sign])
+    assert elementwise(off) > elementwise(on), gate
+    # the other gates' chains are untouched
+    assert off["aten::view_as_complex"] == (0 if gate == "PRIMUS_ROPE_TRITON" else on["aten::view_as_complex"])
+    assert off["aten::softplus"] == (0 if gate == "PRIMUS_V4_ROUTER_TRITON" else on["aten::softplus"])
+
+
+def test_all_fusions_off_is_many_more_small_ops(runs: dict[str, Run]) -> None:
+    on, off = runs["base"].ops(), runs["all_gates_off"].ops()
+    assert elementwise(off) > 1.25 * elementwise(on)
+    assert sum(off.values()) > sum(on.values())
+
+
+def test_attention_backends_take_different_paths(runs: dict[str, Run]) -> None:
+    v1, g3, tb = runs["base"], runs["gluon_v3"], runs["turbo"]
+    # triton_v1: op by op, no fused attention op
+    assert v1.ops()["aten::masked_fill"] >= 2 and v1.ops()["aten::scaled_dot_product_attention"] == 0
+    assert v1.ops()["aten::softmax"] > g3.ops()["aten::softmax"]
+    # gluon_v3: one SDPA per layer over the full key set [S/r compressed + S raw], with a mask
+    assert g3.ops()["aten::masked_fill"] == 0 and g3.ops()["aten::scaled_dot_product_attention"] == 2
+    assert sdpa_key_lengths(g3) == {64, 64 // 4 + 64}
+    # turbo: window-sized chunks see only [S/r | previous | own chunk]: fewer keys per query
+    assert tb.ops()["aten::scaled_dot_product_attention"] == 2 and tb.ops()["aten::masked_fill"] == 0
+    assert sdpa_key_lengths(tb) == {2 * 16, 64 // 4 + 2 * 16}
+    assert tb.ops()["aten::constant_pad_nd"] > 0 == g3.ops()["aten::constant_pad_nd"]
+
+
+def test_grouped_gemm_replaces_the_per_expert_loop(runs: dict[str, Run]) -> None:
+    loop, grouped = runs["base"].ops(), runs["grouped"].ops()
+    # loop: 2 mm per expert per layer forward, and their dgrad/wgrad in backward
+    assert loop["aten::mm"] - grouped["aten::mm"] >= 3 * 2 * 8 * 2
+    assert grouped["aten::bmm"] >= loop["aten::bmm"] + 2 * 2
+
+
+def test_deepep_swaps_allgather_for_exact_split_all_to_all(runs: dict[str, Run]) -> None:
+    ag, a2a = runs["ep_allgather"], runs["ep_deepep"]
+    layers = 2
+    # baseline: per layer one all-gather forward and one in backward, + 1 for the log stats
+    assert ag.ops()["c10d::allgather_"] == 2 * layers + 1
+    assert a2a.ops()["c10d::allgather_"] == 1
+    assert a2a.ops()["c10d::alltoall_base_"] >= 5 * layers > ag.ops()["c10d::alltoall_base_"]
+    # the transfer itself runs on gloo's thread as a user annotation
+    assert a2a.ranges()["gloo:all_to_all"] == a2a.ops()["c10d::alltoall_base_"]
+    all_to_all_splits = [e["args"]["Input Dims"] for e in a2a.events() if e["name"] == "c10d::alltoall_base_"]
+    assert all_to_all_splits, "record_shapes should expose the collective sizes"
+
+
+def test_mega_moe_is_a_chunked_fused_op_with_hand_written_backward(runs: dict[str, Run]) -> None:
+    mega, deepep = runs["ep_mega"], runs["ep_deepep"]
+    ops = mega.ops()
+    assert ops["autograd::engine::evaluate_function: _MegaMoEBackward"] == 2
+    # 2 chunks: per layer 1 count exchange + 2 dispatch + 2 combine forward, 2 + 2 backward
+    assert ops["c10d::alltoall_base_"] == 2 * 9
+    assert ops["c10d::alltoall_base_"] > deepep.ops()["c10d::alltoall_base_"]
+    assert ops["aten::mm"] < runs["base"].ops()["aten::mm"]  # no per-expert loop
+    # the chunked stages are visible as separate ranges
+    # 2 layers x 2 chunks, forward and (hand-written) backward
+    assert mega.ranges()["moe_experts"] == 2 * 2 * 2 and mega.ranges()["moe_dispatch"] > 2
+
+
+def test_recompute_replays_the_first_n_layers(runs: dict[str, Run]) -> None:
+    plain, rec = runs["base"], runs["recompute"]
+    assert plain.ranges()["attention"] == 2
+    assert rec.ranges()["attention"] == 3  # 2 layers forward + layer 0 again in backward
+    assert rec.ops()["aten::mm"] > plain.ops()["aten::mm"]
+
+
+def test_global_batch_size_accumulates_micro_batches(runs: dict[str, Run]) -> None:
+    one, two = runs["base"], runs["gbs2"]
+    assert two.ranges()["attention"] == 2 * one.ranges()["attention"]
+    assert two.ranges()["optimizer_step"] == one.ranges()["optimizer_step"] == 1
+    assert "micro_batches_per_rank=2" in two.stdout
+
+
+def test_profiled_window_carries_the_named_ranges(runs: dict[str, Run]) -> None:
+    ranges = runs["ep_allgather"].ranges()
+    for name in ("attention", "moe_router", "moe_dispatch", "moe_experts", "moe_combine"):
+        assert ranges[name] == 2, name
+    assert ranges["optimizer_step"] == 1
+    assert ranges["ProfilerStep#1"] == 1  # only iteration 2 of 3 recorded
+
+
+# ------------------------------------------------------------------ numerics and memory
+
+
+def test_expert_parallel_matches_single_rank_loss(runs: dict[str, Run]) -> None:
+    # Same seed and global batch: EP=2 (each rank 1 micro-batch, half the experts) against EP=1
+    # (2 micro-batches, all experts), for every dispatcher path.
+    ref = runs["gbs2"].losses
+    assert len(ref) == 3 and ref[-1] < ref[0]
+    for name in ("ep_allgather", "ep_deepep", "ep_mega", "ep_unprofiled"):
+        assert runs[name].losses == pytest.approx(ref, rel=2e-5), name
+
+
+def test_switches_change_the_path_not_the_math(runs: dict[str, Run]) -> None:
+    ref = runs["base"].losses
+    for name in IN_PROCESS:
+        if name != "gbs2":
+            assert runs[name].losses == pytest.approx(ref, rel=1e-4), name
+
+
+def test_recompute_off_raises_peak_memory(runs: dict[str, Run]) -> None:
+    def peak(run: Run) -> float:
+        m = LINE_FULL.match(run.iteration_lines[-1])
+        assert m, run.iteration_lines[-1]
+        return float(m.group(19))
+
+    off, on = peak(runs["mem_recompute_off"]), peak(runs["mem_recompute_on"])
+    assert off - on >= 0.1, (off, on)
+
+
+# ------------------------------------------------------------------ lenses and logs
+
+
+def test_lenses_write_the_traces_primus_would(runs: dict[str, Run]) -> None:
+    def names(run: Run) -> list[re.Match]:
+        found = [TRACE_NAME.match(p.name) for p in run.traces()]
+        assert all(found), [p.name for p in run.traces()]
+        return found
+
+    rank0 = names(runs["ep_allgather"])
+    assert [(m.group(1), m.group(3)) for m in rank0] == [("0", ".gz")]
+    assert abs(int(rank0[0].group(2)) / 1000 - time.time()) < 3600  # unix milliseconds
+    assert sorted(m.group(1) for m in names(runs["ep_deepep"])) == ["0", "1"]
+    plain = names(runs["recompute"])
+    assert [m.group(3) for m in plain] == [None]  # torch_profiler_use_gzip False
+    for unprofiled in ("ep_unprofiled", "mem_recompute_on"):
+        assert runs[unprofiled].traces() == [], unprofiled
+
+
+def test_log_lines_have_primus_shapes(runs: dict[str, Run]) -> None:
+    run = runs["ep_unprofiled"]
+    out = run.stdout.splitlines()
+    assert sum(ln.startswith("[proxy] world_size=2 layers=2 experts=8 topk=2") for ln in out) == 1
+    header = next(ln for ln in out if ln.startswith("[proxy]"))
+    for part in ("fusions=on", "attention=triton_v1", "dispatcher=allgather", "grouped_gemm=False",
+                 "mega_moe=False", "recompute_num_layers=0"):
+        assert part in header
+    lines = run.iteration_lines  # only the last rank prints: one line per iteration
+    assert [int(re.search(r"iteration +(\d+)/", ln).group(1)) for ln in lines] == [1, 2, 3]
+    raw = LINE_RAW.match(lines[0])
+    assert raw and raw.group(3) == "2" and raw.group(6) == "2", lines[0]
+    full = [LINE_FULL.match(ln) for ln in lines[1:]]
+    assert all(full), lines[1:]
+    last = full[-1]
+    assert last.group(1) == "3" and last.group(3) == "6"
+    times = [float(m.group(4)) for m in full]
+    assert float(last.group(5)) == pytest.approx(sum(times) / len(times), abs=0.2)
+    tokens = 2 * 64 / 2  # global batch x seq / ranks
+    assert float(last.group(8)) == pytest.approx(tokens / (times[-1] / 1000), rel=0.01)
+    assert float(last.group(9)) == pytest.approx(tokens * len(times) / (sum(times) / 1000), rel=0.01)
+    assert float(last.group(6)) > 0 and int(last.group(18)) in (0, 1)
+    assert 0 < float(last.group(14)) <= float(last.group(16))  # current RSS within host memory
+    lrs = [float(re.search(r"learning rate: ([\d.E+-]+)", ln).group(1)) for ln in lines]
+    assert lrs == sorted(lrs, reverse=True) and lrs[-1] == 0.0  # cosine to min_lr 0 at train_iters
+
+
+def test_unmodelled_keys_are_named_once(runs: dict[str, Run]) -> None:
+    lines = runs["ep_unprofiled"].stderr.splitlines()
+    assert lines.count(UNMODELLED) == 1
+
+
+# ------------------------------------------------------------------ errors
+
+
+def test_malformed_argument_exits_2_with_one_line(tmp_path: Path) -> None:
+    run = launch(["--num_layers", "abc"], {}, tmp_path / "ws", timeout=30)
+    assert run.rc == 2
+    assert len(run.stderr.strip().splitlines()) == 1 and "--num_layers" in run.stderr
+    assert run.stdout == ""
+
+
+def test_profile_window_past_train_iters_exits_2(tmp_path: Path) -> None:
+    run = launch([*WINDOW, "--train_iters", "2"], {}, tmp_path / "ws", timeout=30)
+    assert run.rc == 2
+    assert len(run.stderr.strip().splitlines()) == 1 and "profile_step_end" in run.stderr
+
+
+def test_a_failing_rank_stops_the_run(tmp_path: Path) -> None:
+    # Rank 1 cannot write its trace (the workspace sits under a plain file); rank 0 would wait
+    # for it in the next collective forever if the launcher did not stop it.
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    args = [*TINY, "--expert_model_parallel_size", "2", "--global_batch_size", "2", "--train_iters", "6",
+            "--profile", "True", "--use_pytorch_profiler", "True", "--profile_ranks", "[1]",
+            "--profile_step_start", "1", "--profile_step_end", "2"]
+    run = launch(args, {}, blocker / "ws", timeout=60)
+    assert run.rc != 0
+    assert "rank 1 failed" in run.stderr
+    assert run.seconds < 30
+
+
+# ------------------------------------------------------------------ settings (no torch)
+
+
+def test_override_syntaxes_and_types() -> None:
+    raw = split_overrides(["train", "pretrain", "--a", "1", "--b=[0,1]", "c=True", "--flag", "--d", "x", "--a", "2"])
+    assert raw == {"a": "2", "b": "[0,1]", "c": "True", "flag": "true", "d": "x"}
+    s = parse(["--num_layers=3", "compress_ratios=[0,4,128]", "--profile_ranks", "[0,1]", "--profile", "true",
+               "--use_turbo_deepep", "False", "--moe_grouped_gemm", "True", "--recompute_granularity", "null"], env={})
+    assert (s.num_layers, s.compress_ratios, s.profile_ranks, s.profile) == (3, (0, 4, 128), (0, 1), True)
+    assert s.grouped_gemm and not s.use_turbo_deepep and s.recompute_granularity is None
+    assert s.ignored_keys == ()
+
+
+def test_settings_defaults_and_environment() -> None:
+    s = parse([], env={})
+    assert isinstance(s, Settings)
+    assert (s.num_layers, s.num_experts, s.moe_router_topk, s.world_size, s.train_iters) == (8, 256, 6, 2, 10)
+    assert s.compress_ratios == (0, 0, 4, 128, 4, 128, 4, 0) and s.fusions.describe() == "on"
+    assert s.workspace == "./output" and s.exp_name == "proxy" and s.torch_profiler_use_gzip
+    env = {"PRIMUS_RMSNORM_TRITON": "0", "PRIMUS_HC_TRITON": "1", "PRIMUS_WORKSPACE": "/w",
+           "PRIMUS_USE_V4_ATTENTION_BACKEND": "gluon_v3", "PRIMUS_USE_TURBO_DEEPEP": "true"}
+    s = parse(["--use_v4_csa_attention_backend", "turbo"], env=env)
+    assert not s.fusions.rmsnorm and s.fusions.hc and s.workspace == "/w"
+    assert (s.attention_backend, s.csa_attention_backend, s.dispatcher) == ("gluon_v3", "turbo", "alltoall")
+    # the command line beats the YAML's ${PRIMUS_*} placeholders; csa follows the main backend
+    s = parse(["--use_turbo_deepep", "False", "--use_v4_attention_backend", "turbo"], env=env)
+    assert (s.dispatcher, s.csa_attention_backend) == ("allgather", "turbo")
+    assert parse(["--use_turbo_mega_moe", "True", "--use_turbo_deepep", "True"], env={}).dispatcher == "mega_moe"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--num_layers", "abc"], ["--compress_ratios", "[0,x]"], ["--use_turbo_deepep", "maybe"],
+    ["--use_v4_attention_backend", "flash"], ["--global_batch_size", "3"], ["--tensor_model_parallel_size", "2"],
+    ["--num_experts", "7"], ["stray"],
+])
+def test_bad_settings_name_the_key(argv: list[str]) -> None:
+    with pytest.raises(SettingsError) as err:
+        parse(argv, env={})
+    assert "\n" not in str(err.value) and str(err.value).startswith("[proxy] error: --")
