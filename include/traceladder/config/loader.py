@@ -50,6 +50,18 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
+class Replace(dict):
+    """A mapping tagged `!replace` in a ladder that `extends` another: it replaces the parent's
+    mapping instead of merging into it (e.g. a switch's whole `values`)."""
+
+
+class _LadderLoader(yaml.SafeLoader):
+    pass
+
+
+_LadderLoader.add_constructor("!replace", lambda loader, node: Replace(loader.construct_mapping(node, deep=True)))
+
+
 def _read_yaml(path: Path) -> tuple[Any, bytes]:
     try:
         raw = path.read_bytes()
@@ -58,7 +70,7 @@ def _read_yaml(path: Path) -> tuple[Any, bytes]:
     except OSError as exc:
         raise LadderConfigError("(file)", exc.strerror or str(exc), str(path)) from None
     try:
-        return yaml.safe_load(raw), raw
+        return yaml.load(raw, Loader=_LadderLoader), raw  # noqa: S506 - a SafeLoader plus one tag
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}:{mark.column + 1}" if mark else "yaml"
@@ -78,7 +90,10 @@ def _parse(model: type[M], data: Any, path: Path) -> M:
 
 
 def _deep_merge(parent: Any, child: Any) -> Any:
-    """Mappings merge key by key; anything else in the child replaces the parent's."""
+    """Mappings merge key by key (unless tagged `!replace`); anything else in the child replaces
+    the parent's."""
+    if isinstance(child, Replace):
+        return dict(child)
     if isinstance(parent, dict) and isinstance(child, dict):
         return {**parent, **{k: _deep_merge(parent.get(k), v) if k in parent else v for k, v in child.items()}}
     return child

@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.profiler import record_function
-from torch.utils.checkpoint import checkpoint
+from .recompute import recompute
 
 from . import ops
 from .settings import Settings
@@ -78,7 +78,7 @@ class Attention(nn.Module):
             k = ops.rope(k, self.cos[:s], self.sin[:s], self.freqs[:s], self.fused_rope)
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, h, S, d]
             if self.selective_recompute:
-                out = checkpoint(self.core, q, k, v, use_reentrant=False)
+                out = recompute(self.core, q, k, v)
             else:
                 out = self.core(q, k, v)
             return self.wo(out.transpose(1, 2).reshape(b, s, -1))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
+from .recompute import recompute
 
 from . import ops
 from .attention import Attention
@@ -96,11 +96,11 @@ class Model(nn.Module):
     def forward(self, tokens: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens).reshape(-1, self.settings.hidden_size)
         streams = x.unsqueeze(1).expand(-1, self.n, -1).contiguous()
-        for layers, recompute in self.segments:
+        for layers, recomputed in self.segments:
             run = _run_layers([self.blocks[i] for i in layers])
-            if recompute:
+            if recomputed:
                 # Megatron "full" recompute: keep only the segment input, replay it in backward.
-                streams = checkpoint(run, streams, token_ids, use_reentrant=False)
+                streams = recompute(run, streams, token_ids)
             else:
                 streams = run(streams, token_ids)
         h = ops.rms_norm(streams.mean(1), self.final_norm, self.settings.norm_epsilon, self.settings.fusions.rmsnorm)

@@ -24,6 +24,9 @@ from .model import Model
 from .optim import AdamW
 from .settings import Settings
 
+# Fault injection for testing the platform's failure handling: rank 0 raises at this iteration.
+FAULT_ENV = "TRACELADDER_PROXY_FAIL_AT_ITER"
+
 
 def lr_at(s: Settings, step: int) -> float:
     """Megatron's scheduler after `step` optimizer steps (linear warmup, then decay to min_lr)."""
@@ -126,10 +129,8 @@ def run_rank(rank: int, s: Settings, port: int) -> None:
 
 
 def _train(rank: int, s: Settings, comm: Comm) -> None:
+    fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
     model = Model(s, comm)
-    if s.recomputed_layers() or s.recompute_granularity == "selective":
-        # torch.utils.checkpoint imports dynamo on first use (~1.2 s): do it before the clock runs.
-        importlib.import_module("torch._dynamo")
     dense, experts = model.dense_parameters(), model.expert_parameters()
     opt = _optimizer(model, s)
     data = MockData(s, rank)
@@ -142,6 +143,8 @@ def _train(rank: int, s: Settings, comm: Comm) -> None:
     with make_profiler(s, rank) as prof:
         clock = _Clock()
         for it in range(1, s.train_iters + 1):
+            if it == fail_at and rank == 0:
+                raise RuntimeError(f"injected fault at iteration {it} ({FAULT_ENV})")
             for group in opt.param_groups:
                 group["lr"] = lr_at(s, it - 1)
             loss_sum = torch.zeros(())
