@@ -63,9 +63,9 @@ def test_spec_json_round_trip() -> None:
 
 
 def test_params_subset_lens_repeats_override() -> None:
-    specs = build_plan(PROXY, rungs=["baseline", "fusions"], lens="torch_rank0", repeats=2, override="global_batch=16")
+    specs = build_plan(PROXY, rungs=["baseline", "fusions"], lens="torch_rank0", repeats=2, override="global_batch=4")
     assert [s.rung_id for s in specs] == ["baseline.torch_rank0.r0", "baseline.torch_rank0.r1", "fusions.torch_rank0.r0", "fusions.torch_rank0.r1"]
-    assert all(s.model_args["global_batch_size"] == 16 and s.model_args["profile"] is True for s in specs)
+    assert all(s.model_args["global_batch_size"] == 4 and s.model_args["profile"] is True for s in specs)
     with pytest.raises(LadderConfigError, match="rocprofv3' cannot run on the local backend"):
         build_plan(PROXY, lens="rocprofv3")
     with pytest.raises(LadderConfigError, match="unknown rung 'warp'"):
