@@ -33,7 +33,13 @@ def model_flops_per_step(s: Settings) -> float:
 
 
 def max_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries that across fork+exec, so
+    a rank started from a big parent (a test runner, an Airflow worker) would report the parent's."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def current_rss_bytes() -> int:

@@ -50,19 +50,8 @@ DTYPE_BYTES = {
     "Float": 4, "Int": 4, "Long": 8, "BFloat16": 2, "Bool": 1, "Byte": 1, "Double": 8, "Half": 2, "Short": 2,
 }
 EVENT_COLUMNS = ["rank", "ts", "dur", *METADATA_FIELDS, "In msg size (MB)", "Out msg size (MB)", "name", "event"]
-_GROUP = [
-    "rank",
-    "Process Group Name",
-    "Process Group Ranks",
-    "Collective name",
-    "Group size",
-    "dtype",
-    "In msg nelems",
-    "Out msg nelems",
-    "In split size",
-    "Out split size",
-    "stream",
-]
+#: one rank's collectives grouped by what identifies them (rank, then every metadata field)
+_GROUP = ["rank", *METADATA_FIELDS]
 SUMMARY_COLUMNS = _GROUP + [
     "In msg size (MB)_first",
     "Out msg size (MB)_first",

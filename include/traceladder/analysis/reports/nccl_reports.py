@@ -33,6 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
+from traceladder.analysis.reports.coll_analysis import METADATA_FIELDS
+
 __all__ = [
     "DTYPE_BYTES",
     "COLLECTIVE_TYPE",
@@ -90,19 +93,7 @@ BUS_FACTOR = {
     "alltoall": lambda n: (n - 1) / n,
 }
 
-#: the kernel-args fields a long row carries (TraceLens reads these from the kernel)
-METADATA_FIELDS = [
-    "Process Group Name",
-    "Process Group Ranks",
-    "Collective name",
-    "Group size",
-    "dtype",
-    "In msg nelems",
-    "Out msg nelems",
-    "In split size",
-    "Out split size",
-    "stream",
-]
+
 LONG_COLUMNS = [
     "collective_id",
     "index_in_group",
@@ -148,19 +139,7 @@ _SYNC_GENERAL = [
 #: aggregations of the multi-rank report script (``generate_collective_report``)
 SUMMARY_AGG = ["mean", "median", "min", "max"]
 _LONG_AGG = ["mean", "std", "min", "max"]
-_LONG_GROUP = [
-    "rank",
-    "Process Group Name",
-    "Process Group Ranks",
-    "Collective name",
-    "Group size",
-    "dtype",
-    "In msg nelems",
-    "Out msg nelems",
-    "In split size",
-    "Out split size",
-    "stream",
-]
+_LONG_GROUP = ["rank", *METADATA_FIELDS]
 
 
 _STRAGGLER_COLUMNS = [
