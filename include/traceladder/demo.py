@@ -68,5 +68,6 @@ def _report(s3, prefix: str, ladder: str, started: float) -> int:
         print(f"  {key}")
     print(f"latest: s3://{s3.bucket}/{prefix}/{ladder}/latest.json -> {latest['summary_json']}")
     print(f"local copy: {local}")
+    print(f"report: {local / 'summary' / 'report.html'}")
     print(f"demo wall time: {time.monotonic() - started:.0f} s")
     return 0 if not summary["failed_rungs"] else 1

@@ -49,7 +49,9 @@ def waterfall_png(summary: dict[str, Any]) -> bytes | None:
     errors.append(last["step_ms"].get("ci95") or 0)
 
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 4))
-    ax.bar(range(len(labels)), heights, bottom=bottoms, color=colours, yerr=errors, capsize=3)
+    ax.bar(range(len(labels)), heights, bottom=bottoms, color=colours)
+    ends = [0, len(labels) - 1]  # only the two step times carry an interval; the steps are deltas
+    ax.errorbar(ends, [heights[i] for i in ends], yerr=[errors[i] for i in ends], fmt="none", capsize=4, color="black")
     ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("ms / step")
     ax.set_title(f"{summary['ladder']}: ms removed per rung (grey: within noise)")
