@@ -80,15 +80,11 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
         tasks.check_rungs(summary_ref)
 
     planned = plan()
-    rung_groups = [
+    rung_groups = []
+    for host in hosts:
         # The pool belongs to the mapped group (not to expand()): one host, one rung at a time.
-        _docker_rungs(host, rung_timeout_s).expand(spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name))
-        if host.docker_url
-        else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool).expand(
-            spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name)
-        )
-        for host in hosts
-    ]
+        group = _docker_rungs(host, rung_timeout_s) if host.docker_url else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool)
+        rung_groups.append(group.expand(spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name)))
     traces = collect_traces()
     rung_groups >> traces
     analyses = analyze.expand(item=traces)
