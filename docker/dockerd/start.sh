@@ -6,7 +6,7 @@
 #   eval "$(docker/dockerd/start.sh)"
 #
 # Settings (environment):
-#   TRACELADDER_DOCKERD_DIR   state folder: tls/, dockerd.log, dockerd.pid (default .traceladder/dockerd)
+#   TRACELADDER_DOCKERD_DIR   state folder: tls/, dockerd.log, dockerd.pid (default /var/lib/traceladder/dockerd)
 #   TRACELADDER_DOCKERD_SOCK  unix socket (default /var/run/docker.sock)
 #   TRACELADDER_DOCKERD_TLS_PORT  TLS port on 127.0.0.1 (default 2376)
 # Needs: dockerd (Debian's docker.io), openssl, root. FACTS.md: --iptables=false --bridge=none, so
@@ -14,7 +14,9 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-state="${TRACELADDER_DOCKERD_DIR:-$repo/.traceladder/dockerd}"
+# Machine-wide, not per clone: every clone (and CI) must present the certificates the running
+# daemon was started with.
+state="${TRACELADDER_DOCKERD_DIR:-/var/lib/traceladder/dockerd}"
 sock="${TRACELADDER_DOCKERD_SOCK:-/var/run/docker.sock}"
 port="${TRACELADDER_DOCKERD_TLS_PORT:-2376}"
 tls="$state/tls"
