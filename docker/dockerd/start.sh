@@ -12,8 +12,6 @@
 # Needs: dockerd (Debian's docker.io), openssl, root. FACTS.md: --iptables=false --bridge=none, so
 # containers use host networking and builds need --network host.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
 # Machine-wide, not per clone: every clone (and CI) must present the certificates the running
 # daemon was started with.
 state="${TRACELADDER_DOCKERD_DIR:-/var/lib/traceladder/dockerd}"
