@@ -55,6 +55,8 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
             spec = RunnerSpec.from_json(text)
         except FileNotFoundError:
             raise UserError(f"{args.spec}: no such file") from None
+        except OSError as exc:
+            raise UserError(f"{args.spec}: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise UserError(f"{source}: not a rung spec: {str(exc).splitlines()[0]}") from None
     elif args.ladder and args.rung:

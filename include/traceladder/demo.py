@@ -43,15 +43,19 @@ def run_demo(ladder: str = "proxy-local") -> int:
 
         dag_run = dag_test(dag_id)
         say(f"DAG run {dag_run.run_id}: {dag_run.state}")
-        return _report(s3, storage.prefix, loaded.ladder.ladder, started)
+        return _report(s3, storage.prefix, loaded.ladder.ladder, started, dag_run)
 
 
-def _report(s3, prefix: str, ladder: str, started: float) -> int:
-    from traceladder.storage.artifacts import S3ArtifactStore
+def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
+    from traceladder.storage.artifacts import S3ArtifactStore, safe_key_part
     from traceladder.summary.render import to_markdown
 
     store = S3ArtifactStore(s3.client(), s3.bucket, prefix, ladder)
-    latest = json.loads(store.get_bytes(f"{prefix}/{ladder}/latest.json"))
+    latest_key = f"{prefix}/{ladder}/latest.json"
+    latest = json.loads(store.get_bytes(latest_key)) if store.exists(latest_key) else {}
+    if latest.get("run_id") != safe_key_part(dag_run.run_id):
+        print(f"DAG run {dag_run.run_id} ended {dag_run.state} and published no summary", file=sys.stderr)
+        return 1
     summary = json.loads(store.get_verified(latest["summary_json"]))
     run_prefix = latest["summary_json"].rsplit("/summary/", 1)[0]
     keys = store.list(run_prefix + "/")
@@ -70,4 +74,4 @@ def _report(s3, prefix: str, ladder: str, started: float) -> int:
     print(f"local copy: {local}")
     print(f"report: {local / 'summary' / 'report.html'}")
     print(f"demo wall time: {time.monotonic() - started:.0f} s")
-    return 0 if not summary["failed_rungs"] else 1
+    return 0 if str(dag_run.state) == "success" else 1

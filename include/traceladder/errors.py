@@ -22,6 +22,13 @@ def _collect() -> tuple[type[BaseException], ...]:
         errors.append(PrimusLogError)
     except ImportError:
         pass
+    try:  # not in the runner image
+        from traceladder.airflow.local_airflow import AirflowSetupError
+        from traceladder.storage.embedded_s3 import EmbeddedS3Error
+
+        errors += [EmbeddedS3Error, AirflowSetupError]
+    except ImportError:
+        pass
     return tuple(errors)
 
 

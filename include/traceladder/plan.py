@@ -20,6 +20,7 @@ from traceladder.config.validate import (
     find_value,
     settings_for,
 )
+from traceladder.runner.spec import render_arg, render_overrides
 
 LADDER_LENSES = "ladder"  # the Params value meaning "the lenses the ladder file names"
 
@@ -60,10 +61,7 @@ class RungSpec(BaseModel):
 
     def primus_args(self) -> list[str]:
         """Primus command-line overrides, `--key value`, as madengine's run.sh passes them."""
-        out: list[str] = []
-        for key, value in self.model_args.items():
-            out += [f"--{key}", render_arg(value)]
-        return out
+        return render_overrides(self.model_args)
 
     def additional_context(self) -> dict[str, Any]:
         """madengine's `--additional-context` for this rung."""
@@ -81,15 +79,6 @@ class RungSpec(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> RungSpec:
         return cls.model_validate_json(text)
-
-
-def render_arg(value: ArgValue) -> str:
-    """Primus's override syntax: booleans `True`/`False`, lists without spaces."""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, list):
-        return "[" + ",".join(render_arg(v) for v in value) + "]"
-    return str(value)
 
 
 def rung_id(rung: str, lens: str, repeat: int) -> str:

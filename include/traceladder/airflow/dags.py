@@ -26,7 +26,10 @@ def ladder_asset(ladder: str) -> Asset:
 
 
 def _run_id() -> str:
-    return str(get_current_context()["run_id"])
+    """Airflow's run id made key-safe once, so keys, summaries, the index and the UI agree."""
+    from traceladder.storage.artifacts import safe_key_part
+
+    return safe_key_part(str(get_current_context()["run_id"]))
 
 
 def _ladder_arg(fixed_ladder: str | None) -> str:
@@ -76,8 +79,8 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
         return tasks.publish_run(_ladder_arg(fixed_ladder), _run_id(), summary_ref)
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
-    def ladder_status(summary_ref: dict[str, Any] | None) -> None:
-        tasks.check_rungs(summary_ref)
+    def ladder_status(summary_ref: dict[str, Any] | None, published: dict[str, Any] | None) -> None:
+        tasks.check_rungs(summary_ref, published)
 
     planned = plan()
     rung_groups = []
@@ -92,8 +95,7 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     traces >> joined
     summary_ref = summary()
     [analyses, joined] >> summary_ref
-    published = publish(summary_ref)
-    published >> ladder_status(summary_ref)
+    ladder_status(summary_ref, publish(summary_ref))
 
 
 def _docker_rungs(host: Host, rung_timeout_s: int):
@@ -145,6 +147,7 @@ def build_trigger_dag(ladder_names: list[str], lens_names: list[str], hosts: lis
         schedule=None,
         start_date=START,
         catchup=False,
+        max_active_runs=1,  # publish updates the ladder's index.json read-modify-write
         default_args=DEFAULT_ARGS,
         params=params,
         tags=["traceladder", "trigger"],

@@ -17,6 +17,10 @@ DAGS_FOLDER = REPO_ROOT / "dags"
 PLUGINS_FOLDER = REPO_ROOT / "plugins"
 
 
+class AirflowSetupError(RuntimeError):
+    """The local Airflow could not be prepared (migrate, pools, a DAG that does not load)."""
+
+
 def airflow_env(home: Path, s3_env: dict[str, str], s3_conn_json: str) -> dict[str, str]:
     """Environment for an Airflow that uses this repo's DAGs and the given S3 server."""
     return {
@@ -44,7 +48,7 @@ def _airflow(args: list[str], env: dict[str, str]) -> None:
     proc = subprocess.run([str(airflow_bin), *args], env={**os.environ, **env}, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise RuntimeError(f"airflow {' '.join(args)} failed: {tail[0]}")
+        raise AirflowSetupError(f"airflow {' '.join(args)} failed: {tail[0]}")
 
 
 def prepare(home: Path, env: dict[str, str]) -> None:
@@ -65,5 +69,5 @@ def dag_test(dag_id: str, run_conf: dict[str, Any] | None = None) -> Any:
     dag = bag.get_dag(dag_id)
     if dag is None:
         errors = "; ".join(f"{Path(f).name}: {e.strip().splitlines()[-1]}" for f, e in bag.import_errors.items())
-        raise RuntimeError(f"no DAG {dag_id!r} in {DAGS_FOLDER} ({errors or 'no import errors'})")
+        raise AirflowSetupError(f"no DAG {dag_id!r} in {DAGS_FOLDER} ({errors or 'no import errors'})")
     return dag.test(run_conf=run_conf)

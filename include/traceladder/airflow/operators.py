@@ -42,6 +42,7 @@ from airflow.providers.docker.operators.docker import DockerOperator, fetch_logs
 from docker.types import LogConfig, Ulimit
 
 from traceladder.airflow import docker_hygiene as hygiene
+from traceladder.runner.rung import RESULT_KEYS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -52,7 +53,6 @@ DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
 DEFAULT_NOFILE = 1048576
 # Lenses whose collector needs SYS_ADMIN (HSA tool libraries, perf counters); madengine adds it for all.
 SYS_ADMIN_LENSES = frozenset({"rocprofv3", "rocm_trace_lite"})
-RESULT_KEYS = ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces", "error")
 
 
 _CA_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")

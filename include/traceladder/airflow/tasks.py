@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any
 
+from traceladder.runner.rung import RESULT_KEYS
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
 PLAN_OBJECT = "plan.json"
@@ -75,7 +76,7 @@ def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
     result = run_rung(spec, run_id, store)
     if result["status"] != "ok":
         raise AirflowException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
-    return {k: result[k] for k in ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces")}
+    return {k: result.get(k) for k in RESULT_KEYS}
 
 
 def _plan_doc(store: ArtifactSink, prefix: str, ladder: str, run_id: str) -> dict[str, Any]:
@@ -139,12 +140,19 @@ def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[s
     return entry
 
 
-def check_rungs(summary_ref: dict[str, Any] | None) -> None:
-    """Fail the DAG run visibly when a rung failed, after the summary has been published."""
+def check_rungs(summary_ref: dict[str, Any] | None, published: dict[str, Any] | None) -> None:
+    """Fail the DAG run visibly (it is the only leaf) when a rung failed, a trace went
+    unanalysed or nothing was published; the summary is out by then."""
     from airflow.sdk.exceptions import AirflowException
 
     if not summary_ref:
-        raise AirflowException("no summary was published")
-    failed = summary_ref.get("failed_rungs") or []
-    if failed:
-        raise AirflowException(f"{len(failed)} rung run(s) did not finish ok: {', '.join(failed)}")
+        raise AirflowException("no summary was written")
+    problems = []
+    if not published:
+        problems.append("the summary was not published (latest.json and the index were not updated)")
+    if summary_ref.get("failed_rungs"):
+        problems.append(f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: {', '.join(summary_ref['failed_rungs'])}")
+    if summary_ref.get("unanalysed_traces"):
+        problems.append(f"{len(summary_ref['unanalysed_traces'])} trace(s) have no analysis: {', '.join(summary_ref['unanalysed_traces'])}")
+    if problems:
+        raise AirflowException("; ".join(problems))

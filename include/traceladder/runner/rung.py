@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (
     from traceladder.plan import RungSpec
 
 STATUSES = ("ok", "failed", "timeout", "partial")
+# What a rung task returns as XCom (the full result stays in metrics.json).
+RESULT_KEYS = ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces", "error")
 _BACKENDS = {"local": local_backend, "docker": docker_backend}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traceladder.storage.artifacts import ArtifactSink, run_prefix
+from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
 
 def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -15,11 +15,16 @@ def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[st
     for spec in plan["specs"]:
         key = f"{prefix}/{spec['rung_id']}/metrics.json"
         if store.exists(key):
-            results[spec["rung_id"]] = json.loads(store.get_verified(key))
+            try:
+                results[spec["rung_id"]] = json.loads(store.get_verified(key))
+                continue
+            except ArtifactIntegrityError as exc:  # e.g. the rung died before its manifest
+                error = f"its metrics.json cannot be verified: {exc}"
         else:
-            results[spec["rung_id"]] = {
-                **{k: spec[k] for k in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")},
-                "status": "failed", "error": "the rung stored no result (its task died first)", "traces": [],
-                "step_ms": None, "tokens_per_sec_per_gpu": None, "peak_mem_gb": None,
-            }
+            error = "the rung stored no result (its task died first)"
+        results[spec["rung_id"]] = {
+            **{k: spec[k] for k in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")},
+            "status": "failed", "error": error, "traces": [],
+            "step_ms": None, "tokens_per_sec_per_gpu": None, "peak_mem_gb": None,
+        }
     return results

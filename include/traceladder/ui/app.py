@@ -201,8 +201,6 @@ def _page_context(request: Request, user: Any, entries: list[data.LadderEntry], 
     ladders = [_ladder_view(e, status.get(e.storage_key) if e.storage_key else None, runs_shown) for e in entries]
     token, _ = _caller_token(request)
     can_trigger = _can_trigger(user)
-    from traceladder.config.models import LENS_NAMES
-
     return {
         "base": _base(request),
         "user": user.get_name(),
@@ -211,7 +209,6 @@ def _page_context(request: Request, user: Any, entries: list[data.LadderEntry], 
         "can_trigger": can_trigger,
         "csrf": csrf_token(token) if can_trigger and token else "",
         "trigger_dag_id": TRIGGER_DAG_ID,
-        "all_lenses": ["ladder", *LENS_NAMES],
     }
 
 
@@ -241,6 +238,8 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
     lens = str(form.get("lens") or "ladder")
     if lens not in ("ladder", *LENS_NAMES):
         raise HTTPException(400, f"unknown lens {lens[:40]!r}")
+    if lens != "ladder" and lens not in entry.lenses:
+        raise HTTPException(400, f"ladder {entry.name} runs on a backend without lens {lens!r}; it runs {', '.join(entry.lenses)}")
     repeats_raw = form.get("repeats")
     repeats: int | None = None
     if repeats_raw not in (None, ""):
