@@ -385,7 +385,7 @@ class RungDockerOperator(RocmDockerOperator):
         self.cap_add = sorted(caps)
         self.environment = {
             **(self.environment or {}),
-            "TRACELADDER_S3_BUCKET": os.environ.get("TRACELADDER_S3_BUCKET", storage.bucket),
+            "TRACELADDER_S3_BUCKET": storage.effective_bucket,
             "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
             **({"TRACELADDER_S3_ENDPOINT": str(endpoint)} if endpoint else {}),
         }

@@ -8,6 +8,7 @@ models only describe shapes.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -26,6 +27,7 @@ LENSES_BY_BACKEND: dict[str, tuple[str, ...]] = {
     "docker": LENS_NAMES,
 }
 LENS_SWITCH = "lens"
+BUCKET_ENV = "TRACELADDER_S3_BUCKET"
 
 
 class Strict(BaseModel):
@@ -93,6 +95,11 @@ class StorageSettings(Strict):
     prefix: Name = "traceladder"
     # The endpoint the worker containers reach; never loopback on a real cluster.
     worker_endpoint_url: str | None = None
+
+    @property
+    def effective_bucket(self) -> str:
+        """The bucket, unless the deployment overrides it with TRACELADDER_S3_BUCKET."""
+        return os.environ.get(BUCKET_ENV, self.bucket)
 
 
 class Host(Strict):

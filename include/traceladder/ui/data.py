@@ -16,7 +16,6 @@ S3 failures become ``ArtifactStoreError`` / ``ArtifactNotFoundError`` with one-l
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -117,7 +116,7 @@ def list_ladders(only: str | None = None) -> list[LadderEntry]:
         entry.rungs = [r.name for r in ladder.rungs]
         entry.lenses = list(LENSES_BY_BACKEND.get(ladder.backend, ()))
         entry.conn_id = storage.conn_id
-        entry.bucket = os.environ.get("TRACELADDER_S3_BUCKET", storage.bucket)
+        entry.bucket = storage.effective_bucket
         entry.prefix = storage.prefix
     return out
 
