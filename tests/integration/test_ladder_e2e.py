@@ -6,7 +6,6 @@ repeat each, few iterations. They live in a temporary ladders folder that the DA
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ import yaml
 
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
+
+from ladder_checks import check_manifests, objects, task_states
 
 pytestmark = pytest.mark.e2e
 
@@ -39,30 +40,6 @@ SMALL = {
 def write_ladder(folder: Path, name: str, extra: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.yaml").write_text(yaml.safe_dump({**SMALL, "ladder": name, **extra}, sort_keys=False))
-
-
-def task_states(dag_run) -> dict[tuple[str, int], str]:
-    return {(ti.task_id, ti.map_index): str(ti.state) for ti in dag_run.get_task_instances()}
-
-
-def objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
-    keys = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        keys += [o["Key"] for o in page.get("Contents", [])]
-    return {k: client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
-
-
-def assert_manifests_match(stored: dict[str, bytes], prefix: str) -> int:
-    """Every manifest's entries exist with the recorded size and sha256."""
-    checked = 0
-    for key, body in stored.items():
-        if key.endswith("/manifest.json"):
-            for entry in json.loads(body)["objects"]:
-                data = stored[entry["key"]]
-                assert len(data) == entry["size"], entry["key"]
-                assert hashlib.sha256(data).hexdigest() == entry["sha256"], entry["key"]
-                checked += 1
-    return checked
 
 
 @pytest.fixture
@@ -102,7 +79,7 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
     for report in ("gpu_timeline.csv", "ops_summary.csv", "analysis.json"):
         assert f"{run_prefix}/fusions.torch_rank0.r0/analysis/rank0/{report}" in stored
     assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["traces"] == []
-    assert assert_manifests_match(stored, run_prefix) >= 3 * 5
+    assert len(check_manifests(stored)) >= 3 * 5
 
     summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
     assert [r["rung"] for r in summary["rungs"]] == ["baseline", "fusions"]

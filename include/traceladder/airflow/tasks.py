@@ -79,17 +79,18 @@ def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
     return {k: result.get(k) for k in RESULT_KEYS}
 
 
-def _plan_doc(store: ArtifactSink, prefix: str, ladder: str, run_id: str) -> dict[str, Any]:
-    return json.loads(store.get_bytes(f"{run_prefix(prefix, ladder, run_id)}/{PLAN_OBJECT}"))
+def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, dict[str, Any]]:
+    """The ladder's store, the run's key prefix, and the plan.json its `plan` task stored."""
+    loaded, store = ladder_store(ladder)
+    prefix = run_prefix(loaded.cluster.storage.prefix, loaded.ladder.ladder, run_id)
+    return store, prefix, json.loads(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"))
 
 
 def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
     """Every trace the rungs stored, read from their metrics.json (failed rungs may have none)."""
     from traceladder.summary.collect import read_results
 
-    loaded, store = ladder_store(ladder)
-    storage = loaded.cluster.storage
-    plan = _plan_doc(store, storage.prefix, loaded.ladder.ladder, run_id)
+    store, _, plan = _stored_plan(ladder, run_id)
     items = []
     for result in read_results(store, plan).values():
         items += [{"rung_id": result["rung_id"], "key": key} for key in result.get("traces") or []]
@@ -107,9 +108,7 @@ def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
     from traceladder.analysis.stored import analyze_stored_ranks
     from traceladder.summary.collect import read_results
 
-    loaded, store = ladder_store(ladder)
-    storage = loaded.cluster.storage
-    plan = _plan_doc(store, storage.prefix, loaded.ladder.ladder, run_id)
+    store, _, plan = _stored_plan(ladder, run_id)
     joined = []
     for result in read_results(store, plan).values():
         traces = [k for k in result.get("traces") or [] if ".pt.trace.json" in k]
@@ -121,10 +120,8 @@ def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
 def summarize_run(ladder: str, run_id: str) -> dict[str, Any]:
     from traceladder.summary.publish import write_summary
 
-    loaded, store = ladder_store(ladder)
-    storage = loaded.cluster.storage
-    plan = _plan_doc(store, storage.prefix, loaded.ladder.ladder, run_id)
-    return write_summary(store, run_prefix(storage.prefix, loaded.ladder.ladder, run_id), plan)
+    store, prefix, plan = _stored_plan(ladder, run_id)
+    return write_summary(store, prefix, plan)
 
 
 def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_pa
 if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (runner/spec.py)
     from traceladder.plan import RungSpec
 
-STATUSES = ("ok", "failed", "timeout", "partial")
 # What a rung task returns as XCom (the full result stays in metrics.json).
 RESULT_KEYS = ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces", "error")
 _BACKENDS = {"local": local_backend, "docker": docker_backend}
@@ -165,7 +164,7 @@ def run_rung(
         elif result["error"] is not None:
             result["status"] = "failed"
 
-        trace_keys = _upload(spec, sink, prefix, log_path, workspace, result)
+        trace_keys = _upload(spec, sink, prefix, log_path, workspace)
         result["traces"] = trace_keys
         if result["status"] == "ok" and spec.profiled and not trace_keys:
             result.update(status="partial", error=f"lens {spec.lens} wrote no trace files")
@@ -180,7 +179,7 @@ def run_rung(
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path, result: dict[str, Any]) -> list[str]:
+def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path) -> list[str]:
     sink.put_file(f"{prefix}/log.txt.gz", log_path, gzip=True)
     keys = []
     for trace in find_traces(spec.lens, workspace):

@@ -87,7 +87,7 @@ def build_summary(
         rows.append(row)
 
     lenses = []
-    lens_rung = plan.get("lens_rung") or _lens_rung(specs)
+    lens_rung = _lens_rung(specs)
     if lens_rung and step.get(lens_rung):
         reference = step[lens_rung]
         for lens in sorted({s["lens"] for s in specs if s["rung"] == lens_rung and s["lens"] != "none"}):
