@@ -23,7 +23,7 @@ test: setup
 	$(BIN)/python -m pytest tests
 
 bench: setup
-	$(BIN)/python -m traceladder.bench
+	$(BIN)/python -m benchmarks
 
 # The runner image on rocm/primus:v26.7 (override BASE_IMAGE, RUNNER_IMAGE); needs the base locally
 # or a registry that has it. Push: docker tag + docker push to the hosts' registry (README).

@@ -1,9 +1,9 @@
-"""The rocprofv3 section of the benchmark (``python -m traceladder.bench --only rocprof``).
+"""The rocprofv3 section of the benchmark (``python -m benchmarks --only rocprof``).
 
 :func:`scale_rocprof_json` makes a ~150 MB rocprofv3 JSON from the reference
 ``908_results.json.gz``: its kernel dispatches are repeated, copy k shifted by
 k * (fini - init + 1 ms) with fresh correlation / dispatch ids, and ``fini_time`` moved
-to the end of the last copy.  ``traceladder.bench.bench_rocprof`` times
+to the end of the last copy.  :func:`bench_rocprof` times
 ``analyze_trace`` on it against a bare ``orjson.loads`` of the same file, each in a
 fresh subprocess, and records the peak RSS.
 """
@@ -11,12 +11,13 @@ fresh subprocess, and records the peak RSS.
 from __future__ import annotations
 
 import gzip
+import statistics
+import sys
 from pathlib import Path
 
-__all__ = ["ROCPROF_BASE", "ROCPROF_TARGET_BYTES", "scale_rocprof_json"]
+from benchmarks.common import SHARED_REF, Context, Row, measure
 
-_REPO = Path(__file__).resolve().parents[2]
-ROCPROF_BASE = _REPO.parent / "shared" / "reference" / "tracelens-v1.0.0" / "rocprof" / "908_results.json.gz"
+ROCPROF_BASE = SHARED_REF / "rocprof" / "908_results.json.gz"
 ROCPROF_TARGET_BYTES = 150 * 1000 * 1000
 
 
@@ -50,3 +51,31 @@ def scale_rocprof_json(base: Path, target_bytes: int, out: Path) -> Path:
     tmp.write_bytes(orjson.dumps(doc))
     tmp.replace(out)
     return out
+
+
+def bench_rocprof(ctx: Context) -> list[Row]:
+    """analyze_trace on a ~150 MB rocprofv3 JSON (traceladder.bench_rocprof) vs orjson.loads."""
+    if not ROCPROF_BASE.is_file():
+        raise SystemExit(f"bench: reference trace not found: {ROCPROF_BASE}")
+    ctx.cache.mkdir(parents=True, exist_ok=True)
+    trace = ctx.cache / f"rocprof-{ROCPROF_TARGET_BYTES // 1_000_000}MB_results.json"
+    if not trace.is_file() or trace.stat().st_mtime < ROCPROF_BASE.stat().st_mtime:
+        print(f"bench: generating {trace} ...", file=sys.stderr, flush=True)
+        scale_rocprof_json(ROCPROF_BASE, ROCPROF_TARGET_BYTES, trace)
+    orj, ana, rss, orss = [], [], [], []
+    for i in range(ctx.repeats):
+        m0 = measure(ctx, "orjson", str(trace), "-")
+        orj.append(m0["secs"])
+        orss.append(m0["rss_mb"])
+        m = measure(ctx, "analyze", str(trace), str(ctx.scratch / f"rocprof-{i}"))
+        ana.append(m["secs"])
+        rss.append(m["rss_mb"])
+    o, a = statistics.median(orj), statistics.median(ana)
+    detail = f"{trace.stat().st_size / 1e6:.0f} MB rocprofv3 JSON; orjson.loads {o:.2f} s, analyze_trace {a:.2f} s (median of {ctx.repeats})"
+    return [
+        Row("rocprof", "analyze_trace / orjson.loads", a / o, "x", "", None, detail),
+        Row("rocprof", "peak RSS", max(rss), "MB", "", None, f"fresh process, VmHWM; orjson.loads alone {max(orss):.0f} MB"),
+    ]
+
+
+SECTIONS = [bench_rocprof]

@@ -1,0 +1,49 @@
+"""`python -m benchmarks` (`make bench`): every section of every `benchmarks/bench_*.py`, or those
+named with `--only`. A benchmark reports; it does not gate (exit 0 whatever it finds)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import Context, Row, format_table
+
+
+def sections() -> list:
+    found = []
+    for path in sorted(Path(__file__).parent.glob("bench_*.py")):
+        found += importlib.import_module(f"benchmarks.{path.stem}").SECTIONS
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", help="run only this section (function name less 'bench_')")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="smaller sizes where a section has them")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    args = ap.parse_args(argv)
+    ctx = Context(repeats=args.repeats, quick=args.quick)
+    rows: list[Row] = []
+    for fn in sections():
+        name = fn.__name__.removeprefix("bench_")
+        if args.only and name not in args.only:
+            continue
+        t0 = time.perf_counter()
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        rows.extend(fn(ctx))
+        print(f"bench: {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    print(format_table(rows))
+    if args.json:
+        print(json.dumps([r.__dict__ for r in rows], indent=1))
+    missed = [f"{r.section}: {r.metric}" for r in rows if r.ok is False]
+    print(f"{len(missed)} target(s) missed" + (": " + "; ".join(missed) if missed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

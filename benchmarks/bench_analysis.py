@@ -1,0 +1,215 @@
+"""Analysis speed and memory, and DAG parse time.
+
+* ``analyze``: :func:`traceladder.analysis.engine.analyze_trace` on a ~145 MB PyTorch
+  trace, wall time over a bare ``orjson.loads`` of the same (uncompressed) file, and
+  the peak RSS of the analysing process. Each measurement runs in a fresh subprocess.
+* ``analyze_paths``: 8 such traces with ``jobs=2``, wall time over the ideal parallel
+  time (sum of the single-trace times / 2), and the peak RSS of one worker.
+* ``dag_parse``: the time to run each DAG file (``runpy.run_path``) in a fresh
+  interpreter, over a bare ``python -c "import airflow.sdk"``.
+
+The scaled traces are made from a reference trace by repeating its events with shifted
+timestamps and offset ids (``External id``, ``correlation``, flow ids, ``Python id``), so
+CPU->GPU linking still works; they are cached under ``.traceladder/bench/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import REPO, SHARED_REF, Context, Row, measure
+
+BASE_TRACE = SHARED_REF / "mi300" / "resnet_act_checkpoint.json.gz"
+TARGET_BYTES = 145 * 1000 * 1000
+
+# targets (ratios), from the issues
+ANALYZE_OVER_ORJSON_MAX = 0.55
+PEAK_RSS_MB_MAX = 450.0
+JOBS2_OVER_IDEAL_MAX = 1.2
+
+_ID_ARGS = ("External id", "correlation", "Python id", "Python parent id", "Ev Idx")
+
+
+def scale_trace(base: Path, target_bytes: int, out: Path) -> Path:
+    """Write ``out``: ``base``'s events repeated until the file reaches target_bytes.
+
+    The last copy may be cut short (whole events), so a few of its launches may
+    lack their kernels.
+    Copy k shifts every timestamp by k * (span + 1 ms) and offsets every id that links
+    events (flow ``id``, args ``External id`` / ``correlation`` / ``Python id`` /
+    ``Python parent id``) by k * (max id + 1), so each copy links only to itself.
+    Metadata (``ph: M``) events are written once.
+    """
+    import orjson
+
+    raw = gzip.decompress(base.read_bytes()) if base.read_bytes()[:2] == b"\x1f\x8b" else base.read_bytes()
+    doc = orjson.loads(raw)
+    events = doc["traceEvents"]
+    meta = [e for e in events if e.get("ph") == "M"]
+    body = [e for e in events if e.get("ph") != "M"]
+    t0 = min(e["ts"] for e in body if "ts" in e)
+    t1 = max(e["ts"] + e.get("dur", 0) for e in body if "ts" in e)
+    shift = (t1 - t0) + 1000.0
+    max_id = 0
+    for e in body:
+        if isinstance(e.get("id"), int):
+            max_id = max(max_id, e["id"])
+        a = e.get("args")
+        if a:
+            for k in _ID_ARGS:
+                v = a.get(k)
+                if isinstance(v, int):
+                    max_id = max(max_id, v)
+    id_step = max_id + 1
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    tmp = out.with_suffix(".part")
+    with open(tmp, "wb") as fh:
+        fh.write(b'{"traceEvents":[')
+        fh.write(b",".join(orjson.dumps(e) for e in meta))
+        sep = b"," if meta else b""
+        k = -1
+        done = False
+        while not done:
+            k += 1
+            dt = k * shift
+            di = k * id_step
+            for e in body:
+                e2 = dict(e)
+                if "ts" in e2:
+                    e2["ts"] = e2["ts"] + dt
+                if isinstance(e2.get("id"), int):
+                    e2["id"] = e2["id"] + di
+                a = e2.get("args")
+                if a:
+                    a2 = None
+                    for key in _ID_ARGS:
+                        v = a.get(key)
+                        if isinstance(v, int) and v >= 0:
+                            if a2 is None:
+                                a2 = dict(a)
+                            a2[key] = v + di
+                    if a2 is not None:
+                        e2["args"] = a2
+                fh.write(sep)
+                fh.write(orjson.dumps(e2))
+                sep = b","
+                if k > 0 and fh.tell() >= target_bytes:
+                    done = True  # the last copy may be partial
+                    break
+            if fh.tell() >= target_bytes:
+                done = True
+        fh.write(b"]")
+        for k, v in head.items():
+            fh.write(b"," + orjson.dumps(k) + b":" + orjson.dumps(v))
+        fh.write(b"}")
+    tmp.replace(out)
+    return out
+
+
+def scaled_trace(ctx: Context, n: int = 0) -> Path:
+    """The n-th cached ~145 MB trace (copies of trace 0, so they parse identically)."""
+    if not BASE_TRACE.is_file():
+        raise SystemExit(f"bench: reference trace not found: {BASE_TRACE}")
+    ctx.cache.mkdir(parents=True, exist_ok=True)
+    first = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-0.json"
+    if not first.is_file() or first.stat().st_mtime < BASE_TRACE.stat().st_mtime:
+        print(f"bench: generating {first} ...", file=sys.stderr, flush=True)
+        scale_trace(BASE_TRACE, TARGET_BYTES, first)
+    if n == 0:
+        return first
+    p = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-{n}.json"
+    if not p.is_file() or p.stat().st_size != first.stat().st_size:
+        try:
+            os.link(first, p)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(first, p)
+    return p
+
+
+def bench_analyze(ctx: Context) -> list[Row]:
+    trace = scaled_trace(ctx, 0)
+    size_mb = trace.stat().st_size / 1e6
+    orj, ana, rss = [], [], []
+    for i in range(ctx.repeats):
+        orj.append(measure(ctx, "orjson", str(trace), "-")["secs"])
+        m = measure(ctx, "analyze", str(trace), str(ctx.scratch / f"single-{i}"))
+        ana.append(m["secs"])
+        rss.append(m["rss_mb"])
+    ctx.single_times = ana
+    o, a = statistics.median(orj), statistics.median(ana)
+    ratio = a / o
+    peak = max(rss)
+    detail = f"{size_mb:.0f} MB trace; orjson.loads {o:.2f} s, analyze_trace {a:.2f} s (median of {ctx.repeats})"
+    return [
+        Row("analyze", "analyze_trace / orjson.loads", ratio, "x", f"<= {ANALYZE_OVER_ORJSON_MAX}", ratio <= ANALYZE_OVER_ORJSON_MAX, detail),
+        Row("analyze", "peak RSS", peak, "MB", f"<= {PEAK_RSS_MB_MAX:.0f}", peak <= PEAK_RSS_MB_MAX, "fresh process, VmHWM"),
+    ]
+
+
+def bench_analyze_paths(ctx: Context) -> list[Row]:
+    n = 4 if ctx.quick else 8
+    traces = [scaled_trace(ctx, i) for i in range(n)]
+    if not ctx.single_times:
+        ctx.single_times = [measure(ctx, "analyze", str(traces[0]), str(ctx.scratch / "single-x"))["secs"]]
+    single = statistics.median(ctx.single_times)
+    ideal = single * n / 2
+    m = measure(ctx, "paths", ",".join(map(str, traces)), str(ctx.scratch / "many"), "2")
+    ratio = m["secs"] / ideal
+    return [
+        Row("analyze_paths", f"jobs=2 over {n} traces / ideal", ratio, "x", f"<= {JOBS2_OVER_IDEAL_MAX}", ratio <= JOBS2_OVER_IDEAL_MAX,
+            f"{m['secs']:.2f} s vs ideal {ideal:.2f} s ({n} x {single:.2f} s / 2)"),
+        Row("analyze_paths", "peak RSS of one worker", m["children_rss_mb"], "MB", f"<= {PEAK_RSS_MB_MAX:.0f}",
+            m["children_rss_mb"] <= PEAK_RSS_MB_MAX, f"parent {m['rss_mb']:.0f} MB"),
+    ]
+
+
+def _time_cmd(ctx: Context, code: str, env: dict) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run([ctx.python, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    t1 = time.perf_counter()
+    if r.returncode != 0:
+        raise RuntimeError(f"{code!r} failed:\n{r.stderr[-2000:]}")
+    return t1 - t0
+
+
+def bench_dag_parse(ctx: Context) -> list[Row]:
+    home = Path(tempfile.mkdtemp(prefix="tl-bench-airflow-"))
+    env = dict(os.environ)
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        PYTHONPATH=str(REPO / "include") + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    reps = max(2, ctx.repeats)
+    try:
+        _time_cmd(ctx, "import airflow.sdk", env)  # warm the file cache
+    except RuntimeError as exc:
+        return [Row("dag_parse", "airflow import", float("nan"), "", "", False, str(exc).splitlines()[0])]
+    base = statistics.median(_time_cmd(ctx, "import airflow.sdk", env) for _ in range(reps))
+    rows = []
+    for dag in ("dags/ladder_weekly.py", "dags/ladder_trigger.py"):
+        if not (REPO / dag).is_file():
+            rows.append(Row("dag_parse", dag, float("nan"), "", "", False, "missing"))
+            continue
+        code = f"import runpy; runpy.run_path({dag!r})"
+        try:
+            secs = statistics.median(_time_cmd(ctx, code, env) for _ in range(reps))
+        except RuntimeError as exc:
+            rows.append(Row("dag_parse", dag, float("nan"), "", "", False, str(exc).strip().splitlines()[-1]))
+            continue
+        rows.append(Row("dag_parse", f"{dag} / import airflow.sdk", secs / base, "x", "", None,
+                        f"{secs:.2f} s vs {base:.2f} s (median of {reps})"))
+    return rows
+
+
+SECTIONS = [bench_analyze, bench_analyze_paths, bench_dag_parse]

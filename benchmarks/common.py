@@ -1,0 +1,84 @@
+"""Shared parts of the benchmarks: the row type, the run context, fresh-process measurements
+and the table. Every figure is a ratio against a reference measured in the same run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = REPO / ".traceladder" / "bench"
+# The reference traces beside the clone; TRACELADDER_SHARED points elsewhere.
+SHARED = Path(os.environ.get("TRACELADDER_SHARED", REPO.parent / "shared"))
+SHARED_REF = SHARED / "reference" / "tracelens-v1.0.0"
+
+
+@dataclass
+class Row:
+    section: str
+    metric: str
+    value: float
+    unit: str = ""
+    target: str = ""
+    ok: bool | None = None
+    detail: str = ""
+
+
+@dataclass
+class Context:
+    python: str = sys.executable
+    cache: Path = CACHE
+    repeats: int = 3
+    quick: bool = False
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="tl-bench-")))
+    single_times: list[float] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------
+# subprocess measurements
+_MEASURE = r"""
+import json, resource, sys, time
+mode, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
+if mode == "orjson":
+    import orjson
+    data = open(path, "rb").read()
+    t0 = time.perf_counter(); doc = orjson.loads(data); t1 = time.perf_counter()
+elif mode == "analyze":
+    from traceladder.analysis.engine import analyze_trace
+    t0 = time.perf_counter(); analyze_trace(path, out); t1 = time.perf_counter()
+elif mode == "paths":
+    from traceladder.analysis.engine import analyze_paths
+    paths = path.split(",")
+    t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
+    assert rc == 0, rc
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec from the (bigger) parent.
+rss_self = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
+rss_kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids}))
+"""
+
+
+def measure(ctx: Context, *args: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "include") + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([ctx.python, "-c", _MEASURE, *args], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError(f"measurement {args[0]} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def format_table(rows: list[Row]) -> str:
+    head = ("section", "metric", "value", "target", "ok", "detail")
+    body = []
+    for r in rows:
+        val = "n/a" if r.value != r.value else (f"{r.value:.3f}{r.unit}" if r.unit == "x" else f"{r.value:.0f} {r.unit}".strip())
+        ok = "" if r.ok is None else ("yes" if r.ok else "NO")
+        body.append((r.section, r.metric, val, r.target, ok, r.detail))
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body])
