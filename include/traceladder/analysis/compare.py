@@ -164,6 +164,8 @@ def _side_by_side(base: pd.DataFrame, new: pd.DataFrame, spec: tuple, base_us: p
     keys, diff_cols, drop = spec
     b = base.drop(columns=drop, errors="ignore").assign(_us=base_us.values / base_steps)
     n = new.drop(columns=[*drop, "Cumulative Percentage (%)"], errors="ignore").assign(_us=new_us.values / new_steps)
+    b = b.assign(_pos=range(len(b)))  # outer merges sort their keys; keep the reports' row order
+    n = n.assign(_pos_n=range(len(n)))
     b = b.rename(columns={c: f"base::{c}" for c in b.columns if c not in keys})
     n = n.rename(columns={c: f"new::{c}" for c in n.columns if c not in keys})
     m = pd.merge(b, n, on=keys, how="outer", sort=False, indicator=True)
@@ -179,7 +181,8 @@ def _side_by_side(base: pd.DataFrame, new: pd.DataFrame, spec: tuple, base_us: p
     m["base::per_step_us"] = m.pop("base::_us").fillna(0.0)
     m["new::per_step_us"] = m.pop("new::_us").fillna(0.0)
     m["per_step_us__new_diff"] = m["new::per_step_us"] - m["base::per_step_us"]
-    m = m.drop(columns="_merge")
+    m = m.sort_values(["base::_pos", "new::_pos_n"], kind="stable", na_position="last")
+    m = m.drop(columns=["_merge", "base::_pos", "new::_pos_n"]).reset_index(drop=True)
     extra = ["status", "base::per_step_us", "new::per_step_us", "per_step_us__new_diff"]
     rest = [c for c in m.columns if c not in keys and c not in diffs and c not in extra]
     m = m[keys + diffs + rest + extra]
