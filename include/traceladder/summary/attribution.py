@@ -12,6 +12,7 @@ step-time interval.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # pandas stays out of render/UI imports
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
 TOP = 5
 ATTRIBUTION_FOLDER = "attribution"
+_RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.pt.trace.json.gz, Primus's rank[0]
 
 
 def fmt_us(us: float) -> str:
@@ -32,8 +34,7 @@ def fmt_us(us: float) -> str:
 
 def _rank0(keys: list[str]) -> str | None:
     for key in keys:
-        name = key.rsplit("/", 1)[-1].lower()
-        if "rank0" in name or "rank[0]" in name or "rank_0" in name or "rank-0" in name:
+        if _RANK0.search(key.rsplit("/", 1)[-1]):
             return key
     return keys[0] if keys else None
 
