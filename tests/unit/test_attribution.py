@@ -22,6 +22,7 @@ from traceladder.summary.attribution import attribute_stored
 from traceladder.summary.build import build_summary
 from traceladder.summary.charts import render_charts
 from traceladder.summary.html import to_html
+from traceladder.summary.publish import write_summary
 from traceladder.summary.render import to_markdown
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
@@ -69,17 +70,20 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
             result = {"rung_id": rid, "rung": rung, "parent": parent, "switch": switch, "value": value, "lens": lens,
                       "repeat": 0, "status": "ok", "step_ms": 100.0, "tokens_per_sec_per_gpu": 640.0, "peak_mem_gb": 1.0,
                       "traces": []}
+            prefix = store.rung_prefix(run_id, rid)
             if lens != "none":
                 (trace,) = (base / rung / "tensorboard").iterdir()
-                prefix = store.rung_prefix(run_id, rid)
                 key = f"{prefix}/traces/rank0.pt.trace.json.gz"
                 store.put_file(key, trace)
-                store.write_manifest(prefix)
-                analyze_stored(store, key)
                 result["traces"] = [key]
+            store.put_json(f"{prefix}/metrics.json", {**result, "prefix": prefix})
+            store.write_manifest(prefix)
+            for key in result["traces"]:
+                analyze_stored(store, key)  # what the DAG's mapped analysis task does
             results[rid] = result
     plan = {"ladder": store.ladder, "run_id": run_id, "specs": specs}
-    return {"store": store, "plan": plan, "results": results, "summary_prefix": f"{store.rung_prefix(run_id, 'x').rsplit('/', 1)[0]}/summary"}
+    run_prefix = store.rung_prefix(run_id, "x").rsplit("/", 1)[0]
+    return {"store": store, "plan": plan, "results": results, "run_prefix": run_prefix, "summary_prefix": f"{run_prefix}/summary"}
 
 
 def _vs_parent(verdict: str, lo: float, hi: float) -> dict[str, Any]:
@@ -148,3 +152,17 @@ def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:
     assert "## Why each rung moved" in md
     for rung, e in by_rung.items():
         assert f"**{rung}** vs {e['parent']}" in md and e["sentence"] in md
+
+
+def test_the_summary_task_publishes_the_attribution(stored) -> None:
+    """write_summary, as the DAG's summary task calls it, reads the stored results and reports."""
+    store = stored["store"]
+    ref = write_summary(store, stored["run_prefix"], stored["plan"])
+    summary = json.loads(store.get_bytes(ref["summary_json"]))
+    assert [e["rung"] for e in summary["attribution"]] == ["fusions", "recompute_off"]
+    for e in summary["attribution"]:
+        assert store.exists(e["compare"])
+    assert store.exists(f"{stored['summary_prefix']}/charts/attribution.png")
+    assert 'id="attribution"' in store.get_bytes(ref["report_html"]).decode()
+    md = store.get_bytes(ref["summary_md"]).decode()
+    assert md.count("vs fusions (torch_rank0)") == 1 and md.count("vs baseline (torch_rank0)") == 1
