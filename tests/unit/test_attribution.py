@@ -18,7 +18,7 @@ import pytest
 
 from traceladder.analysis.stored import analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
-from traceladder.summary.attribution import attribute_stored
+from traceladder.summary.attribution import attribute_stored, fmt_abs_us
 from traceladder.summary.build import build_summary
 from traceladder.summary.charts import render_charts
 from traceladder.summary.html import to_html
@@ -125,7 +125,7 @@ def test_fusions_replace_unfused_ops_and_recompute_off_drops_the_replay(stored) 
         assert e["device"] == "cpu" and e["steps"] == {"base": 1, "new": 1}
         assert sum(e["category_deltas_us"].values()) == pytest.approx(e["kernel_time_delta_us"], rel=1e-9, abs=1e-6)
         assert {r["name"] for r in e["regions"]} & {"attention", "moe_dispatch", "moe_experts", "moe_combine", "optimizer_step"}
-        assert f"{abs(e['kernel_time_delta_us']) / 1e3:.1f} ms of op time" in e["sentence"]
+        assert f"{fmt_abs_us(e['kernel_time_delta_us'])} of op time" in e["sentence"]
         assert e["categories"][0]["name"] in e["sentence"]
 
 
@@ -166,3 +166,28 @@ def test_the_summary_task_publishes_the_attribution(stored) -> None:
     assert 'id="attribution"' in store.get_bytes(ref["report_html"]).decode()
     md = store.get_bytes(ref["summary_md"]).decode()
     assert md.count("vs fusions (torch_rank0)") == 1 and md.count("vs baseline (torch_rank0)") == 1
+
+
+def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
+    """bert-small on MI300 as the parent, on H100 as the rung: GPU entries name kernels."""
+    from traceladder.analysis.compare import reports_from_dir
+    from traceladder.analysis.engine import analyze_trace
+    from traceladder.summary.attribution import attribute
+
+    ref = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+    traces = {"mi300": ref / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz",
+              "h100": ref / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"}
+    for rung, trace in traces.items():
+        analyze_trace(trace, tmp_path / rung)
+    results = {f"{r}.torch_rank0.r0": {"rung_id": f"{r}.torch_rank0.r0", "rung": r, "lens": "torch_rank0", "repeat": 0,
+                                      "status": "ok", "traces": [f"{r}/traces/rank0.pt.trace.json.gz"]} for r in traces}
+    summary = {"rungs": [{"rung": "mi300", "parent": None},
+                         {"rung": "h100", "parent": "mi300", "vs_parent": _vs_parent("faster", -2.0, -1.0)}]}
+    (e,) = attribute(summary, results, {}, lambda key: reports_from_dir(tmp_path / key.split("/")[0], key))
+    assert e["device"] == "gpu" and e["regions"] == []
+    kernels = {r["Kernel name"] for rung in traces for r in csv.DictReader(open(tmp_path / rung / "kernel_summary.csv"))}
+    assert e["moved"] and all(m["name"] in kernels for m in e["moved"])
+    assert set(e["appeared"]) <= kernels and set(e["vanished"]) <= kernels
+    assert sum(e["category_deltas_us"].values()) == pytest.approx(e["kernel_time_delta_us"], rel=1e-9, abs=1e-9)
+    assert "of kernel time per step against mi300" in e["sentence"] and "kernels vanished" in e["sentence"]
+    assert "inside the" in e["indicative"]  # µs-scale category deltas inside a 1 ms-wide interval

@@ -29,6 +29,8 @@ _RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.
 
 def fmt_us(us: float) -> str:
     """Signed time: ms with one decimal, or µs when under a millisecond."""
+    if us == 0:
+        return "±0"
     return f"{us / 1e3:+.1f} ms" if abs(us) >= 1e3 else f"{us:+.1f} µs"
 
 
@@ -75,8 +77,26 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
     return None
 
 
+def fmt_abs_us(us: float) -> str:
+    return f"{abs(us) / 1e3:.1f} ms" if abs(us) >= 1e3 else f"{abs(us):.1f} µs"
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel or op name cut for prose: no `void `, no argument list, at most `width` chars."""
+    name = name.removeprefix("void ")
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):  # the first "(" outside template brackets starts the arguments
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    name = name[:cut]
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def _names(names: list[str], n: int = 3) -> str:
-    return ", ".join(names[:n]) + (", ..." if len(names) > n else "")
+    return ", ".join(short_name(x) for x in names[:n]) + (", ..." if len(names) > n else "")
 
 
 def sentence(e: dict[str, Any]) -> str:
@@ -84,7 +104,7 @@ def sentence(e: dict[str, Any]) -> str:
     what = "kernel" if e["device"] == "gpu" else "op"
     d = e["kernel_time_delta_us"]
     verb = "removed" if d < 0 else "added"
-    parts = [f"{e['rung']} {verb} {abs(d) / 1e3:.1f} ms of {what} time per step against {e['parent']}"]
+    parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
     cats = [c for c in e["categories"] if c["delta_us"] != 0][:3]
     if cats:
         parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(c['delta_us'])}" for c in cats)
