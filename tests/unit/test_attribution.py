@@ -152,6 +152,14 @@ def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:
     assert "## Why each rung moved" in md
     for rung, e in by_rung.items():
         assert f"**{rung}** vs {e['parent']}" in md and e["sentence"] in md
+    from markupsafe import escape
+
+    from traceladder.ui.app import _templates  # the Ladders page's summary block
+
+    page = _templates().from_string('{% import "_macros.html" as m %}{{ m.summary_body(s, "", e) }}').render(s=summary, e={"file": "x.yaml"})
+    assert 'class="attribution"' in page
+    for e in by_rung.values():
+        assert str(escape(e["sentence"])) in page
 
 
 def test_the_summary_task_publishes_the_attribution(stored) -> None:
