@@ -132,8 +132,9 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
-    movers = doc["top_kernels"] if gpu and doc["top_kernels"] else doc["top_ops"]
-    ops_side = c.kernels if gpu and c.kernels is not None and doc["top_kernels"] else c.ops
+    by_kernel = gpu and c.kernels is not None  # GPU traces: kernels; the CPU proxy: ops
+    movers = doc["top_kernels"] if by_kernel else doc["top_ops"]
+    ops_side = c.kernels if by_kernel else c.ops
     key = "Kernel name" if "Kernel name" in ops_side.columns else "name"
     appeared = [str(x) for x in ops_side.loc[ops_side["status"] == "appeared"].sort_values("new::per_step_us", ascending=False)[key]]
     vanished = [str(x) for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]]
