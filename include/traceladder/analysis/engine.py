@@ -38,6 +38,7 @@ from .reports import gemm
 from .reports import gpu_timeline as gt
 from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
+from .reports import perf_sheets
 from .reports import rocprof_reports as heavy_reports
 
 __all__ = [
@@ -142,6 +143,10 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
        "gemm": [{"name", "M", "N", "K", "B", "dtype", "count", "time_ms",
                  "tflops_mean"}],  # top 10 GEMM shapes by kernel time (GEMM.csv rows;
                                    # CPU-only traces: by op duration)
+       "perf_sheets": {<sheet>: {"ops", "shapes", "kernel_time_ms", "tflops_per_s",
+                       "tb_per_s", "top": {"name", "count", "kernel_time_ms"}}},
+                      # one per perf-model sheet written (SDPA_fwd, CONV_bwd, ...);
+                      # rates = the sheet's modelled work / its kernel time
        "notes": [str]}
 
     Raises TraceError for bad input.
@@ -156,6 +161,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
         return result
     notes: list[str] = []
+    perf_heads: dict[str, Any] = {}
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
     try:
         if has_gpu:
@@ -186,6 +192,8 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
         if t.is_cat("cpu_op").any():  # TraceLens skips collectives for GPU-only traces
             coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
+            # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
+            perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
         if gemm_rates:
@@ -220,6 +228,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         "categories": cats,
         "regions": _regions(t),
         "gemm": gemm_rates,
+        "perf_sheets": perf_heads,
         "notes": notes,
     }
     (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -245,3 +245,27 @@ def write_csvs(t: EventTable, out_dir: Path) -> dict[str, pd.DataFrame]:
     for sheet, df in frames.items():
         df.to_csv(Path(out_dir) / f"{sheet}.csv", index=False)
     return frames
+
+
+def headlines(frames: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
+    """analysis.json's ``perf_sheets``: per sheet, the op count, kernel time and the
+    achieved rates over the whole sheet (total modelled work / total kernel time)."""
+    res: dict[str, dict[str, Any]] = {}
+    for sheet, df in frames.items():
+        cnt = df["name_count"].to_numpy(dtype=np.float64)
+        secs = float(np.nansum(df["Kernel Time (µs)_sum"].to_numpy(dtype=np.float64))) / 1e6
+        gflop = float(np.nansum(df["GFLOPS_first"].to_numpy(dtype=np.float64) * cnt))
+        mb = df["Data Moved (MB)_first"].to_numpy(dtype=np.float64)
+        known = ~np.isnan(mb)
+        tbytes = float(np.sum(mb[known] * cnt[known])) * 1024 * 1024 / 1e12
+        top = df.iloc[0]
+        res[sheet] = {
+            "ops": int(cnt.sum()),
+            "shapes": int(len(df)),
+            "kernel_time_ms": secs * 1e3,
+            "tflops_per_s": gflop / 1e3 / secs if secs > 0 else None,
+            "tb_per_s": tbytes / secs if secs > 0 and known.any() else None,
+            "top": {"name": str(top["name"]), "count": int(top["name_count"]),
+                    "kernel_time_ms": float(top["Kernel Time (µs)_sum"]) / 1e3},
+        }
+    return res
