@@ -146,7 +146,7 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
     assert on_disk == res
     assert set(on_disk) == {
         "schema", "trace", "device", "rank", "timeline", "timeline_percent",
-        "top_ops", "categories", "regions", "gemm", "notes",
+        "top_ops", "categories", "regions", "gemm", "perf_sheets", "notes",
     }
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
     # (TraceLens does not run on traces without GPU kernels)
