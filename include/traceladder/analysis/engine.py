@@ -38,6 +38,7 @@ from .reports import gemm
 from .reports import gpu_timeline as gt
 from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
+from .reports import ops_unique_args as oua
 from .reports import perf_sheets
 from .reports import rocprof_reports as heavy_reports
 
@@ -194,6 +195,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
             coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
             # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
             perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
+            oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
         if gemm_rates:

@@ -1,0 +1,126 @@
+"""``ops_unique_args.csv``: TraceLens v1.0.0's kernel launchers grouped by name and args.
+
+Rules (TraceLens ``TreePerfAnalyzer.get_df_kernel_launchers_unique_args`` with
+``agg_metrics=[mean, median, std, min, max]``, ``include_pct=True``):
+
+* rows: the launchers of ``ops_summary.csv`` (start-time order), grouped by the ``str``
+  of name, op category, process/thread names and the four args columns (lists as
+  tuples; a missing arg is ``None`` for grouping and empty in the output);
+* direct / subtree kernel time: mean, median, std (n-1), min, max, sum per group, in
+  direct/subtree pairs; ``operation_count``; ``ex_UID`` = the first launcher's event
+  index (TraceLens's UID);
+* ``kernel_details_summary``: per kernel position (the first launcher's kernels by
+  start), the kernel name, stream, count and numpy sum / mean / median / std (n) /
+  min / max of the JSON ``dur`` values, sorted by (total, name), as Python's ``str``
+  of that list (numpy scalars print as ``np.float64(...)``); launchers with another
+  number of kernels are left out of it, as in TraceLens;
+* sorted by direct sum descending, then ``ex_UID``; ``Percentage (%)`` of the summed
+  direct time and its running total.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..events import EventTable
+from .ops_summary import Launchers
+
+__all__ = ["unique_args_frame", "write_csv"]
+
+_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+_AGG = ("mean", "median", "std", "min", "max", "sum")
+
+
+def _tuple(v: Any) -> Any:
+    return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
+
+
+def _agg(a: np.ndarray) -> dict[str, float]:
+    s = pd.Series(a, dtype=np.float64)
+    return {"mean": s.mean(), "median": s.median(), "std": s.std(), "min": s.min(), "max": s.max(), "sum": s.sum()}
+
+
+def _kernel_summary(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None:
+    lists = [k for k in lists if len(k)]
+    if not lists:
+        return None
+    tmpl = lists[0]
+    durs = np.stack([t.dur[k] for k in lists if len(k) == len(tmpl)])
+    out = []
+    for i, k in enumerate(tmpl.tolist()):
+        d = durs[:, i]
+        s = int(t.stream[k])
+        out.append({
+            "name": t.name_of(k),
+            "stream": None if s < 0 else t.streams[s],
+            "count": len(d),
+            "total_duration_us": np.sum(d),
+            "mean_duration_us": np.mean(d),
+            "median_duration_us": np.median(d),
+            "std_dev_duration_us": np.std(d),
+            "min_duration_us": np.min(d),
+            "max_duration_us": np.max(d),
+        })
+    out.sort(key=lambda x: (x["total_duration_us"], x["name"]))
+    return out
+
+
+def _trunc(ks: list[dict] | None) -> list[dict] | None:
+    if not ks:
+        return None
+    return [{"name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"], "stream": k["stream"],
+             "mean_duration_us": round(k["mean_duration_us"], 2)} for k in ks]
+
+
+def unique_args_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
+    n = len(la.names)
+    if n == 0:
+        return pd.DataFrame()
+    args = t.decode_args(la.idx)
+    meta = t.metadata.get("by_pid_tid", {})
+    groups: dict[tuple, list[int]] = {}
+    vals: list[tuple] = []
+    for j in range(n):
+        i = int(la.idx[j])
+        pid, tid = t.pids[t.pid[i]], t.tids[t.tid[i]]
+        pm = meta.get(pid, {})
+        v = (la.names[j], la.categories[j], pm.get(0, {}).get("process_name", "Unknown"),
+             pm.get(0, {}).get("process_labels", "Unknown"), pm.get(tid, {}).get("thread_name", "Unknown"),
+             *(_tuple(args[j][c]) if c in args[j] else None for c in _ARGS))
+        vals.append(v)
+        groups.setdefault(tuple(str(x) for x in v), []).append(j)
+    recs = []
+    for key, js in groups.items():
+        v = next((vals[j] for j in js), None)
+        rec: dict[str, Any] = dict(zip(("name", "op category", "process_name", "process_label", "thread_name"), v[:5]))
+        for c, x in zip(_ARGS, v[5:]):
+            rec[c] = next((vals[j][5 + _ARGS.index(c)] for j in js if vals[j][5 + _ARGS.index(c)] is not None), None)
+        rec["operation_count"] = len(js)
+        d = _agg(la.direct_us[js])
+        s = _agg(la.subtree_us[js])
+        for a in _AGG:
+            rec[f"total_direct_kernel_time_{a}"] = d[a]
+            rec[f"total_subtree_kernel_time_{a}"] = s[a]
+        rec["ex_UID"] = int(la.idx[js[0]])
+        ks = _kernel_summary(t, [la.kernel_idx[j] for j in js]) if la.kernel_idx is not None else None
+        rec["kernel_details_summary"] = str(ks) if ks else None
+        tr = _trunc(ks)
+        rec["trunc_kernel_details"] = str(tr) if tr else None
+        recs.append(rec)
+    df = pd.DataFrame(recs)
+    df = df.sort_values(by=["total_direct_kernel_time_sum", "ex_UID"], ascending=[False, True]).reset_index(drop=True)
+    total = df["total_direct_kernel_time_sum"].sum()
+    df["Percentage (%)"] = df["total_direct_kernel_time_sum"] / total * 100
+    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
+    return df
+
+
+def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> pd.DataFrame:
+    df = unique_args_frame(t, la)
+    if not df.empty:
+        df.to_csv(Path(out_dir) / "ops_unique_args.csv", index=False)
+    return df
