@@ -1,4 +1,5 @@
-"""TraceLens v1.0.0's perf-model sheets (other than GEMM) and ops_unique_args.csv on the reference traces.
+"""TraceLens v1.0.0's perf-model sheets (other than GEMM) ops_unique_args.csv and
+unified_perf_summary.csv on the reference traces.
 
 Every sheet TraceLens wrote for a reference PyTorch trace must be written and match
 it by the reference README's rule (tests/conformance.py); every sheet it did not write
@@ -26,6 +27,7 @@ _spec.loader.exec_module(conformance)
 SHEETS = [
     "SDPA_fwd.csv", "SDPA_bwd.csv", "CONV_fwd.csv", "CONV_bwd.csv", "BinaryElementwise.csv",
     "UnaryElementwise.csv", "Normalization.csv", "Reduce_fwd.csv", "Reduce_bwd.csv", "ops_unique_args.csv",
+    "unified_perf_summary.csv",
 ]
 TRACES = sorted(p for d in ("mi300", "mi250", "h100") for p in (REF / d).glob("*.json.gz")) if REF.is_dir() else []
 
@@ -49,10 +51,10 @@ def produced(tmp_path_factory):
 
 
 def test_reference_sheets_present():
-    """The fixtures hold 30 of these sheets over 6 traces: the test below is not vacuous."""
+    """The fixtures hold 36 of these sheets over 6 traces: the test below is not vacuous."""
     assert len(TRACES) == 6, TRACES
     have = [(t.name, s) for t in TRACES for s in SHEETS if (_ref_dir(t) / s).exists()]
-    assert len(have) == 30, have
+    assert len(have) == 36, have
 
 
 @pytest.mark.parametrize("sheet", SHEETS)
@@ -72,7 +74,8 @@ def test_wrong_sheet_is_caught(produced):
     mi300 = REF / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz"
     h100 = REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
     out = produced(mi300)
-    for sheet in ("SDPA_fwd.csv", "BinaryElementwise.csv", "Normalization.csv", "ops_unique_args.csv"):
+    for sheet in ("SDPA_fwd.csv", "BinaryElementwise.csv", "Normalization.csv", "ops_unique_args.csv",
+                  "unified_perf_summary.csv"):
         assert conformance.compare_csv(out / sheet, _ref_dir(h100) / sheet), sheet
 
 
@@ -81,7 +84,7 @@ def test_headlines_match_the_sheets(produced):
     trace = REF / "mi300" / "resnet_act_checkpoint.json.gz"
     out = produced(trace)
     heads = json.loads((out / "analysis.json").read_text())["perf_sheets"]
-    written = {p.stem for p in out.glob("*.csv") if p.name in SHEETS and p.name != "ops_unique_args.csv"}
+    written = {p.stem for p in out.glob("*.csv") if p.name in SHEETS and not p.name.startswith(("ops_", "unified_"))}
     assert set(heads) == written and "CONV_fwd" in written
     for sheet, h in heads.items():
         with open(out / f"{sheet}.csv", newline="") as fh:

@@ -40,6 +40,7 @@ from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
 from .reports import ops_unique_args as oua
 from .reports import perf_sheets
+from .reports import unified_perf
 from .reports import rocprof_reports as heavy_reports
 
 __all__ = [
@@ -196,6 +197,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
             # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
             perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
             oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
+            unified_perf.write_csv(t, launchers, out_dir)  # unified_perf_summary.csv
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
         if gemm_rates:

@@ -1,0 +1,368 @@
+"""``unified_perf_summary.csv``: TraceLens v1.0.0's one table of every op that does GPU work.
+
+Rules (TraceLens ``TreePerfAnalyzer.collect_unified_perf_events`` /
+``build_df_unified_perf_table`` / ``summarize_df_unified_perf_table``, python functions
+not in the tree, collectives left out):
+
+* walk the host tree from each root ``cpu_op`` (children by start); skip subtrees with
+  no linked GPU event; an op with a perf model (GEMM or :mod:`..perf_model`) is taken
+  whole; so is the one backward op under an autograd ``evaluate_function`` whose linked
+  forward op has a backward model (CONV / SDPA / norm-backward), unless an op below it
+  has its own model; an op with a modelled op below it is descended into; otherwise a
+  ``cpu_op`` that launches through ``cuda_runtime`` calls is taken (its modelled
+  ``cpu_op`` children instead, if any; not when it launches a collective);
+* GPU events that no taken op covers get a synthetic op each,
+  ``<parent>-><kernel> (Synthetic Op)``, copied from the nearest ``cpu_op`` above (or the
+  launching runtime call when there is none), numbered after the last event;
+* per op: its CPU duration, the busy time of its GPU events, and for modelled ops the
+  perf-model metrics and ``perf_params`` (a model that fails leaves them empty but
+  keeps ``has_perf_model``);
+* grouped by the ``str`` of name, category, process/thread names and the four args;
+  ``kernel_details_summary`` as in ``ops_unique_args.csv`` over the ops' GPU events in
+  link order; sorted by kernel time, with percentages of the summed kernel time.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import perf_model as pm
+from ..autograd_links import bwd_links
+from ..events import GPU_CATS, EventTable
+from . import gemm
+from . import perf_sheets as ps
+from .gpu_timeline import grouped_busy, is_comm_name
+from .ops_summary import Launchers, categorize_op
+from .ops_unique_args import _kernel_summary, _trunc, _tuple
+
+__all__ = ["unified_frame", "write_csv"]
+
+_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+_KEYS = ("name", "op category", "process_name", "process_label", "thread_name") + _ARGS
+_BWD_CATEGORY = {"CONV": "CONV_bwd", "SDPA": "SDPA_bwd", "Normalization": "NORM_bwd"}
+
+
+def _has_model(name: str) -> bool:
+    return name in gemm.GEMM_OPS or name in pm.MODELS
+
+
+def _bwd_category(name: str) -> str | None:
+    """TraceLens's ``bwd_category`` of the op's model, when its backward model works."""
+    m = pm.MODELS.get(name)
+    if m is None:
+        return None
+    if m.sheet == "Normalization":  # the forward norm models raise on backward
+        return "NORM_bwd" if name.endswith("_backward") else None
+    return _BWD_CATEGORY.get(m.sheet)
+
+
+class _Tree:
+    """The host tree views the walk needs (cpu_op children, GPU work below each event)."""
+
+    def __init__(self, t: EventTable):
+        self.t = t
+        tree = t.call_tree()
+        self.hp = tree.host_parent
+        self.pairs_rt, self.pairs_gpu = tree.pairs_rt, tree.pairs_gpu
+        n = len(t)
+        cpu = t.is_cat("cpu_op")
+        self.cpu = cpu
+        # has_gpu: any linked GPU event in the subtree (TraceLens's event["gpu_events"])
+        self.has_gpu = np.zeros(n, dtype=bool)
+        cur = np.unique(self.pairs_rt)
+        while cur.size:
+            self.has_gpu[cur] = True
+            nxt = self.hp[cur]
+            nxt = np.unique(nxt[nxt >= 0])
+            cur = nxt[~self.has_gpu[nxt]]
+        # cpu_op children by start time
+        ci = np.flatnonzero(cpu & (self.hp >= 0))
+        ci = ci[cpu[self.hp[ci]]]
+        order = np.lexsort((t.ts[ci], self.hp[ci]))
+        self.children: dict[int, list[int]] = {}
+        for c in ci[order].tolist():
+            self.children.setdefault(int(self.hp[c]), []).append(c)
+        roots = np.flatnonzero(cpu & (self.hp < 0))
+        self.roots = roots[np.argsort(t.ts[roots], kind="stable")].tolist()
+        # leaf cpu_op: launches through cuda_runtime calls only (TraceLens _is_leaf_cpu_op)
+        rt_code = t.cat_code("cuda_runtime")
+        self.leaf = np.zeros(n, dtype=bool)
+        for r in np.unique(self.pairs_rt).tolist():
+            if t.cat[r] != rt_code:
+                continue
+            a = int(self.hp[r])
+            while a >= 0 and t.cat[a] == rt_code:
+                a = int(self.hp[a])
+            if a >= 0 and cpu[a]:
+                self.leaf[a] = True
+        # an own-model cpu_op with GPU work strictly below
+        model = np.zeros(n, dtype=bool)
+        codes = [i for i, nm in enumerate(t.names) if _has_model(nm)]
+        if codes:
+            model = np.isin(t.name, np.asarray(codes, dtype=np.int32)) & cpu
+        self.model = model
+        self.model_below = np.zeros(n, dtype=bool)
+        cur = np.flatnonzero(model & self.has_gpu)
+        cur = self.hp[cur]
+        cur = np.unique(cur[cur >= 0])
+        while cur.size:
+            cur = cur[~self.model_below[cur]]
+            self.model_below[cur] = True
+            cur = self.hp[cur]
+            cur = np.unique(cur[cur >= 0])
+        comm_names = np.fromiter((is_comm_name(nm) for nm in t.names), dtype=bool, count=len(t.names))
+        self.comm_gpu = comm_names[t.name]
+
+
+def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
+    """The linked forward op when ``e`` is the only backward op of its autograd node."""
+    t = tr.t
+    cur, wrapper = e, -1
+    for _ in range(5):
+        p = int(tr.hp[cur])
+        if p < 0:
+            break
+        if fwd_of.get(p):
+            wrapper = p
+            break
+        cur = p
+    if wrapper < 0:
+        return None
+    f = fwd_of[wrapper]
+    if not _has_model(t.name_of(f)) or _bwd_category(t.name_of(f)) is None:
+        return None
+    wname = t.name_of(wrapper)
+    main = wname.split(": ", 1)[1] if ": " in wname else None
+    hits, stack = 0, list(tr.children.get(wrapper, ()))
+    while stack:
+        c = stack.pop()
+        if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
+            hits += 1
+        stack.extend(tr.children.get(c, ()))
+    return f if hits == 1 else None
+
+
+def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, int]]:
+    t = tr.t
+    out: list[int] = []
+    sole: dict[int, int] = {}
+    stack = list(reversed(tr.roots))
+    while stack:
+        e = stack.pop()
+        if not tr.has_gpu[e]:
+            continue
+        if tr.model[e]:
+            out.append(e)
+            continue
+        f = _sole_bwd(tr, e, fwd_of) if fwd_of else None
+        kids = tr.children.get(e, [])
+        if f is not None and not tr.model_below[e]:
+            sole[e] = f
+            out.append(e)
+            continue
+        if tr.model_below[e]:
+            stack.extend(reversed(kids))
+            continue
+        if tr.leaf[e]:
+            mk = [c for c in kids if tr.model[c] and tr.has_gpu[c]]
+            if mk:
+                stack.extend(reversed(mk))
+            elif not _launches_comm(tr, e):
+                out.append(e)
+            continue
+        stack.extend(reversed(kids))
+    return out, sole
+
+
+def _launches_comm(tr: _Tree, e: int) -> bool:
+    g, k = _gpu_events(tr, np.asarray([e], dtype=np.int64))
+    return bool(tr.comm_gpu[k].any()) if k.size else False
+
+
+def _gpu_events(tr: _Tree, ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ev, GPU event) for every link below each event, in link order."""
+    pos = np.full(len(tr.t), -1, dtype=np.int64)
+    pos[ev] = np.arange(ev.size)
+    cur = tr.pairs_rt.copy()
+    pidx = np.arange(cur.size)
+    gs, ps_ = [], []
+    while cur.size:
+        g = pos[cur]
+        hit = g >= 0
+        gs.append(g[hit])
+        ps_.append(pidx[hit])
+        nxt = tr.hp[cur]
+        keep = nxt >= 0
+        cur, pidx = nxt[keep], pidx[keep]
+    g = np.concatenate(gs) if gs else np.empty(0, np.int64)
+    p = np.concatenate(ps_) if ps_ else np.empty(0, np.int64)
+    order = np.lexsort((p, g))
+    return g[order], tr.pairs_gpu[p[order]]
+
+
+def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
+    tr = _Tree(t)
+    links = bwd_links(t)
+    fwd_of = {b: f for f, bs in links.items() for b in bs}
+    events, sole = _collect(tr, fwd_of)
+    ev = np.asarray(events, dtype=np.int64)
+    g, k = _gpu_events(tr, ev)
+    gpu_ok = t.is_cat(*GPU_CATS)
+    # synthetic ops for GPU events no collected op covers
+    covered = np.zeros(len(t), dtype=bool)
+    covered[k] = True
+    runtime = t.call_tree().gpu_runtime
+    synth: list[tuple[int, int]] = []  # (parent event, kernel)
+    by_rt: dict[int, list[int]] = {}
+    with_cpu: list[tuple[int, int]] = []
+    for x in np.flatnonzero(gpu_ok & ~covered & ~tr.comm_gpu).tolist():
+        r = int(runtime[x])
+        a = r
+        while a >= 0 and not tr.cpu[a]:
+            a = int(tr.hp[a])
+        if a >= 0:
+            with_cpu.append((a, x))
+        elif r >= 0:
+            by_rt.setdefault(r, []).append(x)
+    for r, ks in by_rt.items():
+        synth.extend((r, x) for x in ks)
+    synth.extend(with_cpu)
+
+    # kernels per collected op, in link order; perf metrics of the modelled ones
+    bounds = np.searchsorted(g, np.arange(ev.size + 1))
+    klists = [k[bounds[j]:bounds[j + 1]] for j in range(ev.size)]
+    busy = grouped_busy(g, t.ts[k], t.ts[k] + t.dur[k], ev.size)
+    metrics: dict[int, dict] = {}
+    gemm_idx = [j for j, e in enumerate(events) if t.name_of(e) in gemm.GEMM_OPS]
+    if gemm_idx:
+        for r in gemm._per_event(t):
+            metrics[r["UID"]] = r
+    mod = np.asarray([e for e in events if t.name_of(e) in pm.MODELS], dtype=np.int64)
+    if mod.size:
+        for r in ps._rows(t, mod, t.decode_args(mod), False):
+            metrics[r["UID"]] = r
+    fw = np.asarray(sorted(set(sole.values())), dtype=np.int64)
+    fwd_metrics: dict[int, dict] = {}
+    if fw.size:
+        for r in ps._rows(t, fw, t.decode_args(fw), True, links):
+            fwd_metrics[r["UID"]] = r
+
+    launcher_first: dict[int, str] = {}
+    for i, kl in zip(la.idx.tolist(), la.kernel_idx or []):
+        if len(kl):
+            launcher_first[i] = t.name_of(int(kl[0]))
+    meta = t.metadata.get("by_pid_tid", {})
+    all_idx = np.asarray(events + [p for p, _ in synth], dtype=np.int64)
+    args = t.decode_args(all_idx) if all_idx.size else []
+    rows = []
+    for j, i in enumerate(all_idx.tolist()):
+        a = args[j]
+        is_syn = j >= len(events)
+        name = t.name_of(i)
+        if is_syn:
+            kern = synth[j - len(events)][1]
+            name = f"{name}->{t.name_of(kern)} (Synthetic Op)"
+            kl = np.asarray([kern], dtype=np.int64)
+            kt = float((t.ts[kern] + t.dur[kern]) - t.ts[kern])  # busy time, as TraceLens computes it
+            uid = len(t) + (j - len(events))
+            own = False
+            f = None
+        else:
+            kl = klists[j]
+            kt = float(busy[j])
+            uid = i
+            own = bool(tr.model[i])
+            f = sole.get(i)
+        first = launcher_first.get(i)
+        cat = categorize_op(name, first)
+        if not own and f is not None:
+            cat = _BWD_CATEGORY[pm.MODELS[t.name_of(f)].sheet]
+        pid, tid = t.pids[t.pid[i]], t.tids[t.tid[i]]
+        pmeta = meta.get(pid, {})
+        row: dict[str, Any] = {
+            "name": name, "op category": cat,
+            "process_name": pmeta.get(0, {}).get("process_name", "Unknown"),
+            "process_label": pmeta.get(0, {}).get("process_labels", "Unknown"),
+            "thread_name": pmeta.get(tid, {}).get("thread_name", "Unknown"),
+            **{c: _tuple(a.get(c)) for c in _ARGS},
+            "UID": uid, "duration_us": float(t.dur[i]), "has_perf_model": own or f is not None,
+            "Kernel Time (µs)": kt, "kernels": kl, "perf_params": None,
+        }
+        m = metrics.get(i) if own else (fwd_metrics.get(f) if f is not None else None)
+        if m is not None:
+            row.update({c: m[c] for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Compute Spec")})
+            row["Kernel Time (µs)"] = m["Kernel Time (µs)"]
+            row["perf_params"] = dict(m["params"]) or None
+        rows.append(row)
+    return _summarize(t, rows)
+
+
+def _stats(vals: list) -> dict[str, float]:
+    s = pd.Series(vals, dtype=np.float64)
+    return {"mean": s.mean(), "median": s.median(), "std": s.std(), "min": s.min(), "max": s.max(), "sum": s.sum()}
+
+
+def _first(vals: list) -> Any:
+    for v in vals:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        return v
+    return None
+
+
+def _summarize(t: EventTable, rows: list[dict]) -> pd.DataFrame:
+    if not rows:
+        return pd.DataFrame()
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(str(r[c]) for c in _KEYS), []).append(r)
+    has_model = any("GFLOPS" in r for r in rows)
+    recs = []
+    for rs in groups.values():
+        rec: dict[str, Any] = {c: _first([r[c] for r in rs]) for c in _KEYS}
+        rec["ex_UID"] = rs[0]["UID"]
+        rec["operation_count"] = len(rs)
+        d = _stats([r["duration_us"] for r in rs])
+        rec["total_duration_us"], rec["mean_duration_us"], rec["std_duration_us"] = d["sum"], d["mean"], d["std"]
+        if has_model:
+            for c in ("GFLOPS", "Data Moved (MB)", "FLOPS/Byte", "Compute Spec"):
+                rec[c] = _first([r.get(c) for r in rs])
+            tb = _stats([r.get("TB/s", math.nan) for r in rs])
+            tf = _stats([r.get("TFLOPS/s", math.nan) for r in rs])
+            rec["TB/s_mean"], rec["TB/s_std"], rec["TFLOPS/s_mean"], rec["TFLOPS/s_std"] = tb["mean"], tb["std"], tf["mean"], tf["std"]
+        kt = _stats([r["Kernel Time (µs)"] for r in rs])
+        rec["Kernel Time (µs)_mean"], rec["Kernel Time (µs)_std"], rec["Kernel Time (µs)_sum"] = kt["mean"], kt["std"], kt["sum"]
+        for s in ("median", "min", "max"):
+            rec[f"duration_us_{s}"] = d[s]
+        if has_model:
+            for s in ("median", "min", "max"):
+                rec[f"TB/s_{s}"] = tb[s]
+            for s in ("median", "min", "max"):
+                rec[f"TFLOPS/s_{s}"] = tf[s]
+        for s in ("median", "min", "max"):
+            rec[f"Kernel Time (µs)_{s}"] = kt[s]
+        ks = _kernel_summary(t, [r["kernels"] for r in rs])
+        rec["kernel_details_summary"] = str(ks) if ks is not None else "[]"
+        tr = _trunc(ks)
+        rec["trunc_kernel_details"] = str(tr) if tr else None
+        rec["perf_params"] = _first([r["perf_params"] for r in rs])
+        rec["has_perf_model"] = rs[0]["has_perf_model"]
+        recs.append(rec)
+    df = pd.DataFrame(recs)
+    df = df.sort_values(by=["Kernel Time (µs)_sum", "ex_UID"], ascending=[False, True]).reset_index(drop=True)
+    total = df["Kernel Time (µs)_sum"].sum()
+    df["Percentage (%)"] = df["Kernel Time (µs)_sum"] / total * 100
+    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
+    return df
+
+
+def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> pd.DataFrame:
+    df = unified_frame(t, la)
+    if not df.empty:
+        df.to_csv(Path(out_dir) / "unified_perf_summary.csv", index=False)
+    return df
