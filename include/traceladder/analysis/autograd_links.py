@@ -10,30 +10,33 @@ on the backward event's pid/tid.  That forward event gets the backward event in 
 
 from __future__ import annotations
 
-import msgspec
 import numpy as np
 
 from .events import EventTable
+from .op_args import op_args
 
 _EVAL_PREFIX = "autograd::engine::evaluate_function:"
 
 
-class _Seq(msgspec.Struct):
-    seq: int | None = msgspec.field(default=None, name="Sequence number")
-
-
 def bwd_links(t: EventTable) -> dict[int, list[int]]:
-    """forward event index -> backward autograd event indices (empty when none)."""
+    """forward event index -> backward autograd event indices (empty when none); built
+    once per table (kept in its per-trace cache)."""
+    got = t._cat_cache.get(("bwd_links",))
+    if got is None:
+        got = t._cat_cache[("bwd_links",)] = _build(t)
+    return got
+
+
+def _build(t: EventTable) -> dict[int, list[int]]:
     codes = [i for i, n in enumerate(t.names) if n.startswith(_EVAL_PREFIX)]
     if not codes:
         return {}
     is_eval = np.isin(t.name, np.asarray(codes, dtype=np.int32))
-    cand = np.flatnonzero((t.is_cat("cpu_op") | is_eval) & t.has_args)
-    seqs = t.decode_args(cand, type=_Seq)
+    oa = op_args(t)
+    oa.keys(np.flatnonzero(is_eval & t.has_args))  # (the first call reads every cpu_op)
     groups: dict[int, list[int]] = {}
-    for i, s in zip(cand.tolist(), seqs):
-        if s.seq is not None:
-            groups.setdefault(s.seq, []).append(i)
+    for i, s in sorted(oa.seq.items()):
+        groups.setdefault(s, []).append(i)
     links: dict[int, list[int]] = {}
     ts = t.ts
     pid, tid = t.pid, t.tid

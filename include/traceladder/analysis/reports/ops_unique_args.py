@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..events import EventTable
+from ..op_args import op_args
 from .ops_summary import Launchers
 
 __all__ = ["unique_args_frame", "write_csv"]
@@ -76,29 +77,53 @@ def _trunc(ks: list[dict] | None) -> list[dict] | None:
              "mean_duration_us": round(k["mean_duration_us"], 2)} for k in ks]
 
 
+def group_by_args(t: EventTable, idx: np.ndarray, names: list[str], cats: list[str]) -> tuple[list[tuple], list[list[int]]]:
+    """TraceLens's grouping of rows by the ``str`` of name, category, process/thread
+    names and the four args: (values of each group, positions of its rows in order).
+
+    Rows are first bucketed by (name, category, pid, tid, raw args) -- cheap tuples --
+    and each bucket's text key is built once."""
+    oa = op_args(t)
+    keys = oa.keys(idx)
+    meta = t.metadata.get("by_pid_tid", {})
+    pids, tids = t.pid[idx].tolist(), t.tid[idx].tolist()
+    bucket: dict[tuple, int] = {}
+    text_of: list[int] = []
+    groups: dict[tuple, int] = {}
+    values: list[tuple] = []
+    members: list[list[int]] = []
+    for j, k in enumerate(keys):
+        b = (names[j], cats[j], pids[j], tids[j], k)
+        g = bucket.get(b)
+        if g is None:
+            pid, tid = t.pids[pids[j]], t.tids[tids[j]]
+            pm = meta.get(pid, {})
+            a = oa.args(k)
+            v = (names[j], cats[j], pm.get(0, {}).get("process_name", "Unknown"),
+                 pm.get(0, {}).get("process_labels", "Unknown"), pm.get(tid, {}).get("thread_name", "Unknown"),
+                 *(_tuple(a[c]) if c in a else None for c in _ARGS))
+            tk = tuple(str(x) for x in v)
+            g = groups.get(tk)
+            if g is None:
+                g = groups[tk] = len(values)
+                values.append(v)
+                members.append([])
+            else:  # args "first": the first row that has the field
+                old = values[g]
+                values[g] = old[:5] + tuple(o if o is not None else n for o, n in zip(old[5:], v[5:]))
+            bucket[b] = g
+        members[g].append(j)
+    return values, members
+
+
 def unique_args_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     n = len(la.names)
     if n == 0:
         return pd.DataFrame()
-    args = t.decode_args(la.idx)
-    meta = t.metadata.get("by_pid_tid", {})
-    groups: dict[tuple, list[int]] = {}
-    vals: list[tuple] = []
-    for j in range(n):
-        i = int(la.idx[j])
-        pid, tid = t.pids[t.pid[i]], t.tids[t.tid[i]]
-        pm = meta.get(pid, {})
-        v = (la.names[j], la.categories[j], pm.get(0, {}).get("process_name", "Unknown"),
-             pm.get(0, {}).get("process_labels", "Unknown"), pm.get(tid, {}).get("thread_name", "Unknown"),
-             *(_tuple(args[j][c]) if c in args[j] else None for c in _ARGS))
-        vals.append(v)
-        groups.setdefault(tuple(str(x) for x in v), []).append(j)
+    values, members = group_by_args(t, la.idx, la.names, la.categories)
     recs = []
-    for key, js in groups.items():
-        v = next((vals[j] for j in js), None)
-        rec: dict[str, Any] = dict(zip(("name", "op category", "process_name", "process_label", "thread_name"), v[:5]))
-        for c, x in zip(_ARGS, v[5:]):
-            rec[c] = next((vals[j][5 + _ARGS.index(c)] for j in js if vals[j][5 + _ARGS.index(c)] is not None), None)
+    for v, js in zip(values, members):
+        rec: dict[str, Any] = dict(zip(("name", "op category", "process_name", "process_label", "thread_name") + _ARGS, v))
         rec["operation_count"] = len(js)
         d = _agg(la.direct_us[js])
         s = _agg(la.subtree_us[js])

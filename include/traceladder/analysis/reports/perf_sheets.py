@@ -25,6 +25,7 @@ build_df_perf_metrics`` / ``summarize_df_perf_metrics``; formulas in
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ import pandas as pd
 
 from .. import perf_model as pm
 from ..autograd_links import bwd_links
-from ..events import GPU_CATS, EventTable
-from .gemm import _ARG_COLS, _first, _kernel_stats, _stats, _subtree_kernels
+from ..events import EventTable
+from ..op_args import op_args
+from .gemm import _ARG_COLS, _kernel_stats, _stats, _subtree_kernels
 from .gpu_timeline import grouped_busy
 
 __all__ = ["perf_frames", "write_csvs"]
@@ -93,59 +95,80 @@ def _bwd_kernels(t: EventTable, ops: np.ndarray, links: dict[int, list[int]]):
     return g.astype(np.int64), k.astype(np.int64), own
 
 
-def _rows(t: EventTable, ops: np.ndarray, args: list[dict], bwd: bool, links=None) -> list[dict]:
+@dataclass
+class Rows:
+    """The ops of one table, columnar: per op its event, model group and kernel time;
+    per model group (same op name and raw shape args) its params and metrics."""
+
+    ops: np.ndarray  # event index, UID order
+    grp: np.ndarray  # model group of each op
+    busy: np.ndarray  # kernel busy time (us)
+    kernels: list[np.ndarray]  # GPU events of each op, by start
+    groups: list[tuple[str, dict, float, float | None, str, dict]]  # name, params, GFLOPS, bytes, spec, args
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Per-op TraceLens perf metrics (``compute_perf_metrics``), as arrays."""
+        g = self.grp.tolist()
+        gflops = np.asarray([self.groups[x][2] for x in g], dtype=np.float64)
+        nb = np.asarray([np.nan if self.groups[x][3] is None else self.groups[x][3] for x in g], dtype=np.float64)
+        bt = self.busy
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {
+                "GFLOPS": gflops,
+                "Kernel Time (µs)": bt,
+                "TFLOPS/s": np.where(bt > 0, (gflops / 1e3) / (bt / 1e6), np.nan),
+                "Data Moved (MB)": nb / (1024 * 1024),
+                "FLOPS/Byte": np.where(nb > 0, (gflops * 1e9) / nb, np.nan),
+                "TB/s": np.where(bt > 0, (nb / 1e12) / (bt / 1e6), np.nan),
+            }
+
+
+def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
+    """Perf-model rows for ``ops`` (UID order); ops whose model fails are dropped."""
+    oa = op_args(t)
+    keys = oa.keys(ops)
+    codes = t.name[ops].tolist()
+    cache: dict[tuple[int, int], int] = {}
+    groups: list[tuple] = []
+    grp = np.full(ops.size, -1, dtype=np.int64)
+    for j, (c, k) in enumerate(zip(codes, keys)):
+        g = cache.get((c, k))
+        if g is None:
+            name = t.names[c]
+            a = oa.args(k)
+            model = pm.MODELS[name]
+            try:
+                p = model.params(name, a)
+                flops, nbytes, cspec = model.metrics(name, p, bwd)
+                g = len(groups)
+                groups.append((name, p, flops / 1e9, nbytes, cspec, a))
+            except Exception:  # TraceLens drops ops whose perf model fails
+                g = -1
+            cache[(c, k)] = g
+        grp[j] = g
+    keep = grp >= 0
+    ops, grp = ops[keep], grp[keep]
     n = ops.size
     if bwd:
-        groups, kernels, own = _bwd_kernels(t, ops, links)
+        gi, kernels, own = _bwd_kernels(t, ops, links)
+        keep = own  # TraceLens skips ops without backward events of their own
     else:
-        groups, kernels = _subtree_kernels(t, ops)
-        own = None
-    busy, k_sorted, bounds = _kernels_by_op(t, n, groups, kernels)
-    names = t.names_of(ops)
-    meta = t.metadata.get("by_pid_tid", {})
-    rows = []
-    for j in range(n):
-        name, a = names[j], args[j]
-        model = pm.MODELS[name]
-        try:
-            p = model.params(name, a)
-            flops, nbytes, cspec = model.metrics(name, p, bwd)
-        except Exception:  # TraceLens drops ops whose perf model fails
-            continue
-        if bwd and not own[j]:
-            continue
-        gflops = flops / 1e9
-        bt = float(busy[j])
-        i = int(ops[j])
-        pid, tid = t.pids[t.pid[i]], t.tids[t.tid[i]]
-        pmeta = meta.get(pid, {})
-        rows.append({
-            "name": name,
-            "UID": i,
-            "process_name": pmeta.get(0, {}).get("process_name", "Unknown"),
-            "process_label": pmeta.get(0, {}).get("process_labels", "Unknown"),
-            "thread_name": pmeta.get(tid, {}).get("thread_name", "Unknown"),
-            **{c: a.get(c) for c in _ARG_COLS},
-            "GFLOPS": gflops,
-            "Kernel Time (µs)": bt,
-            "TFLOPS/s": (gflops / 1e3) / (bt / 1e6) if bt > 0 else math.nan,
-            "Data Moved (MB)": nbytes / (1024 * 1024) if nbytes is not None else math.nan,
-            "FLOPS/Byte": (gflops * 1e9) / nbytes if (nbytes is not None and nbytes > 0) else math.nan,
-            "TB/s": (nbytes / 1e12) / (bt / 1e6) if (nbytes is not None and bt > 0) else math.nan,
-            "Compute Spec": cspec,
-            "params": p,
-            "kernels": k_sorted[bounds[j]:bounds[j + 1]],
-        })
-    return rows
+        gi, kernels = _subtree_kernels(t, ops)
+        keep = np.ones(n, dtype=bool)
+    busy, k_sorted, bounds = _kernels_by_op(t, n, gi, kernels)
+    klists = [k_sorted[bounds[j]:bounds[j + 1]] for j in range(n)]
+    sel = np.flatnonzero(keep)
+    return Rows(ops[sel], grp[sel], busy[sel], [klists[j] for j in sel.tolist()], groups)
 
 
 def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _param_text(rows: list[dict], key: str) -> list[str | None]:
-    """pandas 3 ``Series.astype(str)`` of one param column (None = missing)."""
-    vals = [r["params"].get(key) for r in rows]
+def _param_text(params: list[dict], key: str) -> list[str | None]:
+    """pandas 3 ``Series.astype(str)`` of one param column (None = missing), over the
+    model groups in use (a value missing in a group is missing in all its rows)."""
+    vals = [p.get(key) for p in params]
     present = [v for v in vals if not _missing(v)]
     numeric = present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
     as_float = numeric and (len(present) < len(vals) or any(isinstance(v, float) for v in present))
@@ -160,50 +183,82 @@ def _param_text(rows: list[dict], key: str) -> list[str | None]:
     return out
 
 
-def summarize(t: EventTable, rows: list[dict]) -> pd.DataFrame:
-    if not rows:
+def _first_of(vals: np.ndarray) -> float:
+    ok = vals[~np.isnan(vals)]
+    return float(ok[0]) if ok.size else math.nan
+
+
+def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.DataFrame:
+    if rows.ops.size == 0:
         return pd.DataFrame()
+    # model groups in use, in order of first appearance (pandas' column order)
+    used, seen = [], set()
+    for g in rows.grp.tolist():
+        if g not in seen:
+            seen.add(g)
+            used.append(g)
+    params = [rows.groups[g][1] for g in used]
     keys: list[str] = []
-    for r in rows:
-        for k in r["params"]:
+    for p in params:
+        for k in p:
             if k not in keys:
                 keys.append(k)
-    text = {k: _param_text(rows, k) for k in keys}
-    groups: dict[tuple, list[int]] = {}
-    for j, r in enumerate(rows):
-        groups.setdefault((r["name"],) + tuple(text[k][j] for k in keys), []).append(j)
+    text = {k: _param_text(params, k) for k in keys}
+    sg_of: dict[int, int] = {}
+    sg_key: dict[tuple, int] = {}
+    for u, g in enumerate(used):
+        key = (rows.groups[g][0],) + tuple(text[k][u] for k in keys)
+        sg_of[g] = sg_key.setdefault(key, len(sg_key))
+    sg = np.fromiter((sg_of[g] for g in rows.grp.tolist()), dtype=np.int64, count=rows.ops.size)
+    arr = rows.arrays()
+    gflops, tflops, mb, fpb, tbs = (arr[c] for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s"))
+    bt = rows.busy
+    meta = t.metadata.get("by_pid_tid", {})
     out = []
-    for key, idx in groups.items():
-        rs = [rows[j] for j in idx]
+    order = np.argsort(sg, kind="stable")
+    bounds = np.searchsorted(sg[order], np.arange(len(sg_key) + 1))
+    for key, s in sg_key.items():
+        js = order[bounds[s]:bounds[s + 1]]  # ops of this row, UID order
         rec: dict[str, Any] = {"name": key[0]}
         for k, v in zip(keys, key[1:]):
             rec[f"param: {k}"] = v
-        for m in ("GFLOPS", "Data Moved (MB)", "FLOPS/Byte"):
-            rec[f"{m}_first"] = _first([r[m] for r in rs])
-        for m in ("TB/s", "TFLOPS/s"):
-            for k, v in _stats([r[m] for r in rs]).items():
+        rec["GFLOPS_first"] = _first_of(gflops[js])
+        rec["Data Moved (MB)_first"] = _first_of(mb[js])
+        rec["FLOPS/Byte_first"] = _first_of(fpb[js])
+        for m, arr in (("TB/s", tbs), ("TFLOPS/s", tflops)):
+            for k, v in _stats(arr[js]).items():
                 rec[f"{m}_{k}"] = v
-        for m in ("process_name", "process_label", "thread_name"):
-            rec[f"{m}_first"] = _first([r[m] for r in rs])
-        rec["Compute Spec"] = _first([r["Compute Spec"] for r in rs])
-        ks = _kernel_stats(t, [r["kernels"] for r in rs])
+        i0 = int(rows.ops[js[0]])
+        pid, tid = t.pids[t.pid[i0]], t.tids[t.tid[i0]]
+        pmeta = meta.get(pid, {})
+        rec["process_name_first"] = pmeta.get(0, {}).get("process_name", "Unknown")
+        rec["process_label_first"] = pmeta.get(0, {}).get("process_labels", "Unknown")
+        rec["thread_name_first"] = pmeta.get(tid, {}).get("thread_name", "Unknown")
+        rec["Compute Spec"] = rows.groups[int(rows.grp[js[0]])][4]
+        ks = _kernel_stats(t, [rows.kernels[j] for j in js.tolist()])
         rec["kernel_details__summarize_kernel_stats"] = str(ks) if ks else None
         rec["trunc_kernel_details"] = str([
             {"name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"], "stream": k["stream"],
              "mean_duration_us": round(k["mean_duration_us"], 2)} for k in ks
         ]) if ks else None
+        gs = rows.grp[js].tolist()
         for c in _ARG_COLS:
-            rec[f"{c}_first"] = _first([r[c] for r in rs])
-        kt = [r["Kernel Time (µs)"] for r in rs]
+            rec[f"{c}_first"] = next((rows.groups[g][5][c] for g in gs if rows.groups[g][5].get(c) is not None), None)
+        kt = bt[js]
         for k, v in _stats(kt).items():
             rec[f"Kernel Time (µs)_{k}"] = v
-        rec["Kernel Time (µs)_sum"] = float(np.nansum(np.asarray(kt, dtype=np.float64)))
-        rec["name_count"] = len(rs)
-        rec["UID_first"] = rs[0]["UID"]
+        rec["Kernel Time (µs)_sum"] = float(np.nansum(kt))
+        rec["name_count"] = int(js.size)
+        rec["UID_first"] = i0
         out.append(rec)
     df = pd.DataFrame(out)
     df = df.sort_values(by=["Kernel Time (µs)_sum", "UID_first"], ascending=[False, True], kind="stable")
     return df.reset_index(drop=True)
+
+
+def _subset(rows: Rows, mask: np.ndarray) -> Rows:
+    sel = np.flatnonzero(mask)
+    return Rows(rows.ops[sel], rows.grp[sel], rows.busy[sel], [rows.kernels[j] for j in sel.tolist()], rows.groups)
 
 
 def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
@@ -211,31 +266,28 @@ def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
     ops = _op_events(t)
     if ops.size == 0:
         return {}
-    args = t.decode_args(ops)
     names = t.names_of(ops)
     fam = np.asarray([pm.MODELS[n].sheet for n in names])
     out: dict[str, pd.DataFrame] = {}
     for sheet in pm.SHEETS:
         sel = np.flatnonzero(fam == sheet)
         if sel.size:
-            out[sheet] = summarize(t, _rows(t, ops[sel], [args[j] for j in sel], False))
-    links = None
+            out[sheet] = summarize(t, _rows(t, ops[sel], False))
     for sheet in pm.SPLIT_SHEETS:
         sel = np.flatnonzero(fam == sheet)
         if not sel.size:
             continue
-        fwd_rows = _rows(t, ops[sel], [args[j] for j in sel], False)
-        bwd_from_fwd = [r for r in fwd_rows if r["name"] in pm.BWD_OPS]
-        fwd_rows = [r for r in fwd_rows if r["name"] not in pm.BWD_OPS]
-        out[f"{sheet}_fwd"] = summarize(t, fwd_rows)
-        bsel = np.asarray([j for j in sel if names[j] not in pm.FWD_ONLY_OPS and names[j] not in pm.BWD_OPS], dtype=np.int64)
+        rows = _rows(t, ops[sel], False)
+        is_bwd_op = np.isin(t.name[rows.ops], np.asarray([t.names.index(n) for n in pm.BWD_OPS if n in t.names] or [-1]))
+        out[f"{sheet}_fwd"] = summarize(t, _subset(rows, ~is_bwd_op))
+        skip = {n for n in pm.FWD_ONLY_OPS | pm.BWD_OPS}
+        bsel = np.asarray([j for j in sel.tolist() if names[j] not in skip], dtype=np.int64)
         bwd_df = pd.DataFrame()
         if bsel.size:
-            if links is None:
-                links = bwd_links(t)
+            links = bwd_links(t)
             if links:
-                bwd_df = summarize(t, _rows(t, ops[bsel], [args[j] for j in bsel], True, links))
-        tail = summarize(t, bwd_from_fwd)
+                bwd_df = summarize(t, _rows(t, ops[bsel], True, links))
+        tail = summarize(t, _subset(rows, is_bwd_op))
         out[f"{sheet}_bwd"] = pd.concat([bwd_df, tail]) if not bwd_df.empty and not tail.empty else (tail if bwd_df.empty else bwd_df)
     return {k: v for k, v in out.items() if not v.empty}
 

@@ -38,7 +38,7 @@ from . import gemm
 from . import perf_sheets as ps
 from .gpu_timeline import grouped_busy, is_comm_name
 from .ops_summary import Launchers, categorize_op
-from .ops_unique_args import _kernel_summary, _trunc, _tuple
+from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 
 __all__ = ["unified_frame", "write_csv"]
 
@@ -117,6 +117,14 @@ class _Tree:
             cur = np.unique(cur[cur >= 0])
         comm_names = np.fromiter((is_comm_name(nm) for nm in t.names), dtype=bool, count=len(t.names))
         self.comm_gpu = comm_names[t.name]
+        # launches a collective somewhere below (TraceLens _is_nccl_event)
+        self.has_comm = np.zeros(n, dtype=bool)
+        cur = np.unique(self.pairs_rt[self.comm_gpu[self.pairs_gpu]]) if self.pairs_gpu.size else np.empty(0, np.int64)
+        while cur.size:
+            self.has_comm[cur] = True
+            nxt = self.hp[cur]
+            nxt = np.unique(nxt[nxt >= 0])
+            cur = nxt[~self.has_comm[nxt]]
 
 
 def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
@@ -172,16 +180,11 @@ def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, in
             mk = [c for c in kids if tr.model[c] and tr.has_gpu[c]]
             if mk:
                 stack.extend(reversed(mk))
-            elif not _launches_comm(tr, e):
+            elif not tr.has_comm[e]:
                 out.append(e)
             continue
         stack.extend(reversed(kids))
     return out, sole
-
-
-def _launches_comm(tr: _Tree, e: int) -> bool:
-    g, k = _gpu_events(tr, np.asarray([e], dtype=np.int64))
-    return bool(tr.comm_gpu[k].any()) if k.size else False
 
 
 def _gpu_events(tr: _Tree, ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -237,74 +240,125 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     bounds = np.searchsorted(g, np.arange(ev.size + 1))
     klists = [k[bounds[j]:bounds[j + 1]] for j in range(ev.size)]
     busy = grouped_busy(g, t.ts[k], t.ts[k] + t.dur[k], ev.size)
-    metrics: dict[int, dict] = {}
-    gemm_idx = [j for j, e in enumerate(events) if t.name_of(e) in gemm.GEMM_OPS]
-    if gemm_idx:
+    # perf metrics of the modelled ops: event -> (metric values, params, Compute Spec)
+    metrics: dict[int, tuple[dict, dict, str]] = {}
+    _METRIC_COLS = ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Kernel Time (µs)")
+    if any(t.name_of(e) in gemm.GEMM_OPS for e in events):
         for r in gemm._per_event(t):
-            metrics[r["UID"]] = r
+            metrics[r["UID"]] = ({c: r[c] for c in _METRIC_COLS}, r["params"], r["Compute Spec"])
+
+    def from_rows(rows: "ps.Rows", into: dict) -> None:
+        arr = rows.arrays()
+        vals = {c: arr[c].tolist() for c in _METRIC_COLS}
+        for j, i in enumerate(rows.ops.tolist()):
+            g = rows.groups[int(rows.grp[j])]
+            into[i] = ({c: vals[c][j] for c in _METRIC_COLS}, g[1], g[4])
+
     mod = np.asarray([e for e in events if t.name_of(e) in pm.MODELS], dtype=np.int64)
     if mod.size:
-        for r in ps._rows(t, mod, t.decode_args(mod), False):
-            metrics[r["UID"]] = r
+        from_rows(ps._rows(t, mod, False), metrics)
     fw = np.asarray(sorted(set(sole.values())), dtype=np.int64)
-    fwd_metrics: dict[int, dict] = {}
+    fwd_metrics: dict[int, tuple[dict, dict, str]] = {}
     if fw.size:
-        for r in ps._rows(t, fw, t.decode_args(fw), True, links):
-            fwd_metrics[r["UID"]] = r
+        from_rows(ps._rows(t, fw, True, links), fwd_metrics)
 
     launcher_first: dict[int, str] = {}
     for i, kl in zip(la.idx.tolist(), la.kernel_idx or []):
         if len(kl):
             launcher_first[i] = t.name_of(int(kl[0]))
-    meta = t.metadata.get("by_pid_tid", {})
+    nev = len(events)
     all_idx = np.asarray(events + [p for p, _ in synth], dtype=np.int64)
-    args = t.decode_args(all_idx) if all_idx.size else []
-    rows = []
+    n = all_idx.size
+    names, cats, uids, has_pm, params, specs = [], [], [], [], [], []
+    kts = np.empty(n)
+    cols = {c: np.full(n, np.nan) for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s")}
+    klist = []
+    cat_memo: dict[tuple, str] = {}
     for j, i in enumerate(all_idx.tolist()):
-        a = args[j]
-        is_syn = j >= len(events)
         name = t.name_of(i)
-        if is_syn:
-            kern = synth[j - len(events)][1]
+        if j >= nev:
+            kern = synth[j - nev][1]
             name = f"{name}->{t.name_of(kern)} (Synthetic Op)"
-            kl = np.asarray([kern], dtype=np.int64)
-            kt = float((t.ts[kern] + t.dur[kern]) - t.ts[kern])  # busy time, as TraceLens computes it
-            uid = len(t) + (j - len(events))
-            own = False
-            f = None
+            klist.append(np.asarray([kern], dtype=np.int64))
+            kts[j] = (t.ts[kern] + t.dur[kern]) - t.ts[kern]  # busy time, as TraceLens computes it
+            uids.append(len(t) + (j - nev))
+            own, f = False, None
         else:
-            kl = klists[j]
-            kt = float(busy[j])
-            uid = i
-            own = bool(tr.model[i])
-            f = sole.get(i)
-        first = launcher_first.get(i)
-        cat = categorize_op(name, first)
+            klist.append(klists[j])
+            kts[j] = busy[j]
+            uids.append(i)
+            own, f = bool(tr.model[i]), sole.get(i)
+        ck = (name, launcher_first.get(i))
+        cat = cat_memo.get(ck)
+        if cat is None:
+            cat = cat_memo[ck] = categorize_op(*ck)
         if not own and f is not None:
             cat = _BWD_CATEGORY[pm.MODELS[t.name_of(f)].sheet]
-        pid, tid = t.pids[t.pid[i]], t.tids[t.tid[i]]
-        pmeta = meta.get(pid, {})
-        row: dict[str, Any] = {
-            "name": name, "op category": cat,
-            "process_name": pmeta.get(0, {}).get("process_name", "Unknown"),
-            "process_label": pmeta.get(0, {}).get("process_labels", "Unknown"),
-            "thread_name": pmeta.get(tid, {}).get("thread_name", "Unknown"),
-            **{c: _tuple(a.get(c)) for c in _ARGS},
-            "UID": uid, "duration_us": float(t.dur[i]), "has_perf_model": own or f is not None,
-            "Kernel Time (µs)": kt, "kernels": kl, "perf_params": None,
-        }
         m = metrics.get(i) if own else (fwd_metrics.get(f) if f is not None else None)
+        p, spec = None, None
         if m is not None:
-            row.update({c: m[c] for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Compute Spec")})
-            row["Kernel Time (µs)"] = m["Kernel Time (µs)"]
-            row["perf_params"] = dict(m["params"]) or None
-        rows.append(row)
-    return _summarize(t, rows)
+            mv, mp, spec = m
+            for c in cols:
+                cols[c][j] = mv[c]
+            kts[j] = mv["Kernel Time (µs)"]
+            p = dict(mp) or None
+        names.append(name)
+        cats.append(cat)
+        has_pm.append(own or f is not None)
+        params.append(p)
+        specs.append(spec)
+    if n == 0:
+        return pd.DataFrame()
+    values, members = group_by_args(t, all_idx, names, cats)
+    dur = t.dur[all_idx]
+    has_model = bool(metrics or fwd_metrics)
+    recs = []
+    for v, js in zip(values, members):
+        rec: dict[str, Any] = dict(zip(_KEYS, v))
+        rec["ex_UID"] = uids[js[0]]
+        rec["operation_count"] = len(js)
+        d = _stats(dur[js])
+        rec["total_duration_us"], rec["mean_duration_us"], rec["std_duration_us"] = d["sum"], d["mean"], d["std"]
+        if has_model:
+            for c in ("GFLOPS", "Data Moved (MB)", "FLOPS/Byte"):
+                rec[c] = ps._first_of(cols[c][js])
+            rec["Compute Spec"] = _first([specs[j] for j in js])
+            tb, tf = _stats(cols["TB/s"][js]), _stats(cols["TFLOPS/s"][js])
+            rec["TB/s_mean"], rec["TB/s_std"], rec["TFLOPS/s_mean"], rec["TFLOPS/s_std"] = tb["mean"], tb["std"], tf["mean"], tf["std"]
+        kt = _stats(kts[js])
+        rec["Kernel Time (µs)_mean"], rec["Kernel Time (µs)_std"], rec["Kernel Time (µs)_sum"] = kt["mean"], kt["std"], kt["sum"]
+        for s_ in ("median", "min", "max"):
+            rec[f"duration_us_{s_}"] = d[s_]
+        if has_model:
+            for s_ in ("median", "min", "max"):
+                rec[f"TB/s_{s_}"] = tb[s_]
+            for s_ in ("median", "min", "max"):
+                rec[f"TFLOPS/s_{s_}"] = tf[s_]
+        for s_ in ("median", "min", "max"):
+            rec[f"Kernel Time (µs)_{s_}"] = kt[s_]
+        ks = _kernel_summary(t, [klist[j] for j in js])
+        rec["kernel_details_summary"] = str(ks) if ks is not None else "[]"
+        trk = _trunc(ks)
+        rec["trunc_kernel_details"] = str(trk) if trk else None
+        rec["perf_params"] = _first([params[j] for j in js])
+        rec["has_perf_model"] = has_pm[js[0]]
+        recs.append(rec)
+    df = pd.DataFrame(recs)
+    df = df.sort_values(by=["Kernel Time (µs)_sum", "ex_UID"], ascending=[False, True]).reset_index(drop=True)
+    total = df["Kernel Time (µs)_sum"].sum()
+    df["Percentage (%)"] = df["Kernel Time (µs)_sum"] / total * 100
+    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
+    return df
 
 
-def _stats(vals: list) -> dict[str, float]:
-    s = pd.Series(vals, dtype=np.float64)
-    return {"mean": s.mean(), "median": s.median(), "std": s.std(), "min": s.min(), "max": s.max(), "sum": s.sum()}
+def _stats(a: np.ndarray) -> dict[str, float]:
+    """pandas' aggregates (NaN skipped, std n-1) of one group's values."""
+    a = np.asarray(a, dtype=np.float64)
+    ok = a[~np.isnan(a)]
+    if ok.size == 0:
+        return {"mean": np.nan, "median": np.nan, "std": np.nan, "min": np.nan, "max": np.nan, "sum": 0.0}
+    return {"mean": float(ok.mean()), "median": float(np.median(ok)), "std": float(ok.std(ddof=1)) if ok.size > 1 else np.nan,
+            "min": float(ok.min()), "max": float(ok.max()), "sum": float(ok.sum())}
 
 
 def _first(vals: list) -> Any:
@@ -313,52 +367,6 @@ def _first(vals: list) -> Any:
             continue
         return v
     return None
-
-
-def _summarize(t: EventTable, rows: list[dict]) -> pd.DataFrame:
-    if not rows:
-        return pd.DataFrame()
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(tuple(str(r[c]) for c in _KEYS), []).append(r)
-    has_model = any("GFLOPS" in r for r in rows)
-    recs = []
-    for rs in groups.values():
-        rec: dict[str, Any] = {c: _first([r[c] for r in rs]) for c in _KEYS}
-        rec["ex_UID"] = rs[0]["UID"]
-        rec["operation_count"] = len(rs)
-        d = _stats([r["duration_us"] for r in rs])
-        rec["total_duration_us"], rec["mean_duration_us"], rec["std_duration_us"] = d["sum"], d["mean"], d["std"]
-        if has_model:
-            for c in ("GFLOPS", "Data Moved (MB)", "FLOPS/Byte", "Compute Spec"):
-                rec[c] = _first([r.get(c) for r in rs])
-            tb = _stats([r.get("TB/s", math.nan) for r in rs])
-            tf = _stats([r.get("TFLOPS/s", math.nan) for r in rs])
-            rec["TB/s_mean"], rec["TB/s_std"], rec["TFLOPS/s_mean"], rec["TFLOPS/s_std"] = tb["mean"], tb["std"], tf["mean"], tf["std"]
-        kt = _stats([r["Kernel Time (µs)"] for r in rs])
-        rec["Kernel Time (µs)_mean"], rec["Kernel Time (µs)_std"], rec["Kernel Time (µs)_sum"] = kt["mean"], kt["std"], kt["sum"]
-        for s in ("median", "min", "max"):
-            rec[f"duration_us_{s}"] = d[s]
-        if has_model:
-            for s in ("median", "min", "max"):
-                rec[f"TB/s_{s}"] = tb[s]
-            for s in ("median", "min", "max"):
-                rec[f"TFLOPS/s_{s}"] = tf[s]
-        for s in ("median", "min", "max"):
-            rec[f"Kernel Time (µs)_{s}"] = kt[s]
-        ks = _kernel_summary(t, [r["kernels"] for r in rs])
-        rec["kernel_details_summary"] = str(ks) if ks is not None else "[]"
-        tr = _trunc(ks)
-        rec["trunc_kernel_details"] = str(tr) if tr else None
-        rec["perf_params"] = _first([r["perf_params"] for r in rs])
-        rec["has_perf_model"] = rs[0]["has_perf_model"]
-        recs.append(rec)
-    df = pd.DataFrame(recs)
-    df = df.sort_values(by=["Kernel Time (µs)_sum", "ex_UID"], ascending=[False, True]).reset_index(drop=True)
-    total = df["Kernel Time (µs)_sum"].sum()
-    df["Percentage (%)"] = df["Kernel Time (µs)_sum"] / total * 100
-    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
-    return df
 
 
 def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> pd.DataFrame:

@@ -1,0 +1,87 @@
+"""The shape args of host ops, decoded once per distinct value.
+
+TraceLens reads ``Input Dims`` / ``Input type`` / ``Input Strides`` / ``Concrete
+Inputs`` (and, for reduce ops, ``Output type``) from every op it reports on.  Most ops
+repeat a few shapes, so each event's five fields are read as raw JSON (``msgspec.Raw``,
+no nested lists built) and only each distinct raw value is decoded.  The result is
+cached on the table, so the perf-model sheets, ``ops_unique_args`` and
+``unified_perf_summary`` share one pass, which also reads each op's ``Sequence number``
+(for :mod:`traceladder.analysis.autograd_links`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .events import EventTable
+
+__all__ = ["FIELDS", "OpArgs", "op_args"]
+
+FIELDS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs", "Output type")
+_MISSING = b""
+
+
+class _Five(msgspec.Struct):
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Strides")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    out: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Output type")
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+
+
+class OpArgs:
+    """``key(i)``: a hashable id of event i's five fields (equal raw JSON, equal id);
+    ``args(key)``: those fields decoded, as a dict holding only the present ones."""
+
+    def __init__(self, t: EventTable):
+        self.t = t
+        self._key: dict[int, int] = {}
+        self._raw: dict[bytes, int] = {}
+        self._vals: list[bytes] = []
+        self._decoded: dict[int, dict[str, Any]] = {}
+        #: ``Sequence number`` of every cpu_op that has one (read in the same pass)
+        self.seq: dict[int, int] = {}
+        self._all_cpu_done = False
+
+    def keys(self, idx: np.ndarray) -> list[int]:
+        idx = np.asarray(idx, dtype=np.int64)
+        key = self._key
+        if not self._all_cpu_done:  # one pass over every cpu_op: most callers need most
+            self._all_cpu_done = True
+            cpu = np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args)
+            todo = sorted(set(cpu.tolist()) | set(idx.tolist()))
+        else:
+            todo = [i for i in idx.tolist() if i not in key]
+        if todo:
+            sep = b"\x00"  # never inside raw JSON
+            raws = self._raw
+            for i, s in zip(todo, self.t.decode_args(todo, type=_Five)):
+                raw = sep.join((s.dims, s.types, s.strides, s.concrete, s.out))
+                k = raws.get(raw)
+                if k is None:
+                    k = raws[raw] = len(self._vals)
+                    self._vals.append(raw)
+                key[i] = k
+                if s.seq is not None:
+                    self.seq[i] = s.seq
+        return [key[i] for i in idx.tolist()]
+
+    def args(self, k: int) -> dict[str, Any]:
+        got = self._decoded.get(k)
+        if got is None:
+            parts = self._vals[k].split(b"\x00")
+            got = {f: msgspec.json.decode(r) for f, r in zip(FIELDS, parts) if r != _MISSING}
+            self._decoded[k] = got
+        return got
+
+
+def op_args(t: EventTable) -> OpArgs:
+    """The table's shared :class:`OpArgs` (kept in the table's per-trace cache)."""
+    got = t._cat_cache.get(("op_args",))
+    if got is None:
+        got = t._cat_cache[("op_args",)] = OpArgs(t)
+    return got
