@@ -58,21 +58,19 @@ class OpArgs:
             todo = [i for i in idx.tolist() if i not in key]
         if todo:
             sep = b"\x00"  # never inside raw JSON
+            structs = self.t.decode_args(todo, type=_Five)
             raws = self._raw
-            for i, s in zip(todo, self.t.decode_args(todo, type=_Five)):
-                raw = sep.join((s.dims, s.types, s.strides, s.concrete, s.out))
-                k = raws.get(raw)
-                if k is None:
-                    k = raws[raw] = len(self._vals)
-                    self._vals.append(raw)
-                key[i] = k
-                if s.seq is not None:
-                    self.seq[i] = s.seq
+            codes = [raws.setdefault(sep.join((s.dims, s.types, s.strides, s.concrete, s.out)), len(raws))
+                     for s in structs]
+            key.update(zip(todo, codes))
+            self.seq.update((i, s.seq) for i, s in zip(todo, structs) if s.seq is not None)
         return [key[i] for i in idx.tolist()]
 
     def args(self, k: int) -> dict[str, Any]:
         got = self._decoded.get(k)
         if got is None:
+            if len(self._vals) < len(self._raw):
+                self._vals = list(self._raw)  # insertion order = code order
             parts = self._vals[k].split(b"\x00")
             got = {f: msgspec.json.decode(r) for f, r in zip(FIELDS, parts) if r != _MISSING}
             self._decoded[k] = got

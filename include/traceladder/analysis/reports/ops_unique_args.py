@@ -41,30 +41,44 @@ def _tuple(v: Any) -> Any:
 
 
 def _agg(a: np.ndarray) -> dict[str, float]:
-    s = pd.Series(a, dtype=np.float64)
-    return {"mean": s.mean(), "median": s.median(), "std": s.std(), "min": s.min(), "max": s.max(), "sum": s.sum()}
+    """pandas' groupby aggregates of one group (NaN skipped, std n-1, sum of none = 0)."""
+    a = np.asarray(a, dtype=np.float64)
+    ok = a[~np.isnan(a)]
+    if ok.size == 0:
+        return {"mean": np.nan, "median": np.nan, "std": np.nan, "min": np.nan, "max": np.nan, "sum": 0.0}
+    return {"mean": float(ok.mean()), "median": float(np.median(ok)), "std": float(ok.std(ddof=1)) if ok.size > 1 else np.nan,
+            "min": float(ok.min()), "max": float(ok.max()), "sum": float(ok.sum())}
 
 
 def _kernel_summary(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None:
+    """TraceLens ``_summarize_kernel_stats``: numpy statistics per kernel position.
+
+    Each statistic runs along the last (contiguous) axis of a positions x rows array,
+    which numpy reduces row by row exactly as it reduces a 1-D array, so the printed
+    ``np.float64`` values are TraceLens's to the last bit."""
     lists = [k for k in lists if len(k)]
     if not lists:
         return None
     tmpl = lists[0]
-    durs = np.stack([t.dur[k] for k in lists if len(k) == len(tmpl)])
+    same = [k for k in lists if len(k) == len(tmpl)]
+    d = np.ascontiguousarray(t.dur[np.stack(same)].T)  # positions x rows
+    total, mean, med, std = np.sum(d, axis=1), np.mean(d, axis=1), np.median(d, axis=1), np.std(d, axis=1)
+    lo, hi = np.min(d, axis=1), np.max(d, axis=1)
+    names = t.names_of(tmpl)
+    streams = t.stream[tmpl].tolist()
     out = []
-    for i, k in enumerate(tmpl.tolist()):
-        d = durs[:, i]
-        s = int(t.stream[k])
+    for i in range(len(tmpl)):
+        s = streams[i]
         out.append({
-            "name": t.name_of(k),
+            "name": names[i],
             "stream": None if s < 0 else t.streams[s],
-            "count": len(d),
-            "total_duration_us": np.sum(d),
-            "mean_duration_us": np.mean(d),
-            "median_duration_us": np.median(d),
-            "std_dev_duration_us": np.std(d),
-            "min_duration_us": np.min(d),
-            "max_duration_us": np.max(d),
+            "count": len(same),
+            "total_duration_us": total[i],
+            "mean_duration_us": mean[i],
+            "median_duration_us": med[i],
+            "std_dev_duration_us": std[i],
+            "min_duration_us": lo[i],
+            "max_duration_us": hi[i],
         })
     out.sort(key=lambda x: (x["total_duration_us"], x["name"]))
     return out

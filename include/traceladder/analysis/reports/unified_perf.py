@@ -92,14 +92,15 @@ class _Tree:
         # leaf cpu_op: launches through cuda_runtime calls only (TraceLens _is_leaf_cpu_op)
         rt_code = t.cat_code("cuda_runtime")
         self.leaf = np.zeros(n, dtype=bool)
-        for r in np.unique(self.pairs_rt).tolist():
-            if t.cat[r] != rt_code:
-                continue
-            a = int(self.hp[r])
-            while a >= 0 and t.cat[a] == rt_code:
-                a = int(self.hp[a])
-            if a >= 0 and cpu[a]:
-                self.leaf[a] = True
+        rts = np.unique(self.pairs_rt)
+        a = self.hp[rts[t.cat[rts] == rt_code]]
+        while True:  # climb through cuda_runtime parents
+            up = (a >= 0) & (t.cat[np.maximum(a, 0)] == rt_code)
+            if not up.any():
+                break
+            a = np.where(up, self.hp[np.maximum(a, 0)], a)
+        a = a[a >= 0]
+        self.leaf[a[cpu[a]]] = True
         # an own-model cpu_op with GPU work strictly below
         model = np.zeros(n, dtype=bool)
         codes = [i for i, nm in enumerate(t.names) if _has_model(nm)]
