@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..events import EventTable
 from ..op_args import op_args
+from .aggregates import stats
 from .ops_summary import Launchers
 
 __all__ = ["unique_args_frame", "write_csv"]
@@ -38,16 +39,6 @@ _AGG = ("mean", "median", "std", "min", "max", "sum")
 
 def _tuple(v: Any) -> Any:
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
-
-
-def _agg(a: np.ndarray) -> dict[str, float]:
-    """pandas' groupby aggregates of one group (NaN skipped, std n-1, sum of none = 0)."""
-    a = np.asarray(a, dtype=np.float64)
-    ok = a[~np.isnan(a)]
-    if ok.size == 0:
-        return {"mean": np.nan, "median": np.nan, "std": np.nan, "min": np.nan, "max": np.nan, "sum": 0.0}
-    return {"mean": float(ok.mean()), "median": float(np.median(ok)), "std": float(ok.std(ddof=1)) if ok.size > 1 else np.nan,
-            "min": float(ok.min()), "max": float(ok.max()), "sum": float(ok.sum())}
 
 
 def _kernel_summary(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None:
@@ -139,8 +130,8 @@ def unique_args_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     for v, js in zip(values, members):
         rec: dict[str, Any] = dict(zip(("name", "op category", "process_name", "process_label", "thread_name") + _ARGS, v))
         rec["operation_count"] = len(js)
-        d = _agg(la.direct_us[js])
-        s = _agg(la.subtree_us[js])
+        d = stats(la.direct_us[js])
+        s = stats(la.subtree_us[js])
         for a in _AGG:
             rec[f"total_direct_kernel_time_{a}"] = d[a]
             rec[f"total_subtree_kernel_time_{a}"] = s[a]

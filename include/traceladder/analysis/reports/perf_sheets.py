@@ -36,7 +36,8 @@ from .. import perf_model as pm
 from ..autograd_links import bwd_links
 from ..events import EventTable
 from ..op_args import op_args
-from .gemm import _ARG_COLS, _kernel_stats, _stats, _subtree_kernels
+from .aggregates import stats
+from .gemm import _ARG_COLS, _kernel_stats, _subtree_kernels
 from .gpu_timeline import grouped_busy
 
 __all__ = ["perf_frames", "write_csvs"]
@@ -226,8 +227,9 @@ def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.Data
         rec["Data Moved (MB)_first"] = _first_of(mb[js])
         rec["FLOPS/Byte_first"] = _first_of(fpb[js])
         for m, arr in (("TB/s", tbs), ("TFLOPS/s", tflops)):
-            for k, v in _stats(arr[js]).items():
-                rec[f"{m}_{k}"] = v
+            st = stats(arr[js])
+            for k in ("mean", "median", "std", "min", "max"):
+                rec[f"{m}_{k}"] = st[k]
         i0 = int(rows.ops[js[0]])
         pid, tid = t.pids[t.pid[i0]], t.tids[t.tid[i0]]
         pmeta = meta.get(pid, {})
@@ -245,9 +247,9 @@ def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.Data
         for c in _ARG_COLS:
             rec[f"{c}_first"] = next((rows.groups[g][5][c] for g in gs if rows.groups[g][5].get(c) is not None), None)
         kt = bt[js]
-        for k, v in _stats(kt).items():
-            rec[f"Kernel Time (µs)_{k}"] = v
-        rec["Kernel Time (µs)_sum"] = float(np.nansum(kt))
+        st = stats(kt)
+        for k in ("mean", "median", "std", "min", "max", "sum"):
+            rec[f"Kernel Time (µs)_{k}"] = st[k]
         rec["name_count"] = int(js.size)
         rec["UID_first"] = i0
         out.append(rec)
@@ -261,6 +263,15 @@ def _subset(rows: Rows, mask: np.ndarray) -> Rows:
     return Rows(rows.ops[sel], rows.grp[sel], rows.busy[sel], [rows.kernels[j] for j in sel.tolist()], rows.groups)
 
 
+def model_rows(t: EventTable) -> Rows:
+    """Forward rows of every modelled op (one kernel walk), kept in the table's cache
+    (the sheets and unified_perf_summary.csv share them)."""
+    got = t._cat_cache.get(("perf_rows",))
+    if got is None:
+        got = t._cat_cache[("perf_rows",)] = _rows(t, _op_events(t), False)
+    return got
+
+
 def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
     """Sheet name -> summary frame, for the sheets that have rows."""
     ops = _op_events(t)
@@ -268,16 +279,17 @@ def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
         return {}
     names = t.names_of(ops)
     fam = np.asarray([pm.MODELS[n].sheet for n in names])
+    all_rows = model_rows(t)
+    row_fam = np.asarray([pm.MODELS[all_rows.groups[g][0]].sheet for g in all_rows.grp.tolist()])
     out: dict[str, pd.DataFrame] = {}
     for sheet in pm.SHEETS:
-        sel = np.flatnonzero(fam == sheet)
-        if sel.size:
-            out[sheet] = summarize(t, _rows(t, ops[sel], False))
+        if (row_fam == sheet).any():
+            out[sheet] = summarize(t, _subset(all_rows, row_fam == sheet))
     for sheet in pm.SPLIT_SHEETS:
         sel = np.flatnonzero(fam == sheet)
         if not sel.size:
             continue
-        rows = _rows(t, ops[sel], False)
+        rows = _subset(all_rows, row_fam == sheet)
         is_bwd_op = np.isin(t.name[rows.ops], np.asarray([t.names.index(n) for n in pm.BWD_OPS if n in t.names] or [-1]))
         out[f"{sheet}_fwd"] = summarize(t, _subset(rows, ~is_bwd_op))
         skip = {n for n in pm.FWD_ONLY_OPS | pm.BWD_OPS}

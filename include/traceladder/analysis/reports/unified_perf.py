@@ -36,6 +36,7 @@ from ..autograd_links import bwd_links
 from ..events import GPU_CATS, EventTable
 from . import gemm
 from . import perf_sheets as ps
+from .aggregates import stats
 from .gpu_timeline import grouped_busy, is_comm_name
 from .ops_summary import Launchers, categorize_op
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
@@ -248,20 +249,21 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
         for r in gemm._per_event(t):
             metrics[r["UID"]] = ({c: r[c] for c in _METRIC_COLS}, r["params"], r["Compute Spec"])
 
-    def from_rows(rows: "ps.Rows", into: dict) -> None:
+    def from_rows(rows: "ps.Rows", into: dict, only: set[int]) -> None:
         arr = rows.arrays()
         vals = {c: arr[c].tolist() for c in _METRIC_COLS}
         for j, i in enumerate(rows.ops.tolist()):
-            g = rows.groups[int(rows.grp[j])]
-            into[i] = ({c: vals[c][j] for c in _METRIC_COLS}, g[1], g[4])
+            if i in only:
+                g = rows.groups[int(rows.grp[j])]
+                into[i] = ({c: vals[c][j] for c in _METRIC_COLS}, g[1], g[4])
 
-    mod = np.asarray([e for e in events if t.name_of(e) in pm.MODELS], dtype=np.int64)
-    if mod.size:
-        from_rows(ps._rows(t, mod, False), metrics)
+    mod = {e for e in events if t.name_of(e) in pm.MODELS}
+    if mod:
+        from_rows(ps.model_rows(t), metrics, mod)
     fw = np.asarray(sorted(set(sole.values())), dtype=np.int64)
     fwd_metrics: dict[int, tuple[dict, dict, str]] = {}
     if fw.size:
-        from_rows(ps._rows(t, fw, True, links), fwd_metrics)
+        from_rows(ps._rows(t, fw, True, links), fwd_metrics, set(fw.tolist()))
 
     launcher_first: dict[int, str] = {}
     for i, kl in zip(la.idx.tolist(), la.kernel_idx or []):
@@ -318,15 +320,15 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
         rec: dict[str, Any] = dict(zip(_KEYS, v))
         rec["ex_UID"] = uids[js[0]]
         rec["operation_count"] = len(js)
-        d = _stats(dur[js])
+        d = stats(dur[js])
         rec["total_duration_us"], rec["mean_duration_us"], rec["std_duration_us"] = d["sum"], d["mean"], d["std"]
         if has_model:
             for c in ("GFLOPS", "Data Moved (MB)", "FLOPS/Byte"):
                 rec[c] = ps._first_of(cols[c][js])
             rec["Compute Spec"] = _first([specs[j] for j in js])
-            tb, tf = _stats(cols["TB/s"][js]), _stats(cols["TFLOPS/s"][js])
+            tb, tf = stats(cols["TB/s"][js]), stats(cols["TFLOPS/s"][js])
             rec["TB/s_mean"], rec["TB/s_std"], rec["TFLOPS/s_mean"], rec["TFLOPS/s_std"] = tb["mean"], tb["std"], tf["mean"], tf["std"]
-        kt = _stats(kts[js])
+        kt = stats(kts[js])
         rec["Kernel Time (µs)_mean"], rec["Kernel Time (µs)_std"], rec["Kernel Time (µs)_sum"] = kt["mean"], kt["std"], kt["sum"]
         for s_ in ("median", "min", "max"):
             rec[f"duration_us_{s_}"] = d[s_]
@@ -350,16 +352,6 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     df["Percentage (%)"] = df["Kernel Time (µs)_sum"] / total * 100
     df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
     return df
-
-
-def _stats(a: np.ndarray) -> dict[str, float]:
-    """pandas' aggregates (NaN skipped, std n-1) of one group's values."""
-    a = np.asarray(a, dtype=np.float64)
-    ok = a[~np.isnan(a)]
-    if ok.size == 0:
-        return {"mean": np.nan, "median": np.nan, "std": np.nan, "min": np.nan, "max": np.nan, "sum": 0.0}
-    return {"mean": float(ok.mean()), "median": float(np.median(ok)), "std": float(ok.std(ddof=1)) if ok.size > 1 else np.nan,
-            "min": float(ok.min()), "max": float(ok.max()), "sum": float(ok.sum())}
 
 
 def _first(vals: list) -> Any:
