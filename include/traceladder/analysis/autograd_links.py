@@ -33,7 +33,7 @@ def _build(t: EventTable) -> dict[int, list[int]]:
         return {}
     is_eval = np.isin(t.name, np.asarray(codes, dtype=np.int32))
     oa = op_args(t)
-    oa.keys(np.flatnonzero(is_eval & t.has_args))  # (the first call reads every cpu_op)
+    oa.all_cpu_ops()
     groups: dict[int, list[int]] = {}
     for i, s in sorted(oa.seq.items()):
         groups.setdefault(s, []).append(i)

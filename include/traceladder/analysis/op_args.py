@@ -46,11 +46,14 @@ class OpArgs:
         #: ``Sequence number`` of every cpu_op that has one (read in the same pass)
         self.seq: dict[int, int] = {}
         self._all_cpu_done = False
+        self._autograd: bool | None = None
 
     def keys(self, idx: np.ndarray) -> list[int]:
         idx = np.asarray(idx, dtype=np.int64)
         key = self._key
-        if not self._all_cpu_done:  # one pass over every cpu_op: most callers need most
+        if not self._all_cpu_done and self._has_autograd():
+            # a training trace: the autograd links need every cpu_op's Sequence number,
+            # so read every cpu_op now, in one pass
             self._all_cpu_done = True
             cpu = np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args)
             todo = sorted(set(cpu.tolist()) | set(idx.tolist()))
@@ -65,6 +68,17 @@ class OpArgs:
             key.update(zip(todo, codes))
             self.seq.update((i, s.seq) for i, s in zip(todo, structs) if s.seq is not None)
         return [key[i] for i in idx.tolist()]
+
+    def _has_autograd(self) -> bool:
+        if self._autograd is None:
+            self._autograd = any(n.startswith("autograd::engine::evaluate_function:") for n in self.t.names)
+        return self._autograd
+
+    def all_cpu_ops(self) -> None:
+        """Read every cpu_op (their ``Sequence number`` fills :attr:`seq`)."""
+        if not self._all_cpu_done:
+            self._all_cpu_done = True
+            self.keys(np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args))
 
     def args(self, k: int) -> dict[str, Any]:
         got = self._decoded.get(k)

@@ -37,8 +37,9 @@ from ..autograd_links import bwd_links
 from ..events import EventTable
 from ..op_args import op_args
 from .aggregates import stats
-from .gemm import _ARG_COLS, _kernel_stats, _subtree_kernels
+from .gemm import _ARG_COLS, _subtree_kernels
 from .gpu_timeline import grouped_busy
+from .ops_unique_args import _kernel_summary, _trunc
 
 __all__ = ["perf_frames", "write_csvs"]
 
@@ -237,12 +238,10 @@ def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.Data
         rec["process_label_first"] = pmeta.get(0, {}).get("process_labels", "Unknown")
         rec["thread_name_first"] = pmeta.get(tid, {}).get("thread_name", "Unknown")
         rec["Compute Spec"] = rows.groups[int(rows.grp[js[0]])][4]
-        ks = _kernel_stats(t, [rows.kernels[j] for j in js.tolist()])
+        ks = _kernel_summary(t, [rows.kernels[j] for j in js.tolist()])
         rec["kernel_details__summarize_kernel_stats"] = str(ks) if ks else None
-        rec["trunc_kernel_details"] = str([
-            {"name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"], "stream": k["stream"],
-             "mean_duration_us": round(k["mean_duration_us"], 2)} for k in ks
-        ]) if ks else None
+        trk = _trunc(ks)
+        rec["trunc_kernel_details"] = str(trk) if trk else None
         gs = rows.grp[js].tolist()
         for c in _ARG_COLS:
             rec[f"{c}_first"] = next((rows.groups[g][5][c] for g in gs if rows.groups[g][5].get(c) is not None), None)

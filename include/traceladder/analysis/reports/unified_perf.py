@@ -65,6 +65,12 @@ def _bwd_category(name: str) -> str | None:
 class _Tree:
     """The host tree views the walk needs (cpu_op children, GPU work below each event)."""
 
+    def kids(self, e: int) -> list[int]:
+        """cpu_op children of e, by start time."""
+        lo = np.searchsorted(self._kid_parent, e, side="left")
+        hi = np.searchsorted(self._kid_parent, e, side="right")
+        return self._kid[lo:hi].tolist()
+
     def __init__(self, t: EventTable):
         self.t = t
         tree = t.call_tree()
@@ -85,9 +91,8 @@ class _Tree:
         ci = np.flatnonzero(cpu & (self.hp >= 0))
         ci = ci[cpu[self.hp[ci]]]
         order = np.lexsort((t.ts[ci], self.hp[ci]))
-        self.children: dict[int, list[int]] = {}
-        for c in ci[order].tolist():
-            self.children.setdefault(int(self.hp[c]), []).append(c)
+        self._kid = ci[order]
+        self._kid_parent = self.hp[self._kid]
         roots = np.flatnonzero(cpu & (self.hp < 0))
         self.roots = roots[np.argsort(t.ts[roots], kind="stable")].tolist()
         # leaf cpu_op: launches through cuda_runtime calls only (TraceLens _is_leaf_cpu_op)
@@ -148,12 +153,12 @@ def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
         return None
     wname = t.name_of(wrapper)
     main = wname.split(": ", 1)[1] if ": " in wname else None
-    hits, stack = 0, list(tr.children.get(wrapper, ()))
+    hits, stack = 0, list(tr.kids(wrapper))
     while stack:
         c = stack.pop()
         if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
             hits += 1
-        stack.extend(tr.children.get(c, ()))
+        stack.extend(tr.kids(c))
     return f if hits == 1 else None
 
 
@@ -170,7 +175,7 @@ def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, in
             out.append(e)
             continue
         f = _sole_bwd(tr, e, fwd_of) if fwd_of else None
-        kids = tr.children.get(e, [])
+        kids = tr.kids(e)
         if f is not None and not tr.model_below[e]:
             sole[e] = f
             out.append(e)
@@ -243,11 +248,11 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     klists = [k[bounds[j]:bounds[j + 1]] for j in range(ev.size)]
     busy = grouped_busy(g, t.ts[k], t.ts[k] + t.dur[k], ev.size)
     # perf metrics of the modelled ops: event -> (metric values, params, Compute Spec)
-    metrics: dict[int, tuple[dict, dict, str]] = {}
+    metrics: dict[int, tuple[dict, int, dict, str]] = {}  # (metric columns, row in them, params, spec)
     _METRIC_COLS = ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Kernel Time (µs)")
     if any(t.name_of(e) in gemm.GEMM_OPS for e in events):
         for r in gemm._per_event(t):
-            metrics[r["UID"]] = ({c: r[c] for c in _METRIC_COLS}, r["params"], r["Compute Spec"])
+            metrics[r["UID"]] = ({c: [r[c]] for c in _METRIC_COLS}, 0, r["params"], r["Compute Spec"])
 
     def from_rows(rows: "ps.Rows", into: dict, only: set[int]) -> None:
         arr = rows.arrays()
@@ -255,13 +260,13 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
         for j, i in enumerate(rows.ops.tolist()):
             if i in only:
                 g = rows.groups[int(rows.grp[j])]
-                into[i] = ({c: vals[c][j] for c in _METRIC_COLS}, g[1], g[4])
+                into[i] = (vals, j, g[1], g[4])
 
     mod = {e for e in events if t.name_of(e) in pm.MODELS}
     if mod:
         from_rows(ps.model_rows(t), metrics, mod)
     fw = np.asarray(sorted(set(sole.values())), dtype=np.int64)
-    fwd_metrics: dict[int, tuple[dict, dict, str]] = {}
+    fwd_metrics: dict[int, tuple[dict, int, dict, str]] = {}
     if fw.size:
         from_rows(ps._rows(t, fw, True, links), fwd_metrics, set(fw.tolist()))
 
@@ -300,10 +305,10 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
         m = metrics.get(i) if own else (fwd_metrics.get(f) if f is not None else None)
         p, spec = None, None
         if m is not None:
-            mv, mp, spec = m
+            mv, mj, mp, spec = m
             for c in cols:
-                cols[c][j] = mv[c]
-            kts[j] = mv["Kernel Time (µs)"]
+                cols[c][j] = mv[c][mj]
+            kts[j] = mv["Kernel Time (µs)"][mj]
             p = dict(mp) or None
         names.append(name)
         cats.append(cat)
