@@ -51,8 +51,9 @@ def _kernel_summary(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None
     if not lists:
         return None
     tmpl = lists[0]
-    same = [k for k in lists if len(k) == len(tmpl)]
-    d = np.ascontiguousarray(t.dur[np.stack(same)].T)  # positions x rows
+    m = len(tmpl)
+    same = lists if all(len(k) == m for k in lists) else [k for k in lists if len(k) == m]
+    d = np.ascontiguousarray(t.dur[np.concatenate(same)].reshape(len(same), m).T)  # positions x rows
     total, mean, med, std = np.sum(d, axis=1), np.mean(d, axis=1), np.median(d, axis=1), np.std(d, axis=1)
     lo, hi = np.min(d, axis=1), np.max(d, axis=1)
     names = t.names_of(tmpl)

@@ -67,9 +67,7 @@ class _Tree:
 
     def kids(self, e: int) -> list[int]:
         """cpu_op children of e, by start time."""
-        lo = np.searchsorted(self._kid_parent, e, side="left")
-        hi = np.searchsorted(self._kid_parent, e, side="right")
-        return self._kid[lo:hi].tolist()
+        return self._kid[self._kid_lo[e]:self._kid_hi[e]].tolist()
 
     def __init__(self, t: EventTable):
         self.t = t
@@ -92,7 +90,10 @@ class _Tree:
         ci = ci[cpu[self.hp[ci]]]
         order = np.lexsort((t.ts[ci], self.hp[ci]))
         self._kid = ci[order]
-        self._kid_parent = self.hp[self._kid]
+        kp = self.hp[self._kid]
+        every = np.arange(n)
+        self._kid_lo = np.searchsorted(kp, every, side="left")
+        self._kid_hi = np.searchsorted(kp, every, side="right")
         roots = np.flatnonzero(cpu & (self.hp < 0))
         self.roots = roots[np.argsort(t.ts[roots], kind="stable")].tolist()
         # leaf cpu_op: launches through cuda_runtime calls only (TraceLens _is_leaf_cpu_op)
@@ -282,35 +283,40 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     cols = {c: np.full(n, np.nan) for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s")}
     klist = []
     cat_memo: dict[tuple, str] = {}
+    base_names = t.names_of(all_idx)
+    own_arr = tr.model[all_idx].tolist()
+    kts[:nev] = busy
+    klist.extend(klists)
+    uids.extend(events)
+    names = base_names[:nev]
+    for (p_, kern), u in zip(synth, range(len(t), len(t) + len(synth))):
+        names.append(f"{t.name_of(p_)}->{t.name_of(kern)} (Synthetic Op)")
+        klist.append(np.asarray([kern], dtype=np.int64))
+        kts[len(uids)] = (t.ts[kern] + t.dur[kern]) - t.ts[kern]  # busy time, as TraceLens computes it
+        uids.append(u)
+    get_first = launcher_first.get
     for j, i in enumerate(all_idx.tolist()):
-        name = t.name_of(i)
-        if j >= nev:
-            kern = synth[j - nev][1]
-            name = f"{name}->{t.name_of(kern)} (Synthetic Op)"
-            klist.append(np.asarray([kern], dtype=np.int64))
-            kts[j] = (t.ts[kern] + t.dur[kern]) - t.ts[kern]  # busy time, as TraceLens computes it
-            uids.append(len(t) + (j - nev))
-            own, f = False, None
-        else:
-            klist.append(klists[j])
-            kts[j] = busy[j]
-            uids.append(i)
-            own, f = bool(tr.model[i]), sole.get(i)
-        ck = (name, launcher_first.get(i))
+        syn = j >= nev
+        own = False if syn else own_arr[j]
+        f = None if syn else sole.get(i)
+        ck = (names[j], get_first(i))
         cat = cat_memo.get(ck)
         if cat is None:
             cat = cat_memo[ck] = categorize_op(*ck)
-        if not own and f is not None:
+        p = spec = None
+        if own:
+            m = metrics.get(i)
+        elif f is not None:
             cat = _BWD_CATEGORY[pm.MODELS[t.name_of(f)].sheet]
-        m = metrics.get(i) if own else (fwd_metrics.get(f) if f is not None else None)
-        p, spec = None, None
+            m = fwd_metrics.get(f)
+        else:
+            m = None
         if m is not None:
             mv, mj, mp, spec = m
             for c in cols:
                 cols[c][j] = mv[c][mj]
             kts[j] = mv["Kernel Time (µs)"][mj]
             p = dict(mp) or None
-        names.append(name)
         cats.append(cat)
         has_pm.append(own or f is not None)
         params.append(p)
