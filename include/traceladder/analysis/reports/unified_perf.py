@@ -46,6 +46,7 @@ __all__ = ["unified_frame", "write_csv"]
 _ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 _KEYS = ("name", "op category", "process_name", "process_label", "thread_name") + _ARGS
 _BWD_CATEGORY = {"CONV": "CONV_bwd", "SDPA": "SDPA_bwd", "Normalization": "NORM_bwd"}
+_METRIC_COLS = ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Kernel Time (µs)")
 
 
 def _has_model(name: str) -> bool:
@@ -248,84 +249,98 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     bounds = np.searchsorted(g, np.arange(ev.size + 1))
     klists = [k[bounds[j]:bounds[j + 1]] for j in range(ev.size)]
     busy = grouped_busy(g, t.ts[k], t.ts[k] + t.dur[k], ev.size)
-    # perf metrics of the modelled ops: event -> (metric values, params, Compute Spec)
-    metrics: dict[int, tuple[dict, int, dict, str]] = {}  # (metric columns, row in them, params, spec)
-    _METRIC_COLS = ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Kernel Time (µs)")
-    if any(t.name_of(e) in gemm.GEMM_OPS for e in events):
-        for r in gemm._per_event(t):
-            metrics[r["UID"]] = ({c: [r[c]] for c in _METRIC_COLS}, 0, r["params"], r["Compute Spec"])
-
-    def from_rows(rows: "ps.Rows", into: dict, only: set[int]) -> None:
-        arr = rows.arrays()
-        vals = {c: arr[c].tolist() for c in _METRIC_COLS}
-        for j, i in enumerate(rows.ops.tolist()):
-            if i in only:
-                g = rows.groups[int(rows.grp[j])]
-                into[i] = (vals, j, g[1], g[4])
-
-    mod = {e for e in events if t.name_of(e) in pm.MODELS}
-    if mod:
-        from_rows(ps.model_rows(t), metrics, mod)
-    fw = np.asarray(sorted(set(sole.values())), dtype=np.int64)
-    fwd_metrics: dict[int, tuple[dict, int, dict, str]] = {}
-    if fw.size:
-        from_rows(ps._rows(t, fw, True, links), fwd_metrics, set(fw.tolist()))
-
-    launcher_first: dict[int, str] = {}
-    for i, kl in zip(la.idx.tolist(), la.kernel_idx or []):
-        if len(kl):
-            launcher_first[i] = t.name_of(int(kl[0]))
     nev = len(events)
     all_idx = np.asarray(events + [p for p, _ in synth], dtype=np.int64)
     n = all_idx.size
-    names, cats, uids, has_pm, params, specs = [], [], [], [], [], []
-    kts = np.empty(n)
-    cols = {c: np.full(n, np.nan) for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s")}
-    klist = []
-    cat_memo: dict[tuple, str] = {}
-    base_names = t.names_of(all_idx)
-    own_arr = tr.model[all_idx].tolist()
-    kts[:nev] = busy
-    klist.extend(klists)
-    uids.extend(events)
-    names = base_names[:nev]
-    for (p_, kern), u in zip(synth, range(len(t), len(t) + len(synth))):
-        names.append(f"{t.name_of(p_)}->{t.name_of(kern)} (Synthetic Op)")
-        klist.append(np.asarray([kern], dtype=np.int64))
-        kts[len(uids)] = (t.ts[kern] + t.dur[kern]) - t.ts[kern]  # busy time, as TraceLens computes it
-        uids.append(u)
-    get_first = launcher_first.get
-    for j, i in enumerate(all_idx.tolist()):
-        syn = j >= nev
-        own = False if syn else own_arr[j]
-        f = None if syn else sole.get(i)
-        ck = (names[j], get_first(i))
-        cat = cat_memo.get(ck)
-        if cat is None:
-            cat = cat_memo[ck] = categorize_op(*ck)
-        p = spec = None
-        if own:
-            m = metrics.get(i)
-        elif f is not None:
-            cat = _BWD_CATEGORY[pm.MODELS[t.name_of(f)].sheet]
-            m = fwd_metrics.get(f)
-        else:
-            m = None
-        if m is not None:
-            mv, mj, mp, spec = m
-            for c in cols:
-                cols[c][j] = mv[c][mj]
-            kts[j] = mv["Kernel Time (µs)"][mj]
-            p = dict(mp) or None
-        cats.append(cat)
-        has_pm.append(own or f is not None)
-        params.append(p)
-        specs.append(spec)
     if n == 0:
         return pd.DataFrame()
+    ns = len(synth)
+    names = t.names_of(ev)
+    klist = list(klists)
+    kts = np.empty(n)
+    kts[:nev] = busy
+    for (p_, kern) in synth:
+        names.append(f"{t.name_of(p_)}->{t.name_of(kern)} (Synthetic Op)")
+        klist.append(np.asarray([kern], dtype=np.int64))
+    if ns:
+        sk = np.asarray([x for _, x in synth], dtype=np.int64)
+        kts[nev:] = (t.ts[sk] + t.dur[sk]) - t.ts[sk]  # busy time, as TraceLens computes it
+    uids = events + list(range(len(t), len(t) + ns))
+
+    # op category: by name, else by the first kernel a launcher launched directly
+    first = np.full(len(t), -1, dtype=np.int64)
+    if la.kernel_idx is not None:
+        has_k = [j for j, kl in enumerate(la.kernel_idx) if len(kl)]
+        first[la.idx[has_k]] = t.name[np.asarray([la.kernel_idx[j][0] for j in has_k], dtype=np.int64)]
+    name_key = np.concatenate([t.name[ev].astype(np.int64), len(t.names) + np.arange(ns)])
+    pair = name_key * (len(t.names) + 1) + (first[all_idx] + 1)
+    upair, inv = np.unique(pair, return_inverse=True)
+    ucat = []
+    for u in upair.tolist():
+        j = int(np.flatnonzero(pair == u)[0])
+        fk = int(first[all_idx[j]])
+        ucat.append(categorize_op(names[j], t.names[fk] if fk >= 0 else None))
+    cats = [ucat[x] for x in inv.tolist()]
+
+    own = np.zeros(n, dtype=bool)
+    own[:nev] = tr.model[ev]
+    fwd = np.full(n, -1, dtype=np.int64)
+    for j, e in enumerate(events):
+        f = sole.get(e)
+        if f is not None and not own[j]:
+            fwd[j] = f
+            cats[j] = _BWD_CATEGORY[pm.MODELS[t.name_of(f)].sheet]
+    has_pm = (own | (fwd >= 0)).tolist()
+
+    # perf metrics of the modelled ops (own model, or the linked forward op's backward)
+    cols = {c: np.full(n, np.nan) for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s")}
+    params: list[dict | None] = [None] * n
+    specs: list[str | None] = [None] * n
+    any_metrics = False
+
+    def fill(rows_ops: np.ndarray, arr: dict, grp_params: list, grp_specs: list, key: np.ndarray, sel: np.ndarray) -> bool:
+        """Copy the metrics of ``rows_ops`` into the ops at ``sel`` whose ``key`` event
+        is among them."""
+        pos = np.full(len(t), -1, dtype=np.int64)
+        pos[rows_ops] = np.arange(rows_ops.size)
+        js = sel[pos[key[sel]] >= 0]
+        if not js.size:
+            return False
+        r = pos[key[js]]
+        for c in cols:
+            cols[c][js] = arr[c][r]
+        kts[js] = arr["Kernel Time (µs)"][r]
+        for j, rr in zip(js.tolist(), r.tolist()):
+            params[j] = dict(grp_params[rr]) or None
+            specs[j] = grp_specs[rr]
+        return True
+
+    evs = np.concatenate([ev, np.full(ns, -1, dtype=np.int64)])
+    own_sel = np.flatnonzero(own)
+    is_gemm = np.zeros(n, dtype=bool)
+    gemm_codes = [c for c, nm in enumerate(t.names) if nm in gemm.GEMM_OPS]
+    if gemm_codes and own_sel.size:
+        is_gemm[own_sel] = np.isin(t.name[evs[own_sel]], gemm_codes)
+    if is_gemm.any():
+        grows = gemm._per_event(t)
+        if grows:
+            garr = {c: np.asarray([r[c] for r in grows], dtype=np.float64) for c in _METRIC_COLS}
+            any_metrics |= fill(np.asarray([r["UID"] for r in grows], dtype=np.int64), garr,
+                                [r["params"] for r in grows], [r["Compute Spec"] for r in grows], evs, np.flatnonzero(is_gemm))
+    model_sel = np.flatnonzero(own & ~is_gemm)
+    if model_sel.size:
+        mr = ps.model_rows(t)
+        gp = [mr.groups[x] for x in mr.grp.tolist()]
+        any_metrics |= fill(mr.ops, mr.arrays(), [x[1] for x in gp], [x[4] for x in gp], evs, model_sel)
+    fsel = np.flatnonzero(fwd >= 0)
+    if fsel.size:
+        fr = ps._rows(t, np.unique(fwd[fsel]), True, links)
+        gp = [fr.groups[x] for x in fr.grp.tolist()]
+        any_metrics |= fill(fr.ops, fr.arrays(), [x[1] for x in gp], [x[4] for x in gp], fwd, fsel)
+
     values, members = group_by_args(t, all_idx, names, cats)
     dur = t.dur[all_idx]
-    has_model = bool(metrics or fwd_metrics)
+    has_model = any_metrics
     recs = []
     for v, js in zip(values, members):
         rec: dict[str, Any] = dict(zip(_KEYS, v))
