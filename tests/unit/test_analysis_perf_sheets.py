@@ -97,3 +97,16 @@ def test_headlines_match_the_sheets(produced):
         assert h["tflops_per_s"] == pytest.approx(gflop / 1e3 / (ms / 1e3), rel=1e-9)
     conv = heads["CONV_fwd"]
     assert conv["tflops_per_s"] > 0 and conv["tb_per_s"] > 0
+
+
+DERIVED = SHARED / "reference" / "derived"
+
+
+@pytest.mark.parametrize("trace", sorted(DERIVED.glob("*.json.gz")) if DERIVED.is_dir() else [], ids=lambda p: p.name[:40])
+def test_gpu_only_traces_get_none(trace, produced):
+    """TraceLens writes none of these for a GPU-only trace (no host ops): neither do we."""
+    out = produced(trace)
+    ref = trace.parent / (trace.name[: -len(".json.gz")] + "_perf_report_csvs")
+    assert ref.is_dir() and not any((ref / s).exists() for s in SHEETS)
+    assert not [s for s in SHEETS if (out / s).exists()]
+    assert json.loads((out / "analysis.json").read_text())["perf_sheets"] == {}
