@@ -4,6 +4,10 @@
   * ``gpu_timeline.csv`` (``type,time ms,percent``),
   * ``ops_summary.csv`` and ``ops_summary_by_category.csv`` (TraceLens columns),
   * ``kernel_summary.csv`` (GPU traces only),
+  * with host ops and GPU events: ``GEMM.csv``, ``coll_analysis.csv`` and the other
+    perf-model sheets (``SDPA_fwd.csv``, ``CONV_bwd.csv``, ``Normalization.csv``, ...,
+    :mod:`.reports.perf_sheets`), ``ops_unique_args.csv`` and ``unified_perf_summary.csv``,
+    each only when it has rows,
   * ``analysis.json`` (schema 1, see :func:`analyze_trace`),
 and returns the analysis.json content.
 
