@@ -116,8 +116,9 @@ def test_reference_trace_analysis_json(tmp_path):
     assert res["timeline"]["total_time"] == pytest.approx(8.91188671875)
     assert json.loads((tmp_path / "analysis.json").read_text()) == res
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "GEMM.csv", "analysis.json", "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv",
-        "ops_summary_by_category.csv"]
+        "BinaryElementwise.csv", "GEMM.csv", "Reduce_fwd.csv", "UnaryElementwise.csv", "analysis.json",
+        "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv", "ops_summary_by_category.csv",
+        "ops_unique_args.csv", "unified_perf_summary.csv"]
     # "gemm": the GEMM.csv rows (shape, count, kernel time, mean TFLOPS/s), by time
     import csv
 

@@ -4,6 +4,10 @@
   * ``gpu_timeline.csv`` (``type,time ms,percent``),
   * ``ops_summary.csv`` and ``ops_summary_by_category.csv`` (TraceLens columns),
   * ``kernel_summary.csv`` (GPU traces only),
+  * with host ops and GPU events: ``GEMM.csv``, ``coll_analysis.csv`` and the other
+    perf-model sheets (``SDPA_fwd.csv``, ``CONV_bwd.csv``, ``Normalization.csv``, ...,
+    :mod:`.reports.perf_sheets`), ``ops_unique_args.csv`` and ``unified_perf_summary.csv``,
+    each only when it has rows,
   * ``analysis.json`` (schema 1, see :func:`analyze_trace`),
 and returns the analysis.json content.
 
@@ -38,6 +42,9 @@ from .reports import gemm
 from .reports import gpu_timeline as gt
 from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
+from .reports import ops_unique_args as oua
+from .reports import perf_sheets
+from .reports import unified_perf
 from .reports import rocprof_reports as heavy_reports
 
 __all__ = [
@@ -149,6 +156,10 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
        "gemm": [{"name", "M", "N", "K", "B", "dtype", "count", "time_ms",
                  "tflops_mean"}],  # top 10 GEMM shapes by kernel time (GEMM.csv rows;
                                    # CPU-only traces: by op duration)
+       "perf_sheets": {<sheet>: {"ops", "shapes", "kernel_time_ms", "tflops_per_s",
+                       "tb_per_s", "top": {"name", "count", "kernel_time_ms"}}},
+                      # one per perf-model sheet written (SDPA_fwd, CONV_bwd, ...);
+                      # rates = the sheet's modelled work / its kernel time
        "notes": [str]}
 
     Raises TraceError for bad input.
@@ -163,6 +174,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
         return result
     notes: list[str] = []
+    perf_heads: dict[str, Any] = {}
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
     try:
         if has_gpu:
@@ -193,6 +205,10 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
         if t.is_cat("cpu_op").any():  # TraceLens skips collectives for GPU-only traces
             coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
+            # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
+            perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
+            oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
+            unified_perf.write_csv(t, launchers, out_dir)  # unified_perf_summary.csv
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
         if gemm_rates:
@@ -228,6 +244,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         "categories": cats,
         "regions": _regions(t),
         "gemm": gemm_rates,
+        "perf_sheets": perf_heads,
         "notes": notes,
     }
     (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")

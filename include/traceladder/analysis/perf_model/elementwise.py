@@ -1,0 +1,79 @@
+"""Unary and binary elementwise perf models.
+
+Provenance: TraceLens v1.0.0 ``PerfModel/perf_model.py`` classes ``UnaryElementwise`` /
+``aten_unary_elementwise`` and ``BinaryElementwise`` / ``aten_binary_elementwise``:
+FLOPs = one per output element; bytes = every input element read once plus every
+output element written once; the output dtype is the third (binary) / second (unary)
+input's when that input is a tensor, else inferred.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import bpe, prod, spec
+
+
+def unary_params(name: str, args: dict) -> dict[str, Any]:
+    dims = args["Input Dims"]
+    types = args["Input type"]
+    strides = args["Input Strides"]
+    out = len(dims) > 1 and bool(dims[1])
+    return {
+        "op_shape": tuple(dims[0]),
+        "dtype_in_out": (types[0], types[1] if out else None),
+        "stride_input": tuple(strides[0]),
+        "stride_output": tuple(strides[1]) if out else None,
+    }
+
+
+def unary_metrics(p: dict) -> tuple[float, float | None, str]:
+    n = prod(p["op_shape"])
+    din, dout = p["dtype_in_out"]
+    b_in = bpe(din)
+    b_out = bpe(dout) if dout is not None else b_in
+    nbytes = None if None in (b_in, b_out) else n * b_in + n * b_out
+    return n, nbytes, spec("vector", din)
+
+
+def binary_params(name: str, args: dict) -> dict[str, Any]:
+    dims = args["Input Dims"]
+    types = args["Input type"]
+    strides = args["Input Strides"]
+    out = len(dims) > 2 and bool(dims[2])
+    return {
+        "shape_in1": tuple(dims[0]),
+        "shape_in2": tuple(dims[1]),
+        "dtype_in1_in2_out": (types[0], types[1], types[2] if out else None),
+        "stride_input1": tuple(strides[0]),
+        "stride_input2": tuple(strides[1]),
+        "stride_output": tuple(strides[2]) if out else None,
+    }
+
+
+def _broadcast(a: tuple, b: tuple) -> tuple:
+    nd = max(len(a), len(b))
+    a = (1,) * (nd - len(a)) + a
+    b = (1,) * (nd - len(b)) + b
+    res = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"shapes not broadcastable: {a} and {b}")
+        res.append(max(x, y))
+    return tuple(res)
+
+
+def binary_metrics(p: dict) -> tuple[float, float | None, str]:
+    s1, s2 = p["shape_in1"], p["shape_in2"]
+    n_out = prod(_broadcast(s1, s2))
+    d1, d2, dout = p["dtype_in1_in2_out"]
+    b1, b2 = bpe(d1), bpe(d2)
+    if dout is not None:
+        b_out = bpe(dout)
+    elif b1 and b2:
+        # two tensors: the wider dtype; a scalar operand keeps the first input's
+        b_out = max(b1, b2) if (s1 != () and s2 != ()) else b1
+    else:
+        b_out = None
+    nbytes = None if None in (b1, b2, b_out) else prod(s1) * b1 + prod(s2) * b2 + n_out * b_out
+    return n_out, nbytes, spec("vector", d1)

@@ -1,0 +1,29 @@
+"""pandas' groupby aggregates of one group's values, in plain numpy (no Series per group).
+
+Same definitions as pandas: NaN skipped, ``std`` with n-1 (NaN for one value), ``sum``
+of nothing = 0, the rest NaN for an empty group; the median is the middle value or the
+mean of the two middle ones, as ``np.median`` computes it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["stats"]
+
+_EMPTY = {"mean": math.nan, "median": math.nan, "std": math.nan, "min": math.nan, "max": math.nan, "sum": 0.0}
+
+
+def stats(values) -> dict[str, float]:
+    a = np.asarray(values, dtype=np.float64)
+    a = a[~np.isnan(a)]
+    n = a.size
+    if n == 0:
+        return dict(_EMPTY)
+    s = np.sort(a)
+    h = n // 2
+    med = float(s[h]) if n % 2 else float((s[h - 1] + s[h]) / 2)
+    return {"mean": float(a.mean()), "median": med, "std": float(a.std(ddof=1)) if n > 1 else math.nan,
+            "min": float(s[0]), "max": float(s[-1]), "sum": float(a.sum())}

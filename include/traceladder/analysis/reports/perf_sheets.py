@@ -1,0 +1,334 @@
+"""TraceLens v1.0.0's perf-model sheets other than GEMM (GPU traces with host ops).
+
+Sheets: ``UnaryElementwise``, ``BinaryElementwise``, ``Normalization`` (fwd and bwd ops
+in one table) and ``Reduce_fwd/_bwd``, ``SDPA_fwd/_bwd``, ``CONV_fwd/_bwd``.  A sheet
+with no rows is not written (TraceLens writes no empty sheet).
+
+Rules (TraceLens ``generate_perf_report_pytorch`` + ``TreePerfAnalyzer.
+build_df_perf_metrics`` / ``summarize_df_perf_metrics``; formulas in
+:mod:`traceladder.analysis.perf_model`):
+
+* rows: every event whose name has a perf model, in file order; an op whose model
+  raises (missing or odd args) is dropped, as TraceLens drops it;
+* kernel time: busy time of the GPU events launched below the op (as GEMM.csv);
+* ``_fwd`` tables: the family's ops with their forward model, except
+  ``aten::convolution_backward``, which TraceLens moves to ``CONV_bwd``;
+* ``_bwd`` tables: ops that own autograd backward events (see
+  :mod:`traceladder.analysis.autograd_links`), timed by the kernels below the backward
+  events linked anywhere in the op's subtree, with the backward model; forward conv
+  ops are dropped from ``CONV_bwd``, then the ``convolution_backward`` rows follow;
+* summary: grouped by name + the ``param:`` columns as text (pandas 3 ``astype(str)``:
+  missing values stay empty, an int column with a gap prints as floats), the same
+  aggregates and order as GEMM.csv.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import perf_model as pm
+from ..autograd_links import bwd_links
+from ..events import EventTable
+from ..op_args import op_args
+from .aggregates import stats
+from .gemm import _ARG_COLS, _subtree_kernels
+from .gpu_timeline import grouped_busy
+from .ops_unique_args import _kernel_summary, _trunc
+
+__all__ = ["perf_frames", "write_csvs"]
+
+
+def _op_events(t: EventTable) -> np.ndarray:
+    codes = [i for i, n in enumerate(t.names) if n in pm.MODELS]
+    if not codes:
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(np.isin(t.name, np.asarray(codes, dtype=np.int32)) & t.is_cat("cpu_op"))
+
+
+def _kernels_by_op(t: EventTable, n: int, groups: np.ndarray, kernels: np.ndarray):
+    """Busy time per op, and each op's kernels by start time."""
+    ks = t.ts[kernels]
+    busy = grouped_busy(groups, ks, ks + t.dur[kernels], n)
+    order = np.lexsort((ks, groups)) if groups.size else np.empty(0, np.int64)
+    g_sorted, k_sorted = groups[order], kernels[order]
+    bounds = np.searchsorted(g_sorted, np.arange(n + 1))
+    return busy, k_sorted, bounds
+
+
+def _bwd_kernels(t: EventTable, ops: np.ndarray, links: dict[int, list[int]]):
+    """(op position, GPU event) for the kernels of the backward events linked in each
+    op's subtree, and which ops own backward events themselves."""
+    pos = np.full(len(t), -1, dtype=np.int64)
+    pos[ops] = np.arange(ops.size)
+    hp = t.call_tree().host_parent
+    owner_g: list[int] = []
+    owner_b: list[int] = []
+    for f, bs in links.items():
+        a = f
+        while a >= 0:  # every op above (or at) the linked forward event
+            if pos[a] >= 0:
+                owner_g.extend([int(pos[a])] * len(bs))
+                owner_b.extend(bs)
+            a = int(hp[a])
+    own = np.zeros(ops.size, dtype=bool)
+    linked = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
+    own[pos[linked][pos[linked] >= 0]] = True
+    if not owner_b:
+        return np.empty(0, np.int64), np.empty(0, np.int64), own
+    # de-duplicate (op, bwd event) pairs: TraceLens collects a set per op
+    pairs = np.unique(np.stack([np.asarray(owner_g), np.asarray(owner_b)], axis=1), axis=0)
+    bevs = np.unique(pairs[:, 1])
+    bg, bk = _subtree_kernels(t, bevs)  # bg: position in bevs
+    bpos = np.searchsorted(bevs, pairs[:, 1])
+    # join pairs (op, bwd) with (bwd, kernel)
+    order = np.argsort(bg, kind="stable")
+    bg, bk = bg[order], bk[order]
+    lo = np.searchsorted(bg, bpos, side="left")
+    hi = np.searchsorted(bg, bpos, side="right")
+    cnt = hi - lo
+    g = np.repeat(pairs[:, 0], cnt)
+    k = bk[np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])] if cnt.sum() else np.empty(0, np.int64)
+    return g.astype(np.int64), k.astype(np.int64), own
+
+
+@dataclass
+class Rows:
+    """The ops of one table, columnar: per op its event, model group and kernel time;
+    per model group (same op name and raw shape args) its params and metrics."""
+
+    ops: np.ndarray  # event index, UID order
+    grp: np.ndarray  # model group of each op
+    busy: np.ndarray  # kernel busy time (us)
+    kernels: list[np.ndarray]  # GPU events of each op, by start
+    groups: list[tuple[str, dict, float, float | None, str, dict]]  # name, params, GFLOPS, bytes, spec, args
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Per-op TraceLens perf metrics (``compute_perf_metrics``), as arrays."""
+        g = self.grp.tolist()
+        gflops = np.asarray([self.groups[x][2] for x in g], dtype=np.float64)
+        nb = np.asarray([np.nan if self.groups[x][3] is None else self.groups[x][3] for x in g], dtype=np.float64)
+        bt = self.busy
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {
+                "GFLOPS": gflops,
+                "Kernel Time (µs)": bt,
+                "TFLOPS/s": np.where(bt > 0, (gflops / 1e3) / (bt / 1e6), np.nan),
+                "Data Moved (MB)": nb / (1024 * 1024),
+                "FLOPS/Byte": np.where(nb > 0, (gflops * 1e9) / nb, np.nan),
+                "TB/s": np.where(bt > 0, (nb / 1e12) / (bt / 1e6), np.nan),
+            }
+
+
+def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
+    """Perf-model rows for ``ops`` (UID order); ops whose model fails are dropped."""
+    oa = op_args(t)
+    keys = oa.keys(ops)
+    codes = t.name[ops].tolist()
+    cache: dict[tuple[int, int], int] = {}
+    groups: list[tuple] = []
+    grp = np.full(ops.size, -1, dtype=np.int64)
+    for j, (c, k) in enumerate(zip(codes, keys)):
+        g = cache.get((c, k))
+        if g is None:
+            name = t.names[c]
+            a = oa.args(k)
+            model = pm.MODELS[name]
+            try:
+                p = model.params(name, a)
+                flops, nbytes, cspec = model.metrics(name, p, bwd)
+                g = len(groups)
+                groups.append((name, p, flops / 1e9, nbytes, cspec, a))
+            except Exception:  # TraceLens drops ops whose perf model fails
+                g = -1
+            cache[(c, k)] = g
+        grp[j] = g
+    keep = grp >= 0
+    ops, grp = ops[keep], grp[keep]
+    n = ops.size
+    if bwd:
+        gi, kernels, own = _bwd_kernels(t, ops, links)
+        keep = own  # TraceLens skips ops without backward events of their own
+    else:
+        gi, kernels = _subtree_kernels(t, ops)
+        keep = np.ones(n, dtype=bool)
+    busy, k_sorted, bounds = _kernels_by_op(t, n, gi, kernels)
+    klists = [k_sorted[bounds[j]:bounds[j + 1]] for j in range(n)]
+    sel = np.flatnonzero(keep)
+    return Rows(ops[sel], grp[sel], busy[sel], [klists[j] for j in sel.tolist()], groups)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _param_text(params: list[dict], key: str) -> list[str | None]:
+    """pandas 3 ``Series.astype(str)`` of one param column (None = missing), over the
+    model groups in use (a value missing in a group is missing in all its rows)."""
+    vals = [p.get(key) for p in params]
+    present = [v for v in vals if not _missing(v)]
+    numeric = present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+    as_float = numeric and (len(present) < len(vals) or any(isinstance(v, float) for v in present))
+    out: list[str | None] = []
+    for v in vals:
+        if _missing(v):
+            out.append(None)
+        elif as_float:
+            out.append(repr(float(v)))
+        else:
+            out.append(str(v))
+    return out
+
+
+def _first_of(vals: np.ndarray) -> float:
+    ok = vals[~np.isnan(vals)]
+    return float(ok[0]) if ok.size else math.nan
+
+
+def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.DataFrame:
+    if rows.ops.size == 0:
+        return pd.DataFrame()
+    # model groups in use, in order of first appearance (pandas' column order)
+    used, seen = [], set()
+    for g in rows.grp.tolist():
+        if g not in seen:
+            seen.add(g)
+            used.append(g)
+    params = [rows.groups[g][1] for g in used]
+    keys: list[str] = []
+    for p in params:
+        for k in p:
+            if k not in keys:
+                keys.append(k)
+    text = {k: _param_text(params, k) for k in keys}
+    sg_of: dict[int, int] = {}
+    sg_key: dict[tuple, int] = {}
+    for u, g in enumerate(used):
+        key = (rows.groups[g][0],) + tuple(text[k][u] for k in keys)
+        sg_of[g] = sg_key.setdefault(key, len(sg_key))
+    sg = np.fromiter((sg_of[g] for g in rows.grp.tolist()), dtype=np.int64, count=rows.ops.size)
+    arr = rows.arrays()
+    gflops, tflops, mb, fpb, tbs = (arr[c] for c in ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s"))
+    bt = rows.busy
+    meta = t.metadata.get("by_pid_tid", {})
+    out = []
+    order = np.argsort(sg, kind="stable")
+    bounds = np.searchsorted(sg[order], np.arange(len(sg_key) + 1))
+    for key, s in sg_key.items():
+        js = order[bounds[s]:bounds[s + 1]]  # ops of this row, UID order
+        rec: dict[str, Any] = {"name": key[0]}
+        for k, v in zip(keys, key[1:]):
+            rec[f"param: {k}"] = v
+        rec["GFLOPS_first"] = _first_of(gflops[js])
+        rec["Data Moved (MB)_first"] = _first_of(mb[js])
+        rec["FLOPS/Byte_first"] = _first_of(fpb[js])
+        for m, arr in (("TB/s", tbs), ("TFLOPS/s", tflops)):
+            st = stats(arr[js])
+            for k in ("mean", "median", "std", "min", "max"):
+                rec[f"{m}_{k}"] = st[k]
+        i0 = int(rows.ops[js[0]])
+        pid, tid = t.pids[t.pid[i0]], t.tids[t.tid[i0]]
+        pmeta = meta.get(pid, {})
+        rec["process_name_first"] = pmeta.get(0, {}).get("process_name", "Unknown")
+        rec["process_label_first"] = pmeta.get(0, {}).get("process_labels", "Unknown")
+        rec["thread_name_first"] = pmeta.get(tid, {}).get("thread_name", "Unknown")
+        rec["Compute Spec"] = rows.groups[int(rows.grp[js[0]])][4]
+        ks = _kernel_summary(t, [rows.kernels[j] for j in js.tolist()])
+        rec["kernel_details__summarize_kernel_stats"] = str(ks) if ks else None
+        trk = _trunc(ks)
+        rec["trunc_kernel_details"] = str(trk) if trk else None
+        gs = rows.grp[js].tolist()
+        for c in _ARG_COLS:
+            rec[f"{c}_first"] = next((rows.groups[g][5][c] for g in gs if rows.groups[g][5].get(c) is not None), None)
+        kt = bt[js]
+        st = stats(kt)
+        for k in ("mean", "median", "std", "min", "max", "sum"):
+            rec[f"Kernel Time (µs)_{k}"] = st[k]
+        rec["name_count"] = int(js.size)
+        rec["UID_first"] = i0
+        out.append(rec)
+    df = pd.DataFrame(out)
+    df = df.sort_values(by=["Kernel Time (µs)_sum", "UID_first"], ascending=[False, True], kind="stable")
+    return df.reset_index(drop=True)
+
+
+def _subset(rows: Rows, mask: np.ndarray) -> Rows:
+    sel = np.flatnonzero(mask)
+    return Rows(rows.ops[sel], rows.grp[sel], rows.busy[sel], [rows.kernels[j] for j in sel.tolist()], rows.groups)
+
+
+def model_rows(t: EventTable) -> Rows:
+    """Forward rows of every modelled op (one kernel walk), kept in the table's cache
+    (the sheets and unified_perf_summary.csv share them)."""
+    got = t._cat_cache.get(("perf_rows",))
+    if got is None:
+        got = t._cat_cache[("perf_rows",)] = _rows(t, _op_events(t), False)
+    return got
+
+
+def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
+    """Sheet name -> summary frame, for the sheets that have rows."""
+    ops = _op_events(t)
+    if ops.size == 0:
+        return {}
+    names = t.names_of(ops)
+    fam = np.asarray([pm.MODELS[n].sheet for n in names])
+    all_rows = model_rows(t)
+    row_fam = np.asarray([pm.MODELS[all_rows.groups[g][0]].sheet for g in all_rows.grp.tolist()])
+    out: dict[str, pd.DataFrame] = {}
+    for sheet in pm.SHEETS:
+        if (row_fam == sheet).any():
+            out[sheet] = summarize(t, _subset(all_rows, row_fam == sheet))
+    for sheet in pm.SPLIT_SHEETS:
+        sel = np.flatnonzero(fam == sheet)
+        if not sel.size:
+            continue
+        rows = _subset(all_rows, row_fam == sheet)
+        is_bwd_op = np.isin(t.name[rows.ops], np.asarray([t.names.index(n) for n in pm.BWD_OPS if n in t.names] or [-1]))
+        out[f"{sheet}_fwd"] = summarize(t, _subset(rows, ~is_bwd_op))
+        skip = {n for n in pm.FWD_ONLY_OPS | pm.BWD_OPS}
+        bsel = np.asarray([j for j in sel.tolist() if names[j] not in skip], dtype=np.int64)
+        bwd_df = pd.DataFrame()
+        if bsel.size:
+            links = bwd_links(t)
+            if links:
+                bwd_df = summarize(t, _rows(t, ops[bsel], True, links))
+        tail = summarize(t, _subset(rows, is_bwd_op))
+        out[f"{sheet}_bwd"] = pd.concat([bwd_df, tail]) if not bwd_df.empty and not tail.empty else (tail if bwd_df.empty else bwd_df)
+    return {k: v for k, v in out.items() if not v.empty}
+
+
+def write_csvs(t: EventTable, out_dir: Path) -> dict[str, pd.DataFrame]:
+    frames = perf_frames(t)
+    for sheet, df in frames.items():
+        df.to_csv(Path(out_dir) / f"{sheet}.csv", index=False)
+    return frames
+
+
+def headlines(frames: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
+    """analysis.json's ``perf_sheets``: per sheet, the op count, kernel time and the
+    achieved rates over the whole sheet (total modelled work / total kernel time)."""
+    res: dict[str, dict[str, Any]] = {}
+    for sheet, df in frames.items():
+        cnt = df["name_count"].to_numpy(dtype=np.float64)
+        secs = float(np.nansum(df["Kernel Time (µs)_sum"].to_numpy(dtype=np.float64))) / 1e6
+        gflop = float(np.nansum(df["GFLOPS_first"].to_numpy(dtype=np.float64) * cnt))
+        mb = df["Data Moved (MB)_first"].to_numpy(dtype=np.float64)
+        known = ~np.isnan(mb)
+        tbytes = float(np.sum(mb[known] * cnt[known])) * 1024 * 1024 / 1e12
+        top = df.iloc[0]
+        res[sheet] = {
+            "ops": int(cnt.sum()),
+            "shapes": int(len(df)),
+            "kernel_time_ms": secs * 1e3,
+            "tflops_per_s": gflop / 1e3 / secs if secs > 0 else None,
+            "tb_per_s": tbytes / secs if secs > 0 and known.any() else None,
+            "top": {"name": str(top["name"]), "count": int(top["name_count"]),
+                    "kernel_time_ms": float(top["Kernel Time (µs)_sum"]) / 1e3},
+        }
+    return res
