@@ -42,6 +42,7 @@ from airflow.providers.docker.operators.docker import DockerOperator, fetch_logs
 from docker.types import LogConfig, Ulimit
 
 from traceladder.airflow import docker_hygiene as hygiene
+from traceladder.airflow.rocm_hook import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
 
 if TYPE_CHECKING:
@@ -53,26 +54,6 @@ DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
 DEFAULT_NOFILE = 1048576
 # Lenses whose collector needs SYS_ADMIN (HSA tool libraries, perf counters); madengine adds it for all.
 SYS_ADMIN_LENSES = frozenset({"rocprofv3", "rocm_trace_lite"})
-
-
-_CA_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-
-
-class _TlsDockerHook(DockerHook):
-    """DockerHook whose client keeps the daemon's CA: requests lets REQUESTS_CA_BUNDLE /
-    CURL_CA_BUNDLE replace a session's ``verify`` (the CA path docker-py sets), so with those set
-    (common on CI images) every TLS call to the daemon fails with "unable to get local issuer
-    certificate". The client is created without them and then ignores the environment."""
-
-    @cached_property
-    def api_client(self):  # type: ignore[override]
-        saved = {k: os.environ.pop(k) for k in _CA_ENV if k in os.environ}
-        try:
-            client = DockerHook.api_client.func(self)  # type: ignore[attr-defined]
-        finally:
-            os.environ.update(saved)
-        client.trust_env = False
-        return client
 
 
 def default_nofile() -> int:
@@ -185,13 +166,13 @@ class RocmDockerOperator(DockerOperator):
             self.tls_ca_cert = self.tls_client_cert = self.tls_client_key = None
 
     @cached_property
-    def hook(self) -> DockerHook:
-        """DockerOperator's hook; with TLS material, one that keeps the daemon's CA (_TlsDockerHook)."""
+    def hook(self) -> RocmDockerHook:
+        """The host's RocmDockerHook (client, CA fix under TLS, preflight, image lookup)."""
         tls_config = DockerHook.construct_tls_config(
             ca_cert=self.tls_ca_cert, client_cert=self.tls_client_cert, client_key=self.tls_client_key, verify=self.tls_verify,
         )
-        hook_class = _TlsDockerHook if tls_config else DockerHook
-        return hook_class(docker_conn_id=self.docker_conn_id, base_url=self.docker_url, version=self.api_version, tls=tls_config, timeout=self.timeout)
+        return RocmDockerHook(docker_conn_id=self.docker_conn_id, base_url=self.docker_url, version=self.api_version, tls=tls_config,
+                              timeout=self.timeout, host_name=self.host_name)
 
     def execute(self, context: Context) -> Any:
         with self._tls_material():
@@ -315,7 +296,11 @@ class RungDockerOperator(RocmDockerOperator):
     :param run_id: The ladder run's id (the artifact key part; default: Airflow's run id). (templated)
     :param min_free_gb: Free space the host's Docker data root needs before a rung starts
         (default 20 GiB, or ``TRACELADDER_MIN_FREE_GB``).
-    :param preflight: Check the host before the rung (daemon, image, devices, disk). Default on.
+    :param preflight: Check the host before the rung, first thing in its slot (daemon, image,
+        devices, disk and GPUs; ``RocmDockerHook.preflight``). Default on. A failed check fails the
+        rung with one line and stores a metrics.json with status ``preflight``, so the summary marks it.
+    :param gpu_preflight: Within the preflight, check that amd-smi (or rocm-smi) sees exactly
+        ``GPUS_PER_NODE`` GPUs and that no process holds one. Default on.
 
     Everything else is a :class:`RocmDockerOperator` parameter (``docker_url``, ``tls_conn_id``,
     ``devices``, ``host_name``, ``pool``, ...). ``command``, ``image``, ``environment`` and
@@ -344,6 +329,7 @@ class RungDockerOperator(RocmDockerOperator):
         run_id: str = "{{ run_id }}",
         min_free_gb: float | None = None,
         preflight: bool = True,
+        gpu_preflight: bool = True,
         image: str = "traceladder/runner",
         **kwargs: Any,
     ) -> None:
@@ -352,6 +338,7 @@ class RungDockerOperator(RocmDockerOperator):
         self.run_id = run_id
         self.min_free_gb = float(min_free_gb if min_free_gb is not None else os.environ.get("TRACELADDER_MIN_FREE_GB", 20))
         self.preflight = preflight
+        self.gpu_preflight = gpu_preflight
 
     def _configure(self, context: Context) -> dict[str, Any]:
         from airflow.sdk import BaseHook
@@ -403,21 +390,30 @@ class RungDockerOperator(RocmDockerOperator):
         spec = conf["spec"]
         rung_labels = {hygiene.RUN_LABEL: conf["run_key"], hygiene.RUNG_LABEL: spec.rung_id}
         try:
-            hygiene.remove_orphans(self.cli, self.host_name, running_too=rung_labels, log=self.log)
+            self.hook.remove_orphans(running_too=rung_labels, log=self.log)
             try:
                 self.cli.remove_container(self.container_name, force=True)  # a previous try's container
             except Exception:  # noqa: BLE001 - usually "no such container"
                 pass
             if self.preflight:
-                found = hygiene.preflight(
-                    self.cli, host=self.host_name, url=str(self.docker_url), image=self.image, devices=self.devices,
-                    min_free_gb=self.min_free_gb, labels=dict(self.labels or {}),
+                found = self.hook.preflight(
+                    url=str(self.docker_url), image=self.image, devices=self.devices, min_free_gb=self.min_free_gb,
+                    labels=dict(self.labels or {}), gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
+                    environment=dict(spec.docker_env_vars), group_add=self.group_add,
                 )
                 self.log.info("host %s ok: %s", self.host_name, json.dumps(found))
+            else:
+                found = self.hook.image_provenance(self.image)
         except hygiene.HostCheckError as exc:
+            self._record_refused(spec, str(exc))
             raise AirflowException(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the daemon is unreachable before the check ran
-            raise AirflowException(str(hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc)))) from None
+            message = str(hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc)))
+            self._record_refused(spec, message)
+            raise AirflowException(message) from None
+        # what ran, from the daemon: the runner records these in metrics.json (provenance)
+        self.environment = {**self.environment, "TRACELADDER_IMAGE_ID": str(found["image_id"]),
+                            **({"TRACELADDER_IMAGE_DIGEST": str(found["image_digest"])} if found.get("image_digest") else {})}
         lines: list[str] = []
         try:
             super()._execute_with_daemon(context)
@@ -428,7 +424,7 @@ class RungDockerOperator(RocmDockerOperator):
             if self.container_evidence is not None:
                 context["ti"].xcom_push(key="container", value=self.container_evidence)
             try:
-                hygiene.remove_orphans(self.cli, self.host_name, log=self.log)
+                self.hook.remove_orphans(log=self.log)
             except Exception as exc:  # noqa: BLE001 - cleanup never hides the rung's outcome
                 self.log.warning("host %s: orphan cleanup failed: %s", self.host_name, exc)
         result = result_from_lines(lines)
@@ -438,3 +434,19 @@ class RungDockerOperator(RocmDockerOperator):
         if result.get("status") != "ok":
             raise AirflowException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}")
         return {k: result.get(k) for k in RESULT_KEYS}
+
+    def _record_refused(self, spec: Any, message: str) -> None:
+        """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
+        from traceladder.airflow.tasks import ladder_store
+        from traceladder.runner.rung import record_refused
+
+        try:
+            record_refused(spec, self.run_id, ladder_store(spec.ladder)[1], "preflight", message)
+        except Exception as exc:  # noqa: BLE001 - the task fails with the preflight's line either way
+            self.log.warning("could not store the preflight failure of %s: %s", spec.rung_id, exc)
+
+
+def gpus_per_node(env: dict[str, str]) -> int | None:
+    """GPUS_PER_NODE as the rung's container gets it (the cluster's gpus_per_node, else the ladder's)."""
+    value = env.get("GPUS_PER_NODE")
+    return int(value) if value and value.isdigit() else None
