@@ -17,6 +17,8 @@ same inputs builds nothing:
   the stand-in Primus image and a stand-in ``rocm_trace_lite`` wheel (built here from
   ``docker/standin/rtl``) as an extra wheel, as a site puts the real one in ``docker/wheels/``;
   and the same runner without any extra wheel (``RUNNER_IMAGE_NO_RTL``), for the lens preflight.
+* ``traceladder/standin-tracelens:<h>``: ``docker/tracelens``'s scripts on the stand-in base with a
+  stand-in TraceLens CLI that checks its arguments (``engine: tracelens`` in the tests).
 
 The runner's build context is staged in ``.traceladder/images/ctx-runner/``: the Dockerfile, its
 install script, a wheel of this package (``pip wheel --no-deps``, for bases with pip) and the
@@ -43,6 +45,7 @@ CACHE = Path(os.environ.get("TRACELADDER_IMAGE_CACHE", REPO / ".traceladder" / "
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-boto3")
 VERSION = "0.1.0"
+CHECKOUT = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]  # labels the test images this checkout built
 
 
 def log(msg: str) -> None:
@@ -141,6 +144,23 @@ def standin_primus(base: str) -> str:
     return tag
 
 
+def standin_tracelens(base: str) -> str:
+    """docker/tracelens's scripts on the stand-in base, with a stand-in TraceLens CLI."""
+    src = HERE / "standin" / "tracelens"
+    scripts = [HERE / "tracelens" / "tracelens-report", HERE / "tracelens" / "tracelens_s3.py"]
+    tag = f"traceladder/standin-tracelens:{hash_inputs(image_id(base), src, *scripts)}"
+    if image_exists(tag):
+        log(f"{tag} is present")
+        return tag
+    ctx = CACHE / "ctx-tracelens"
+    shutil.rmtree(ctx, ignore_errors=True)
+    shutil.copytree(src, ctx)
+    for script in scripts:
+        shutil.copy2(script, ctx / script.name)
+    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
+    return tag
+
+
 # ---- runner -------------------------------------------------------------------------------------
 def _package_sources() -> Path:
     return REPO / "include" / "traceladder"
@@ -210,14 +230,16 @@ def runner(base: str, tag: str | None, extra_wheels: list[Path] | None = None, r
         return tag
     ctx = stage_runner_context(extra_wheels)
     run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"RTL_WHEEL={rtl_wheel_url}",
-         "--label", f"traceladder.inputs={key}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
+         "--label", f"traceladder.inputs={key}", "--label", f"traceladder.checkout={CHECKOUT}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
     return tag
 
 
 def drop_stale_runners(keep: list[str]) -> None:
-    """Drop the test runner images of older inputs (same repository, other hash)."""
+    """Drop the test runner images of older inputs that this checkout built (same repository, other
+    hash); other checkouts sharing the daemon keep theirs."""
     repo = keep[0].rsplit(":", 1)[0]
-    old = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "label=traceladder.inputs", repo, capture=True).stdout.split()
+    old = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"label=traceladder.checkout={CHECKOUT}", repo,
+                 capture=True).stdout.split()
     for stale in old:
         if stale not in keep and stale.startswith(f"{repo}:{VERSION}-"):
             docker("rmi", stale, capture=True, check=False)
@@ -246,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         drop_stale_runners(pair)
         print(f"RUNNER_IMAGE={pair[0]}")
         print(f"RUNNER_IMAGE_NO_RTL={pair[1]}")
+        print(f"STANDIN_TRACELENS={standin_tracelens(base)}")
     else:
         run(["docker", "build", "-t", args.tag, str(HERE / "tracelens")])
         print(f"TRACELENS_IMAGE={args.tag}")

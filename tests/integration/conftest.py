@@ -62,6 +62,7 @@ class StandinImages:
     primus: str
     runner: str  # with the stand-in rocm_trace_lite wheel installed
     runner_no_rtl: str  # the same runner without any extra wheel
+    tracelens: str  # docker/tracelens's scripts with a stand-in TraceLens CLI
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +73,7 @@ def standin_images(docker_engine: DockerEngine) -> StandinImages:
     if proc.returncode != 0:
         pytest.fail(f"building the stand-in images failed: {proc.stderr[-2000:]}", pytrace=False)
     tags = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    return StandinImages(tags["STANDIN_BASE"], tags["STANDIN_PRIMUS"], tags["RUNNER_IMAGE"], tags["RUNNER_IMAGE_NO_RTL"])
+    return StandinImages(tags["STANDIN_BASE"], tags["STANDIN_PRIMUS"], tags["RUNNER_IMAGE"], tags["RUNNER_IMAGE_NO_RTL"], tags["STANDIN_TRACELENS"])
 
 
 def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:

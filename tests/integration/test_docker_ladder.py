@@ -55,6 +55,8 @@ def docker_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server, d
                 "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
                             "worker_endpoint_url": s3_server.endpoint_url},
                 "gpus_per_node": GPUS,
+                # engine: tracelens runs the (stand-in) TraceLens image on this daemon
+                "tracelens": {"docker_url": docker_engine.unix_url, "image": standin_images.tracelens},
                 "hosts": [
                     {"name": UNIX_HOST, "pool": f"traceladder-{UNIX_HOST}", "docker_url": docker_engine.unix_url,
                      "devices": DEVICES},
@@ -109,6 +111,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     from traceladder.plan import RungSpec
 
     write_ladder(docker_cluster, "docker-e2e", "docker-test", {
+        "engine": "tracelens",
         "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
         "lenses": {"rung": "fusions", "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"]},
     })
@@ -164,6 +167,16 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     kineto = json.loads(gzip.decompress(stored[torch["traces"][0]]))
     assert {e["cat"] for e in kineto["traceEvents"]} >= {"cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "ac2g", "user_annotation"}
     assert f"{run_prefix}/fusions.torch_rank0.r0/analysis/rank0/gpu_timeline.csv" in stored
+    # engine: tracelens: TraceLens's own CSVs beside the builtin ones, made in the TraceLens image
+    # (which fetched the trace from S3 and stored these with a manifest), with the arguments of
+    # TraceLens's regression test
+    lens_prefix = f"{run_prefix}/fusions.torch_rank0.r0/analysis/tracelens/rank0"
+    assert {f"{lens_prefix}/{n}" for n in ("kernel_summary.csv", "gpu_timeline.csv", "args.json", "manifest.json")} <= set(stored)
+    args = json.loads(stored[f"{lens_prefix}/args.json"])
+    assert args[1:3] == ["--profile_json_path", args[2]] and args[2].endswith("rank0.pt.trace.json.gz")
+    assert args[3:] == ["--output_csvs_dir", args[4], "--enable_kernel_summary", "--short_kernel_study"]
+    kernels = [e for e in kineto["traceEvents"] if e.get("cat") == "kernel"]
+    assert stored[f"{lens_prefix}/kernel_summary.csv"].decode().count("\n") == 1 + len({k["name"] for k in kernels})
 
     rocprof = json.loads(stored[f"{run_prefix}/fusions.rocprofv3.r0/metrics.json"])
     assert len(rocprof["traces"]) == 1 and rocprof["traces"][0].endswith("_results.json.gz")
@@ -193,7 +206,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
         evidence = {row.map_index: XComModel.deserialize_value(row) for row in rows}
     assert len(evidence) == 5
     for ev in evidence.values():
-        assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": "/dev/kfd", "CgroupPermissions": "rwm"}]
+        assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"} for d in DEVICES]
         assert ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]  # dockerd adds label=disable for --ipc host
         assert ev["IpcMode"] == "host" and ev["NetworkMode"] == "host" and ev["ShmSize"] == 128 * 2**30
         assert {"Name": "nofile", "Soft": NOFILE, "Hard": NOFILE} in ev["Ulimits"]

@@ -272,6 +272,27 @@ class RocmDockerOperator(DockerOperator):
         return evidence
 
 
+def storage_environment(storage: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """The S3 settings a container gets (the runner, the TraceLens image): the endpoint, bucket and
+    region in ``environment``; the cluster's S3 connection's keys for ``private_environment``
+    (masked in logs)."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.log import mask_secret
+
+    conn = BaseHook.get_connection(storage.conn_id)
+    extra = conn.extra_dejson
+    endpoint = storage.worker_endpoint_url or extra.get("endpoint_url")
+    if conn.password:
+        mask_secret(conn.password)
+    env = {
+        "TRACELADDER_S3_BUCKET": storage.effective_bucket,
+        "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
+        **({"TRACELADDER_S3_ENDPOINT": str(endpoint)} if endpoint else {}),
+    }
+    private = {"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password} if conn.login and conn.password else {}
+    return env, private
+
+
 def result_from_lines(lines: list[str]) -> dict[str, Any] | None:
     """The runner's result: the last stdout line that is a JSON object with a rung_id."""
     for line in reversed(lines or []):
@@ -341,21 +362,13 @@ class RungDockerOperator(RocmDockerOperator):
         self.gpu_preflight = gpu_preflight
 
     def _configure(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk import BaseHook
-        from airflow.sdk.log import mask_secret
-
         from traceladder.airflow.tasks import open_ladder
         from traceladder.plan import RungSpec
         from traceladder.storage.artifacts import safe_key_part
 
         spec = RungSpec.model_validate(self.spec)
         context["rung_id"] = spec.rung_id  # type: ignore[typeddict-unknown-key]  # map_index_template
-        storage = open_ladder(spec.ladder).cluster.storage
-        conn = BaseHook.get_connection(storage.conn_id)
-        extra = conn.extra_dejson
-        endpoint = storage.worker_endpoint_url or extra.get("endpoint_url")
-        if conn.password:
-            mask_secret(conn.password)
+        env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
         self.image = spec.image
         run_key = safe_key_part(self.run_id)
         run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode()).hexdigest()[:10]
@@ -370,16 +383,8 @@ class RungDockerOperator(RocmDockerOperator):
         if spec.lens in SYS_ADMIN_LENSES:
             caps.add("SYS_ADMIN")
         self.cap_add = sorted(caps)
-        self.environment = {
-            **(self.environment or {}),
-            "TRACELADDER_S3_BUCKET": storage.effective_bucket,
-            "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
-            **({"TRACELADDER_S3_ENDPOINT": str(endpoint)} if endpoint else {}),
-        }
-        self._private_environment = {
-            **self._private_environment,
-            **({"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password} if conn.login and conn.password else {}),
-        }
+        self.environment = {**(self.environment or {}), **env}
+        self._private_environment = {**self._private_environment, **private}
         self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
         return {"spec": spec, "run_key": run_key}
 
@@ -450,3 +455,53 @@ def gpus_per_node(env: dict[str, str]) -> int | None:
     """GPUS_PER_NODE as the rung's container gets it (the cluster's gpus_per_node, else the ladder's)."""
     value = env.get("GPUS_PER_NODE")
     return int(value) if value and value.isdigit() else None
+
+
+class TracelensDockerOperator(RocmDockerOperator):
+    """``engine: tracelens``: TraceLens's own reports for one stored trace, by the
+    ``docker/tracelens`` image on the daemon that the cluster's ``tracelens`` entry in
+    clusters.yaml names (analysis needs no GPU host). The container fetches the trace from S3, runs
+    ``tracelens-report`` and stores TraceLens's CSVs and a manifest under
+    ``<rung>/analysis/tracelens/<trace stem>/``, as the runner stores a rung.
+
+    :param ladder: The ladder (finds the cluster's ``tracelens`` daemon and its storage).
+    :param trace_key: The stored trace's key.
+    :param out_prefix: Where the CSVs go.
+
+    Same S3 environment as :class:`RungDockerOperator` (credentials through
+    ``private_environment``); no devices, groups or security options; the task fails with the
+    container's last line when TraceLens fails. Returns the container's result (the keys it stored).
+    """
+
+    def __init__(self, *, ladder: str, trace_key: str, out_prefix: str, image: str = "traceladder/tracelens", **kwargs: Any) -> None:
+        kwargs.setdefault("task_id", "tracelens")
+        super().__init__(image=image, devices=[], group_add=None, security_opt=None, cap_add=None, ipc_mode=None,
+                         shm_size=None, host_name="tracelens", **kwargs)
+        self.ladder, self.trace_key, self.out_prefix = ladder, trace_key, out_prefix
+
+    def execute(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import AirflowException
+
+        from traceladder.airflow.tasks import open_ladder
+
+        cluster = open_ladder(self.ladder).cluster
+        if cluster.tracelens is None:
+            raise AirflowException(f"ladder {self.ladder}: engine tracelens needs a tracelens entry (docker_url) in its cluster of clusters.yaml")
+        self.docker_url, self.tls_conn_id, self.image = cluster.tracelens.docker_url, cluster.tracelens.tls_conn_id, cluster.tracelens.image
+        env, private = storage_environment(cluster.storage)
+        self.environment = {**(self.environment or {}), **env}
+        self._private_environment = {**self._private_environment, **private}
+        self.entrypoint = ["python3", "/usr/local/bin/tracelens_s3.py"]
+        self.command = [self.trace_key, self.out_prefix]
+        self.do_xcom_push = True
+        lines: list[str] = []
+        try:
+            super().execute(context)
+            lines = list(getattr(self, "log_lines", []) or [])
+        except DockerContainerFailedException as exc:
+            tail = [l for l in (exc.logs or []) if l.strip()]
+            raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
+        for line in reversed(lines):
+            if line.strip().startswith("{"):
+                return json.loads(line)
+        raise AirflowException(f"TraceLens on {self.trace_key}: the container printed no result")
