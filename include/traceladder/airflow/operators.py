@@ -7,39 +7,27 @@
   in the runner image, S3 credentials through ``private_environment``, a pre-flight check of the
   host, orphan cleanup, and the task fails unless the runner's result says ``ok``.
 
-The host config is built inside ``DockerOperator._run_image_with_mounts`` with no hook to extend it,
-so ``RocmDockerOperator`` overrides that private method; it is written against
+The daemon side lives in ``RocmDockerHook`` (airflow/rocm_hook.py): TLS from a connection, the CA
+fix, a client whose host configs add devices, ``group_add`` and ``security_opt``, the preflight,
+the image lookup and the orphan clean-up. The operators hold only the task's parameters and use
+DockerOperator's own container code (no provider method is copied); written against
 apache-airflow-providers-docker 4.6.1 (pinned in pyproject.toml; ``PROVIDER_VERSION`` is checked by
 the tests).
-
-TLS connection (``tls_conn_id``): any connection type (``generic`` is fine) whose extra holds the PEM
-text of the client material::
-
-    {"ca_cert": "-----BEGIN CERTIFICATE-----...", "client_cert": "-----BEGIN CERTIFICATE-----...",
-     "client_key": "-----BEGIN PRIVATE KEY-----...", "verify": true}
-
-At run time the three PEMs are written to a fresh temporary folder (mode 0700, files 0600), handed
-to DockerOperator's ``tls_ca_cert``/``tls_client_cert``/``tls_client_key`` and removed when the
-task ends, whatever happened. The key is registered with Airflow's secrets masker first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import stat
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.hooks.docker import DockerHook
-from airflow.providers.docker.operators.docker import DockerOperator, fetch_logs
-from docker.types import LogConfig, Ulimit
+from airflow.providers.docker.operators.docker import DockerOperator
+from docker.types import Ulimit
 
 from traceladder.airflow import docker_hygiene as hygiene
 from traceladder.airflow.rocm_hook import RocmDockerHook
@@ -48,7 +36,7 @@ from traceladder.runner.rung import RESULT_KEYS
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-PROVIDER_VERSION = "4.6.1"  # the provider whose private _run_image_with_mounts is overridden
+PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
 ROCM_DEVICES = ("/dev/kfd", "/dev/dri")
 DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
 DEFAULT_NOFILE = 1048576
@@ -130,146 +118,32 @@ class RocmDockerOperator(DockerOperator):
         self.group_add = list(group_add or [])
         self.security_opt = list(security_opt or [])
         self.tls_conn_id = tls_conn_id
-        self.container_evidence: dict[str, Any] | None = None
-
-    # ---- TLS from a connection -------------------------------------------------------------
-    @contextlib.contextmanager
-    def _tls_material(self) -> Iterator[None]:
-        if not self.tls_conn_id:
-            yield
-            return
-        from airflow.sdk import BaseHook
-        from airflow.sdk.log import mask_secret
-
-        conn = BaseHook.get_connection(self.tls_conn_id)
-        extra = conn.extra_dejson
-        missing = [k for k in ("ca_cert", "client_cert", "client_key") if not extra.get(k)]
-        if missing:
-            raise ValueError(f"connection {self.tls_conn_id!r}: extra lacks {missing} (PEM text of the CA, client cert and key)")
-        mask_secret(extra["client_key"])
-        folder = tempfile.mkdtemp(prefix="traceladder-docker-tls-")
-        os.chmod(folder, stat.S_IRWXU)
-        try:
-            paths = {}
-            for name in ("ca_cert", "client_cert", "client_key"):
-                path = os.path.join(folder, f"{name}.pem")
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    f.write(str(extra[name]).strip() + "\n")
-                paths[name] = path
-            self.tls_ca_cert, self.tls_client_cert, self.tls_client_key = paths["ca_cert"], paths["client_cert"], paths["client_key"]
-            self.tls_verify = bool(extra.get("verify", True))
-            self.__dict__.pop("hook", None)  # the cached hook (if any) was made without TLS
-            yield
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-            self.tls_ca_cert = self.tls_client_cert = self.tls_client_key = None
 
     @cached_property
     def hook(self) -> RocmDockerHook:
-        """The host's RocmDockerHook (client, CA fix under TLS, preflight, image lookup)."""
-        tls_config = DockerHook.construct_tls_config(
+        """The host's RocmDockerHook: the client (devices, group_add, security_opt in its host
+        configs), TLS from ``tls_conn_id``, the preflight and the image lookup."""
+        tls_config = None if self.tls_conn_id else DockerHook.construct_tls_config(
             ca_cert=self.tls_ca_cert, client_cert=self.tls_client_cert, client_key=self.tls_client_key, verify=self.tls_verify,
         )
         return RocmDockerHook(docker_conn_id=self.docker_conn_id, base_url=self.docker_url, version=self.api_version, tls=tls_config,
-                              timeout=self.timeout, host_name=self.host_name)
+                              timeout=self.timeout, host_name=self.host_name, tls_conn_id=self.tls_conn_id, devices=self.devices,
+                              group_add=self.group_add, security_opt=self.security_opt)
+
+    @property
+    def container_evidence(self) -> dict[str, Any] | None:
+        """What the daemon applied to the started container (``docker inspect``'s HostConfig)."""
+        return self.hook.container_evidence if "hook" in self.__dict__ else None
 
     def execute(self, context: Context) -> Any:
-        with self._tls_material():
+        try:
             return self._execute_with_daemon(context)
+        finally:
+            if "hook" in self.__dict__:  # the TLS material lives as long as the task's client
+                self.hook.close()
 
     def _execute_with_daemon(self, context: Context) -> Any:
         return super().execute(context)
-
-    # ---- the host config (provider 4.6.1's method, plus devices, group_add, security_opt) ----
-    def _host_config(self, target_mounts: list) -> dict[str, Any]:
-        docker_log_config = {}
-        if self.log_opts_max_size is not None:
-            docker_log_config["max-size"] = self.log_opts_max_size
-        if self.log_opts_max_file is not None:
-            docker_log_config["max-file"] = self.log_opts_max_file
-        return self.cli.create_host_config(
-            auto_remove=False,
-            mounts=target_mounts,
-            network_mode=self.network_mode,
-            shm_size=self.shm_size,
-            dns=self.dns,
-            dns_search=self.dns_search,
-            cpu_shares=round(self.cpus * 1024),
-            port_bindings=self.port_bindings,
-            mem_limit=self.mem_limit,
-            cap_add=self.cap_add,
-            extra_hosts=self.extra_hosts,
-            privileged=self.privileged,
-            device_requests=self.device_requests,
-            log_config=LogConfig(config=docker_log_config),
-            ipc_mode=self.ipc_mode,
-            ulimits=self.ulimits,
-            devices=self.devices or None,
-            group_add=self.group_add or None,
-            security_opt=self.security_opt or None,
-        )
-
-    def _run_image_with_mounts(self, target_mounts, add_tmp_variable: bool) -> list[str] | str | None:
-        if add_tmp_variable:
-            self.environment["AIRFLOW_TMP_DIR"] = self.tmp_dir
-        else:
-            self.environment.pop("AIRFLOW_TMP_DIR", None)
-        env_file_vars = self.unpack_environment_variables(self.env_file) if self.env_file is not None else {}
-        self.container = self.cli.create_container(
-            command=self.format_command(self.command),
-            name=self.container_name,
-            environment={**env_file_vars, **self.environment, **self._private_environment},
-            ports=list(self.port_bindings),
-            host_config=self._host_config(target_mounts),
-            image=self.image,
-            user=self.user,
-            entrypoint=self.format_command(self.entrypoint),
-            working_dir=self.working_dir,
-            tty=self.tty,
-            hostname=self.hostname,
-            labels=self.labels,
-        )
-        log_stream = self.cli.attach(container=self.container["Id"], stdout=True, stderr=True, stream=True)
-        try:
-            self.cli.start(self.container["Id"])
-            self.container_evidence = self._evidence()
-            log_lines = fetch_logs(log_stream, self.log)
-            result = self.cli.wait(self.container["Id"])
-            self.log_lines = log_lines
-            if result["StatusCode"] in self.skip_on_exit_code:
-                from airflow.providers.docker.exceptions import DockerContainerFailedSkipException
-
-                raise DockerContainerFailedSkipException(f"Docker container returned exit code {self.skip_on_exit_code}. Skipping.", logs=log_lines)
-            if result["StatusCode"] != 0:
-                raise DockerContainerFailedException(f"Docker container failed: {result!r}", logs=log_lines)
-            if self.retrieve_output:
-                return self._attempt_to_retrieve_result()
-            if self.do_xcom_push:
-                if not log_lines:
-                    return None
-                return log_lines if self.xcom_all else log_lines[-1]
-            return None
-        finally:
-            if self.auto_remove == "success":
-                self.cli.remove_container(self.container["Id"])
-            elif self.auto_remove == "force":
-                self.cli.remove_container(self.container["Id"], force=True)
-
-    def _evidence(self) -> dict[str, Any]:
-        """What the daemon says it applied (``docker inspect``'s HostConfig; never the env)."""
-        try:
-            info = self.cli.inspect_container(self.container["Id"])
-        except Exception as exc:  # noqa: BLE001 - evidence is best effort
-            return {"error": str(exc)}
-        hc = info.get("HostConfig") or {}
-        keep = ("Devices", "GroupAdd", "SecurityOpt", "IpcMode", "ShmSize", "NetworkMode", "CapAdd", "Ulimits", "AutoRemove")
-        evidence = {k: hc.get(k) for k in keep}
-        evidence["Name"] = info.get("Name", "").lstrip("/")
-        evidence["Image"] = (info.get("Config") or {}).get("Image")
-        evidence["Labels"] = (info.get("Config") or {}).get("Labels")
-        self.log.info("container %s host config: %s", evidence["Name"], json.dumps(evidence, sort_keys=True))
-        return evidence
 
 
 def storage_environment(storage: Any) -> tuple[dict[str, str], dict[str, str]]:
@@ -386,6 +260,7 @@ class RungDockerOperator(RocmDockerOperator):
         self.environment = {**(self.environment or {}), **env}
         self._private_environment = {**self._private_environment, **private}
         self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
+        self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result
         return {"spec": spec, "run_key": run_key}
 
     def _execute_with_daemon(self, context: Context) -> Any:
@@ -402,9 +277,9 @@ class RungDockerOperator(RocmDockerOperator):
                 pass
             if self.preflight:
                 found = self.hook.preflight(
-                    url=str(self.docker_url), image=self.image, devices=self.devices, min_free_gb=self.min_free_gb,
-                    labels=dict(self.labels or {}), gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
-                    environment=dict(spec.docker_env_vars), group_add=self.group_add,
+                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels or {}),
+                    gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
+                    environment=dict(spec.docker_env_vars),
                 )
                 self.log.info("host %s ok: %s", self.host_name, json.dumps(found))
             else:
@@ -421,8 +296,7 @@ class RungDockerOperator(RocmDockerOperator):
                             **({"TRACELADDER_IMAGE_DIGEST": str(found["image_digest"])} if found.get("image_digest") else {})}
         lines: list[str] = []
         try:
-            super()._execute_with_daemon(context)
-            lines = getattr(self, "log_lines", [])
+            lines = list(super()._execute_with_daemon(context) or [])  # xcom_all: every output line
         except DockerContainerFailedException as exc:
             lines = list(exc.logs or [])
         finally:
@@ -493,11 +367,10 @@ class TracelensDockerOperator(RocmDockerOperator):
         self._private_environment = {**self._private_environment, **private}
         self.entrypoint = ["python3", "/usr/local/bin/tracelens_s3.py"]
         self.command = [self.trace_key, self.out_prefix]
-        self.do_xcom_push = True
+        self.do_xcom_push, self.xcom_all = True, True
         lines: list[str] = []
         try:
-            super().execute(context)
-            lines = list(getattr(self, "log_lines", []) or [])
+            lines = list(super().execute(context) or [])
         except DockerContainerFailedException as exc:
             tail = [l for l in (exc.logs or []) if l.strip()]
             raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
