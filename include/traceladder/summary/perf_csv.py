@@ -32,7 +32,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
-    specs = [s for s in plan["specs"] if s["lens"] == "none"] or plan["specs"]
+    specs = [s for s in plan["specs"] if s.get("lens") == "none"] or plan["specs"]
     rungs: dict[str, list[dict[str, Any]]] = {}
     for spec in specs:
         rungs.setdefault(spec["rung"], []).append(spec)
@@ -46,15 +46,16 @@ def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
         prov = next((r.get("provenance") for r in runs if r.get("provenance")), None) or {}
         env = first.get("docker_env_vars") or {}
         gpus, nnodes = int(env.get("GPUS_PER_NODE") or 1), int(env.get("NNODES") or 1)
-        precision = _PRECISION.search(first["model_tag"])
+        model_tag, backend, image = first.get("model_tag") or plan["ladder"], first.get("backend", ""), first.get("image", "")
+        precision = _PRECISION.search(model_tag)
         walls = [float(r["wall_s"]) for r in ok if r.get("wall_s") is not None]
         base = {
-            "model": f"{first['model_tag']}/{rung}", "n_gpus": gpus * nnodes, "nnodes": nnodes, "gpus_per_node": gpus,
+            "model": f"{model_tag}/{rung}", "n_gpus": gpus * nnodes, "nnodes": nnodes, "gpus_per_node": gpus,
             "training_precision": precision.group(1).upper() if precision else "", "pipeline": "traceladder",
-            "args": " ".join(_args(first)), "tags": plan["ladder"], "docker_file": "docker/runner/Dockerfile" if first["backend"] == "docker" else "",
-            "base_docker": first["image"], "docker_sha": prov.get("image_digest") or prov.get("image_id") or "",
-            "docker_image": first["image"], "git_commit": prov.get("primus_commit") or "", "machine_name": prov.get("host") or first["host"],
-            "deployment_type": first["backend"], "launcher": "primus-cli direct" if first["backend"] == "docker" else "cpu-proxy",
+            "args": " ".join(_args(first)), "tags": plan["ladder"], "docker_file": "docker/runner/Dockerfile" if backend == "docker" else "",
+            "base_docker": image, "docker_sha": prov.get("image_digest") or prov.get("image_id") or "",
+            "docker_image": image, "git_commit": prov.get("primus_commit") or "", "machine_name": prov.get("host") or first.get("host", ""),
+            "deployment_type": backend, "launcher": "primus-cli direct" if backend == "docker" else "cpu-proxy",
             "gpu_architecture": (prov.get("gpu") or {}).get("arch") or "", "relative_change": "",
             "test_duration": f"{_mean(walls):.3f}" if walls else "", "build_number": plan["run_id"],
         }
