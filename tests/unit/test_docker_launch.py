@@ -130,3 +130,22 @@ def test_week_over_week_flags_a_repushed_tag_and_a_new_driver() -> None:
     changes = compare_runs(after, before)["provenance_changes"]
     assert [c.split(":")[0] for c in changes] == ["image_digest", "image_id", "gpu"]
     assert compare_runs(before, before)["provenance_changes"] == []
+
+
+def test_engine_tracelens_needs_the_clusters_tracelens_daemon(tmp_path: Path) -> None:
+    import pytest
+    import yaml
+
+    from traceladder.config import LadderConfigError
+    from traceladder.config.loader import CONFIG_DIR
+
+    path = tmp_path / "tl.yaml"
+    path.write_text(yaml.safe_dump({"schema": 1, "extends": str(CONFIG_DIR / "ladders" / "deepseek-v4-flash-mi350x.yaml"),
+                                    "ladder": "tl", "engine": "tracelens"}))
+    with pytest.raises(LadderConfigError, match=r"'tracelens' needs clusters\.mi350x\.tracelens\.docker_url"):
+        load_ladder(path)
+    clusters = load_clusters()
+    from traceladder.config.models import AnalysisDaemon
+
+    clusters.clusters["mi350x"] = clusters.clusters["mi350x"].model_copy(update={"tracelens": AnalysisDaemon(docker_url="tcp://a:2376")})
+    assert load_ladder(path, clusters).ladder.engine == "tracelens"
