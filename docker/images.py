@@ -13,7 +13,7 @@ same inputs builds nothing:
   cached in ``.traceladder/images/`` (git-ignored), so a new Docker data root re-imports in seconds.
 * ``traceladder/standin-primus:<h>``: that plus ``docker/standin/`` (``primus-cli``, ``rocprofv3``,
   ``rtl`` with the real command-line contracts, and a Primus checkout stub with the seed config).
-* ``traceladder/runner:<version>-<h>``: ``docker/runner/Dockerfile`` built with ``BASE_IMAGE`` =
+* ``traceladder/runner-standin:<version>-<h>``: ``docker/runner/Dockerfile`` built with ``BASE_IMAGE`` =
   the stand-in Primus image and a stand-in ``rocm_trace_lite`` wheel (built here from
   ``docker/standin/rtl``) as an extra wheel, as a site puts the real one in ``docker/wheels/``;
   and the same runner without any extra wheel (``RUNNER_IMAGE_NO_RTL``), for the lens preflight.
@@ -224,7 +224,8 @@ def runner(base: str, tag: str | None, extra_wheels: list[Path] | None = None, r
     extra_wheels = site_wheels() if extra_wheels is None else extra_wheels
     key = hash_inputs(image_id(base) if image_exists(base) else base, HERE / "runner", _package_sources(), REPO / "pyproject.toml",
                       *extra_wheels, rtl_wheel_url)
-    tag = tag or f"traceladder/runner:{VERSION}-{key}"
+    # test runners live in their own repository, apart from the production traceladder/runner tags
+    tag = tag or f"traceladder/runner-standin:{VERSION}-{key}"
     if image_exists(tag) and ":" in tag and tag.endswith(key):
         log(f"{tag} is present")
         return tag
