@@ -29,11 +29,15 @@ bench: setup
 # or a registry that has it. Push: docker tag + docker push to the hosts' registry (README).
 BASE_IMAGE ?= rocm/primus:v26.7
 RUNNER_IMAGE ?= traceladder/runner:0.1.0
+# Wheels in docker/wheels/ (rocm-trace-lite; boto3 for a base without it) are installed offline;
+# RTL_WHEEL_URL pip-installs rocm-trace-lite from its release instead (needs network).
+RTL_WHEEL_URL ?=
 images: setup
-	$(PYTHON) docker/images.py runner --base $(BASE_IMAGE) --tag $(RUNNER_IMAGE)
+	$(PYTHON) docker/images.py runner --base $(BASE_IMAGE) --tag $(RUNNER_IMAGE) $(if $(RTL_WHEEL_URL),--rtl-wheel-url $(RTL_WHEEL_URL))
 
 # The test images: debootstrap'd stand-in base (cached in .traceladder/images), stand-in Primus,
-# and the runner built on it. Needs a running dockerd (docker/dockerd/start.sh).
+# the runner built on it with and without the stand-in rocm_trace_lite wheel, and the stand-in
+# TraceLens image. Needs a running dockerd (docker/dockerd/start.sh).
 images-standin: setup
 	$(PYTHON) docker/images.py standin
 

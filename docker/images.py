@@ -13,8 +13,12 @@ same inputs builds nothing:
   cached in ``.traceladder/images/`` (git-ignored), so a new Docker data root re-imports in seconds.
 * ``traceladder/standin-primus:<h>``: that plus ``docker/standin/`` (``primus-cli``, ``rocprofv3``,
   ``rtl`` with the real command-line contracts, and a Primus checkout stub with the seed config).
-* ``traceladder/runner:<version>-standin-<h>``: ``docker/runner/Dockerfile`` built with
-  ``BASE_IMAGE`` = the stand-in Primus image.
+* ``traceladder/runner-standin:<version>-<h>``: ``docker/runner/Dockerfile`` built with ``BASE_IMAGE`` =
+  the stand-in Primus image and a stand-in ``rocm_trace_lite`` wheel (built here from
+  ``docker/standin/rtl``) as an extra wheel, as a site puts the real one in ``docker/wheels/``;
+  and the same runner without any extra wheel (``RUNNER_IMAGE_NO_RTL``), for the lens preflight.
+* ``traceladder/standin-tracelens:<h>``: ``docker/tracelens``'s scripts on the stand-in base with a
+  stand-in TraceLens CLI that checks its arguments (``engine: tracelens`` in the tests).
 
 The runner's build context is staged in ``.traceladder/images/ctx-runner/``: the Dockerfile, its
 install script, a wheel of this package (``pip wheel --no-deps``, for bases with pip) and the
@@ -41,6 +45,7 @@ CACHE = Path(os.environ.get("TRACELADDER_IMAGE_CACHE", REPO / ".traceladder" / "
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-boto3")
 VERSION = "0.1.0"
+CHECKOUT = hashlib.sha256(str(REPO).encode()).hexdigest()[:12]  # labels the test images this checkout built
 
 
 def log(msg: str) -> None:
@@ -139,18 +144,67 @@ def standin_primus(base: str) -> str:
     return tag
 
 
+def standin_tracelens(base: str) -> str:
+    """docker/tracelens's scripts on the stand-in base, with a stand-in TraceLens CLI."""
+    src = HERE / "standin" / "tracelens"
+    scripts = [HERE / "tracelens" / "tracelens-report", HERE / "tracelens" / "tracelens_s3.py"]
+    tag = f"traceladder/standin-tracelens:{hash_inputs(image_id(base), src, *scripts)}"
+    if image_exists(tag):
+        log(f"{tag} is present")
+        return tag
+    ctx = CACHE / "ctx-tracelens"
+    shutil.rmtree(ctx, ignore_errors=True)
+    shutil.copytree(src, ctx)
+    for script in scripts:
+        shutil.copy2(script, ctx / script.name)
+    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
+    return tag
+
+
 # ---- runner -------------------------------------------------------------------------------------
 def _package_sources() -> Path:
     return REPO / "include" / "traceladder"
 
 
-def stage_runner_context() -> Path:
-    """Dockerfile + install script + wheel + package source, in a fresh folder."""
+WHEELS = HERE / "wheels"  # a site's offline wheels: rocm-trace-lite, boto3 for a base without it
+
+
+def site_wheels() -> list[Path]:
+    return sorted(WHEELS.glob("*.whl"))
+
+
+def build_rtl_standin_wheel() -> Path:
+    """A wheel of the stand-in rocm-trace-lite (docker/standin/rtl), written with zipfile: the
+    `rtl` console script, as the GitHub-release wheel provides it. Deterministic bytes."""
+    import base64
+    import zipfile
+
+    src = HERE / "standin" / "rtl"
+    version = "0.3.3"
+    out = CACHE / "wheels-standin" / f"rocm_trace_lite-{version}-py3-none-any.whl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    info = f"rocm_trace_lite-{version}.dist-info"
+    files = {str(f.relative_to(src)): f.read_bytes() for f in sorted(src.rglob("*.py")) if "__pycache__" not in f.parts}
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: rocm-trace-lite\nVersion: {version}\nSummary: stand-in (tests)\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: traceladder-images\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/entry_points.txt"] = b"[console_scripts]\nrtl = rocm_trace_lite.cli:main\n"
+    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}" for name, data in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
+    return out
+
+
+def stage_runner_context(extra_wheels: list[Path]) -> Path:
+    """Dockerfile + install scripts + wheel + package source + extra wheels, in a fresh folder."""
     ctx = CACHE / "ctx-runner"
     shutil.rmtree(ctx, ignore_errors=True)
-    (ctx / "wheels").mkdir(parents=True)
-    shutil.copy2(HERE / "runner" / "Dockerfile", ctx / "Dockerfile")
-    shutil.copy2(HERE / "runner" / "install.sh", ctx / "install.sh")
+    (ctx / "wheels" / "extra").mkdir(parents=True)
+    for name in ("Dockerfile", "install.sh", "install_wheels.py"):
+        shutil.copy2(HERE / "runner" / name, ctx / name)
+    for wheel in extra_wheels:
+        shutil.copy2(wheel, ctx / "wheels" / "extra" / wheel.name)
     shutil.copytree(_package_sources(), ctx / "lib" / "traceladder", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     python = os.environ.get("TRACELADDER_WHEEL_PYTHON") or str(REPO / ".venv" / "bin" / "python")
     if not Path(python).exists():
@@ -166,22 +220,30 @@ def stage_runner_context() -> Path:
     return ctx
 
 
-def runner(base: str, tag: str | None) -> str:
-    key = hash_inputs(image_id(base) if image_exists(base) else base, HERE / "runner", _package_sources(), REPO / "pyproject.toml")
-    tag = tag or f"traceladder/runner:{VERSION}-{key}"
+def runner(base: str, tag: str | None, extra_wheels: list[Path] | None = None, rtl_wheel_url: str = "") -> str:
+    extra_wheels = site_wheels() if extra_wheels is None else extra_wheels
+    key = hash_inputs(image_id(base) if image_exists(base) else base, HERE / "runner", _package_sources(), REPO / "pyproject.toml",
+                      *extra_wheels, rtl_wheel_url)
+    # test runners live in their own repository, apart from the production traceladder/runner tags
+    tag = tag or f"traceladder/runner-standin:{VERSION}-{key}"
     if image_exists(tag) and ":" in tag and tag.endswith(key):
         log(f"{tag} is present")
         return tag
-    ctx = stage_runner_context()
-    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}",
-         "--label", f"traceladder.inputs={key}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
-    if tag.endswith(key):  # drop the test runner images of older inputs (same repository, other hash)
-        repo = tag.rsplit(":", 1)[0]
-        old = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "label=traceladder.inputs", repo, capture=True).stdout.split()
-        for stale in old:
-            if stale != tag and stale.startswith(f"{repo}:{VERSION}-"):
-                docker("rmi", stale, capture=True, check=False)
+    ctx = stage_runner_context(extra_wheels)
+    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"RTL_WHEEL={rtl_wheel_url}",
+         "--label", f"traceladder.inputs={key}", "--label", f"traceladder.checkout={CHECKOUT}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
     return tag
+
+
+def drop_stale_runners(keep: list[str]) -> None:
+    """Drop the test runner images of older inputs that this checkout built (same repository, other
+    hash); other checkouts sharing the daemon keep theirs."""
+    repo = keep[0].rsplit(":", 1)[0]
+    old = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"label=traceladder.checkout={CHECKOUT}", repo,
+                 capture=True).stdout.split()
+    for stale in old:
+        if stale not in keep and stale.startswith(f"{repo}:{VERSION}-"):
+            docker("rmi", stale, capture=True, check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,18 +252,24 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("runner", help="the runner image on BASE_IMAGE (default rocm/primus:v26.7)")
     p.add_argument("--base", default="rocm/primus:v26.7")
     p.add_argument("--tag", default=f"traceladder/runner:{VERSION}")
+    p.add_argument("--rtl-wheel-url", default="", help="a rocm-trace-lite wheel URL to pip-install (needs network); "
+                   "or put the wheel in docker/wheels/")
     sub.add_parser("standin", help="the stand-in images the tests use")
     p = sub.add_parser("tracelens", help="the TraceLens analysis image (needs network)")
     p.add_argument("--tag", default="traceladder/tracelens:1.0.0")
     args = parser.parse_args(argv)
     if args.what == "runner":
-        print(f"RUNNER_IMAGE={runner(args.base, args.tag)}")
+        print(f"RUNNER_IMAGE={runner(args.base, args.tag, rtl_wheel_url=args.rtl_wheel_url)}")
     elif args.what == "standin":
         base = standin_base()
         primus = standin_primus(base)
         print(f"STANDIN_BASE={base}")
         print(f"STANDIN_PRIMUS={primus}")
-        print(f"RUNNER_IMAGE={runner(primus, None)}")
+        pair = [runner(primus, None, [build_rtl_standin_wheel()]), runner(primus, None, [])]
+        drop_stale_runners(pair)
+        print(f"RUNNER_IMAGE={pair[0]}")
+        print(f"RUNNER_IMAGE_NO_RTL={pair[1]}")
+        print(f"STANDIN_TRACELENS={standin_tracelens(base)}")
     else:
         run(["docker", "build", "-t", args.tag, str(HERE / "tracelens")])
         print(f"TRACELENS_IMAGE={args.tag}")

@@ -45,6 +45,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_run_rung(args: argparse.Namespace) -> int:
     # --spec/--spec-json is the runner image's path: standard library + boto3 only (runner/spec.py).
+    from traceladder.runner.requirements import missing_import
+
+    problem = missing_import(needs_s3=not args.out)
+    if problem:
+        raise UserError(problem)
     from traceladder.runner.rung import run_rung
     from traceladder.runner.spec import RunnerSpec
 

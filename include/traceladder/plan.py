@@ -174,7 +174,8 @@ def build_plan(
                     image=loaded.cluster.runner_image or ladder.image,
                     model_tag=ladder.model_tag,
                     model_args=settings.model_args,
-                    docker_env_vars=settings.docker_env_vars,
+                    docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
+                    if ladder.backend == "docker" else settings.docker_env_vars,
                     tools=settings.tools,
                     train_iters=train_iters,
                     warmup_iters=ladder.warmup_iters,

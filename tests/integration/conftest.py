@@ -60,18 +60,20 @@ def docker_engine() -> DockerEngine:
 class StandinImages:
     base: str
     primus: str
-    runner: str
+    runner: str  # with the stand-in rocm_trace_lite wheel installed
+    runner_no_rtl: str  # the same runner without any extra wheel
+    tracelens: str  # docker/tracelens's scripts with a stand-in TraceLens CLI
 
 
 @pytest.fixture(scope="session")
 def standin_images(docker_engine: DockerEngine) -> StandinImages:
     """The stand-in base (debootstrap'd Debian + python3 + boto3), the stand-in Primus image and
-    docker/runner built on it through BASE_IMAGE."""
+    docker/runner built on it through BASE_IMAGE, with and without the stand-in rtl wheel."""
     proc = subprocess.run([sys.executable, str(IMAGES), "standin"], capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         pytest.fail(f"building the stand-in images failed: {proc.stderr[-2000:]}", pytrace=False)
     tags = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    return StandinImages(tags["STANDIN_BASE"], tags["STANDIN_PRIMUS"], tags["RUNNER_IMAGE"])
+    return StandinImages(tags["STANDIN_BASE"], tags["STANDIN_PRIMUS"], tags["RUNNER_IMAGE"], tags["RUNNER_IMAGE_NO_RTL"], tags["STANDIN_TRACELENS"])
 
 
 def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -19,6 +19,8 @@ from needs import unavailable
 from conftest import REPO, docker_cli  # tests/integration/conftest.py
 
 NOFILE = 16384  # this sandbox's dockerd has a hard nofile limit of 20000
+GPUS = 2  # the test cluster's gpus_per_node; the stand-in amd-smi counts the mapped render nodes
+DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
 
 
 def test_runner_spec_reader_matches_rungspec_on_every_shipped_spec() -> None:
@@ -130,7 +132,7 @@ class _TI:
 def _rung_operator(spec: dict, url: str, **kw):
     from traceladder.airflow.operators import RungDockerOperator
 
-    return RungDockerOperator(task_id="rung", spec=spec, run_id="retry-check", docker_url=url, devices=["/dev/null:/dev/kfd"],
+    return RungDockerOperator(task_id="rung", spec=spec, run_id=kw.pop("run_id", "retry-check"), docker_url=url, devices=list(DEVICES),
                               host_name="retry-host", **kw)
 
 
@@ -146,17 +148,24 @@ def docker_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home, s
     clusters = {"schema": 1, "clusters": {"retry": {
         "backend": "docker", "runner_image": standin_images.runner,
         "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder", "worker_endpoint_url": s3_server.endpoint_url},
-        "hosts": [{"name": "retry-host", "pool": "traceladder-retry-host", "docker_url": "unix:///var/run/docker.sock", "devices": ["/dev/null:/dev/kfd"]}],
+        "gpus_per_node": GPUS,
+        "hosts": [{"name": "retry-host", "pool": "traceladder-retry-host", "docker_url": "unix:///var/run/docker.sock", "devices": DEVICES}],
     }}}
     (tmp_path / "clusters.yaml").write_text(yaml.safe_dump(clusters))
     (tmp_path / "ladders").mkdir()
     (tmp_path / "ladders" / "docker-retry.yaml").write_text(yaml.safe_dump({
         "schema": 1, "extends": str(CONFIG_DIR / "ladders" / "deepseek-v4-flash-mi350x.yaml"), "ladder": "docker-retry",
-        "cluster": "retry", "repeats": 1, "timeout_s": 60, "rungs": [{"name": "baseline"}], "lenses": None}))
+        "cluster": "retry", "repeats": 1, "timeout_s": 60, "rungs": [{"name": "baseline"}],
+        "lenses": {"rung": "baseline", "use": ["none", "rocm_trace_lite"]}}))
     monkeypatch.setenv("TRACELADDER_CLUSTERS_FILE", str(tmp_path / "clusters.yaml"))
     monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(tmp_path / "ladders"))
     monkeypatch.setenv("TRACELADDER_CONTAINER_NOFILE", str(NOFILE))
-    return json.loads(build_plan(load_ladder(find_ladder("docker-retry")))[0].to_json())
+    specs = {s.lens: json.loads(s.to_json()) for s in build_plan(load_ladder(find_ladder("docker-retry")))}
+    return {**specs["none"], "_rtl": specs["rocm_trace_lite"]}
+
+
+def _plain(spec: dict) -> dict:
+    return {k: v for k, v in spec.items() if not k.startswith("_")}
 
 
 @pytest.mark.docker
@@ -166,7 +175,7 @@ def test_a_retry_writes_the_same_keys_and_manifest(docker_engine, docker_spec: d
 
     def run_once() -> tuple[list[str], list[str]]:
         ti = _TI()
-        result = _rung_operator(docker_spec, docker_engine.unix_url).execute({"dag": SimpleNamespace(dag_id="retry-dag"), "ti": ti})
+        result = _rung_operator(_plain(docker_spec), docker_engine.unix_url).execute({"dag": SimpleNamespace(dag_id="retry-dag"), "ti": ti})
         assert result["status"] == "ok" and ti.pushed["container"]["Devices"][0]["PathInContainer"] == "/dev/kfd"
         keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix).get("Contents", []))
         manifest = json.loads(client.get_object(Bucket=s3_server.bucket, Key=prefix + "manifest.json")["Body"].read())
@@ -184,17 +193,116 @@ def test_a_retry_writes_the_same_keys_and_manifest(docker_engine, docker_spec: d
 
 
 @pytest.mark.docker
-def test_preflight_errors_name_the_host(docker_engine, docker_spec: dict) -> None:
+def test_preflight_errors_name_the_host(docker_engine, docker_spec: dict, s3_server) -> None:
     from airflow.sdk.exceptions import AirflowException
 
+    spec = _plain(docker_spec)
     context = {"dag": SimpleNamespace(dag_id="preflight-dag"), "ti": _TI()}
     with pytest.raises(AirflowException, match=r"^host retry-host: Docker daemon at tcp://127.0.0.1:9 unreachable"):
-        _rung_operator(docker_spec, "tcp://127.0.0.1:9").execute(context)
-    op = _rung_operator(docker_spec, docker_engine.unix_url)
+        _rung_operator(spec, "tcp://127.0.0.1:9").execute(context)
+    op = _rung_operator(spec, docker_engine.unix_url)
     op.devices = ["/dev/definitely-not-a-gpu"]
     with pytest.raises(AirflowException, match=r"^host retry-host: a device of \['/dev/definitely-not-a-gpu'\] is missing"):
         op.execute(context)
     with pytest.raises(AirflowException, match=r"^host retry-host: image traceladder/no-such-runner:0 is not present and could not be pulled"):
-        _rung_operator({**docker_spec, "image": "traceladder/no-such-runner:0"}, docker_engine.unix_url).execute(context)
+        _rung_operator({**spec, "image": "traceladder/no-such-runner:0"}, docker_engine.unix_url).execute(context)
     with pytest.raises(AirflowException, match=r"^host retry-host: only [0-9.]+ GiB free on the Docker data root, need 100000"):
-        _rung_operator(docker_spec, docker_engine.unix_url, min_free_gb=100000).execute(context)
+        _rung_operator(spec, docker_engine.unix_url, min_free_gb=100000).execute(context)
+
+
+@pytest.mark.docker
+def test_gpu_preflight_refuses_a_busy_or_short_host_and_the_summary_marks_it(docker_engine, docker_spec: dict, s3_server) -> None:
+    """amd-smi (the stand-in's, with the real JSON shape) runs first thing in the rung's slot in a
+    throw-away container of the rung's image with the rung's devices; a process on a GPU, or a
+    GPU count other than GPUS_PER_NODE, fails the rung with one line before Primus starts, and the
+    refused rung's metrics.json says so (status "preflight")."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from traceladder.summary.collect import read_results
+
+    spec = _plain(docker_spec)
+    assert spec["docker_env_vars"]["GPUS_PER_NODE"] == str(GPUS)  # the cluster's gpus_per_node beats the seed's 8
+    context = {"dag": SimpleNamespace(dag_id="gpu-dag"), "ti": _TI()}
+    busy = {**spec, "docker_env_vars": {**spec["docker_env_vars"], "STANDIN_GPU_BUSY": "python3:4242"}}
+    with pytest.raises(AirflowException, match=r"^host retry-host: GPU preflight: GPUs are busy: python3 \(pid 4242\) on GPU 0$"):
+        _rung_operator(busy, docker_engine.unix_url, run_id="gpu-busy").execute(context)
+    short = _rung_operator(spec, docker_engine.unix_url, run_id="gpu-short")
+    short.devices = DEVICES[:2]
+    with pytest.raises(AirflowException, match=rf"^host retry-host: GPU preflight: amd-smi sees 1 GPU\(s\), GPUS_PER_NODE is {GPUS}$"):
+        short.execute(context)
+    store = _store(s3_server)
+    for run_id, needle in (("gpu-busy", "GPUs are busy"), ("gpu-short", "sees 1 GPU(s)")):
+        results = read_results(store, {"ladder": "docker-retry", "run_id": run_id, "specs": [spec]})
+        result = results[spec["rung_id"]]
+        assert result["status"] == "preflight" and needle in result["error"] and result["traces"] == []
+    left = docker_cli("ps", "-a", "--filter", "label=traceladder.host=retry-host", "--format", "{{.Names}}").stdout.split()
+    assert left == []  # the check containers are gone too
+
+
+def _store(s3_server):
+    from traceladder.storage.artifacts import S3ArtifactStore
+
+    return S3ArtifactStore(s3_server.client(), s3_server.bucket, "traceladder", "docker-retry")
+
+
+@pytest.mark.docker
+def test_rocm_trace_lite_lens_with_and_without_the_wheel(docker_engine, docker_spec: dict, standin_images, s3_server) -> None:
+    """rtl is in no Primus image: the runner image built with the stand-in rocm_trace_lite wheel
+    runs the lens (rtl strips `--` and primus-cli still parses); without it the rung fails before
+    Primus starts, with one line that says how to provide the wheel."""
+    from airflow.sdk.exceptions import AirflowException
+
+    rtl_spec = _plain(docker_spec["_rtl"])
+    context = {"dag": SimpleNamespace(dag_id="rtl-dag"), "ti": _TI()}
+    result = _rung_operator(rtl_spec, docker_engine.unix_url, run_id="rtl-wheel").execute(context)
+    assert result["status"] == "ok" and result["traces"][0].endswith("/traces/trace.db.gz"), result
+    no_wheel = {**rtl_spec, "image": standin_images.runner_no_rtl}
+    with pytest.raises(AirflowException, match=r"^rung baseline\.rocm_trace_lite\.r0 failed: lens rocm_trace_lite: rtl is not in the runner "
+                                                r"image: put the rocm_trace_lite wheel \(GitHub release\) in docker/wheels/ or pass "
+                                                r"--build-arg RTL_WHEEL=<wheel URL>, and rebuild the runner image$"):
+        _rung_operator(no_wheel, docker_engine.unix_url, run_id="rtl-none").execute(context)
+    stored = s3_server.client().get_object(Bucket=s3_server.bucket, Key="traceladder/docker-retry/rtl-none/baseline.rocm_trace_lite.r0/log.txt.gz")
+    import gzip
+
+    log = gzip.decompress(stored["Body"].read()).decode()
+    assert "rtl is not in the runner image" in log and "primus-cli standin" not in log  # Primus never started
+
+
+@pytest.mark.docker
+def test_standin_is_as_strict_as_the_release_image(standin_images) -> None:
+    """No primus-cli on PATH; a relative --config passes the hooks but fails in the ranks unless
+    the cwd is the Primus root; a missing --config fails as Primus's argparse does; rtl strips
+    `--` and primus-cli parses `direct --log_file F train pretrain ...` without it."""
+    cfg = "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"
+    script = f"""
+set -u
+command -v primus-cli >/dev/null && echo ON_PATH
+export PRIMUS_WORKSPACE=/tmp/ws
+cd / && /workspace/Primus/primus-cli direct --log_file /tmp/a.txt train pretrain --config {cfg} --train_iters 3 >/dev/null 2>/tmp/e0; echo "root:$?"
+grep -c "requirements.txt" /tmp/e0 || true
+mkdir -p /tmp/x && touch /tmp/x/requirements.txt && cd /tmp/x
+/workspace/Primus/primus-cli direct --log_file /tmp/a.txt train pretrain --config {cfg} --train_iters 3 >/dev/null 2>/tmp/e1; echo "other:$?"
+grep -c FileNotFoundError /tmp/e1 || true
+cd /workspace/Primus && ./primus-cli direct --log_file /tmp/b.txt train pretrain --train_iters 3 >/dev/null 2>/tmp/e2; echo "noconfig:$?"
+grep -c "the following arguments are required: --config" /tmp/e2 || true
+rtl trace --mode lite -o /tmp/rtl/trace.db /workspace/Primus/primus-cli direct --log_file /tmp/c.txt -- train pretrain --config {cfg} --train_iters 3 > /tmp/o3 2>&1; echo "rtl:$?"
+grep -o 'argv=.*' /tmp/o3 | head -1
+"""
+    out = docker_cli("run", "--rm", "--network", "none", "--device", "/dev/null:/dev/kfd", "--entrypoint", "sh",
+                     standin_images.runner, "-c", script, check=False)
+    lines = out.stdout.split("\n")
+    assert "ON_PATH" not in lines, out.stdout
+    assert lines[0:4] == ["root:1", "1", "other:1", "1"], out.stdout + out.stderr
+    assert lines[4:6] == ["noconfig:2", "1"] and lines[6] == "rtl:0", out.stdout + out.stderr
+    argv = json.loads(lines[7][len("argv="):])
+    assert "--" not in argv and argv[1:6] == ["direct", "--log_file", "/tmp/c.txt", "train", "pretrain"]
+
+
+@pytest.mark.docker
+def test_runner_says_what_to_do_when_its_base_lacks_boto3(standin_images) -> None:
+    out = docker_cli("run", "--rm", "--network", "none", "--entrypoint", "sh", standin_images.runner, "-c",
+                     "rm -rf /usr/lib/python3/dist-packages/boto3 && traceladder run-rung --spec-json '{}'", check=False)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("traceladder: runner image: Python package 'boto3' is missing: put boto3 and its dependencies in "
+                                  "docker/wheels/ (pip download boto3 -d docker/wheels) and rebuild the runner image, or use a "
+                                  "BASE_IMAGE that has boto3")

@@ -32,6 +32,9 @@ UNIX_HOST = "dockerd-unix"
 TLS_HOST = "dockerd-tls"
 TLS_CONN = "docker_tls_test"
 NOFILE = 16384
+GPUS = 2  # the clusters' gpus_per_node; the stand-in amd-smi counts the mapped render nodes
+DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
+PRIMUS_COMMIT = "fd1eeabb0a5f1e3c2d4b6a8c0e2f4a6b8c0d2e4f"  # docker/standin/Dockerfile's .git
 
 
 def managed_containers(label: str) -> list[str]:
@@ -51,9 +54,12 @@ def docker_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server, d
                 "runner_image": standin_images.runner,
                 "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
                             "worker_endpoint_url": s3_server.endpoint_url},
+                "gpus_per_node": GPUS,
+                # engine: tracelens runs the (stand-in) TraceLens image on this daemon
+                "tracelens": {"docker_url": docker_engine.unix_url, "image": standin_images.tracelens},
                 "hosts": [
                     {"name": UNIX_HOST, "pool": f"traceladder-{UNIX_HOST}", "docker_url": docker_engine.unix_url,
-                     "devices": ["/dev/null:/dev/kfd"]},
+                     "devices": DEVICES},
                 ],
             },
             "docker-tls": {
@@ -61,9 +67,10 @@ def docker_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server, d
                 "runner_image": standin_images.runner,
                 "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
                             "worker_endpoint_url": s3_server.endpoint_url},
+                "gpus_per_node": GPUS,
                 "hosts": [
                     {"name": TLS_HOST, "pool": f"traceladder-{TLS_HOST}", "docker_url": docker_engine.tls_url,
-                     "tls_conn_id": TLS_CONN, "devices": ["/dev/null:/dev/kfd"]},
+                     "tls_conn_id": TLS_CONN, "devices": DEVICES},
                 ],
             },
         },
@@ -104,6 +111,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     from traceladder.plan import RungSpec
 
     write_ladder(docker_cluster, "docker-e2e", "docker-test", {
+        "engine": "tracelens",
         "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
         "lenses": {"rung": "fusions", "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"]},
     })
@@ -119,6 +127,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     run_prefix = f"traceladder/docker-e2e/{run_key}"
     client = s3_server.client()
     stored = objects(client, s3_server.bucket, run_prefix + "/")
+    image_id = docker_cli("image", "inspect", "--format", "{{.Id}}", standin_images.runner).stdout.strip()
     rung_ids = ["baseline.none.r0", "fusions.none.r0", "fusions.torch_rank0.r0", "fusions.rocprofv3.r0", "fusions.rocm_trace_lite.r0"]
     for rung_id in rung_ids:
         base = f"{run_prefix}/{rung_id}"
@@ -126,14 +135,29 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
             assert f"{base}/{name}" in stored, f"{rung_id}/{name}"
         metrics = json.loads(stored[f"{base}/metrics.json"])
         assert metrics["status"] == "ok", metrics
-        assert metrics["step_ms"] > 0 and metrics["tokens_per_sec_per_gpu"] > 0 and metrics["peak_mem_gb"] > 100
-        assert metrics["provenance"]["backend"] == "docker" and metrics["provenance"]["image"] == standin_images.runner
-        assert metrics["provenance"]["tools"] == {"primus-cli": "present", "rocprofv3": "present", "rtl": "present"}
-        # primus-cli got exactly the overrides the plan renders (config_path became --config)
+        assert metrics["step_ms"] > 0 and metrics["tokens_per_sec_per_gpu"] > 0
+        # provenance: the image as the daemon knows it (a locally built image has no repo digest)
+        # and what the tools in the container report
+        prov = metrics["provenance"]
+        assert prov["backend"] == "docker" and prov["image"] == standin_images.runner
+        assert prov["image_id"] == image_id and prov["image_digest"] is None
+        assert prov["rocm_version"] == "7.1.0-standin" and prov["primus_commit"] == PRIMUS_COMMIT
+        assert prov["gpu"] == {"product": "AMD Instinct MI350X", "arch": "gfx950", "driver_version": "6.14.14", "count": GPUS}
+        assert prov["tools"]["rtl"] == "rocm-trace-lite 0.3.3" and prov["tools"]["rocprofv3"].startswith("rocprofv3 (rocprofiler-sdk) 1.0.0")
+        assert prov["tools"]["python"].startswith("3.") and "torch" not in prov["tools"]  # the stand-in has no torch
+        # launched as MAD's run.sh does: from the Primus checkout, primus-cli by absolute path,
+        # absolute log file, no `--`, GPUS_PER_NODE/NNODES/MASTER_ADDR from the cluster file
         spec = RungSpec.from_json(stored[f"{base}/spec.json"])
         log = gzip.decompress(stored[f"{base}/log.txt.gz"]).decode()
+        argv = json.loads(log.split("[primus-cli standin] cwd=/workspace/Primus argv=", 1)[1].splitlines()[0])
+        assert argv[:3] == ["/workspace/Primus/primus-cli", "direct", "--log_file"] and argv[3].startswith("/")
+        assert argv[4:8] == ["train", "pretrain", "--config", spec.model_args["config_path"]] and "--" not in argv
+        assert f"torchrun GPUS_PER_NODE={GPUS} NNODES=1 NODE_RANK=0 MASTER_ADDR=localhost MASTER_PORT=1234" in log
+        # primus-cli got exactly the overrides the plan renders (config_path became --config), and
+        # --use_rocm_mem_info True, so `rocm max mem` is the true peak (128 GB, not the stale 115)
         got = json.loads(log.split("[primus-cli standin] overrides: ", 1)[1].splitlines()[0])
-        assert got == [a for a in spec.primus_args() if a not in ("--config_path", str(spec.model_args["config_path"]))]
+        assert got == [a for a in spec.primus_args() if a not in ("--config_path", str(spec.model_args["config_path"]))] + ["--use_rocm_mem_info", "True"]
+        assert metrics["peak_mem_gb"] > 125
         assert "iteration       10/      10" in log
     assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["traces"] == []
 
@@ -143,6 +167,16 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     kineto = json.loads(gzip.decompress(stored[torch["traces"][0]]))
     assert {e["cat"] for e in kineto["traceEvents"]} >= {"cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "ac2g", "user_annotation"}
     assert f"{run_prefix}/fusions.torch_rank0.r0/analysis/rank0/gpu_timeline.csv" in stored
+    # engine: tracelens: TraceLens's own CSVs beside the builtin ones, made in the TraceLens image
+    # (which fetched the trace from S3 and stored these with a manifest), with the arguments of
+    # TraceLens's regression test
+    lens_prefix = f"{run_prefix}/fusions.torch_rank0.r0/analysis/tracelens/rank0"
+    assert {f"{lens_prefix}/{n}" for n in ("kernel_summary.csv", "gpu_timeline.csv", "args.json", "manifest.json")} <= set(stored)
+    args = json.loads(stored[f"{lens_prefix}/args.json"])
+    assert args[1:3] == ["--profile_json_path", args[2]] and args[2].endswith("rank0.pt.trace.json.gz")
+    assert args[3:] == ["--output_csvs_dir", args[4], "--enable_kernel_summary", "--short_kernel_study"]
+    kernels = [e for e in kineto["traceEvents"] if e.get("cat") == "kernel"]
+    assert stored[f"{lens_prefix}/kernel_summary.csv"].decode().count("\n") == 1 + len({k["name"] for k in kernels})
 
     rocprof = json.loads(stored[f"{run_prefix}/fusions.rocprofv3.r0/metrics.json"])
     assert len(rocprof["traces"]) == 1 and rocprof["traces"][0].endswith("_results.json.gz")
@@ -172,7 +206,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
         evidence = {row.map_index: XComModel.deserialize_value(row) for row in rows}
     assert len(evidence) == 5
     for ev in evidence.values():
-        assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": "/dev/kfd", "CgroupPermissions": "rwm"}]
+        assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"} for d in DEVICES]
         assert ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]  # dockerd adds label=disable for --ipc host
         assert ev["IpcMode"] == "host" and ev["NetworkMode"] == "host" and ev["ShmSize"] == 128 * 2**30
         assert {"Name": "nofile", "Soft": NOFILE, "Hard": NOFILE} in ev["Ulimits"]

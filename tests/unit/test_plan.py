@@ -88,15 +88,16 @@ def test_local_command_runs_the_proxy(tmp_path: Path) -> None:
     [
         ("rocprofv3", ["rocprofv3", "--runtime-trace", "--output-format", "json", "-d"]),
         ("rocm_trace_lite", ["rtl", "trace", "--mode", "lite", "-o"]),
-        ("torch_rank0", ["primus-cli"]),
+        ("torch_rank0", ["/workspace/Primus/primus-cli"]),
     ],
 )
-def test_docker_command_wraps_primus_for_the_lens(tmp_path: Path, lens: str, prefix: list[str]) -> None:
+def test_docker_command_wraps_primus_for_the_lens(tmp_path: Path, lens: str, prefix: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PRIMUS_PATH", raising=False)
     spec = by_id(build_plan(SEED, repeats=1))[f"recompute_off.{lens}.r0"]
     argv, env = docker_backend.command(spec, tmp_path)
     assert argv[: len(prefix)] == prefix
-    primus = argv[argv.index("primus-cli"):]
-    assert primus[:3] == ["primus-cli", "direct", "--log_file"]
-    assert primus[4:9] == ["--", "train", "pretrain", "--config", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"]
-    assert "--config_path" not in primus
-    assert env["PRIMUS_WORKSPACE"] == str(tmp_path)
+    primus = argv[argv.index("/workspace/Primus/primus-cli"):]
+    assert primus[:3] == ["/workspace/Primus/primus-cli", "direct", "--log_file"]
+    assert primus[4:8] == ["train", "pretrain", "--config", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"]
+    assert "--config_path" not in primus and "--" not in primus
+    assert env["PRIMUS_WORKSPACE"] == str(tmp_path.resolve())

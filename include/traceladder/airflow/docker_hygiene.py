@@ -18,15 +18,50 @@ RUNG_LABEL = "traceladder.rung"
 LADDER_LABEL = "traceladder.ladder"
 
 # Run in a throw-away container of the rung's image with the rung's devices: the daemon refuses
-# to create it when a device is missing on the host, and the script reports the free space of
-# the filesystem the container writes to (the Docker data root).
-_CHECK_SCRIPT = (
-    "import json, os, shutil, sys; "
-    "paths = sys.argv[1:]; "
-    "missing = [p for p in paths if not os.path.exists(p)]; "
-    "u = shutil.disk_usage('/'); "
-    "print(json.dumps({'missing': missing, 'free_gb': round(u.free / 2**30, 2)}))"
-)
+# to create it when a device is missing on the host; the script reports the free space of the
+# filesystem the container writes to (the Docker data root) and, with `gpus`, what amd-smi (or
+# rocm-smi) sees: the GPU count and the processes that hold a GPU. amd-smi's JSON is a bare list
+# of per-GPU rows, or (ROCm 7) {"gpu_data": [...]}; a process row is {"process_info": {...}}, or
+# the string "No running processes detected" in some releases.
+_CHECK_SCRIPT = r"""
+import json, os, shutil, subprocess, sys
+want_gpus = sys.argv[1] == "gpus"
+paths = sys.argv[2:]
+out = {"missing": [p for p in paths if not os.path.exists(p)], "free_gb": round(shutil.disk_usage("/").free / 2**30, 2)}
+def smi(*args):
+    try:
+        r = subprocess.run(list(args), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    if r.returncode != 0:
+        return None, (r.stderr or r.stdout).strip()[-300:]
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        return None, "not JSON: " + r.stdout.strip()[:200]
+    return (doc.get("gpu_data", doc) if isinstance(doc, dict) else doc), None
+if want_gpus:
+    if shutil.which("amd-smi"):
+        rows, err = smi("amd-smi", "list", "--json")
+        procs, perr = smi("amd-smi", "process", "--json")
+        busy = []
+        for row in procs or []:
+            for p in row.get("process_list") or []:
+                info = p.get("process_info") if isinstance(p, dict) else None
+                if isinstance(info, dict):
+                    busy.append({"gpu": row.get("gpu"), "pid": info.get("pid"), "name": info.get("name")})
+        out["gpus"] = {"tool": "amd-smi", "count": len(rows) if isinstance(rows, list) else None, "busy": busy, "error": err or perr}
+    elif shutil.which("rocm-smi"):
+        doc, err = smi("rocm-smi", "--showid", "--json")
+        cards = [k for k in (doc or {}) if k.startswith("card")] if isinstance(doc, dict) else []
+        pids, perr = smi("rocm-smi", "--showpids", "--json")
+        busy = [{"gpu": None, "pid": k[3:], "name": str(v).split(",")[0]} for k, v in ((pids or {}).get("system") or {}).items()
+                if k.startswith("PID")] if isinstance(pids, dict) else []
+        out["gpus"] = {"tool": "rocm-smi", "count": len(cards) if doc is not None else None, "busy": busy, "error": err or perr}
+    else:
+        out["gpus"] = {"tool": None, "count": None, "busy": [], "error": "neither amd-smi nor rocm-smi is on PATH in the image"}
+print(json.dumps(out))
+"""
 
 
 class HostCheckError(RuntimeError):
@@ -51,24 +86,29 @@ def container_paths(devices: Iterable[str]) -> list[str]:
     return out
 
 
-def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], min_free_gb: float, labels: dict[str, str], pull: bool = True) -> dict[str, Any]:
-    """Check the daemon, the image, the devices and the free disk; raise HostCheckError.
+def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], min_free_gb: float, labels: dict[str, str],
+              pull: bool = True, gpus_per_node: int | None = None, environment: dict[str, str] | None = None,
+              group_add: list[str] | None = None) -> dict[str, Any]:
+    """Check the daemon, the image, the devices and the free disk and, with ``gpus_per_node``,
+    that the GPUs are visible (amd-smi or rocm-smi), that there are that many, and that no
+    process holds one; raise HostCheckError.
 
-    Returns what it found (``{"daemon": version, "image": id, "free_gb": ...}``)."""
+    Returns what it found (``{"daemon": version, "image": id, "image_digest": ..., "free_gb": ...,
+    "gpus": ...}``)."""
     try:
         cli.ping()
         version = cli.version().get("Version", "?")
     except Exception as exc:  # noqa: BLE001 - any transport error is "unreachable"
         raise HostCheckError(host, f"Docker daemon at {url} unreachable", _one_line(exc)) from None
     try:
-        image_id = cli.inspect_image(image)["Id"]
+        image_info = cli.inspect_image(image)
     except Exception:  # noqa: BLE001
         if not pull:
             raise HostCheckError(host, f"image {image} is not present") from None
         try:
             for _ in cli.pull(image, stream=True, decode=True):
                 pass
-            image_id = cli.inspect_image(image)["Id"]
+            image_info = cli.inspect_image(image)
         except Exception as exc:  # noqa: BLE001
             raise HostCheckError(host, f"image {image} is not present and could not be pulled", _one_line(exc)) from None
     container = None
@@ -76,9 +116,11 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
         container = cli.create_container(
             image=image,
             entrypoint=["python3", "-c", _CHECK_SCRIPT],
-            command=container_paths(devices),
+            command=["gpus" if gpus_per_node else "-", *container_paths(devices)],
+            environment=dict(environment or {}),
             labels={**labels, "traceladder.purpose": "preflight"},
-            host_config=cli.create_host_config(devices=list(devices), network_mode="none", auto_remove=False),
+            host_config=cli.create_host_config(devices=list(devices), network_mode="none", auto_remove=False,
+                                               group_add=list(group_add) if group_add else None),
         )
         cli.start(container["Id"])
         status = cli.wait(container["Id"], timeout=120)
@@ -104,7 +146,29 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
         raise HostCheckError(host, f"devices missing in the container: {found['missing']}")
     if found["free_gb"] < min_free_gb:
         raise HostCheckError(host, f"only {found['free_gb']} GiB free on the Docker data root, need {min_free_gb}")
-    return {"daemon": version, "image": image_id, "free_gb": found["free_gb"]}
+    if gpus_per_node:
+        check_gpus(host, found.get("gpus") or {}, gpus_per_node)
+    return {"daemon": version, **image_provenance(image_info), "free_gb": found["free_gb"], "gpus": found.get("gpus")}
+
+
+def image_provenance(info: dict[str, Any]) -> dict[str, Any]:
+    """What the daemon says the image is: ``Id`` always; ``RepoDigests[0]`` when it has one
+    (pulled from a registry; a locally built or imported image has none)."""
+    digests = info.get("RepoDigests") or []
+    return {"image": info["Id"], "image_id": info["Id"], "image_digest": digests[0] if digests else None}
+
+
+def check_gpus(host: str, gpus: dict[str, Any], expected: int) -> None:
+    """The GPU part of the preflight: visible, as many as GPUS_PER_NODE, idle."""
+    tool = gpus.get("tool")
+    if tool is None or gpus.get("count") is None:
+        raise HostCheckError(host, "GPU preflight: no GPU is visible in the rung's container", gpus.get("error") or "")
+    if gpus["count"] != expected:
+        raise HostCheckError(host, f"GPU preflight: {tool} sees {gpus['count']} GPU(s), GPUS_PER_NODE is {expected}")
+    busy = gpus.get("busy") or []
+    if busy:
+        held = ", ".join(f"{b.get('name')} (pid {b.get('pid')}) on GPU {b.get('gpu')}" for b in busy[:4])
+        raise HostCheckError(host, f"GPU preflight: GPUs are busy: {held}")
 
 
 def managed_containers(cli: Any, host: str, extra_labels: dict[str, str] | None = None) -> list[dict[str, Any]]:

@@ -7,72 +7,41 @@
   in the runner image, S3 credentials through ``private_environment``, a pre-flight check of the
   host, orphan cleanup, and the task fails unless the runner's result says ``ok``.
 
-The host config is built inside ``DockerOperator._run_image_with_mounts`` with no hook to extend it,
-so ``RocmDockerOperator`` overrides that private method; it is written against
+The daemon side lives in ``RocmDockerHook`` (airflow/rocm_hook.py): TLS from a connection, the CA
+fix, a client whose host configs add devices, ``group_add`` and ``security_opt``, the preflight,
+the image lookup and the orphan clean-up. The operators hold only the task's parameters and use
+DockerOperator's own container code (no provider method is copied); written against
 apache-airflow-providers-docker 4.6.1 (pinned in pyproject.toml; ``PROVIDER_VERSION`` is checked by
 the tests).
-
-TLS connection (``tls_conn_id``): any connection type (``generic`` is fine) whose extra holds the PEM
-text of the client material::
-
-    {"ca_cert": "-----BEGIN CERTIFICATE-----...", "client_cert": "-----BEGIN CERTIFICATE-----...",
-     "client_key": "-----BEGIN PRIVATE KEY-----...", "verify": true}
-
-At run time the three PEMs are written to a fresh temporary folder (mode 0700, files 0600), handed
-to DockerOperator's ``tls_ca_cert``/``tls_client_cert``/``tls_client_key`` and removed when the
-task ends, whatever happened. The key is registered with Airflow's secrets masker first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import stat
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.hooks.docker import DockerHook
-from airflow.providers.docker.operators.docker import DockerOperator, fetch_logs
-from docker.types import LogConfig, Ulimit
+from airflow.providers.docker.operators.docker import DockerOperator
+from docker.types import Ulimit
 
 from traceladder.airflow import docker_hygiene as hygiene
+from traceladder.airflow.rocm_hook import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-PROVIDER_VERSION = "4.6.1"  # the provider whose private _run_image_with_mounts is overridden
+PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
 ROCM_DEVICES = ("/dev/kfd", "/dev/dri")
 DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
 DEFAULT_NOFILE = 1048576
 # Lenses whose collector needs SYS_ADMIN (HSA tool libraries, perf counters); madengine adds it for all.
 SYS_ADMIN_LENSES = frozenset({"rocprofv3", "rocm_trace_lite"})
-
-
-_CA_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-
-
-class _TlsDockerHook(DockerHook):
-    """DockerHook whose client keeps the daemon's CA: requests lets REQUESTS_CA_BUNDLE /
-    CURL_CA_BUNDLE replace a session's ``verify`` (the CA path docker-py sets), so with those set
-    (common on CI images) every TLS call to the daemon fails with "unable to get local issuer
-    certificate". The client is created without them and then ignores the environment."""
-
-    @cached_property
-    def api_client(self):  # type: ignore[override]
-        saved = {k: os.environ.pop(k) for k in _CA_ENV if k in os.environ}
-        try:
-            client = DockerHook.api_client.func(self)  # type: ignore[attr-defined]
-        finally:
-            os.environ.update(saved)
-        client.trust_env = False
-        return client
 
 
 def default_nofile() -> int:
@@ -149,146 +118,53 @@ class RocmDockerOperator(DockerOperator):
         self.group_add = list(group_add or [])
         self.security_opt = list(security_opt or [])
         self.tls_conn_id = tls_conn_id
-        self.container_evidence: dict[str, Any] | None = None
-
-    # ---- TLS from a connection -------------------------------------------------------------
-    @contextlib.contextmanager
-    def _tls_material(self) -> Iterator[None]:
-        if not self.tls_conn_id:
-            yield
-            return
-        from airflow.sdk import BaseHook
-        from airflow.sdk.log import mask_secret
-
-        conn = BaseHook.get_connection(self.tls_conn_id)
-        extra = conn.extra_dejson
-        missing = [k for k in ("ca_cert", "client_cert", "client_key") if not extra.get(k)]
-        if missing:
-            raise ValueError(f"connection {self.tls_conn_id!r}: extra lacks {missing} (PEM text of the CA, client cert and key)")
-        mask_secret(extra["client_key"])
-        folder = tempfile.mkdtemp(prefix="traceladder-docker-tls-")
-        os.chmod(folder, stat.S_IRWXU)
-        try:
-            paths = {}
-            for name in ("ca_cert", "client_cert", "client_key"):
-                path = os.path.join(folder, f"{name}.pem")
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    f.write(str(extra[name]).strip() + "\n")
-                paths[name] = path
-            self.tls_ca_cert, self.tls_client_cert, self.tls_client_key = paths["ca_cert"], paths["client_cert"], paths["client_key"]
-            self.tls_verify = bool(extra.get("verify", True))
-            self.__dict__.pop("hook", None)  # the cached hook (if any) was made without TLS
-            yield
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-            self.tls_ca_cert = self.tls_client_cert = self.tls_client_key = None
 
     @cached_property
-    def hook(self) -> DockerHook:
-        """DockerOperator's hook; with TLS material, one that keeps the daemon's CA (_TlsDockerHook)."""
-        tls_config = DockerHook.construct_tls_config(
+    def hook(self) -> RocmDockerHook:
+        """The host's RocmDockerHook: the client (devices, group_add, security_opt in its host
+        configs), TLS from ``tls_conn_id``, the preflight and the image lookup."""
+        tls_config = None if self.tls_conn_id else DockerHook.construct_tls_config(
             ca_cert=self.tls_ca_cert, client_cert=self.tls_client_cert, client_key=self.tls_client_key, verify=self.tls_verify,
         )
-        hook_class = _TlsDockerHook if tls_config else DockerHook
-        return hook_class(docker_conn_id=self.docker_conn_id, base_url=self.docker_url, version=self.api_version, tls=tls_config, timeout=self.timeout)
+        return RocmDockerHook(docker_conn_id=self.docker_conn_id, base_url=self.docker_url, version=self.api_version, tls=tls_config,
+                              timeout=self.timeout, host_name=self.host_name, tls_conn_id=self.tls_conn_id, devices=self.devices,
+                              group_add=self.group_add, security_opt=self.security_opt)
+
+    @property
+    def container_evidence(self) -> dict[str, Any] | None:
+        """What the daemon applied to the started container (``docker inspect``'s HostConfig)."""
+        return self.hook.container_evidence if "hook" in self.__dict__ else None
 
     def execute(self, context: Context) -> Any:
-        with self._tls_material():
+        try:
             return self._execute_with_daemon(context)
+        finally:
+            if "hook" in self.__dict__:  # the TLS material lives as long as the task's client
+                self.hook.close()
 
     def _execute_with_daemon(self, context: Context) -> Any:
         return super().execute(context)
 
-    # ---- the host config (provider 4.6.1's method, plus devices, group_add, security_opt) ----
-    def _host_config(self, target_mounts: list) -> dict[str, Any]:
-        docker_log_config = {}
-        if self.log_opts_max_size is not None:
-            docker_log_config["max-size"] = self.log_opts_max_size
-        if self.log_opts_max_file is not None:
-            docker_log_config["max-file"] = self.log_opts_max_file
-        return self.cli.create_host_config(
-            auto_remove=False,
-            mounts=target_mounts,
-            network_mode=self.network_mode,
-            shm_size=self.shm_size,
-            dns=self.dns,
-            dns_search=self.dns_search,
-            cpu_shares=round(self.cpus * 1024),
-            port_bindings=self.port_bindings,
-            mem_limit=self.mem_limit,
-            cap_add=self.cap_add,
-            extra_hosts=self.extra_hosts,
-            privileged=self.privileged,
-            device_requests=self.device_requests,
-            log_config=LogConfig(config=docker_log_config),
-            ipc_mode=self.ipc_mode,
-            ulimits=self.ulimits,
-            devices=self.devices or None,
-            group_add=self.group_add or None,
-            security_opt=self.security_opt or None,
-        )
 
-    def _run_image_with_mounts(self, target_mounts, add_tmp_variable: bool) -> list[str] | str | None:
-        if add_tmp_variable:
-            self.environment["AIRFLOW_TMP_DIR"] = self.tmp_dir
-        else:
-            self.environment.pop("AIRFLOW_TMP_DIR", None)
-        env_file_vars = self.unpack_environment_variables(self.env_file) if self.env_file is not None else {}
-        self.container = self.cli.create_container(
-            command=self.format_command(self.command),
-            name=self.container_name,
-            environment={**env_file_vars, **self.environment, **self._private_environment},
-            ports=list(self.port_bindings),
-            host_config=self._host_config(target_mounts),
-            image=self.image,
-            user=self.user,
-            entrypoint=self.format_command(self.entrypoint),
-            working_dir=self.working_dir,
-            tty=self.tty,
-            hostname=self.hostname,
-            labels=self.labels,
-        )
-        log_stream = self.cli.attach(container=self.container["Id"], stdout=True, stderr=True, stream=True)
-        try:
-            self.cli.start(self.container["Id"])
-            self.container_evidence = self._evidence()
-            log_lines = fetch_logs(log_stream, self.log)
-            result = self.cli.wait(self.container["Id"])
-            self.log_lines = log_lines
-            if result["StatusCode"] in self.skip_on_exit_code:
-                from airflow.providers.docker.exceptions import DockerContainerFailedSkipException
+def storage_environment(storage: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """The S3 settings a container gets (the runner, the TraceLens image): the endpoint, bucket and
+    region in ``environment``; the cluster's S3 connection's keys for ``private_environment``
+    (masked in logs)."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.log import mask_secret
 
-                raise DockerContainerFailedSkipException(f"Docker container returned exit code {self.skip_on_exit_code}. Skipping.", logs=log_lines)
-            if result["StatusCode"] != 0:
-                raise DockerContainerFailedException(f"Docker container failed: {result!r}", logs=log_lines)
-            if self.retrieve_output:
-                return self._attempt_to_retrieve_result()
-            if self.do_xcom_push:
-                if not log_lines:
-                    return None
-                return log_lines if self.xcom_all else log_lines[-1]
-            return None
-        finally:
-            if self.auto_remove == "success":
-                self.cli.remove_container(self.container["Id"])
-            elif self.auto_remove == "force":
-                self.cli.remove_container(self.container["Id"], force=True)
-
-    def _evidence(self) -> dict[str, Any]:
-        """What the daemon says it applied (``docker inspect``'s HostConfig; never the env)."""
-        try:
-            info = self.cli.inspect_container(self.container["Id"])
-        except Exception as exc:  # noqa: BLE001 - evidence is best effort
-            return {"error": str(exc)}
-        hc = info.get("HostConfig") or {}
-        keep = ("Devices", "GroupAdd", "SecurityOpt", "IpcMode", "ShmSize", "NetworkMode", "CapAdd", "Ulimits", "AutoRemove")
-        evidence = {k: hc.get(k) for k in keep}
-        evidence["Name"] = info.get("Name", "").lstrip("/")
-        evidence["Image"] = (info.get("Config") or {}).get("Image")
-        evidence["Labels"] = (info.get("Config") or {}).get("Labels")
-        self.log.info("container %s host config: %s", evidence["Name"], json.dumps(evidence, sort_keys=True))
-        return evidence
+    conn = BaseHook.get_connection(storage.conn_id)
+    extra = conn.extra_dejson
+    endpoint = storage.worker_endpoint_url or extra.get("endpoint_url")
+    if conn.password:
+        mask_secret(conn.password)
+    env = {
+        "TRACELADDER_S3_BUCKET": storage.effective_bucket,
+        "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
+        **({"TRACELADDER_S3_ENDPOINT": str(endpoint)} if endpoint else {}),
+    }
+    private = {"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password} if conn.login and conn.password else {}
+    return env, private
 
 
 def result_from_lines(lines: list[str]) -> dict[str, Any] | None:
@@ -315,7 +191,11 @@ class RungDockerOperator(RocmDockerOperator):
     :param run_id: The ladder run's id (the artifact key part; default: Airflow's run id). (templated)
     :param min_free_gb: Free space the host's Docker data root needs before a rung starts
         (default 20 GiB, or ``TRACELADDER_MIN_FREE_GB``).
-    :param preflight: Check the host before the rung (daemon, image, devices, disk). Default on.
+    :param preflight: Check the host before the rung, first thing in its slot (daemon, image,
+        devices, disk and GPUs; ``RocmDockerHook.preflight``). Default on. A failed check fails the
+        rung with one line and stores a metrics.json with status ``preflight``, so the summary marks it.
+    :param gpu_preflight: Within the preflight, check that amd-smi (or rocm-smi) sees exactly
+        ``GPUS_PER_NODE`` GPUs and that no process holds one. Default on.
 
     Everything else is a :class:`RocmDockerOperator` parameter (``docker_url``, ``tls_conn_id``,
     ``devices``, ``host_name``, ``pool``, ...). ``command``, ``image``, ``environment`` and
@@ -344,6 +224,7 @@ class RungDockerOperator(RocmDockerOperator):
         run_id: str = "{{ run_id }}",
         min_free_gb: float | None = None,
         preflight: bool = True,
+        gpu_preflight: bool = True,
         image: str = "traceladder/runner",
         **kwargs: Any,
     ) -> None:
@@ -352,23 +233,16 @@ class RungDockerOperator(RocmDockerOperator):
         self.run_id = run_id
         self.min_free_gb = float(min_free_gb if min_free_gb is not None else os.environ.get("TRACELADDER_MIN_FREE_GB", 20))
         self.preflight = preflight
+        self.gpu_preflight = gpu_preflight
 
     def _configure(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk import BaseHook
-        from airflow.sdk.log import mask_secret
-
         from traceladder.airflow.tasks import open_ladder
         from traceladder.plan import RungSpec
         from traceladder.storage.artifacts import safe_key_part
 
         spec = RungSpec.model_validate(self.spec)
         context["rung_id"] = spec.rung_id  # type: ignore[typeddict-unknown-key]  # map_index_template
-        storage = open_ladder(spec.ladder).cluster.storage
-        conn = BaseHook.get_connection(storage.conn_id)
-        extra = conn.extra_dejson
-        endpoint = storage.worker_endpoint_url or extra.get("endpoint_url")
-        if conn.password:
-            mask_secret(conn.password)
+        env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
         self.image = spec.image
         run_key = safe_key_part(self.run_id)
         run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode()).hexdigest()[:10]
@@ -383,17 +257,10 @@ class RungDockerOperator(RocmDockerOperator):
         if spec.lens in SYS_ADMIN_LENSES:
             caps.add("SYS_ADMIN")
         self.cap_add = sorted(caps)
-        self.environment = {
-            **(self.environment or {}),
-            "TRACELADDER_S3_BUCKET": storage.effective_bucket,
-            "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
-            **({"TRACELADDER_S3_ENDPOINT": str(endpoint)} if endpoint else {}),
-        }
-        self._private_environment = {
-            **self._private_environment,
-            **({"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password} if conn.login and conn.password else {}),
-        }
+        self.environment = {**(self.environment or {}), **env}
+        self._private_environment = {**self._private_environment, **private}
         self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
+        self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result
         return {"spec": spec, "run_key": run_key}
 
     def _execute_with_daemon(self, context: Context) -> Any:
@@ -403,32 +270,40 @@ class RungDockerOperator(RocmDockerOperator):
         spec = conf["spec"]
         rung_labels = {hygiene.RUN_LABEL: conf["run_key"], hygiene.RUNG_LABEL: spec.rung_id}
         try:
-            hygiene.remove_orphans(self.cli, self.host_name, running_too=rung_labels, log=self.log)
+            self.hook.remove_orphans(running_too=rung_labels, log=self.log)
             try:
                 self.cli.remove_container(self.container_name, force=True)  # a previous try's container
             except Exception:  # noqa: BLE001 - usually "no such container"
                 pass
             if self.preflight:
-                found = hygiene.preflight(
-                    self.cli, host=self.host_name, url=str(self.docker_url), image=self.image, devices=self.devices,
-                    min_free_gb=self.min_free_gb, labels=dict(self.labels or {}),
+                found = self.hook.preflight(
+                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels or {}),
+                    gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
+                    environment=dict(spec.docker_env_vars),
                 )
                 self.log.info("host %s ok: %s", self.host_name, json.dumps(found))
+            else:
+                found = self.hook.image_provenance(self.image)
         except hygiene.HostCheckError as exc:
+            self._record_refused(spec, str(exc))
             raise AirflowException(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the daemon is unreachable before the check ran
-            raise AirflowException(str(hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc)))) from None
+            message = str(hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc)))
+            self._record_refused(spec, message)
+            raise AirflowException(message) from None
+        # what ran, from the daemon: the runner records these in metrics.json (provenance)
+        self.environment = {**self.environment, "TRACELADDER_IMAGE_ID": str(found["image_id"]),
+                            **({"TRACELADDER_IMAGE_DIGEST": str(found["image_digest"])} if found.get("image_digest") else {})}
         lines: list[str] = []
         try:
-            super()._execute_with_daemon(context)
-            lines = getattr(self, "log_lines", [])
+            lines = list(super()._execute_with_daemon(context) or [])  # xcom_all: every output line
         except DockerContainerFailedException as exc:
             lines = list(exc.logs or [])
         finally:
             if self.container_evidence is not None:
                 context["ti"].xcom_push(key="container", value=self.container_evidence)
             try:
-                hygiene.remove_orphans(self.cli, self.host_name, log=self.log)
+                self.hook.remove_orphans(log=self.log)
             except Exception as exc:  # noqa: BLE001 - cleanup never hides the rung's outcome
                 self.log.warning("host %s: orphan cleanup failed: %s", self.host_name, exc)
         result = result_from_lines(lines)
@@ -438,3 +313,68 @@ class RungDockerOperator(RocmDockerOperator):
         if result.get("status") != "ok":
             raise AirflowException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}")
         return {k: result.get(k) for k in RESULT_KEYS}
+
+    def _record_refused(self, spec: Any, message: str) -> None:
+        """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
+        from traceladder.airflow.tasks import ladder_store
+        from traceladder.runner.rung import record_refused
+
+        try:
+            record_refused(spec, self.run_id, ladder_store(spec.ladder)[1], "preflight", message)
+        except Exception as exc:  # noqa: BLE001 - the task fails with the preflight's line either way
+            self.log.warning("could not store the preflight failure of %s: %s", spec.rung_id, exc)
+
+
+def gpus_per_node(env: dict[str, str]) -> int | None:
+    """GPUS_PER_NODE as the rung's container gets it (the cluster's gpus_per_node, else the ladder's)."""
+    value = env.get("GPUS_PER_NODE")
+    return int(value) if value and value.isdigit() else None
+
+
+class TracelensDockerOperator(RocmDockerOperator):
+    """``engine: tracelens``: TraceLens's own reports for one stored trace, by the
+    ``docker/tracelens`` image on the daemon that the cluster's ``tracelens`` entry in
+    clusters.yaml names (analysis needs no GPU host). The container fetches the trace from S3, runs
+    ``tracelens-report`` and stores TraceLens's CSVs and a manifest under
+    ``<rung>/analysis/tracelens/<trace stem>/``, as the runner stores a rung.
+
+    :param ladder: The ladder (finds the cluster's ``tracelens`` daemon and its storage).
+    :param trace_key: The stored trace's key.
+    :param out_prefix: Where the CSVs go.
+
+    Same S3 environment as :class:`RungDockerOperator` (credentials through
+    ``private_environment``); no devices, groups or security options; the task fails with the
+    container's last line when TraceLens fails. Returns the container's result (the keys it stored).
+    """
+
+    def __init__(self, *, ladder: str, trace_key: str, out_prefix: str, image: str = "traceladder/tracelens", **kwargs: Any) -> None:
+        kwargs.setdefault("task_id", "tracelens")
+        super().__init__(image=image, devices=[], group_add=None, security_opt=None, cap_add=None, ipc_mode=None,
+                         shm_size=None, host_name="tracelens", **kwargs)
+        self.ladder, self.trace_key, self.out_prefix = ladder, trace_key, out_prefix
+
+    def execute(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import AirflowException
+
+        from traceladder.airflow.tasks import open_ladder
+
+        cluster = open_ladder(self.ladder).cluster
+        if cluster.tracelens is None:
+            raise AirflowException(f"ladder {self.ladder}: engine tracelens needs a tracelens entry (docker_url) in its cluster of clusters.yaml")
+        self.docker_url, self.tls_conn_id, self.image = cluster.tracelens.docker_url, cluster.tracelens.tls_conn_id, cluster.tracelens.image
+        env, private = storage_environment(cluster.storage)
+        self.environment = {**(self.environment or {}), **env}
+        self._private_environment = {**self._private_environment, **private}
+        self.entrypoint = ["python3", "/usr/local/bin/tracelens_s3.py"]
+        self.command = [self.trace_key, self.out_prefix]
+        self.do_xcom_push, self.xcom_all = True, True
+        lines: list[str] = []
+        try:
+            lines = list(super().execute(context) or [])
+        except DockerContainerFailedException as exc:
+            tail = [l for l in (exc.logs or []) if l.strip()]
+            raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
+        for line in reversed(lines):
+            if line.strip().startswith("{"):
+                return json.loads(line)
+        raise AirflowException(f"TraceLens on {self.trace_key}: the container printed no result")

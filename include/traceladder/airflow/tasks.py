@@ -100,7 +100,13 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
 def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
     from traceladder.analysis.stored import analyze_stored
 
-    return analyze_stored(ladder_store(ladder)[1], item["key"])
+    loaded, store = ladder_store(ladder)
+    result = analyze_stored(store, item["key"])
+    if loaded.ladder.engine == "tracelens":  # TraceLens's own CSVs too, beside the builtin ones
+        from traceladder.airflow.tracelens import run_tracelens
+
+        result["tracelens"] = run_tracelens(ladder, item["key"])
+    return result
 
 
 def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:

@@ -16,6 +16,14 @@ def analysis_prefix(trace_key: str) -> str:
     return f"{rung}/analysis/{output_stem(Path(name))}"
 
 
+def tracelens_prefix(trace_key: str) -> str:
+    """Where `engine: tracelens` stores TraceLens's own CSVs: beside the builtin ones."""
+    from traceladder.analysis.engine import output_stem
+
+    rung, _, name = trace_key.rpartition("/traces/")
+    return f"{rung}/analysis/tracelens/{output_stem(Path(name))}"
+
+
 def analysis_key(trace_key: str) -> str:
     return f"{analysis_prefix(trace_key)}/analysis.json"
 

@@ -110,12 +110,34 @@ class Host(Strict):
     devices: list[str] = Field(default_factory=list)
 
 
+class AnalysisDaemon(Strict):
+    """The Docker daemon that runs the TraceLens image for `engine: tracelens` (no GPU needed)."""
+
+    docker_url: str
+    tls_conn_id: str | None = None
+    image: str = "traceladder/tracelens:1.0.0"
+
+
 class Cluster(Strict):
     backend: Literal["local", "docker"]
     description: str = ""
     runner_image: str | None = None
     storage: StorageSettings = Field(default_factory=StorageSettings)
     hosts: list[Host] = Field(min_length=1)
+    # Primus's torchrun launch (docker backend): GPUS_PER_NODE (also what the GPU preflight
+    # expects to find idle), NNODES and MASTER_ADDR. Single node only: one rung is one container.
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    nnodes: Literal[1] = 1
+    master_addr: str = "localhost"
+    master_port: int = 1234
+    tracelens: AnalysisDaemon | None = None
+
+    def launch_env(self) -> dict[str, str]:
+        """Environment that primus-cli direct reads for torchrun; it beats the ladder's values."""
+        env = {"NNODES": str(self.nnodes), "NODE_RANK": "0", "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
+        if self.gpus_per_node is not None:
+            env["GPUS_PER_NODE"] = str(self.gpus_per_node)
+        return env
 
 
 class Clusters(Strict):

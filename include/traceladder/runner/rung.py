@@ -85,32 +85,19 @@ def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, dea
 
 
 def provenance(spec: RungSpec) -> dict[str, Any]:
+    from traceladder.runner import provenance as prov
+
+    primus = docker_backend.workdir(spec, Path(".")) if spec.backend == "docker" else None
     return {
         "traceladder_version": __version__,
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "image": spec.image,
-        "image_digest": os.environ.get("TRACELADDER_IMAGE_DIGEST"),
         "model_tag": spec.model_tag,
         "config_hash": spec.config_hash,
         "backend": spec.backend,
-        "tools": tool_versions(spec),
+        **prov.collect(spec.backend, {**os.environ, **spec.docker_env_vars}, primus),
     }
-
-
-def tool_versions(spec: RungSpec) -> dict[str, str]:
-    versions: dict[str, str] = {}
-    if spec.backend == "local":
-        try:
-            from importlib.metadata import version
-
-            versions["torch"] = version("torch")
-        except Exception:  # noqa: BLE001 - provenance is best effort, never fatal
-            pass
-    for tool in ("primus-cli", "rocprofv3", "rtl"):
-        if shutil.which(tool):
-            versions[tool] = "present"
-    return versions
 
 
 def run_rung(
@@ -134,10 +121,23 @@ def run_rung(
     workspace.mkdir(parents=True, exist_ok=True)
     log_path = root / "log.txt"
     try:
-        argv, env = _BACKENDS[spec.backend].command(spec, workspace)
-        if echo is not None:
-            echo.write(f"[traceladder] {spec.rung_id}: {' '.join(argv[:6])} ... ({len(argv)} args)\n")
-        code, timed_out = execute(argv, env, root, log_path, deadline_s or spec.timeout_s, echo)
+        backend = _BACKENDS[spec.backend]
+        argv, env = backend.command(spec, workspace)
+        cwd = backend.workdir(spec, root)
+        lens_error = None
+        try:
+            backend.lens_preflight(spec)
+        except docker_backend.LensUnavailable as exc:
+            lens_error = str(exc)
+        if lens_error is not None:  # the rung fails before Primus starts; its log says why
+            log_path.write_text(f"[traceladder] {lens_error}\n", encoding="utf-8")
+            if echo is not None:
+                echo.write(f"[traceladder] {lens_error}\n")
+            code, timed_out = None, False
+        else:
+            if echo is not None:
+                echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
+            code, timed_out = execute(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo)
 
         result: dict[str, Any] = {
             "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
@@ -157,7 +157,9 @@ def run_rung(
         except PrimusLogError as exc:
             result["error"] = f"log: {exc}"
 
-        if timed_out:
+        if lens_error is not None:
+            result.update(status="failed", error=lens_error)
+        elif timed_out:
             result.update(status="timeout", error=f"deadline of {deadline_s or spec.timeout_s} s reached")
         elif code != 0:
             result.update(status="failed", error=f"workload exited {code}: {_last_error_line(log_path)}")
@@ -177,6 +179,24 @@ def run_rung(
     finally:
         if own_tmp:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str, error: str) -> dict[str, Any]:
+    """Store the result of a rung that never started (e.g. its GPU preflight failed), so the
+    summary marks it with its status and one-line reason instead of "stored no result"."""
+    run_id = safe_key_part(run_id)
+    prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
+    result: dict[str, Any] = {
+        "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
+        "lens": spec.lens, "repeat": spec.repeat, "switch": spec.switch, "value": spec.value,
+        "parent": spec.parent, "status": status, "exit_code": None, "step_ms": None, "step_ms_values": [],
+        "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
+        "traces": [], "error": error, "prefix": prefix,
+    }
+    sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+    sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
+    sink.write_manifest(prefix)
+    return result
 
 
 def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path) -> list[str]:

@@ -2,7 +2,8 @@
 
 A rung regressed when its step time got worse and the two 95% intervals separate — the same rule
 the ladder table uses for rung-to-rung changes. Single runs carry no interval, so they are shown
-but never flagged. Any change of provenance (image digest, config hash, tool versions) is flagged
+but never flagged. Any change of provenance (image id and digest, ROCm, GPU and driver, Primus commit, config
+hash, tool versions) is flagged
 too, so a reader sees why numbers moved."""
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from typing import Any
 
 from traceladder.summary.stats import Estimate, separated
 
-PROVENANCE_FIELDS = ("image", "image_digest", "config_hash", "tools", "traceladder_version", "model_tag")
+# image_id/image_digest come from the Docker daemon (a re-pushed tag changes them), the rest from
+# the tools in the container (runner/provenance.py)
+PROVENANCE_FIELDS = ("image", "image_digest", "image_id", "rocm_version", "gpu", "primus_commit", "config_hash", "tools",
+                     "traceladder_version", "model_tag")
 
 
 def as_estimate(d: dict[str, Any] | None) -> Estimate | None:

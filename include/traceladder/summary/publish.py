@@ -11,6 +11,7 @@ from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary.build import build_summary, findings
 from traceladder.summary.collect import read_results
 from traceladder.summary.compare import compare_runs
+from traceladder.summary.perf_csv import perf_csv
 from traceladder.summary.render import to_markdown
 
 INDEX_OBJECT = "index.json"
@@ -75,6 +76,7 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) ->
     store.put_bytes(f"{base}/summary.json", json.dumps(summary, indent=1).encode(), "application/json")
     store.put_bytes(f"{base}/summary.md", to_markdown(summary).encode(), "text/markdown")
     store.put_bytes(f"{base}/report.html", to_html(summary, charts).encode(), "text/html")
+    store.put_bytes(f"{base}/perf.csv", perf_csv(plan, results).encode(), "text/csv")  # madengine's, for its dashboards
     store.write_manifest(base)
     comparison = summary.get("comparison") or {}
     unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]

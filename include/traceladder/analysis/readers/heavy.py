@@ -18,8 +18,9 @@ same :class:`~traceladder.analysis.events.EventTable` as the PyTorch reader:
 ns when the trace has them, ``lite``, ``notes``).
 
 Detection is by content, never only by name (:func:`sniff`):
-  * SQLite magic ``SQLite format 3\\0`` -> RPD-style database (tables decide, see
-    :mod:`.rpd_sqlite`);
+  * SQLite magic ``SQLite format 3\\0`` -> rocprofv3's rocpd database when it has
+    ``rocpd_kernel_dispatch`` (:mod:`.rocpd_db`), else an RPD-style database (tables decide,
+    see :mod:`.rpd_sqlite`);
   * a JSON object whose first key is ``"rocprofiler-sdk-tool"`` -> rocprofv3 JSON;
   * text whose header line has ``Start_Timestamp`` and ``End_Timestamp`` -> rocprofv3 CSV;
   * a directory -> a folder of rocprofv3 CSV files.
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 #: EventTable.fmt values of the heavy-lens readers
-HEAVY_FORMATS = ("rocprofv3_json", "rocprofv3_csv", "rpd_sqlite")
+HEAVY_FORMATS = ("rocprofv3_json", "rocprofv3_csv", "rpd_sqlite", "rocpd_sqlite")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _ROCPROF_JSON_RE = re.compile(rb'^\s*\{\s*"rocprofiler-sdk-tool"\s*:')
@@ -99,7 +100,11 @@ def read_heavy(path: Path, data: bytes | None) -> EventTable | None:
 
         return read_rocprof_csv_dir(path)
     if kind == "sqlite":
+        from .rocpd_db import is_rocpd, read_rocpd, sqlite_names
         from .rpd_sqlite import read_rpd
+
+        if is_rocpd(sqlite_names(data)):  # rocprofv3's own database (ROCm 7's default)
+            return read_rocpd(path, data)
 
         return read_rpd(path, data)
     if kind == "rocprofv3_json":

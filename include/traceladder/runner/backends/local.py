@@ -15,3 +15,11 @@ def command(spec: RungSpec, workspace: Path) -> tuple[list[str], dict[str, str]]
     env = {**spec.docker_env_vars, "PRIMUS_WORKSPACE": str(workspace)}
     argv = [sys.executable, "-m", "traceladder.workload", *spec.primus_args()]
     return argv, env
+
+
+def workdir(spec: RungSpec, default: Path) -> Path:
+    return default
+
+
+def lens_preflight(spec: RungSpec) -> None:
+    """The CPU proxy's lenses are torch.profiler's: nothing to install."""

@@ -1,8 +1,14 @@
-#!/usr/bin/env python3
-"""Stand-in for rocm-trace-lite's `rtl` CLI in the test image: the contract madengine's
+"""Stand-in for rocm-trace-lite's `rtl` CLI (the `rocm_trace_lite` wheel's console script) in the
+test image: the contract madengine's
 `rocm_trace_lite` tool uses, and its output files where the real tool writes them.
 
     rtl trace [--mode lite|full] -o PATH/trace.db COMMAND...
+    rtl --version
+
+Like the real one, it strips every `--` token from COMMAND before running it, so a wrapped
+`primus-cli direct --log_file F -- train ...` must still parse without its `--`. The tests build
+a wheel of this package (docker/images.py) and install it in the runner image only when asked, as
+madengine's pre-script installs the GitHub-release wheel: it is in no Primus image.
 
 Unknown options, a missing `-o` or an empty command exit 2. It runs COMMAND (output passes
 through, its exit code is returned) and writes PATH/trace.db (SQLite, RPD style, ns times:
@@ -47,8 +53,14 @@ def die(msg):
     sys.exit(2)
 
 
+VERSION = "0.3.3"
+
+
 def main():
     argv = sys.argv[1:]
+    if argv[:1] == ["--version"]:
+        print(f"rocm-trace-lite {VERSION}")
+        return 0
     if argv[:1] != ["trace"]:
         die(f"expected sub-command 'trace', got {argv[:1]}")
     i, mode, out = 1, "lite", None
@@ -66,7 +78,7 @@ def main():
             break
         else:
             die(f"unrecognized option {argv[i]!r}")
-    command = argv[i:]
+    command = [a for a in argv[i:] if a != "--"]  # rtl drops every `--` token
     if out is None:
         die("-o PATH/trace.db is required")
     if not out.endswith(".db"):
@@ -103,7 +115,7 @@ def main():
     db.execute("INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (?, ?)", (n + 1, n + 2))
     db.execute("INSERT INTO rocpd_copyapi VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (n + 1, "0x1", 1 << 20, 0, 0, 1, "0x2", "0x3", 0, 0, 0, 0))
     db.executemany("INSERT INTO rocpd_metadata(tag, value) VALUES (?, ?)",
-                   [("schema_version", "2"), ("tool", "rocm-trace-lite"), ("version", "0.3.3"), ("mode", mode),
+                   [("schema_version", "2"), ("tool", "rocm-trace-lite"), ("version", VERSION), ("mode", mode),
                     ("note", "lite mode skips packets that carry a completion signal; RCCL kernels are likely missing")])
     db.execute("INSERT INTO rocpd_monitor VALUES (1, 'gpu', 0, 'sclk', ?, ?, '2100')", (t0, t1))
     db.commit()

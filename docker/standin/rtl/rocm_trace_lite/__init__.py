@@ -1,0 +1,3 @@
+"""Stand-in rocm-trace-lite (tests only): see cli.py."""
+
+__version__ = "0.3.3"
