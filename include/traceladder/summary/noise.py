@@ -164,12 +164,11 @@ def simulate_runs(model: NoiseModel, schedule: Sequence[Slot], effects: dict[str
     white = rng.normal(0.0, model.sigma_white, size=n) if model.sigma_white else np.zeros(n)
     iters = rng.choice(np.asarray(model.residuals), size=(n, m))
     pe = model.position_effects
-    out = []
-    for t, slot in enumerate(schedule):
-        base = model.level + effects.get(slot.treatment, 0.0) + u[t] + white[t] + (pe[slot.position % len(pe)] if pe else 0.0)
-        logs = base + iters[t]
-        out.append(Run(slot.block, slot.treatment, float(np.median(logs)), tuple(float(v) for v in logs)))
-    return out
+    base = model.level + u + white + np.array([effects.get(s.treatment, 0.0) + (pe[s.position % len(pe)] if pe else 0.0)
+                                               for s in schedule])
+    logs = base[:, None] + iters
+    medians = np.median(logs, axis=1)
+    return [Run(slot.block, slot.treatment, float(medians[t]), tuple(logs[t].tolist())) for t, slot in enumerate(schedule)]
 
 
 def blocked_schedule(treatments: Sequence[str], blocks: int, seed: int) -> list[Slot]:
@@ -196,6 +195,9 @@ def schedule_from_plan(plan: dict[str, Any], purposes: tuple[str, ...] = ("measu
                 if _purpose(spec) in purposes:
                     slots.append(Slot(int(spec.get("block", b)), int(spec.get("position", p)), spec["rung"]))
         return slots, True
+    if all("position" in s for s in plan["specs"]):  # specs carry the design without plan.json's record
+        ordered = sorted(plan["specs"], key=lambda s: (s["block"], s["position"]))
+        return [Slot(int(s["block"]), int(s["position"]), s["rung"]) for s in ordered if _purpose(s) in purposes], True
     seen: dict[int, int] = {}
     slots = []
     for spec in plan["specs"]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats as _scipy_stats
@@ -30,6 +31,7 @@ MEDIAN_EFFICIENCY = math.pi / 2
 VERDICTS = ("faster", "slower", "no_change", "single_run")
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     return float(_scipy_stats.t.ppf(p, df))
 
@@ -264,6 +266,12 @@ def two_sample(a: list[float], b: list[float], pooled_var: float | None = None, 
     return Contrast(diff, math.sqrt(ss / df * (1 / na + 1 / nb)), df, nb, na)
 
 
+def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact binomial interval for k successes in n trials."""
+    ci = _scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
 def log_or_none(value: float | None) -> float | None:
     return math.log(value) if value is not None and value > 0 and math.isfinite(value) else None
 
@@ -281,6 +289,6 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "BlockFit", "Contrast", "Estimate", "Run", "estimate", "fit_blocks", "is_call", "ratio", "separated", "t_quantile",
+    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "estimate", "fit_blocks", "is_call", "ratio", "separated", "t_quantile",
     "two_sample", "verdict", *_NOISE_EXPORTS,
 ]
