@@ -49,9 +49,10 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
 
 def simulate_verdicts(model: NoiseModel, shape: LadderShape, ladders: int, seed: int,
                       effects: dict[str, float] | None = None, drop: float = 0.0,
-                      pairs: Sequence[tuple[str, str]] | None = None) -> list[dict[str, str]]:
-    """Per simulated ladder, rung → verdict against its parent on log step time. `effects` maps a
-    rung to its true log shift; `drop` fails each run with that probability (missing cells)."""
+                      pairs: Sequence[tuple[str, str]] | None = None) -> list[dict[str, dict[str, object]]]:
+    """Per simulated ladder, rung → its vs_parent (on log step time; delta in units of the parent's
+    level). `effects` maps a rung to its true log shift; `drop` fails each run with that
+    probability (missing cells)."""
     rng = np.random.default_rng(seed)
     judged = tuple(pairs or shape.pairs)
     out = []
@@ -61,13 +62,26 @@ def simulate_verdicts(model: NoiseModel, shape: LadderShape, ladders: int, seed:
         if drop:
             runs = [r for r in runs if rng.random() >= drop]
         fit = fit_blocks(runs)
-        out.append({rung: str(verdict(fit.contrast(rung, parent), 1.0, "step_ms", False)["verdict"])
-                    for rung, parent in judged})
+        out.append({rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False) for rung, parent in judged})
     return out
 
 
-def call_rate(verdicts: list[dict[str, str]], rung: str, calls: tuple[str, ...] = ("faster", "slower")) -> tuple[int, int]:
-    return sum(v[rung] in calls for v in verdicts), len(verdicts)
+def call_rate(verdicts: list[dict[str, dict[str, object]]], rung: str, calls: tuple[str, ...] = ("faster", "slower")) -> tuple[int, int]:
+    """(ladders whose `rung` got one of `calls`, ladders)."""
+    return sum(v[rung]["verdict"] in calls for v in verdicts), len(verdicts)
+
+
+def one_per_ladder(verdicts: list[dict[str, dict[str, object]]], seed: int) -> tuple[int, int]:
+    """(calls, ladders) judging one rung per ladder, drawn at random: independent trials, so a
+    Clopper-Pearson interval applies (the rungs of one ladder share its blocks and residual)."""
+    rng = np.random.default_rng(seed)
+    picks = [v[list(v)[int(rng.integers(len(v)))]] for v in verdicts]
+    return sum(p["verdict"] in ("faster", "slower") for p in picks), len(picks)
+
+
+def every_call(verdicts: list[dict[str, dict[str, object]]]) -> tuple[int, int]:
+    """(faster/slower calls over every judged rung, comparisons): not independent within a ladder."""
+    return sum(x["verdict"] in ("faster", "slower") for v in verdicts for x in v.values()), sum(len(v) for v in verdicts)
 
 
 def log_shift(pct: float) -> float:
