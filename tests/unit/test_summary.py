@@ -164,3 +164,34 @@ def test_week_over_week_flags_regressions_and_provenance() -> None:
     comparison = compare_runs(slower, before)
     assert set(comparison["regressions"]) == {"baseline", "fusions", "deepep", "gbs16"}
     assert comparison["provenance_changes"] == ["config_hash: 'abc' -> 'def'"]
+
+
+def test_blocked_plan_purposes_lens_blocks_and_profile_runs() -> None:
+    """A plan with the block design: measure blocks make the model, lens blocks pair each lens with
+    their own unprofiled run, profile runs (every-rung lens) stay out of every step figure."""
+    plan, results = make_run()
+    specs = [dict(s, block=s["repeat"], position=i % 4, purpose="measure") for i, s in enumerate(plan["specs"]) if s["lens"] == "none"]
+    for k in range(2):  # two lens blocks: deepep unprofiled (+ wobble) and under torch_rank0
+        for lens, ms in (("none", 345.0 + 3 * k), ("torch_rank0", 380.0 + 3 * k + k * k)):
+            rid = f"deepep.{lens}.l{k}"
+            specs.append({"rung": "deepep", "parent": "fusions", "switch": "deepep", "value": True, "lens": lens, "repeat": k,
+                          "rung_id": rid, "block": 3 + k, "position": 0 if lens == "none" else 1, "purpose": "lens",
+                          "storage_prefix": "traceladder"})
+            results[rid] = dict(_result("deepep", lens, k, ms, 100.0, parent="fusions", switch="deepep", value=True), rung_id=rid)
+    for rung, parent, switch, value, _ in RUNGS:  # profile block: ten times slower, must change nothing
+        rid = f"{rung}.torch_rank0.p0"
+        specs.append({"rung": rung, "parent": parent, "switch": switch, "value": value, "lens": "torch_rank0", "repeat": 0,
+                      "rung_id": rid, "block": 5, "position": 0, "purpose": "profile", "storage_prefix": "traceladder"})
+        results[rid] = dict(_result(rung, "torch_rank0", 0, 5000.0, 1.0, parent=parent, switch=switch, value=value), rung_id=rid)
+    plan = {**plan, "specs": specs, "design": {"seed": 1, "blocks": []}}
+    for k in range(3):  # the old-style lens runs are gone from this plan
+        results.pop(f"deepep.torch_rank0.r{k}")
+    summary = build_summary(plan, results, {})
+    rows = {r["rung"]: r for r in summary["rungs"]}
+    assert rows["deepep"]["runs"] == 3 and rows["deepep"]["step_ms"]["mean"] < 400
+    assert summary["model"]["step_ms"]["runs"] == 12 and summary["model"]["step_ms"]["df"] == 6
+    assert rows["fusions"]["vs_parent"] == build_summary(*make_run(), {})["rungs"][1]["vs_parent"]
+    lens = summary["lenses"][0]
+    assert summary["lens_rung"] == "deepep" and lens["lens"] == "torch_rank0" and lens["runs"] == 2
+    expected = math.exp(np.mean([math.log((380.0 + 3 * k + k * k) / (345.0 + 3 * k)) for k in range(2)]))
+    assert lens["overhead_ratio"]["mean"] == pytest.approx(expected) and lens["overhead_ratio"]["df"] == 1
