@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from traceladder.summary.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
-from traceladder.summary.stats import MEDIAN_EFFICIENCY, Run, clopper_pearson, fit_blocks, two_sample, verdict
+from traceladder.summary.stats import MEDIAN_EFFICIENCY, Run, clopper_pearson, compare_samples, fit_blocks, two_sample, verdict
 
 
 def _design(rng: np.random.Generator, blocks: int, rungs: int, drop: set[tuple[int, int]] = frozenset()) -> list[Run]:
@@ -80,6 +80,11 @@ def test_two_sample_matches_scipy_and_the_mde_has_its_power() -> None:
     assert 0.78 <= power <= 0.82
     pooled = two_sample(a, b, pooled_var=0.002, pooled_df=18)
     assert pooled.df == c.df + 18
+    # The same comparison in ms, as week over week uses it.
+    vs = compare_samples([math.exp(v) for v in a], [math.exp(v) for v in b])
+    level = math.exp(np.mean(a))
+    assert vs["verdict"] == "slower" and vs["delta"] == pytest.approx(level * math.expm1(c.diff))
+    assert vs["ci95"] == pytest.approx([level * math.expm1(ref.low), level * math.expm1(ref.high)])
 
 
 def test_verdict_directions_and_single_runs() -> None:

@@ -266,6 +266,16 @@ def two_sample(a: list[float], b: list[float], pooled_var: float | None = None, 
     return Contrast(diff, math.sqrt(ss / df * (1 / na + 1 / nb)), df, nb, na)
 
 
+def compare_samples(before: list[float], after: list[float], metric: str = "step_ms", pooled_var: float | None = None,
+                    pooled_df: int = 0) -> dict[str, object]:
+    """`after` against `before` (run-level figures in the metric's unit, not logs) as a vs_parent-
+    shaped verdict: delta in the unit against the geometric mean of `before`."""
+    a = [math.log(v) for v in before if v and v > 0]
+    b = [math.log(v) for v in after if v and v > 0]
+    level = math.exp(float(np.mean(a))) if a else math.nan
+    return verdict(two_sample(a, b, pooled_var, pooled_df), level, metric, metric == "tokens_per_sec_per_gpu")
+
+
 def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Exact binomial interval for k successes in n trials."""
     ci = _scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
@@ -289,6 +299,6 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "estimate", "fit_blocks", "is_call", "ratio", "separated", "t_quantile",
+    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "compare_samples", "estimate", "fit_blocks", "is_call", "ratio", "separated", "t_quantile",
     "two_sample", "verdict", *_NOISE_EXPORTS,
 ]
