@@ -15,7 +15,7 @@ from traceladder.summary.noise import DATA_FILE, refit
 from traceladder.summary.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
 from traceladder.summary.stats import clopper_pearson, load_proxy_noise
 
-LADDERS = 1000
+LADDERS = 3000  # at a true 5%, the upper bound sits near 5.8%: room for the draw to vary
 SCHEDULES = 200  # distinct run ids, so distinct shuffles, as real runs get
 BOUND = 0.065  # upper Clopper-Pearson bound on the false-call rate (the target)
 
@@ -57,7 +57,7 @@ def test_aa_false_call_rate_in_execution_order(shape) -> None:
 def test_aa_bound_holds_with_failed_runs_and_three_times_the_position_effect(shape) -> None:
     model = load_proxy_noise()
     harsher = replace(model, position_effects=tuple(3 * p for p in model.position_effects))
-    verdicts = simulate_verdicts(harsher, shape, LADDERS, seed=7, drop=0.1)
+    verdicts = simulate_verdicts(harsher, shape, 2000, seed=7, drop=0.1)
     k, n, _ = _calls(verdicts)
     assert clopper_pearson(k, n)[1] <= BOUND
 
