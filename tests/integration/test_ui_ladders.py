@@ -71,6 +71,10 @@ def _results(plan: dict[str, Any], failed: set[str], seed: int) -> dict[str, dic
     return out
 
 
+def summary_row(summary: dict[str, Any], rung: str) -> dict[str, Any]:
+    return next(r for r in summary["rungs"] if r["rung"] == rung)
+
+
 def _chart_png(summary: dict[str, Any]) -> bytes:
     import matplotlib
 
@@ -249,8 +253,11 @@ def test_index_lists_every_ladder_file_and_the_latest_summary(viewer, published)
     assert cells[7] == "3/3"
     deepep = next(r for r in rows if ">deepep<" in r)
     assert "FAILED" in deepep and "2/3" in deepep
-    assert "within noise" in table.group(1)  # attn_turbo vs attn_gluon_v3: 1 ms apart
-    assert "ms removed" in table.group(1) and "x</td>" in table.group(1)
+    # vs parent from the block model: attn_turbo vs attn_gluon_v3 is 1 ms apart, fusions 52 ms faster
+    turbo = summary_row(summary, "attn_turbo")["vs_parent"]
+    assert turbo["verdict"] == "no_change" and "no change detected" in table.group(1) and f"MDE {turbo['mde_pct']:.1f}%" in table.group(1)
+    fusions = summary_row(summary, "fusions")["vs_parent"]
+    assert fusions["verdict"] == "faster" and f"faster: {fusions['delta']:+.1f} ms" in table.group(1) and "x</td>" in table.group(1)
     # lenses with overhead ratios, findings
     assert "torch_rank0" in html and "overhead vs unprofiled" in html
     assert any(f.split(" (")[0] in html for f in summary["findings"])

@@ -1,11 +1,14 @@
-"""Summary figures: intervals, the "intervals separate" rule, week over week, renderers."""
+"""Summary figures: intervals, the block model's vs_parent (checked against the README's recipe by
+hand), week over week, renderers."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from traceladder.summary.build import build_summary
 from traceladder.summary.charts import render_charts
@@ -34,28 +37,38 @@ def test_separation_and_ratio() -> None:
     assert r.mean == pytest.approx(1.2) and r.half_width is not None and r.half_width > 0
 
 
+# Run-to-run wobble of each (rung, repeat), not additive in block and rung, so the residual is real.
+WOBBLE = {("baseline", 0): -3.0, ("baseline", 1): 1.0, ("baseline", 2): 2.5, ("fusions", 0): 1.5, ("fusions", 1): -2.0,
+          ("fusions", 2): 0.0, ("deepep", 0): -1.0, ("deepep", 1): 2.0, ("deepep", 2): -0.5, ("gbs16", 0): 2.0,
+          ("gbs16", 1): -1.5, ("gbs16", 2): 0.5}
+
+
 def _result(rung: str, lens: str, k: int, step: float, tokens: float, status: str = "ok", parent: str | None = None,
             switch: str | None = None, value: Any = None, traces: list[str] | None = None) -> dict[str, Any]:
     return {"rung_id": f"{rung}.{lens}.r{k}", "rung": rung, "lens": lens, "repeat": k, "status": status, "parent": parent,
             "switch": switch, "value": value, "step_ms": step if status == "ok" else None,
+            "step_ms_values": [step * f for f in (0.99, 1.0, 1.01, 1.0)] if status == "ok" else None,
             "tokens_per_sec_per_gpu": tokens if status == "ok" else None, "peak_mem_gb": 1.0 + k / 10,
             "traces": traces or [], "error": None if status == "ok" else "workload exited 1",
             "provenance": {"config_hash": "abc", "image": "img", "tools": {"torch": "2.13.0"}}}
 
 
-def make_run(run_id: str = "r1", scale: float = 1.0, fail_fusions: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    rungs = [("baseline", None, None, None, 500.0), ("fusions", "baseline", "fusions", True, 340.0),
-             ("deepep", "fusions", "deepep", True, 341.0), ("gbs16", "deepep", "global_batch", 16, 600.0)]
+RUNGS = [("baseline", None, None, None, 500.0), ("fusions", "baseline", "fusions", True, 340.0),
+         ("deepep", "fusions", "deepep", True, 341.0), ("gbs16", "deepep", "global_batch", 16, 600.0)]
+
+
+def make_run(run_id: str = "r1", scale: float = 1.0, fail_fusions: bool = False, repeats: int = 3) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     specs, results = [], {}
-    for rung, parent, switch, value, step in rungs:
-        for k in range(3):
+    for rung, parent, switch, value, step in RUNGS:
+        for k in range(repeats):
             spec = {"rung": rung, "parent": parent, "switch": switch, "value": value, "lens": "none", "repeat": k,
                     "rung_id": f"{rung}.none.r{k}", "storage_prefix": "traceladder"}
             specs.append(spec)
-            tokens = 4096 * (16 if rung == "gbs16" else 8) / 8 / (step * scale / 1000)
+            ms = step * scale + k * 2.0 - 2.0 + WOBBLE[(rung, k)]
+            tokens = 4096 * (16 if rung == "gbs16" else 8) / 8 / (ms / 1000)
             status = "failed" if fail_fusions and rung == "fusions" and k == 1 else "ok"
-            results[spec["rung_id"]] = _result(rung, "none", k, step * scale + k * 2.0 - 2.0, tokens, status, parent, switch, value)
-    for k in range(3):
+            results[spec["rung_id"]] = _result(rung, "none", k, ms, tokens, status, parent, switch, value)
+    for k in range(repeats):
         specs.append({"rung": "deepep", "parent": "fusions", "switch": "deepep", "value": True, "lens": "torch_rank0",
                       "repeat": k, "rung_id": f"deepep.torch_rank0.r{k}", "storage_prefix": "traceladder"})
         results[f"deepep.torch_rank0.r{k}"] = _result("deepep", "torch_rank0", k, 372.0 + k, 100.0, parent="fusions",
@@ -63,30 +76,69 @@ def make_run(run_id: str = "r1", scale: float = 1.0, fail_fusions: bool = False)
     return {"ladder": "mini", "run_id": run_id, "specs": specs}, results
 
 
-def test_ladder_table_intervals_and_noise() -> None:
+def by_hand(results: dict[str, dict[str, Any]], rung: str, parent: str, field: str = "step_ms") -> dict[str, float]:
+    """The README's recipe for a complete design, written out: log figures, two-way residuals,
+    pooled MSE with (B-1)(R-1) df, se = sqrt(2 MSE / B)."""
+    names = [r[0] for r in RUNGS]
+    y = np.array([[math.log(results[f"{n}.none.r{k}"][field]) for n in names] for k in range(3)])  # blocks x rungs
+    resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+    df = (y.shape[0] - 1) * (y.shape[1] - 1)
+    mse = float((resid**2).sum() / df)
+    d = float(y[:, names.index(rung)].mean() - y[:, names.index(parent)].mean())
+    se = math.sqrt(2 * mse / y.shape[0])
+    t975, t80 = scipy_stats.t.ppf(0.975, df), scipy_stats.t.ppf(0.80, df)
+    level = math.exp(y[:, names.index(parent)].mean())
+    return {"delta": level * math.expm1(d), "lo": level * math.expm1(d - t975 * se), "hi": level * math.expm1(d + t975 * se),
+            "delta_pct": 100 * math.expm1(d), "mde_pct": 100 * math.expm1((t975 + t80) * se), "df": df}
+
+
+def test_ladder_table_block_model_verdicts() -> None:
     plan, results = make_run()
     analysis = {"rank": 0, "device": "cpu", "timeline": {"computation_time": 80.0, "exposed_comm_time": 5.0, "idle_time": 15.0, "total_time": 100.0},
                 "timeline_percent": {"computation_time": 80.0, "exposed_comm_time": 5.0, "idle_time": 15.0, "total_time": 100.0},
                 "top_ops": [{"name": "aten::mm", "time_ms": 30.0, "percent": 37.5, "count": 12}], "categories": [], "regions": {"moe_experts": 20.0}}
     summary = build_summary(plan, results, {"t/deepep.torch_rank0.r0/traces/rank0.pt.trace.json.gz": analysis})
     rows = {r["rung"]: r for r in summary["rungs"]}
-    assert rows["fusions"]["ms_removed"]["value"] == pytest.approx(160.0) and rows["fusions"]["ms_removed"]["significant"]
-    assert rows["deepep"]["ms_removed"]["significant"] is False  # 340 vs 341, spread ±2: within noise
-    assert rows["gbs16"]["kind"] == "batch" and rows["gbs16"]["ms_removed"] is None and rows["gbs16"]["tokens_gained"]["value"] > 0
-    assert rows["baseline"]["step_ms"]["ci95"] == pytest.approx(T_975_2 * 2.0 / math.sqrt(3))
+    assert "vs_parent" not in rows["baseline"]
+    for name in ("fusions", "deepep", "gbs16"):
+        assert set(rows[name]["vs_parent"]) == {"metric", "delta", "ci95", "delta_pct", "verdict", "mde_pct"}
+    fus, dee, gbs = rows["fusions"]["vs_parent"], rows["deepep"]["vs_parent"], rows["gbs16"]["vs_parent"]
+    hand = by_hand(results, "fusions", "baseline")
+    assert summary["model"]["step_ms"]["df"] == hand["df"] == 6
+    assert fus["metric"] == "step_ms" and fus["verdict"] == "faster"
+    assert fus["delta"] == pytest.approx(hand["delta"]) and fus["ci95"] == pytest.approx([hand["lo"], hand["hi"]])
+    assert fus["delta_pct"] == pytest.approx(hand["delta_pct"]) and fus["mde_pct"] == pytest.approx(hand["mde_pct"])
+    assert dee["verdict"] == "no_change" and dee["ci95"][0] < 0 < dee["ci95"][1]  # 341 vs 340: nothing to see
+    assert dee["mde_pct"] == pytest.approx(by_hand(results, "deepep", "fusions")["mde_pct"])
+    tok = by_hand(results, "gbs16", "deepep", "tokens_per_sec_per_gpu")
+    assert gbs["metric"] == "tokens_per_sec_per_gpu" and gbs["verdict"] == "faster" and gbs["delta"] == pytest.approx(tok["delta"])
+    assert rows["baseline"]["step_ms"]["ci95"] is not None and rows["baseline"]["step_ms"]["n"] == 3
     lens = summary["lenses"][0]
-    assert lens["lens"] == "torch_rank0" and lens["overhead_ratio"]["mean"] == pytest.approx(373.0 / 341.0)
+    ratios = [results[f"deepep.torch_rank0.r{k}"]["step_ms"] / results[f"deepep.none.r{k}"]["step_ms"] for k in range(3)]
+    assert lens["lens"] == "torch_rank0"  # paired by repeat in a plan without lens blocks
+    assert lens["overhead_ratio"]["mean"] == pytest.approx(math.exp(np.mean(np.log(ratios))))
+    assert lens["overhead_ratio"]["ci95"][0] < lens["overhead_ratio"]["mean"] < lens["overhead_ratio"]["ci95"][1]
     assert summary["profile"]["timeline_percent"]["exposed_comm_time"] == 5.0
     text = "\n".join(summary["findings"])
-    assert "fusions (fusions=True) removed 160.0 ms/step" in text and "Within noise against their parent: deepep" in text
+    assert "fusions (fusions=True) is faster than baseline" in text and "No change detected" in text and "deepep (MDE" in text
     assert "exposed communication 5.0%" in text
 
     md = to_markdown(summary)
-    assert "| fusions | fusions=True | 340.0 ± " in md and "within noise" in md
+    assert "| fusions | fusions=True | " in md and f"faster: {fus['delta']:+.1f} ms" in md and f"MDE {dee['mde_pct']:.1f}%" in md
     charts = render_charts(summary)
     assert set(charts) == {"waterfall.png", "lens_overhead.png"} and all(p[:8] == b"\x89PNG\r\n\x1a\n" for p in charts.values())
     html = to_html(summary, charts)
     assert 'id="ladder-table"' in html and html.count("data:image/png;base64,") == 2
+    assert f"MDE {dee['mde_pct']:.1f}%" in html
+
+
+def test_single_run_gets_no_verdict() -> None:
+    plan, results = make_run(repeats=1)
+    summary = build_summary(plan, results, {})
+    for row in summary["rungs"][1:]:
+        vs = row["vs_parent"]
+        assert vs["verdict"] == "single_run" and vs["mde_pct"] is None and vs["ci95"] is None and vs["delta"] is not None
+    assert "single run: no verdict" in to_markdown(summary)
 
 
 def test_failed_rung_is_marked_not_hidden() -> None:
@@ -95,6 +147,9 @@ def test_failed_rung_is_marked_not_hidden() -> None:
     assert summary["failed_rungs"] == ["fusions.none.r1"]
     row = next(r for r in summary["rungs"] if r["rung"] == "fusions")
     assert row["ok"] == 2 and row["runs"] == 3 and row["step_ms"]["n"] == 2
+    # The failed run is a missing cell: one fewer residual df, and fusions still gets a verdict.
+    assert summary["model"]["step_ms"]["df"] == 5 and summary["model"]["step_ms"]["missing_cells"] == 1
+    assert row["vs_parent"]["verdict"] == "faster" and row["vs_parent"]["mde_pct"] > 0
     assert "FAILED" in to_markdown(summary) and "did not finish ok: fusions.none.r1" in "\n".join(summary["findings"])
 
 
@@ -109,3 +164,34 @@ def test_week_over_week_flags_regressions_and_provenance() -> None:
     comparison = compare_runs(slower, before)
     assert set(comparison["regressions"]) == {"baseline", "fusions", "deepep", "gbs16"}
     assert comparison["provenance_changes"] == ["config_hash: 'abc' -> 'def'"]
+
+
+def test_blocked_plan_purposes_lens_blocks_and_profile_runs() -> None:
+    """A plan with the block design: measure blocks make the model, lens blocks pair each lens with
+    their own unprofiled run, profile runs (every-rung lens) stay out of every step figure."""
+    plan, results = make_run()
+    specs = [dict(s, block=s["repeat"], position=i % 4, purpose="measure") for i, s in enumerate(plan["specs"]) if s["lens"] == "none"]
+    for k in range(2):  # two lens blocks: deepep unprofiled (+ wobble) and under torch_rank0
+        for lens, ms in (("none", 345.0 + 3 * k), ("torch_rank0", 380.0 + 3 * k + k * k)):
+            rid = f"deepep.{lens}.l{k}"
+            specs.append({"rung": "deepep", "parent": "fusions", "switch": "deepep", "value": True, "lens": lens, "repeat": k,
+                          "rung_id": rid, "block": 3 + k, "position": 0 if lens == "none" else 1, "purpose": "lens",
+                          "storage_prefix": "traceladder"})
+            results[rid] = dict(_result("deepep", lens, k, ms, 100.0, parent="fusions", switch="deepep", value=True), rung_id=rid)
+    for rung, parent, switch, value, _ in RUNGS:  # profile block: ten times slower, must change nothing
+        rid = f"{rung}.torch_rank0.p0"
+        specs.append({"rung": rung, "parent": parent, "switch": switch, "value": value, "lens": "torch_rank0", "repeat": 0,
+                      "rung_id": rid, "block": 5, "position": 0, "purpose": "profile", "storage_prefix": "traceladder"})
+        results[rid] = dict(_result(rung, "torch_rank0", 0, 5000.0, 1.0, parent=parent, switch=switch, value=value), rung_id=rid)
+    plan = {**plan, "specs": specs, "design": {"seed": 1, "blocks": []}}
+    for k in range(3):  # the old-style lens runs are gone from this plan
+        results.pop(f"deepep.torch_rank0.r{k}")
+    summary = build_summary(plan, results, {})
+    rows = {r["rung"]: r for r in summary["rungs"]}
+    assert rows["deepep"]["runs"] == 3 and rows["deepep"]["step_ms"]["mean"] < 400
+    assert summary["model"]["step_ms"]["runs"] == 12 and summary["model"]["step_ms"]["df"] == 6
+    assert rows["fusions"]["vs_parent"] == build_summary(*make_run(), {})["rungs"][1]["vs_parent"]
+    lens = summary["lenses"][0]
+    assert summary["lens_rung"] == "deepep" and lens["lens"] == "torch_rank0" and lens["runs"] == 2
+    expected = math.exp(np.mean([math.log((380.0 + 3 * k + k * k) / (345.0 + 3 * k)) for k in range(2)]))
+    assert lens["overhead_ratio"]["mean"] == pytest.approx(expected) and lens["overhead_ratio"]["df"] == 1

@@ -3,37 +3,20 @@ overheads, the profiled rung's breakdown and findings. Pure: no I/O, so it is ea
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-from traceladder.summary.stats import Estimate, estimate, ratio, separated
+from traceladder.summary.stats import Estimate, estimate, ratio
+from traceladder.summary.verdicts import BATCH_SWITCHES, lens_overheads, measured, rung_verdicts, spec_purpose, verdict_findings
 
-SUMMARY_SCHEMA = 1
-BATCH_SWITCHES = {"global_batch"}
+SUMMARY_SCHEMA = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
 
 
 def _est(e: Estimate | None) -> dict[str, Any] | None:
     return e.as_dict() if e else None
 
 
-def _group(results: dict[str, dict[str, Any]], lens: str) -> dict[str, list[dict[str, Any]]]:
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for result in results.values():
-        if result["lens"] == lens:
-            grouped[result["rung"]].append(result)
-    return grouped
-
-
 def _ok(runs: list[dict[str, Any]], field: str) -> list[float]:
     return [r[field] for r in runs if r["status"] == "ok" and r.get(field) is not None]
-
-
-def _change(parent: Estimate | None, rung: Estimate | None, sign: float) -> dict[str, Any] | None:
-    """`sign` is +1 when a drop is the gain (ms/step), −1 when a rise is (tokens/s)."""
-    if parent is None or rung is None:
-        return None
-    delta = sign * (parent.mean - rung.mean)
-    return {"value": delta, "significant": separated(parent, rung), "single_run": parent.n < 2 or rung.n < 2}
 
 
 def build_summary(
@@ -49,8 +32,9 @@ def build_summary(
     for spec in specs:
         if spec["rung"] not in order:
             order.append(spec["rung"])
-    unprofiled = _group(results, "none")
+    unprofiled = measured(plan, results)  # the block design's runs only: lens and profile runs stay out
     info = {s["rung"]: s for s in specs}
+    vs_parent, model = rung_verdicts(plan, results)
 
     step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
     tokens = {name: estimate(_ok(unprofiled.get(name, []), "tokens_per_sec_per_gpu")) for name in order}
@@ -77,9 +61,8 @@ def build_summary(
             "tokens_per_sec_per_gpu": _est(tokens[name]),
             "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
             "kind": "batch" if batch else "optimisation",
-            # Batch rungs do more work per step: their gain is tokens/s/GPU, not ms removed.
-            "ms_removed": None if batch or parent is None else _change(step.get(parent), step[name], +1),
-            "tokens_gained": _change(tokens.get(parent), tokens[name], -1) if batch and parent else None,
+            # Batch rungs do more work per step: they are judged on tokens/s/GPU (README "Statistical model").
+            **({"vs_parent": vs_parent[name]} if parent is not None else {}),
             "speedup_vs_root": (
                 ratio(tokens[name], tokens[root]).as_dict() if root and tokens.get(root) and tokens[name] else None
             ),
@@ -88,15 +71,16 @@ def build_summary(
 
     lenses = []
     lens_rung = _lens_rung(specs)
-    if lens_rung and step.get(lens_rung):
-        reference = step[lens_rung]
+    if lens_rung:
+        overheads = lens_overheads(plan, results, lens_rung)  # paired within lens blocks
         for lens in sorted({s["lens"] for s in specs if s["rung"] == lens_rung and s["lens"] != "none"}):
-            runs = _group(results, lens).get(lens_rung, [])
+            runs = [results[s["rung_id"]] for s in specs if s["rung"] == lens_rung and s["lens"] == lens
+                    and spec_purpose(s) == "lens" and s["rung_id"] in results]
             lens_step = estimate(_ok(runs, "step_ms"))
             lenses.append({
                 "lens": lens, "rung": lens_rung, "runs": len(runs), "ok": sum(r["status"] == "ok" for r in runs),
                 "step_ms": _est(lens_step),
-                "overhead_ratio": ratio(lens_step, reference).as_dict() if lens_step and reference else None,
+                "overhead_ratio": overheads.get(lens),
                 "traces": sum(len(r.get("traces") or []) for r in runs),
             })
 
@@ -108,6 +92,7 @@ def build_summary(
         "run_id": plan["run_id"],
         "root": root,
         "rungs": rows,
+        "model": model,
         "lenses": lenses,
         "lens_rung": lens_rung,
         "profile": profile,
@@ -121,7 +106,7 @@ def build_summary(
 
 
 def _lens_rung(specs: list[dict[str, Any]]) -> str | None:
-    return next((s["rung"] for s in specs if s["lens"] != "none"), None)
+    return next((s["rung"] for s in specs if s["lens"] != "none" and spec_purpose(s) == "lens"), None)
 
 
 def _provenance(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -167,24 +152,16 @@ def _collectives(by_rung: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
 
 def findings(summary: dict[str, Any]) -> list[str]:
     """Sentences a reader would write from the table: biggest wins, lens costs, leftovers, failures."""
-    out: list[str] = []
-    wins = [r for r in summary["rungs"] if r["ms_removed"] and r["ms_removed"]["significant"] and r["ms_removed"]["value"] > 0]
-    if wins:
-        best = max(wins, key=lambda r: r["ms_removed"]["value"])
-        out.append(f"Largest step-time win: {best['rung']} ({best['switch']}={best['value']}) removed {best['ms_removed']['value']:.1f} ms/step against {best['parent']}.")
-    noisy = [r["rung"] for r in summary["rungs"] if r["ms_removed"] and not r["ms_removed"]["significant"]]
-    if noisy:
-        out.append(f"Within noise against their parent: {', '.join(noisy)}.")
-    slower = [r for r in summary["rungs"] if r["ms_removed"] and r["ms_removed"]["significant"] and r["ms_removed"]["value"] < 0]
-    for r in slower:
-        out.append(f"{r['rung']} is slower than {r['parent']} by {-r['ms_removed']['value']:.1f} ms/step.")
+    out: list[str] = verdict_findings(summary)
     final = [r for r in summary["rungs"] if r["speedup_vs_root"] and r["kind"] == "optimisation"]
     if final:
         last = final[-1]
         out.append(f"{last['rung']} runs at {last['speedup_vs_root']['mean']:.2f}x the tokens/s/GPU of {summary['root']}.")
     for lens in summary["lenses"]:
         if lens["overhead_ratio"]:
-            out.append(f"Lens {lens['lens']} costs {lens['overhead_ratio']['mean']:.2f}x the unprofiled step of {lens['rung']}.")
+            o = lens["overhead_ratio"]
+            ci = f" (95% CI {o['ci95'][0]:.2f}-{o['ci95'][1]:.2f}x, paired within lens blocks)" if o.get("ci95") else ""
+            out.append(f"Lens {lens['lens']} costs {o['mean']:.2f}x the unprofiled step of {lens['rung']}{ci}.")
     profile = summary.get("profile")
     if profile and profile.get("timeline_percent"):
         tp = profile["timeline_percent"]

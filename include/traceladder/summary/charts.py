@@ -1,4 +1,5 @@
-"""Summary charts (matplotlib, Agg): a waterfall of the ms each rung removed, and lens overheads."""
+"""Summary charts (matplotlib, Agg): a waterfall of the ms each rung removed (its vs_parent delta),
+and lens overheads."""
 
 from __future__ import annotations
 
@@ -22,24 +23,31 @@ def _png(fig: Any) -> bytes:
 
 def waterfall_png(summary: dict[str, Any]) -> bytes | None:
     """From the root's step time down the optimisation rungs: each bar is the ms a rung removed
-    against its parent (grey when within noise), ending at the last rung's step time."""
+    against its parent (its vs_parent delta; grey when no change was detected), with the 95%
+    interval of that delta, ending at the last rung's step time."""
     rows = {r["rung"]: r for r in summary["rungs"]}
     root = rows.get(summary.get("root") or "")
     if not root or not root["step_ms"]:
         return None
-    chain = [r for r in summary["rungs"] if r["kind"] == "optimisation" and r["ms_removed"] and r["step_ms"]]
+    chain = [r for r in summary["rungs"] if r["kind"] == "optimisation" and (r.get("vs_parent") or {}).get("delta") is not None
+             and r["step_ms"]]
     if not chain:
         return None
     labels, bottoms, heights, colours, errors = [root["rung"]], [0.0], [root["step_ms"]["mean"]], [TOTAL], [root["step_ms"].get("ci95") or 0]
     level = root["step_ms"]["mean"]
+    tops: list[tuple[int, float, float, float]] = []  # bar index, delta end, interval below/above it
     for row in chain:
-        removed = row["ms_removed"]["value"]
-        colour = NOISE if not row["ms_removed"]["significant"] else (WIN if removed > 0 else LOSS)
+        vs = row["vs_parent"]
+        removed = -vs["delta"]
+        colour = NOISE if vs["verdict"] in ("no_change", "single_run") else (WIN if removed > 0 else LOSS)
         labels.append(row["rung"])
         bottoms.append(min(level, level - removed))
         heights.append(abs(removed))
         colours.append(colour)
         errors.append(0)
+        if vs["ci95"]:
+            end = level - removed
+            tops.append((len(labels) - 1, end, vs["delta"] - vs["ci95"][0], vs["ci95"][1] - vs["delta"]))
         level -= removed
     last = chain[-1]
     labels.append(f"{last['rung']}\n(final)")
@@ -52,9 +60,12 @@ def waterfall_png(summary: dict[str, Any]) -> bytes | None:
     ax.bar(range(len(labels)), heights, bottom=bottoms, color=colours)
     ends = [0, len(labels) - 1]  # only the two step times carry an interval; the steps are deltas
     ax.errorbar(ends, [heights[i] for i in ends], yerr=[errors[i] for i in ends], fmt="none", capsize=4, color="black")
+    if tops:  # each step's delta interval, drawn at the level the step ends on
+        ax.errorbar([t[0] for t in tops], [t[1] for t in tops], yerr=[[t[2] for t in tops], [t[3] for t in tops]],
+                    fmt="none", capsize=3, color="#4b5563", linewidth=0.8)
     ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("ms / step")
-    ax.set_title(f"{summary['ladder']}: ms removed per rung (grey: within noise)")
+    ax.set_title(f"{summary['ladder']}: ms removed per rung vs parent, 95% CI (grey: no change detected)")
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 
@@ -65,12 +76,14 @@ def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
         return None
     names = ["none"] + [l["lens"] for l in lenses]
     values = [1.0] + [l["overhead_ratio"]["mean"] for l in lenses]
-    errors = [0.0] + [l["overhead_ratio"].get("ci95") or 0.0 for l in lenses]
+    cis = [l["overhead_ratio"].get("ci95") for l in lenses]
+    errors = [[0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
+              [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)]]
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names)), 3.5))
     ax.bar(names, values, yerr=errors, capsize=4, color=[TOTAL] + [WIN] * len(lenses))
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_ylabel(f"step time / unprofiled ({summary.get('lens_rung')})")
-    ax.set_title("Lens overhead (95% CI)")
+    ax.set_title("Lens overhead, paired within lens blocks (95% CI)")
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)
 

@@ -22,16 +22,16 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 </style></head><body>
 <h1>{{ s.ladder }} <small>run {{ s.run_id }}</small></h1>
 <h2>Ladder</h2>
-<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th><th>tokens/s/GPU</th><th>vs parent</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
+<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th><th>tokens/s/GPU</th><th>vs parent (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
 {% for r in s.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.switch ~ '=' ~ r.value if r.switch else '(root)' }}</td>
 <td>{{ r.step_ms | est }}</td><td>{{ r.tokens_per_sec_per_gpu | est(0) }}</td>
-<td{% if (r.tokens_gained if r.kind == 'batch' else r.ms_removed) and not (r.tokens_gained if r.kind == 'batch' else r.ms_removed).significant %} class="noise"{% endif %}>{{ (r.tokens_gained | change('tok/s')) if r.kind == 'batch' else (r.ms_removed | change('ms removed')) }}</td>
+<td{% if r.vs_parent and r.vs_parent.verdict in ('no_change', 'single_run') %} class="noise"{% endif %}>{{ r.vs_parent | change }}</td>
 <td>{{ '%.2fx' % r.speedup_vs_root.mean if r.speedup_vs_root else '-' }}</td><td>{{ '%.2f' % r.peak_mem_gb if r.peak_mem_gb is not none else '-' }}</td>
 <td{% if r.ok != r.runs %} class="failed"{% endif %}>{{ r.ok }}/{{ r.runs }}{% if r.ok != r.runs %} FAILED{% endif %}</td></tr>
 {% endfor %}</table>
 {% for name, uri in charts %}<img alt="{{ name }}" src="{{ uri }}">{% endfor %}
 <h2>Lenses{% if s.lens_rung %} (on {{ s.lens_rung }}){% endif %}</h2>
-{% if s.lenses %}<table><tr><th>lens</th><th>step ms (95% CI)</th><th>overhead vs unprofiled</th><th>traces</th><th>runs ok</th></tr>
+{% if s.lenses %}<table><tr><th>lens</th><th>step ms (95% CI)</th><th>overhead vs unprofiled (paired, 95% CI)</th><th>traces</th><th>runs ok</th></tr>
 {% for l in s.lenses %}<tr><td>{{ l.lens }}</td><td>{{ l.step_ms | est }}</td><td>{{ l.overhead_ratio | est(2) }}</td><td>{{ l.traces }}</td><td>{{ l.ok }}/{{ l.runs }}</td></tr>{% endfor %}
 </table>{% else %}<p>No lenses in this run.</p>{% endif %}
 {% if s.profile and s.profile.timeline %}<h2>Where the time went ({{ s.profile.lens }}, {{ s.profile.rung_id }}, {{ (s.profile.device or 'gpu') | upper }} timeline)</h2>

@@ -6,27 +6,39 @@ from typing import Any
 
 
 def fmt_est(est: dict[str, Any] | None, digits: int = 1) -> str:
+    """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
     if not est:
         return "-"
-    if est.get("ci95") is None:
+    ci = est.get("ci95")
+    if ci is None:
         return f"{est['mean']:.{digits}f} (1 run)" if est.get("n") == 1 else f"{est['mean']:.{digits}f}"
-    return f"{est['mean']:.{digits}f} ± {est['ci95']:.{digits}f}"
+    if isinstance(ci, list):
+        return f"{est['mean']:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+    return f"{est['mean']:.{digits}f} ± {ci:.{digits}f}"
 
 
-def fmt_change(change: dict[str, Any] | None, unit: str) -> str:
-    if not change:
+def fmt_change(vs: dict[str, Any] | None, unit: str | None = None) -> str:
+    """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
+    if not vs:
         return "-"
-    if not change["significant"]:
-        return "within noise"
-    return f"{change['value']:+.1f} {unit}" + (" (1 run)" if change["single_run"] else "")
+    unit = unit or ("ms" if vs["metric"] == "step_ms" else "tok/s")
+    if vs["delta"] is None:
+        return "single run: no verdict"
+    change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"
+    if vs["verdict"] == "single_run":
+        return f"{change}, single run: no verdict"
+    interval = f" [{vs['ci95'][0]:+.1f}, {vs['ci95'][1]:+.1f}]"
+    if vs["verdict"] == "no_change":
+        return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
+    return f"{vs['verdict']}: {change}{interval}"
 
 
 def ladder_table(summary: dict[str, Any]) -> str:
-    head = "| rung | change | step ms (95% CI) | tokens/s/GPU | vs parent | speedup vs root | peak mem GB | runs ok |"
+    head = "| rung | change | step ms (95% CI) | tokens/s/GPU | vs parent (95% CI) | speedup vs root | peak mem GB | runs ok |"
     lines = [head, "|---" * 8 + "|"]
     for row in summary["rungs"]:
         change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
-        vs_parent = fmt_change(row["tokens_gained"], "tok/s") if row["kind"] == "batch" else fmt_change(row["ms_removed"], "ms removed")
+        vs_parent = fmt_change(row.get("vs_parent"))
         mem = f"{row['peak_mem_gb']:.2f}" if row["peak_mem_gb"] is not None else "-"
         speed = f"{row['speedup_vs_root']['mean']:.2f}x" if row["speedup_vs_root"] else "-"
         flag = "" if row["ok"] == row["runs"] else " FAILED"
@@ -34,13 +46,18 @@ def ladder_table(summary: dict[str, Any]) -> str:
             f"| {row['rung']} | {change} | {fmt_est(row['step_ms'])} | {fmt_est(row['tokens_per_sec_per_gpu'], 0)} "
             f"| {vs_parent} | {speed} | {mem} | {row['ok']}/{row['runs']}{flag} |"
         )
+    model = summary.get("model", {}).get("step_ms")
+    if model and model.get("df"):
+        lines += ["", f"vs parent: randomised block model on log step time (tokens/s/GPU for batch rungs), "
+                      f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
+                      f"{model['run_sd_pct']:.1f}%; MDE at 80% power."]
     return "\n".join(lines)
 
 
 def lens_table(summary: dict[str, Any]) -> str:
     if not summary["lenses"]:
         return "(no lenses in this run)"
-    lines = ["| lens | step ms (95% CI) | overhead vs unprofiled | traces | runs ok |", "|---|---|---|---|---|"]
+    lines = ["| lens | step ms (95% CI) | overhead vs unprofiled (paired, 95% CI) | traces | runs ok |", "|---|---|---|---|---|"]
     for lens in summary["lenses"]:
         lines.append(
             f"| {lens['lens']} | {fmt_est(lens['step_ms'])} | {fmt_est(lens['overhead_ratio'], 2)} | {lens['traces']} | {lens['ok']}/{lens['runs']} |"

@@ -1,15 +1,42 @@
-"""Small-sample statistics for rung figures: a mean with a Student-t 95% interval, and the rule
-that decides whether two figures differ ("the intervals separate")."""
+"""The ladder's statistics, one model used everywhere (README "Statistical model").
+
+A randomised complete block design on the log of each run's figure: one effect per block, one per
+rung, the residual pooled across every rung of the ladder. Iterations nest in runs: the run's
+figure (the median of its iterations) is the unit of analysis, and the within-run iteration
+spread only floors the run-level variance (iterations are not independent samples of a rung).
+Missing cells (failed runs) are left out and the same model is fitted by least squares on the
+cells that exist (an incomplete-block, intra-block analysis): contrasts stay unbiased and their
+standard errors grow to match.
+
+Also here: a two-sample comparison of run-level log figures (week over week reuses it), the
+small-sample `Estimate` the table shows per rung, and `separated` (the old rule, kept only for
+`summary/compare.py` until its replacement lands). The execution-order noise model lives in
+`summary/noise.py` and is re-exported here.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
+import numpy as np
 from scipy import stats as _scipy_stats
 
 CONFIDENCE = 0.95
+POWER = 0.80
+# Var(median of m iid normal values) ~ (pi/2) sigma^2 / m: the floor the iterations put under a run.
+MEDIAN_EFFICIENCY = math.pi / 2
+VERDICTS = ("faster", "slower", "no_change", "single_run")
 
+
+@lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    return float(_scipy_stats.t.ppf(p, df))
+
+
+# --- per-rung figures for the table ---------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Estimate:
@@ -29,8 +56,8 @@ class Estimate:
         return {"mean": self.mean, "ci95": self.half_width, "n": self.n}
 
 
-def estimate(values: list[float]) -> Estimate | None:
-    """Mean ± t(0.975, n−1)·s/√n; honest at n=3, unlike a bootstrap of three values."""
+def estimate(values: Iterable[float | None]) -> Estimate | None:
+    """Mean ± t(0.975, n−1)·s/√n of one rung's runs (the table's "step ms" column)."""
     clean = [v for v in values if v is not None and math.isfinite(v)]
     n = len(clean)
     if n == 0:
@@ -39,13 +66,11 @@ def estimate(values: list[float]) -> Estimate | None:
     if n == 1:
         return Estimate(mean, None, 1)
     sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (n - 1))
-    t = float(_scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1))
-    return Estimate(mean, t * sd / math.sqrt(n), n)
+    return Estimate(mean, t_quantile(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n), n)
 
 
 def separated(a: Estimate, b: Estimate) -> bool:
-    """True when the two intervals do not overlap. Single runs have no interval, so any
-    difference between them counts (and is labelled as a single run by the renderer)."""
+    """The old "intervals do not overlap" rule; only summary/compare.py still uses it."""
     return a.high < b.low or b.high < a.low
 
 
@@ -56,3 +81,224 @@ def ratio(num: Estimate, den: Estimate) -> Estimate:
         return Estimate(value, None, min(num.n, den.n))
     rel = math.hypot(num.half_width / num.mean, den.half_width / den.mean)
     return Estimate(value, value * rel, min(num.n, den.n))
+
+
+# --- the block model --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One run's cell in the design: `y` is the log of its figure; `iter_logs` the logs of its
+    iterations (may be empty)."""
+
+    block: Hashable
+    treatment: str
+    y: float
+    iter_logs: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """treatment a minus treatment b on the log scale."""
+
+    diff: float
+    se: float | None  # None: not estimable with an interval (a side has < 2 runs, or df = 0)
+    df: int
+    n_a: int
+    n_b: int
+
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+        if self.se is None:
+            return None
+        h = t_quantile(0.5 + confidence / 2, self.df) * self.se
+        return self.diff - h, self.diff + h
+
+    def mde(self, power: float = POWER, confidence: float = CONFIDENCE) -> float | None:
+        """Smallest true log difference a two-sided test at 1−confidence detects with `power`:
+        (t(1−α/2, df) + t(power, df)) · se."""
+        if self.se is None:
+            return None
+        return (t_quantile(0.5 + confidence / 2, self.df) + t_quantile(power, self.df)) * self.se
+
+
+@dataclass(frozen=True)
+class BlockFit:
+    treatments: tuple[str, ...]
+    blocks: tuple[Hashable, ...]
+    coef: np.ndarray
+    xtx: np.ndarray
+    xtx_pinv: np.ndarray
+    counts: dict[str, int]
+    df: int
+    mse: float | None  # pooled residual mean square of run values; None when df = 0
+    iter_var: float | None  # pooled within-run variance of log iterations
+    iter_df: int
+    mean_iters: float
+    missing: int  # cells of the complete design with no run
+
+    @property
+    def floor(self) -> float:
+        """The run-level variance can be no smaller than what its own iterations put there."""
+        if self.iter_var is None or self.mean_iters <= 0:
+            return 0.0
+        return MEDIAN_EFFICIENCY * self.iter_var / self.mean_iters
+
+    @property
+    def run_var(self) -> float | None:
+        """Variance of one run's log figure used for every interval: max(pooled MSE, floor)."""
+        if self.mse is None:
+            return None
+        return max(self.mse, self.floor)
+
+    @property
+    def between_run_var(self) -> float | None:
+        """The run-to-run component beyond the iterations' (a moment estimate; may be 0)."""
+        return None if self.mse is None else max(self.mse - self.floor, 0.0)
+
+    def _row(self, block: Hashable, treatment: str) -> np.ndarray:
+        return _design_row(self.blocks, self.treatments, block, treatment)
+
+    def level(self, treatment: str) -> float:
+        """LS mean of a treatment on the log scale (averaged over the blocks)."""
+        rows = [self._row(b, treatment) for b in self.blocks]
+        return float(np.mean(rows, axis=0) @ self.coef)
+
+    def contrast(self, a: str, b: str) -> Contrast:
+        n_a, n_b = self.counts.get(a, 0), self.counts.get(b, 0)
+        if not n_a or not n_b:
+            return Contrast(math.nan, None, self.df, n_a, n_b)
+        c = self._row(self.blocks[0], a) - self._row(self.blocks[0], b)
+        diff = float(c @ self.coef)
+        estimable = np.allclose(self.xtx @ (self.xtx_pinv @ c), c, atol=1e-8)
+        var = self.run_var
+        if n_a < 2 or n_b < 2 or not var or self.df < 1 or not estimable:  # var 0: runs agree exactly, no interval claimed
+            return Contrast(diff, None, self.df, n_a, n_b)
+        return Contrast(diff, math.sqrt(var * float(c @ self.xtx_pinv @ c)), self.df, n_a, n_b)
+
+
+def _design_row(blocks: tuple[Hashable, ...], treatments: tuple[str, ...], block: Hashable, treatment: str) -> np.ndarray:
+    """Intercept, block effects (first block the reference), treatment effects (first the reference)."""
+    row = np.zeros(1 + len(blocks) - 1 + len(treatments) - 1)
+    row[0] = 1.0
+    bi, ti = blocks.index(block), treatments.index(treatment)
+    if bi:
+        row[bi] = 1.0
+    if ti:
+        row[len(blocks) - 1 + ti] = 1.0
+    return row
+
+
+def fit_blocks(runs: list[Run]) -> BlockFit:
+    """Least-squares fit of y = μ + β_block + τ_treatment + e to the runs that exist."""
+    blocks = tuple(dict.fromkeys(r.block for r in runs))
+    treatments = tuple(dict.fromkeys(r.treatment for r in runs))
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.treatment] = counts.get(r.treatment, 0) + 1
+    if not runs:
+        return BlockFit((), (), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)), {}, 0, None, None, 0, 0.0, 0)
+    x = np.array([_design_row(blocks, treatments, r.block, r.treatment) for r in runs])
+    y = np.array([r.y for r in runs])
+    xtx = x.T @ x
+    xtx_pinv = np.linalg.pinv(xtx)
+    coef = xtx_pinv @ x.T @ y
+    rank = int(np.linalg.matrix_rank(x))
+    df = len(runs) - rank
+    rss = float(np.sum((y - x @ coef) ** 2))
+    mse = rss / df if df > 0 else None
+    iter_ss, iter_df, iters = 0.0, 0, []
+    for r in runs:
+        if len(r.iter_logs) > 1:
+            v = np.asarray(r.iter_logs)
+            iter_ss += float(np.sum((v - v.mean()) ** 2))
+            iter_df += len(v) - 1
+            iters.append(len(v))
+    iter_var = iter_ss / iter_df if iter_df else None
+    cells = {(r.block, r.treatment) for r in runs}
+    return BlockFit(treatments, blocks, coef, xtx, xtx_pinv, counts, df, mse, iter_var, iter_df,
+                    float(np.mean(iters)) if iters else 0.0, len(blocks) * len(treatments) - len(cells))
+
+
+# --- verdicts ---------------------------------------------------------------------------------------
+
+def verdict(contrast: Contrast, level_b: float, metric: str, higher_is_better: bool) -> dict[str, object]:
+    """The summary's `vs_parent` for a contrast "rung minus parent" on the log scale; `level_b` is
+    the parent's level (exp of its LS mean), so `delta` is in the metric's unit."""
+    if not math.isfinite(contrast.diff):
+        return {"metric": metric, "delta": None, "ci95": None, "delta_pct": None, "verdict": "single_run", "mde_pct": None}
+    delta = level_b * math.expm1(contrast.diff)
+    out: dict[str, object] = {"metric": metric, "delta": delta, "ci95": None,
+                              "delta_pct": 100 * math.expm1(contrast.diff), "verdict": "single_run", "mde_pct": None}
+    interval, mde = contrast.interval(), contrast.mde()
+    if interval is None or mde is None:
+        return out
+    lo, hi = interval
+    out["ci95"] = [level_b * math.expm1(lo), level_b * math.expm1(hi)]
+    out["mde_pct"] = 100 * math.expm1(mde)
+    if lo > 0 or hi < 0:
+        up = lo > 0
+        out["verdict"] = "faster" if up == higher_is_better else "slower"
+    else:
+        out["verdict"] = "no_change"
+    return out
+
+
+def is_call(v: dict[str, object]) -> bool:
+    return v.get("verdict") in ("faster", "slower")
+
+
+# --- two samples (week over week) -------------------------------------------------------------------
+
+def two_sample(a: list[float], b: list[float], pooled_var: float | None = None, pooled_df: int = 0) -> Contrast:
+    """b minus a on run-level log figures (pass logs). The variance is pooled from the two samples,
+    and from `pooled_var` with `pooled_df` degrees of freedom where a ladder's block fit gives a
+    better one (its df add)."""
+    na, nb = len(a), len(b)
+    if not na or not nb:
+        return Contrast(math.nan, None, 0, nb, na)
+    diff = float(np.mean(b) - np.mean(a))
+    ss = float(np.sum((np.asarray(a) - np.mean(a)) ** 2) + np.sum((np.asarray(b) - np.mean(b)) ** 2))
+    df = na + nb - 2
+    if pooled_var is not None and pooled_df > 0:
+        ss += pooled_var * pooled_df
+        df += pooled_df
+    if na < 2 or nb < 2 or df < 1 or ss <= 0:
+        return Contrast(diff, None, df, nb, na)
+    return Contrast(diff, math.sqrt(ss / df * (1 / na + 1 / nb)), df, nb, na)
+
+
+def compare_samples(before: list[float], after: list[float], metric: str = "step_ms", pooled_var: float | None = None,
+                    pooled_df: int = 0) -> dict[str, object]:
+    """`after` against `before` (run-level figures in the metric's unit, not logs) as a vs_parent-
+    shaped verdict: delta in the unit against the geometric mean of `before`."""
+    a = [math.log(v) for v in before if v and v > 0]
+    b = [math.log(v) for v in after if v and v > 0]
+    level = math.exp(float(np.mean(a))) if a else math.nan
+    return verdict(two_sample(a, b, pooled_var, pooled_df), level, metric, metric == "tokens_per_sec_per_gpu")
+
+
+def clopper_pearson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact binomial interval for k successes in n trials."""
+    ci = _scipy_stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def log_or_none(value: float | None) -> float | None:
+    return math.log(value) if value is not None and value > 0 and math.isfinite(value) else None
+
+
+_NOISE_EXPORTS = ("NoiseModel", "Slot", "load_proxy_noise", "simulate_runs", "schedule_from_plan", "fit_noise")
+
+
+def __getattr__(name: str) -> object:
+    """The noise model is re-exported lazily (noise.py imports `Run` from here)."""
+    if name in _NOISE_EXPORTS:
+        from traceladder.summary import noise
+
+        return getattr(noise, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "compare_samples", "estimate", "fit_blocks", "is_call", "ratio", "separated", "t_quantile",
+    "two_sample", "verdict", *_NOISE_EXPORTS,
+]

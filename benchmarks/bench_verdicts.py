@@ -1,0 +1,205 @@
+"""The ladder verdicts' false-call rate and power (README "Statistical model").
+
+- verdicts_aa_simulated: >= 2,000 simulated A/A ladders of proxy-local under the execution-order
+  noise model fitted to real proxy runs, on plan.py's schedules; one rung per ladder drawn at
+  random, so the trials are independent and the Clopper-Pearson interval applies.
+- verdicts_aa_real: real A/A ladders (two rungs with identical settings, 3 shuffled blocks),
+  each from its own disjoint runs: the 48 stored runs of proxy_noise.json and fresh runs.
+- verdicts_power: fraction of `slower` verdicts at +5% and +10% step time at the default repeats,
+  and the repeats that give 80% at +10%; under the fitted model and under the same model scaled
+  to the issue's 4% run-level target. Calibrated through the noise model: the proxy has no
+  `extra_work_pct` positive control on this branch.
+- verdicts_mde: the MDE of every rung of proxy-local at its default repeats.
+
+The machine these run on is shared: the fitted noise is that machine's, busy or not (the stored
+runs record their load average).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from benchmarks.common import REPO, Context, Row
+
+SIM_LADDERS = 2000
+POWER_LADDERS = 1000
+REAL_FRESH_LADDERS = int(os.environ.get("TRACELADDER_BENCH_AA_LADDERS", "4"))  # 6 proxy runs each
+AA_BLOCKS = 3
+TARGET_UPPER = 0.065
+
+
+def _ci(k: int, n: int) -> tuple[float, float]:
+    from traceladder.summary.stats import clopper_pearson
+
+    return clopper_pearson(k, n)
+
+
+def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
+    from traceladder.summary.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
+    from traceladder.summary.stats import load_proxy_noise
+
+    model = load_proxy_noise()
+    shape = ladder_shape("proxy-local", schedules=200)
+    ladders = 400 if ctx.quick else SIM_LADDERS
+    verdicts = simulate_verdicts(model, shape, ladders, seed=1)
+    k, n = one_per_ladder(verdicts, seed=2)
+    lo, hi = _ci(k, n)
+    e, m = every_call(verdicts)
+    source = "plan.py's shuffled blocks" if shape.from_plan else "seeded shuffled blocks (plan.py records no design on this branch)"
+    return [
+        Row("verdicts", "A/A false calls, simulated", 100 * k / n, "%", f"CI upper <= {100 * TARGET_UPPER:.1f}", hi <= TARGET_UPPER,
+            f"{k}/{n} ladders (one random rung each), 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; every rung {100 * e / m:.1f}% "
+            f"of {m}; {source}; fitted run sd {100 * model.run_sd:.1f}%"),
+    ]
+
+
+def _proxy_runs(count: int, out: str) -> list[dict]:
+    runs = []
+    for k in range(count):
+        proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "run-rung", "--ladder", "proxy-local", "--rung",
+                               "recompute_off", "--run-id", f"aab{k}", "--out", out], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(REPO / "include")})
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return runs
+
+
+def _aa_ladders(step_values: list[list[float]], seed: int) -> list[str]:
+    """Disjoint A/A ladders from runs in execution order: each consecutive pair of runs is a block
+    holding rungs a and b in a shuffled order; AA_BLOCKS blocks per ladder."""
+    from traceladder.summary.stats import Run, fit_blocks, verdict
+
+    rng = np.random.default_rng(seed)
+    per = 2 * AA_BLOCKS
+    out = []
+    for start in range(0, len(step_values) - per + 1, per):
+        runs = []
+        for b in range(AA_BLOCKS):
+            order = ["a", "b"] if rng.random() < 0.5 else ["b", "a"]
+            for p, name in enumerate(order):
+                values = step_values[start + 2 * b + p]
+                runs.append(Run(b, name, math.log(float(np.median(values))), tuple(math.log(v) for v in values)))
+        out.append(str(verdict(fit_blocks(runs).contrast("b", "a"), 1.0, "step_ms", False)["verdict"]))
+    return out
+
+
+def bench_verdicts_aa_real(ctx: Context) -> list[Row]:
+    from importlib import resources
+
+    doc = json.loads(resources.files("traceladder.summary").joinpath("proxy_noise.json").read_text())
+    stored = _aa_ladders([r["step_ms_values"] for r in doc["runs"]], seed=3)
+    fresh: list[str] = []
+    fresh_n = 1 if ctx.quick else REAL_FRESH_LADDERS
+    if fresh_n:
+        with tempfile.TemporaryDirectory(prefix="traceladder-aa-") as tmp:
+            runs = [r for r in _proxy_runs(2 * AA_BLOCKS * fresh_n, tmp) if r["status"] == "ok"]
+        fresh = _aa_ladders([r["step_ms_values"] for r in runs], seed=4)
+    verdicts = stored + fresh
+    k = sum(v in ("faster", "slower") for v in verdicts)
+    lo, hi = _ci(k, len(verdicts))
+    return [Row("verdicts", "A/A false calls, real proxy runs", 100 * k / len(verdicts), "%", "", None,
+                f"{k}/{len(verdicts)} disjoint A/A ladders (2 rungs x {AA_BLOCKS} shuffled blocks): {len(stored)} from the "
+                f"stored runs, {len(fresh)} fresh; 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; shared machine")]
+
+
+def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int, float]:
+    """(slower calls, ladders, median MDE in log units) for recompute_off made pct% slower."""
+    from traceladder.summary.simulate import call_rate, log_shift, simulate_verdicts
+
+    rung = "recompute_off"
+    verdicts = simulate_verdicts(model, shape, ladders, seed=seed, effects={rung: log_shift(pct)},
+                                 pairs=[p for p in shape.pairs if p[0] == rung])
+    mde = float(np.median([math.log1p(v[rung]["mde_pct"] / 100) for v in verdicts if v[rung]["mde_pct"] is not None]))
+    return (*call_rate(verdicts, rung, ("slower",)), mde)
+
+
+def _formula_repeats(mde_log: float, repeats: int, pct: float, rungs: int = 10) -> int:
+    """Repeats at which the MDE formula reaches pct, with the residual variance the simulated
+    ladders showed at `repeats` (se = sqrt(2 V / n), df = (n - 1)(rungs - 1))."""
+    from traceladder.summary.stats import t_quantile
+
+    def mde(n: int) -> float:
+        df = (n - 1) * (rungs - 1)
+        return (t_quantile(0.975, df) + t_quantile(0.8, df)) * math.sqrt(2 * var / n)
+
+    df0 = (repeats - 1) * (rungs - 1)
+    var = (mde_log / (t_quantile(0.975, df0) + t_quantile(0.8, df0))) ** 2 * repeats / 2
+    return next((n for n in range(2, 100000) if mde(n) <= math.log1p(pct / 100)), 100000)
+
+
+def _repeats_for(model, pct: float, ladders: int, limit: int = 24) -> int | None:
+    """The smallest repeats whose simulated power at +pct% is >= 80% (None beyond `limit`)."""
+    from traceladder.summary.simulate import ladder_shape
+
+    def ok(n: int) -> bool:
+        k, m, _ = _power(model, ladder_shape("proxy-local", repeats=n, schedules=10), pct, ladders, seed=100 + n)
+        return k / m >= 0.8
+
+    lo, hi = 1, 2
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def bench_verdicts_power(ctx: Context) -> list[Row]:
+    from traceladder.summary.simulate import ladder_shape
+    from traceladder.summary.stats import load_proxy_noise
+
+    fitted = load_proxy_noise()
+    shape = ladder_shape("proxy-local", schedules=100)
+    repeats = max(s.block for s in shape.schedules[0]) + 1
+    ladders = 200 if ctx.quick else POWER_LADDERS
+    rows = []
+    for label, model in (("fitted", fitted), ("4% target", fitted.scaled(0.04))):
+        mde_log = 0.0
+        for pct in (5.0, 10.0):
+            k, n, mde_log = _power(model, shape, pct, ladders, seed=int(pct))
+            lo, hi = _ci(k, n)
+            rows.append(Row("verdicts", f"power at +{pct:.0f}% ({label} noise)", 100 * k / n, "%",
+                            ">= 80" if pct == 10 and label == "4% target" else "",
+                            (k / n >= 0.8) if pct == 10 and label == "4% target" else None,
+                            f"{k}/{n} `slower` at {repeats} repeats, 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; run sd "
+                            f"{100 * model.run_sd:.1f}%; via the noise model (no extra_work_pct control yet)"))
+        n_sim = _repeats_for(model, 10.0, 100 if ctx.quick else 300)
+        n_formula = _formula_repeats(mde_log, repeats, 10.0)
+        rows.append(Row("verdicts", f"repeats for 80% power at +10% ({label} noise)", float(n_sim or n_formula), "", "", None,
+                        (f"simulated: {n_sim}" if n_sim else "beyond 24 by simulation") + f"; the MDE formula with the "
+                        f"residual seen at {repeats} repeats gives {n_formula}"))
+    return rows
+
+
+def bench_verdicts_mde(ctx: Context) -> list[Row]:
+    from traceladder.summary.simulate import ladder_shape, simulate_verdicts
+    from traceladder.summary.stats import load_proxy_noise
+
+    model = load_proxy_noise()
+    shape = ladder_shape("proxy-local", schedules=50)
+    verdicts = simulate_verdicts(model, shape, 100 if ctx.quick else 500, seed=5)
+    rows = []
+    for rung, parent in shape.pairs:
+        mdes = [float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]
+        rows.append(Row("verdicts", f"MDE {rung} vs {parent}", float(np.median(mdes)), "%", "", None,
+                        f"median over {len(mdes)} simulated ladders at the default repeats, fitted noise (run sd "
+                        f"{100 * model.run_sd:.1f}%); at the 4% target {_mde_at(model.scaled(0.04), shape, rung, ctx):.1f}%"))
+    return rows
+
+
+def _mde_at(model, shape, rung: str, ctx: Context) -> float:
+    from traceladder.summary.simulate import simulate_verdicts
+
+    verdicts = simulate_verdicts(model, shape, 50 if ctx.quick else 200, seed=6, pairs=[p for p in shape.pairs if p[0] == rung])
+    return float(np.median([float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]))
+
+
+SECTIONS = [bench_verdicts_aa_simulated, bench_verdicts_aa_real, bench_verdicts_power, bench_verdicts_mde]

@@ -1,0 +1,77 @@
+"""Gather back-to-back real proxy runs and fit the execution-order noise model to them, into
+include/traceladder/summary/proxy_noise.json (the runs, how they were made, and the fit).
+
+    PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --runs 48
+    PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --from-jsonl runs.jsonl
+
+Each run is `traceladder run-rung --ladder proxy-local --rung recompute_off` in a fresh process,
+one after the other with nothing between them, as a ladder's blocks run. `--from-jsonl` takes
+lines of {"k", "t0", "loadavg", "result"} written by a shell loop doing the same."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import REPO
+
+TARGET = REPO / "include" / "traceladder" / "summary" / "proxy_noise.json"
+COMMAND = ("PYTHONPATH=$PWD/include nice -n 10 python -m traceladder.cli run-rung --ladder proxy-local "
+           "--rung recompute_off --run-id aaK --out DIR")
+BLOCK_SIZE = 10  # proxy-local's rungs: one block of the ladder
+
+
+def run_once(k: int, out: str) -> dict:
+    t0 = time.time()
+    load = open("/proc/loadavg").read().split()[:3]
+    proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "run-rung", "--ladder", "proxy-local", "--rung",
+                           "recompute_off", "--run-id", f"aa{k}", "--out", out], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "include")})
+    return {"k": k, "t0": t0, "loadavg": " ".join(load), "result": json.loads(proc.stdout.strip().splitlines()[-1])}
+
+
+def write(lines: list[dict], note: str) -> dict:
+    from traceladder.summary.noise import refit
+
+    ok = [l for l in lines if l["result"]["status"] == "ok"]
+    doc = {
+        "how": (f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
+                f"{note}. Fit: python -m traceladder.summary.noise THIS_FILE (README 'Noise model')."),
+        "command": COMMAND,
+        "machine": f"{platform.node()}, {os.cpu_count()} CPUs, shared with other jobs (load average per run below)",
+        "date": time.strftime("%Y-%m-%d", time.gmtime(ok[0]["t0"])) if ok else None,
+        "block_size": BLOCK_SIZE,
+        "runs": [{"k": l["k"], "t0": round(l["t0"], 2), "loadavg": l["loadavg"], "step_ms": l["result"]["step_ms"],
+                  "step_ms_values": l["result"]["step_ms_values"]} for l in ok],
+    }
+    doc["fit"] = refit(doc).as_dict()
+    TARGET.write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=48)
+    ap.add_argument("--from-jsonl", type=Path)
+    args = ap.parse_args(argv)
+    if args.from_jsonl:
+        lines = [json.loads(l) for l in args.from_jsonl.read_text().splitlines() if l.strip()]
+        note = "gathered by a shell loop running the command below"
+    else:
+        with tempfile.TemporaryDirectory(prefix="traceladder-noise-") as out:
+            lines = [run_once(k, out) for k in range(args.runs)]
+        note = "gathered by benchmarks/gather_proxy_noise.py"
+    doc = write(lines, note)
+    print(json.dumps({k: v for k, v in doc["fit"].items() if k != "residuals"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

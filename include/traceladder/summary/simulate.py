@@ -1,0 +1,88 @@
+"""Simulated ladders under the execution-order noise model: the A/A false-call rate and the power
+of the block model's verdicts, on the schedules plan.py really makes."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from traceladder.summary.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
+from traceladder.summary.stats import Run, fit_blocks, verdict
+
+
+@dataclass(frozen=True)
+class LadderShape:
+    """The rungs and their parents, and schedules (one per simulated run id) in execution order."""
+
+    pairs: tuple[tuple[str, str], ...]  # (rung, parent)
+    schedules: tuple[tuple[Slot, ...], ...]
+    from_plan: bool  # False: plan.py records no block design yet, so the schedules are our own shuffle
+
+
+def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -> LadderShape:
+    """`schedules` plans of `ladder` (run ids sim0, sim1, ...), as plan.py builds them."""
+    import inspect
+
+    from traceladder.config.loader import find_ladder, load_ladder
+    from traceladder.plan import build_plan
+
+    loaded = load_ladder(find_ladder(ladder))
+    pairs = tuple((r.name, r.parent) for r in loaded.ladder.rungs if r.parent)
+    takes_run_id = "run_id" in inspect.signature(build_plan).parameters
+    out, from_plan = [], True
+    for i in range(schedules):
+        kwargs = {"run_id": f"sim{i}"} if takes_run_id else {}
+        specs = [json.loads(s.to_json()) for s in build_plan(loaded, repeats=repeats, **kwargs)]
+        slots, randomised = schedule_from_plan({"specs": specs})
+        if not randomised:
+            n = max(s.block for s in slots) + 1
+            slots, from_plan = blocked_schedule([r.name for r in loaded.ladder.rungs], n, seed=i), False
+        out.append(tuple(slots))
+        if not takes_run_id and from_plan:
+            break  # one fixed design: the same schedule every time
+    return LadderShape(pairs, tuple(out), from_plan)
+
+
+def simulate_verdicts(model: NoiseModel, shape: LadderShape, ladders: int, seed: int,
+                      effects: dict[str, float] | None = None, drop: float = 0.0,
+                      pairs: Sequence[tuple[str, str]] | None = None) -> list[dict[str, dict[str, object]]]:
+    """Per simulated ladder, rung → its vs_parent (on log step time; delta in units of the parent's
+    level). `effects` maps a rung to its true log shift; `drop` fails each run with that
+    probability (missing cells)."""
+    rng = np.random.default_rng(seed)
+    judged = tuple(pairs or shape.pairs)
+    out = []
+    for i in range(ladders):
+        schedule = shape.schedules[i % len(shape.schedules)]
+        runs: list[Run] = simulate_runs(model, schedule, effects or {}, rng)
+        if drop:
+            runs = [r for r in runs if rng.random() >= drop]
+        fit = fit_blocks(runs)
+        out.append({rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False) for rung, parent in judged})
+    return out
+
+
+def call_rate(verdicts: list[dict[str, dict[str, object]]], rung: str, calls: tuple[str, ...] = ("faster", "slower")) -> tuple[int, int]:
+    """(ladders whose `rung` got one of `calls`, ladders)."""
+    return sum(v[rung]["verdict"] in calls for v in verdicts), len(verdicts)
+
+
+def one_per_ladder(verdicts: list[dict[str, dict[str, object]]], seed: int) -> tuple[int, int]:
+    """(calls, ladders) judging one rung per ladder, drawn at random: independent trials, so a
+    Clopper-Pearson interval applies (the rungs of one ladder share its blocks and residual)."""
+    rng = np.random.default_rng(seed)
+    picks = [v[list(v)[int(rng.integers(len(v)))]] for v in verdicts]
+    return sum(p["verdict"] in ("faster", "slower") for p in picks), len(picks)
+
+
+def every_call(verdicts: list[dict[str, dict[str, object]]]) -> tuple[int, int]:
+    """(faster/slower calls over every judged rung, comparisons): not independent within a ladder."""
+    return sum(x["verdict"] in ("faster", "slower") for v in verdicts for x in v.values()), sum(len(v) for v in verdicts)
+
+
+def log_shift(pct: float) -> float:
+    return math.log1p(pct / 100)

@@ -1,0 +1,127 @@
+"""From a plan and its rung results to the block model's figures: each rung's `vs_parent`, the
+lens overheads paired within lens blocks, and the model's own numbers (df, variances) for the
+summary. The statistics themselves are in summary/stats.py."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from traceladder.summary.stats import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
+
+BATCH_SWITCHES = {"global_batch"}
+STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"
+
+
+def spec_purpose(spec: dict[str, Any]) -> str:
+    """`measure` runs make the rung model, `lens` runs the lens overheads, `profile` runs neither.
+    Plans without the field: unprofiled runs measure, profiled ones are lens runs."""
+    return spec.get("purpose") or ("measure" if spec.get("lens") == "none" else "lens")
+
+
+def spec_block(spec: dict[str, Any]) -> int:
+    return int(spec["block"] if spec.get("block") is not None else spec["repeat"])
+
+
+def _runs(plan: dict[str, Any], results: dict[str, dict[str, Any]], keep: Callable[[dict[str, Any]], bool],
+          metric: str, treatment: Callable[[dict[str, Any]], str] = lambda s: s["rung"]) -> list[Run]:
+    """The ok runs whose spec `keep` accepts, as design cells; `treatment(spec)` names the cell.
+    A failed run is simply a missing cell."""
+    out = []
+    for spec in plan["specs"]:
+        result = results.get(spec["rung_id"])
+        if not keep(spec) or not result or result.get("status") != "ok":
+            continue
+        y = log_or_none(result.get(metric))
+        if y is None:
+            continue
+        iters = tuple(math.log(v) for v in result.get("step_ms_values") or () if v and v > 0)
+        out.append(Run(spec_block(spec), treatment(spec), y, iters))
+    return out
+
+
+def measured(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each rung's measure runs (any status), for the table's per-rung columns."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for spec in plan["specs"]:
+        if spec_purpose(spec) == "measure" and spec["rung_id"] in results:
+            out.setdefault(spec["rung"], []).append(results[spec["rung_id"]])
+    return out
+
+
+def _model(fit: BlockFit) -> dict[str, Any]:
+    def pct(var: float | None) -> float | None:
+        return None if var is None else 100 * math.sqrt(var)
+
+    return {
+        "df": fit.df, "runs": sum(fit.counts.values()), "blocks": len(fit.blocks), "missing_cells": fit.missing,
+        "t975": t_quantile(0.5 + CONFIDENCE / 2, fit.df) if fit.df > 0 else None,
+        "t80": t_quantile(POWER, fit.df) if fit.df > 0 else None,
+        "residual_ms": fit.mse, "iteration_var": fit.iter_var, "iterations_per_run": fit.mean_iters,
+        "run_sd_pct": pct(fit.run_var), "between_run_sd_pct": pct(fit.between_run_var),
+        "iteration_sd_pct": pct(fit.iter_var),
+    }
+
+
+def rung_verdicts(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """rung → vs_parent for every rung with a parent, and the model's figures per metric."""
+    fits = {metric: fit_blocks(_runs(plan, results, _measure, metric)) for metric in (STEP, TOKENS)}
+    info: dict[str, dict[str, Any]] = {}
+    for spec in plan["specs"]:
+        info.setdefault(spec["rung"], spec)
+    out = {}
+    for rung, spec in info.items():
+        parent = spec.get("parent")
+        if parent is None:
+            continue
+        metric = TOKENS if spec.get("switch") in BATCH_SWITCHES else STEP
+        fit = fits[metric]
+        if parent not in fit.counts or rung not in fit.counts:
+            out[rung] = verdict(fit.contrast(rung, parent), math.nan, metric, metric == TOKENS)
+            continue
+        out[rung] = verdict(fit.contrast(rung, parent), math.exp(fit.level(parent)), metric, metric == TOKENS)
+    return out, {metric: _model(fit) for metric, fit in fits.items()}
+
+
+def lens_overheads(plan: dict[str, Any], results: dict[str, dict[str, Any]], lens_rung: str) -> dict[str, dict[str, Any]]:
+    """lens → step-time ratio to the unprofiled run of the same block, with its 95% interval.
+    Lens blocks hold a `none` run of the lens rung; plans without lens blocks pair by repeat."""
+    runs = _runs(plan, results, lambda s: s["rung"] == lens_rung and spec_purpose(s) == "lens", STEP, lambda s: s["lens"])
+    if not any(r.treatment == "none" for r in runs):  # an older plan: the measure runs pair by repeat
+        runs += _runs(plan, results, lambda s: s["rung"] == lens_rung and _measure(s), STEP, lambda s: "none")
+    fit = fit_blocks(runs)
+    out = {}
+    for lens in fit.treatments:
+        if lens == "none" or "none" not in fit.counts:
+            continue
+        c = fit.contrast(lens, "none")
+        interval = c.interval()
+        out[lens] = {"mean": math.exp(c.diff), "ci95": [math.exp(interval[0]), math.exp(interval[1])] if interval else None,
+                     "n": c.n_a, "df": c.df}
+    return out
+
+
+def _measure(spec: dict[str, Any]) -> bool:
+    return spec_purpose(spec) == "measure"
+
+
+def verdict_findings(summary: dict[str, Any]) -> list[str]:
+    """The verdict sentences: what each rung bought against its parent, and what could not be seen."""
+    rows = [r for r in summary["rungs"] if r.get("vs_parent")]
+    out = []
+    called = [r for r in rows if r["vs_parent"]["verdict"] in ("faster", "slower")]
+    for r in sorted(called, key=lambda r: -abs(r["vs_parent"]["delta_pct"])):
+        v = r["vs_parent"]
+        what = "step time" if v["metric"] == STEP else "tokens/s/GPU"
+        unit = "ms/step" if v["metric"] == STEP else "tokens/s/GPU"
+        out.append(f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
+                   f"{v['delta_pct']:+.1f}% ({v['delta']:+.1f} {unit}, 95% CI {v['ci95'][0]:+.1f} to {v['ci95'][1]:+.1f}).")
+    quiet = [r for r in rows if r["vs_parent"]["verdict"] == "no_change"]
+    if quiet:
+        out.append("No change detected against the parent (smallest change these runs could see at 80% power): "
+                   + ", ".join(f"{r['rung']} (MDE {r['vs_parent']['mde_pct']:.1f}%)" for r in quiet) + ".")
+    single = [r["rung"] for r in rows if r["vs_parent"]["verdict"] == "single_run"]
+    if single:
+        out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
+    return out

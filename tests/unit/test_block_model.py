@@ -1,0 +1,117 @@
+"""The block model and its verdicts against independent computations: a least-squares fit in
+another parameterisation, scipy's two-sample t interval, and the noncentral-t power of the MDE."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from traceladder.summary.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
+from traceladder.summary.stats import MEDIAN_EFFICIENCY, Run, clopper_pearson, compare_samples, fit_blocks, two_sample, verdict
+
+
+def _design(rng: np.random.Generator, blocks: int, rungs: int, drop: set[tuple[int, int]] = frozenset()) -> list[Run]:
+    truth = rng.normal(0, 0.2, size=rungs)
+    shift = rng.normal(0, 0.1, size=blocks)
+    return [Run(b, f"r{t}", float(6 + truth[t] + shift[b] + rng.normal(0, 0.03)))
+            for b in range(blocks) for t in range(rungs) if (b, t) not in drop]
+
+
+def _effects_coded(runs: list[Run], a: str, b: str) -> tuple[float, float, int]:
+    """The same model with sum-to-zero effects, solved by lstsq: diff, se, df."""
+    blocks = sorted({r.block for r in runs})
+    treats = sorted({r.treatment for r in runs})
+    x = np.zeros((len(runs), 1 + len(blocks) - 1 + len(treats) - 1))
+    for i, r in enumerate(runs):
+        x[i, 0] = 1
+        bi, ti = blocks.index(r.block), treats.index(r.treatment)
+        x[i, 1:len(blocks)] = -1 if bi == len(blocks) - 1 else np.eye(len(blocks) - 1)[bi] if len(blocks) > 1 else []
+        tcols = slice(len(blocks), len(blocks) + len(treats) - 1)
+        x[i, tcols] = -1 if ti == len(treats) - 1 else np.eye(len(treats) - 1)[ti]
+    y = np.array([r.y for r in runs])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    df = len(runs) - x.shape[1]
+    mse = float(np.sum((y - x @ coef) ** 2) / df)
+
+    def effect_vec(t: str) -> np.ndarray:
+        v = np.zeros(x.shape[1])
+        ti = treats.index(t)
+        v[len(blocks):] = -1 if ti == len(treats) - 1 else np.eye(len(treats) - 1)[ti]
+        return v
+
+    c = effect_vec(a) - effect_vec(b)
+    return float(c @ coef), math.sqrt(mse * float(c @ np.linalg.inv(x.T @ x) @ c)), df
+
+
+@pytest.mark.parametrize("drop", [set(), {(0, 1), (2, 3), (1, 1)}])
+def test_block_fit_matches_an_independent_least_squares(drop: set[tuple[int, int]]) -> None:
+    runs = _design(np.random.default_rng(3), blocks=4, rungs=5, drop=drop)
+    fit = fit_blocks(runs)
+    assert fit.df == len(runs) - (1 + 3 + 4) and fit.missing == len(drop)
+    for a, b in (("r1", "r0"), ("r3", "r2"), ("r4", "r1")):
+        diff, se, df = _effects_coded(runs, a, b)
+        c = fit.contrast(a, b)
+        assert c.diff == pytest.approx(diff) and c.se == pytest.approx(se) and c.df == df
+
+
+def test_run_variance_is_floored_by_its_iterations() -> None:
+    # Two rungs whose runs agree exactly after block effects: the residual is 0, the iterations are not.
+    iters = (math.log(99.0), math.log(100.0), math.log(101.0), math.log(100.0))
+    runs = [Run(b, t, 4.6 + 0.01 * b + (0.05 if t == "b" else 0.0), iters) for b in range(3) for t in ("a", "b")]
+    fit = fit_blocks(runs)
+    assert fit.mse == pytest.approx(0.0, abs=1e-20)
+    iter_var = float(np.var(iters, ddof=1))
+    assert fit.run_var == pytest.approx(MEDIAN_EFFICIENCY * iter_var / 4) and fit.run_var > 0
+    assert fit.contrast("b", "a").se == pytest.approx(math.sqrt(2 * fit.run_var / 3))
+
+
+def test_two_sample_matches_scipy_and_the_mde_has_its_power() -> None:
+    a, b = [6.00, 6.05, 5.97, 6.02], [6.10, 6.08, 6.15]
+    c = two_sample(a, b)
+    ref = scipy_stats.ttest_ind(b, a).confidence_interval(0.95)
+    assert c.interval() == pytest.approx((ref.low, ref.high))
+    # At a true difference equal to the MDE, a two-sided 5% t test has ~80% power (noncentral t).
+    delta = c.mde() / c.se
+    t975 = scipy_stats.t.ppf(0.975, c.df)
+    power = scipy_stats.nct.sf(t975, c.df, delta) + scipy_stats.nct.cdf(-t975, c.df, delta)
+    assert 0.78 <= power <= 0.82
+    pooled = two_sample(a, b, pooled_var=0.002, pooled_df=18)
+    assert pooled.df == c.df + 18
+    # The same comparison in ms, as week over week uses it.
+    vs = compare_samples([math.exp(v) for v in a], [math.exp(v) for v in b])
+    level = math.exp(np.mean(a))
+    assert vs["verdict"] == "slower" and vs["delta"] == pytest.approx(level * math.expm1(c.diff))
+    assert vs["ci95"] == pytest.approx([level * math.expm1(ref.low), level * math.expm1(ref.high)])
+
+
+def test_verdict_directions_and_single_runs() -> None:
+    runs = [Run(k, t, 6.0 + (0.2 if t == "slow" else 0.0) + 0.01 * ((k * 7 + len(t)) % 3)) for k in range(3) for t in ("base", "slow")]
+    fit = fit_blocks(runs)
+    step = verdict(fit.contrast("slow", "base"), 400.0, "step_ms", higher_is_better=False)
+    assert step["verdict"] == "slower" and step["delta"] == pytest.approx(400.0 * math.expm1(fit.contrast("slow", "base").diff))
+    assert verdict(fit.contrast("slow", "base"), 400.0, "tokens_per_sec_per_gpu", higher_is_better=True)["verdict"] == "faster"
+    one = fit_blocks([r for r in runs if r.block == 0 or r.treatment == "base"])
+    single = verdict(one.contrast("slow", "base"), 400.0, "step_ms", False)
+    assert single["verdict"] == "single_run" and single["mde_pct"] is None and single["ci95"] is None
+
+
+def test_clopper_pearson_is_exact() -> None:
+    lo, hi = clopper_pearson(5, 100)
+    assert scipy_stats.binom.sf(4, 100, lo) == pytest.approx(0.025, rel=1e-6)
+    assert scipy_stats.binom.cdf(5, 100, hi) == pytest.approx(0.025, rel=1e-6)
+
+
+def test_noise_fit_recovers_a_known_model() -> None:
+    rng = np.random.default_rng(11)
+    truth = NoiseModel(level=6.5, phi=0.7, sigma_eta=0.05, sigma_white=0.03, position_effects=(0.0,) * 5,
+                       residuals=tuple(rng.normal(0, 0.04, size=600)), iterations=6)
+    runs = simulate_runs(truth, blocked_schedule(["x"], 400, seed=1), {}, rng)
+    fit = fit_noise([np.exp(r.iter_logs).tolist() for r in runs], block_size=5)
+    assert fit.phi == pytest.approx(0.7, abs=0.12)
+    assert fit.sigma_eta == pytest.approx(0.05, rel=0.3)
+    assert fit.run_sd == pytest.approx(truth.run_sd, rel=0.15)
+    scaled = fit.scaled(0.015)
+    assert scaled.run_sd == pytest.approx(0.015) and scaled.phi == fit.phi
