@@ -117,7 +117,7 @@ def test_reference_trace_analysis_json(tmp_path):
     assert json.loads((tmp_path / "analysis.json").read_text()) == res
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "GEMM.csv", "analysis.json", "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv",
-        "ops_summary_by_category.csv"]
+        "ops_summary_by_category.csv", "short_kernel_histogram.csv", "short_kernels_summary.csv"]
     # "gemm": the GEMM.csv rows (shape, count, kernel time, mean TFLOPS/s), by time
     import csv
 

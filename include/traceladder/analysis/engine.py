@@ -3,7 +3,8 @@
 ``analyze_trace(trace, out_dir)`` reads one trace and writes, into ``out_dir``:
   * ``gpu_timeline.csv`` (``type,time ms,percent``),
   * ``ops_summary.csv`` and ``ops_summary_by_category.csv`` (TraceLens columns),
-  * ``kernel_summary.csv`` (GPU traces only),
+  * ``kernel_summary.csv``, ``short_kernels_summary.csv`` and ``short_kernel_histogram.csv``
+    (GPU traces only; on a GPU-only trace, with no cpu_op, these and gpu_timeline are all),
   * ``analysis.json`` (schema 1, see :func:`analyze_trace`),
 and returns the analysis.json content.
 
@@ -38,6 +39,7 @@ from .reports import gemm
 from .reports import gpu_timeline as gt
 from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
+from .reports import short_kernels as sk
 from .reports import rocprof_reports as heavy_reports
 
 __all__ = [
@@ -157,14 +159,15 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         return result
     notes: list[str] = []
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
+    gpu_only = has_gpu and sk.is_gpu_only(t)
     try:
         if has_gpu:
             tl = gt.gpu_timeline(t)
-            if t.is_cat("cpu_op", "python_function").any():
-                launchers = ops.gpu_launchers(t)
-            else:
+            if gpu_only:
                 launchers = None
-                notes.append("GPU-only trace (no cpu_op events): ops summaries are empty")
+                notes.append("GPU-only trace (no cpu_op events): no ops summaries, GEMM or collectives, as TraceLens")
+            else:
+                launchers = ops.gpu_launchers(t)
         else:
             if not t.is_cat("cpu_op").any():
                 raise TraceError(trace_path, "no GPU events and no cpu_op events to analyse")
@@ -179,12 +182,18 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
     gt.write_csv(tl, out_dir)
     if launchers is None:
         launchers = ops.Launchers(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, np.int64), [], [])
-    ops_df, cat_df = ops.write_csvs(launchers, out_dir)
+    if launchers.idx.size:
+        ops_df, cat_df = ops.write_csvs(launchers, out_dir)
+    else:  # TraceLens writes no empty ops sheets (none at all on a GPU-only trace)
+        ops_df, cat_df = ops.ops_summary_frame(launchers), ops.ops_summary_by_category_frame(launchers)
     if has_gpu:
         ks.write_csv(t, tl, out_dir, launchers)
-        gemm_df = gemm.write_csv(t, out_dir)  # GEMM.csv (TraceLens's perf-model sheet)
-        gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
-        if t.is_cat("cpu_op").any():  # TraceLens skips collectives for GPU-only traces
+        sk.write_csvs(t, tl.metrics_us["total_time"], out_dir, gpu_only)  # --short_kernel_study
+        if gpu_only:
+            gemm_rates = []
+        else:
+            gemm_df = gemm.write_csv(t, out_dir)  # GEMM.csv (TraceLens's perf-model sheet)
+            gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
             coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)

@@ -9,7 +9,9 @@ is grouped by (Parent op category, Parent cpu_op, Kernel name, Kernel stream):
     cpu_op, ``graph`` for a graph launch, ``runtime`` for another launch call, empty for
     an unlinked kernel.
 Columns: duration sum/count/mean/min/max (us), percent of all kernels' time and percent
-of the timeline's total_time.
+of the timeline's total_time.  TraceLens has a ``Parent cpu_op`` column only when some
+kernel has a cpu_op above it (its kernel table gets the key from the cpu_op), so a
+GPU-only trace's report has none.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def kernel_summary_frame(t: EventTable, total_time_us: float, launchers: Launche
     cpu_op = t.cat_code("cpu_op")
     host_parent = tree.host_parent
     memo: dict[int, tuple[str | None, str | None]] = {}
+    with_cpu_op: list[int] = []  # the column exists only when a kernel has a cpu_op parent
 
     def parent_info(r: int) -> tuple[str | None, str | None]:
         got = memo.get(r)
@@ -61,6 +64,7 @@ def kernel_summary_frame(t: EventTable, total_time_us: float, launchers: Launche
             name = t.names[t.name[cur]]
             cat = launcher_cat.get(cur) or categorize_op(name)
             res = (cat, name)
+            with_cpu_op.append(cur)
         else:
             lname = t.names[t.name[r]]
             low = lname.lower()
@@ -89,7 +93,8 @@ def kernel_summary_frame(t: EventTable, total_time_us: float, launchers: Launche
             DUR: t.dur[kidx],
         }
     )
-    agg = df.groupby(GROUP_COLS, dropna=False).agg({DUR: ["sum", "count", "mean", "min", "max"]})
+    group_cols = GROUP_COLS if with_cpu_op else [c for c in GROUP_COLS if c != "Parent cpu_op"]
+    agg = df.groupby(group_cols, dropna=False).agg({DUR: ["sum", "count", "mean", "min", "max"]})
     agg.columns = ["_".join(c).strip() for c in agg.columns.values]
     agg = agg.reset_index()
     total_k = df[DUR].sum()
@@ -97,7 +102,7 @@ def kernel_summary_frame(t: EventTable, total_time_us: float, launchers: Launche
     agg["Percent of total time (%)"] = agg[f"{DUR}_sum"] / total_time_us * 100 if total_time_us else np.nan
     agg = agg.sort_values(by=f"{DUR}_sum", ascending=False)
     agg = agg.reset_index(drop=True)
-    return agg[COLUMNS]
+    return agg[group_cols + COLUMNS[len(GROUP_COLS):]]
 
 
 def write_csv(t: EventTable, tl: Timeline, out_dir: Path, launchers: Launchers | None = None) -> pd.DataFrame:
