@@ -51,32 +51,34 @@ class TraceError(Exception):
         super().__init__(f"{self.path}: {reason}")
 
 
+class _CodeDict(dict):
+    """value -> code; a missing value gets the next code (one C-level lookup per hit)."""
+
+    __slots__ = ("table",)
+
+    def __missing__(self, value: Any) -> int:
+        c = len(self.table)
+        self[value] = c
+        self.table.append(value)
+        return c
+
+
 class _Interner:
     """Maps hashable values to dense int codes, keeping the value table."""
 
     __slots__ = ("codes", "values")
 
     def __init__(self) -> None:
-        self.codes: dict[Any, int] = {}
         self.values: list[Any] = []
+        self.codes: dict[Any, int] = _CodeDict()
+        self.codes.table = self.values
 
     def code(self, value: Any) -> int:
-        c = self.codes.get(value)
-        if c is None:
-            c = len(self.values)
-            self.codes[value] = c
-            self.values.append(value)
-        return c
+        return self.codes[value]
 
     def encode(self, seq) -> np.ndarray:
-        """Codes for a whole column (C-level loops: dict.fromkeys + map)."""
-        codes = self.codes
-        values = self.values
-        for v in dict.fromkeys(seq):
-            if v not in codes:
-                codes[v] = len(values)
-                values.append(v)
-        return np.fromiter(map(codes.__getitem__, seq), dtype=np.int32, count=len(seq))
+        """Codes for a whole column, in one pass (map over the dict's C-level lookup)."""
+        return np.fromiter(map(self.codes.__getitem__, seq), dtype=np.int32, count=len(seq))
 
 
 @dataclass

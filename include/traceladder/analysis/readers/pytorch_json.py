@@ -1,6 +1,7 @@
 """PyTorch profiler (kineto) Chrome-trace JSON reader: ``.json`` and ``.json.gz``.
 
-Decodes with msgspec typed Structs; each event's ``args`` stays a ``msgspec.Raw`` and
+Decodes with msgspec typed Structs; ``python_function`` events (:data:`SKIP_CATS`) are
+dropped at once, as no report uses them; each event's ``args`` stays a ``msgspec.Raw`` and
 only the link fields (``correlation``, ``External id``, ``stream``) are decoded, in one
 batch, for the categories that take part in CPU->GPU linking.  Everything else in
 ``args`` is decoded later, per event, only where a report needs it.
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import os
 import re
 import zlib
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,11 @@ class _Event(msgspec.Struct, gc=False):
     name: Any = ""
     pid: Any = None
     tid: Any = None
-    ts: float | None = None
-    dur: float | None = None
-    id: Any = None
+    # absent -> NaN / MISSING, so a column is one np.fromiter (an explicit null or a
+    # non-int id takes the slow path)
+    ts: float | None = math.nan
+    dur: float | None = math.nan
+    id: Any = MISSING
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
@@ -58,6 +62,10 @@ class _LinkArgsFast(msgspec.Struct, gc=False):
     external_id: int = msgspec.field(name="External id", default=MISSING)
     stream: int = -1
 
+
+#: categories dropped at read time: no report uses them (TraceLens builds its call tree
+#: without them, ``add_python_func=False``), and they are most of a with-stack trace
+SKIP_CATS = frozenset({"python_function"})
 
 # categories whose args are never needed for linking
 _NO_LINK_ARGS = {"python_function", "cpu_instant_event", "ac2g", "fwdbwd", "Trace", None}
@@ -130,6 +138,14 @@ def looks_like_pytorch_json(data: bytes) -> bool:
     return head.startswith(b"{") and b"traceEvents" in data[:1 << 20] if head else False
 
 
+def _floats(it, n: int) -> np.ndarray:
+    vals = list(it)
+    try:
+        return np.fromiter(vals, dtype=np.float64, count=n)
+    except (TypeError, ValueError):  # an explicit null (or a string) somewhere
+        return np.array([v if isinstance(v, (int, float)) else math.nan for v in vals], dtype=np.float64)
+
+
 def _to_int(v: Any) -> int:
     if v is None or isinstance(v, bool):
         return MISSING
@@ -161,6 +177,7 @@ class _Columns:
         self.no_link_codes: set[int] = set()
         self.meta_idx: list[int] = []
         self.n = 0
+        self.skipped = 0
 
     def add(self, path: Path, evs: list[_Event]) -> None:
         n = len(evs)
@@ -168,6 +185,18 @@ class _Columns:
             return
         P = self.parts
         cat = self.cat_i.encode(list(map(_G_CAT, evs)))
+        skip = [c for c, v in enumerate(self.cat_i.values) if v in SKIP_CATS]
+        if skip:
+            drop = np.isin(cat, skip) if len(skip) > 1 else cat == skip[0]
+            nd = int(np.count_nonzero(drop))
+            if nd:
+                self.skipped += nd
+                keep = np.flatnonzero(~drop)
+                n = keep.size
+                if n == 0:
+                    return
+                evs = [evs[keep[0]]] if n == 1 else list(itemgetter(*keep.tolist())(evs))
+                cat = cat[keep]
         for c in range(len(self.cat_i.values)):
             if self.cat_i.values[c] in _NO_LINK_ARGS:
                 self.no_link_codes.add(c)
@@ -177,13 +206,12 @@ class _Columns:
         P["name"].append(self.name_i.encode(list(map(_G_NAME, evs))))
         P["pid"].append(self.pid_i.encode(list(map(_G_PID, evs))))
         P["tid"].append(self.tid_i.encode(list(map(_G_TID, evs))))
-        P["ts"].append(np.array(list(map(_G_TS, evs)), dtype=np.float64))
-        P["dur"].append(np.array(list(map(_G_DUR, evs)), dtype=np.float64))
-        ids = np.array(list(map(_G_ID, evs)), dtype=object)
-        flow = np.full(n, MISSING, dtype=np.int64)
-        has_id = np.flatnonzero(ids != None)  # noqa: E711 (elementwise)
-        if has_id.size:
-            flow[has_id] = [v if type(v) is int else _to_int(v) for v in ids[has_id].tolist()]
+        P["ts"].append(_floats(map(_G_TS, evs), n))
+        P["dur"].append(_floats(map(_G_DUR, evs), n))
+        try:
+            flow = np.fromiter(map(_G_ID, evs), dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            flow = np.fromiter((v if type(v) is int else _to_int(v) for v in map(_G_ID, evs)), dtype=np.int64, count=n)
         P["flow_id"].append(flow)
         raws = list(map(_G_ARGS, evs))
         has_args = np.fromiter(map(len, raws), dtype=np.int64, count=n) > 0
@@ -401,6 +429,7 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
         except msgspec.DecodeError:
             pass
     meta["schemaVersion"] = doc.schemaVersion
+    meta["skipped_events"] = cols.skipped  # SKIP_CATS events, not in the table
 
     return EventTable(
         path=path,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from ..events import EventTable
@@ -38,7 +39,15 @@ _SUM = "Short Kernel duration (µs) sum"
 STAT_COLUMNS = [_SUM, "Short Kernel count", "Short Kernel duration (µs) mean",
                 "Short Kernel duration (µs) percent of total time"]
 KEY_COLUMNS = ["Parent cpu_op", "Input dims", "Input strides", "Concrete Inputs", "Kernel name"]
-_ARG_KEYS = ("Input Dims", "Input Strides", "Concrete Inputs")
+
+
+class _ShapeArgs(msgspec.Struct, gc=False):
+    """The three args shown, kept raw: equal JSON gives an equal cell, so each distinct
+    value is turned into its tuple text once."""
+
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw(b""))
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
 
 
 def is_gpu_only(t: EventTable) -> bool:
@@ -87,10 +96,22 @@ def short_kernel_tables(t: EventTable, total_time_us: float, gpu_only: bool,
         parents = parent_cpu_ops(t, kidx)
         uniq = np.unique(parents[parents >= 0])
         shown: dict[int, tuple | None] = {}
-        for p, a in zip(uniq.tolist(), t.decode_args(uniq.tolist())):
-            vals = [a.get(k) for k in _ARG_KEYS]
+        text: dict[bytes, str | None] = {}
+
+        def cell(raw) -> str | None:
+            b = bytes(raw)
+            if not b:  # absent
+                return None
+            got = text.get(b, 0)
+            if got == 0:
+                v = msgspec.json.decode(b)
+                got = text[b] = None if v is None else str(_as_tuple(v))
+            return got
+
+        for p, a in zip(uniq.tolist(), t.decode_args(uniq.tolist(), type=_ShapeArgs)):
+            vals = (cell(a.dims), cell(a.strides), cell(a.concrete))
             # a missing (None) key part drops the row, as pandas' groupby does
-            shown[p] = None if any(v is None for v in vals) else tuple(str(_as_tuple(v)) for v in vals)
+            shown[p] = None if None in vals else vals
         keys = []
         for p, kn in zip(parents.tolist(), knames):
             s = shown.get(p) if p >= 0 else None
