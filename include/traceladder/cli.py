@@ -101,7 +101,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from traceladder.analysis.multirank import main as analyze_ranks_main
 
-    return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node)
+    return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node, jobs=args.jobs)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--jobs", type=int, help="ranks read at once (default: one per CPU)")
     p.set_defaults(func=cmd_analyze_ranks)
 
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
