@@ -56,10 +56,31 @@ elif mode == "paths":
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc
+elif mode == "cli":
+    # the whole `traceladder ...` process as a user runs it (start-up and imports
+    # included), timed from here; path = the CLI arguments, comma-separated
+    import subprocess
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "traceladder.cli", *path.split(",")], capture_output=True, text=True)
+    t1 = time.perf_counter()
+    assert r.returncode == 0, r.stderr[-2000:]
+elif mode == "warm":
+    # single-trace times inside one warm process (imports done once, before timing):
+    # the per-trace cost that a parallel run spreads over its workers
+    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.multirank import _load_one
+    per, per_rank = [], []
+    for i, p in enumerate(path.split(",")):
+        t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}"); per.append(time.perf_counter() - t0)
+        t0 = time.perf_counter(); _load_one(p, True); per_rank.append(time.perf_counter() - t0)
+    t0, t1 = 0.0, sum(per)
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec from the (bigger) parent.
 rss_self = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 rss_kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids}))
+res = {"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids}
+if mode == "warm":
+    res.update(per=per, per_rank=per_rank)
+print(json.dumps(res))
 """
 
 

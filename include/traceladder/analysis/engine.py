@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .events import GPU_CATS, EventTable, TraceError
-from .readers.heavy import HEAVY_FORMATS, read_heavy
+from .readers.heavy import HEAVY_FORMATS, read_heavy, sniff
 from .readers.pytorch_json import load_bytes, read_pytorch_json
 from .reports import coll_analysis as coll
 from .reports import gemm
@@ -85,13 +85,15 @@ def read_trace(path: Path) -> EventTable:
     """Read any supported trace into an EventTable; bad input raises TraceError only."""
     path = Path(path)
     # rocprofv3 JSON/CSV (a CSV folder too) and RPD-style SQLite, detected from content
-    data = None if path.is_dir() else load_bytes(path)
+    data = None if path.is_dir() else load_bytes(path, mapped=True)
+    if data is not None and not isinstance(data, bytearray) and sniff(path, data) is not None:
+        data = bytearray(data)  # the heavy readers take bytes; only PyTorch JSON is mapped
     t = read_heavy(path, data)
     if t is not None:
         return t
     low = path.name.lower()
     for suf, what in _UNSUPPORTED.items():
-        if low.endswith(suf) and not data.lstrip()[:1] == b"{":
+        if low.endswith(suf) and not bytes(data[:4096]).lstrip()[:1] == b"{":
             raise TraceError(path, f"unsupported format: {what} ({suf}); only PyTorch profiler JSON is read")
     t = read_pytorch_json(path, data)
     timed = ~np.isnan(t.ts) & ~np.isnan(t.dur)

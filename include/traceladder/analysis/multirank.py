@@ -330,7 +330,7 @@ def _load_one(path: str, want_gpn: bool) -> dict:
     a worker process returns it). A bad trace gives ``{"error": reason}``."""
     p = Path(path)
     try:
-        data = load_bytes(p)
+        data = load_bytes(p, mapped=True)
         t = read_pytorch_json(p, data)
     except TraceError as exc:
         return {"path": p, "error": exc.reason}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import math
+import mmap
 import os
 import re
 import zlib
@@ -95,11 +96,13 @@ def _gunzip_into(path: Path, raw: bytes) -> bytearray:
     return out
 
 
-def load_bytes(path: Path) -> bytearray:
+def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
     """Read a file, gunzipping if it is gzip; bad input raises TraceError.
 
     Returns a ``bytearray`` (one copy of the file, writable: the chunked decoder marks
-    chunk bounds in place and puts them back).
+    chunk bounds in place and puts them back).  ``mapped=True``: a plain (not gzip)
+    file is mapped copy-on-write instead (``mmap.ACCESS_COPY``): no copy and no read
+    pass; the few bytes the decoder marks become private pages.
     """
     path = Path(path)
     if not path.exists():
@@ -113,6 +116,8 @@ def load_bytes(path: Path) -> bytearray:
                 data = _gunzip_into(path, head + fh.read())
             else:
                 size = os.fstat(fh.fileno()).st_size
+                if mapped and size > 2:
+                    return mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
                 data = bytearray(size)
                 data[:len(head)] = head
                 n = fh.readinto(memoryview(data)[len(head):]) if size > len(head) else 0
@@ -361,7 +366,7 @@ def read_pytorch_json(path: Path, data: bytes | bytearray | None = None) -> Even
         raise TraceError(path, "unsupported format: SQLite database (rpd / rocpd), not a PyTorch JSON trace")
     if not head.startswith(b"{"):
         raise TraceError(path, "unknown format: not a JSON object (expected a PyTorch profiler trace)")
-    buf = data if isinstance(data, bytearray) else bytearray(data)
+    buf = data if isinstance(data, (bytearray, mmap.mmap)) else bytearray(data)
     cols = _Columns()
     doc = _read_chunked(path, buf, cols)
     if doc is None:  # unusual layout, or bad JSON: one whole-document decode
