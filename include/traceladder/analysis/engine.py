@@ -40,7 +40,6 @@ from .reports import gpu_timeline as gt
 from .reports import kernel_summary as ks
 from .reports import ops_summary as ops
 from .reports import short_kernels as sk
-from .reports import rocprof_reports as heavy_reports
 
 __all__ = [
     "SCHEMA",
@@ -154,6 +153,8 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
     out_dir = Path(out_dir)
     t = read_trace(trace_path)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
+        from .reports import rocprof_reports as heavy_reports
+
         part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
         result = {"schema": SCHEMA, "trace": trace_path.name, "device": part["device"], "rank": _rank(t)}
         result.update((k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes"))
@@ -187,7 +188,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
     if launchers.idx.size:
         ops_df, cat_df = ops.write_csvs(launchers, out_dir)
     else:  # TraceLens writes no empty ops sheets (none at all on a GPU-only trace)
-        ops_df, cat_df = ops.ops_summary_frame(launchers), ops.ops_summary_by_category_frame(launchers)
+        ops_df, cat_df = ops.ops_summary_table(launchers), ops.ops_summary_by_category_table(launchers)
     if has_gpu:
         ks.write_csv(t, tl, out_dir, launchers)
         sk.write_csvs(t, tl.metrics_us["total_time"], out_dir, gpu_only)  # --short_kernel_study
@@ -209,7 +210,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
             "percent": _clean(r["Percentage (%)"]),
             "count": int(r["Count"]),
         }
-        for _, r in ops_df.head(TOP_OPS).iterrows()
+        for r in ops_df.records(TOP_OPS)
     ]
     cats = [
         {
@@ -218,7 +219,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
             "percent": _clean(r["Percentage (%)"]),
             "count": int(r["Count"]),
         }
-        for _, r in cat_df.iterrows()
+        for r in cat_df.records()
     ]
     result: dict[str, Any] = {
         "schema": SCHEMA,
