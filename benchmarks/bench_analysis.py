@@ -167,18 +167,21 @@ def bench_analyze(ctx: Context) -> list[Row]:
     alternately in the same run."""
     trace = scaled_trace(ctx, 0)
     size_mb = trace.stat().st_size / 1e6
-    orj, ana, rss = [], [], []
+    orj, ana, rss, cpu_ratios = [], [], [], []
     for i in range(ctx.repeats):
-        orj.append(measure(ctx, "orjson", str(trace), "-")["secs"])
+        mo = measure(ctx, "orjson", str(trace), "-")
+        orj.append(mo["secs"])
         m = measure(ctx, "cli", f"analyze,{trace},--out,{ctx.scratch / f'single-{i}'}", "-")
         ana.append(m["secs"])
         rss.append(m["children_rss_mb"])
+        cpu_ratios.append(m["cpu"] / mo["cpu"])
     o, a = statistics.median(orj), statistics.median(ana)
     ratio = a / o
     peak = max(rss)
     ratios = sorted(x / y for x, y in zip(ana, orj))
     detail = (f"{size_mb:.0f} MB trace; orjson.loads {o:.2f} s, `traceladder analyze` {a:.2f} s whole process "
-              f"(medians of {ctx.repeats}; runs {_spread(orj)} / {_spread(ana)} s; pairwise ratios {_spread(ratios)})")
+              f"(medians of {ctx.repeats}; runs {_spread(orj)} / {_spread(ana)} s; pairwise ratios {_spread(ratios)}; "
+              f"CPU-time ratios {_spread(sorted(cpu_ratios))}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     return [
         Row("analyze", "traceladder analyze (whole process) / orjson.loads", ratio, "x",
             f"<= {ANALYZE_OVER_ORJSON_MAX}", ratio <= ANALYZE_OVER_ORJSON_MAX, detail),

@@ -47,7 +47,9 @@ mode, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "orjson":
     import orjson
     data = open(path, "rb").read()
+    c0 = time.process_time()
     t0 = time.perf_counter(); doc = orjson.loads(data); t1 = time.perf_counter()
+    cpu = time.process_time() - c0
 elif mode == "analyze":
     from traceladder.analysis.engine import analyze_trace
     t0 = time.perf_counter(); analyze_trace(path, out); t1 = time.perf_counter()
@@ -64,6 +66,8 @@ elif mode == "cli":
     r = subprocess.run([sys.executable, "-m", "traceladder.cli", *path.split(",")], capture_output=True, text=True)
     t1 = time.perf_counter()
     assert r.returncode == 0, r.stderr[-2000:]
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime
 elif mode == "warm":
     # single-trace times inside one warm process (imports done once, before timing):
     # the per-trace cost that a parallel run spreads over its workers
@@ -77,7 +81,7 @@ elif mode == "warm":
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec from the (bigger) parent.
 rss_self = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 rss_kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-res = {"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids}
+res = {"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids, "cpu": globals().get("cpu")}
 if mode == "warm":
     res.update(per=per, per_rank=per_rank)
 print(json.dumps(res))
