@@ -203,13 +203,22 @@ def bench_analyze_paths(ctx: Context) -> list[Row]:
     m = measure(ctx, "cli", f"analyze,{csv_paths},--out,{ctx.scratch / 'many'},--jobs,{jobs}", "-")
     r = measure(ctx, "cli", f"analyze-ranks,{csv_paths},--out,{ctx.scratch / 'ranks'},--jobs,{jobs}", "-")
     ratio, ratio_r = m["secs"] / ideal, r["secs"] / ideal_ranks
+    # where a gap comes from: the CPU the parallel run used over the single-trace CPU
+    # (parallel overhead), and the CPUs it got (CPU / wall) against the warm run's
+    cpu_w, cpu_wr = sum(warm["per_cpu"]), sum(warm["per_rank_cpu"])
+    share_w = cpu_w / sum(warm["per"])
+    why = (f"CPU {m['cpu']:.1f} s vs single-trace CPU {cpu_w:.1f} s ({m['cpu'] / cpu_w:.2f}x); CPUs held "
+           f"{m['cpu'] / m['secs']:.2f} vs {share_w:.2f} in the warm run (ideal {jobs * share_w:.2f}); "
+           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    why_r = (f"CPU {r['cpu']:.1f} s vs single-rank CPU {cpu_wr:.1f} s ({r['cpu'] / cpu_wr:.2f}x); CPUs held "
+             f"{r['cpu'] / r['secs']:.2f} vs {cpu_wr / sum(warm['per_rank']):.2f} in the warm run")
     return [
         Row("analyze_paths", f"analyze --jobs {jobs} over {n} traces / ideal", ratio, "x", f"<= {JOBS2_OVER_IDEAL_MAX}",
             ratio <= JOBS2_OVER_IDEAL_MAX,
-            f"{m['secs']:.2f} s whole process vs ideal {ideal:.2f} s (warm single-trace times {_spread(warm['per'])} s, sum / {jobs})"),
+            f"{m['secs']:.2f} s whole process vs ideal {ideal:.2f} s (warm single-trace times {_spread(warm['per'])} s, sum / {jobs}); {why}"),
         Row("analyze_paths", f"analyze-ranks --jobs {jobs} over {n} ranks / ideal", ratio_r, "x", f"<= {JOBS2_OVER_IDEAL_MAX}",
             ratio_r <= JOBS2_OVER_IDEAL_MAX,
-            f"{r['secs']:.2f} s whole process vs ideal {ideal_ranks:.2f} s (warm per-rank reads {_spread(warm['per_rank'])} s, sum / {jobs})"),
+            f"{r['secs']:.2f} s whole process vs ideal {ideal_ranks:.2f} s (warm per-rank reads {_spread(warm['per_rank'])} s, sum / {jobs}); {why_r}"),
         Row("analyze_paths", "peak RSS per worker (analyze --jobs)", m["children_rss_mb"], "MB", f"<= {PEAK_RSS_MB_MAX:.0f}",
             m["children_rss_mb"] <= PEAK_RSS_MB_MAX, "largest process of the run: a worker, one trace at a time"),
         Row("analyze_paths", "peak RSS per worker (analyze-ranks --jobs)", r["children_rss_mb"], "MB", f"<= {PEAK_RSS_MB_MAX:.0f}",

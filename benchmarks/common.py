@@ -73,17 +73,19 @@ elif mode == "warm":
     # the per-trace cost that a parallel run spreads over its workers
     from traceladder.analysis.engine import analyze_trace
     from traceladder.analysis.multirank import _load_one
-    per, per_rank = [], []
+    per, per_rank, per_cpu, per_rank_cpu = [], [], [], []
     for i, p in enumerate(path.split(",")):
-        t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}"); per.append(time.perf_counter() - t0)
-        t0 = time.perf_counter(); _load_one(p, True); per_rank.append(time.perf_counter() - t0)
+        c0 = time.process_time(); t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}")
+        per.append(time.perf_counter() - t0); per_cpu.append(time.process_time() - c0)
+        c0 = time.process_time(); t0 = time.perf_counter(); _load_one(p, True)
+        per_rank.append(time.perf_counter() - t0); per_rank_cpu.append(time.process_time() - c0)
     t0, t1 = 0.0, sum(per)
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec from the (bigger) parent.
 rss_self = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 rss_kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 res = {"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids, "cpu": globals().get("cpu")}
 if mode == "warm":
-    res.update(per=per, per_rank=per_rank)
+    res.update(per=per, per_rank=per_rank, per_cpu=per_cpu, per_rank_cpu=per_rank_cpu)
 print(json.dumps(res))
 """
 
