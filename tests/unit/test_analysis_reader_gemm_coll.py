@@ -67,6 +67,7 @@ def test_split_inside_strings_and_nested_objects(tmp_path, monkeypatch):
     t = pj.read_pytorch_json(p)
     assert len(t) == 40
     assert t.ts.tolist() == [float(i) for i in range(40)]
+    t.complete_links()  # cpu_ops' link args are decoded on demand
     assert t.ext.tolist() == list(range(40))
     assert t.args(3)["nested"] == [{"a": 1}, {"b": [{"c": 2}]}]
     assert t.names_of(np.arange(3)) == ["x}, {y", "op1", "op2"]

@@ -51,6 +51,26 @@ class TraceError(Exception):
         super().__init__(f"{self.path}: {reason}")
 
 
+class _Links(msgspec.Struct, gc=False):
+    correlation: Any = None
+    external_id: Any = msgspec.field(name="External id", default=None)
+
+
+def _as_int(v: Any) -> int:
+    if isinstance(v, bool) or v is None:
+        return MISSING
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v) if v == v else MISSING
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return MISSING
+    return MISSING
+
+
 class _CodeDict(dict):
     """value -> code; a missing value gets the next code (one C-level lookup per hit)."""
 
@@ -114,6 +134,8 @@ class EventTable:
     has_args: np.ndarray
     raw_args: list
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: events whose link args (correlation, External id) the reader left undecoded
+    deferred_links: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     _tree: "CallTree | None" = field(default=None, repr=False)
     _cat_cache: dict = field(default_factory=dict, repr=False)
 
@@ -168,6 +190,16 @@ class EventTable:
     def thread_names(self) -> dict[tuple[Any, Any], str]:
         return self.metadata.get("thread_names", {})
 
+    def complete_links(self) -> None:
+        """Decode the link args the reader deferred, into ``corr`` / ``ext``."""
+        idx = self.deferred_links
+        if idx.size == 0:
+            return
+        self.deferred_links = np.empty(0, np.int64)
+        vals = self.decode_args(idx.tolist(), type=_Links)
+        self.corr[idx] = [_as_int(v.correlation) for v in vals]
+        self.ext[idx] = [_as_int(v.external_id) for v in vals]
+
     def call_tree(self) -> "CallTree":
         if self._tree is None:
             self._tree = CallTree(self)
@@ -193,6 +225,8 @@ class CallTree:
         self.host_parent = np.full(n, -1, dtype=np.int64)
         self._build_host_tree()
         self.linking_key = self._choose_linking_key()
+        if self.linking_key != "correlation":
+            t.complete_links()  # cpu_ops take part in External-id linking
         self.link = t.corr if self.linking_key == "correlation" else t.ext
         self.gpu_runtime = np.full(n, -1, dtype=np.int64)
         self.linked = np.zeros(n, dtype=bool)

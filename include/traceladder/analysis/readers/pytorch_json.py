@@ -9,6 +9,7 @@ batch, for the categories that take part in CPU->GPU linking.  Everything else i
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import math
@@ -183,6 +184,7 @@ class _Columns:
         self.meta_idx: list[int] = []
         self.n = 0
         self.skipped = 0
+        self.deferred: list[np.ndarray] = []
 
     def add(self, path: Path, evs: list[_Event]) -> None:
         n = len(evs)
@@ -230,6 +232,13 @@ class _Columns:
         ext = np.full(n, MISSING, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
         want = has_args & ~np.isin(cat, np.fromiter(self.no_link_codes, dtype=np.int32, count=len(self.no_link_codes)))
+        cpu_code = self.cat_i.codes.get("cpu_op")
+        if cpu_code is not None:
+            # a cpu_op's External id matters only to traces linked by External id (old
+            # kineto): decoded on demand then (EventTable.deferred_links), its args are big
+            is_cpu = want & (cat == cpu_code)
+            self.deferred.append(np.flatnonzero(is_cpu) + self.n)
+            want &= ~is_cpu
         idx = np.flatnonzero(want)
         if idx.size:
             buf = b"[" + b",".join([raws[i] for i in idx.tolist()]) + b"]"
@@ -367,6 +376,17 @@ def read_pytorch_json(path: Path, data: bytes | bytearray | None = None) -> Even
     if not head.startswith(b"{"):
         raise TraceError(path, "unknown format: not a JSON object (expected a PyTorch profiler trace)")
     buf = data if isinstance(data, (bytearray, mmap.mmap)) else bytearray(data)
+    # no cyclic GC passes while ~10^5-10^6 objects are made (none of them cyclic)
+    gc_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(path, buf)
+    finally:
+        if gc_on:
+            gc.enable()
+
+
+def _read(path: Path, buf) -> EventTable:
     cols = _Columns()
     doc = _read_chunked(path, buf, cols)
     if doc is None:  # unusual layout, or bad JSON: one whole-document decode
@@ -459,4 +479,5 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
         has_args=cols.column("has_args", bool),
         raw_args=raw_args,
         metadata=meta,
+        deferred_links=np.concatenate(cols.deferred) if cols.deferred else np.empty(0, np.int64),
     )
