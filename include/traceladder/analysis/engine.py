@@ -25,7 +25,6 @@ import math
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -292,7 +291,7 @@ def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
         # one trace per worker at a time (memory per worker = one trace's peak, about
         # 2.4x its JSON size); progress is printed as each trace finishes
         import multiprocessing as mp
-        from concurrent.futures import as_completed
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         nw = min(jobs, total)
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
