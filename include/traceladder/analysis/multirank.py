@@ -603,9 +603,10 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         raise MultiRankError(f"--gpus-per-node must be a positive integer, got {gpus_per_node}")
     paths = [Path(p) for p in paths]
     out_dir = Path(out_dir)
-    # ranks are read in parallel (``jobs`` processes, default one per CPU), as TraceLens's
-    # multi-rank loader does since its PR #427
-    jobs = default_jobs(len(paths)) if jobs is None else jobs
+    # ``jobs`` > 1: ranks are read in parallel, in forked worker processes, as TraceLens's
+    # multi-rank loader does since its PR #427 (the CLI's default: one per CPU; a caller
+    # inside a threaded process, such as an Airflow task, keeps the serial default)
+    jobs = 1 if jobs is None else jobs
     by_rank, world, detected = _load(paths, want_gpn=gpus_per_node is None, jobs=jobs)
     gpn = gpus_per_node if gpus_per_node is not None else detected
     rows = []
@@ -701,7 +702,8 @@ def _complete(df_long: pd.DataFrame, by_rank: dict[int, dict], simplified: bool)
 def main(traces: list[str], out: str, gpus_per_node: int | None = None, jobs: int | None = None) -> int:
     """The ``analyze-ranks`` command: 0, or 2 with one ``error: ...`` line on stderr."""
     try:
-        res = analyze_ranks([Path(p) for p in traces], Path(out), gpus_per_node, jobs=jobs)
+        res = analyze_ranks([Path(p) for p in traces], Path(out), gpus_per_node,
+                            jobs=default_jobs(len(traces)) if jobs is None else jobs)
     except MultiRankError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
