@@ -104,6 +104,22 @@ def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node, jobs=args.jobs)
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from traceladder.analysis.compare import CompareError, compare_paths
+    from traceladder.analysis.events import TraceError
+
+    try:
+        doc = compare_paths(Path(args.base), Path(args.new), Path(args.out))
+    except (TraceError, CompareError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    for note in doc["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{args.out}: total kernel time {doc['total_kernel_time_delta_us']:+.1f} us/step, "
+          f"busy time {doc['busy_time_delta_us']:+.1f} us/step", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from traceladder.demo import run_demo
 
@@ -157,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=int)
     p.add_argument("--jobs", type=int, help="ranks read at once (default: one per CPU)")
     p.set_defaults(func=cmd_analyze_ranks)
+
+    p = sub.add_parser("compare", help="what moved between two traces (TraceLens compare sheets, per step)")
+    p.add_argument("base", metavar="BASE_TRACE")
+    p.add_argument("new", metavar="NEW_TRACE")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
     p.add_argument("--ladder", default="proxy-local")

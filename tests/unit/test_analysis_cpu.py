@@ -145,7 +145,7 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
     on_disk = json.loads((out / "analysis.json").read_text())
     assert on_disk == res
     assert set(on_disk) == {
-        "schema", "trace", "device", "rank", "timeline", "timeline_percent",
+        "schema", "trace", "device", "rank", "steps", "timeline", "timeline_percent",
         "top_ops", "categories", "regions", "gemm", "notes",
     }
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv

@@ -121,6 +121,12 @@ def _regions(t: EventTable) -> dict[str, float]:
     return out
 
 
+def _steps(t: EventTable) -> int | None:
+    """Distinct ``ProfilerStep#N`` markers (any category); None when the trace has none."""
+    n = len({nm for nm in t.names if nm.startswith(gt.STEP_PREFIX)})
+    return n or None
+
+
 def _clean(x: float) -> float | None:
     x = float(x)
     return x if math.isfinite(x) else None
@@ -133,6 +139,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
 
       {"schema": 1, "trace": <file name>, "device": "gpu" | "cpu",
        "rank": <int | null>,            # distributedInfo.rank, else rank[R] in the name
+       "steps": <int | null>,           # distinct ProfilerStep#N markers (null: none)
        "timeline": {computation_time, exposed_comm_time, exposed_memcpy_time,
                     busy_time, idle_time, total_time, total_comm_time,
                     total_memcpy_time}  # ms
@@ -155,7 +162,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         from .reports import rocprof_reports as heavy_reports
 
         part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
-        result = {"schema": SCHEMA, "trace": trace_path.name, "device": part["device"], "rank": _rank(t)}
+        result = {"schema": SCHEMA, "trace": trace_path.name, "device": part["device"], "rank": _rank(t), "steps": _steps(t)}
         result.update((k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes"))
         (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
         return result
@@ -225,6 +232,7 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
         "trace": trace_path.name,
         "device": tl.device,
         "rank": _rank(t),
+        "steps": _steps(t),
         "timeline": {k: _clean(v) for k, v in tl.as_ms().items()},
         "timeline_percent": {k: _clean(v) for k, v in tl.as_percent().items()},
         "top_ops": top,

@@ -77,5 +77,15 @@ def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
 
 def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
-    charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary)}
+    charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary),
+              "attribution.png": attribution_png(summary)}
     return {name: png for name, png in charts.items() if png}
+
+
+def attribution_png(summary: dict[str, Any]) -> bytes | None:
+    """Each profiled rung's change against its parent, split by category (ms/step, stacked up for
+    time added, down for time removed), the gap to busy time as its own hatched part, and a dot
+    at the busy-time delta. Pale bars: indicative (the rung's step-time change is not resolved)."""
+    from traceladder.summary.attribution_chart import draw
+
+    return draw(summary.get("attribution") or [], summary.get("ladder", ""), _png)

@@ -8,6 +8,7 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
+from traceladder.summary.attribution import fmt_us
 from traceladder.summary.render import fmt_change, fmt_est
 
 _TEMPLATE = """<!doctype html>
@@ -42,6 +43,11 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 {% if s.comparison %}<h2>Since {{ s.comparison.previous_run_id }}</h2>
 <table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for c in s.comparison.rungs %}<tr><td>{{ c.rung }}</td><td>{{ c.previous | est }}</td><td>{{ c.current | est }}</td><td{% if c.regression %} class="failed"{% endif %}>{{ c.verdict }}</td></tr>{% endfor %}</table>
 {% for p in s.comparison.provenance_changes %}<p class="failed">Provenance changed: {{ p }}</p>{% endfor %}{% endif %}
+{% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step)</h2>
+<table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th><th>top categories</th><th>vanished / appeared</th></tr>
+{% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>{{ e.parent }}</td><td>{{ e.lens }}</td><td>{{ e.kernel_time_delta_us | us }}</td><td>{{ e.busy_time_delta_us | us }}</td>
+<td>{% for c in e.categories[:3] %}{{ c.name }} {{ c.delta_us | us }}{% if not loop.last %}; {% endif %}{% endfor %}</td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td></tr>{% endfor %}</table>
+<ul>{% for e in s.attribution %}<li{% if e.indicative %} class="noise"{% endif %}>{{ e.sentence }}</li>{% endfor %}</ul>{% endif %}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
 {% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">{{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
 </body></html>
@@ -50,6 +56,7 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 _ENV = Environment(autoescape=select_autoescape(default=True))
 _ENV.filters["est"] = fmt_est
 _ENV.filters["change"] = fmt_change
+_ENV.filters["us"] = fmt_us
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 

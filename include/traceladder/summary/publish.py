@@ -60,6 +60,9 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) ->
     results = read_results(store, plan)
     analyses = read_analyses(store, results)
     summary = build_summary(plan, results, analyses, read_collectives(store, results))
+    from traceladder.summary.attribution import attribute_stored  # why each rung moved (issue 14)
+
+    summary["attribution"] = attribute_stored(store, f"{run_prefix}/summary", plan, summary, results)
     full_run = not _what_if(plan.get("params"))
     previous = previous_summary(store, run_prefix.rsplit("/", 1)[0], plan["run_id"]) if full_run else None
     if previous is not None:

@@ -86,6 +86,9 @@ def to_markdown(summary: dict[str, Any]) -> str:
         parts += ["", f"## Since {comparison['previous_run_id']}", "| rung | before ms | now ms | change |", "|---|---|---|---|"]
         parts += [f"| {c['rung']} | {fmt_est(c['previous'])} | {fmt_est(c['current'])} | {c['verdict']} |" for c in comparison["rungs"]]
         parts += [f"- provenance changed: {p}" for p in comparison["provenance_changes"]]
+    from traceladder.summary.attribution import markdown as attribution_md
+
+    parts += attribution_md(summary.get("attribution") or [])
     parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]
     if summary["failures"]:
         parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]]

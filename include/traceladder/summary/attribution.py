@@ -1,0 +1,242 @@
+"""Why each rung moved: the rung's trace compared with its parent's, for every rung that has both.
+
+The comparison reads the per-trace reports that the analysis tasks already stored beside each
+trace (`<rung>/analysis/<stem>/*.csv` + analysis.json), never the traces: a summary stays cheap
+however large the traces are. Each entry says which categories, ops (CPU proxy: ops and named
+regions; GPU: kernels and categories) moved, which appeared or vanished, how compute, exposed
+communication and idle time changed, and one sentence built only from those numbers. A profiled
+repeat is one run, so the entry is marked indicative when the rung's `vs_parent` verdict is
+`no_change`/`single_run`, or when its largest category delta is inside the width of the
+step-time interval.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pandas stays out of render/UI imports
+    from traceladder.analysis.compare import Comparison, Reports
+
+# lenses whose traces have ops and categories, best first (the per-rank window of the method)
+TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
+TOP = 5
+ATTRIBUTION_FOLDER = "attribution"
+_RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.pt.trace.json.gz, Primus's rank[0]
+
+
+def fmt_us(us: float) -> str:
+    """Signed time: ms with one decimal, or µs when under a millisecond."""
+    if us == 0:
+        return "±0"
+    return f"{us / 1e3:+.1f} ms" if abs(us) >= 1e3 else f"{us:+.1f} µs"
+
+
+def _rank0(keys: list[str]) -> str | None:
+    for key in keys:
+        if _RANK0.search(key.rsplit("/", 1)[-1]):
+            return key
+    return keys[0] if keys else None
+
+
+def profiled_traces(results: dict[str, dict[str, Any]], purposes: dict[str, str]) -> dict[str, dict[str, str]]:
+    """rung → lens → its rank-0 trace key; every-rung profile runs first, then the lowest repeat."""
+    found: dict[str, dict[str, str]] = {}
+    ranked = sorted(results.values(), key=lambda r: (purposes.get(r["rung_id"]) != "profile", r.get("repeat", 0)))
+    for r in ranked:
+        if r.get("status") != "ok" or r.get("lens") not in TRACE_LENSES:
+            continue
+        key = _rank0(list(r.get("traces") or []))
+        if key:
+            found.setdefault(r["rung"], {}).setdefault(r["lens"], key)
+    return found
+
+
+def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
+    """Why the attribution is only indicative, or None when the step-time change is resolved."""
+    vs = row.get("vs_parent")
+    if isinstance(vs, dict):
+        verdict = vs.get("verdict")
+        if verdict in ("no_change", "single_run"):
+            return f"vs_parent verdict is {verdict}"
+        ci = vs.get("ci95")
+        if vs.get("metric") == "step_ms" and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
+            width_ms = float(ci[1]) - float(ci[0])
+            if largest_us / 1e3 < width_ms:
+                return f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width of the step-time 95% interval"
+        return None
+    change = row.get("tokens_gained") if row.get("kind") == "batch" else row.get("ms_removed")
+    if not change:
+        return "no step-time comparison with the parent"
+    if change.get("single_run"):
+        return "a single run per rung"
+    if not change.get("significant"):
+        return "the step-time change is within noise"
+    return None
+
+
+def fmt_abs_us(us: float) -> str:
+    return f"{abs(us) / 1e3:.1f} ms" if abs(us) >= 1e3 else f"{abs(us):.1f} µs"
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel or op name cut for prose: no `void `, no argument list, at most `width` chars."""
+    name = name.removeprefix("void ")
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):  # the first "(" outside template brackets starts the arguments
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0 and i > 0:
+            cut = i
+            break
+    name = name[:cut]
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _names(names: list[str], n: int = 3) -> str:
+    return ", ".join(short_name(x) for x in names[:n]) + (", ..." if len(names) > n else "")
+
+
+def sentence(e: dict[str, Any]) -> str:
+    """One line in the write-up's style, from the entry's numbers only."""
+    what = "kernel" if e["device"] == "gpu" else "op"
+    d = e["kernel_time_delta_us"]
+    verb = "removed" if d < 0 else "added"
+    parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
+    cats = [c for c in e["categories"] if c["delta_us"] != 0][:3]
+    if cats:
+        parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(c['delta_us'])}" for c in cats)
+    regions = [r for r in e.get("regions", []) if r["delta_us"] != 0][:3]
+    if regions:
+        parts.append("by region " + ", ".join(f"{r['name']} {fmt_us(r['delta_us'])}" for r in regions))
+    unit = "kernels" if e["device"] == "gpu" else "ops"
+    if e["vanished"] or e["appeared"]:
+        bits = []
+        if e["vanished"]:
+            bits.append(f"{e['n_vanished']} {unit} vanished ({_names(e['vanished'])})")
+        if e["appeared"]:
+            bits.append(f"{e['n_appeared']} appeared ({_names(e['appeared'])})")
+        parts.append(" and ".join(bits))
+    t = e["timeline_us"]
+    parts.append(f"compute {fmt_us(t['computation_time'])}, exposed communication {fmt_us(t['exposed_comm_time'])}, "
+                 f"idle {fmt_us(t['idle_time'])}")
+    text = "; ".join(parts) + "."
+    if e["indicative"]:
+        text += f" Indicative: {e['indicative']}."
+    return text
+
+
+def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Comparison) -> dict[str, Any]:
+    doc = c.doc
+    cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
+    gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
+    by_kernel = gpu and c.kernels is not None  # GPU traces: kernels; the CPU proxy: ops
+    movers = doc["top_kernels"] if by_kernel else doc["top_ops"]
+    ops_side = c.kernels if by_kernel else c.ops
+    key = "Kernel name" if "Kernel name" in ops_side.columns else "name"
+    appeared = [str(x) for x in ops_side.loc[ops_side["status"] == "appeared"].sort_values("new::per_step_us", ascending=False)[key]]
+    vanished = [str(x) for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]]
+    largest = max((abs(v) for _, v in cats), default=0.0)
+    e: dict[str, Any] = {
+        "rung": row["rung"], "parent": row["parent"], "switch": row.get("switch"), "value": row.get("value"),
+        "lens": lens, "base_trace": base_key, "new_trace": new_key, "device": "gpu" if gpu else "cpu",
+        "steps": doc["steps"],
+        "kernel_time_delta_us": doc["total_kernel_time_delta_us"], "busy_time_delta_us": doc["busy_time_delta_us"],
+        "residual_us": doc["residual_us"],
+        "category_deltas_us": dict(doc["categories"]),
+        "categories": [{"name": k, "delta_us": v} for k, v in cats[:TOP]],
+        "moved": [{k: m[k] for k in ("name", "delta_us", "status")} for m in movers[:TOP]],
+        "regions": [{"name": k, "delta_us": v} for k, v in sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))][:TOP]
+        if not gpu else [],
+        "appeared": appeared[:TOP], "n_appeared": len(appeared),
+        "vanished": vanished[:TOP], "n_vanished": len(vanished),
+        "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
+        "indicative": _indicative(row, largest),
+        "notes": doc["notes"],
+    }
+    e["sentence"] = sentence(e)
+    return e
+
+
+def attribute(summary: dict[str, Any], results: dict[str, dict[str, Any]], purposes: dict[str, str],
+              load: Callable[[str], Reports | None],
+              keep: Callable[[str, Comparison], str | None] | None = None) -> list[dict[str, Any]]:
+    """One entry per rung whose trace and parent's trace (same lens) both have reports.
+    `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
+    store the comparison's files and return where."""
+    from traceladder.analysis.compare import CompareError, compare_reports
+
+    traces = profiled_traces(results, purposes)
+    cache: dict[str, Reports | None] = {}
+
+    def reports(key: str) -> Reports | None:
+        if key not in cache:
+            cache[key] = load(key)
+        return cache[key]
+
+    out = []
+    for row in summary["rungs"]:
+        parent = row.get("parent")
+        if not parent or row["rung"] not in traces or parent not in traces:
+            continue
+        lens = next((l for l in TRACE_LENSES if l in traces[row["rung"]] and l in traces[parent]), None)
+        if lens is None:
+            continue
+        base_key, new_key = traces[parent][lens], traces[row["rung"]][lens]
+        base, new = reports(base_key), reports(new_key)
+        if base is None or new is None:
+            continue
+        try:
+            c = compare_reports(base, new)
+        except CompareError:
+            continue
+        e = entry(row, lens, base_key, new_key, c)
+        if keep:
+            e["compare"] = keep(row["rung"], c)
+        out.append(e)
+    return out
+
+
+def attribute_stored(store: Any, summary_prefix: str, plan: dict[str, Any], summary: dict[str, Any],
+                     results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """`attribute` over the artifact store: reports read from each trace's analysis folder, each
+    comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
+    from traceladder.analysis.compare import CompareError, load_reports, write_comparison
+    from traceladder.analysis.stored import analysis_prefix
+
+    purposes = {s["rung_id"]: s.get("purpose") or "" for s in plan.get("specs", [])}
+
+    def load(trace_key: str) -> Reports | None:
+        prefix = analysis_prefix(trace_key)
+        if not store.exists(f"{prefix}/analysis.json"):
+            return None
+
+        def read(name: str) -> bytes | None:
+            key = f"{prefix}/{name}"
+            return store.get_bytes(key) if store.exists(key) else None
+
+        try:
+            return load_reports(read, trace_key)
+        except CompareError:
+            return None
+
+    def keep(rung: str, c: Comparison) -> str:
+        folder = f"{summary_prefix}/{ATTRIBUTION_FOLDER}/{rung}"
+        with tempfile.TemporaryDirectory(prefix="traceladder-compare-") as tmp:
+            for path in write_comparison(c, Path(tmp)):
+                store.put_file(f"{folder}/{path.name}", path)
+        return f"{folder}/compare.json"
+
+    return attribute(summary, results, purposes, load, keep)
+
+
+def markdown(entries: list[dict[str, Any]]) -> list[str]:
+    """The summary.md section (what `make demo` prints per rung)."""
+    if not entries:
+        return []
+    lines = ["", "## Why each rung moved (profiled window vs parent, per step)"]
+    for e in entries:
+        lines.append(f"- **{e['rung']}** vs {e['parent']} ({e['lens']}): {e['sentence']}")
+    return lines
