@@ -20,6 +20,7 @@ the same call still get their reports.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
@@ -155,8 +156,17 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
 
     Raises TraceError for bad input.
     """
-    trace_path = Path(trace_path)
-    out_dir = Path(out_dir)
+    # no cyclic GC passes during one trace (~10^5-10^6 objects made, none cyclic): 4% here
+    gc_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _analyze(Path(trace_path), Path(out_dir))
+    finally:
+        if gc_on:
+            gc.enable()
+
+
+def _analyze(trace_path: Path, out_dir: Path) -> dict:
     t = read_trace(trace_path)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
         from .reports import rocprof_reports as heavy_reports
