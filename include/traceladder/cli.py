@@ -186,9 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The one-line errors; imported only on an error (they pull in pydantic, storage and
+    Airflow helpers: a quarter second that `analyze` does not otherwise need)."""
     try:
         from traceladder.errors import USER_ERRORS
     except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
@@ -196,16 +196,21 @@ def main(argv: list[str] | None = None) -> int:
         from traceladder.storage.artifacts import ArtifactError
 
         USER_ERRORS = (ArtifactError, PrimusLogError)
+    return USER_ERRORS
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
     except UserError as exc:
         print(f"traceladder: {exc}", file=sys.stderr)
-    except USER_ERRORS as exc:
-        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
     except KeyboardInterrupt:
         print("traceladder: interrupted", file=sys.stderr)
         return 130
+    except _user_errors() as exc:  # evaluated only when an exception gets here
+        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
     return EXIT_USAGE
 
 
