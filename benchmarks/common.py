@@ -47,7 +47,9 @@ mode, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "orjson":
     import orjson
     data = open(path, "rb").read()
+    c0 = time.process_time()
     t0 = time.perf_counter(); doc = orjson.loads(data); t1 = time.perf_counter()
+    cpu = time.process_time() - c0
 elif mode == "analyze":
     from traceladder.analysis.engine import analyze_trace
     t0 = time.perf_counter(); analyze_trace(path, out); t1 = time.perf_counter()
@@ -56,10 +58,35 @@ elif mode == "paths":
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc
+elif mode == "cli":
+    # the whole `traceladder ...` process as a user runs it (start-up and imports
+    # included), timed from here; path = the CLI arguments, comma-separated
+    import subprocess
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "traceladder.cli", *path.split(",")], capture_output=True, text=True)
+    t1 = time.perf_counter()
+    assert r.returncode == 0, r.stderr[-2000:]
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime
+elif mode == "warm":
+    # single-trace times inside one warm process (imports done once, before timing):
+    # the per-trace cost that a parallel run spreads over its workers
+    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.multirank import _load_one
+    per, per_rank, per_cpu, per_rank_cpu = [], [], [], []
+    for i, p in enumerate(path.split(",")):
+        c0 = time.process_time(); t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}")
+        per.append(time.perf_counter() - t0); per_cpu.append(time.process_time() - c0)
+        c0 = time.process_time(); t0 = time.perf_counter(); _load_one(p, True)
+        per_rank.append(time.perf_counter() - t0); per_rank_cpu.append(time.process_time() - c0)
+    t0, t1 = 0.0, sum(per)
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec from the (bigger) parent.
 rss_self = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) / 1024
 rss_kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids}))
+res = {"secs": t1 - t0, "rss_mb": rss_self, "children_rss_mb": rss_kids, "cpu": globals().get("cpu")}
+if mode == "warm":
+    res.update(per=per, per_rank=per_rank, per_cpu=per_cpu, per_rank_cpu=per_rank_cpu)
+print(json.dumps(res))
 """
 
 

@@ -106,7 +106,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
     from traceladder.analysis.multirank import main as analyze_ranks_main
 
-    return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node)
+    return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node, jobs=args.jobs)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--jobs", type=int, help="ranks read at once (default: one per CPU)")
     p.set_defaults(func=cmd_analyze_ranks)
 
     p = sub.add_parser("compare", help="what moved between two traces (TraceLens compare sheets, per step)")
@@ -190,9 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The one-line errors; imported only on an error (they pull in pydantic, storage and
+    Airflow helpers: a quarter second that `analyze` does not otherwise need)."""
     try:
         from traceladder.errors import USER_ERRORS
     except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
@@ -200,16 +201,21 @@ def main(argv: list[str] | None = None) -> int:
         from traceladder.storage.artifacts import ArtifactError
 
         USER_ERRORS = (ArtifactError, PrimusLogError)
+    return USER_ERRORS
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
     except UserError as exc:
         print(f"traceladder: {exc}", file=sys.stderr)
-    except USER_ERRORS as exc:
-        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
     except KeyboardInterrupt:
         print("traceladder: interrupted", file=sys.stderr)
         return 130
+    except _user_errors() as exc:  # evaluated only when an exception gets here
+        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -118,7 +118,7 @@ def test_reference_trace_analysis_json(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "BinaryElementwise.csv", "GEMM.csv", "Reduce_fwd.csv", "UnaryElementwise.csv", "analysis.json",
         "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv", "ops_summary_by_category.csv",
-        "ops_unique_args.csv", "unified_perf_summary.csv"]
+        "ops_unique_args.csv", "short_kernel_histogram.csv", "short_kernels_summary.csv", "unified_perf_summary.csv"]
     # "gemm": the GEMM.csv rows (shape, count, kernel time, mean TFLOPS/s), by time
     import csv
 

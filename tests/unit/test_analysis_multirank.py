@@ -449,3 +449,14 @@ def test_no_collectives_writes_headers(tmp_path):
                                 "Out msg nelems", "Out msg size (MB)", "In split size", "Out split size", "stream",
                                 "ts", "dur"])]
     assert (tmp_path / "out" / "straggler_summary.csv").read_text().startswith("rank,total_wait_time_us,")
+
+
+def test_parallel_read_gives_the_same_reports(tmp_path):
+    """Ranks read by worker processes (jobs > 1) give the same reports as one by one."""
+    colls = late_collectives(8, 5, 250.0, n_ar=3, n_a2a=2)
+    paths = write_traces(tmp_path / "in", 8, colls, name="trace_rank{r}.json")
+    serial = analyze_ranks(paths, tmp_path / "serial", jobs=1)
+    parallel = analyze_ranks(paths, tmp_path / "parallel", jobs=3)
+    assert parallel == serial and serial["matched"]["all_matched"]
+    for f in serial["files"]:
+        assert (tmp_path / "parallel" / f).read_bytes() == (tmp_path / "serial" / f).read_bytes(), f

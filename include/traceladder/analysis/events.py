@@ -51,32 +51,54 @@ class TraceError(Exception):
         super().__init__(f"{self.path}: {reason}")
 
 
+class _Links(msgspec.Struct, gc=False):
+    correlation: Any = None
+    external_id: Any = msgspec.field(name="External id", default=None)
+
+
+def _as_int(v: Any) -> int:
+    if isinstance(v, bool) or v is None:
+        return MISSING
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v) if v == v else MISSING
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return MISSING
+    return MISSING
+
+
+class _CodeDict(dict):
+    """value -> code; a missing value gets the next code (one C-level lookup per hit)."""
+
+    __slots__ = ("table",)
+
+    def __missing__(self, value: Any) -> int:
+        c = len(self.table)
+        self[value] = c
+        self.table.append(value)
+        return c
+
+
 class _Interner:
     """Maps hashable values to dense int codes, keeping the value table."""
 
     __slots__ = ("codes", "values")
 
     def __init__(self) -> None:
-        self.codes: dict[Any, int] = {}
         self.values: list[Any] = []
+        self.codes: dict[Any, int] = _CodeDict()
+        self.codes.table = self.values
 
     def code(self, value: Any) -> int:
-        c = self.codes.get(value)
-        if c is None:
-            c = len(self.values)
-            self.codes[value] = c
-            self.values.append(value)
-        return c
+        return self.codes[value]
 
     def encode(self, seq) -> np.ndarray:
-        """Codes for a whole column (C-level loops: dict.fromkeys + map)."""
-        codes = self.codes
-        values = self.values
-        for v in dict.fromkeys(seq):
-            if v not in codes:
-                codes[v] = len(values)
-                values.append(v)
-        return np.fromiter(map(codes.__getitem__, seq), dtype=np.int32, count=len(seq))
+        """Codes for a whole column, in one pass (map over the dict's C-level lookup)."""
+        return np.fromiter(map(self.codes.__getitem__, seq), dtype=np.int32, count=len(seq))
 
 
 @dataclass
@@ -112,6 +134,8 @@ class EventTable:
     has_args: np.ndarray
     raw_args: list
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: events whose link args (correlation, External id) the reader left undecoded
+    deferred_links: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     _tree: "CallTree | None" = field(default=None, repr=False)
     _cat_cache: dict = field(default_factory=dict, repr=False)
 
@@ -166,6 +190,16 @@ class EventTable:
     def thread_names(self) -> dict[tuple[Any, Any], str]:
         return self.metadata.get("thread_names", {})
 
+    def complete_links(self) -> None:
+        """Decode the link args the reader deferred, into ``corr`` / ``ext``."""
+        idx = self.deferred_links
+        if idx.size == 0:
+            return
+        self.deferred_links = np.empty(0, np.int64)
+        vals = self.decode_args(idx.tolist(), type=_Links)
+        self.corr[idx] = [_as_int(v.correlation) for v in vals]
+        self.ext[idx] = [_as_int(v.external_id) for v in vals]
+
     def call_tree(self) -> "CallTree":
         if self._tree is None:
             self._tree = CallTree(self)
@@ -191,6 +225,8 @@ class CallTree:
         self.host_parent = np.full(n, -1, dtype=np.int64)
         self._build_host_tree()
         self.linking_key = self._choose_linking_key()
+        if self.linking_key != "correlation":
+            t.complete_links()  # cpu_ops take part in External-id linking
         self.link = t.corr if self.linking_key == "correlation" else t.ext
         self.gpu_runtime = np.full(n, -1, dtype=np.int64)
         self.linked = np.zeros(n, dtype=bool)

@@ -325,31 +325,70 @@ def _gpus_per_node(path: Path, data: bytes) -> int | None:
     return len(props) if isinstance(props, list) and props else None
 
 
-def _load(paths: list[Path], want_gpn: bool) -> tuple[dict[int, dict], int, int | None]:
+def _load_one(path: str, want_gpn: bool) -> dict:
+    """One rank's trace -> its collectives and what the checks need (small, picklable:
+    a worker process returns it). A bad trace gives ``{"error": reason}``."""
+    p = Path(path)
+    try:
+        data = load_bytes(p, mapped=True)
+        t = read_pytorch_json(p, data)
+    except TraceError as exc:
+        return {"path": p, "error": exc.reason}
+    di = t.metadata.get("distributedInfo")
+    rows = collective_events(t)
+    return {
+        "path": p,
+        "rank": rank_of(t),
+        "world_size": di["world_size"] if isinstance(di, dict) and isinstance(di.get("world_size"), int) else None,
+        "gpn": _gpus_per_node(p, data) if want_gpn else None,
+        "rows": rows,
+        "device": rows[0]["device"] if rows else ("gpu" if t.is_cat("kernel").any() else "cpu"),
+    }
+
+
+def _load_one_packed(args: tuple[str, bool]) -> dict:
+    return _load_one(*args)
+
+
+def _read_all(paths: list[Path], want_gpn: bool, jobs: int) -> list[dict]:
+    """Read the ranks, ``jobs`` at a time in worker processes (one trace per worker at a
+    time, so a worker's memory is one trace's), in input order."""
+    work = [(str(p), want_gpn) for p in paths]
+    jobs = min(jobs, len(work))
+    if jobs <= 1:
+        return [_load_one(*w) for w in work]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+        return list(ex.map(_load_one_packed, work))
+
+
+def default_jobs(n: int) -> int:
+    import os
+
+    return max(1, min(n, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
+
+
+def _load(paths: list[Path], want_gpn: bool, jobs: int = 1) -> tuple[dict[int, dict], int, int | None]:
     by_rank: dict[int, dict] = {}
     world_sizes: list[tuple[int, int, Path]] = []
     gpn_data: dict[int, int | None] = {}
-    for p in paths:
-        p = Path(p)
-        try:
-            data = load_bytes(p)
-            t = read_pytorch_json(p, data)
-        except TraceError as exc:
-            raise MultiRankError(exc.reason, rank_from_name(p), p) from None
-        r = rank_of(t)
+    for res in _read_all(paths, want_gpn, jobs):
+        p = res["path"]
+        if "error" in res:
+            raise MultiRankError(res["error"], rank_from_name(p), p)
+        r = res["rank"]
         if r is None:
             raise MultiRankError("no distributedInfo.rank and no rank in the file name (rank[R], rank-R, rank_R, rankR)", None, p)
         if r in by_rank:
             raise MultiRankError(f"duplicated rank: {by_rank[r]['path']} is rank {r} too", r, p)
-        di = t.metadata.get("distributedInfo")
-        if isinstance(di, dict) and isinstance(di.get("world_size"), int):
-            world_sizes.append((di["world_size"], r, p))
+        if res["world_size"] is not None:
+            world_sizes.append((res["world_size"], r, p))
         if want_gpn:
-            gpn_data[r] = _gpus_per_node(p, data)
-        del data
-        rows = collective_events(t)
-        by_rank[r] = {"path": p, "rows": rows, "device": rows[0]["device"] if rows else ("gpu" if t.is_cat("kernel").any() else "cpu")}
-        del t
+            gpn_data[r] = res["gpn"]
+        by_rank[r] = {"path": p, "rows": res["rows"], "device": res["device"]}
     if not by_rank:
         raise MultiRankError("no traces given")
     ws = max(by_rank) + 1
@@ -531,7 +570,7 @@ def _write(df: pd.DataFrame, path: Path, columns: list[str] | None = None) -> No
     df.to_csv(path, index=False)
 
 
-def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = None) -> dict:
+def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = None, jobs: int | None = None) -> dict:
     """Analyse one trace per rank; write the reports into out_dir; return collectives.json.
 
     collectives.json (schema 1)::
@@ -564,7 +603,11 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         raise MultiRankError(f"--gpus-per-node must be a positive integer, got {gpus_per_node}")
     paths = [Path(p) for p in paths]
     out_dir = Path(out_dir)
-    by_rank, world, detected = _load(paths, want_gpn=gpus_per_node is None)
+    # ``jobs`` > 1: ranks are read in parallel, in forked worker processes, as TraceLens's
+    # multi-rank loader does since its PR #427 (the CLI's default: one per CPU; a caller
+    # inside a threaded process, such as an Airflow task, keeps the serial default)
+    jobs = 1 if jobs is None else jobs
+    by_rank, world, detected = _load(paths, want_gpn=gpus_per_node is None, jobs=jobs)
     gpn = gpus_per_node if gpus_per_node is not None else detected
     rows = []
     for r in sorted(by_rank):
@@ -656,10 +699,11 @@ def _complete(df_long: pd.DataFrame, by_rank: dict[int, dict], simplified: bool)
     return True
 
 
-def main(traces: list[str], out: str, gpus_per_node: int | None = None) -> int:
+def main(traces: list[str], out: str, gpus_per_node: int | None = None, jobs: int | None = None) -> int:
     """The ``analyze-ranks`` command: 0, or 2 with one ``error: ...`` line on stderr."""
     try:
-        res = analyze_ranks([Path(p) for p in traces], Path(out), gpus_per_node)
+        res = analyze_ranks([Path(p) for p in traces], Path(out), gpus_per_node,
+                            jobs=default_jobs(len(traces)) if jobs is None else jobs)
     except MultiRankError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

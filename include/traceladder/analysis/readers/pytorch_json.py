@@ -1,6 +1,7 @@
 """PyTorch profiler (kineto) Chrome-trace JSON reader: ``.json`` and ``.json.gz``.
 
-Decodes with msgspec typed Structs; each event's ``args`` stays a ``msgspec.Raw`` and
+Decodes with msgspec typed Structs; ``python_function`` events (:data:`SKIP_CATS`) are
+dropped at once, as no report uses them; each event's ``args`` stays a ``msgspec.Raw`` and
 only the link fields (``correlation``, ``External id``, ``stream``) are decoded, in one
 batch, for the categories that take part in CPU->GPU linking.  Everything else in
 ``args`` is decoded later, per event, only where a report needs it.
@@ -8,12 +9,15 @@ batch, for the categories that take part in CPU->GPU linking.  Everything else i
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
+import math
+import mmap
 import os
 import re
 import zlib
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +35,11 @@ class _Event(msgspec.Struct, gc=False):
     name: Any = ""
     pid: Any = None
     tid: Any = None
-    ts: float | None = None
-    dur: float | None = None
-    id: Any = None
+    # absent -> NaN / MISSING, so a column is one np.fromiter (an explicit null or a
+    # non-int id takes the slow path)
+    ts: float | None = math.nan
+    dur: float | None = math.nan
+    id: Any = MISSING
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
@@ -58,6 +64,10 @@ class _LinkArgsFast(msgspec.Struct, gc=False):
     external_id: int = msgspec.field(name="External id", default=MISSING)
     stream: int = -1
 
+
+#: categories dropped at read time: no report uses them (TraceLens builds its call tree
+#: without them, ``add_python_func=False``), and they are most of a with-stack trace
+SKIP_CATS = frozenset({"python_function"})
 
 # categories whose args are never needed for linking
 _NO_LINK_ARGS = {"python_function", "cpu_instant_event", "ac2g", "fwdbwd", "Trace", None}
@@ -87,11 +97,13 @@ def _gunzip_into(path: Path, raw: bytes) -> bytearray:
     return out
 
 
-def load_bytes(path: Path) -> bytearray:
+def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
     """Read a file, gunzipping if it is gzip; bad input raises TraceError.
 
     Returns a ``bytearray`` (one copy of the file, writable: the chunked decoder marks
-    chunk bounds in place and puts them back).
+    chunk bounds in place and puts them back).  ``mapped=True``: a plain (not gzip)
+    file is mapped copy-on-write instead (``mmap.ACCESS_COPY``): no copy and no read
+    pass; the few bytes the decoder marks become private pages.
     """
     path = Path(path)
     if not path.exists():
@@ -105,6 +117,8 @@ def load_bytes(path: Path) -> bytearray:
                 data = _gunzip_into(path, head + fh.read())
             else:
                 size = os.fstat(fh.fileno()).st_size
+                if mapped and size > 2:
+                    return mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
                 data = bytearray(size)
                 data[:len(head)] = head
                 n = fh.readinto(memoryview(data)[len(head):]) if size > len(head) else 0
@@ -128,6 +142,14 @@ def load_bytes(path: Path) -> bytearray:
 def looks_like_pytorch_json(data: bytes) -> bool:
     head = data[:4096].lstrip()
     return head.startswith(b"{") and b"traceEvents" in data[:1 << 20] if head else False
+
+
+def _floats(it, n: int) -> np.ndarray:
+    vals = list(it)
+    try:
+        return np.fromiter(vals, dtype=np.float64, count=n)
+    except (TypeError, ValueError):  # an explicit null (or a string) somewhere
+        return np.array([v if isinstance(v, (int, float)) else math.nan for v in vals], dtype=np.float64)
 
 
 def _to_int(v: Any) -> int:
@@ -161,6 +183,8 @@ class _Columns:
         self.no_link_codes: set[int] = set()
         self.meta_idx: list[int] = []
         self.n = 0
+        self.skipped = 0
+        self.deferred: list[np.ndarray] = []
 
     def add(self, path: Path, evs: list[_Event]) -> None:
         n = len(evs)
@@ -168,6 +192,18 @@ class _Columns:
             return
         P = self.parts
         cat = self.cat_i.encode(list(map(_G_CAT, evs)))
+        skip = [c for c, v in enumerate(self.cat_i.values) if v in SKIP_CATS]
+        if skip:
+            drop = np.isin(cat, skip) if len(skip) > 1 else cat == skip[0]
+            nd = int(np.count_nonzero(drop))
+            if nd:
+                self.skipped += nd
+                keep = np.flatnonzero(~drop)
+                n = keep.size
+                if n == 0:
+                    return
+                evs = [evs[keep[0]]] if n == 1 else list(itemgetter(*keep.tolist())(evs))
+                cat = cat[keep]
         for c in range(len(self.cat_i.values)):
             if self.cat_i.values[c] in _NO_LINK_ARGS:
                 self.no_link_codes.add(c)
@@ -177,13 +213,12 @@ class _Columns:
         P["name"].append(self.name_i.encode(list(map(_G_NAME, evs))))
         P["pid"].append(self.pid_i.encode(list(map(_G_PID, evs))))
         P["tid"].append(self.tid_i.encode(list(map(_G_TID, evs))))
-        P["ts"].append(np.array(list(map(_G_TS, evs)), dtype=np.float64))
-        P["dur"].append(np.array(list(map(_G_DUR, evs)), dtype=np.float64))
-        ids = np.array(list(map(_G_ID, evs)), dtype=object)
-        flow = np.full(n, MISSING, dtype=np.int64)
-        has_id = np.flatnonzero(ids != None)  # noqa: E711 (elementwise)
-        if has_id.size:
-            flow[has_id] = [v if type(v) is int else _to_int(v) for v in ids[has_id].tolist()]
+        P["ts"].append(_floats(map(_G_TS, evs), n))
+        P["dur"].append(_floats(map(_G_DUR, evs), n))
+        try:
+            flow = np.fromiter(map(_G_ID, evs), dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            flow = np.fromiter((v if type(v) is int else _to_int(v) for v in map(_G_ID, evs)), dtype=np.int64, count=n)
         P["flow_id"].append(flow)
         raws = list(map(_G_ARGS, evs))
         has_args = np.fromiter(map(len, raws), dtype=np.int64, count=n) > 0
@@ -197,6 +232,13 @@ class _Columns:
         ext = np.full(n, MISSING, dtype=np.int64)
         stream = np.full(n, -1, dtype=np.int64)
         want = has_args & ~np.isin(cat, np.fromiter(self.no_link_codes, dtype=np.int32, count=len(self.no_link_codes)))
+        cpu_code = self.cat_i.codes.get("cpu_op")
+        if cpu_code is not None:
+            # a cpu_op's External id matters only to traces linked by External id (old
+            # kineto): decoded on demand then (EventTable.deferred_links), its args are big
+            is_cpu = want & (cat == cpu_code)
+            self.deferred.append(np.flatnonzero(is_cpu) + self.n)
+            want &= ~is_cpu
         idx = np.flatnonzero(want)
         if idx.size:
             buf = b"[" + b",".join([raws[i] for i in idx.tolist()]) + b"]"
@@ -333,7 +375,18 @@ def read_pytorch_json(path: Path, data: bytes | bytearray | None = None) -> Even
         raise TraceError(path, "unsupported format: SQLite database (rpd / rocpd), not a PyTorch JSON trace")
     if not head.startswith(b"{"):
         raise TraceError(path, "unknown format: not a JSON object (expected a PyTorch profiler trace)")
-    buf = data if isinstance(data, bytearray) else bytearray(data)
+    buf = data if isinstance(data, (bytearray, mmap.mmap)) else bytearray(data)
+    # no cyclic GC passes while ~10^5-10^6 objects are made (none of them cyclic)
+    gc_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(path, buf)
+    finally:
+        if gc_on:
+            gc.enable()
+
+
+def _read(path: Path, buf) -> EventTable:
     cols = _Columns()
     doc = _read_chunked(path, buf, cols)
     if doc is None:  # unusual layout, or bad JSON: one whole-document decode
@@ -401,6 +454,7 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
         except msgspec.DecodeError:
             pass
     meta["schemaVersion"] = doc.schemaVersion
+    meta["skipped_events"] = cols.skipped  # SKIP_CATS events, not in the table
 
     return EventTable(
         path=path,
@@ -425,4 +479,5 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
         has_args=cols.column("has_args", bool),
         raw_args=raw_args,
         metadata=meta,
+        deferred_links=np.concatenate(cols.deferred) if cols.deferred else np.empty(0, np.int64),
     )

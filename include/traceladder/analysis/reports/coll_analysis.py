@@ -12,18 +12,22 @@ import re
 from pathlib import Path
 from typing import Any
 
+import math
+
 import numpy as np
-import pandas as pd
 
 from ..events import MISSING, EventTable
+from ..table import Table, is_missing
 
 __all__ = [
     "METADATA_FIELDS",
     "EVENT_COLUMNS",
     "SUMMARY_COLUMNS",
     "DTYPE_BYTES",
+    "collective_records",
     "collective_events",
     "coll_analysis_frame",
+    "coll_analysis_table",
     "write_csv",
 ]
 
@@ -68,8 +72,15 @@ def _tupled(v: Any) -> Any:
     return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
 
 
-def collective_events(t: EventTable, rank: int = 0) -> pd.DataFrame:
-    """One row per collective kernel of one trace (one rank), in file order.
+def collective_events(t: EventTable, rank: int = 0):
+    """:func:`collective_records` as a pandas DataFrame (columns :data:`EVENT_COLUMNS`)."""
+    import pandas as pd
+
+    return pd.DataFrame(collective_records(t, rank), columns=EVENT_COLUMNS)
+
+
+def collective_records(t: EventTable, rank: int = 0) -> list[dict[str, Any]]:
+    """One record per collective kernel of one trace (one rank), in file order.
 
     A collective is a GPU event of category ``kernel`` whose name matches ``nccl`` /
     ``rccl`` / ``cross_device_reduce`` (case-insensitive) and whose args carry a
@@ -94,12 +105,12 @@ def collective_events(t: EventTable, rank: int = 0) -> pd.DataFrame:
     kcode = t.cat_code("kernel")
     codes = [i for i, n in enumerate(t.names) if n and _COLLECTIVE_RE.search(n)]
     if kcode < 0 or not codes:
-        return pd.DataFrame(columns=EVENT_COLUMNS)
+        return []
     mask = (t.cat == kcode) & np.isin(t.name, np.asarray(codes, dtype=np.int32))
     mask &= (t.corr != MISSING) | (t.ext != MISSING)
     idx = np.flatnonzero(mask)
     if idx.size == 0:
-        return pd.DataFrame(columns=EVENT_COLUMNS)
+        return []
     args = t.decode_args(idx)
     names = t.names_of(idx)
     recs = []
@@ -122,10 +133,10 @@ def collective_events(t: EventTable, rank: int = 0) -> pd.DataFrame:
         rec["name"] = nm
         rec["event"] = i
         recs.append(rec)
-    return pd.DataFrame(recs, columns=EVENT_COLUMNS)
+    return recs
 
 
-def coll_analysis_frame(events: pd.DataFrame) -> pd.DataFrame:
+def coll_analysis_frame(events):
     """TraceLens's ``build_df_summary_long`` over :func:`collective_events` rows.
 
     Grouped by rank, process group, collective, sizes, split sizes and stream (a
@@ -133,6 +144,8 @@ def coll_analysis_frame(events: pd.DataFrame) -> pd.DataFrame:
     per group the first message sizes, the duration sum / mean / std (n-1) / min / max
     (us) and ``operation_count``; sorted by ``dur_sum`` descending.
     """
+    import pandas as pd
+
     if events.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     df = events.drop(columns=["name", "event"]).copy()
@@ -153,9 +166,60 @@ def coll_analysis_frame(events: pd.DataFrame) -> pd.DataFrame:
     return g[SUMMARY_COLUMNS]
 
 
-def write_csv(t: EventTable, out_dir: Path, rank: int = 0) -> pd.DataFrame:
-    """Write coll_analysis.csv when the trace has collectives; return the frame."""
-    df = coll_analysis_frame(collective_events(t, rank))
-    if not df.empty:
-        df.to_csv(Path(out_dir) / "coll_analysis.csv", index=False)
-    return df
+def _sort_key(v: Any) -> tuple:
+    # group keys sort as pandas sorts an object column: numbers, then strings, then the rest
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (0, v, "")
+    return (1, 0, v) if isinstance(v, str) else (2, 0, repr(v))
+
+
+def coll_analysis_table(records: list[dict[str, Any]]) -> Table:
+    """:func:`coll_analysis_frame` without pandas, over :func:`collective_records`."""
+    if not records:
+        return Table(list(SUMMARY_COLUMNS))
+    pg = [r["Process Group Name"] for r in records]
+    pg_missing = all(is_missing(v) or v == "Unknown_Group" for v in pg)
+    streams: dict[Any, set] = {}
+    for r in records:
+        if not is_missing(r["stream"]):
+            streams.setdefault(r["rank"], set()).add(r["stream"])
+    one_stream = all(len(v) <= 1 for v in streams.values())
+    label = "all" if (pg_missing and one_stream) else None
+    # a key column holding numbers and missing cells is float64 in pandas: it stays so
+    float_cols = frozenset(
+        c for c in _GROUP
+        if any(is_missing(r[c]) for r in records)
+        and all(isinstance(r[c], (int, float)) and not isinstance(r[c], bool) for r in records if not is_missing(r[c]))
+        and any(not is_missing(r[c]) for r in records)
+    )
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        key = tuple(
+            (label or (r[c] if not is_missing(r[c]) else "Unknown_Group")) if c == "Process Group Name" else r[c]
+            for c in _GROUP
+        )
+        if any(is_missing(k) for k in key):  # pandas' groupby drops null keys
+            continue
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for key in sorted(groups, key=lambda k: tuple(_sort_key(v) for v in k)):
+        rs = groups[key]
+        d = np.asarray([r["dur"] for r in rs], dtype=np.float64)
+        first = []
+        for c in ("In msg size (MB)", "Out msg size (MB)"):
+            vals = [r[c] for r in rs if not is_missing(r[c])]
+            first.append(vals[0] if vals else math.nan)
+        std = float(d.std(ddof=1)) if d.size > 1 else math.nan
+        sm = math.fsum(d.tolist())  # pandas' group sums are compensated (Kahan)
+        rows.append([*key, *first, sm, sm / d.size, std, float(d.min()), float(d.max()), len(rs)])
+    s_idx = len(_GROUP) + 2
+    rows.sort(key=lambda r: -r[s_idx])  # stable, as sort_values(kind="stable")
+    return Table(list(SUMMARY_COLUMNS), rows, float_cols)
+
+
+def write_csv(t: EventTable, out_dir: Path, rank: int = 0) -> Table:
+    """Write coll_analysis.csv when the trace has collectives; return the table."""
+    table = coll_analysis_table(collective_records(t, rank))
+    if not table.empty:
+        table.write_csv(Path(out_dir) / "coll_analysis.csv")
+    return table

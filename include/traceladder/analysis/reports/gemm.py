@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..events import GPU_CATS, EventTable
+from ..table import Table
 from .gpu_timeline import grouped_busy
 
-__all__ = ["GEMM_OPS", "gemm_events", "gemm_frame", "gemm_rates", "write_csv"]
+__all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]
 
 _PLAIN, _BATCHED, _SCALED = "plain", "batched", "scaled"
 #: op name -> (kind, index of A in the inputs, has bias)
@@ -282,11 +282,11 @@ def _kernel_stats(t: EventTable, kernel_lists: list[np.ndarray]) -> list[dict]:
     return res
 
 
-def gemm_frame(t: EventTable, rows: list[dict] | None = None) -> pd.DataFrame:
-    """The GEMM.csv frame (empty when the trace has no GEMM op with shapes)."""
+def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
+    """The GEMM.csv table (empty when the trace has no GEMM op with shapes)."""
     rows = _per_event(t) if rows is None else rows
     if not rows:
-        return pd.DataFrame()
+        return Table([])
     param_keys: list[str] = []
     for r in rows:
         for k in r["params"]:
@@ -325,26 +325,25 @@ def gemm_frame(t: EventTable, rows: list[dict] | None = None) -> pd.DataFrame:
         rec["name_count"] = len(rs)
         rec["UID_first"] = rs[0]["UID"]
         out.append(rec)
-    df = pd.DataFrame(out)
-    df = df.sort_values(by=["Kernel Time (µs)_sum", "UID_first"], ascending=[False, True], kind="stable")
-    return df.reset_index(drop=True)
+    out.sort(key=lambda r: (-r["Kernel Time (µs)_sum"], r["UID_first"]))
+    return Table.from_records(out)
 
 
-def gemm_rates(t: EventTable, cpu_time: bool = False, top: int = 10, rows_frame: pd.DataFrame | None = None) -> list[dict]:
+def gemm_rates(t: EventTable, cpu_time: bool = False, top: int = 10, rows_frame: Table | None = None) -> list[dict]:
     """Per-shape GEMM rates for analysis.json: the ``top`` shapes by total time.
 
-    ``rows_frame``: an already computed :func:`gemm_frame` (GPU traces); ``cpu_time``:
+    ``rows_frame``: an already computed :func:`gemm_table` (GPU traces); ``cpu_time``:
     time each op by its own duration instead of its kernels (CPU-only traces).
     """
     if rows_frame is not None:
         df = rows_frame
     else:
         rows = _per_event(t, cpu_time=cpu_time)
-        df = gemm_frame(t, rows) if rows else pd.DataFrame()
+        df = gemm_table(t, rows) if rows else Table([])
     if df.empty:
         return []
     res = []
-    for _, r in df.head(top).iterrows():
+    for r in df.records(top):
         tf = r["TFLOPS/s_mean"]
         dt = r.get("param: dtype_A_B")
         res.append({
@@ -373,9 +372,9 @@ def _dtype(v: Any) -> str | None:
     return m.group(1) if m else None
 
 
-def write_csv(t: EventTable, out_dir: Path) -> pd.DataFrame:
+def write_csv(t: EventTable, out_dir: Path) -> Table:
     """Write GEMM.csv when the trace has GEMM ops (TraceLens writes no empty sheet)."""
-    df = gemm_frame(t)
+    df = gemm_table(t)
     if not df.empty:
-        df.to_csv(Path(out_dir) / "GEMM.csv", index=False)
+        df.write_csv(Path(out_dir) / "GEMM.csv")
     return df

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..events import GPU_CATS, EventTable
+from ..table import Table
 
 __all__ = [
     "COLUMNS",
@@ -132,7 +132,13 @@ def grouped_busy(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, ngrou
     g = np.asarray(groups)[order]
     s = np.asarray(starts, dtype=np.float64)[order]
     e = np.asarray(ends, dtype=np.float64)[order]
-    run = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()
+    # running end within each group (groups are contiguous after the sort)
+    run = e.copy()
+    starts_g = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    bounds = np.r_[starts_g, len(g)]
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        if b - a > 1:
+            np.maximum.accumulate(run[a:b], out=run[a:b])
     new = np.empty(len(s), dtype=bool)
     new[0] = True
     new[1:] = (g[1:] != g[:-1]) | (s[1:] > run[:-1])
@@ -178,13 +184,19 @@ class Timeline:
     device: str  # "gpu" | "cpu"
     notes: list[str] = field(default_factory=list)
 
-    def frame(self) -> pd.DataFrame:
+    def table(self) -> Table:
         total = self.metrics_us["total_time"]
         rows = []
         for k in ROWS:
             v = self.metrics_us[k]
-            rows.append((k, v / 1e3, (v / total * 100) if total else float("nan")))
-        return pd.DataFrame(rows, columns=COLUMNS)
+            rows.append([k, v / 1e3, (v / total * 100) if total else float("nan")])
+        return Table(list(COLUMNS), rows)
+
+    def frame(self):
+        import pandas as pd
+
+        t = self.table()
+        return pd.DataFrame(t.rows, columns=t.columns)
 
     def as_ms(self) -> dict[str, float]:
         return {k: self.metrics_us[k] / 1e3 for k in ROWS}
@@ -316,6 +328,4 @@ def cpu_timeline(t: EventTable, sel: CpuSelection | None = None) -> Timeline:
 
 
 def write_csv(tl: Timeline, out_dir: Path) -> Path:
-    p = Path(out_dir) / "gpu_timeline.csv"
-    tl.frame().to_csv(p, index=False)
-    return p
+    return tl.table().write_csv(Path(out_dir) / "gpu_timeline.csv")

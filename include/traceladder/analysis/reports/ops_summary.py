@@ -18,13 +18,14 @@ itself) stands in for its direct kernel time, its full duration for the subtree 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..events import GPU_CATS, EventTable
+from ..table import Table, pandas_desc_order
 from .gpu_timeline import CpuSelection, cpu_selection, gpu_event_classes, grouped_busy
 
 __all__ = [
@@ -33,8 +34,8 @@ __all__ = [
     "Launchers",
     "gpu_launchers",
     "cpu_launchers",
-    "ops_summary_frame",
-    "ops_summary_by_category_frame",
+    "ops_summary_table",
+    "ops_summary_by_category_table",
     "categorize_op",
     "write_csvs",
 ]
@@ -441,7 +442,9 @@ class Launchers:
     categories: list[str]
     kernel_idx: list[np.ndarray] | None = None  # direct GPU events per launcher (ts order)
 
-    def frame(self) -> pd.DataFrame:
+    def frame(self):
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "name": self.names,
@@ -583,58 +586,61 @@ def cpu_launchers(t: EventTable, sel: CpuSelection | None = None) -> Launchers:
     return Launchers(idx, self_t, incl, np.ones(idx.size, dtype=np.int64), names, cats, None)
 
 
-def ops_summary_frame(launchers: Launchers) -> pd.DataFrame:
-    """TraceLens get_df_kernel_launchers_summary, same groupby / sort / cumsum steps."""
-    df = launchers.frame()
-    if df.empty:
-        return pd.DataFrame(columns=OPS_SUMMARY_COLUMNS)
-    grp = df.groupby(["name"])
-    agg = pd.DataFrame(
-        {
-            "total_direct_kernel_time_sum": grp["total_direct_kernel_time"].sum(),
-            "Count": grp["total_direct_kernel_time"].count(),
-            "Categories": grp["op category"].agg(lambda s: str(sorted(set(s)))),
-            "total_subtree_kernel_time_sum": grp["total_subtree_kernel_time"].sum(),
-        }
-    )
-    agg = agg.reset_index()
-    agg = agg.sort_values(by="total_direct_kernel_time_sum", ascending=False)
-    agg["total_direct_kernel_time_ms"] = agg["total_direct_kernel_time_sum"] / 1000
-    total_ms = agg["total_direct_kernel_time_ms"].sum()
-    agg["Percentage (%)"] = agg["total_direct_kernel_time_ms"] / total_ms * 100
-    agg["Cumulative Percentage (%)"] = agg["Percentage (%)"].cumsum()
-    agg["total_subtree_kernel_time_ms"] = agg["total_subtree_kernel_time_sum"] / 1000
-    agg = agg.reset_index(drop=True)
-    return agg[OPS_SUMMARY_COLUMNS]
+def _cumulative(pcts: list[float]) -> list[float]:
+    out, acc = [], 0.0
+    for p in pcts:
+        acc += p
+        out.append(acc)
+    return out
 
 
-def ops_summary_by_category_frame(launchers: Launchers) -> pd.DataFrame:
+def ops_summary_table(launchers: Launchers) -> Table:
+    """TraceLens get_df_kernel_launchers_summary: group by name (key order), sum /
+    count / sorted categories, sort by direct time descending (pandas' quicksort ties),
+    then percent and cumulative percent in that order."""
+    if launchers.idx.size == 0:
+        return Table(list(OPS_SUMMARY_COLUMNS))
+    groups: dict[str, list[int]] = {}
+    for i, nm in enumerate(launchers.names):
+        groups.setdefault(nm, []).append(i)
+    direct = np.asarray(launchers.direct_us, dtype=np.float64)
+    subtree = np.asarray(launchers.subtree_us, dtype=np.float64)
+    recs = []
+    for nm in sorted(groups):
+        m = groups[nm]
+        recs.append((nm, math.fsum(direct[m].tolist()), math.fsum(subtree[m].tolist()), len(m),
+                     str(sorted({launchers.categories[i] for i in m}))))
+    recs = [recs[i] for i in pandas_desc_order([r[1] for r in recs]).tolist()]
+    ms = [r[1] / 1000 for r in recs]
+    total_ms = float(np.sum(ms))
+    pct = [x / total_ms * 100 for x in ms]
+    cum = _cumulative(pct)
+    rows = [[nm, d, sub, d / 1000, sub / 1000, c, cats, p, cp]
+            for (nm, d, sub, c, cats), p, cp in zip(recs, pct, cum)]
+    return Table(list(OPS_SUMMARY_COLUMNS), rows)
+
+
+def ops_summary_by_category_table(launchers: Launchers) -> Table:
     """TraceLens get_df_kernel_launchers_summary_by_category."""
-    df = launchers.frame()
-    if df.empty:
-        return pd.DataFrame(columns=BY_CATEGORY_COLUMNS)
-    grp = df.groupby(["op category"])
-    agg = pd.DataFrame(
-        {
-            "total_direct_kernel_time_sum": grp["total_direct_kernel_time"].sum(),
-            "Count": grp["total_direct_kernel_time"].count(),
-        }
-    )
-    agg = agg.reset_index()
-    agg = agg.sort_values(by="total_direct_kernel_time_sum", ascending=False)
-    agg["total_direct_kernel_time_ms"] = agg["total_direct_kernel_time_sum"] / 1000
-    agg = agg.drop(columns=["total_direct_kernel_time_sum"])
-    total_ms = agg["total_direct_kernel_time_ms"].sum()
-    agg["Percentage (%)"] = agg["total_direct_kernel_time_ms"] / total_ms * 100
-    agg["Cumulative Percentage (%)"] = agg["Percentage (%)"].cumsum()
-    agg = agg.reset_index(drop=True)
-    return agg[BY_CATEGORY_COLUMNS]
+    if launchers.idx.size == 0:
+        return Table(list(BY_CATEGORY_COLUMNS))
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(launchers.categories):
+        groups.setdefault(c, []).append(i)
+    direct = np.asarray(launchers.direct_us, dtype=np.float64)
+    recs = [(c, len(groups[c]), math.fsum(direct[groups[c]].tolist())) for c in sorted(groups)]
+    recs = [recs[i] for i in pandas_desc_order([r[2] for r in recs]).tolist()]
+    ms = [r[2] / 1000 for r in recs]
+    total_ms = float(np.sum(ms))
+    pct = [x / total_ms * 100 for x in ms]
+    rows = [[c, n, m, p, cp] for (c, n, _), m, p, cp in zip(recs, ms, pct, _cumulative(pct))]
+    return Table(list(BY_CATEGORY_COLUMNS), rows)
 
 
-def write_csvs(launchers: Launchers, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def write_csvs(launchers: Launchers, out_dir: Path) -> tuple[Table, Table]:
     out_dir = Path(out_dir)
-    ops = ops_summary_frame(launchers)
-    bycat = ops_summary_by_category_frame(launchers)
-    ops.to_csv(out_dir / "ops_summary.csv", index=False)
-    bycat.to_csv(out_dir / "ops_summary_by_category.csv", index=False)
+    ops = ops_summary_table(launchers)
+    bycat = ops_summary_by_category_table(launchers)
+    ops.write_csv(out_dir / "ops_summary.csv")
+    bycat.write_csv(out_dir / "ops_summary_by_category.csv")
     return ops, bycat

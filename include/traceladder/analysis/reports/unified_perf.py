@@ -265,7 +265,10 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     if ns:
         sk = np.asarray([x for _, x in synth], dtype=np.int64)
         kts[nev:] = (t.ts[sk] + t.dur[sk]) - t.ts[sk]  # busy time, as TraceLens computes it
-    uids = events + list(range(len(t), len(t) + ns))
+    # TraceLens numbers synthetic ops after its last event, counting the python_function events
+    # the reader drops (metadata["skipped_events"])
+    n_all = len(t) + int(t.metadata.get("skipped_events", 0))
+    uids = events + list(range(n_all, n_all + ns))
 
     # op category: by name, else by the first kernel a launcher launched directly
     first = np.full(len(t), -1, dtype=np.int64)

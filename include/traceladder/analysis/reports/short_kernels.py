@@ -1,0 +1,161 @@
+"""``short_kernels_summary.csv`` and ``short_kernel_histogram.csv``: TraceLens v1.0.0's
+``--short_kernel_study`` (``get_dfs_short_kernels`` in Reporting/generate_perf_report_pytorch.py).
+
+Rules, from that source:
+  * kernels: every event of category ``kernel`` (linked or not), short when its duration
+    is below ``threshold_us`` (10 us);
+  * histogram: ``numpy.histogram`` of the short durations with 100 bins, columns
+    ``bin_start,bin_end,count``; only the header when there are none;
+  * summary, grouped by ``Kernel name`` alone on a GPU-only trace (no ``cpu_op`` /
+    ``python_func`` event), else by (Parent cpu_op, Input dims, Input strides, Concrete
+    Inputs, Kernel name): the parent is the first ``cpu_op`` above the kernel's launch
+    call, and its ``Input Dims`` / ``Input Strides`` / ``Concrete Inputs`` args are shown
+    as Python tuples.  pandas' groupby drops a row whose key has a missing part, so a
+    kernel with no parent cpu_op, or a parent lacking one of those args, is in the
+    histogram but not in the summary;
+  * per group: duration sum, count, mean, and the sum as a percent of the timeline's
+    total_time; sorted by sum descending, then the other columns ascending;
+  * an empty summary is written as pandas writes an empty frame: one empty line.
+
+No pandas here: the groups are small and a dict does the grouping.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from ..events import EventTable
+
+__all__ = ["THRESHOLD_US", "BINS", "is_gpu_only", "parent_cpu_ops", "short_kernel_tables", "write_csvs"]
+
+THRESHOLD_US = 10.0
+BINS = 100
+HIST_COLUMNS = ["bin_start", "bin_end", "count"]
+_SUM = "Short Kernel duration (µs) sum"
+STAT_COLUMNS = [_SUM, "Short Kernel count", "Short Kernel duration (µs) mean",
+                "Short Kernel duration (µs) percent of total time"]
+KEY_COLUMNS = ["Parent cpu_op", "Input dims", "Input strides", "Concrete Inputs", "Kernel name"]
+
+
+class _ShapeArgs(msgspec.Struct, gc=False):
+    """The three args shown, kept raw: equal JSON gives an equal cell, so each distinct
+    value is turned into its tuple text once."""
+
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw(b""))
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
+
+
+def is_gpu_only(t: EventTable) -> bool:
+    """TraceLens's ``check_gpu_only``: no event of category ``cpu_op`` or ``python_func``."""
+    return not bool(t.is_cat("cpu_op", "python_func").any())
+
+
+def parent_cpu_ops(t: EventTable, kernels: np.ndarray) -> np.ndarray:
+    """For each kernel, the first cpu_op at or above its launch call (-1 when none),
+    walking the host tree for all kernels at once (one step per tree level)."""
+    tree = t.call_tree()
+    cur = tree.gpu_runtime[kernels].copy()
+    is_cpu = t.cat == t.cat_code("cpu_op")
+    active = np.flatnonzero(cur >= 0)
+    active = active[~is_cpu[cur[active]]]
+    while active.size:
+        nxt = tree.host_parent[cur[active]]
+        cur[active] = nxt
+        active = active[nxt >= 0]
+        active = active[~is_cpu[cur[active]]]
+    return cur
+
+
+def _as_tuple(v):
+    return tuple(_as_tuple(x) for x in v) if isinstance(v, list) else v
+
+
+def short_kernel_tables(t: EventTable, total_time_us: float, gpu_only: bool,
+                        threshold_us: float = THRESHOLD_US, bins: int = BINS):
+    """(histogram rows, summary header, summary rows), rows as lists of Python values."""
+    kidx = np.flatnonzero(t.is_cat("kernel"))
+    dur = t.dur[kidx]
+    short = dur < threshold_us  # NaN compares False
+    kidx, dur = kidx[short], dur[short]
+    if kidx.size == 0:
+        return [], [], []
+    counts, edges = np.histogram(dur, bins=bins)
+    hist = [list(r) for r in zip(edges[:-1].tolist(), edges[1:].tolist(), counts.tolist())]
+
+    knames = t.names_of(kidx)
+    if gpu_only:
+        header = ["Kernel name"] + STAT_COLUMNS
+        keys = [(n,) for n in knames]
+    else:
+        header = KEY_COLUMNS + STAT_COLUMNS
+        parents = parent_cpu_ops(t, kidx)
+        uniq = np.unique(parents[parents >= 0])
+        shown: dict[int, tuple | None] = {}
+        text: dict[bytes, str | None] = {}
+
+        def cell(raw) -> str | None:
+            b = bytes(raw)
+            if not b:  # absent
+                return None
+            got = text.get(b, 0)
+            if got == 0:
+                v = msgspec.json.decode(b)
+                got = text[b] = None if v is None else str(_as_tuple(v))
+            return got
+
+        for p, a in zip(uniq.tolist(), t.decode_args(uniq.tolist(), type=_ShapeArgs)):
+            vals = (cell(a.dims), cell(a.strides), cell(a.concrete))
+            # a missing (None) key part drops the row, as pandas' groupby does
+            shown[p] = None if None in vals else vals
+        keys = []
+        for p, kn in zip(parents.tolist(), knames):
+            s = shown.get(p) if p >= 0 else None
+            keys.append(None if s is None else (t.names[t.name[p]], *s, kn))
+    groups: dict[tuple, int] = {}
+    sums: list[float] = []
+    cnts: list[int] = []
+    for key, d in zip(keys, dur.tolist()):
+        if key is None:
+            continue
+        g = groups.get(key)
+        if g is None:
+            groups[key] = len(sums)
+            sums.append(d)
+            cnts.append(1)
+        else:
+            sums[g] += d
+            cnts[g] += 1
+    total_ms = total_time_us / 1e3  # TraceLens goes through the timeline's ms
+    rows = []
+    for key, g in groups.items():  # first-appearance order, as groupby(sort=False)
+        s, c = sums[g], cnts[g]
+        pct = s / (total_ms * 1e3) * 100 if total_ms else float("nan")
+        rows.append([*key, s, c, s / c, pct])
+    nk = len(header) - len(STAT_COLUMNS)
+    # sum descending, then count, mean, percent ascending (a stable sort)
+    rows.sort(key=lambda r: (-r[nk], r[nk + 1], r[nk + 2], r[nk + 3]))
+    return hist, header, rows
+
+
+def _write(path: Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", newline="") as fh:
+        if not header:
+            fh.write("\n")  # pandas' to_csv of an empty frame
+            return
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def write_csvs(t: EventTable, total_time_us: float, out_dir: Path, gpu_only: bool) -> list[list]:
+    """Write both files into out_dir; return the summary rows."""
+    hist, header, rows = short_kernel_tables(t, total_time_us, gpu_only)
+    out_dir = Path(out_dir)
+    _write(out_dir / "short_kernel_histogram.csv", HIST_COLUMNS, hist)
+    _write(out_dir / "short_kernels_summary.csv", header, rows)
+    return rows
