@@ -39,9 +39,7 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 {% if s.profile.regions %}<table><tr><th>region</th><th>ms</th></tr>{% for k, v in s.profile.regions | dictsort(by='value', reverse=true) %}<tr><td>{{ k }}</td><td>{{ '%.2f' % v }}</td></tr>{% endfor %}</table>{% endif %}
 {% if s.profile.top_ops %}<table><tr><th>top op</th><th>ms</th><th>%</th><th>count</th></tr>{% for op in s.profile.top_ops[:10] %}<tr><td>{{ op.name }}</td><td>{{ '%.2f' % op.time_ms }}</td><td>{{ '%.1f' % op.percent }}</td><td>{{ op.count }}</td></tr>{% endfor %}</table>{% endif %}
 {% endif %}
-{% if s.comparison %}<h2>Since {{ s.comparison.previous_run_id }}</h2>
-<table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for c in s.comparison.rungs %}<tr><td>{{ c.rung }}</td><td>{{ c.previous | est }}</td><td>{{ c.current | est }}</td><td{% if c.regression %} class="failed"{% endif %}>{{ c.verdict }}</td></tr>{% endfor %}</table>
-{% for p in s.comparison.provenance_changes %}<p class="failed">Provenance changed: {{ p }}</p>{% endfor %}{% endif %}
+{{ history | safe }}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
 {% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">{{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
 </body></html>
@@ -54,5 +52,9 @@ _REPORT = _ENV.from_string(_TEMPLATE)
 
 
 def to_html(summary: dict[str, Any], charts: dict[str, bytes]) -> str:
+    from traceladder.summary.history_render import history_html
+
     uris = [(name, "data:image/png;base64," + base64.b64encode(png).decode()) for name, png in sorted(charts.items())]
-    return _REPORT.render(s=summary, charts=uris)
+    trend = next((uri for name, uri in uris if name == "trend.png"), None)
+    history = history_html(summary.get("history"), trend)
+    return _REPORT.render(s=summary, charts=[(n, u) for n, u in uris if n != "trend.png"], history=history)
