@@ -9,6 +9,8 @@ import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix, s3_client_from_env
 from traceladder.summary import run_index
 
@@ -92,3 +94,45 @@ def test_published_summaries_carry_history_verdicts_and_the_trend(s3_server, tmp
     md = store.get_bytes(refs[11]["summary_md"]).decode()
     assert "## History (12 full runs" in md and "### Since scheduled__2026-11-05" in md
     assert store.exists(f"{run_prefix(PREFIX, ladder, refs[11]['run_id'])}/summary/charts/trend.png")
+
+
+@pytest.fixture
+def own_s3(tmp_path: Path):
+    """A SeaweedFS of this test's own: it publishes proxy-local runs, which the Ladders page tests
+    of the session's server must not see."""
+    from traceladder.storage.embedded_s3 import EmbeddedS3
+
+    server = EmbeddedS3(tmp_path / "s3", bucket="traceladder")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_failed_notice_leaves_the_run_published_and_says_so(own_s3, monkeypatch) -> None:
+    """publish_run with a webhook that refuses connections: the entry and latest.json are written,
+    and ladder_status fails with the notice's failure, not with "not published"."""
+    import socket
+
+    from airflow.sdk.exceptions import AirflowException
+
+    from traceladder.airflow.tasks import check_rungs, publish_run
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_S3", own_s3.airflow_conn_uri_json())
+    monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", f"http://127.0.0.1:{port}")
+    ref = {"run_id": "notify-fails", "logical_date": "2027-01-01T03:00:00+00:00", "summary_json": "-", "failed_rungs": [],
+           "regressions": ["baseline"], "regression_calls": ["baseline: step time +8.0% (95% CI +6.0% to +10.0%) from run x; no provenance change."]}
+    published = publish_run("proxy-local", "notify-fails", ref)
+    assert published["run_id"] == "notify-fails" and published["notify_error"].startswith("URLError")
+    store = S3ArtifactStore(own_s3.client(), own_s3.bucket, PREFIX, "proxy-local")
+    base = ladder_prefix(PREFIX, "proxy-local")
+    assert "notify-fails" in {e["run_id"] for e in run_index.list_entries(store, base)}
+    assert json.loads(store.get_bytes(f"{base}/latest.json"))["run_id"] == "notify-fails"
+    with pytest.raises(AirflowException) as err:
+        check_rungs(ref, published)
+    assert "the summary was published, but the regression notice failed: URLError" in str(err.value)
+    assert "not published" not in str(err.value)

@@ -1,4 +1,4 @@
-"""Summary figures: intervals, the "intervals separate" rule, week over week, renderers."""
+"""Summary figures: intervals, the "intervals separate" rule, renderers (week over week: test_history.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from traceladder.summary.build import build_summary
 from traceladder.summary.charts import render_charts
-from traceladder.summary.compare import compare_runs
 from traceladder.summary.html import to_html
 from traceladder.summary.render import to_markdown
 from traceladder.summary.stats import estimate, ratio, separated
@@ -96,16 +95,3 @@ def test_failed_rung_is_marked_not_hidden() -> None:
     row = next(r for r in summary["rungs"] if r["rung"] == "fusions")
     assert row["ok"] == 2 and row["runs"] == 3 and row["step_ms"]["n"] == 2
     assert "FAILED" in to_markdown(summary) and "did not finish ok: fusions.none.r1" in "\n".join(summary["findings"])
-
-
-def test_week_over_week_flags_regressions_and_provenance() -> None:
-    before = build_summary(*make_run("w47"), {})
-    same = build_summary(*make_run("w48"), {})
-    assert compare_runs(same, before)["regressions"] == []
-    plan, results = make_run("w49", scale=1.2)
-    for r in results.values():
-        r["provenance"] = {**r["provenance"], "config_hash": "def"}
-    slower = build_summary(plan, results, {})
-    comparison = compare_runs(slower, before)
-    assert set(comparison["regressions"]) == {"baseline", "fusions", "deepep", "gbs16"}
-    assert comparison["provenance_changes"] == ["config_hash: 'abc' -> 'def'"]

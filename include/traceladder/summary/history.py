@@ -36,7 +36,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ALPHA = 0.0005  # per candidate; chosen with the replay bench (benchmarks/bench_history.py)
+ALPHA = 0.0002  # per candidate; chosen with the replay bench (benchmarks/bench_history.py)
+ALPHA_RECENT, RECENT_RUNS = 0.002, 4  # for a change whose newest segment is the last RECENT_RUNS runs
 MIN_SIZE = 2  # runs per segment
 PENALTY = 3.0  # Pelt penalty per change, × log n, in robust noise variances: low on purpose
 CONFIRM_SIGMA = {2: 2.0, 3: 1.0}  # segment length -> margin each of its runs must clear (see _consistent)
@@ -158,6 +159,7 @@ def _perm_p(z: np.ndarray, cps: list[int], i: int, rng: np.random.Generator, per
 def detect(
     values: Sequence[float],
     alpha: float = ALPHA,
+    alpha_recent: float = ALPHA_RECENT,
     test: str = DEFAULT_TEST,
     seed: int = 0,
     min_size: int = MIN_SIZE,
@@ -179,8 +181,14 @@ def detect(
             if _consistent(z, segs[i], segs[i + 1], var) else 1.0
             for i in range(len(cps))
         ]
-        worst = int(np.argmax(pvals))
-        if pvals[worst] < alpha:
+        # The newest few runs are tested at ALPHA_RECENT: that is where a fresh change must be
+        # seen within a few runs; everywhere else evidence accumulates and a stricter level keeps
+        # old noise from being called week after week.
+        limits = [alpha_recent if segs[i + 1][1] == len(z) and segs[i + 1][1] - segs[i + 1][0] <= RECENT_RUNS else alpha
+                  for i in range(len(cps))]
+        ratios = [p / a for p, a in zip(pvals, limits)]
+        worst = int(np.argmax(ratios))
+        if ratios[worst] < 1.0:
             return [_describe(z, segs[i], segs[i + 1], cps[i], pvals[i], var, df) for i in range(len(cps))]
         del cps[worst]
     return []
