@@ -86,7 +86,7 @@ def _entry(run_id: str, step: dict[str, float], config_hash: str = "abc") -> dic
 
 def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
     entries = []
-    for i, e in enumerate(NOISE + NOISE[:2]):
+    for i, e in enumerate(NOISE + NOISE[:3]):
         slow = 1.06 if i >= 16 else 1.0
         entries.append(_entry(f"2026-w{i:02d}", {"base": 100 * (1 + 0.01 * e) * slow, "fused": 80 * (1 - 0.01 * e)},
                               config_hash="def" if i >= 16 else "abc"))
@@ -98,9 +98,9 @@ def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
     line = regression_lines(history)[0]
     assert line.startswith("base: step time +") and "from run 2026-w16" in line and "config_hash" in line
     since = history["since_last"]
-    assert since["previous_run_id"] == "2026-w16" and {r["rung"] for r in since["rungs"]} == {"base", "fused"}
+    assert since["previous_run_id"] == "2026-w17" and {r["rung"] for r in since["rungs"]} == {"base", "fused"}
     # the next week, the same change point is no longer a new call
-    entries.append(_entry("2026-w18", {"base": 106.0, "fused": 80.0}, "def"))
+    entries.append(_entry("2026-w19", {"base": 106.0, "fused": 80.0}, "def"))
     assert evaluate(entries)["regressions"] == []
 
 

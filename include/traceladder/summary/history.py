@@ -7,18 +7,20 @@ rung's size):
 
 1. Candidates: the optimal l2 (mean-shift) segmentation, ``ruptures.KernelCPD`` with a linear
    kernel (Pelt), on the series scaled by a robust noise estimate (the median absolute successive
-   difference), with a low penalty, so it proposes more candidates than it keeps. Segments hold at least ``MIN_SIZE`` runs, so a single
-   outlying week is never a segment of its own, and a change is seen two runs after it happened
-   at the earliest.
+   difference), with a low penalty, so it proposes more candidates than it keeps. Segments hold
+   at least ``MIN_SIZE`` (3) runs, so one outlying week, even beside a high-ish one, is never a
+   segment, and a change is seen three runs after it happened at the earliest.
 2. Significance, per candidate, as Apache Otava does on top of E-divisive: the candidate's left
    and right segments are compared; the least significant candidate is dropped and the rest
-   re-tested, until every kept one has p < ``ALPHA``. A segment of 2 or 3 runs must also show
-   the change in every one of its runs (``_consistent``). Two forms:
+   re-tested, until every kept one has p < ``ALPHA`` (``ALPHA_RECENT`` when its newer segment is
+   the newest ``RECENT_RUNS`` runs). A segment of 3 runs must also show the change in every one of
+   its runs (``_consistent``). Two forms:
    - ``t``: Student's t on the difference of segment means, with the residual variance pooled over
      every segment of the series (one noise level per rung history), floored by half the mean
      squared successive difference within segments (von Neumann), which overfitting cannot shrink;
-   - ``permutation``: the two segments' runs shuffled together (a seeded generator), the
-     statistic the absolute difference of means; deterministic for a seed.
+   - ``permutation``: residual permutation (Freedman-Lane): the series fitted without the
+     candidate, its residuals shuffled over all runs by a seeded generator, the statistic the same
+     t; deterministic for a seed, but its p cannot go below about 1/C(n, k) on short series.
 3. Size: the difference of segment means on the log scale with its Student-t 95% interval, as
    percent of the left segment.
 
@@ -38,11 +40,11 @@ import numpy as np
 
 ALPHA = 0.0002  # per candidate; chosen with the replay bench (benchmarks/bench_history.py)
 ALPHA_RECENT, RECENT_RUNS = 0.002, 4  # for a change whose newest segment is the last RECENT_RUNS runs
-MIN_SIZE = 2  # runs per segment
+MIN_SIZE = 3  # runs per segment: one outlying week plus a neighbour is never a segment
 PENALTY = 3.0  # Pelt penalty per change, × log n, in robust noise variances: low on purpose
-CONFIRM_SIGMA = {2: 2.0, 3: 1.0}  # segment length -> margin each of its runs must clear (see _consistent)
+CONFIRM_SIGMA = {3: 0.5}  # segment length -> margin each of its runs must clear (see _consistent)
 MATCH_RUNS = 2  # a change point that moved by this many runs is the same change
-PERMUTATIONS = 1999
+PERMUTATIONS = 9999  # p >= 1/10000: below ALPHA, so a long history can reach it
 TESTS = ("t", "permutation")
 DEFAULT_TEST = "t"
 PROVENANCE_FIELDS = ("image", "image_digest", "config_hash", "tools", "traceladder_version", "model_tag")
