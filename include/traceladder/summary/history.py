@@ -276,7 +276,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
         "runs": [e["run_id"] for e in entries],
         "logical_dates": [e.get("logical_date") for e in entries],
         "provenance_changes": prov,
-        "test": test, "alpha": ALPHA,
+        "test": test, "alpha": ALPHA, "alpha_recent": ALPHA_RECENT, "recent_runs": RECENT_RUNS,
         "rungs": out_rungs,
         "regressions": regressions,
         "since_last": since_last(entries),

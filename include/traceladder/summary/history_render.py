@@ -14,6 +14,11 @@ def _est(est: dict[str, Any] | None) -> str:
     return fmt_est(est)
 
 
+def _levels(h: dict[str, Any]) -> str:
+    recent = f", newest {h['recent_runs']} runs p < {h['alpha_recent']:g}" if h.get("alpha_recent") else ""
+    return f"{h['test']}-test p < {h['alpha']:g}{recent}"
+
+
 def change_rows(history: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     for rung in history["rungs"]:
@@ -31,7 +36,7 @@ def change_rows(history: dict[str, Any]) -> list[dict[str, str]]:
 def history_markdown(history: dict[str, Any] | None) -> list[str]:
     if not history:
         return []
-    parts = ["", f"## History ({len(history['runs'])} full runs, change points, {history['test']}-test p < {history['alpha']:g})"]
+    parts = ["", f"## History ({len(history['runs'])} full runs, change points, {_levels(history)})"]
     rows = change_rows(history)
     if rows:
         parts += ["| rung | first run after | direction | step time change (95% CI) | p | provenance change | call |", "|---|---|---|---|---|---|---|"]
@@ -47,7 +52,7 @@ def history_markdown(history: dict[str, Any] | None) -> list[str]:
     return parts
 
 
-_HTML = """<h2>History <small>({{ h.runs | length }} full runs; change points, {{ h.test }}-test p &lt; {{ '%g' % h.alpha }})</small></h2>
+_HTML = """<h2>History <small>({{ h.runs | length }} full runs; change points, {{ levels }})</small></h2>
 {% if trend %}<img alt="trend.png" src="{{ trend }}">{% endif %}
 {% if rows %}<table id="change-points"><tr><th>rung</th><th>first run after</th><th>direction</th><th>step time change (95% CI)</th><th>p</th><th>provenance change</th><th>call</th></tr>
 {% for r in rows %}<tr><td>{{ r.rung }}</td><td>{{ r.run_id }}</td><td>{{ r.direction }}</td><td>{{ r.size }}</td><td>{{ r.p }}</td><td>{{ r.provenance }}</td><td{% if r.call.startswith('REGRESSION') %} class="failed"{% endif %}>{{ r.call }}</td></tr>{% endfor %}</table>
@@ -65,4 +70,4 @@ def history_html(history: dict[str, Any] | None, trend_uri: str | None = None) -
     """An HTML fragment (autoescaped); empty without a history."""
     if not history:
         return ""
-    return _TEMPLATE.render(h=history, rows=change_rows(history), trend=trend_uri)
+    return _TEMPLATE.render(h=history, rows=change_rows(history), trend=trend_uri, levels=_levels(history))
