@@ -5,9 +5,10 @@ calls (summary/history.py). Figures: false alarms on flat histories (with and wi
 
 σ is the standard deviation of the weekly rung estimate (the mean of the week's repeats, log
 scale). Recall "within k runs": a regression call whose change point is within MATCH_RUNS of the
-true shift, made by the evaluation that has seen k runs since the shift (segments hold 3 runs, so a
-call "within 2" has its change point placed a run early). Noise levels: GPU-like 1% and 2% per week, and the proxy's run-median CV (5-13% per run,
-measured on this machine, issue #12) averaged over the ladder's 3 repeats. `noise_levels()` is the
+true shift, made by the evaluation that has seen k runs since the shift (segments hold 3 runs, so
+a call "within 2" has its change point placed a run early). Noise levels: GPU-like 1% and 2% per
+week, and the proxy's run-median CV (5-13% per run, measured on this machine, issue #12) averaged
+over the ladder's 3 repeats. `noise_levels()` is the
 hook for the fitted execution-order model of summary/stats.py once it exists."""
 
 from __future__ import annotations
