@@ -65,6 +65,7 @@ CLI: dict[str, tuple[list[str], dict[str, str]]] = {
     "ep_allgather": ([*W2, "--profile_ranks", "[0]"], {}),
     "ep_deepep": ([*W2, "--profile_ranks", "[0,1]", "--use_turbo_deepep", "True"], {}),
     "ep_mega": ([*W2, "--profile_ranks", "[0]", "--use_turbo_mega_moe", "True"], {}),
+    "ep_extra": ([*W2, "--profile_ranks", "[0]", "--extra_work_pct", "50"], {}),
     "ep_unprofiled": ([*TINY, "--train_iters", "3", "--expert_model_parallel_size", "2", "--global_batch_size", "2",
                        "--log_avg_skip_iterations", "1"], {}),
     "mem_recompute_off": ([*MEM, "--recompute_num_layers", "0"], {}),
@@ -283,6 +284,38 @@ def test_profiled_window_carries_the_named_ranges(runs: dict[str, Run]) -> None:
         assert ranges[name] == 2, name
     assert ranges["optimizer_step"] == 1
     assert ranges["ProfilerStep#1"] == 1  # only iteration 2 of 3 recorded
+
+
+def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run]) -> None:
+    # the positive control: one `extra_work` range per iteration, made of matmuls, not a sleep
+    run = runs["ep_extra"]
+    assert run.ranges()["extra_work"] == 1
+    assert runs["ep_allgather"].ranges()["extra_work"] == 0
+    inside = [e for e in run.events() if e["name"] == "extra_work"]
+    start, end = inside[0]["ts"], inside[0]["ts"] + inside[0]["dur"]
+    assert any(e["name"] == "aten::mm" and start <= e["ts"] <= end for e in run.events())
+    assert "extra_work_pct=50" in run.stdout
+
+
+def test_extra_work_is_sized_from_the_step_flops() -> None:
+    from traceladder.workload.extra import ExtraWork
+    from traceladder.workload.metrics import model_flops_per_step
+
+    s = parse([*TINY, "--extra_work_pct", "40"], env={})
+    work = ExtraWork(s)
+    assert work.flops == pytest.approx(0.40 * model_flops_per_step(s), rel=0.02)
+    assert ExtraWork(parse(TINY, env={})).flops == 0
+    with pytest.raises(SettingsError, match="extra_work_pct"):
+        parse(["--extra_work_pct", "-5"], env={})
+
+
+def test_ranks_pin_their_compute_thread(runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceladder.workload import quiet
+
+    assert re.search(r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", runs["ep_unprofiled"].stdout, re.M)
+    assert quiet.rank_core(0, {4, 5}) == 4 and quiet.rank_core(1, {4, 5}) == 5 and quiet.rank_core(2, {4, 5}) == 4
+    monkeypatch.setenv(quiet.PIN_ENV, "0")
+    assert quiet.pin_rank(0) == "unpinned" and not quiet.pinning_enabled()
 
 
 # ------------------------------------------------------------------ numerics and memory
