@@ -91,7 +91,7 @@ def bench_proxy_noise(ctx: Context) -> list[Row]:
 
 
 def bench_extra_work(ctx: Context) -> list[Row]:
-    n = 3 if ctx.quick else max(3, NOISE_RUNS // 2)
+    n = 2 if ctx.quick else max(2, NOISE_RUNS // 2)
     base_args, env, warmup = proxy_command()
     rows = []
     for pct in EXTRA_PCTS:

@@ -178,3 +178,14 @@ def test_docker_command_wraps_primus_for_the_lens(tmp_path: Path, lens: str, pre
     assert primus[4:9] == ["--", "train", "pretrain", "--config", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"]
     assert "--config_path" not in primus
     assert env["PRIMUS_WORKSPACE"] == str(tmp_path)
+
+
+def test_cli_plan_reproduces_a_runs_order() -> None:
+    import subprocess
+    import sys
+
+    aa = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
+    proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "plan", "proxy-aa", "--run-id", "manual__1", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [json.loads(s.to_json()) for s in build_plan(aa, run_id="manual__1")]
