@@ -25,7 +25,7 @@ from pathlib import Path
 from benchmarks.common import REPO, Context, Row
 
 NOISE_RUNS = int(os.environ.get("TRACELADDER_BENCH_NOISE_RUNS", "10"))
-EXTRA_PCTS = (10.0, 40.0)
+EXTRA_PCTS = (5.0, 10.0)
 SIGMA_TARGET = 0.04
 
 

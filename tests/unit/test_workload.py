@@ -65,7 +65,7 @@ CLI: dict[str, tuple[list[str], dict[str, str]]] = {
     "ep_allgather": ([*W2, "--profile_ranks", "[0]"], {}),
     "ep_deepep": ([*W2, "--profile_ranks", "[0,1]", "--use_turbo_deepep", "True"], {}),
     "ep_mega": ([*W2, "--profile_ranks", "[0]", "--use_turbo_mega_moe", "True"], {}),
-    "ep_extra": ([*W2, "--profile_ranks", "[0]", "--extra_work_pct", "50"], {}),
+    "ep_extra": ([*W2, "--profile_ranks", "[0]", "--extra_work_pct", "50", "--log_avg_skip_iterations", "1"], {}),
     "ep_unprofiled": ([*TINY, "--train_iters", "3", "--expert_model_parallel_size", "2", "--global_batch_size", "2",
                        "--log_avg_skip_iterations", "1"], {}),
     "mem_recompute_off": ([*MEM, "--recompute_num_layers", "0"], {}),
@@ -295,16 +295,22 @@ def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run])
     start, end = inside[0]["ts"], inside[0]["ts"] + inside[0]["dur"]
     assert any(e["name"] == "aten::mm" and start <= e["ts"] <= end for e in run.events())
     assert "extra_work_pct=50" in run.stdout
+    assert re.search(r"^\[proxy\] extra_work: [\d.]+ GFLOP per iteration \(50% of the [\d.]+ ms warm-up step\)$", run.stdout, re.M)
 
 
-def test_extra_work_is_sized_from_the_step_flops() -> None:
+def test_extra_work_is_sized_from_the_warm_up_step() -> None:
+    from traceladder.workload.comm import Comm
     from traceladder.workload.extra import ExtraWork
-    from traceladder.workload.metrics import model_flops_per_step
 
-    s = parse([*TINY, "--extra_work_pct", "40"], env={})
-    work = ExtraWork(s)
-    assert work.flops == pytest.approx(0.40 * model_flops_per_step(s), rel=0.02)
-    assert ExtraWork(parse(TINY, env={})).flops == 0
+    work = ExtraWork(parse([*TINY, "--extra_work_pct", "40"], env={}))
+    assert work.enabled and work.rows == 0  # nothing before the calibration
+    work()
+    work.calibrate(0.5, Comm(0, 1), row_seconds=2e-6)  # 40% of a 0.5 s step at 2 us per row
+    assert work.rows == 100_000 and work.flops == 2.0 * 100_000 * 256 * 256
+    assert work.row_seconds() > 0
+    off = ExtraWork(parse(TINY, env={}))
+    off.calibrate(0.5, Comm(0, 1))
+    assert not off.enabled and off.flops == 0
     with pytest.raises(SettingsError, match="extra_work_pct"):
         parse(["--extra_work_pct", "-5"], env={})
 

@@ -109,7 +109,7 @@ class Settings:
     profile_step_end: int = 12
     torch_profiler_use_gzip: bool = True
     exp_name: str = "proxy"
-    # the positive control: extra matmul work per iteration, in % of the step's model FLOPs
+    # the positive control: extra matmul work per iteration, in % of the warm-up step's time
     extra_work_pct: float = 0.0
     workspace: str = "./output"
     distributed_timeout_minutes: float = 3.0

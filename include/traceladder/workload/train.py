@@ -171,6 +171,12 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
             # One small collective for the log: every rank's loss share and its peak RSS.
             stats = comm.all_gather(torch.tensor([[float(loss_sum), float(max_rss_bytes())]], dtype=torch.float64))
             seconds = clock.lap()
+            if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
+                extra.calibrate(seconds, comm)
+                if last:
+                    print(f"[proxy] extra_work: {extra.flops / 1e9:.3f} GFLOP per iteration "
+                          f"({s.extra_work_pct:g}% of the {seconds * 1000:.1f} ms warm-up step)", flush=True)
+                clock.lap()  # the calibration itself is in no iteration's time
             if last:
                 top = int(stats[:, 1].argmax())
                 print(log.line(it, seconds, lr_at(s, it), float(stats[:, 0].sum()), grad_norm, top,
