@@ -46,7 +46,6 @@ from .reports import ops_summary as ops
 from .reports import ops_unique_args as oua
 from .reports import perf_sheets
 from .reports import unified_perf
-from .reports import rocprof_reports as heavy_reports
 from .reports import short_kernels as sk
 
 __all__ = [
