@@ -46,7 +46,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run_rung(args: argparse.Namespace) -> int:
     # --spec/--spec-json is the runner image's path: standard library + boto3 only (runner/spec.py).
     from traceladder.runner.rung import run_rung
-    from traceladder.runner.spec import RunnerSpec
+    from traceladder.runner.spec import RunnerSpec, SpecError
 
     if args.spec or args.spec_json:
         source = args.spec or "--spec-json"
@@ -57,8 +57,8 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
             raise UserError(f"{args.spec}: no such file") from None
         except OSError as exc:
             raise UserError(f"{args.spec}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise UserError(f"{source}: not a rung spec: {str(exc).splitlines()[0]}") from None
+        except ValueError as exc:  # SpecError: `<file>: <field>: <reason>`, no "traceladder:" prefix
+            raise SpecError(f"{source}: {str(exc).splitlines()[0]}") from None
     elif args.ladder and args.rung:
         from traceladder.plan import build_plan
 
@@ -192,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         from traceladder.errors import USER_ERRORS
     except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
         from traceladder.runner.primus_log import PrimusLogError
+        from traceladder.runner.spec import SpecError
         from traceladder.storage.artifacts import ArtifactError
 
-        USER_ERRORS = (ArtifactError, PrimusLogError)
+        USER_ERRORS = (ArtifactError, PrimusLogError, SpecError)
 
     try:
         return func(args)

@@ -91,7 +91,7 @@ def test_runner_image_imports_only_stdlib_and_boto3(standin_images) -> None:
                      "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'numpy', 'airflow'}))")
     assert out.stdout.strip() == "[]"
     bad = docker_cli("run", "--rm", "--network", "none", standin_images.runner, "traceladder", "run-rung", "--spec-json", '{"rung": 1}', check=False)
-    assert bad.returncode == 2 and bad.stderr.strip().startswith("traceladder: --spec-json: not a rung spec:")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("--spec-json: ")
 
 
 @pytest.mark.docker
