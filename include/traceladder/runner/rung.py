@@ -27,7 +27,8 @@ from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
-from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
+from traceladder.storage.artifacts import ArtifactSink, S3ArtifactStore, rung_prefix, safe_key_part
+from traceladder.storage.spool import SpoolingSink
 
 if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (runner/spec.py)
     from traceladder.plan import RungSpec
@@ -126,6 +127,17 @@ def run_rung(
     failing workload: the status says what happened)."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
+    # S3 artifacts go through the host's spool, so an S3 outage loses nothing (storage/spool.py)
+    if isinstance(sink, S3ArtifactStore):
+        spool = SpoolingSink(sink, log=(lambda line: echo.write(line + "\n")) if echo is not None else None)
+        done = spool.pending(prefix)
+        if done is not None:  # the rung finished before; only its upload failed: upload, never rerun
+            count = spool.flush(prefix)
+            if echo is not None:
+                echo.write(f"[traceladder] {spec.rung_id}: uploaded {count} spooled artifacts; the rung was not run again\n")
+            return done
+        spool.discard(prefix)
+        sink = spool
     started = time.monotonic()
     own_tmp = workdir is None
     root = Path(tempfile.mkdtemp(prefix=f"traceladder-{spec.rung_id}-")) if own_tmp else workdir
@@ -173,6 +185,9 @@ def run_rung(
         sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
         sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
         sink.write_manifest(prefix)
+        if isinstance(sink, SpoolingSink):
+            sink.seal(prefix)
+            sink.flush(prefix)
         return result
     finally:
         if own_tmp:
