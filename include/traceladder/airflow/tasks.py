@@ -98,9 +98,18 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
 
 
 def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
-    from traceladder.analysis.stored import analyze_stored
+    """A bad trace (truncated, corrupt gzip, failing its checksum) fails its task with one line
+    and no retry: retrying cannot mend it. An S3 outage raises as is, so the task retries."""
+    from airflow.sdk.exceptions import AirflowFailException
 
-    return analyze_stored(ladder_store(ladder)[1], item["key"])
+    from traceladder.analysis.events import TraceError
+    from traceladder.analysis.stored import analyze_stored
+    from traceladder.storage.artifacts import ArtifactIntegrityError
+
+    try:
+        return analyze_stored(ladder_store(ladder)[1], item["key"])
+    except (TraceError, ArtifactIntegrityError) as exc:
+        raise AirflowFailException(str(exc).splitlines()[0]) from None
 
 
 def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
