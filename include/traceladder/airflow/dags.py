@@ -14,7 +14,8 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, TriggerRule, get_current_context, task
 
 from traceladder.airflow import tasks
-from traceladder.config.models import Host
+from traceladder.airflow.retries import rung_task_args, safe_task_args
+from traceladder.config.models import Host, RetryPolicy
 
 DEFAULT_ARGS = {"owner": "traceladder", "retries": 0}
 START = datetime(2026, 1, 1)
@@ -38,11 +39,12 @@ def _ladder_arg(fixed_ladder: str | None) -> str:
     return str(get_current_context()["params"]["ladder"])
 
 
-def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int) -> None:
+def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, retry: RetryPolicy | None = None) -> None:
     """The task graph, inside an open DAG context. `fixed_ladder` is None for the trigger DAG
     (the ladder comes from its Params)."""
+    safe, rung_retry = safe_task_args(retry), rung_task_args(retry)
 
-    @task
+    @task(**safe)
     def plan() -> dict[str, list[dict[str, Any]]]:
         context = get_current_context()
         params = dict(context["params"]) if fixed_ladder is None else {}
@@ -52,29 +54,29 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     def host_specs(by_host: dict[str, list[dict[str, Any]]], host: str) -> list[dict[str, Any]]:
         return by_host.get(host, [])
 
-    @task(map_index_template="{{ rung_id }}", execution_timeout=timedelta(seconds=rung_timeout_s + 300))
+    @task(map_index_template="{{ rung_id }}", execution_timeout=timedelta(seconds=rung_timeout_s + 300), **rung_retry)
     def run_rung(spec: dict[str, Any]) -> dict[str, Any]:
         get_current_context()["rung_id"] = spec["rung_id"]  # type: ignore[typeddict-unknown-key]
         return tasks.run_local_rung(spec, _run_id())
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
+    @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def collect_traces() -> list[dict[str, str]]:
         return tasks.collect_traces(_ladder_arg(fixed_ladder), _run_id())
 
-    @task(map_index_template="{{ trace_key }}")
+    @task(map_index_template="{{ trace_key }}", **safe)
     def analyze(item: dict[str, str]) -> dict[str, Any]:
         get_current_context()["trace_key"] = f"{item['rung_id']}/{item['key'].rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]
         return tasks.analyze_stored_trace(_ladder_arg(fixed_ladder), item)
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
+    @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def join_ranks() -> list[dict[str, Any]]:
         return tasks.join_rank_traces(_ladder_arg(fixed_ladder), _run_id())
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
+    @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def summary() -> dict[str, Any]:
         return tasks.summarize_run(_ladder_arg(fixed_ladder), _run_id())
 
-    @task(outlets=[ladder_asset(fixed_ladder)] if fixed_ladder else [])
+    @task(outlets=[ladder_asset(fixed_ladder)] if fixed_ladder else [], **safe)
     def publish(summary_ref: dict[str, Any]) -> dict[str, Any]:
         return tasks.publish_run(_ladder_arg(fixed_ladder), _run_id(), summary_ref)
 
@@ -86,7 +88,7 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     rung_groups = []
     for host in hosts:
         # The pool belongs to the mapped group (not to expand()): one host, one rung at a time.
-        group = _docker_rungs(host, rung_timeout_s) if host.docker_url else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool)
+        group = _docker_rungs(host, rung_timeout_s, rung_retry) if host.docker_url else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool)
         rung_groups.append(group.expand(spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name)))
     traces = collect_traces()
     rung_groups >> traces
@@ -98,7 +100,7 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     ladder_status(summary_ref, publish(summary_ref))
 
 
-def _docker_rungs(host: Host, rung_timeout_s: int):
+def _docker_rungs(host: Host, rung_timeout_s: int, rung_retry: dict[str, Any] | None = None):
     """A docker host's mapped rung group: the runner image on the host's daemon, in its pool. The
     task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
     partial artifacts before Airflow removes the container."""
@@ -113,10 +115,12 @@ def _docker_rungs(host: Host, rung_timeout_s: int):
         host_name=host.name,
         map_index_template="{{ rung_id }}",
         execution_timeout=timedelta(seconds=rung_timeout_s + 300),
+        **(rung_retry or {}),
     )
 
 
-def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int) -> DAG:
+def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int,
+                     retry: RetryPolicy | None = None) -> DAG:
     """One DAG per ladder file, on the ladder's own schedule."""
     with DAG(
         dag_id=f"traceladder-{ladder_name}",
@@ -128,7 +132,7 @@ def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], 
         default_args=DEFAULT_ARGS,
         tags=["traceladder", "ladder", ladder_name],
     ) as dag:
-        _build_tasks(ladder_name, hosts, rung_timeout_s)
+        _build_tasks(ladder_name, hosts, rung_timeout_s, retry)
     return dag
 
 

@@ -68,14 +68,14 @@ def _spec_store(spec_dict: dict[str, Any]):
 
 def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
     """The local backend: the shared runner, in this worker, against the S3 store."""
-    from airflow.sdk.exceptions import AirflowException
+    from airflow.sdk.exceptions import AirflowFailException
 
     from traceladder.runner.rung import run_rung
 
     spec, store = _spec_store(spec_dict)
-    result = run_rung(spec, run_id, store)
-    if result["status"] != "ok":
-        raise AirflowException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
+    result = run_rung(spec, run_id, store)  # an S3 outage past the budget raises: the task retries
+    if result["status"] != "ok":  # the workload itself failed: never retried
+        raise AirflowFailException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
     return {k: result.get(k) for k in RESULT_KEYS}
 
 
