@@ -48,3 +48,4 @@ def test_full_disk_fails_the_rung_naming_the_disk_and_keeps_the_log(s3_server, s
     assert {"log.txt.gz", "metrics.json", "spec.json"} <= set(objects)
     log = gzip.decompress(s3_server.client().get_object(Bucket=s3_server.bucket, Key=f"{prefix}/log.txt.gz")["Body"].read())
     assert log, "the log written before the disk filled is kept"
+    print(f"fault 4: {error} ({len(log)} bytes of log kept)")

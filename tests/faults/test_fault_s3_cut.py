@@ -48,6 +48,7 @@ def test_cut_within_the_retry_budget_finishes(s3_server, proxy: CutProxy, tmp_pa
     objects = verified_objects(s3_server.client(), s3_server.bucket, rung_prefix("traceladder", LADDER, "cut-within", spec.rung_id))
     assert {"log.txt.gz", "metrics.json", "spec.json", "traces/rank0.pt.trace.json.gz"} <= set(objects)
     assert not any((tmp_path / "spool").rglob("*.gz")), "the spool is emptied after the upload"
+    print(f"fault 1 (within budget): cut for {proxy.healed_at - proxy.cut_at:.1f} s, done {time.monotonic() - proxy.cut_at:.2f} s after the cut")
 
 
 def test_cut_past_the_budget_spools_and_the_retry_uploads(s3_server, proxy: CutProxy, tmp_path: Path, monkeypatch) -> None:
