@@ -36,6 +36,7 @@ from typing import Any, Iterable
 from traceladder.airflow.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+CELERY_WORKER = "celery-worker:"  # + queue: a component that is a Celery worker on that one queue
 USERS = {"admin": "admin", "viewer": "viewer"}  # SimpleAuthManager user: role
 PASSWORDS_FILE = "simple_auth_manager_passwords.json.generated"
 SECRETS_FILE = "traceladder-stack-secrets.json"
@@ -94,7 +95,7 @@ class LocalStack:
         self.state_dir = Path(state_dir).resolve()
         self.home = Path(home).resolve() if home else self.state_dir / "airflow"
         self.components = tuple(components)
-        unknown = set(self.components) - set(COMPONENTS) - {"celery-worker"}
+        unknown = {c for c in self.components if c not in COMPONENTS and not c.startswith(CELERY_WORKER)}
         if unknown:
             raise StackError(f"unknown components {sorted(unknown)}; known: {', '.join(COMPONENTS)}")
         self.executor = executor
@@ -212,10 +213,17 @@ class LocalStack:
 
     def start_component(self, name: str, args: Iterable[str] = ()) -> subprocess.Popen[bytes]:
         """Start one component (`airflow <name> ...`) in its own process group, logging to
-        ``<home>/logs/stack/<name>.log`` (appended)."""
+        ``<home>/logs/stack/<name>-<port>.log`` (appended). ``celery-worker:<queue>`` is a Celery
+        worker that takes one task at a time from that queue only."""
         if name in self._procs and self._procs[name].poll() is None:
             raise StackError(f"{name} is already running (pid {self._procs[name].pid})")
-        command = ["celery", "worker", *args] if name == "celery-worker" else [name, *args]
+        if name.startswith(CELERY_WORKER):
+            queue = name[len(CELERY_WORKER):]
+            # --skip-serve-logs: several workers on one machine would fight over the log port.
+            command = ["celery", "worker", "--queues", queue, "--concurrency", "1",
+                       "--celery-hostname", f"{queue}@%h", "--skip-serve-logs", *args]
+        else:
+            command = [name, *args]
         log_path = self.log_path(name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._logs[name] = open(log_path, "ab")
@@ -264,7 +272,7 @@ class LocalStack:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def log_path(self, name: str) -> Path:
-        return self.home / "logs" / "stack" / f"{name}-{self.port}.log"
+        return self.home / "logs" / "stack" / f"{name.replace(':', '-')}-{self.port}.log"
 
     def log_tail(self, name: str = "api-server", chars: int = 2000) -> str:
         try:
