@@ -5,6 +5,7 @@ same database, logins and S3 objects (the same folders `make demo` uses)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -13,6 +14,8 @@ from pathlib import Path
 from traceladder.config.loader import REPO_ROOT
 
 STATE_DIR = REPO_ROOT / ".traceladder"
+# The stack drops the caller's TRACELADDER_* variables; these two choose what it shows, so they pass.
+PASS_THROUGH = ("TRACELADDER_LADDERS_DIR", "TRACELADDER_CLUSTERS_FILE")
 DEFAULT_PORT = 8080
 
 
@@ -29,7 +32,7 @@ def run_up(state_dir: Path = STATE_DIR, port: int | None = None) -> int:
 
     if port is None:
         port = DEFAULT_PORT if port_free(DEFAULT_PORT) else None  # None: a free port
-    stack = LocalStack(state_dir, port=port)
+    stack = LocalStack(state_dir, port=port, extra_env={k: os.environ[k] for k in PASS_THROUGH if k in os.environ})
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     say(f"state in {state_dir} (delete it to start afresh)")
     say("starting S3, migrating Airflow, importing pools, serializing the DAGs, then the four components ...")
