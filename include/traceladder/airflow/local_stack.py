@@ -388,13 +388,15 @@ class LocalStack:
             if not page["task_instances"] or len(rows) >= page["total_entries"]:
                 return rows
 
-    def xcom_sizes(self, dag_id: str, run_id: str) -> dict[tuple[str, int], int]:
-        """Bytes of every XCom value of a run (its JSON as the API returns it), by (task, map index)."""
-        sizes: dict[tuple[str, int], int] = {}
+    def xcom_sizes(self, dag_id: str, run_id: str) -> dict[tuple[str, int, str], int]:
+        """Bytes of every XCom value of a run as the database holds it (the API's raw value), by
+        (task, map index, key)."""
+        sizes: dict[tuple[str, int, str], int] = {}
         for ti in self.task_instances(dag_id, run_id):
             path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{ti['task_id']}/xcomEntries"
             entries = self._call("GET", path, params={"map_index": ti["map_index"], "limit": 100})["xcom_entries"]
             for entry in entries:
                 value = self._call("GET", f"{path}/{entry['key']}", params={"map_index": ti["map_index"]})["value"]
-                sizes[(ti["task_id"], ti["map_index"])] = len(json.dumps(value, separators=(",", ":")).encode())
+                raw = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+                sizes[(ti["task_id"], ti["map_index"], entry["key"])] = len(raw.encode())
         return sizes
