@@ -40,7 +40,7 @@ def celery_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with LocalRedis(tmp / "redis") as redis, LocalPostgres() as pg:
         broker_env = {
             "AIRFLOW__CELERY__BROKER_URL": redis.url,
-            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + pg.url.replace("+psycopg2", ""),
+            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + pg.url,
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": "1",
         }
         workers = (f"{CELERY_WORKER}{HOST}", f"{CELERY_WORKER}{DEFAULT_QUEUE}")
