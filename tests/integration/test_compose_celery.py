@@ -51,3 +51,26 @@ def test_celery_profile_has_a_worker_per_host_queue() -> None:
 def test_local_executor_stays_the_default() -> None:
     services = _config(None)
     assert services["scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+
+
+def test_user_defined_network_resolves_service_names(docker_engine, standin_images) -> None:
+    """The test Docker Engine runs with --bridge=none --iptables=false; compose's service-name
+    networking still needs a user-defined network with DNS: one container reaches another by name."""
+    import secrets
+
+    from conftest import docker_cli
+
+    net, server = f"tl-net-{secrets.token_hex(3)}", f"tl-srv-{secrets.token_hex(3)}"
+    docker_cli("network", "create", net)
+    try:
+        docker_cli("run", "-d", "--rm", "--name", server, "--network", net, standin_images.base, "python3", "-m", "http.server", "8000")
+        probe = ("import time, urllib.request\n"
+                 "for _ in range(50):\n"
+                 "    try:\n"
+                 f"        print(urllib.request.urlopen('http://{server}:8000/', timeout=2).status); break\n"
+                 "    except OSError: time.sleep(0.2)\n")
+        out = docker_cli("run", "--rm", "--network", net, standin_images.base, "python3", "-c", probe, check=False)
+        assert out.stdout.strip() == "200", out.stderr
+    finally:
+        docker_cli("rm", "-f", server, check=False)
+        docker_cli("network", "rm", net, check=False)
