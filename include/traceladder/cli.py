@@ -126,6 +126,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(ladder=args.ladder)
 
 
+def cmd_up(args: argparse.Namespace) -> int:
+    from traceladder.up import STATE_DIR, run_up
+
+    return run_up(Path(args.dir) if args.dir else STATE_DIR, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="traceladder", description="Profiling ladders for Primus training on AMD Instinct.")
     parser.add_argument("--version", action="version", version=f"traceladder {__version__}")
@@ -182,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
     p.add_argument("--ladder", default="proxy-local")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("up", help="start S3 and a local Airflow (UI, scheduler, ...) until Ctrl-C")
+    p.add_argument("--dir", help="state folder (default .traceladder/ in the repo)")
+    p.add_argument("--port", type=int, help="api-server port (default 8080, or a free one)")
+    p.set_defaults(func=cmd_up)
     return parser
 
 

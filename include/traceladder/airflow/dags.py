@@ -88,7 +88,8 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     rung_groups = []
     for host in hosts:
         # The pool belongs to the mapped group (not to expand()): one host, one rung at a time.
-        group = _docker_rungs(host, rung_timeout_s, rung_retry) if host.docker_url else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool)
+        # queue=<host>: under CeleryExecutor only that host's worker takes its rungs (README).
+        group = _docker_rungs(host, rung_timeout_s, rung_retry) if host.docker_url else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool, queue=host.name)
         rung_groups.append(group.expand(spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name)))
     traces = collect_traces()
     rung_groups >> traces
@@ -109,6 +110,7 @@ def _docker_rungs(host: Host, rung_timeout_s: int, rung_retry: dict[str, Any] | 
     return RungDockerOperator.partial(
         task_id=f"rungs_{host.name}",
         pool=host.pool,
+        queue=host.name,
         docker_url=host.docker_url,
         tls_conn_id=host.tls_conn_id,
         devices=list(host.devices),
