@@ -1,0 +1,114 @@
+"""Faults 2 and 3 under a real scheduler (the LocalStack harness of issue 16), in one ladder run:
+
+- 3: the scheduler is killed (SIGKILL of its process group, which takes LocalExecutor's task
+  runners with it) after the first rung finished, and started again. Rungs already done are not
+  rerun (try 1); the rung in flight is *retried* (LocalExecutor cannot adopt: its task runner died
+  with the scheduler, the task-instance heartbeat timeout, lowered to 20 s here, fails it, and the
+  rung's infrastructure retry runs it again).
+- 2: the task process of an analysis is SIGKILLed mid-analysis. Its retry re-analyses the stored
+  trace; the reports and manifest are byte-identical to a clean analysis of the same trace.
+
+Then the summary covers every rung and everything stored matches its manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from ladder_checks import check_manifests, objects
+from stack_harness import keep_logs, start_stack
+
+pytestmark = [pytest.mark.scheduler, pytest.mark.faults]
+
+LADDER = "faults-sched"
+DAG = f"traceladder-{LADDER}"
+TINY_ARGS = {"num_layers": 1, "compress_ratios": [0], "num_experts": 4, "moe_router_topk": 2, "seq_length": 32,
+             "max_position_embeddings": 32, "index_topk": 8, "train_iters": 4}
+FIELDS = {"schedule": None, "base": {"model_args": TINY_ARGS},
+          "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"]},
+          "retries": {"tasks": 3, "rung_infra": 2, "delay_s": 2, "max_delay_s": 10}}
+
+
+def _tis(stack, run_id):
+    return stack.task_instances(DAG, run_id)
+
+
+def _wait(stack, run_id, pred, timeout_s: float, what: str, poll_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [ti for ti in _tis(stack, run_id) if pred(ti)]
+        if found:
+            return found
+        time.sleep(poll_s)
+    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
+
+
+def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
+    stack = start_stack(tmp_path, {LADDER: FIELDS}, extra_env={"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20"})
+    try:
+        stack.unpause(DAG)
+        run_id = stack.trigger(DAG, {})
+        is_rung = lambda ti: ti["task_id"] == "rungs_localhost"  # noqa: E731
+        done_before = _wait(stack, run_id, lambda ti: is_rung(ti) and ti["state"] == "success", 900, "a first rung")
+        done_ids = {ti["rendered_map_index"] for ti in done_before}
+
+        # fault 3: the scheduler (and the task runners it started) dies; a new one starts
+        t_kill = time.monotonic()
+        stack.stop_component("scheduler", sig=signal.SIGKILL, grace_s=1)
+        stack.start_component("scheduler")
+        in_flight = {ti["rendered_map_index"] for ti in _tis(stack, run_id) if is_rung(ti) and ti["state"] == "running"}
+
+        # fault 2: SIGKILL an analysis task process while it runs
+        running = _wait(stack, run_id, lambda ti: ti["task_id"] == "analyze" and ti["state"] == "running" and ti.get("pid"),
+                        1200, "a running analysis", poll_s=0.3)
+        victim = running[0]
+        os.kill(int(victim["pid"]), signal.SIGKILL)
+
+        state = stack.wait_for_run(DAG, run_id, timeout_s=1500)
+        recovery_s = time.monotonic() - t_kill
+        tis = _tis(stack, run_id)
+        assert state == "success", [(t["task_id"], t["map_index"], t["state"], t["try_number"]) for t in tis]
+
+        rungs = {ti["rendered_map_index"]: ti for ti in tis if is_rung(ti)}
+        assert sorted(rungs) == ["baseline.none.r0", "fusions.none.r0", "fusions.torch_rank0.r0"]
+        for rid in done_ids:
+            assert rungs[rid]["try_number"] == 1, f"{rid} finished before the restart but ran again"
+        for rid in in_flight:
+            assert rungs[rid]["try_number"] >= 2 and rungs[rid]["state"] == "success", rungs[rid]
+        killed = next(ti for ti in tis if ti["task_id"] == "analyze" and ti["map_index"] == victim["map_index"])
+        assert killed["state"] == "success" and killed["try_number"] >= 2, killed
+
+        # the retried analysis equals a clean one: analyse the stored trace again, compare bytes
+        from traceladder.analysis.stored import analysis_prefix, analyze_stored
+        from traceladder.storage.artifacts import DirArtifactSink, S3ArtifactStore, safe_key_part
+
+        client = stack.s3.client()
+        prefix = f"traceladder/{LADDER}/{safe_key_part(run_id)}/"
+        stored = objects(client, stack.s3.bucket, prefix)
+        check_manifests(stored)
+        trace_keys = [k for k in stored if "/traces/" in k]
+        assert trace_keys
+        for key in trace_keys:
+            clean = DirArtifactSink(tmp_path / "clean")
+            store = S3ArtifactStore(client, stack.s3.bucket, "traceladder", LADDER)
+            (tmp_path / "clean").mkdir(exist_ok=True)
+            clean.put_bytes(key, store.get_verified(key))
+            clean.write_manifest(key.rsplit("/traces/", 1)[0])
+            analyze_stored(clean, key)
+            out = analysis_prefix(key)
+            for path in sorted((tmp_path / "clean" / out).iterdir()):
+                assert stored[f"{out}/{path.name}"] == path.read_bytes(), f"{out}/{path.name} differs from a clean analysis"
+        summary = json.loads(stored[f"{prefix}summary/summary.json"])
+        assert not summary.get("failed_rungs") and not summary.get("unanalysed_traces"), summary
+        text = json.dumps(summary)
+        assert all(f'"{rid}"' in text for rid in rungs), "the summary misses a rung"
+        print(f"faults 2+3: in flight at the restart: {sorted(in_flight) or 'none'}; done before: {sorted(done_ids)}; "
+              f"run finished {recovery_s:.0f} s after the scheduler was killed")
+    finally:
+        keep_logs(stack, "test_faults_scheduler")
+        stack.stop()
