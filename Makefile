@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo test bench validate images images-standin clean
+.PHONY: setup demo up test bench validate images images-standin clean
 
 setup: $(STAMP)
 
@@ -18,6 +18,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 demo: setup
 	$(BIN)/traceladder demo
+
+# The embedded S3 + Airflow api-server, scheduler, dag-processor, triggerer until Ctrl-C (state in .traceladder/).
+up: setup
+	$(BIN)/traceladder up
 
 test: setup
 	$(BIN)/python -m pytest tests

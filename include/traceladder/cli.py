@@ -52,7 +52,7 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
     if problem:
         raise UserError(problem)
     from traceladder.runner.rung import run_rung
-    from traceladder.runner.spec import RunnerSpec
+    from traceladder.runner.spec import RunnerSpec, SpecError
 
     if args.spec or args.spec_json:
         source = args.spec or "--spec-json"
@@ -63,8 +63,8 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
             raise UserError(f"{args.spec}: no such file") from None
         except OSError as exc:
             raise UserError(f"{args.spec}: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise UserError(f"{source}: not a rung spec: {str(exc).splitlines()[0]}") from None
+        except ValueError as exc:  # SpecError: `<file>: <field>: <reason>`, no "traceladder:" prefix
+            raise SpecError(f"{source}: {str(exc).splitlines()[0]}") from None
     elif args.ladder and args.rung:
         from traceladder.plan import build_plan
 
@@ -138,6 +138,12 @@ def cmd_changes(args: argparse.Namespace) -> int:
     return changes_main(args.file, args.seed, args.test)
 
 
+def cmd_up(args: argparse.Namespace) -> int:
+    from traceladder.up import STATE_DIR, run_up
+
+    return run_up(Path(args.dir) if args.dir else STATE_DIR, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="traceladder", description="Profiling ladders for Primus training on AMD Instinct.")
     parser.add_argument("--version", action="version", version=f"traceladder {__version__}")
@@ -203,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
     p.add_argument("--ladder", default="proxy-local")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("up", help="start S3 and a local Airflow (UI, scheduler, ...) until Ctrl-C")
+    p.add_argument("--dir", help="state folder (default .traceladder/ in the repo)")
+    p.add_argument("--port", type=int, help="api-server port (default 8080, or a free one)")
+    p.set_defaults(func=cmd_up)
     return parser
 
 
@@ -213,9 +224,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         from traceladder.errors import USER_ERRORS
     except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
         from traceladder.runner.primus_log import PrimusLogError
+        from traceladder.runner.spec import SpecError
         from traceladder.storage.artifacts import ArtifactError
 
-        USER_ERRORS = (ArtifactError, PrimusLogError)
+        USER_ERRORS = (ArtifactError, PrimusLogError, SpecError)
     return USER_ERRORS
 
 

@@ -18,8 +18,9 @@ def _collect() -> tuple[type[BaseException], ...]:
         pass
     try:
         from traceladder.runner.primus_log import PrimusLogError
+        from traceladder.runner.spec import SpecError
 
-        errors.append(PrimusLogError)
+        errors += [PrimusLogError, SpecError]
     except ImportError:
         pass
     try:  # not in the runner image

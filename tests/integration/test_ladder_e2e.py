@@ -119,6 +119,7 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
     assert latest["summary_json"] == f"{run_prefix}/summary/summary.json"
 
 
+@pytest.mark.faults  # fault 6 of the matrix (issue 19)
 def test_crashing_rung_fails_its_task_and_the_summary_marks_it(airflow_home, s3_server, ladders_dir: Path) -> None:
     from traceladder.airflow.local_airflow import dag_test
 

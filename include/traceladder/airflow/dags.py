@@ -15,7 +15,8 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_c
 
 from traceladder.airflow import tasks
 from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS, Grid, slot_key, slot_task_ids
-from traceladder.config.models import Host
+from traceladder.airflow.retries import rung_task_args, safe_task_args
+from traceladder.config.models import Host, RetryPolicy
 
 DEFAULT_ARGS = {"owner": "traceladder", "retries": 0}
 START = datetime(2026, 1, 1)
@@ -46,38 +47,41 @@ def _ladder_arg(fixed_ladder: str | None) -> str:
     return str(get_current_context()["params"]["ladder"])
 
 
-def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, grid: Grid) -> None:
+def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, grid: Grid, retry: RetryPolicy | None = None) -> None:
     """The task graph, inside an open DAG context. `fixed_ladder` is None for the trigger DAG
-    (the ladder comes from its Params); `grid` gives each host's slots per block."""
+    (the ladder comes from its Params); `grid` gives each host's slots per block; `retry` the ladder's
+    retry policy (airflow/retries.py)."""
+    safe, rung_retry = safe_task_args(retry), rung_task_args(retry)
 
-    @task(multiple_outputs=True)
+    @task(multiple_outputs=True, **safe)
     def plan() -> dict[str, list[dict[str, Any]]]:
         context = get_current_context()
         params = dict(context["params"]) if fixed_ladder is None else {}
         return tasks.plan_run(_ladder_arg(fixed_ladder), _run_id(), grid, params)
 
-    @task(execution_timeout=timedelta(seconds=rung_timeout_s + 300))
+    @task(execution_timeout=timedelta(seconds=rung_timeout_s + 300), **rung_retry)
     def run_rung(slot: list[dict[str, Any]]) -> dict[str, Any]:
         return tasks.run_local_rung(tasks.slot_spec(slot), _run_id())
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def collect_traces() -> list[dict[str, str]]:
         return tasks.collect_traces(_ladder_arg(fixed_ladder), _run_id())
 
-    @task(map_index_template="{{ trace_key }}")
+    @task(map_index_template="{{ trace_key }}", **safe)
     def analyze(item: dict[str, str]) -> dict[str, Any]:
         get_current_context()["trace_key"] = f"{item['rung_id']}/{item['key'].rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]
         return tasks.analyze_stored_trace(_ladder_arg(fixed_ladder), item)
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
+    @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def join_ranks() -> list[dict[str, Any]]:
         return tasks.join_rank_traces(_ladder_arg(fixed_ladder), _run_id())
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
+    @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def summary() -> dict[str, Any]:
         return tasks.summarize_run(_ladder_arg(fixed_ladder), _run_id(), _logical_date())
 
-    @task(outlets=[ladder_asset(fixed_ladder)] if fixed_ladder else [])
+    @task(outlets=[ladder_asset(fixed_ladder)] if fixed_ladder else [], **safe)
     def publish(summary_ref: dict[str, Any]) -> dict[str, Any]:
         return tasks.publish_run(_ladder_arg(fixed_ladder), _run_id(), summary_ref)
 
@@ -100,9 +104,10 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
                     task_id = slot_task_ids(host.name, k, j)[1]
                     spec = planned[slot_key(host.name, k, j)]
                     if host.docker_url:
-                        op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec)
+                        op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
                     else:
-                        op = run_rung.override(task_id=task_id, pool=host.pool, trigger_rule=rule)(spec)
+                        # queue=<host>: under CeleryExecutor only that host's worker takes its rungs (README)
+                        op = run_rung.override(task_id=task_id, pool=host.pool, queue=host.name, trigger_rule=rule)(spec)
                     if previous is None:
                         firsts.append(op)
                     else:
@@ -123,7 +128,8 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     ladder_status(summary_ref, publish(summary_ref))
 
 
-def _docker_rungs(host: Host, rung_timeout_s: int, task_id: str, trigger_rule: TriggerRule, spec: Any):
+def _docker_rungs(host: Host, rung_timeout_s: int, task_id: str, trigger_rule: TriggerRule, spec: Any,
+                 rung_retry: dict[str, Any] | None = None):
     """A docker host's rung slot: the runner image on the host's daemon, in its pool. The
     task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
     partial artifacts before Airflow removes the container."""
@@ -134,17 +140,20 @@ def _docker_rungs(host: Host, rung_timeout_s: int, task_id: str, trigger_rule: T
         task_id=task_id,
         trigger_rule=trigger_rule,
         pool=host.pool,
+        queue=host.name,
         docker_url=host.docker_url,
         tls_conn_id=host.tls_conn_id,
         devices=list(host.devices),
         host_name=host.name,
         execution_timeout=timedelta(seconds=rung_timeout_s + 300),
+        **(rung_retry or {}),
     )
 
 
-def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int, grid: Grid) -> DAG:
+def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int, grid: Grid,
+                     retry: RetryPolicy | None = None) -> DAG:
     """One DAG per ladder file, on the ladder's own schedule; `grid` is its default plan's shape
-    (`blocks.weekly_grid`)."""
+    (`blocks.weekly_grid`), `retry` the ladder's retry policy."""
     with DAG(
         dag_id=f"traceladder-{ladder_name}",
         description=description or f"traceladder ladder {ladder_name}",
@@ -155,7 +164,7 @@ def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], 
         default_args=DEFAULT_ARGS,
         tags=["traceladder", "ladder", ladder_name],
     ) as dag:
-        _build_tasks(ladder_name, hosts, rung_timeout_s, grid)
+        _build_tasks(ladder_name, hosts, rung_timeout_s, grid, retry)
     return dag
 
 

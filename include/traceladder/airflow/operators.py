@@ -318,8 +318,10 @@ class RungDockerOperator(RocmDockerOperator):
         if result is None:
             tail = lines[-1] if lines else "(no output)"
             raise AirflowException(f"rung {spec.rung_id} on host {self.host_name}: the runner printed no result ({tail[:300]})")
-        if result.get("status") != "ok":
-            raise AirflowException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}")
+        if result.get("status") != "ok":  # the workload failed: no retry (only infrastructure retries)
+            from airflow.sdk.exceptions import AirflowFailException
+
+            raise AirflowFailException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}")
         return {k: result.get(k) for k in RESULT_KEYS}
 
     def _record_refused(self, spec: Any, message: str) -> None:

@@ -86,14 +86,14 @@ def _spec_store(spec_dict: dict[str, Any]):
 
 def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
     """The local backend: the shared runner, in this worker, against the S3 store."""
-    from airflow.sdk.exceptions import AirflowException
+    from airflow.sdk.exceptions import AirflowFailException
 
     from traceladder.runner.rung import run_rung
 
     spec, store = _spec_store(spec_dict)
-    result = run_rung(spec, run_id, store)
-    if result["status"] != "ok":
-        raise AirflowException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
+    result = run_rung(spec, run_id, store)  # an S3 outage past the budget raises: the task retries
+    if result["status"] != "ok":  # the workload itself failed: never retried
+        raise AirflowFailException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
     return {k: result.get(k) for k in RESULT_KEYS}
 
 
@@ -116,10 +116,19 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
 
 
 def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
+    """A bad trace (truncated, corrupt gzip, failing its checksum) fails its task with one line
+    and no retry: retrying cannot mend it. An S3 outage raises as is, so the task retries."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from traceladder.analysis.events import TraceError
     from traceladder.analysis.stored import analyze_stored
+    from traceladder.storage.artifacts import ArtifactIntegrityError
 
     loaded, store = ladder_store(ladder)
-    result = analyze_stored(store, item["key"])
+    try:
+        result = analyze_stored(store, item["key"])
+    except (TraceError, ArtifactIntegrityError) as exc:
+        raise AirflowFailException(str(exc).splitlines()[0]) from None
     if loaded.ladder.engine == "tracelens":  # TraceLens's own CSVs too, beside the builtin ones
         from traceladder.airflow.tracelens import run_tracelens
 

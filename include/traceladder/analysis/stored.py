@@ -29,14 +29,19 @@ def analysis_key(trace_key: str) -> str:
 
 
 def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
-    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.engine import TraceError, analyze_trace
 
     out_prefix = analysis_prefix(trace_key)
     with tempfile.TemporaryDirectory(prefix="traceladder-analysis-") as tmp:
         local = Path(tmp) / trace_key.rsplit("/", 1)[-1]
         local.write_bytes(store.get_verified(trace_key))
         out_dir = Path(tmp) / "reports"
-        analysis = analyze_trace(local, out_dir)
+        try:
+            analysis = analyze_trace(local, out_dir)
+        except TraceError as exc:  # name the stored object, not the temporary copy
+            err = TraceError(trace_key, exc.reason)
+            err.args = (f"{store.describe(trace_key)}: {exc.reason}",)  # Path() would fold "s3://"
+            raise err from None
         for path in sorted(out_dir.iterdir()):
             store.put_file(f"{out_prefix}/{path.name}", path)
     store.write_manifest(out_prefix)

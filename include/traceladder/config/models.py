@@ -72,6 +72,17 @@ class LensPlan(Strict):
     every_rung: str | None = None
 
 
+class RetryPolicy(Strict):
+    """Retries with exponential backoff (issue 19). Analysis, summary and publish (and the plan
+    and trace collection) are safe to retry; a rung retries only on infrastructure failure
+    (preflight, S3), never when its workload failed."""
+
+    tasks: int = Field(default=3, ge=0, le=10)
+    rung_infra: int = Field(default=2, ge=0, le=10)
+    delay_s: int = Field(default=30, ge=1)
+    max_delay_s: int = Field(default=600, ge=1)
+
+
 class Ladder(Strict):
     schema_: Literal[1] = Field(alias="schema")
     ladder: Name
@@ -92,6 +103,7 @@ class Ladder(Strict):
     switches: dict[Name, Switch]
     rungs: list[Rung] = Field(min_length=1)
     lenses: LensPlan | None = None
+    retries: RetryPolicy = Field(default_factory=RetryPolicy)
 
 
 class StorageSettings(Strict):

@@ -86,17 +86,19 @@ class StepMetrics:
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
 _MEM = rf"(?:{_NUM})\s*(?:[KMGT]i?B)?"
 
+# Integers are at most 18 digits: int() of a longer run of digits raises ValueError (found by
+# fuzzing, issue 19), and no iteration count or batch size is that long.
 _LINE_RE = re.compile(
     rf"""
-      (?<![\w-])iteration\s+(?P<it>\d+)\s*/\s*(?P<iters>\d+)
+      (?<![\w-])iteration\s+(?P<it>\d{{1,18}})\s*/\s*(?P<iters>\d{{1,18}})(?!\d)
     | elapsed\ time\ per\ iteration\ \(ms\):\s*(?P<el>{_NUM})(?:\s*/\s*(?P<el_avg>{_NUM}))?
     | (?:compute|throughput)\ per\ GPU\ \(TFLOP/s/GPU\):\s*(?P<tf>{_NUM})
           (?:\s*/\s*(?P<tf_avg>{_NUM})|\s*\(\s*avg\s+(?P<tf_avg2>{_NUM})\s*\))?
     | tokens/s/GPU\ inst/harmonic\ mean:\s*(?P<tok>{_NUM})(?:\s*/\s*(?P<tok_avg>{_NUM}))?
     | tokens\ per\ GPU\ \(tokens/s/GPU\):\s*(?P<tok_old>{_NUM})(?:\s*/\s*(?P<tok_old_avg>{_NUM}))?
-    | global\ batch\ size:\s*(?P<gbs>\d+)
+    | global\ batch\ size:\s*(?P<gbs>\d{{1,18}})(?!\d)
     | lm\ loss:\s*(?P<loss>{_NUM})
-    | rank-(?P<max_rank>\d+)\ rocm\ max\ mem\ usage/usage_ratio:\s*(?P<max_mem>{_NUM})\s*(?P<max_unit>[KMGT]i?B)?
+    | rank-(?P<max_rank>\d{{1,18}})\ rocm\ max\ mem\ usage/usage_ratio:\s*(?P<max_mem>{_NUM})\s*(?P<max_unit>[KMGT]i?B)?
     | (?<![\w-])rocm\ mem\ usage/free/total/usage_ratio:\s*(?P<rocm_mem>{_NUM})\s*(?P<rocm_unit>[KMGT]i?B)?
     | hip\ mem\ usage/free/total/usage_ratio:\s*(?P<hip_mem>{_NUM})\s*(?P<hip_unit>[KMGT]i?B)?
     """,

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 from traceladder import __version__
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
+from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
-from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
+from traceladder.storage.artifacts import ArtifactSink, S3ArtifactStore, rung_prefix, safe_key_part
+from traceladder.storage.spool import SpoolingSink
 
 if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (runner/spec.py)
     from traceladder.plan import RungSpec
@@ -50,9 +52,14 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
             continue
 
 
-def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, deadline_s: float, echo: TextIO | None) -> tuple[int | None, bool]:
-    """Run argv, teeing its output to log_path (and echo); returns (exit code, timed out)."""
-    with log_path.open("w", encoding="utf-8", errors="replace") as log:
+def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, deadline_s: float, echo: TextIO | None,
+            write_errors: list[OSError] | None = None) -> tuple[int | None, bool]:
+    """Run argv, teeing its output to log_path (and echo); returns (exit code, timed out). A log
+    write that fails (a full disk) goes to write_errors; the output is still drained."""
+    errors = write_errors if write_errors is not None else []
+    log = log_path.open("w", encoding="utf-8", errors="replace", buffering=1)  # line-buffered: ENOSPC shows per line
+    proc: subprocess.Popen[str] | None = None
+    try:
         try:
             proc = subprocess.Popen(
                 argv, cwd=cwd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -65,7 +72,11 @@ def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, dea
         def pump() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
-                log.write(line)
+                if not errors:
+                    try:
+                        log.write(line)
+                    except OSError as exc:
+                        errors.append(exc)
                 if echo is not None:
                     echo.write(line)
                     echo.flush()
@@ -79,9 +90,17 @@ def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, dea
             timed_out = True
             _kill_group(proc)
         reader.join(timeout=10)
-        if timed_out:
+        if timed_out and not errors:
             log.write(f"[traceladder] deadline of {deadline_s:.0f} s reached; the rung was stopped\n")
         return proc.returncode, timed_out
+    except OSError as exc:
+        errors.append(exc)
+        return (proc.returncode if proc is not None else 127), False
+    finally:
+        try:
+            log.close()
+        except OSError as exc:
+            errors.append(exc)
 
 
 def provenance(spec: RungSpec) -> dict[str, Any]:
@@ -113,6 +132,17 @@ def run_rung(
     failing workload: the status says what happened)."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
+    # S3 artifacts go through the host's spool, so an S3 outage loses nothing (storage/spool.py)
+    if isinstance(sink, S3ArtifactStore):
+        spool = SpoolingSink(sink, log=(lambda line: echo.write(line + "\n")) if echo is not None else None)
+        done = spool.pending(prefix)
+        if done is not None:  # the rung finished before; only its upload failed: upload, never rerun
+            count = spool.flush(prefix)
+            if echo is not None:
+                echo.write(f"[traceladder] {spec.rung_id}: uploaded {count} spooled artifacts; the rung was not run again\n")
+            return done
+        spool.discard(prefix)
+        sink = spool
     started = time.monotonic()
     # Wall-clock start and end: the order the runs really ran in, checked against plan.json's design.
     started_at = time.time()
@@ -127,6 +157,7 @@ def run_rung(
         argv, env = backend.command(spec, workspace)
         cwd = backend.workdir(spec, root)
         lens_error = None
+        write_errors: list[OSError] = []
         try:
             backend.lens_preflight(spec)
         except docker_backend.LensUnavailable as exc:
@@ -139,7 +170,8 @@ def run_rung(
         else:
             if echo is not None:
                 echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
-            code, timed_out = execute(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo)
+            code, timed_out = execute(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
+        full = disk_full(root, write_errors) if (code is not None and code != 0) or write_errors else None
 
         result: dict[str, Any] = {
             "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
@@ -164,6 +196,8 @@ def run_rung(
             result.update(status="failed", error=lens_error)
         elif timed_out:
             result.update(status="timeout", error=f"deadline of {deadline_s or spec.timeout_s} s reached")
+        elif full:
+            result.update(status="failed", error=full)
         elif code != 0:
             result.update(status="failed", error=f"workload exited {code}: {_last_error_line(log_path)}")
         elif result["error"] is not None:
@@ -179,6 +213,9 @@ def run_rung(
         sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
         sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
         sink.write_manifest(prefix)
+        if isinstance(sink, SpoolingSink):
+            sink.seal(prefix)
+            sink.flush(prefix)
         return result
     finally:
         if own_tmp:

@@ -54,6 +54,9 @@ _FIELDS: dict[str, tuple[type | None, ...]] = {
 }
 # Specs written before randomised blocks lack these; such a run was repeat k of a plain ladder.
 _OPTIONAL = {"schema": 1, "block": 0, "position": 0, "purpose": "measure"}
+_BACKENDS = ("local", "docker")
+# names that become key parts or the command's identity: empty would fail later, mid-run
+_NON_EMPTY = ("ladder", "rung", "rung_id", "lens", "storage_prefix")
 
 
 def render_arg(value: Any) -> str:
@@ -71,6 +74,41 @@ def render_overrides(model_args: dict[str, Any]) -> list[str]:
     for key, value in model_args.items():
         out += [f"--{key}", render_arg(value)]
     return out
+
+
+def _nul_field(value: Any, where: str) -> str | None:
+    """The first field holding a NUL byte: the OS refuses it in argv and the environment."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        if isinstance(k, str) and "\x00" in k:
+            return f"{where}.{k!r}"
+        found = _nul_field(v, f"{where}.{k}" if isinstance(value, dict) else f"{where}[{k}]")
+        if found:
+            return found
+    return None
+
+
+def _check_runnable(full: dict[str, Any]) -> None:
+    """What the runner would otherwise trip over after it started (found by fuzzing, issue 19)."""
+    if full["backend"] not in _BACKENDS:
+        raise SpecError(f"backend: must be one of {', '.join(_BACKENDS)}, got {full['backend']!r}")
+    for key in _NON_EMPTY:
+        if not full[key].strip("/"):
+            raise SpecError(f"{key}: must not be empty")
+    for key in full:
+        found = _nul_field(full[key], key)
+        if found:
+            raise SpecError(f"{found}: contains a NUL byte")
+    for name in full["docker_env_vars"]:
+        if not name or "=" in name:
+            raise SpecError(f"docker_env_vars: bad variable name {name!r}")
+    if any(not k for k in full["model_args"]):
+        raise SpecError("model_args: empty argument name")
+    for key in ("warmup_iters", "train_iters", "repeat"):
+        if full[key] < 0:
+            raise SpecError(f"{key}: must not be negative")
 
 
 def _type_ok(value: Any, allowed: tuple[type | None, ...]) -> bool:
@@ -133,6 +171,7 @@ class RunnerSpec:
             raise SpecError("profile_window: expected [start, end]")
         if full["timeout_s"] < 1:
             raise SpecError("timeout_s: must be positive")
+        _check_runnable(full)
         # keep the key order RungSpec writes (its field order), so spec.json is byte-identical
         ordered = {key: full[key] for key in _FIELDS}
         return cls(ordered)

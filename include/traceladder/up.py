@@ -1,0 +1,57 @@
+"""`traceladder up` / `make up`: the embedded S3 and a local Airflow (api-server, scheduler,
+dag-processor, triggerer on LocalExecutor) with the project's DAGs, plugin and pools, in the
+foreground until Ctrl-C. State lives in `.traceladder/` (git-ignored): a second `up` finds the
+same database, logins and S3 objects (the same folders `make demo` uses)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from traceladder.config.loader import REPO_ROOT
+
+STATE_DIR = REPO_ROOT / ".traceladder"
+# The stack drops the caller's TRACELADDER_* variables; these two choose what it shows, so they pass.
+PASS_THROUGH = ("TRACELADDER_LADDERS_DIR", "TRACELADDER_CLUSTERS_FILE")
+DEFAULT_PORT = 8080
+
+
+def say(message: str) -> None:
+    print(f"[up] {message}", file=sys.stderr, flush=True)
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_up(state_dir: Path = STATE_DIR, port: int | None = None) -> int:
+    from traceladder.airflow.local_stack import LocalStack, port_free
+
+    if port is None:
+        port = DEFAULT_PORT if port_free(DEFAULT_PORT) else None  # None: a free port
+    stack = LocalStack(state_dir, port=port, extra_env={k: os.environ[k] for k in PASS_THROUGH if k in os.environ})
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    say(f"state in {state_dir} (delete it to start afresh)")
+    say("starting S3, migrating Airflow, importing pools, serializing the DAGs, then the four components ...")
+    started = time.monotonic()
+    try:
+        stack.start()
+        ladders = sorted(d["dag_id"] for d in stack._call("GET", "/api/v2/dags", params={"tags": "ladder", "limit": 100})["dags"])
+        print(f"Airflow:  {stack.url}  (up in {time.monotonic() - started:.0f} s)", flush=True)
+        print(f"Ladders:  {stack.url}/plugin/ladders", flush=True)
+        print(f"Login:    admin / {stack.passwords['admin']}   (viewer / {stack.passwords['viewer']})", flush=True)
+        print(f"S3:       {stack.s3.endpoint_url}  bucket {stack.s3.bucket}  (credentials in {stack.s3.dir}/s3_identities.json)", flush=True)
+        print(f"DAGs:     traceladder-trigger (unpaused: its form runs a ladder now); {', '.join(ladders)} (paused until you unpause)", flush=True)
+        print(f"Logs:     {stack.home}/logs/stack/   Ctrl-C stops everything started here.", flush=True)
+        while True:
+            stack.check_alive()
+            time.sleep(2)
+    except KeyboardInterrupt:
+        say("stopping")
+        return 0
+    finally:
+        stack.stop()
+        say("stopped")

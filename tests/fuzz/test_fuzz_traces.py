@@ -1,0 +1,138 @@
+"""PyTorch profiler trace headers and event records, and rocprofv3 CSV rows, fuzzed from real
+traces: analysis either writes its reports, or raises `TraceError` whose text is one line that
+starts with the file (`traceladder analyze` prints it and exits 2)."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from traceladder.analysis.engine import analyze_trace
+from traceladder.analysis.events import TraceError
+
+from .common import assert_one_line, cli_contract, fuzz_settings
+
+pytestmark = [pytest.mark.faults, pytest.mark.fuzz]
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+BERT = SHARED / "reference" / "derived" / "gaunernst_bert-small-uncased__1016001__gpu_only.json.gz"
+
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8), st.sampled_from(["X", "i", "M", "kernel", "cpu_op", "ProfilerStep#3", "nccl:all_reduce", "1e400"]),
+    st.lists(st.integers(0, 3), max_size=2), st.dictionaries(st.sampled_from(["External id", "correlation", "stream", "device", "Input Dims", "Input type"]), st.integers(-1, 9) | st.text(max_size=4), max_size=3),
+)
+
+
+def _contract(path: Path, out: Path) -> None:
+    try:
+        analyze_trace(path, out)
+    except TraceError as exc:
+        assert_one_line(str(exc), starts_with=str(path))
+
+
+@pytest.fixture(scope="module")
+def bert() -> dict[str, Any]:
+    if not BERT.is_file():
+        pytest.fail(f"{BERT}: reference trace missing (../shared must sit beside the repo)")
+    doc = json.loads(gzip.decompress(BERT.read_bytes()))
+    doc["metadata"] = {}  # the original's metadata is large and the readers ignore it
+    return doc
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fuzz-traces")
+
+
+HEADER_KEYS = ["traceEvents", "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds", "traceName"]
+EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "bp"]
+
+
+@fuzz_settings(60)
+@given(data=st.data())
+def test_pytorch_trace_headers(bert: dict[str, Any], tmp: Path, data: st.DataObject) -> None:
+    doc = dict(bert)
+    for _ in range(data.draw(st.integers(1, 3))):
+        key = data.draw(st.sampled_from(HEADER_KEYS))
+        if data.draw(st.booleans()):
+            doc.pop(key, None)
+        else:
+            doc[key] = data.draw(VALUES | st.just([{"rank": 0, "world_size": 2}]))
+    path = tmp / "header.json"
+    path.write_text(json.dumps(doc))
+    _contract(path, tmp / "out-header")
+
+
+@fuzz_settings(80)
+@given(data=st.data())
+def test_pytorch_event_records(bert: dict[str, Any], tmp: Path, data: st.DataObject) -> None:
+    events = copy.deepcopy(bert["traceEvents"])
+    for _ in range(data.draw(st.integers(1, 6))):
+        i = data.draw(st.integers(0, len(events) - 1))
+        op = data.draw(st.sampled_from(["set", "drop_key", "drop_event", "replace_event"]))
+        ev = events[i]
+        if op == "drop_event":
+            del events[i]
+        elif op == "replace_event":
+            events[i] = data.draw(VALUES)
+        elif isinstance(ev, dict):
+            key = data.draw(st.sampled_from(EVENT_KEYS))
+            if op == "drop_key":
+                ev.pop(key, None)
+            else:
+                ev[key] = data.draw(VALUES)
+        if not events:
+            break
+    path = tmp / "events.json"
+    path.write_text(json.dumps({**bert, "traceEvents": events}, allow_nan=True))
+    _contract(path, tmp / "out-events")
+
+
+CSV_HEADER = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
+              "Correlation_Id", "Start_Timestamp", "End_Timestamp"]
+CELL = st.one_of(st.integers(-5, 10**20).map(str), st.text(max_size=6), st.sampled_from(["", "nan", "1.5", "-1", "1e30", '"', "a,b", "0x10"]))
+
+
+def _good_row(i: int) -> list[str]:
+    start = 1_000_000 + 1000 * i
+    return ["KERNEL_DISPATCH", "1", "0", "0", "7", str(i), "3", f"Cijk_Alik_Bljk_{i % 3}", str(i + 1), str(start), str(start + 400)]
+
+
+@fuzz_settings(80)
+@given(data=st.data())
+def test_rocprofv3_csv_rows(tmp: Path, data: st.DataObject) -> None:
+    header = list(CSV_HEADER)
+    if data.draw(st.integers(0, 4)) == 0:  # sometimes a damaged header too
+        header[data.draw(st.integers(0, len(header) - 1))] = data.draw(st.text(max_size=8))
+    rows = [_good_row(i) for i in range(data.draw(st.integers(0, 6)))]
+    for _ in range(data.draw(st.integers(0, 5))):
+        if not rows:
+            break
+        row = rows[data.draw(st.integers(0, len(rows) - 1))]
+        if not row:
+            continue
+        op = data.draw(st.sampled_from(["cell", "short", "long"]))
+        if op == "cell":
+            row[data.draw(st.integers(0, len(row) - 1))] = data.draw(CELL)
+        elif op == "short":
+            del row[data.draw(st.integers(0, len(row) - 1)) :]
+        else:
+            row.append(data.draw(CELL))
+    buf = io.StringIO()
+    w = csv.writer(buf, quoting=data.draw(st.sampled_from([csv.QUOTE_ALL, csv.QUOTE_MINIMAL])), lineterminator="\n")
+    w.writerows([header, *rows])
+    path = tmp / "908_kernel_trace.csv"
+    path.write_bytes(buf.getvalue().encode())
+    _contract(path, tmp / "out-csv")
+    if data.draw(st.integers(0, 9)) == 0:  # and, now and then, through the CLI itself
+        cli_contract(["analyze", str(path), "--out", str(tmp / "out-cli")], "error: " + str(path))

@@ -1,0 +1,76 @@
+"""The compose file's scale-out (profile `celery`): Redis, a default-queue worker, and one worker
+per worker host of clusters.yaml listening on that host's queue, with CeleryExecutor everywhere
+when AIRFLOW_EXECUTOR says so and LocalExecutor otherwise. Checked with docker-compose's own
+merge (`config`), not by reading the YAML ourselves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from needs import unavailable
+from traceladder.config.loader import load_clusters
+
+pytestmark = pytest.mark.docker
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "airflow" / "docker-compose.yaml"
+SECRETS = ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "AIRFLOW_FERNET_KEY", "S3_ACCESS_KEY", "S3_SECRET_KEY")
+
+
+def _config(executor: str | None) -> dict:
+    if not shutil.which("docker-compose"):
+        unavailable("docker-compose (apt-get install -y docker-compose)")
+    env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_EXECUTOR"} | {k: "test-value" for k in SECRETS}
+    if executor:
+        env["AIRFLOW_EXECUTOR"] = executor
+    out = subprocess.run(["docker-compose", "-f", str(COMPOSE), "--profile", "celery", "config"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return yaml.safe_load(out.stdout)["services"]
+
+
+def test_celery_profile_has_a_worker_per_host_queue() -> None:
+    services = _config("CeleryExecutor")
+    queues = {}
+    for name, svc in services.items():
+        command = svc.get("command") or []
+        if command[:3] == ["airflow", "celery", "worker"]:
+            queues[command[command.index("--queues") + 1]] = name
+            assert svc["environment"]["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://redis:")
+    hosts = {h.name for c in load_clusters().clusters.values() if c.backend == "docker" for h in c.hosts}
+    assert hosts and hosts | {"default"} == set(queues), queues
+    airflow_services = [s for s in services.values() if "AIRFLOW__CORE__EXECUTOR" in s.get("environment", {})]
+    assert {s["environment"]["AIRFLOW__CORE__EXECUTOR"] for s in airflow_services} == {"CeleryExecutor"}
+    assert services["redis"]["profiles"] == ["celery"]
+
+
+def test_local_executor_stays_the_default() -> None:
+    services = _config(None)
+    assert services["scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+
+
+def test_user_defined_network_resolves_service_names(docker_engine, standin_images) -> None:
+    """The test Docker Engine runs with --bridge=none --iptables=false; compose's service-name
+    networking still needs a user-defined network with DNS: one container reaches another by name."""
+    import secrets
+
+    from conftest import docker_cli
+
+    net, server = f"tl-net-{secrets.token_hex(3)}", f"tl-srv-{secrets.token_hex(3)}"
+    docker_cli("network", "create", net)
+    try:
+        docker_cli("run", "-d", "--rm", "--name", server, "--network", net, standin_images.base, "python3", "-m", "http.server", "8000")
+        probe = ("import time, urllib.request\n"
+                 "for _ in range(50):\n"
+                 "    try:\n"
+                 f"        print(urllib.request.urlopen('http://{server}:8000/', timeout=2).status); break\n"
+                 "    except OSError: time.sleep(0.2)\n")
+        out = docker_cli("run", "--rm", "--network", net, standin_images.base, "python3", "-c", probe, check=False)
+        assert out.stdout.strip() == "200", out.stderr
+    finally:
+        docker_cli("rm", "-f", server, check=False)
+        docker_cli("network", "rm", net, check=False)

@@ -1,0 +1,100 @@
+"""Ladders under a real `airflow scheduler` (LocalExecutor), not `dag.test()`: the stack that
+`make up` starts (traceladder.airflow.local_stack), on free ports, with two tiny ladders.
+
+One stack and two DAG runs at once for the module: a REST trigger of `traceladder-trigger`
+(two rungs, one repeat, a lens) and the scheduled run that the scheduler creates when the
+weekly DAG of a small ladder is unpaused. The tests then read the runs back through the REST API:
+their states, their task instances' pools and times (no two rungs of one host overlap: the pool
+at work, which `dag.test()` ignores), and their XCom sizes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stack_harness import keep_logs, overlaps, parse_time, start_stack
+
+pytestmark = pytest.mark.scheduler
+
+TRIGGERED = "sched-trig"    # run through the REST trigger
+SCHEDULED = "sched-weekly"  # its weekly DAG unpaused; "0 3 * * 1" fires at once (catchup=False)
+CONF = {"ladder": TRIGGERED, "rungs": ["baseline", "fusions"], "repeats": 1, "lens": "torch_rank0"}
+HOST_POOL = "traceladder-localhost"
+XCOM_CEILING = 64 * 1024  # bytes per XCom value; Postgres jsonb takes 255 MB, MySQL's default packet 64 MB
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("scheduler")
+    stack = start_stack(tmp, {TRIGGERED: {}, SCHEDULED: {"schedule": "0 3 * * 1"}})
+    try:
+        t0 = time.monotonic()
+        trig_dag, weekly_dag = "traceladder-trigger", f"traceladder-{SCHEDULED}"
+        assert not stack.dag_runs(weekly_dag), "a paused DAG already has runs"
+        trig_run = stack.trigger(trig_dag, CONF)
+        stack.unpause(weekly_dag)
+        deadline = time.monotonic() + 180
+        while not (weekly := stack.dag_runs(weekly_dag)) and time.monotonic() < deadline:
+            time.sleep(2)
+        assert weekly, f"the scheduler created no run of {weekly_dag} within 180 s of the unpause"
+        weekly_run = weekly[0]["dag_run_id"]
+        out = {"stack": stack, "created_s": time.monotonic() - t0, "weekly_listing": weekly}
+        for key, dag_id, run_id in (("trigger", trig_dag, trig_run), ("weekly", weekly_dag, weekly_run)):
+            state = stack.wait_for_run(dag_id, run_id, timeout_s=1500)
+            out[key] = {"dag_id": dag_id, "run_id": run_id, "state": state,
+                        "tis": stack.task_instances(dag_id, run_id), "xcoms": stack.xcom_sizes(dag_id, run_id)}
+        out["wall_s"] = time.monotonic() - t0
+        yield out
+    finally:
+        keep_logs(stack, "test_scheduler")
+        stack.stop()
+
+
+def _states(run: dict[str, Any]) -> dict[tuple[str, int], str]:
+    return {(ti["task_id"], ti["map_index"]): ti["state"] for ti in run["tis"]}
+
+
+def _rungs(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return [ti for ti in run["tis"] if ti["pool"] == HOST_POOL and ti["state"] is not None]
+
+
+def test_rest_trigger_runs_the_conf_to_success(runs: dict[str, Any]) -> None:
+    run = runs["trigger"]
+    assert run["state"] == "success", _states(run)
+    rungs = _rungs(run)
+    # two rungs, one repeat, every one through the lens
+    assert sorted(ti["rendered_map_index"] for ti in rungs) == ["baseline.torch_rank0.r0", "fusions.torch_rank0.r0"]
+    assert all(ti["state"] == "success" for ti in rungs)
+    analyses = [ti for ti in run["tis"] if ti["task_id"] == "analyze"]
+    assert len(analyses) == 2 and all(ti["state"] == "success" for ti in analyses), _states(run)
+
+
+def test_unpaused_weekly_dag_gets_its_scheduled_run(runs: dict[str, Any]) -> None:
+    listing = runs["weekly_listing"]
+    assert len(listing) == 1 and listing[0]["run_type"] == "scheduled", listing
+    run = runs["weekly"]
+    assert run["state"] == "success", _states(run)
+    assert sorted(ti["rendered_map_index"] for ti in _rungs(run)) == ["baseline.none.r0", "fusions.none.r0"]
+    published = [ti for ti in run["tis"] if ti["task_id"] == "publish"]
+    assert published and published[0]["state"] == "success"
+
+
+def test_rungs_of_one_host_never_overlap(runs: dict[str, Any]) -> None:
+    """Both runs' rungs share the host's one-slot pool: their [start, end] never intersect,
+    although the executor ran other tasks side by side (parallelism 4)."""
+    rungs = _rungs(runs["trigger"]) + _rungs(runs["weekly"])
+    assert len(rungs) == 4
+    intervals = [(parse_time(ti["start_date"]), parse_time(ti["end_date"]), ti["rendered_map_index"]) for ti in rungs]
+    assert overlaps(intervals) == [], intervals
+    others = [ti for r in ("trigger", "weekly") for ti in runs[r]["tis"]
+              if ti["pool"] != HOST_POOL and ti["start_date"] and ti["end_date"]]
+    side_by_side = overlaps([(parse_time(t["start_date"]), parse_time(t["end_date"]), f"{t['task_id']}[{t['map_index']}]") for t in others])
+    assert side_by_side, "no two default-pool tasks overlapped: the pool check above proves nothing"
+
+
+def test_xcom_values_stay_small(runs: dict[str, Any]) -> None:
+    sizes = {**runs["trigger"]["xcoms"], **runs["weekly"]["xcoms"]}
+    assert sizes and max(sizes.values()) < XCOM_CEILING, sizes
