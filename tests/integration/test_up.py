@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from stack_harness import write_ladders
-from traceladder.airflow.local_stack import free_port, port_free
+from traceladder.airflow.local_stack import free_port
 
 pytestmark = pytest.mark.scheduler
 
@@ -51,6 +52,13 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
     return out
+
+
+def _listening(port: int) -> bool:
+    """Something accepts connections there (a bind test would trip over TIME_WAIT sockets)."""
+    with socket.socket() as sock:
+        sock.settimeout(2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _processes_in(home: Path) -> list[int]:
@@ -89,7 +97,7 @@ def test_up_serves_the_ladders_page_runs_a_trigger_stops_on_ctrl_c_and_restarts(
     finally:
         out = _stop(proc)
     assert "[up] stopped" in out
-    assert port_free(port) and port_free(s3_port)
+    assert not _listening(port) and not _listening(s3_port)
     assert _processes_in(state) == []
 
     proc, again = _start(state, port, env)

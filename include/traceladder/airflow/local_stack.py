@@ -363,6 +363,10 @@ class LocalStack:
             raise StackError(f"POST /api/v2/dags/{dag_id}/dagRuns: HTTP {resp.status_code} {resp.text[:300]}")
         return run_id
 
+    def dag_ids(self, tag: str | None = None) -> list[str]:
+        params: dict[str, Any] = {"limit": 100, **({"tags": tag} if tag else {})}
+        return sorted(d["dag_id"] for d in self._call("GET", "/api/v2/dags", params=params)["dags"])
+
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"])
 
