@@ -75,8 +75,9 @@ def slots_by_block(dag) -> dict[int, list]:
 
 
 def test_blocks_run_one_after_the_other_in_a_fixed_order(dagbag) -> None:
-    """The order is structural: slot j+1 of a block waits for slot j, every first slot of block
-    k+1 waits for the last slot of block k, and all of them run whatever happened before."""
+    """The order is structural: slot j+1 of a block waits for slot j (after a success or a failure
+    alike; an empty slot skips the rest of its chain), each block ends in a `done` join that waits
+    for all of its chains whatever happened, and every first slot of block k+1 waits for it."""
     from traceladder.airflow.blocks import weekly_grid
     from traceladder.config import find_ladder, load_ladder
 
@@ -84,20 +85,19 @@ def test_blocks_run_one_after_the_other_in_a_fixed_order(dagbag) -> None:
     blocks = slots_by_block(dag)
     grid = weekly_grid(load_ladder(find_ladder("proxy-local")))
     assert [len(b) for b in blocks.values()] == grid["localhost"] == [10, 10, 10, 3, 3, 3, 10]
-    previous_last = None
+    previous_join = None
     for k, slots in blocks.items():
         for j, slot in enumerate(slots):
             upstream = set(slot.upstream_task_ids) - {"plan"}
             if j:
-                assert upstream == {slots[j - 1].task_id}
-            elif previous_last is not None:
-                assert upstream == {previous_last.task_id}
+                assert upstream == {slots[j - 1].task_id} and slot.trigger_rule == "none_skipped"
             else:
-                assert upstream == set()
+                assert upstream == ({previous_join} if previous_join else set()) and slot.trigger_rule == "all_success"
             assert "plan" in slot.upstream_task_ids  # its spec is the plan's XCom for the slot
-            assert slot.trigger_rule == ("all_success" if (k, j) == (0, 0) else "all_done")
-        previous_last = slots[-1]
-    assert dag.get_task("collect_traces").upstream_task_ids == {previous_last.task_id}
+        join = dag.get_task(f"block_{k:02d}.done")
+        assert join.upstream_task_ids == {slots[-1].task_id} and join.trigger_rule == "all_done"
+        previous_join = join.task_id
+    assert dag.get_task("collect_traces").upstream_task_ids == {previous_join}
 
 
 def test_trigger_dag_has_room_for_the_largest_form_plan(dagbag) -> None:

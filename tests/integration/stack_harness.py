@@ -93,3 +93,20 @@ def overlaps(intervals: list[tuple[datetime, datetime, str]]) -> list[tuple[str,
         if s2 < e1:
             found.append((a, b))
     return found
+
+
+def stored_rung_ids(stack: LocalStack, ladder: str, run_id: str) -> list[str]:
+    """The rung ids a run stored a metrics.json for (rung slots are plain tasks, named by their
+    place in the block grid; what ran in them is in S3)."""
+    from traceladder.storage.artifacts import safe_key_part
+
+    client = stack.s3.client()
+    prefix = f"traceladder/{ladder}/{safe_key_part(run_id)}/"
+    keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=stack.s3.bucket, Prefix=prefix)
+            for o in page.get("Contents", [])]
+    return sorted(k[len(prefix):].split("/", 1)[0] for k in keys if k.endswith("/metrics.json") and k.count("/") == prefix.count("/") + 1)
+
+
+def ran_rung_slots(tis: list[dict[str, Any]], pool: str) -> list[dict[str, Any]]:
+    """The rung slots of a run that ran a rung (empty slots are skipped)."""
+    return [ti for ti in tis if ti["pool"] == pool and ti["state"] in ("success", "failed")]

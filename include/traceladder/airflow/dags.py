@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
 
 from traceladder.airflow import tasks
@@ -90,17 +91,19 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
         tasks.check_rungs(summary_ref, published)
 
     planned = plan()
-    before: list[Any] = []  # the previous block's last slot of every host
+    before: Any = None  # the previous block's join
     for k in range(max((len(sizes) for sizes in grid.values()), default=0)):
-        firsts, lasts = [], []
         with TaskGroup(group_id=f"block_{k:02d}"):
+            lasts = []
             for host in hosts:
                 sizes = grid.get(host.name, [])
                 previous = None
                 for j in range(sizes[k] if k < len(sizes) else 0):
-                    # A slot gets a list of zero or one spec from the plan: an empty slot skips.
-                    # ALL_DONE: the next run starts whatever happened to the one before.
-                    rule = TriggerRule.ALL_DONE if previous is not None or before else TriggerRule.ALL_SUCCESS
+                    # A slot gets a list of zero or one spec from the plan: an empty slot skips itself.
+                    # NONE_SKIPPED: the next run starts after a success or a failure alike, while an
+                    # empty slot (a block's tail) skips the rest of the chain in the scheduler, with no
+                    # task process each (the trigger DAG's grid is mostly empty slots).
+                    rule = TriggerRule.NONE_SKIPPED if previous is not None else TriggerRule.ALL_SUCCESS
                     task_id = slot_task_ids(host.name, k, j)[1]
                     spec = planned[slot_key(host.name, k, j)]
                     if host.docker_url:
@@ -108,16 +111,18 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
                     else:
                         # queue=<host>: under CeleryExecutor only that host's worker takes its rungs (README)
                         op = run_rung.override(task_id=task_id, pool=host.pool, queue=host.name, trigger_rule=rule)(spec)
-                    if previous is None:
-                        firsts.append(op)
-                    else:
+                    if previous is None and before is not None:
+                        before >> op
+                    elif previous is not None:
                         previous >> op
                     previous = op
                 if previous is not None:
                     lasts.append(previous)
-        for first in firsts:
-            before >> first
-        before = lasts or before
+            # The block ends when every host's chain is done, whatever happened in it: an empty
+            # operator (no task process) that the next block's first slots wait for.
+            join = EmptyOperator(task_id="done", trigger_rule=TriggerRule.ALL_DONE)
+            (lasts or [before or planned]) >> join
+        before = join
     traces = collect_traces()
     (before or planned) >> traces
     analyses = analyze.expand(item=traces)
