@@ -64,7 +64,7 @@ def test_small_ladder_succeeds_under_celery(celery_run: dict[str, Any]) -> None:
 
 def test_every_rung_ran_on_its_hosts_worker(celery_run: dict[str, Any]) -> None:
     rungs = ran_rung_slots(celery_run["tis"], HOST_POOL)
-    assert len(rungs) == 2 and celery_run["rung_ids"] == ["baseline.torch_rank0.r0", "fusions.torch_rank0.r0"]
+    assert len(rungs) == 2 and celery_run["rung_ids"] == ["baseline.torch_rank0.p0", "fusions.torch_rank0.p0"]
     logs = celery_run["worker_logs"]
     for ti in rungs:
         assert ti["queue"] == HOST, ti

@@ -68,7 +68,7 @@ def test_rest_trigger_runs_the_conf_to_success(runs: dict[str, Any]) -> None:
     rungs = _rungs(run)
     # two rungs, one repeat, every one through the lens
     assert len(rungs) == 2 and all(ti["state"] == "success" for ti in rungs), rungs
-    assert run["rung_ids"] == ["baseline.torch_rank0.r0", "fusions.torch_rank0.r0"]
+    assert run["rung_ids"] == ["baseline.torch_rank0.p0", "fusions.torch_rank0.p0"]
     analyses = [ti for ti in run["tis"] if ti["task_id"] == "analyze"]
     assert len(analyses) == 2 and all(ti["state"] == "success" for ti in analyses), _states(run)
 
