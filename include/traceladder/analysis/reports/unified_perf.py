@@ -136,29 +136,20 @@ class _Tree:
             cur = nxt[~self.has_comm[nxt]]
 
 
-def _wrappers(tr: _Tree, fwd_of: dict[int, int]) -> np.ndarray:
-    """Per event, the autograd wrapper above it (-1: none): the first of its five nearest
-    ancestors that has a (truthy) linked forward op, as TraceLens climbs."""
-    n = len(tr.t)
-    is_w = np.zeros(n, dtype=bool)
-    is_w[np.asarray([b for b, f in fwd_of.items() if f], dtype=np.int64)] = True
-    wrapper = np.full(n, -1, dtype=np.int64)
-    cur = np.arange(n)
-    active = np.ones(n, dtype=bool)
-    for _ in range(5):
-        p = tr.hp[cur]
-        active &= p >= 0
-        hit = active & is_w[np.maximum(p, 0)]
-        wrapper[hit] = p[hit]
-        active &= ~hit
-        cur = np.where(active, p, cur)
-    return wrapper
-
-
-def _sole_fwd(tr: _Tree, wrapper: int, fwd_of: dict[int, int]) -> int | None:
-    """The linked forward op of ``wrapper`` when the wrapper holds exactly one backward op
-    (same for every event below it, so computed once per wrapper)."""
+def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
+    """The linked forward op when ``e`` is the only backward op of its autograd node."""
     t = tr.t
+    cur, wrapper = e, -1
+    for _ in range(5):
+        p = int(tr.hp[cur])
+        if p < 0:
+            break
+        if fwd_of.get(p):
+            wrapper = p
+            break
+        cur = p
+    if wrapper < 0:
+        return None
     f = fwd_of[wrapper]
     if not _has_model(t.name_of(f)) or _bwd_category(t.name_of(f)) is None:
         return None
@@ -177,8 +168,6 @@ def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, in
     t = tr.t
     out: list[int] = []
     sole: dict[int, int] = {}
-    wrapper = _wrappers(tr, fwd_of) if fwd_of else None
-    sole_of: dict[int, int | None] = {}  # wrapper -> its sole backward's forward op
     stack = list(reversed(tr.roots))
     while stack:
         e = stack.pop()
@@ -187,13 +176,7 @@ def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, in
         if tr.model[e]:
             out.append(e)
             continue
-        f = None
-        if wrapper is not None:
-            w = int(wrapper[e])
-            if w >= 0:
-                if w not in sole_of:
-                    sole_of[w] = _sole_fwd(tr, w, fwd_of)
-                f = sole_of[w]
+        f = _sole_bwd(tr, e, fwd_of) if fwd_of else None
         kids = tr.kids(e)
         if f is not None and not tr.model_below[e]:
             sole[e] = f
