@@ -47,6 +47,9 @@ class _SeqAny(msgspec.Struct, gc=False):
 
 
 _G_SEQ = attrgetter("seq")
+_SEQ = msgspec.json.Decoder(list[_Seq])
+#: events per decode of the Sequence numbers
+_BLOCK = 4096
 
 
 def _joined(raw_args: list, idx: list[int]) -> bytes:
@@ -91,13 +94,19 @@ class OpArgs:
         cpu = np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args)
         if not cpu.size:
             return
-        buf = _joined(self.t.raw_args, cpu.tolist())
-        try:
-            vals = np.fromiter(map(_G_SEQ, msgspec.json.decode(buf, type=list[_Seq])), dtype=np.int64, count=cpu.size)
-        except (msgspec.ValidationError, OverflowError):  # an explicit null, or a huge number
-            got = [s.seq for s in msgspec.json.decode(buf, type=list[_SeqAny])]
-            self.seq.update((i, v) for i, v in zip(cpu.tolist(), got) if v is not None)
-            return
+        # in blocks: a few MB of joined args at a time stay in reused memory (one ~20 MB
+        # buffer costs more in fresh pages than its decode)
+        raw, idx = self.t.raw_args, cpu.tolist()
+        vals = np.empty(cpu.size, dtype=np.int64)
+        for lo in range(0, len(idx), _BLOCK):
+            part = idx[lo:lo + _BLOCK]
+            buf = _joined(raw, part)
+            try:
+                vals[lo:lo + len(part)] = np.fromiter(map(_G_SEQ, _SEQ.decode(buf)), dtype=np.int64, count=len(part))
+            except (msgspec.ValidationError, OverflowError):  # an explicit null, or a huge number
+                got = [s.seq for s in msgspec.json.decode(buf, type=list[_SeqAny])]
+                vals[lo:lo + len(part)] = MISSING
+                self.seq.update((i, v) for i, v in zip(part, got) if v is not None)
         has = vals != MISSING
         self.seq.update(zip(cpu[has].tolist(), vals[has].tolist()))
 
