@@ -1,0 +1,30 @@
+"""The one-value fast path of ``aggregates.stats`` gives numpy's own numbers, bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from traceladder.analysis.reports.aggregates import _stats, stats
+
+
+def _bits(v: float) -> str:
+    return "nan" if math.isnan(v) else v.hex()
+
+
+def test_one_value_matches_the_numpy_path_bit_for_bit():
+    rng = np.random.default_rng(7)
+    values = [-0.0, 0.0, 1.5, -3.3, 5e-324, -5e-324, 1e308, -1e308, math.inf, -math.inf]
+    values += rng.normal(0, 1e3, 200).tolist() + rng.exponential(1e-3, 50).tolist()
+    for x in values:
+        for given in ([x], np.asarray([x]), np.float64(x)):
+            fast, ref = stats(given), _stats(np.asarray([x], dtype=np.float64))
+            assert fast.keys() == ref.keys()
+            assert {k: _bits(v) for k, v in fast.items()} == {k: _bits(v) for k, v in ref.items()}, x
+    # a lone -0.0 sums to +0.0 in numpy (its sum starts from 0.0), and the fast path agrees
+    assert _bits(stats([-0.0])["sum"]) == _bits(0.0) and _bits(stats([-0.0])["median"]) == _bits(-0.0)
+
+
+def test_one_nan_is_an_empty_group():
+    assert {k: _bits(v) for k, v in stats([math.nan]).items()} == {k: _bits(v) for k, v in _stats(np.asarray([math.nan])).items()}
