@@ -5,18 +5,21 @@ Inputs`` (and, for reduce ops, ``Output type``) from every op it reports on.  Mo
 repeat a few shapes, so each event's five fields are read as raw JSON (``msgspec.Raw``,
 no nested lists built) and only each distinct raw value is decoded.  The result is
 cached on the table, so the perf-model sheets, ``ops_unique_args`` and
-``unified_perf_summary`` share one pass, which also reads each op's ``Sequence number``
-(for :mod:`traceladder.analysis.autograd_links`).
+``unified_perf_summary`` share one pass over the ops they report on (a few thousand of a
+trace's cpu_ops).  The autograd links (:mod:`traceladder.analysis.autograd_links`) need
+every cpu_op's ``Sequence number``: that is read alone, by a one-field Struct decoded
+straight into a numpy column, not through the five fields.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from .events import EventTable
+from .events import MISSING, EventTable
 
 __all__ = ["FIELDS", "OpArgs", "op_args"]
 
@@ -33,6 +36,29 @@ class _Five(msgspec.Struct):
     seq: int | None = msgspec.field(default=None, name="Sequence number")
 
 
+class _Seq(msgspec.Struct, gc=False):
+    """The common case: an integer ``Sequence number`` or none (anything else: :class:`_SeqAny`)."""
+
+    seq: int = msgspec.field(default=MISSING, name="Sequence number")
+
+
+class _SeqAny(msgspec.Struct, gc=False):
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+
+
+_G_SEQ = attrgetter("seq")
+_SEQ = msgspec.json.Decoder(list[_Seq])
+#: events per decode of the Sequence numbers
+_BLOCK = 4096
+
+
+def _joined(raw_args: list, idx: list[int]) -> bytes:
+    """``[args, args, ...]`` of the events ``idx`` (all with args) as one JSON array."""
+    if len(idx) == 1:
+        return b"[" + bytes(raw_args[idx[0]]) + b"]"
+    return b"[" + b",".join(itemgetter(*idx)(raw_args)) + b"]"
+
+
 class OpArgs:
     """``key(i)``: a hashable id of event i's five fields (equal raw JSON, equal id);
     ``args(key)``: those fields decoded, as a dict holding only the present ones."""
@@ -43,22 +69,14 @@ class OpArgs:
         self._raw: dict[bytes, int] = {}
         self._vals: list[bytes] = []
         self._decoded: dict[int, dict[str, Any]] = {}
-        #: ``Sequence number`` of every cpu_op that has one (read in the same pass)
+        #: ``Sequence number`` of every cpu_op that has one (filled by :meth:`all_cpu_ops`)
         self.seq: dict[int, int] = {}
         self._all_cpu_done = False
-        self._autograd: bool | None = None
 
     def keys(self, idx: np.ndarray) -> list[int]:
         idx = np.asarray(idx, dtype=np.int64)
         key = self._key
-        if not self._all_cpu_done and self._has_autograd():
-            # a training trace: the autograd links need every cpu_op's Sequence number,
-            # so read every cpu_op now, in one pass
-            self._all_cpu_done = True
-            cpu = np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args)
-            todo = sorted(set(cpu.tolist()) | set(idx.tolist()))
-        else:
-            todo = [i for i in idx.tolist() if i not in key]
+        todo = sorted({i for i in idx.tolist() if i not in key})
         if todo:
             sep = b"\x00"  # never inside raw JSON
             structs = self.t.decode_args(todo, type=_Five)
@@ -66,19 +84,31 @@ class OpArgs:
             codes = [raws.setdefault(sep.join((s.dims, s.types, s.strides, s.concrete, s.out)), len(raws))
                      for s in structs]
             key.update(zip(todo, codes))
-            self.seq.update((i, s.seq) for i, s in zip(todo, structs) if s.seq is not None)
         return [key[i] for i in idx.tolist()]
 
-    def _has_autograd(self) -> bool:
-        if self._autograd is None:
-            self._autograd = any(n.startswith("autograd::engine::evaluate_function:") for n in self.t.names)
-        return self._autograd
-
     def all_cpu_ops(self) -> None:
-        """Read every cpu_op (their ``Sequence number`` fills :attr:`seq`)."""
-        if not self._all_cpu_done:
-            self._all_cpu_done = True
-            self.keys(np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args))
+        """Read every cpu_op's ``Sequence number`` into :attr:`seq`."""
+        if self._all_cpu_done:
+            return
+        self._all_cpu_done = True
+        cpu = np.flatnonzero(self.t.is_cat("cpu_op") & self.t.has_args)
+        if not cpu.size:
+            return
+        # in blocks: a few MB of joined args at a time stay in reused memory (one ~20 MB
+        # buffer costs more in fresh pages than its decode)
+        raw, idx = self.t.raw_args, cpu.tolist()
+        vals = np.empty(cpu.size, dtype=np.int64)
+        for lo in range(0, len(idx), _BLOCK):
+            part = idx[lo:lo + _BLOCK]
+            buf = _joined(raw, part)
+            try:
+                vals[lo:lo + len(part)] = np.fromiter(map(_G_SEQ, _SEQ.decode(buf)), dtype=np.int64, count=len(part))
+            except (msgspec.ValidationError, OverflowError):  # an explicit null, or a huge number
+                got = [s.seq for s in msgspec.json.decode(buf, type=list[_SeqAny])]
+                vals[lo:lo + len(part)] = MISSING
+                self.seq.update((i, v) for i, v in zip(part, got) if v is not None)
+        has = vals != MISSING
+        self.seq.update(zip(cpu[has].tolist(), vals[has].tolist()))
 
     def args(self, k: int) -> dict[str, Any]:
         got = self._decoded.get(k)

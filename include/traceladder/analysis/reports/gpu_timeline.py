@@ -136,18 +136,18 @@ def grouped_busy(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray, ngrou
     run = e.copy()
     starts_g = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     bounds = np.r_[starts_g, len(g)]
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        if b - a > 1:
-            np.maximum.accumulate(run[a:b], out=run[a:b])
+    multi = np.flatnonzero(np.diff(bounds) > 1)  # one-interval groups need no running max
+    for a, b in zip(bounds[multi].tolist(), bounds[multi + 1].tolist()):
+        np.maximum.accumulate(run[a:b], out=run[a:b])
     new = np.empty(len(s), dtype=bool)
     new[0] = True
     new[1:] = (g[1:] != g[:-1]) | (s[1:] > run[:-1])
     b = np.flatnonzero(new)
     seg_len = np.maximum.reduceat(e, b) - s[b]
     seg_g = g[b]
-    # sequential per-group sums, in segment order (as Python's sum() does)
-    for gi, ln in zip(seg_g.tolist(), seg_len.tolist()):
-        out[gi] += ln
+    # sequential per-group sums, in segment order (as Python's sum() does): ufunc.at
+    # applies them one by one, in index order
+    np.add.at(out, seg_g, seg_len)
     return out
 
 

@@ -50,10 +50,22 @@ def _kernel_summary(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None
     lists = [k for k in lists if len(k)]
     if not lists:
         return None
+    # the same ops' kernels recur across ops_unique_args, the perf sheets and
+    # unified_perf_summary: each distinct set is summarised once per trace
+    flat = np.concatenate(lists)
+    key = (flat.dtype.str, tuple(map(len, lists)), flat.tobytes())
+    cache = t._cat_cache.setdefault(("kernel_summary",), {})
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = _summarize_kernels(t, lists, flat)
+    return got  # shared: callers only print it
+
+
+def _summarize_kernels(t: EventTable, lists: list[np.ndarray], flat: np.ndarray) -> list[dict]:
     tmpl = lists[0]
     m = len(tmpl)
     same = lists if all(len(k) == m for k in lists) else [k for k in lists if len(k) == m]
-    d = np.ascontiguousarray(t.dur[np.concatenate(same)].reshape(len(same), m).T)  # positions x rows
+    d = np.ascontiguousarray(t.dur[flat if same is lists else np.concatenate(same)].reshape(len(same), m).T)  # positions x rows
     total, mean, med, std = np.sum(d, axis=1), np.mean(d, axis=1), np.median(d, axis=1), np.std(d, axis=1)
     lo, hi = np.min(d, axis=1), np.max(d, axis=1)
     names = t.names_of(tmpl)

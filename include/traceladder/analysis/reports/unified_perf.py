@@ -277,10 +277,9 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
         first[la.idx[has_k]] = t.name[np.asarray([la.kernel_idx[j][0] for j in has_k], dtype=np.int64)]
     name_key = np.concatenate([t.name[ev].astype(np.int64), len(t.names) + np.arange(ns)])
     pair = name_key * (len(t.names) + 1) + (first[all_idx] + 1)
-    upair, inv = np.unique(pair, return_inverse=True)
+    _, ufirst, inv = np.unique(pair, return_index=True, return_inverse=True)
     ucat = []
-    for u in upair.tolist():
-        j = int(np.flatnonzero(pair == u)[0])
+    for j in ufirst.tolist():  # each pair's first row
         fk = int(first[all_idx[j]])
         ucat.append(categorize_op(names[j], t.names[fk] if fk >= 0 else None))
     cats = [ucat[x] for x in inv.tolist()]
