@@ -107,5 +107,6 @@ def format_table(rows: list[Row]) -> str:
         ok = "" if r.ok is None else ("yes" if r.ok else "NO")
         body.append((r.section, r.metric, val, r.target, ok, r.detail))
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body])

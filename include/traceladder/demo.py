@@ -10,7 +10,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from traceladder.config.loader import REPO_ROOT
 

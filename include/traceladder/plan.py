@@ -137,7 +137,7 @@ def build_plan(
         runs += [(name, "none", n_repeats) for name in selected]
         if ladder.lenses is not None and ladder.lenses.rung in selected:
             lens_repeats = repeats if repeats is not None else (ladder.lenses.repeats or ladder.repeats)
-            runs += [(ladder.lenses.rung, l, lens_repeats) for l in ladder.lenses.use if l != "none"]
+            runs += [(ladder.lenses.rung, lens, lens_repeats) for lens in ladder.lenses.use if lens != "none"]
     else:
         allowed = LENSES_BY_BACKEND[ladder.backend]
         if lens not in allowed:

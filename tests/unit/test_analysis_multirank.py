@@ -47,7 +47,7 @@ def gpu_trace(rank: int, world: int, colls: list[dict], device_props: int = 8, d
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": "main"}},
     ]
     corr = 1000
-    for k, c in enumerate(colls):
+    for c in colls:
         if rank not in c["ranks"]:
             continue
         corr += 1

@@ -140,7 +140,7 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
         if container is not None:
             try:
                 cli.remove_container(container["Id"], force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - clean-up never hides the check's outcome
                 pass
     if found["missing"]:
         raise HostCheckError(host, f"devices missing in the container: {found['missing']}")

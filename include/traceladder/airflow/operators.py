@@ -245,7 +245,7 @@ class RungDockerOperator(RocmDockerOperator):
         env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
         self.image = spec.image
         run_key = safe_key_part(self.run_id)
-        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode()).hexdigest()[:10]
+        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode(), usedforsecurity=False).hexdigest()[:10]
         self.container_name = f"traceladder-{safe_key_part(spec.rung_id)}-{run_hash}"
         self.labels = {
             **(self.labels or {}),
@@ -273,7 +273,7 @@ class RungDockerOperator(RocmDockerOperator):
             self.hook.remove_orphans(running_too=rung_labels, log=self.log)
             try:
                 self.cli.remove_container(self.container_name, force=True)  # a previous try's container
-            except Exception:  # noqa: BLE001 - usually "no such container"
+            except Exception:  # noqa: BLE001, S110 - usually "no such container"
                 pass
             if self.preflight:
                 found = self.hook.preflight(
@@ -372,7 +372,7 @@ class TracelensDockerOperator(RocmDockerOperator):
         try:
             lines = list(super().execute(context) or [])
         except DockerContainerFailedException as exc:
-            tail = [l for l in (exc.logs or []) if l.strip()]
+            tail = [line for line in (exc.logs or []) if line.strip()]
             raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
         for line in reversed(lines):
             if line.strip().startswith("{"):

@@ -46,7 +46,6 @@ from .reports import ops_summary as ops
 from .reports import ops_unique_args as oua
 from .reports import perf_sheets
 from .reports import unified_perf
-from .reports import rocprof_reports as heavy_reports
 from .reports import short_kernels as sk
 
 __all__ = [
@@ -297,7 +296,7 @@ def _one(args: tuple[str, str]) -> tuple[str, str | None, float]:
         return path, None, time.perf_counter() - t0
     except TraceError as exc:
         return path, str(exc), time.perf_counter() - t0
-    except Exception as exc:  # an engine bug must not become a traceback for the user
+    except Exception as exc:  # noqa: BLE001 - an engine bug must not become a traceback for the user
         return path, f"{path}: internal error while analysing ({type(exc).__name__}: {exc})", time.perf_counter() - t0
 
 

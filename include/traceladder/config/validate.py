@@ -158,7 +158,7 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         if len(set(ladder.lenses.use)) != len(ladder.lenses.use):
             raise LadderConfigError("lenses.use", "duplicate lens")
 
-    for rung_name, assignment in assignments.items():
+    for assignment in assignments.values():
         for lens in lens_switch.values:
             check_profile_window(ladder, {**assignment, LENS_SWITCH: lens}, f"switches.{LENS_SWITCH}.values.{lens}")
     return assignments

@@ -210,7 +210,7 @@ def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, wor
 
 
 def _last_error_line(log_path: Path) -> str:
-    lines = [l.strip() for l in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip()]
+    lines = [line.strip() for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     for line in reversed(lines):
         if "Error" in line or "error" in line:
             return line[:300]

@@ -181,7 +181,7 @@ def attribute(summary: dict[str, Any], results: dict[str, dict[str, Any]], purpo
         parent = row.get("parent")
         if not parent or row["rung"] not in traces or parent not in traces:
             continue
-        lens = next((l for l in TRACE_LENSES if l in traces[row["rung"]] and l in traces[parent]), None)
+        lens = next((lens_name for lens_name in TRACE_LENSES if lens_name in traces[row["rung"]] and lens_name in traces[parent]), None)
         if lens is None:
             continue
         base_key, new_key = traces[parent][lens], traces[row["rung"]][lens]

@@ -283,7 +283,7 @@ async def _post_dag_run(request: Request, token: str, conf: dict[str, Any]) -> t
     path = f"{_api_root(request)}/api/v2/dags/{TRIGGER_DAG_ID}/dagRuns"
     if server and server[0]:
         host, port = server[0], server[1]
-        if host in ("0.0.0.0", "::"):
+        if host in ("0.0.0.0", "::"):  # noqa: S104 - mapping a wildcard bind to a reachable address
             host = "127.0.0.1"
         host = f"[{host}]" if ":" in host else host
         # The socket this request came in on: TLS exactly when the api-server terminates TLS.

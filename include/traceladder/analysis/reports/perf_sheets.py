@@ -144,7 +144,7 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
                 flops, nbytes, cspec = model.metrics(name, p, bwd)
                 g = len(groups)
                 groups.append((name, p, flops / 1e9, nbytes, cspec, a))
-            except Exception:  # TraceLens drops ops whose perf model fails
+            except Exception:  # noqa: BLE001 - TraceLens drops ops whose perf model fails
                 g = -1
             cache[(c, k)] = g
         grp[j] = g

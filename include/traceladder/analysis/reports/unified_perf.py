@@ -165,7 +165,6 @@ def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
 
 
 def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, int]]:
-    t = tr.t
     out: list[int] = []
     sole: dict[int, int] = {}
     stack = list(reversed(tr.roots))
