@@ -131,6 +131,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(ladder=args.ladder)
 
 
+def cmd_changes(args: argparse.Namespace) -> int:
+    from traceladder.summary.changes import main as changes_main
+
+    return changes_main(args.file, args.seed, args.test)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="traceladder", description="Profiling ladders for Primus training on AMD Instinct.")
     parser.add_argument("--version", action="version", version=f"traceladder {__version__}")
@@ -184,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("new", metavar="NEW_TRACE")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("changes", help="change points of step times over runs (CSV run_id,rung,step_ms)")
+    p.add_argument("file")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutation test (default 0)")
+    p.add_argument("--test", choices=["t", "permutation"], default="t", help="significance test per change point (default t)")
+    p.set_defaults(func=cmd_changes)
 
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
     p.add_argument("--ladder", default="proxy-local")

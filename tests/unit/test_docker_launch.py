@@ -18,7 +18,7 @@ from traceladder.plan import build_plan
 from traceladder.runner import provenance
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.requirements import missing_import
-from traceladder.summary.compare import compare_runs
+from traceladder.summary.history import provenance_changes, run_points
 from traceladder.summary.perf_csv import HEADER, perf_csv
 
 
@@ -127,9 +127,9 @@ def test_week_over_week_flags_a_repushed_tag_and_a_new_driver() -> None:
     before = {"run_id": "w1", "rungs": [], "provenance": prov}
     after = {"run_id": "w2", "rungs": [], "provenance": {**prov, "image_id": "sha256:bbb", "image_digest": "registry/x@sha256:222",
                                                          "gpu": {**prov["gpu"], "driver_version": "6.16.0"}}}
-    changes = compare_runs(after, before)["provenance_changes"]
+    changes = provenance_changes([{"points": run_points(before)}, {"points": run_points(after)}])[1]
     assert [c.split(":")[0] for c in changes] == ["image_digest", "image_id", "gpu"]
-    assert compare_runs(before, before)["provenance_changes"] == []
+    assert provenance_changes([{"points": run_points(before)}, {"points": run_points(before)}])[1] == []
 
 
 def test_engine_tracelens_needs_the_clusters_tracelens_daemon(tmp_path: Path) -> None:

@@ -32,6 +32,13 @@ def _run_id() -> str:
     return safe_key_part(str(get_current_context()["run_id"]))
 
 
+def _logical_date() -> str:
+    """The run's logical date (a manual run may have none: its run_after), for the history order."""
+    context = get_current_context()
+    when = context.get("logical_date") or context["dag_run"].run_after
+    return when.isoformat(timespec="seconds")
+
+
 def _ladder_arg(fixed_ladder: str | None) -> str:
     if fixed_ladder is not None:
         return fixed_ladder
@@ -72,7 +79,7 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def summary() -> dict[str, Any]:
-        return tasks.summarize_run(_ladder_arg(fixed_ladder), _run_id())
+        return tasks.summarize_run(_ladder_arg(fixed_ladder), _run_id(), _logical_date())
 
     @task(outlets=[ladder_asset(fixed_ladder)] if fixed_ladder else [])
     def publish(summary_ref: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +154,7 @@ def build_trigger_dag(ladder_names: list[str], lens_names: list[str], hosts: lis
         schedule=None,
         start_date=START,
         catchup=False,
-        max_active_runs=1,  # publish updates the ladder's index.json read-modify-write
+        max_active_runs=1,
         default_args=DEFAULT_ARGS,
         params=params,
         tags=["traceladder", "trigger"],

@@ -34,7 +34,9 @@ class RegressionNotifier(BaseNotifier):
     def message(self) -> str:
         ref = self.summary_ref
         parts = [f"traceladder {self.ladder} run {ref['run_id']}:"]
-        if ref.get("regressions"):
+        if ref.get("regression_calls"):  # rung, first run after, size with interval, provenance
+            parts.append("step-time regression: " + " ".join(ref["regression_calls"]))
+        elif ref.get("regressions"):
             parts.append(f"step-time regression in {', '.join(ref['regressions'])}.")
         if ref.get("provenance_changes"):
             parts.append(f"provenance changed ({'; '.join(ref['provenance_changes'])}).")

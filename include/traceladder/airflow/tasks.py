@@ -123,11 +123,11 @@ def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
     return joined
 
 
-def summarize_run(ladder: str, run_id: str) -> dict[str, Any]:
+def summarize_run(ladder: str, run_id: str, logical_date: str | None = None) -> dict[str, Any]:
     from traceladder.summary.publish import write_summary
 
     store, prefix, plan = _stored_plan(ladder, run_id)
-    return write_summary(store, prefix, plan)
+    return write_summary(store, prefix, plan, logical_date)
 
 
 def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +139,12 @@ def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[s
     if summary_ref.get("regressions") or summary_ref.get("provenance_changes"):
         from traceladder.airflow.notifier import RegressionNotifier
 
-        RegressionNotifier(loaded.ladder.ladder, summary_ref)({})
+        # The summary is published by now: a failed notice must not make it look unpublished,
+        # so it is reported (by ladder_status) as what it is.
+        try:
+            RegressionNotifier(loaded.ladder.ladder, summary_ref)({})
+        except Exception as exc:  # noqa: BLE001 - any webhook failure
+            return {**entry, "notify_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     return entry
 
 
@@ -153,6 +158,8 @@ def check_rungs(summary_ref: dict[str, Any] | None, published: dict[str, Any] | 
     problems = []
     if not published:
         problems.append("the summary was not published (latest.json and the index were not updated)")
+    elif published.get("notify_error"):
+        problems.append(f"the summary was published, but the regression notice failed: {published['notify_error']}")
     if summary_ref.get("failed_rungs"):
         problems.append(f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: {', '.join(summary_ref['failed_rungs'])}")
     if summary_ref.get("unanalysed_traces"):

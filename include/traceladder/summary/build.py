@@ -180,14 +180,10 @@ def findings(summary: dict[str, Any]) -> list[str]:
             f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()}): "
             f"rank {w['straggler_rank']} is the straggler in {w['name']}; the others waited {w['others_waited_ms']:.1f} ms for it."
         )
-    comparison = summary.get("comparison")
-    if comparison:
-        if comparison["regressions"]:
-            out.append(f"Regressions since {comparison['previous_run_id']}: {', '.join(comparison['regressions'])} (step time worse beyond noise).")
-        else:
-            out.append(f"No step-time regression since {comparison['previous_run_id']}.")
-        for change in comparison["provenance_changes"]:
-            out.append(f"Provenance changed since {comparison['previous_run_id']}: {change}.")
+    if summary.get("history"):
+        from traceladder.summary.history import history_findings
+
+        out += history_findings(summary["history"])
     if summary["failed_rungs"]:
         out.append(f"{len(summary['failed_rungs'])} run(s) did not finish ok: {', '.join(summary['failed_rungs'])}.")
     return out

@@ -90,8 +90,10 @@ def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
 
 def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
+    from traceladder.summary.trend_chart import trend_png
+
     charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary),
-              "attribution.png": attribution_png(summary)}
+              "attribution.png": attribution_png(summary), "trend.png": trend_png(summary.get("history"))}
     return {name: png for name, png in charts.items() if png}
 
 

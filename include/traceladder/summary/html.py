@@ -40,14 +40,12 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 {% if s.profile.regions %}<table><tr><th>region</th><th>ms</th></tr>{% for k, v in s.profile.regions | dictsort(by='value', reverse=true) %}<tr><td>{{ k }}</td><td>{{ '%.2f' % v }}</td></tr>{% endfor %}</table>{% endif %}
 {% if s.profile.top_ops %}<table><tr><th>top op</th><th>ms</th><th>%</th><th>count</th></tr>{% for op in s.profile.top_ops[:10] %}<tr><td>{{ op.name }}</td><td>{{ '%.2f' % op.time_ms }}</td><td>{{ '%.1f' % op.percent }}</td><td>{{ op.count }}</td></tr>{% endfor %}</table>{% endif %}
 {% endif %}
-{% if s.comparison %}<h2>Since {{ s.comparison.previous_run_id }}</h2>
-<table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for c in s.comparison.rungs %}<tr><td>{{ c.rung }}</td><td>{{ c.previous | est }}</td><td>{{ c.current | est }}</td><td{% if c.regression %} class="failed"{% endif %}>{{ c.verdict }}</td></tr>{% endfor %}</table>
-{% for p in s.comparison.provenance_changes %}<p class="failed">Provenance changed: {{ p }}</p>{% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step)</h2>
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th><th>top categories</th><th>vanished / appeared</th></tr>
 {% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>{{ e.parent }}</td><td>{{ e.lens }}</td><td>{{ e.kernel_time_delta_us | us }}</td><td>{{ e.busy_time_delta_us | us }}</td>
 <td>{% for c in e.categories[:3] %}{{ c.name }} {{ c.delta_us | us }}{% if not loop.last %}; {% endif %}{% endfor %}</td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td></tr>{% endfor %}</table>
 <ul>{% for e in s.attribution %}<li{% if e.indicative %} class="noise"{% endif %}>{{ e.sentence }}</li>{% endfor %}</ul>{% endif %}
+{{ history | safe }}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
 {% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">{{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
 </body></html>
@@ -61,5 +59,9 @@ _REPORT = _ENV.from_string(_TEMPLATE)
 
 
 def to_html(summary: dict[str, Any], charts: dict[str, bytes]) -> str:
+    from traceladder.summary.history_render import history_html
+
     uris = [(name, "data:image/png;base64," + base64.b64encode(png).decode()) for name, png in sorted(charts.items())]
-    return _REPORT.render(s=summary, charts=uris)
+    trend = next((uri for name, uri in uris if name == "trend.png"), None)
+    history = history_html(summary.get("history"), trend)
+    return _REPORT.render(s=summary, charts=[(n, u) for n, u in uris if n != "trend.png"], history=history)

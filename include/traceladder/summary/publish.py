@@ -1,5 +1,6 @@
-"""Store a run's summary, then point `<prefix>/<ladder>/latest.json` at it — last, so a reader
-never sees half a run — and record the run in the ladder's index for week-over-week lookups."""
+"""Store a run's summary with the ladder's history verdicts (change points over its published
+runs, summary/history.py); then record the run in the ladder's index and point
+`<prefix>/<ladder>/latest.json` at the newest full run (summary/run_index.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from traceladder.storage.artifacts import ArtifactSink
+from traceladder.summary import run_index
 from traceladder.summary.build import build_summary, findings
 from traceladder.summary.collect import read_results
-from traceladder.summary.compare import compare_runs
+from traceladder.summary.history import evaluate, regression_lines, run_points
 from traceladder.summary.perf_csv import perf_csv
 from traceladder.summary.render import to_markdown
-
-INDEX_OBJECT = "index.json"
-LATEST_OBJECT = "latest.json"
 
 
 def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -30,17 +29,21 @@ def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> di
     return analyses
 
 
-def previous_summary(store: ArtifactSink, ladder_prefix: str, run_id: str) -> dict[str, Any] | None:
-    """The newest earlier full run of this ladder, found through the index (no listing). What-if
-    runs from the trigger form (any Params) are never the baseline of a weekly comparison."""
-    index_key = f"{ladder_prefix}/{INDEX_OBJECT}"
-    if not store.exists(index_key):
-        return None
-    earlier = [r for r in json.loads(store.get_bytes(index_key))["runs"] if r["run_id"] != run_id and not r.get("params")]
-    if not earlier:
-        return None
-    newest = max(earlier, key=lambda r: r["published_at"])
-    return json.loads(store.get_verified(newest["summary_json"])) if store.exists(newest["summary_json"]) else None
+def history_entries(store: ArtifactSink, ladder_prefix: str, current: dict[str, Any]) -> list[dict[str, Any]]:
+    """The full runs published before this one (by logical date), oldest first, then this one.
+    What-if runs from the trigger form (any Params) are never part of a history."""
+    earlier = []
+    for entry in run_index.list_entries(store, ladder_prefix):
+        if entry["run_id"] == current["run_id"] or not run_index.is_full(entry):
+            continue
+        if run_index.order_key(entry) >= run_index.order_key(current):
+            continue
+        if "points" not in entry:  # published before entries carried their points
+            if not store.exists(entry.get("summary_json") or ""):
+                continue
+            entry = {**entry, "points": run_points(json.loads(store.get_verified(entry["summary_json"])))}
+        earlier.append(entry)
+    return earlier + [current]
 
 
 def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -54,7 +57,7 @@ def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) ->
     return found
 
 
-def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) -> dict[str, Any]:
+def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any], logical_date: str | None = None) -> dict[str, Any]:
     from traceladder.summary.charts import render_charts
     from traceladder.summary.html import to_html
 
@@ -64,10 +67,11 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) ->
     from traceladder.summary.attribution import attribute_stored  # why each rung moved (issue 14)
 
     summary["attribution"] = attribute_stored(store, f"{run_prefix}/summary", plan, summary, results)
-    full_run = not _what_if(plan.get("params"))
-    previous = previous_summary(store, run_prefix.rsplit("/", 1)[0], plan["run_id"]) if full_run else None
-    if previous is not None:
-        summary["comparison"] = compare_runs(summary, previous)
+    logical_date = logical_date or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    points = run_points(summary)
+    if not _what_if(plan.get("params")):
+        current = {"run_id": plan["run_id"], "logical_date": logical_date, "published_at": logical_date, "points": points}
+        summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
         summary["findings"] = findings(summary)
     base = f"{run_prefix}/summary"
     charts = render_charts(summary)
@@ -78,14 +82,17 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any]) ->
     store.put_bytes(f"{base}/report.html", to_html(summary, charts).encode(), "text/html")
     store.put_bytes(f"{base}/perf.csv", perf_csv(plan, results).encode(), "text/csv")  # madengine's, for its dashboards
     store.write_manifest(base)
-    comparison = summary.get("comparison") or {}
+    history = summary.get("history") or {}
     unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]
     return {
         "params": {k: v for k, v in (plan.get("params") or {}).items() if _what_if({k: v})},
         "unanalysed_traces": unanalysed,
         "run_id": plan["run_id"], "summary_json": f"{base}/summary.json", "summary_md": f"{base}/summary.md",
         "report_html": f"{base}/report.html", "failed_rungs": summary["failed_rungs"],
-        "regressions": comparison.get("regressions", []), "provenance_changes": comparison.get("provenance_changes", []),
+        "logical_date": logical_date, "points": points,
+        "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
+        "regression_calls": regression_lines(history),
+        "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),
     }
 
 
@@ -96,11 +103,4 @@ def _what_if(params: dict[str, Any] | None) -> bool:
 
 def publish_latest(store: ArtifactSink, ladder_prefix: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
     """Record the run in the index; move latest.json only for a full run of the ladder."""
-    entry = {**summary_ref, "published_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    index_key = f"{ladder_prefix}/{INDEX_OBJECT}"
-    index = json.loads(store.get_bytes(index_key)) if store.exists(index_key) else {"schema": 1, "runs": []}
-    index["runs"] = [r for r in index["runs"] if r["run_id"] != entry["run_id"]] + [entry]
-    store.put_bytes(index_key, json.dumps(index, indent=1).encode(), "application/json")
-    if not entry.get("params"):
-        store.put_bytes(f"{ladder_prefix}/{LATEST_OBJECT}", json.dumps(entry, indent=1).encode(), "application/json")
-    return entry
+    return run_index.publish(store, ladder_prefix, summary_ref)

@@ -98,14 +98,12 @@ def to_markdown(summary: dict[str, Any]) -> str:
             bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
             parts.append(f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} | {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
                          f"| rank {c['straggler_rank']} | {c['others_waited_ms']:.1f} |")
-    comparison = summary.get("comparison")
-    if comparison:
-        parts += ["", f"## Since {comparison['previous_run_id']}", "| rung | before ms | now ms | change |", "|---|---|---|---|"]
-        parts += [f"| {c['rung']} | {fmt_est(c['previous'])} | {fmt_est(c['current'])} | {c['verdict']} |" for c in comparison["rungs"]]
-        parts += [f"- provenance changed: {p}" for p in comparison["provenance_changes"]]
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(summary.get("attribution") or [])
+    from traceladder.summary.history_render import history_markdown
+
+    parts += history_markdown(summary.get("history"))
     parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]
     if summary["failures"]:
         parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]]

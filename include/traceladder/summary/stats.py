@@ -9,8 +9,7 @@ cells that exist (an incomplete-block, intra-block analysis): contrasts stay unb
 standard errors grow to match.
 
 Also here: a two-sample comparison of run-level log figures (week over week reuses it), the
-small-sample `Estimate` the table shows per rung, and `separated` (the old rule, kept only for
-`summary/compare.py` until its replacement lands). The execution-order noise model lives in
+small-sample `Estimate` the table shows per rung. The execution-order noise model lives in
 `summary/noise.py` and is re-exported here.
 """
 
@@ -67,11 +66,6 @@ def estimate(values: Iterable[float | None]) -> Estimate | None:
         return Estimate(mean, None, 1)
     sd = math.sqrt(sum((v - mean) ** 2 for v in clean) / (n - 1))
     return Estimate(mean, t_quantile(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n), n)
-
-
-def separated(a: Estimate, b: Estimate) -> bool:
-    """The old "intervals do not overlap" rule; only summary/compare.py still uses it."""
-    return a.high < b.low or b.high < a.low
 
 
 def ratio(num: Estimate, den: Estimate) -> Estimate:
@@ -299,6 +293,6 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "compare_samples", "estimate", "fit_blocks", "is_call", "ratio", "separated", "t_quantile",
+    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "compare_samples", "estimate", "fit_blocks", "is_call", "ratio", "t_quantile",
     "two_sample", "verdict", *_NOISE_EXPORTS,
 ]

@@ -1,7 +1,7 @@
 """The Ladders page in the Airflow UI: a FastAPI app that the plugin in
 ``plugins/traceladder_ui.py`` mounts at ``/traceladder`` and links from the nav (Browse > Ladders).
 
-It lists every ladder file, each ladder's published runs (``index.json``), a run's summary (ladder
+It lists every ladder file, each ladder's published runs (``runs/`` index objects), a run's summary (ladder
 table, lenses, findings, the charts in ``summary/charts/``) and its artifacts (streamed from S3
 through the app, confined to ``<prefix>/<ladder>/``), and triggers ``traceladder-trigger`` through
 Airflow's REST API as the signed-in user.

@@ -5,6 +5,7 @@ Routes (relative to the mount):
 ``GET  /``                                      every ladder file, its runs, its latest summary, a trigger form
 ``GET  /ladders/{file}``                        one ladder, the same
 ``GET  /ladders/{file}/runs/{run_id}``          one run: ladder table, lenses, findings, charts, artifacts
+``GET  /ladders/{file}/compare?a=RUN&b=RUN``    two runs side by side, rung by rung
 ``GET  /ladders/{file}/artifacts/{key:path}``   an object under ``<prefix>/<ladder>/`` (streamed from S3)
 ``POST /trigger``                               trigger ``traceladder-trigger`` through Airflow's REST API
 
@@ -368,6 +369,43 @@ def create_app() -> FastAPI:
         if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
         return _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)
+
+    @app.get("/ladders/{file}/compare", response_class=HTMLResponse, dependencies=[can_read_runs])
+    def compare_page(file: str, request: Request, user: GetUserDep, a: str = "", b: str = "") -> HTMLResponse:
+        from traceladder.ui.compare import compare_rows, provenance_diff
+
+        entry = _entry_or_404(file)
+        if entry.error:
+            raise HTTPException(404, f"ladder file {entry.file} does not load: {entry.error}")
+        for run_id in (a, b):
+            if run_id:
+                try:
+                    data.clean_run_id(run_id)
+                except ArtifactKeyError:
+                    raise HTTPException(400, "invalid run id") from None
+        store = data.LadderStore(entry)
+        context: dict[str, Any] = {"base": _base(request), "user": user.get_name(), "entry": entry, "runs": [], "a": a, "b": b,
+                                   "rows": [], "provenance": [], "errors": [], "s3_error": None}
+        try:
+            context["runs"] = store.runs()
+        except ArtifactStoreError as exc:
+            context["s3_error"] = f"S3 is unreachable: {data.scrub(exc)}"
+            return _render("compare.html", 503, **context)
+        ids = [r["run_id"] for r in context["runs"]]
+        a = context["a"] = a or (ids[1] if len(ids) > 1 else ids[0] if ids else "")
+        b = context["b"] = b or (ids[0] if ids else "")
+        summaries = {}
+        for run_id in {a, b} - {""}:
+            try:
+                summaries[run_id] = store.summary(run_id)
+            except ArtifactNotFoundError:
+                context["errors"].append(f"run {run_id} has no published summary")
+            except ArtifactStoreError as exc:
+                context["errors"].append(data.scrub(exc))
+        if a in summaries and b in summaries:
+            context["rows"] = compare_rows(summaries[a], summaries[b])
+            context["provenance"] = provenance_diff(summaries[a], summaries[b])
+        return _render("compare.html", 404 if context["errors"] else 200, **context)
 
     @app.get("/ladders/{file}/artifacts/{key:path}", dependencies=[can_read_runs])
     def artifact(file: str, key: str, request: Request) -> Response:

@@ -321,18 +321,33 @@ class LadderStore:
         return chunks(), resp.get("ContentLength")
 
     # ---- the published runs
-    def runs(self) -> list[dict[str, Any]]:
-        """The index's runs, newest first (an absent index is no runs). ``publish_latest`` appends,
-        so a later entry is the newer one when two share a ``published_at`` second."""
+    def _run_entries(self) -> list[Any]:
+        """The published runs' index entries: one object per run under ``runs/``
+        (summary/run_index.py), plus those of an older ``index.json``."""
+        from traceladder.summary.run_index import RUNS_FOLDER
+
+        entries: list[Any] = []
         try:
             index = self.get_json(INDEX_OBJECT)
         except ArtifactNotFoundError:
-            return []
+            index = {"runs": []}
         runs = index.get("runs") if isinstance(index, dict) else None
         if not isinstance(runs, list):
             raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT} has no runs list")
-        out = []
-        for position, run in enumerate(runs):
+        entries += runs
+        keys, _ = self.list(RUNS_FOLDER)
+        for key in keys:
+            if key.endswith(".json"):
+                try:
+                    entries.append(self.get_json(key))
+                except ArtifactNotFoundError:
+                    continue
+        return entries
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The published runs, newest first (by logical date, then publish time)."""
+        by_id: dict[str, dict[str, Any]] = {}
+        for run in self._run_entries():
             if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
                 continue
             try:
@@ -340,16 +355,14 @@ class LadderStore:
             except ArtifactKeyError:
                 continue  # not a run this page can link to
             failed = run.get("failed_rungs")
-            out.append({
+            by_id[run["run_id"]] = {
                 "run_id": run["run_id"],
                 "published_at": str(run.get("published_at") or ""),
+                "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
+                "what_if": bool(run.get("params")),
                 "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
-                "_position": position,
-            })
-        out.sort(key=lambda r: (r["published_at"], r["_position"]), reverse=True)
-        for run in out:
-            del run["_position"]
-        return out
+            }
+        return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
     def summary(self, run_id: str) -> dict[str, Any]:
         data = self.get_json(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/summary.json")

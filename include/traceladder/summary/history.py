@@ -1,0 +1,324 @@
+"""Change points over a ladder's history: which run a rung's step time changed at, by how much,
+and whether this evaluation is the first to call it.
+
+The series of one rung is its run-level step time, one point per published full run, in
+logical-date order. The detector works on log step time (a shift is a ratio, whatever the
+rung's size):
+
+1. Candidates: the optimal l2 (mean-shift) segmentation, ``ruptures.KernelCPD`` with a linear
+   kernel (Pelt), on the series scaled by a robust noise estimate (the median absolute successive
+   difference), with a low penalty, so it proposes more candidates than it keeps. Segments hold
+   at least ``MIN_SIZE`` (3) runs, so one outlying week, even beside a high-ish one, is never a
+   segment, and a change is seen three runs after it happened at the earliest.
+2. Significance, per candidate, as Apache Otava does on top of E-divisive: the candidate's left
+   and right segments are compared; the least significant candidate is dropped and the rest
+   re-tested, until every kept one has p < ``ALPHA`` (``ALPHA_RECENT`` when its newer segment is
+   the newest ``RECENT_RUNS`` runs). A segment of 3 runs must also show the change in every one of
+   its runs (``_consistent``). Two forms:
+   - ``t``: Student's t on the difference of segment means, with the residual variance pooled over
+     every segment of the series (one noise level per rung history), floored by half the mean
+     squared successive difference within segments (von Neumann), which overfitting cannot shrink;
+   - ``permutation``: residual permutation (Freedman-Lane): the series fitted without the
+     candidate, its residuals shuffled over all runs by a seeded generator, the statistic the same
+     t; deterministic for a seed, but its p cannot go below about 1/C(n, k) on short series.
+3. Size: the difference of segment means on the log scale with its Student-t 95% interval, as
+   percent of the left segment.
+
+A regression is a ``slower`` change point that is significant in this evaluation and had no
+``slower`` change point within ``MATCH_RUNS`` runs of it in the previous evaluation (the same
+series without its newest run), wherever in the series it lies: a small persistent shift
+becomes significant weeks after it happened and is called then, once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+ALPHA = 0.0002  # per candidate; chosen with the replay bench (benchmarks/bench_history.py)
+ALPHA_RECENT, RECENT_RUNS = 0.002, 4  # for a change whose newest segment is the last RECENT_RUNS runs
+MIN_SIZE = 3  # runs per segment: one outlying week plus a neighbour is never a segment
+PENALTY = 3.0  # Pelt penalty per change, × log n, in robust noise variances: low on purpose
+CONFIRM_SIGMA = {3: 0.5}  # segment length -> margin each of its runs must clear (see _consistent)
+MATCH_RUNS = 2  # a change point that moved by this many runs is the same change
+PERMUTATIONS = 9999  # p >= 1/10000: below ALPHA, so a long history can reach it
+TESTS = ("t", "permutation")
+DEFAULT_TEST = "t"
+# image_id/image_digest come from the Docker daemon (a re-pushed tag changes them), the rest from
+# the tools in the container (runner/provenance.py)
+PROVENANCE_FIELDS = ("image", "image_digest", "image_id", "rocm_version", "gpu", "primus_commit", "config_hash", "tools",
+                     "traceladder_version", "model_tag")
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # the first point after the change
+    direction: str  # "slower" | "faster" (step time up | down)
+    delta_pct: float
+    ci95_pct: tuple[float, float]
+    p_value: float
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ci95_pct"] = list(self.ci95_pct)
+        return d
+
+
+def _robust_sigma(z: np.ndarray) -> float:
+    """Noise level that a step in the mean barely moves: median |successive difference| / (0.6745·√2)."""
+    if len(z) < 2:
+        return 0.0
+    return float(np.median(np.abs(np.diff(z)))) / (0.6745 * math.sqrt(2.0))
+
+
+def _candidates(z: np.ndarray, min_size: int) -> list[int]:
+    import ruptures
+
+    sigma = _robust_sigma(z)
+    if sigma <= 0.0:
+        # Exact repeats (a test series, a cached value): only an exact step is a candidate.
+        return [i for i in range(min_size, len(z) - min_size + 1) if z[i] != z[i - 1]]
+    scaled = (z - z.mean()) / sigma
+    # KernelCPD with a linear kernel is the l2 (mean-shift) cost, solved exactly by Pelt in C.
+    algo = ruptures.KernelCPD(kernel="linear", min_size=min_size).fit(scaled)
+    return [int(b) for b in algo.predict(pen=PENALTY * math.log(len(z)))[:-1]]
+
+
+def _segments(n: int, cps: list[int]) -> list[tuple[int, int]]:
+    edges = [0, *cps, n]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _pooled_var(z: np.ndarray, cps: list[int]) -> tuple[float, int]:
+    """Residual variance over every segment, floored by half the mean squared successive difference within segments: many short segments
+    fitted to noise would otherwise shrink it and make every candidate look significant."""
+    segs = _segments(len(z), cps)
+    ss = sum(float(((z[a:b] - z[a:b].mean()) ** 2).sum()) for a, b in segs)
+    df = len(z) - len(segs)
+    diffs = np.concatenate([np.diff(z[a:b]) for a, b in segs])
+    mssd = float(np.mean(diffs ** 2)) / 2 if len(diffs) else 0.0  # von Neumann, within segments
+    return max(ss / df if df > 0 else 0.0, mssd), df
+
+
+def _consistent(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], var: float) -> bool:
+    """A short segment must show the change in each of its runs, not only on average: every run
+    beyond the other segment's mean, in the change's direction, by CONFIRM_SIGMA[length] noise
+    sds. One outlying week next to an ordinary one is then no change."""
+    lz, rz = z[left[0]:left[1]], z[right[0]:right[1]]
+    sign = 1.0 if rz.mean() > lz.mean() else -1.0
+    sd = math.sqrt(var)
+    right_ok = np.all(sign * (rz - lz.mean()) >= CONFIRM_SIGMA.get(len(rz), 0.0) * sd)
+    left_ok = np.all(sign * (rz.mean() - lz) >= CONFIRM_SIGMA.get(len(lz), 0.0) * sd)
+    return bool(right_ok and left_ok)
+
+
+def _t_p(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], var: float, df: int) -> float:
+    from scipy.special import stdtr  # the t CDF as a plain ufunc: stats.t.sf is 100x slower here
+
+    diff = z[right[0]:right[1]].mean() - z[left[0]:left[1]].mean()
+    if df <= 0:
+        return 1.0
+    se = math.sqrt(var * (1 / (left[1] - left[0]) + 1 / (right[1] - right[0])))
+    if se == 0.0:
+        return 0.0 if diff != 0 else 1.0
+    return float(2 * stdtr(df, -abs(diff) / se))
+
+
+def _t_stats(rows: np.ndarray, cps: list[int], i: int) -> np.ndarray:
+    """Pooled-variance t statistic of change point `i` for each row of `rows` (batched)."""
+    segs = _segments(rows.shape[1], cps)
+    ss = np.zeros(rows.shape[0])
+    means = []
+    for a, b in segs:
+        m = rows[:, a:b].mean(axis=1)
+        means.append(m)
+        ss += ((rows[:, a:b] - m[:, None]) ** 2).sum(axis=1)
+    df = rows.shape[1] - len(segs)
+    (la, lb), (ra, rb) = segs[i], segs[i + 1]
+    se = np.sqrt(ss / max(df, 1) * (1 / (lb - la) + 1 / (rb - ra)))
+    diff = np.abs(means[i + 1] - means[i])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(se > 0, diff / se, np.where(diff > 0, np.inf, 0.0))
+
+
+def _perm_p(z: np.ndarray, cps: list[int], i: int, rng: np.random.Generator, permutations: int) -> float:
+    """Residual permutation (Freedman-Lane): fit the series without change point `i`, shuffle its
+    residuals over the whole series, and see how often the t statistic at `i` is as large. Using
+    every run (not just the two segments) lets a short newest segment reach small p-values."""
+    null_cps = cps[:i] + cps[i + 1:]
+    fitted = np.empty_like(z)
+    for a, b in _segments(len(z), null_cps):
+        fitted[a:b] = z[a:b].mean()
+    resid = z - fitted
+    observed = _t_stats(z[None, :], cps, i)[0]
+    if observed == 0.0:
+        return 1.0
+    shuffled = fitted + rng.permuted(np.broadcast_to(resid, (permutations, len(z))), axis=1)
+    stats_ = _t_stats(shuffled, cps, i)
+    return float((1 + np.count_nonzero(stats_ >= observed * (1 - 1e-12))) / (permutations + 1))
+
+
+def detect(
+    values: Sequence[float],
+    alpha: float = ALPHA,
+    alpha_recent: float = ALPHA_RECENT,
+    test: str = DEFAULT_TEST,
+    seed: int = 0,
+    min_size: int = MIN_SIZE,
+    permutations: int = PERMUTATIONS,
+) -> list[ChangePoint]:
+    """Significant change points of a series of positive run-level step times, oldest first."""
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, not {test!r}")
+    z = np.log(np.asarray(values, dtype=float))
+    if len(z) < 2 * min_size or not np.all(np.isfinite(z)):
+        return []
+    cps = _candidates(z, min_size)
+    rng = np.random.default_rng(seed)
+    while cps:
+        var, df = _pooled_var(z, cps)
+        segs = _segments(len(z), cps)
+        pvals = [
+            (_t_p(z, segs[i], segs[i + 1], var, df) if test == "t" else _perm_p(z, cps, i, rng, permutations))
+            if _consistent(z, segs[i], segs[i + 1], var) else 1.0
+            for i in range(len(cps))
+        ]
+        # The newest few runs are tested at ALPHA_RECENT: that is where a fresh change must be
+        # seen within a few runs; everywhere else evidence accumulates and a stricter level keeps
+        # old noise from being called week after week.
+        limits = [alpha_recent if segs[i + 1][1] == len(z) and segs[i + 1][1] - segs[i + 1][0] <= RECENT_RUNS else alpha
+                  for i in range(len(cps))]
+        ratios = [p / a for p, a in zip(pvals, limits)]
+        worst = int(np.argmax(ratios))
+        if ratios[worst] < 1.0:
+            return [_describe(z, segs[i], segs[i + 1], cps[i], pvals[i], var, df) for i in range(len(cps))]
+        del cps[worst]
+    return []
+
+
+def _describe(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], index: int, p: float, var: float, df: int) -> ChangePoint:
+    from scipy.special import stdtrit
+
+    diff = float(z[right[0]:right[1]].mean() - z[left[0]:left[1]].mean())
+    half = float(stdtrit(df, 0.975)) * math.sqrt(var * (1 / (left[1] - left[0]) + 1 / (right[1] - right[0]))) if df > 0 else 0.0
+    pct = lambda x: 100.0 * math.expm1(x)  # noqa: E731
+    return ChangePoint(index, "slower" if diff > 0 else "faster", pct(diff), (pct(diff - half), pct(diff + half)), p)
+
+
+def new_regressions(now: list[ChangePoint], previous: list[ChangePoint]) -> list[ChangePoint]:
+    """Slower change points of this evaluation that the previous one did not have (near by)."""
+    before = [c.index for c in previous if c.direction == "slower"]
+    return [c for c in now if c.direction == "slower" and not any(abs(c.index - i) <= MATCH_RUNS for i in before)]
+
+
+# ---------------------------------------------------------------------------------------
+# A ladder's history: the series per rung, from published run entries (oldest first)
+
+@dataclass
+class RungHistory:
+    rung: str
+    run_ids: list[str] = field(default_factory=list)
+    step_ms: list[dict[str, Any]] = field(default_factory=list)  # {"mean","ci95","n"} per run
+    tokens_per_sec_per_gpu: list[dict[str, Any] | None] = field(default_factory=list)
+
+
+def run_points(summary: dict[str, Any]) -> dict[str, Any]:
+    """What one run contributes to the history (stored in its index entry, so a history needs
+    no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
+    return {
+        "rungs": {r["rung"]: {"step_ms": r.get("step_ms"), "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu")}
+                  for r in summary.get("rungs", []) if r.get("step_ms")},
+        "provenance": {k: (summary.get("provenance") or {}).get(k) for k in PROVENANCE_FIELDS},
+    }
+
+
+def provenance_changes(entries: list[dict[str, Any]]) -> list[list[str]]:
+    """Per run, the provenance fields that differ from the run before (none for the first)."""
+    out: list[list[str]] = []
+    for i, entry in enumerate(entries):
+        if i == 0:
+            out.append([])
+            continue
+        old, new = entries[i - 1]["points"].get("provenance") or {}, entry["points"].get("provenance") or {}
+        out.append([f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in PROVENANCE_FIELDS if old.get(k) != new.get(k)])
+    return out
+
+
+def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int = 0) -> dict[str, Any]:
+    """The history verdicts of a ladder. `entries` are full runs, oldest first, each
+    {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published."""
+    rungs: dict[str, RungHistory] = {}
+    for entry in entries:
+        for name, p in entry["points"]["rungs"].items():
+            h = rungs.setdefault(name, RungHistory(name))
+            h.run_ids.append(entry["run_id"])
+            h.step_ms.append(p["step_ms"])
+            h.tokens_per_sec_per_gpu.append(p.get("tokens_per_sec_per_gpu"))
+    prov = provenance_changes(entries)
+    prov_at = {e["run_id"]: c for e, c in zip(entries, prov)}
+    current = entries[-1]["run_id"] if entries else None
+    out_rungs, regressions = [], []
+    for h in rungs.values():
+        values = [s["mean"] for s in h.step_ms]
+        now = detect(values, test=test, seed=seed)
+        previous = detect(values[:-1], test=test, seed=seed) if h.run_ids[-1] == current else now
+        fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
+        points = []
+        for c in now:
+            near = [x for j in (c.index - 1, c.index, c.index + 1) if 0 <= j < len(h.run_ids) for x in prov_at.get(h.run_ids[j], [])]
+            point = {**c.as_dict(), "rung": h.rung, "run_id": h.run_ids[c.index], "provenance_changes": near, "regression": c.index in fresh}
+            points.append(point)
+            if point["regression"]:
+                regressions.append(point)
+        out_rungs.append({"rung": h.rung, "run_ids": h.run_ids, "step_ms": h.step_ms, "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
+                          "change_points": points})
+    return {
+        "runs": [e["run_id"] for e in entries],
+        "logical_dates": [e.get("logical_date") for e in entries],
+        "provenance_changes": prov,
+        "test": test, "alpha": ALPHA, "alpha_recent": ALPHA_RECENT, "recent_runs": RECENT_RUNS,
+        "rungs": out_rungs,
+        "regressions": regressions,
+        "since_last": since_last(entries),
+    }
+
+
+def since_last(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """"Since last week": the newest run against the one before, figures only (the calls come
+    from the change points above, not from two runs)."""
+    if len(entries) < 2:
+        return None
+    before, now = entries[-2], entries[-1]
+    rows = []
+    for name, p in now["points"]["rungs"].items():
+        old = before["points"]["rungs"].get(name)
+        if old and old.get("step_ms") and p.get("step_ms"):
+            a, b = old["step_ms"]["mean"], p["step_ms"]["mean"]
+            rows.append({"rung": name, "previous": old["step_ms"], "current": p["step_ms"], "delta_ms": b - a, "delta_pct": 100.0 * (b / a - 1)})
+    return {"previous_run_id": before["run_id"], "rungs": rows, "provenance_changes": provenance_changes([before, now])[1]}
+
+
+def regression_lines(history: dict[str, Any] | None) -> list[str]:
+    """One sentence per regression call, for findings and the notifier."""
+    out = []
+    for r in (history or {}).get("regressions", []):
+        lo, hi = r["ci95_pct"]
+        prov = f"; coincides with a provenance change ({'; '.join(r['provenance_changes'])})" if r["provenance_changes"] else "; no provenance change"
+        out.append(f"{r['rung']}: step time {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) from run {r['run_id']} on{prov}.")
+    return out
+
+
+def history_findings(history: dict[str, Any]) -> list[str]:
+    """The summary's sentences about the ladder's history."""
+    n = len(history["runs"])
+    calls = regression_lines(history)
+    if calls:
+        return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls]
+    out = [f"No new step-time regression in the ladder's history ({n} full runs)."]
+    last = history.get("since_last")
+    if last:
+        out += [f"Provenance changed since {last['previous_run_id']}: {p}." for p in last["provenance_changes"]]
+    return out

@@ -1,0 +1,73 @@
+"""The history part of summary.md and report.html: change points per rung (the calls) and
+"since last week", a view of the same data (figures only; no call is made from two runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment, select_autoescape
+
+
+def _est(est: dict[str, Any] | None) -> str:
+    from traceladder.summary.render import fmt_est
+
+    return fmt_est(est)
+
+
+def _levels(h: dict[str, Any]) -> str:
+    recent = f", newest {h['recent_runs']} runs p < {h['alpha_recent']:g}" if h.get("alpha_recent") else ""
+    return f"{h['test']}-test p < {h['alpha']:g}{recent}"
+
+
+def change_rows(history: dict[str, Any]) -> list[dict[str, str]]:
+    rows = []
+    for rung in history["rungs"]:
+        for c in rung["change_points"]:
+            lo, hi = c["ci95_pct"]
+            rows.append({
+                "rung": c["rung"], "run_id": c["run_id"], "direction": c["direction"],
+                "size": f"{c['delta_pct']:+.1f}% ({lo:+.1f}% to {hi:+.1f}%)", "p": f"{c['p_value']:.1g}",
+                "provenance": "; ".join(c["provenance_changes"]) or "-",
+                "call": "REGRESSION (new)" if c["regression"] else ("earlier" if c["direction"] == "slower" else "-"),
+            })
+    return rows
+
+
+def history_markdown(history: dict[str, Any] | None) -> list[str]:
+    if not history:
+        return []
+    parts = ["", f"## History ({len(history['runs'])} full runs, change points, {_levels(history)})"]
+    rows = change_rows(history)
+    if rows:
+        parts += ["| rung | first run after | direction | step time change (95% CI) | p | provenance change | call |", "|---|---|---|---|---|---|---|"]
+        parts += [f"| {r['rung']} | {r['run_id']} | {r['direction']} | {r['size']} | {r['p']} | {r['provenance']} | {r['call']} |" for r in rows]
+    else:
+        parts.append("No change point in any rung's step time.")
+    last = history.get("since_last")
+    if last:
+        parts += ["", f"### Since {last['previous_run_id']} (figures; the calls are the change points above)",
+                  "| rung | before ms | now ms | change |", "|---|---|---|---|"]
+        parts += [f"| {r['rung']} | {_est(r['previous'])} | {_est(r['current'])} | {r['delta_pct']:+.1f}% |" for r in last["rungs"]]
+        parts += [f"- provenance changed: {p}" for p in last["provenance_changes"]]
+    return parts
+
+
+_HTML = """<h2>History <small>({{ h.runs | length }} full runs; change points, {{ levels }})</small></h2>
+{% if trend %}<img alt="trend.png" src="{{ trend }}">{% endif %}
+{% if rows %}<table id="change-points"><tr><th>rung</th><th>first run after</th><th>direction</th><th>step time change (95% CI)</th><th>p</th><th>provenance change</th><th>call</th></tr>
+{% for r in rows %}<tr><td>{{ r.rung }}</td><td>{{ r.run_id }}</td><td>{{ r.direction }}</td><td>{{ r.size }}</td><td>{{ r.p }}</td><td>{{ r.provenance }}</td><td{% if r.call.startswith('REGRESSION') %} class="failed"{% endif %}>{{ r.call }}</td></tr>{% endfor %}</table>
+{% else %}<p>No change point in any rung's step time.</p>{% endif %}
+{% if h.since_last %}<h3>Since {{ h.since_last.previous_run_id }} <small>(figures; the calls are the change points above)</small></h3>
+<table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for r in h.since_last.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.previous | est }}</td><td>{{ r.current | est }}</td><td>{{ '%+.1f%%' % r.delta_pct }}</td></tr>{% endfor %}</table>
+{% for p in h.since_last.provenance_changes %}<p class="failed">Provenance changed: {{ p }}</p>{% endfor %}{% endif %}
+"""
+_ENV = Environment(autoescape=select_autoescape(default=True))
+_ENV.filters["est"] = _est
+_TEMPLATE = _ENV.from_string(_HTML)
+
+
+def history_html(history: dict[str, Any] | None, trend_uri: str | None = None) -> str:
+    """An HTML fragment (autoescaped); empty without a history."""
+    if not history:
+        return ""
+    return _TEMPLATE.render(h=history, rows=change_rows(history), trend=trend_uri, levels=_levels(history))

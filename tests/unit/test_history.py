@@ -1,0 +1,154 @@
+"""Change points over a ladder's history (summary/history.py): the detector on known series,
+regression calls across evaluations, provenance and "since last week", and `traceladder changes`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceladder.summary.history import detect, evaluate, new_regressions, regression_lines
+
+REPO = Path(__file__).resolve().parents[2]
+# A fixed noise pattern, ±1.2% at most (GPU-like), so the series are known exactly.
+NOISE = [0.4, -0.8, 0.2, 1.1, -0.5, -1.2, 0.9, 0.0, -0.3, 0.7, -0.9, 0.5, -0.1, 0.8, -0.6, 0.3]
+FLAT = [100 * (1 + 0.01 * e) for e in NOISE]
+
+
+def geo_delta_pct(before: list[float], after: list[float]) -> float:
+    """The size as a reader would compute it: the ratio of geometric means, in percent."""
+    mean_log = lambda xs: sum(math.log(x) for x in xs) / len(xs)  # noqa: E731
+    return 100 * (math.exp(mean_log(after) - mean_log(before)) - 1)
+
+
+def test_flat_series_and_single_outliers_have_no_change_point() -> None:
+    assert detect(FLAT) == []
+    middle = list(FLAT)
+    middle[9] *= 1.03  # a +3σ week in the middle
+    assert detect(middle) == []
+    newest = list(FLAT)
+    newest[-1] *= 1.04  # and as the newest run
+    assert detect(newest) == []
+
+
+def test_a_step_is_found_at_its_first_run_with_its_size() -> None:
+    series = FLAT[:12] + [v * 1.05 for v in FLAT[12:]]
+    [cp] = detect(series)
+    assert (cp.index, cp.direction) == (12, "slower")
+    assert cp.delta_pct == pytest.approx(geo_delta_pct(series[:12], series[12:]), abs=1e-9)
+    lo, hi = cp.ci95_pct
+    assert lo < cp.delta_pct < hi and lo > 0 and cp.p_value < 0.001
+    [down] = detect(FLAT[:8] + [v * 0.9 for v in FLAT[8:]])
+    assert (down.index, down.direction) == (8, "faster") and down.delta_pct == pytest.approx(
+        geo_delta_pct(FLAT[:8], [v * 0.9 for v in FLAT[8:]]), abs=1e-9)
+
+
+def test_exact_steps_without_noise() -> None:
+    [cp] = detect([100.0] * 10 + [110.0] * 5)
+    assert (cp.index, cp.direction, cp.p_value) == (10, "slower", 0.0)
+    assert cp.delta_pct == pytest.approx(10.0, abs=1e-9)
+    assert detect([100.0] * 12) == []
+    assert detect([100.0] * 3) == []  # too short for two segments
+
+
+def test_a_small_persistent_shift_is_called_once_weeks_after_it_happened() -> None:
+    """+1.2% at σ≈0.7%: not visible for weeks; called when it becomes significant, then never again."""
+    series = [100 * (1 + 0.01 * e) * (1.012 if i >= 20 else 1.0) for i, e in enumerate(NOISE * 3)]
+    calls, previous = [], detect(series[:10])
+    for week in range(10, len(series)):
+        now = detect(series[:week + 1])
+        calls += [(week, c.index, c.direction) for c in new_regressions(now, previous)]
+        previous = now
+    assert len(calls) == 1
+    week, index, direction = calls[0]
+    assert direction == "slower" and week > 22 and abs(index - 20) <= 2
+
+
+def test_permutation_form_is_deterministic_for_a_seed() -> None:
+    series = FLAT + [v * 1.08 for v in FLAT[:6]]
+    a = detect(series, test="permutation", seed=7)
+    assert a == detect(series, test="permutation", seed=7)
+    assert [(c.index, c.direction) for c in a] == [(16, "slower")]
+    with pytest.raises(ValueError, match="test must be one of"):
+        detect(series, test="bogus")
+
+
+def _entry(run_id: str, step: dict[str, float], config_hash: str = "abc") -> dict:
+    return {"run_id": run_id, "logical_date": run_id, "points": {
+        "rungs": {rung: {"step_ms": {"mean": v, "ci95": 0.5, "n": 3}, "tokens_per_sec_per_gpu": None} for rung, v in step.items()},
+        "provenance": {"config_hash": config_hash}}}
+
+
+def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
+    entries = []
+    for i, e in enumerate(NOISE + NOISE[:3]):
+        slow = 1.06 if i >= 16 else 1.0
+        entries.append(_entry(f"2026-w{i:02d}", {"base": 100 * (1 + 0.01 * e) * slow, "fused": 80 * (1 - 0.01 * e)},
+                              config_hash="def" if i >= 16 else "abc"))
+    history = evaluate(entries)
+    [call] = history["regressions"]
+    assert (call["rung"], call["run_id"], call["direction"]) == ("base", "2026-w16", "slower")
+    assert call["provenance_changes"] == ["config_hash: 'abc' -> 'def'"]
+    assert [r["change_points"] for r in history["rungs"] if r["rung"] == "fused"] == [[]]
+    line = regression_lines(history)[0]
+    assert line.startswith("base: step time +") and "from run 2026-w16" in line and "config_hash" in line
+    since = history["since_last"]
+    assert since["previous_run_id"] == "2026-w17" and {r["rung"] for r in since["rungs"]} == {"base", "fused"}
+    # the next week, the same change point is no longer a new call
+    entries.append(_entry("2026-w19", {"base": 106.0, "fused": 80.0}, "def"))
+    assert evaluate(entries)["regressions"] == []
+
+
+# ---- the command -------------------------------------------------------------------------------
+def _changes(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "include")}
+    return subprocess.run([sys.executable, "-m", "traceladder.cli", "changes", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def _write_csv(path: Path, runs: int, shift_at: int) -> None:
+    lines = ["run_id,rung,step_ms"]
+    for r in range(runs):
+        for k in range(3):
+            e = NOISE[(r + k) % len(NOISE)]
+            lines.append(f"run{r:02d},base,{100 * (1 + 0.01 * e) * (1.1 if r >= shift_at else 1.0):.4f}")
+            lines.append(f"run{r:02d},fused,{80 * (1 + 0.01 * e):.4f}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_changes_command_prints_the_contract_json(tmp_path: Path) -> None:
+    csv_path = tmp_path / "h.csv"
+    _write_csv(csv_path, 14, 9)
+    proc = _changes(str(csv_path), "--seed", "3")
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(proc.stdout.strip().splitlines()[-1])
+    [cp] = last["change_points"]
+    assert set(cp) == {"rung", "run_id", "direction", "delta_pct"}
+    assert (cp["rung"], cp["run_id"], cp["direction"]) == ("base", "run09", "slower")
+    means = {r: sum(float(l.split(",")[2]) for l in csv_path.read_text().splitlines()[1:] if l.startswith(f"run{r:02d},base")) / 3 for r in range(14)}
+    assert cp["delta_pct"] == pytest.approx(geo_delta_pct([means[r] for r in range(9)], [means[r] for r in range(9, 14)]), abs=1e-3)
+    assert proc.stdout == _changes(str(csv_path), "--seed", "3").stdout
+    perm = _changes(str(csv_path), "--seed", "3", "--test", "permutation")
+    assert perm.returncode == 0 and perm.stdout == _changes(str(csv_path), "--seed", "3", "--test", "permutation").stdout
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "{f}: file: no such file"),
+    ("run_id,rung\nr1,base\n", "{f}: step_ms: missing column (header has run_id,rung)"),
+    ("run_id,rung,step_ms\nr1,base,12.5\nr2,base,fast\n", "{f}: step_ms: line 3: 'fast' is not a positive number"),
+    ("run_id,rung,step_ms\nr1,base,-1\n", "{f}: step_ms: line 2: '-1' is not a positive number"),
+    ("run_id,rung,step_ms\n,base,12\n", "{f}: run_id: line 2: empty"),
+    ("run_id,rung,step_ms\nr1,base\n", "{f}: row: line 2 has 2 fields, the header 3"),
+    ("", "{f}: header: empty file, expected columns run_id,rung,step_ms"),
+])
+def test_changes_command_rejects_a_bad_file_in_one_line(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "bad.csv"
+    if content is not None:
+        path.write_text(content)
+    proc = _changes(str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == message.format(f=path) and "Traceback" not in proc.stderr
