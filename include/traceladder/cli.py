@@ -44,14 +44,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run_rung(args: argparse.Namespace) -> int:
-    # --spec/--spec-json is the runner image's path: standard library + boto3 only (runner/spec.py).
+    # --spec/--spec-json is the runner image's path: standard library + boto3 only (rung_spec.py).
     from traceladder.runner.requirements import missing_import
 
     problem = missing_import(needs_s3=not args.out)
     if problem:
         raise UserError(problem)
     from traceladder.runner.rung import run_rung
-    from traceladder.runner.spec import RunnerSpec
+    from traceladder.rung_spec import RunnerSpec
 
     if args.spec or args.spec_json:
         source = args.spec or "--spec-json"

@@ -20,7 +20,7 @@ from traceladder.config.validate import (
     find_value,
     settings_for,
 )
-from traceladder.runner.spec import render_arg, render_overrides
+from traceladder.rung_spec import render_arg, render_overrides
 
 LADDER_LENSES = "ladder"  # the Params value meaning "the lenses the ladder file names"
 

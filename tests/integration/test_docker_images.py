@@ -26,7 +26,7 @@ DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/de
 def test_runner_spec_reader_matches_rungspec_on_every_shipped_spec() -> None:
     from traceladder.config import find_ladder, load_ladder
     from traceladder.plan import build_plan
-    from traceladder.runner.spec import RunnerSpec, SpecError
+    from traceladder.rung_spec import RunnerSpec, SpecError
 
     count = 0
     for name in ("deepseek-v4-flash-mi350x", "proxy-local"):

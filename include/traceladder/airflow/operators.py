@@ -236,7 +236,7 @@ class RungDockerOperator(RocmDockerOperator):
         self.gpu_preflight = gpu_preflight
 
     def _configure(self, context: Context) -> dict[str, Any]:
-        from traceladder.airflow.tasks import open_ladder
+        from traceladder.airflow.ladders import open_ladder
         from traceladder.plan import RungSpec
         from traceladder.storage.artifacts import safe_key_part
 
@@ -316,7 +316,7 @@ class RungDockerOperator(RocmDockerOperator):
 
     def _record_refused(self, spec: Any, message: str) -> None:
         """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
-        from traceladder.airflow.tasks import ladder_store
+        from traceladder.airflow.ladders import ladder_store
         from traceladder.runner.rung import record_refused
 
         try:
@@ -356,7 +356,7 @@ class TracelensDockerOperator(RocmDockerOperator):
     def execute(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowException
 
-        from traceladder.airflow.tasks import open_ladder
+        from traceladder.airflow.ladders import open_ladder
 
         cluster = open_ladder(self.ladder).cluster
         if cluster.tracelens is None:

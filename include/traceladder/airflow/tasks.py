@@ -7,33 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traceladder.config.models import StorageSettings
+from traceladder.airflow.ladders import ladder_store
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
 PLAN_OBJECT = "plan.json"
-
-
-def store_for(ladder_name: str, storage: StorageSettings) -> ArtifactSink:
-    """The S3 store behind an Airflow `aws` connection (its extra may hold `endpoint_url`)."""
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-    from traceladder.storage.artifacts import S3ArtifactStore
-
-    client = S3Hook(aws_conn_id=storage.conn_id).get_conn()
-    return S3ArtifactStore(client, storage.effective_bucket, storage.prefix, ladder_name)
-
-
-def open_ladder(ladder: str):  # -> LoadedLadder
-    from traceladder.config import find_ladder, load_ladder
-
-    return load_ladder(find_ladder(ladder))
-
-
-def ladder_store(ladder: str):  # -> (LoadedLadder, ArtifactSink)
-    loaded = open_ladder(ladder)
-    storage = loaded.cluster.storage
-    return loaded, store_for(loaded.ladder.ladder, storage)
 
 
 def plan_run(ladder: str, run_id: str, hosts: list[str], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

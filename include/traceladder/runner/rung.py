@@ -29,7 +29,7 @@ from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summ
 from traceladder.runner.traces import find_traces
 from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
 
-if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (runner/spec.py)
+if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (rung_spec.py)
     from traceladder.plan import RungSpec
 
 # What a rung task returns as XCom (the full result stays in metrics.json).

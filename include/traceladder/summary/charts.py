@@ -93,7 +93,7 @@ def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
     from traceladder.summary.trend_chart import trend_png
 
     charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary),
-              "attribution.png": attribution_png(summary), "trend.png": trend_png(summary.get("history"))}
+              "attribution.png": attribution_png(summary), "trend.png": trend_png(summary.get("history"), _png)}
     return {name: png for name, png in charts.items() if png}
 
 

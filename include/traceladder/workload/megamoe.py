@@ -17,7 +17,7 @@ import torch
 from torch.autograd.profiler import record_function
 
 from .comm import Comm
-from .moe import Experts, bucket_slots, unpermute
+from .experts import Experts, bucket_slots, unpermute
 
 
 @dataclass

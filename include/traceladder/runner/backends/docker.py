@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceladder.runner.spec import render_overrides
+from traceladder.rung_spec import render_overrides
 
 if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerSpec too
     from traceladder.plan import RungSpec
