@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo test bench validate images images-standin clean
+.PHONY: setup demo test lint bench validate images images-standin clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,13 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest tests
+
+# ruff (rules in pyproject.toml), mypy on include/traceladder (exceptions stated in pyproject.toml),
+# import-linter (layers, a stdlib base, the standalone workload, no cycles: .importlinter).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	PYTHONPATH=include $(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python -m benchmarks

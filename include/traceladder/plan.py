@@ -193,7 +193,7 @@ def plan_table(specs: list[RungSpec]) -> str:
     """The `traceladder plan` listing: id, parent, switch and the additional-context JSON."""
     lines = []
     for spec in specs:
-        change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"  # type: ignore[arg-type]
+        change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"
         lines.append(f"{spec.rung_id:<28} parent={spec.parent or '-':<14} {change:<22} host={spec.host}")
         lines.append("    --additional-context " + json.dumps(spec.additional_context(), separators=(",", ":")))
     return "\n".join(lines)

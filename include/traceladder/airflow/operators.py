@@ -50,6 +50,11 @@ def default_nofile() -> int:
     return int(os.environ.get("TRACELADDER_CONTAINER_NOFILE", DEFAULT_NOFILE))
 
 
+
+def _text_lines(logs: Sequence[str | bytes] | None) -> list[str]:
+    """The provider's log lines (str, or bytes from some docker-py paths) as text."""
+    return [x.decode(errors="replace") if isinstance(x, bytes) else x for x in logs or []]
+
 class RocmDockerOperator(DockerOperator):
     """Run a command in a container on a ROCm host (AMD Instinct), as madengine's ROCm runs do.
 
@@ -248,7 +253,7 @@ class RungDockerOperator(RocmDockerOperator):
         run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode(), usedforsecurity=False).hexdigest()[:10]
         self.container_name = f"traceladder-{safe_key_part(spec.rung_id)}-{run_hash}"
         self.labels = {
-            **(self.labels or {}),
+            **(self.labels if isinstance(self.labels, dict) else {}),
             hygiene.LADDER_LABEL: spec.ladder,
             hygiene.RUN_LABEL: run_key,
             hygiene.RUNG_LABEL: spec.rung_id,
@@ -277,7 +282,7 @@ class RungDockerOperator(RocmDockerOperator):
                 pass
             if self.preflight:
                 found = self.hook.preflight(
-                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels or {}),
+                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels) if isinstance(self.labels, dict) else {},
                     gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
                     environment=dict(spec.docker_env_vars),
                 )
@@ -298,7 +303,7 @@ class RungDockerOperator(RocmDockerOperator):
         try:
             lines = list(super()._execute_with_daemon(context) or [])  # xcom_all: every output line
         except DockerContainerFailedException as exc:
-            lines = list(exc.logs or [])
+            lines = _text_lines(exc.logs)
         finally:
             if self.container_evidence is not None:
                 context["ti"].xcom_push(key="container", value=self.container_evidence)
@@ -372,7 +377,7 @@ class TracelensDockerOperator(RocmDockerOperator):
         try:
             lines = list(super().execute(context) or [])
         except DockerContainerFailedException as exc:
-            tail = [line for line in (exc.logs or []) if line.strip()]
+            tail = [line for line in _text_lines(exc.logs) if line.strip()]
             raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
         for line in reversed(lines):
             if line.strip().startswith("{"):

@@ -159,8 +159,8 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
             raise LadderConfigError("lenses.use", "duplicate lens")
 
     for assignment in assignments.values():
-        for lens in lens_switch.values:
-            check_profile_window(ladder, {**assignment, LENS_SWITCH: lens}, f"switches.{LENS_SWITCH}.values.{lens}")
+        for lens_value in lens_switch.values:
+            check_profile_window(ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}")
     return assignments
 
 

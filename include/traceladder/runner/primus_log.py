@@ -157,7 +157,7 @@ def _parse_line(line: str) -> IterationRecord | None:
             vals.setdefault("rocm_mem_gb", _gb(g["rocm_mem"], g["rocm_unit"]))
         elif g["hip_mem"] is not None:
             vals.setdefault("hip_mem_gb", _gb(g["hip_mem"], g["hip_unit"]))
-    if it is None or "elapsed_ms" not in vals:
+    if it is None or iters is None or "elapsed_ms" not in vals:
         return None  # not a per-iteration step line
     return IterationRecord(iteration=it, train_iters=iters, **vals)
 

@@ -30,7 +30,10 @@ from traceladder.runner.traces import find_traces
 from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
 
 if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (rung_spec.py)
-    from traceladder.plan import RungSpec
+    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.rung_spec import RunnerSpec
+
+    RungSpec = _PlanSpec | RunnerSpec
 
 # What a rung task returns as XCom (the full result stays in metrics.json).
 RESULT_KEYS = ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces", "error")

@@ -192,7 +192,7 @@ class _HashingReader(io.RawIOBase):
             self._buf += self._z.compress(chunk) if self._z is not None else chunk
 
     def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
+        if size < 0:
             self._fill(1 << 62)
             size = len(self._buf)
         else:
@@ -627,7 +627,7 @@ def _explain(exc: BaseException) -> tuple[str, str]:
     return code, f"{name}: {text}" if text else name
 
 
-def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any):
+def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any) -> Any:
     """A boto3 S3 client from TRACELADDER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
     and AWS_DEFAULT_REGION (defaults: AWS's endpoint, the default credential chain, us-east-1)."""
     import boto3

@@ -300,7 +300,7 @@ class EmbeddedS3:
         """The value for ``AIRFLOW_CONN_TRACELADDER_S3`` (Airflow's JSON connection format)."""
         return json.dumps(self.airflow_conn(), separators=(",", ":"), sort_keys=True)
 
-    def client(self, **config: Any):
+    def client(self, **config: Any) -> Any:
         """A boto3 S3 client for this server (path-style, SigV4, few retries)."""
         import boto3
         from botocore.config import Config

@@ -15,6 +15,7 @@ S3 failures become ``ArtifactStoreError`` / ``ArtifactNotFoundError`` with one-l
 
 from __future__ import annotations
 
+import builtins  # LadderStore.list shadows the builtin inside the class
 import json
 import threading
 import time
@@ -321,7 +322,7 @@ class LadderStore:
         return chunks(), resp.get("ContentLength")
 
     # ---- the published runs
-    def _run_entries(self) -> list[Any]:
+    def _run_entries(self) -> builtins.list[Any]:
         """The published runs' index entries: one object per run under ``runs/``
         (summary/run_index.py), plus those of an older ``index.json``."""
         from traceladder.summary.run_index import RUNS_FOLDER
@@ -344,7 +345,7 @@ class LadderStore:
                     continue
         return entries
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> builtins.list[dict[str, Any]]:
         """The published runs, newest first (by logical date, then publish time)."""
         by_id: dict[str, dict[str, Any]] = {}
         for run in self._run_entries():
@@ -370,9 +371,9 @@ class LadderStore:
             raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
         return data
 
-    def summary_files(self, run_id: str) -> list[str]:
+    def summary_files(self, run_id: str) -> builtins.list[str]:
         keys, _ = self.list(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}")
         return keys
 
-    def run_files(self, run_id: str) -> tuple[list[str], bool]:
+    def run_files(self, run_id: str) -> tuple[builtins.list[str], bool]:
         return self.list(clean_run_id(run_id))

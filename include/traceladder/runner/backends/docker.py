@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING
 from traceladder.rung_spec import render_overrides
 
 if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerSpec too
-    from traceladder.plan import RungSpec
+    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.rung_spec import RunnerSpec
+
+    RungSpec = _PlanSpec | RunnerSpec  # the runner image reads RunnerSpec
 
 DEFAULT_PRIMUS_PATH = "/workspace/Primus"
 # lens -> (the executable its wrapper needs, the one-line fix when the runner image lacks it)
