@@ -1,10 +1,12 @@
 """One scheduled DAG per ladder file in include/configs/ladders (`traceladder-<ladder>`)."""
 
+from traceladder.airflow.blocks import weekly_grid
 from traceladder.airflow.dags import build_weekly_dag
 from traceladder.airflow.discovery import discover
 
 for _loaded in discover().ladders:
     _ladder = _loaded.ladder
     globals()[f"traceladder_{_ladder.ladder}"] = build_weekly_dag(
-        _ladder.ladder, _ladder.schedule, _loaded.cluster.hosts, _ladder.description, _ladder.timeout_s
+        _ladder.ladder, _ladder.schedule, _loaded.cluster.hosts, _ladder.description, _ladder.timeout_s,
+        weekly_grid(_loaded),
     )

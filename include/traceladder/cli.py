@@ -34,7 +34,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from traceladder.plan import build_plan, plan_table
 
-    specs = build_plan(_load(args.file), rungs=args.rung or None, lens=args.lens, repeats=args.repeats, override=args.override)
+    specs = build_plan(_load(args.file), rungs=args.rung or None, lens=args.lens, repeats=args.repeats, override=args.override,
+                       seed=args.seed, run_id=args.run_id)
     if args.json:
         print(json.dumps([json.loads(s.to_json()) for s in specs], indent=2))
     else:
@@ -152,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lens", default="ladder", help="'ladder' (default) or one lens for every rung")
     p.add_argument("--repeats", type=int)
     p.add_argument("--override", help="SWITCH=VALUE applied to every rung")
+    p.add_argument("--seed", type=int, help="block-order seed (default: the ladder's, else derived from ladder and --run-id)")
+    p.add_argument("--run-id", default="", help="the run id a derived seed comes from (a DAG run's order)")
     p.add_argument("--json", action="store_true", help="print the rung specs as JSON")
     p.set_defaults(func=cmd_plan)
 

@@ -1,4 +1,11 @@
-"""Ladder → plan: one `RungSpec` per (rung, lens, repeat).
+"""Ladder → plan: randomised complete blocks of `RungSpec`s.
+
+Repeat k of the ladder is block k: every selected rung once (purpose `measure`), in an order
+shuffled by the run's seed. Each lens repeat is a block of its own holding an unprofiled run of
+the lens rung and one run per lens (purpose `lens`), so every lens overhead is paired inside its
+block. The ladder's `lenses.every_rung` adds one block with a profiled run of every rung (purpose
+`profile`), which the step-time estimates leave out. Blocks run one after the other (the DAG
+makes that structural); `plan_design` records the seed and the order for plan.json.
 
 A rung spec is the whole contract between the planner and the runner: it is JSON, it names what
 madengine's `--additional-context` would be, and the runner executes it the same way on both
@@ -7,8 +14,11 @@ backends.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any
+import random
+from collections.abc import Callable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +33,8 @@ from traceladder.config.validate import (
 from traceladder.rung_spec import render_arg, render_overrides
 
 LADDER_LENSES = "ladder"  # the Params value meaning "the lenses the ladder file names"
+Purpose = Literal["measure", "lens", "profile"]
+PURPOSES: tuple[str, ...] = ("measure", "lens", "profile")
 
 
 class RungSpec(BaseModel):
@@ -38,6 +50,9 @@ class RungSpec(BaseModel):
     value: bool | int | str | None
     lens: str
     repeat: int
+    block: int  # the randomised complete block this run belongs to (execution order of blocks)
+    position: int  # 0-based place inside its block
+    purpose: Purpose  # measure: step-time estimates; lens: a lens block; profile: every-rung lens
     rung_id: str
     backend: str
     host: str
@@ -81,8 +96,44 @@ class RungSpec(BaseModel):
         return cls.model_validate_json(text)
 
 
-def rung_id(rung: str, lens: str, repeat: int) -> str:
-    return f"{rung}.{lens}.r{repeat}"
+# The rung id's repeat suffix says which kind of block the run belongs to, so ids never collide.
+_SUFFIX = {"measure": "r", "lens": "l", "profile": "p"}
+
+
+def rung_id(rung: str, lens: str, repeat: int, purpose: Purpose = "measure") -> str:
+    return f"{rung}.{lens}.{_SUFFIX[purpose]}{repeat}"
+
+
+def design_seed(ladder: str, run_id: str) -> int:
+    """The default block-order seed: fixed by the ladder and the run id, so a rerun of the same
+    run id reproduces the order and two runs do not share one."""
+    return int.from_bytes(hashlib.sha256(f"{ladder}/{run_id}".encode()).digest()[:4], "big")
+
+
+def resolve_seed(loaded: LoadedLadder, run_id: str, seed: object = None) -> int:
+    """Params seed, else the ladder file's `seed`, else one derived from ladder and run id."""
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise LadderConfigError("seed", f"expected a non-negative integer, got {seed!r}")
+        return seed
+    if loaded.ladder.seed is not None:
+        return loaded.ladder.seed
+    return design_seed(loaded.ladder.ladder, run_id)
+
+
+def execution_order(specs: list[RungSpec]) -> list[RungSpec]:
+    """The order the runs execute in: block after block, by position inside a block."""
+    return sorted(specs, key=lambda s: (s.block, s.position))
+
+
+def plan_design(specs: list[RungSpec], seed: int) -> dict[str, Any]:
+    """plan.json's `design`: the seed and every block's rung ids in execution order."""
+    blocks: list[list[str]] = []
+    for spec in execution_order(specs):
+        while len(blocks) <= spec.block:
+            blocks.append([])
+        blocks[spec.block].append(spec.rung_id)
+    return {"seed": seed, "blocks": blocks}
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -109,6 +160,8 @@ def build_plan(
     lens: str = LADDER_LENSES,
     repeats: int | None = None,
     override: str | None = None,
+    seed: int | None = None,
+    run_id: str = "",
 ) -> list[RungSpec]:
     """Expand a validated ladder into rung specs; the arguments are the trigger form's Params.
 
@@ -116,14 +169,19 @@ def build_plan(
     - lens: `ladder` runs every rung unprofiled plus the ladder's lenses on its lens rung; any lens
       name runs each selected rung with that lens only;
     - repeats: replaces the ladder's repeat count;
-    - override: `switch=value` applied on top of every rung (a what-if run).
+    - override: `switch=value` applied on top of every rung (a what-if run);
+    - seed: the block-order seed (default: `resolve_seed(loaded, run_id)`).
+
+    `lens` = a lens name makes `repeats` blocks of every selected rung under that lens (purpose
+    `profile`, or `measure` for `none`). The specs come back in ladder order; `block` and
+    `position` give the execution order (`execution_order`).
     """
     ladder = loaded.ladder
     names = [r.name for r in ladder.rungs]
-    selected = rungs or names
-    for name in selected:
+    for name in rungs or []:
         if name not in names:
             raise LadderConfigError("rungs", f"unknown rung {name!r}; rungs are {names}")
+    selected = [name for name in names if not rungs or name in rungs]  # ladder order, no duplicates
     n_repeats = repeats if repeats is not None else ladder.repeats
     if n_repeats < 1:
         raise LadderConfigError("repeats", f"must be at least 1, got {n_repeats}")
@@ -132,32 +190,46 @@ def build_plan(
         switch, text = parse_override(override)
         extra[switch] = _coerce_override(loaded, switch, text)
 
-    runs: list[tuple[str, str, int]] = []  # (rung, lens, repeats)
+    # Blocks in execution order, each a list of (rung, lens, purpose, repeat) before shuffling.
+    blocks: list[list[tuple[str, str, Purpose, int]]] = []
     if lens == LADDER_LENSES:
-        runs += [(name, "none", n_repeats) for name in selected]
-        if ladder.lenses is not None and ladder.lenses.rung in selected:
-            lens_repeats = repeats if repeats is not None else (ladder.lenses.repeats or ladder.repeats)
-            runs += [(ladder.lenses.rung, lens, lens_repeats) for lens in ladder.lenses.use if lens != "none"]
+        blocks += [[(name, "none", "measure", k) for name in selected] for k in range(n_repeats)]
+        lenses = ladder.lenses
+        if lenses is not None and lenses.rung in selected and any(lens_name != "none" for lens_name in lenses.use):
+            lens_repeats = repeats if repeats is not None else (lenses.repeats or ladder.repeats)
+            in_block = ["none", *[lens_name for lens_name in lenses.use if lens_name != "none"]]
+            blocks += [[(lenses.rung, lens_name, "lens", k) for lens_name in in_block] for k in range(lens_repeats)]
+        if lenses is not None and lenses.every_rung:
+            blocks.append([(name, lenses.every_rung, "profile", 0) for name in selected])
     else:
         allowed = LENSES_BY_BACKEND[ladder.backend]
         if lens not in allowed:
             raise LadderConfigError("lens", f"{lens!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})")
         if find_value(ladder.switches[LENS_SWITCH].values, lens) is None:
             raise LadderConfigError("lens", f"lens {lens!r} has no entry under switches.{LENS_SWITCH}.values")
-        runs += [(name, lens, n_repeats) for name in selected]
+        purpose: Purpose = "measure" if lens == "none" else "profile"
+        blocks += [[(name, lens, purpose, k) for name in selected] for k in range(n_repeats)]
+
+    rng = random.Random(seed if seed is not None else resolve_seed(loaded, run_id))  # noqa: S311 - a seeded, reproducible run order, not a secret
+    for block in blocks:
+        rng.shuffle(block)
 
     rung_by_name = {r.name: r for r in ladder.rungs}
     hosts = loaded.cluster.hosts
+    cache: dict[str, tuple[Any, tuple[int, int] | None]] = {}
     specs: list[RungSpec] = []
-    for rung_name, lens_name, count in runs:
-        rung = rung_by_name[rung_name]
-        assignment = {**loaded.assignments[rung_name], **extra, LENS_SWITCH: lens_name}
-        settings = settings_for(ladder, assignment)
-        window = check_profile_window(ladder, assignment, f"switches.{LENS_SWITCH}.values.{lens_name}")
-        changed = next(iter(rung.set.items()), (None, None))
-        train_iters = int(settings.model_args.get("train_iters", 10))  # type: ignore[arg-type]
-        for k in range(count):
-            host = hosts[len(specs) % len(hosts)]
+    for b, block in enumerate(blocks):
+        for position, (rung_name, lens_name, purpose, k) in enumerate(block):
+            rung = rung_by_name[rung_name]
+            key = f"{rung_name}/{lens_name}"
+            if key not in cache:
+                assignment = {**loaded.assignments[rung_name], **extra, LENS_SWITCH: lens_name}
+                window = check_profile_window(ladder, assignment, f"switches.{LENS_SWITCH}.values.{lens_name}")
+                cache[key] = (settings_for(ladder, assignment), window)
+            settings, window = cache[key]
+            changed = next(iter(rung.set.items()), (None, None))
+            # One host runs one rung at a time; a block's positions are dealt over the hosts.
+            host = hosts[position % len(hosts)]
             specs.append(
                 RungSpec(
                     ladder=ladder.ladder,
@@ -167,7 +239,10 @@ def build_plan(
                     value=changed[1],
                     lens=lens_name,
                     repeat=k,
-                    rung_id=rung_id(rung_name, lens_name, k),
+                    block=b,
+                    position=position,
+                    purpose=purpose,
+                    rung_id=rung_id(rung_name, lens_name, k, purpose),
                     backend=ladder.backend,
                     host=host.name,
                     pool=host.pool,
@@ -177,7 +252,7 @@ def build_plan(
                     docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
                     if ladder.backend == "docker" else settings.docker_env_vars,
                     tools=settings.tools,
-                    train_iters=train_iters,
+                    train_iters=int(settings.model_args.get("train_iters", 10)),
                     warmup_iters=ladder.warmup_iters,
                     profile_window=window,
                     timeout_s=ladder.timeout_s,
@@ -186,14 +261,32 @@ def build_plan(
                     storage_prefix=loaded.cluster.storage.prefix,
                 )
             )
-    return specs
+    return sorted(specs, key=_listing_key(selected, blocks))
+
+
+def _listing_key(selected: list[str], blocks: list[list[tuple[str, str, Purpose, int]]]) -> Callable[[RungSpec], tuple[int, int, int]]:
+    """The plan's listing (and plan.json's `specs`) stays in ladder order, whatever the shuffle:
+    measure runs rung by rung, then the lens blocks lens by lens, then the every-rung lens."""
+    lenses = ["none"]
+    for block in blocks:
+        lenses += [lens_name for _, lens_name, p, _ in block if p == "lens" and lens_name not in lenses]
+
+    def key(spec: RungSpec) -> tuple[int, int, int]:
+        group = lenses.index(spec.lens) if spec.purpose == "lens" else selected.index(spec.rung)
+        return PURPOSES.index(spec.purpose), group, spec.repeat
+
+    return key
 
 
 def plan_table(specs: list[RungSpec]) -> str:
-    """The `traceladder plan` listing: id, parent, switch and the additional-context JSON."""
+    """The `traceladder plan` listing in execution order: id, block.position, purpose, parent,
+    switch and the additional-context JSON."""
     lines = []
-    for spec in specs:
+    for spec in execution_order(specs):
         change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"
-        lines.append(f"{spec.rung_id:<28} parent={spec.parent or '-':<14} {change:<22} host={spec.host}")
+        lines.append(
+            f"{spec.rung_id:<34} block={spec.block}.{spec.position:<3} {spec.purpose:<8} parent={spec.parent or '-':<14} "
+            f"{change:<22} host={spec.host}"
+        )
         lines.append("    --additional-context " + json.dumps(spec.additional_context(), separators=(",", ":")))
     return "\n".join(lines)

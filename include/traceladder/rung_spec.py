@@ -32,6 +32,9 @@ _FIELDS: dict[str, tuple[type | None, ...]] = {
     "value": (bool, int, str, None),
     "lens": (str,),
     "repeat": (int,),
+    "block": (int,),
+    "position": (int,),
+    "purpose": (str,),
     "rung_id": (str,),
     "backend": (str,),
     "host": (str,),
@@ -49,7 +52,8 @@ _FIELDS: dict[str, tuple[type | None, ...]] = {
     "engine": (str,),
     "storage_prefix": (str,),
 }
-_OPTIONAL = {"schema": 1}
+# Specs written before randomised blocks lack these; such a run was repeat k of a plain ladder.
+_OPTIONAL = {"schema": 1, "block": 0, "position": 0, "purpose": "measure"}
 
 
 def render_arg(value: Any) -> str:

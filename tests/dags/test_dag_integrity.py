@@ -3,6 +3,8 @@ pool on the serialized DAG (what the scheduler sees)."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +49,9 @@ def test_weekly_dags_follow_their_ladder(dagbag) -> None:
     assert summary.trigger_rule == "all_done" and dag.get_task("collect_traces").trigger_rule == "all_done"
 
 
+SLOT = re.compile(r"^block_(\d+)\.rungs_(.+)_(\d+)$")
+
+
 def test_rung_tasks_use_their_hosts_pool_when_serialized(dagbag) -> None:
     from airflow.serialization.serialized_objects import DagSerialization
 
@@ -55,17 +60,66 @@ def test_rung_tasks_use_their_hosts_pool_when_serialized(dagbag) -> None:
     for dag_id, dag in dagbag.dags.items():
         restored = DagSerialization.from_dict(DagSerialization.to_dict(dag))
         for task in restored.tasks:
-            if task.task_id.startswith("rungs_"):
-                host = task.task_id.removeprefix("rungs_")
-                assert task.pool == pools[host], f"{dag_id}.{task.task_id} in pool {task.pool}"
+            if match := SLOT.match(task.task_id):
+                assert task.pool == pools[match.group(2)], f"{dag_id}.{task.task_id} in pool {task.pool}"
                 checked += 1
     assert checked >= 3
+
+
+def slots_by_block(dag) -> dict[int, list]:
+    blocks: dict[int, list] = {}
+    for task in dag.tasks:
+        if match := SLOT.match(task.task_id):
+            blocks.setdefault(int(match.group(1)), []).append((int(match.group(3)), task))
+    return {k: [t for _, t in sorted(v, key=lambda x: x[0])] for k, v in sorted(blocks.items())}
+
+
+def test_blocks_run_one_after_the_other_in_a_fixed_order(dagbag) -> None:
+    """The order is structural: slot j+1 of a block waits for slot j, every first slot of block
+    k+1 waits for the last slot of block k, and all of them run whatever happened before."""
+    from traceladder.airflow.blocks import weekly_grid
+    from traceladder.config import find_ladder, load_ladder
+
+    dag = dagbag.dags["traceladder-proxy-local"]
+    blocks = slots_by_block(dag)
+    grid = weekly_grid(load_ladder(find_ladder("proxy-local")))
+    assert [len(b) for b in blocks.values()] == grid["localhost"] == [10, 10, 10, 3, 3, 3, 10]
+    previous_last = None
+    for k, slots in blocks.items():
+        for j, slot in enumerate(slots):
+            upstream = set(slot.upstream_task_ids) - {"plan"}
+            if j:
+                assert upstream == {slots[j - 1].task_id}
+            elif previous_last is not None:
+                assert upstream == {previous_last.task_id}
+            else:
+                assert upstream == set()
+            assert "plan" in slot.upstream_task_ids  # its spec is the plan's XCom for the slot
+            assert slot.trigger_rule == ("all_success" if (k, j) == (0, 0) else "all_done")
+        previous_last = slots[-1]
+    assert dag.get_task("collect_traces").upstream_task_ids == {previous_last.task_id}
+
+
+def test_trigger_dag_has_room_for_the_largest_form_plan(dagbag) -> None:
+    from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS, fill_slots, trigger_grid
+    from traceladder.airflow.discovery import discover
+    from traceladder.config import find_ladder, load_ladder
+    from traceladder.plan import build_plan
+
+    found = discover()
+    grid = trigger_grid(found.ladders, [h.name for h in found.all_hosts])
+    blocks = slots_by_block(dagbag.dags["traceladder-trigger"])
+    assert len(blocks) == len(grid["localhost"]) == 2 * TRIGGER_MAX_REPEATS + 1
+    for name in ("proxy-local", "deepseek-v4-flash-mi350x"):
+        specs = build_plan(load_ladder(find_ladder(name)), repeats=TRIGGER_MAX_REPEATS, seed=1)
+        slots = fill_slots([json.loads(s.to_json()) for s in specs], grid)
+        assert sum(len(v) for v in slots.values()) == len(specs)
 
 
 def test_trigger_dag_params_form(dagbag) -> None:
     dag = dagbag.dags["traceladder-trigger"]
     params = dag.params
-    assert set(params.keys()) == {"ladder", "rungs", "lens", "repeats", "override"}
+    assert set(params.keys()) == {"ladder", "rungs", "lens", "repeats", "override", "seed"}
     assert "proxy-local" in params.get_param("ladder").schema["enum"]
     assert "rocprofv3" in params.get_param("lens").schema["enum"]
     assert dag.schedule is None

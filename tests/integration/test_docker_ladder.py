@@ -116,8 +116,9 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     })
     dag_run = dag_test("traceladder-docker-e2e")
     states = task_states(dag_run)
-    rung_states = {k: v for k, v in states.items() if k[0] == f"rungs_{UNIX_HOST}"}
-    assert sorted(rung_states) == [(f"rungs_{UNIX_HOST}", i) for i in range(5)], states
+    rung_states = {k: v for k, v in states.items() if k[0].startswith("block_")}
+    # the measure block (2 rungs), then the lens block (fusions unprofiled + 3 lenses)
+    assert sorted(rung_states) == [(f"block_{b:02d}.rungs_{UNIX_HOST}_{j:02d}", -1) for b, n in ((0, 2), (1, 4)) for j in range(n)], states
     assert set(rung_states.values()) == {"success"}, states
     for task in ("plan", "collect_traces", "summary", "publish", "ladder_status"):
         assert states[(task, -1)] == "success", (task, states)
@@ -127,7 +128,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     client = s3_server.client()
     stored = objects(client, s3_server.bucket, run_prefix + "/")
     image_id = docker_cli("image", "inspect", "--format", "{{.Id}}", standin_images.runner).stdout.strip()
-    rung_ids = ["baseline.none.r0", "fusions.none.r0", "fusions.torch_rank0.r0", "fusions.rocprofv3.r0", "fusions.rocm_trace_lite.r0"]
+    rung_ids = ["baseline.none.r0", "fusions.none.r0", "fusions.none.l0", "fusions.torch_rank0.l0", "fusions.rocprofv3.l0", "fusions.rocm_trace_lite.l0"]
     for rung_id in rung_ids:
         base = f"{run_prefix}/{rung_id}"
         for name in ("log.txt.gz", "metrics.json", "spec.json", "manifest.json"):
@@ -160,16 +161,16 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
         assert "iteration       10/      10" in log
     assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["traces"] == []
 
-    torch = json.loads(stored[f"{run_prefix}/fusions.torch_rank0.r0/metrics.json"])
-    assert torch["traces"] == [f"{run_prefix}/fusions.torch_rank0.r0/traces/rank0.pt.trace.json.gz"]
+    torch = json.loads(stored[f"{run_prefix}/fusions.torch_rank0.l0/metrics.json"])
+    assert torch["traces"] == [f"{run_prefix}/fusions.torch_rank0.l0/traces/rank0.pt.trace.json.gz"]
     assert torch["iterations_used"] == [6, 7, 8]  # the profiler window
     kineto = json.loads(gzip.decompress(stored[torch["traces"][0]]))
     assert {e["cat"] for e in kineto["traceEvents"]} >= {"cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "ac2g", "user_annotation"}
-    assert f"{run_prefix}/fusions.torch_rank0.r0/analysis/rank0/gpu_timeline.csv" in stored
+    assert f"{run_prefix}/fusions.torch_rank0.l0/analysis/rank0/gpu_timeline.csv" in stored
     # engine: tracelens: TraceLens's own CSVs beside the builtin ones, made in the TraceLens image
     # (which fetched the trace from S3 and stored these with a manifest), with the arguments of
     # TraceLens's regression test
-    lens_prefix = f"{run_prefix}/fusions.torch_rank0.r0/analysis/tracelens/rank0"
+    lens_prefix = f"{run_prefix}/fusions.torch_rank0.l0/analysis/tracelens/rank0"
     assert {f"{lens_prefix}/{n}" for n in ("kernel_summary.csv", "gpu_timeline.csv", "args.json", "manifest.json")} <= set(stored)
     args = json.loads(stored[f"{lens_prefix}/args.json"])
     assert args[1:3] == ["--profile_json_path", args[2]] and args[2].endswith("rank0.pt.trace.json.gz")
@@ -177,13 +178,13 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     kernels = [e for e in kineto["traceEvents"] if e.get("cat") == "kernel"]
     assert stored[f"{lens_prefix}/kernel_summary.csv"].decode().count("\n") == 1 + len({k["name"] for k in kernels})
 
-    rocprof = json.loads(stored[f"{run_prefix}/fusions.rocprofv3.r0/metrics.json"])
+    rocprof = json.loads(stored[f"{run_prefix}/fusions.rocprofv3.l0/metrics.json"])
     assert len(rocprof["traces"]) == 1 and rocprof["traces"][0].endswith("_results.json.gz")
     doc = json.loads(gzip.decompress(stored[rocprof["traces"][0]]))
     assert doc["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"]
 
-    rtl = json.loads(stored[f"{run_prefix}/fusions.rocm_trace_lite.r0/metrics.json"])
-    assert rtl["traces"] == [f"{run_prefix}/fusions.rocm_trace_lite.r0/traces/trace.db.gz"]
+    rtl = json.loads(stored[f"{run_prefix}/fusions.rocm_trace_lite.l0/metrics.json"])
+    assert rtl["traces"] == [f"{run_prefix}/fusions.rocm_trace_lite.l0/traces/trace.db.gz"]
     with tempfile.NamedTemporaryFile(suffix=".db") as f:
         f.write(gzip.decompress(stored[rtl["traces"][0]]))
         f.flush()
@@ -202,8 +203,8 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     with create_session() as session:
         rows = session.query(XComModel).filter(XComModel.dag_id == "traceladder-docker-e2e", XComModel.run_id == dag_run.run_id,
                                                XComModel.key == "container").all()
-        evidence = {row.map_index: XComModel.deserialize_value(row) for row in rows}
-    assert len(evidence) == 5
+        evidence = {row.task_id: XComModel.deserialize_value(row) for row in rows}
+    assert len(evidence) == 6
     for ev in evidence.values():
         assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"} for d in DEVICES]
         assert ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]  # dockerd adds label=disable for --ipc host
@@ -235,13 +236,15 @@ def test_docker_ladder_over_tls_with_a_hanging_rung(airflow_home, s3_server, doc
     captured = capfd.readouterr()
     states = task_states(dag_run)
     assert str(dag_run.state) == "failed"
-    assert states[(f"rungs_{TLS_HOST}", 0)] == "success" and states[(f"rungs_{TLS_HOST}", 1)] == "failed", states
     assert states[("summary", -1)] == "success" and states[("publish", -1)] == "success"
     assert states[("ladder_status", -1)] == "failed"
 
     run_key = safe_key_part(dag_run.run_id)
     run_prefix = f"traceladder/docker-tls/{run_key}"
     stored = objects(s3_server.client(), s3_server.bucket, run_prefix + "/")
+    (block,) = json.loads(stored[f"{run_prefix}/plan.json"])["design"]["blocks"]
+    slot = {rung_id: (f"block_00.rungs_{TLS_HOST}_{j:02d}", -1) for j, rung_id in enumerate(block)}
+    assert states[slot["baseline.none.r0"]] == "success" and states[slot["hangs.none.r0"]] == "failed", states
     hung = json.loads(stored[f"{run_prefix}/hangs.none.r0/metrics.json"])
     assert hung["status"] == "timeout" and "deadline" in hung["error"]
     log = gzip.decompress(stored[f"{run_prefix}/hangs.none.r0/log.txt.gz"]).decode()
@@ -261,7 +264,7 @@ def test_docker_ladder_over_tls_with_a_hanging_rung(airflow_home, s3_server, doc
         xcoms = json.dumps([XComModel.deserialize_value(x) for x in session.query(XComModel).filter(
             XComModel.dag_id == "traceladder-docker-tls", XComModel.run_id == dag_run.run_id)], default=str)
     logs = captured.out + captured.err + "".join(p.read_text(errors="replace") for p in Path(airflow_home, "logs").rglob("*") if p.is_file())
-    assert any(r.task_id == f"rungs_{TLS_HOST}" for r in rtif) and dag_run.run_id in rendered  # the rung's templated run_id
+    assert any(r.task_id.startswith(f"block_00.rungs_{TLS_HOST}_") for r in rtif) and dag_run.run_id in rendered  # the rung's templated run_id
     assert "host dockerd-tls ok" in logs and "--spec-json" not in xcoms
     for secret in secrets:
         assert secret and secret not in logs and secret not in rendered and secret not in xcoms

@@ -107,7 +107,7 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
     summary = build_summary(plan, results, {})
     run = run_prefix(PREFIX, LADDER, run_id)
     store.put_json(f"{run}/plan.json", plan)
-    for rung_id in ("baseline.none.r0", "recompute_off.torch_rank0.r0"):
+    for rung_id in ("baseline.none.r0", "recompute_off.torch_rank0.l0"):
         store.put_json(f"{run}/{rung_id}/metrics.json", results[rung_id])
         store.put_bytes(f"{run}/{rung_id}/log.txt.gz", gzip.compress(b"[Primus] iteration 3 | elapsed time per iteration (ms): 812.0\n"))
         store.write_manifest(f"{run}/{rung_id}")
@@ -273,7 +273,7 @@ def test_run_page_shows_summary_charts_and_artifacts(viewer, published):
     assert f'data-run="{OLD_RUN}"' in html and "FAILED" not in html
     assert 'class="lens-table"' in html
     for key in ("plan.json", "baseline.none.r0/metrics.json", "baseline.none.r0/log.txt.gz",
-                "recompute_off.torch_rank0.r0/manifest.json", "summary/charts/step_ms.png", "summary/summary.json"):
+                "recompute_off.torch_rank0.l0/manifest.json", "summary/charts/step_ms.png", "summary/summary.json"):
         assert f'href="{ART}/{OLD_RUN}/{key}"' in html, key
     assert viewer.get(f"/traceladder/ladders/{LADDER}/runs/no-such-run").status_code == 404
     assert viewer.get("/traceladder/ladders/no-such-ladder").status_code == 404

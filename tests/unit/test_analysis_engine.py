@@ -226,3 +226,24 @@ def test_copy_of_reference_trace_by_cli_rule(tmp_path):
     assert analyze_paths([src, a / src.name], tmp_path / "out") == 0
     assert (tmp_path / "out" / "gaunernst_bert-small-uncased__1016001" / "ops_summary.csv").is_file()
     assert (tmp_path / "out" / "gaunernst_bert-small-uncased__1016001-2" / "ops_summary.csv").is_file()
+
+
+def test_analyze_path_never_imports_pandas(tmp_path):
+    """pandas costs ~0.3-1 s of imports per process (the speed gate counts them): a GPU
+    trace with host ops, which gets every perf sheet, is analysed without it."""
+    import os
+    import subprocess
+    import sys
+
+    import traceladder
+
+    # the child imports this checkout's traceladder, as the parent did
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(traceladder.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    trace = REF / "mi300" / "resnet_act_checkpoint.json.gz"
+    code = (
+        "import sys; from traceladder.analysis.engine import analyze_trace; "
+        f"analyze_trace({str(trace)!r}, {str(tmp_path)!r}); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert res.stdout.strip() == "[]", res.stdout
+    assert {"CONV_fwd.csv", "ops_unique_args.csv", "unified_perf_summary.csv"} <= {p.name for p in tmp_path.glob("*.csv")}

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceladder.analysis.table import Table, pandas_desc_order
+from traceladder.analysis.table import Table, add_percentages, concat, pandas_desc_order, sort_desc_then_asc
 
 COLUMNS = {
     "ints": [3, 1, 2, 7],
@@ -44,3 +44,34 @@ def test_desc_order_is_pandas_sort_values(n):
         df = pd.DataFrame({"v": v, "i": np.arange(n)})
         want = df.sort_values(by="v", ascending=False)["i"].to_numpy()
         assert pandas_desc_order(v).tolist() == want.tolist()
+
+
+def _csv(table: Table, tmp_path, name: str) -> str:
+    return table.write_csv(tmp_path / name).read_text()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_two_key_sort_and_percentages_are_pandas(seed, tmp_path):
+    """The reports' ``sort_values(by=[time, uid], ascending=[False, True])`` then
+    ``Percentage (%)`` / ``cumsum`` (ties, NaN and zero times included)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    t = rng.integers(0, 4, n).astype(float) * rng.choice([1.0, 0.1, 1e-3])
+    t[rng.random(n) < 0.15] = math.nan
+    uid = rng.permutation(n * 3)[:n].tolist()
+    recs = [{"name": f"op{i % 5}", "t_sum": float(x), "uid": u} for i, (x, u) in enumerate(zip(t, uid))]
+    df = pd.DataFrame(recs).sort_values(by=["t_sum", "uid"], ascending=[False, True]).reset_index(drop=True)
+    df["Percentage (%)"] = df["t_sum"] / df["t_sum"].sum() * 100
+    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
+    df.to_csv(tmp_path / "pandas.csv", index=False)
+    ours = add_percentages(sort_desc_then_asc(Table.from_records(recs), "t_sum", "uid"), "t_sum")
+    assert _csv(ours, tmp_path, "ours.csv") == (tmp_path / "pandas.csv").read_text()
+
+
+def test_concat_is_pd_concat(tmp_path):
+    """perf_sheets' ``_bwd`` sheets: two summaries whose param columns differ."""
+    a = [{"name": "x", "param: B": "2", "t": 1.5, "n": 3}, {"name": "y", "param: B": None, "t": math.nan, "n": 1}]
+    b = [{"name": "z", "param: H": "(1, 2)", "t": 0.25, "n": 2, "param: B": "4"}]
+    pd.concat([pd.DataFrame(a), pd.DataFrame(b)]).to_csv(tmp_path / "pandas.csv", index=False)
+    ours = concat(Table.from_records(a), Table.from_records(b))
+    assert _csv(ours, tmp_path, "ours.csv") == (tmp_path / "pandas.csv").read_text()

@@ -57,7 +57,7 @@ def error_of(tmp_path: Path, mutate) -> LadderConfigError:
     return info.value
 
 
-@pytest.mark.parametrize("path", LADDERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in LADDERS if p.name != "proxy-aa.yaml"], ids=lambda p: p.name)
 def test_seed_ladders_validate(path: Path) -> None:
     loaded = load_ladder(path)
     names = [r.name for r in loaded.ladder.rungs]
@@ -65,6 +65,25 @@ def test_seed_ladders_validate(path: Path) -> None:
                      "megamoe", "recompute_off", "gbs16", "gbs32"]
     assert loaded.ladder.model_tag == "primus_train/megatron_MI355X_deepseek_v4_flash-BF16-pretrain"
     assert loaded.ladder.schedule and loaded.ladder.lenses is not None
+
+
+def test_aa_ladder_validates_with_a_switch_whose_values_set_the_same() -> None:
+    loaded = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
+    aa = loaded.ladder.switches["aa"]
+    assert aa.values["a"] == aa.values["b"]  # identical settings, yet a valid one-switch rung
+    assert [(r.name, r.parent, r.set) for r in loaded.ladder.rungs] == [("baseline", None, {}), ("aa", "baseline", {"aa": "b"})]
+    assert loaded.ladder.schedule is None and loaded.ladder.lenses is None
+
+
+def test_every_rung_lens_and_seed_are_read(tmp_path: Path) -> None:
+    data = copy.deepcopy(MINIMAL)
+    data["lenses"]["every_rung"] = "torch_rank0"
+    data["seed"] = 42
+    loaded = load_ladder(write(tmp_path, data))
+    assert loaded.ladder.lenses.every_rung == "torch_rank0" and loaded.ladder.seed == 42
+    only_every = copy.deepcopy(MINIMAL)
+    only_every["lenses"] = {"every_rung": "torch_rank0"}  # no lens rung: only the every-rung block
+    assert load_ladder(write(tmp_path, only_every, "b.yaml")).ladder.lenses.rung is None
 
 
 def test_minimal_ladder_is_valid(tmp_path: Path) -> None:
@@ -94,6 +113,11 @@ def test_minimal_ladder_is_valid(tmp_path: Path) -> None:
         (lambda d: d["rungs"][1]["set"].update(fusions="maybe"), "rungs[fusions].set.fusions", "'maybe' is not a value of switch"),
         (lambda d: d["rungs"][1].update(set={"speed": True}), "rungs[fusions].set.speed", "unknown switch"),
         (lambda d: d.update(cluster="mars"), "cluster", "unknown cluster 'mars'"),
+        (lambda d: d["lenses"].update(every_rung="none"), "lenses.every_rung", "expected a profiling lens"),
+        (lambda d: d["lenses"].update(every_rung="rocprofv3"), "lenses.every_rung", "cannot run on the local backend"),
+        (lambda d: d["lenses"].update(every_rung="torch_all_ranks"), "lenses.every_rung", "has no entry under switches.lens.values"),
+        (lambda d: d.update(lenses={"use": ["torch_rank0"]}), "lenses.rung", "no rung to run them on"),
+        (lambda d: d.update(seed=-1), "seed", "greater than or equal to 0"),
     ],
 )
 def test_bad_ladders_name_the_field(tmp_path: Path, mutate, field: str, reason: str) -> None:

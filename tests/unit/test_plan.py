@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.config.loader import CONFIG_DIR
-from traceladder.plan import RungSpec, build_plan
+from traceladder.plan import RungSpec, build_plan, design_seed, execution_order, plan_design, resolve_seed
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 
@@ -24,10 +25,83 @@ def by_id(specs: list[RungSpec]) -> dict[str, RungSpec]:
 def test_seed_plan_shape() -> None:
     specs = build_plan(SEED)
     ids = [s.rung_id for s in specs]
-    assert len(ids) == len(set(ids)) == 10 * 3 + 4 * 3  # unprofiled rungs, then four lenses on recompute_off
-    assert ids[:3] == ["baseline.none.r0", "baseline.none.r1", "baseline.none.r2"]
+    # three blocks of the ten rungs, then three lens blocks (recompute_off unprofiled + four lenses)
+    assert len(ids) == len(set(ids)) == 10 * 3 + 5 * 3
+    assert ids[:3] == ["baseline.none.r0", "baseline.none.r1", "baseline.none.r2"]  # listed in ladder order
     assert {s.lens for s in specs} == {"none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3"}
-    assert build_plan(SEED) == specs  # stable
+    assert {s.rung_id for s in specs if s.purpose == "lens"} == {
+        f"recompute_off.{lens}.l{k}" for lens in ("none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3") for k in range(3)
+    }
+    assert build_plan(SEED, run_id="weekly-1") == build_plan(SEED, run_id="weekly-1")  # stable for a run id
+
+
+def blocks_of(specs: list[RungSpec]) -> list[list[RungSpec]]:
+    out: list[list[RungSpec]] = []
+    for spec in execution_order(specs):
+        while len(out) <= spec.block:
+            out.append([])
+        out[spec.block].append(spec)
+    return out
+
+
+def test_randomised_complete_blocks() -> None:
+    specs = build_plan(PROXY, seed=7)
+    names = [r.name for r in PROXY.ladder.rungs]
+    blocks = blocks_of(specs)
+    assert len(blocks) == 3 + 3 + 1  # measure blocks, lens blocks, the every-rung lens block
+    for block in blocks:
+        assert [s.position for s in block] == list(range(len(block)))
+        assert len({s.purpose for s in block}) == 1
+    for k, block in enumerate(blocks[:3]):  # repeat k is block k: every rung once, unprofiled
+        assert sorted(s.rung for s in block) == sorted(names)
+        assert {(s.purpose, s.lens, s.repeat) for s in block} == {("measure", "none", k)}
+        assert {s.rung_id for s in block} == {f"{n}.none.r{k}" for n in names}
+    for k, block in enumerate(blocks[3:6]):  # a lens block pairs every lens with an unprofiled run
+        assert sorted(s.lens for s in block) == sorted(["none", "torch_rank0", "torch_all_ranks"])
+        assert {(s.purpose, s.rung, s.repeat) for s in block} == {("lens", "recompute_off", k)}
+    profile = blocks[6]
+    assert sorted(s.rung for s in profile) == sorted(names)
+    assert {(s.purpose, s.lens, s.rung_id.rsplit(".", 1)[1]) for s in profile} == {("profile", "torch_rank0", "p0")}
+    assert all(s.profile_window == (4, 7) for s in profile)
+    # the order inside blocks is shuffled, not the ladder's, and differs between blocks
+    orders = [[s.rung for s in block] for block in blocks[:3]]
+    assert orders[0] != names or orders[1] != names
+    assert len({tuple(o) for o in orders}) > 1
+
+
+def test_seed_reproduces_the_order_and_design_records_it() -> None:
+    a, b = build_plan(PROXY, seed=7), build_plan(PROXY, seed=7)
+    assert a == b
+    other = build_plan(PROXY, seed=8)
+    assert plan_design(a, 7)["blocks"] != plan_design(other, 8)["blocks"]
+    design = plan_design(a, 7)
+    assert design["seed"] == 7
+    assert design["blocks"] == [[s.rung_id for s in block] for block in blocks_of(a)]
+    assert sorted(i for block in design["blocks"] for i in block) == sorted(s.rung_id for s in a)
+    # the default seed comes from ladder + run id; the ladder file's `seed` or the Params win
+    assert resolve_seed(PROXY, "run-a") == design_seed("proxy-local", "run-a") != resolve_seed(PROXY, "run-b")
+    assert build_plan(PROXY, run_id="run-a") == build_plan(PROXY, seed=design_seed("proxy-local", "run-a"))
+    assert resolve_seed(PROXY, "run-a", 3) == 3
+    fixed = dataclasses.replace(PROXY, ladder=PROXY.ladder.model_copy(update={"seed": 11}))
+    assert resolve_seed(fixed, "run-a") == 11 and build_plan(fixed, run_id="x") == build_plan(PROXY, seed=11)
+    with pytest.raises(LadderConfigError, match="seed: expected a non-negative integer"):
+        resolve_seed(PROXY, "run-a", -1)
+
+
+def test_aa_ladder_rung_differs_from_its_parent_in_name_only() -> None:
+    aa = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
+    specs = {s.rung_id: s for s in build_plan(aa, seed=1)}
+    assert sorted(specs) == ["aa.none.r0", "aa.none.r1", "aa.none.r2", "baseline.none.r0", "baseline.none.r1", "baseline.none.r2"]
+    base, flipped = specs["baseline.none.r0"], specs["aa.none.r0"]
+    assert (flipped.switch, flipped.value, flipped.parent) == ("aa", "b", "baseline")
+    assert flipped.additional_context() == base.additional_context()
+
+
+def test_extra_work_switch_sets_the_positive_control() -> None:
+    spec = build_plan(PROXY, rungs=["baseline"], repeats=1, lens="none", override="extra_work=10")[0]
+    assert spec.model_args["extra_work_pct"] == 10
+    assert "--extra_work_pct 10" in spec.additional_context()["model_args"]
+    assert "extra_work_pct" not in build_plan(PROXY, rungs=["baseline"], repeats=1, lens="none")[0].model_args
 
 
 def test_later_switch_overrides_earlier_keys() -> None:
@@ -46,13 +120,13 @@ def test_later_switch_overrides_earlier_keys() -> None:
 
 
 def test_additional_context_is_madengine_shaped() -> None:
-    spec = by_id(build_plan(SEED, repeats=1))["recompute_off.rocprofv3.r0"]
+    spec = by_id(build_plan(SEED, repeats=1))["recompute_off.rocprofv3.l0"]
     context = spec.additional_context()
     assert context["tools"] == [{"name": "rocprofv3"}]
     assert "--compress_ratios [0,0,4,128,4,128,4,0]" in context["model_args"]
     assert "--use_turbo_mega_moe True" in context["model_args"]
     assert json.loads(json.dumps(context)) == context
-    torch_spec = by_id(build_plan(SEED, repeats=1))["recompute_off.torch_rank0.r0"]
+    torch_spec = by_id(build_plan(SEED, repeats=1))["recompute_off.torch_rank0.l0"]
     assert torch_spec.profile_window == (6, 9)
     assert "--profile_ranks [0]" in torch_spec.additional_context()["model_args"]
 
@@ -63,9 +137,13 @@ def test_spec_json_round_trip() -> None:
 
 
 def test_params_subset_lens_repeats_override() -> None:
-    specs = build_plan(PROXY, rungs=["baseline", "fusions"], lens="torch_rank0", repeats=2, override="global_batch=4")
-    assert [s.rung_id for s in specs] == ["baseline.torch_rank0.r0", "baseline.torch_rank0.r1", "fusions.torch_rank0.r0", "fusions.torch_rank0.r1"]
+    specs = build_plan(PROXY, rungs=["fusions", "baseline", "fusions"], lens="torch_rank0", repeats=2, override="global_batch=4")
+    # one lens for every selected rung: `repeats` blocks of profiled runs, none of them measure runs
+    assert [s.rung_id for s in specs] == ["baseline.torch_rank0.p0", "baseline.torch_rank0.p1", "fusions.torch_rank0.p0", "fusions.torch_rank0.p1"]
+    assert {(s.purpose, s.block) for s in specs} == {("profile", 0), ("profile", 1)}
     assert all(s.model_args["global_batch_size"] == 4 and s.model_args["profile"] is True for s in specs)
+    unprofiled = build_plan(PROXY, rungs=["baseline"], lens="none", repeats=2)
+    assert [(s.rung_id, s.purpose, s.block) for s in unprofiled] == [("baseline.none.r0", "measure", 0), ("baseline.none.r1", "measure", 1)]
     with pytest.raises(LadderConfigError, match="rocprofv3' cannot run on the local backend"):
         build_plan(PROXY, lens="rocprofv3")
     with pytest.raises(LadderConfigError, match="unknown rung 'warp'"):
@@ -93,7 +171,7 @@ def test_local_command_runs_the_proxy(tmp_path: Path) -> None:
 )
 def test_docker_command_wraps_primus_for_the_lens(tmp_path: Path, lens: str, prefix: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PRIMUS_PATH", raising=False)
-    spec = by_id(build_plan(SEED, repeats=1))[f"recompute_off.{lens}.r0"]
+    spec = by_id(build_plan(SEED, repeats=1))[f"recompute_off.{lens}.l0"]
     argv, env = docker_backend.command(spec, tmp_path)
     assert argv[: len(prefix)] == prefix
     primus = argv[argv.index("/workspace/Primus/primus-cli"):]
@@ -101,3 +179,14 @@ def test_docker_command_wraps_primus_for_the_lens(tmp_path: Path, lens: str, pre
     assert primus[4:8] == ["train", "pretrain", "--config", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"]
     assert "--config_path" not in primus and "--" not in primus
     assert env["PRIMUS_WORKSPACE"] == str(tmp_path.resolve())
+
+
+def test_cli_plan_reproduces_a_runs_order() -> None:
+    import subprocess
+    import sys
+
+    aa = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
+    proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "plan", "proxy-aa", "--run-id", "manual__1", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [json.loads(s.to_json()) for s in build_plan(aa, run_id="manual__1")]

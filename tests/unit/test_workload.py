@@ -65,6 +65,7 @@ CLI: dict[str, tuple[list[str], dict[str, str]]] = {
     "ep_allgather": ([*W2, "--profile_ranks", "[0]"], {}),
     "ep_deepep": ([*W2, "--profile_ranks", "[0,1]", "--use_turbo_deepep", "True"], {}),
     "ep_mega": ([*W2, "--profile_ranks", "[0]", "--use_turbo_mega_moe", "True"], {}),
+    "ep_extra": ([*W2, "--profile_ranks", "[0]", "--extra_work_pct", "50", "--log_avg_skip_iterations", "1"], {}),
     "ep_unprofiled": ([*TINY, "--train_iters", "3", "--expert_model_parallel_size", "2", "--global_batch_size", "2",
                        "--log_avg_skip_iterations", "1"], {}),
     "mem_recompute_off": ([*MEM, "--recompute_num_layers", "0"], {}),
@@ -283,6 +284,44 @@ def test_profiled_window_carries_the_named_ranges(runs: dict[str, Run]) -> None:
         assert ranges[name] == 2, name
     assert ranges["optimizer_step"] == 1
     assert ranges["ProfilerStep#1"] == 1  # only iteration 2 of 3 recorded
+
+
+def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run]) -> None:
+    # the positive control: one `extra_work` range per iteration, made of matmuls, not a sleep
+    run = runs["ep_extra"]
+    assert run.ranges()["extra_work"] == 1
+    assert runs["ep_allgather"].ranges()["extra_work"] == 0
+    inside = [e for e in run.events() if e["name"] == "extra_work"]
+    start, end = inside[0]["ts"], inside[0]["ts"] + inside[0]["dur"]
+    assert any(e["name"] == "aten::mm" and start <= e["ts"] <= end for e in run.events())
+    assert "extra_work_pct=50" in run.stdout
+    assert re.search(r"^\[proxy\] extra_work: [\d.]+ GFLOP per iteration \(50% of the [\d.]+ ms warm-up step\)$", run.stdout, re.M)
+
+
+def test_extra_work_is_sized_from_the_warm_up_step() -> None:
+    from traceladder.workload.comm import Comm
+    from traceladder.workload.extra import ExtraWork
+
+    work = ExtraWork(parse([*TINY, "--extra_work_pct", "40"], env={}))
+    assert work.enabled and work.rows == 0  # nothing before the calibration
+    work()
+    work.calibrate(0.5, Comm(0, 1), row_seconds=2e-6)  # 40% of a 0.5 s step at 2 us per row
+    assert work.rows == 100_000 and work.flops == 2.0 * 100_000 * 256 * 256
+    assert work.row_seconds() > 0
+    off = ExtraWork(parse(TINY, env={}))
+    off.calibrate(0.5, Comm(0, 1))
+    assert not off.enabled and off.flops == 0
+    with pytest.raises(SettingsError, match="extra_work_pct"):
+        parse(["--extra_work_pct", "-5"], env={})
+
+
+def test_ranks_pin_their_compute_thread(runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceladder.workload import quiet
+
+    assert re.search(r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", runs["ep_unprofiled"].stdout, re.M)
+    assert quiet.rank_core(0, {4, 5}) == 4 and quiet.rank_core(1, {4, 5}) == 5 and quiet.rank_core(2, {4, 5}) == 4
+    monkeypatch.setenv(quiet.PIN_ENV, "0")
+    assert quiet.pin_rank(0) == "unpinned" and not quiet.pinning_enabled()
 
 
 # ------------------------------------------------------------------ numerics and memory

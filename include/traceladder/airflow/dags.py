@@ -1,5 +1,5 @@
-"""Build ladder DAGs: plan → rungs (one mapped group per host, in the host's pool) → collect
-traces → analysis (mapped per trace) → summary → publish → status.
+"""Build ladder DAGs: plan → rung slots, block after block (`blocks.py`: one task per slot, in
+the host's pool) → collect traces → analysis (mapped per trace) → summary → publish → status.
 
 The summary and everything after it run whatever happened to the rungs (trigger rules), so a
 failed rung or an empty expansion (a lens with no traces) still gets a published summary that
@@ -11,9 +11,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, TriggerRule, get_current_context, task
+from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
 
 from traceladder.airflow import tasks
+from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS, Grid, slot_key, slot_task_ids
 from traceladder.config.models import Host
 
 DEFAULT_ARGS = {"owner": "traceladder", "retries": 0}
@@ -45,24 +46,19 @@ def _ladder_arg(fixed_ladder: str | None) -> str:
     return str(get_current_context()["params"]["ladder"])
 
 
-def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int) -> None:
+def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, grid: Grid) -> None:
     """The task graph, inside an open DAG context. `fixed_ladder` is None for the trigger DAG
-    (the ladder comes from its Params)."""
+    (the ladder comes from its Params); `grid` gives each host's slots per block."""
 
-    @task
+    @task(multiple_outputs=True)
     def plan() -> dict[str, list[dict[str, Any]]]:
         context = get_current_context()
         params = dict(context["params"]) if fixed_ladder is None else {}
-        return tasks.plan_run(_ladder_arg(fixed_ladder), _run_id(), [h.name for h in hosts], params)
+        return tasks.plan_run(_ladder_arg(fixed_ladder), _run_id(), grid, params)
 
-    @task
-    def host_specs(by_host: dict[str, list[dict[str, Any]]], host: str) -> list[dict[str, Any]]:
-        return by_host.get(host, [])
-
-    @task(map_index_template="{{ rung_id }}", execution_timeout=timedelta(seconds=rung_timeout_s + 300))
-    def run_rung(spec: dict[str, Any]) -> dict[str, Any]:
-        get_current_context()["rung_id"] = spec["rung_id"]  # type: ignore[typeddict-unknown-key]
-        return tasks.run_local_rung(spec, _run_id())
+    @task(execution_timeout=timedelta(seconds=rung_timeout_s + 300))
+    def run_rung(slot: list[dict[str, Any]]) -> dict[str, Any]:
+        return tasks.run_local_rung(tasks.slot_spec(slot), _run_id())
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def collect_traces() -> list[dict[str, str]]:
@@ -90,13 +86,35 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
         tasks.check_rungs(summary_ref, published)
 
     planned = plan()
-    rung_groups = []
-    for host in hosts:
-        # The pool belongs to the mapped group (not to expand()): one host, one rung at a time.
-        group = _docker_rungs(host, rung_timeout_s) if host.docker_url else run_rung.override(task_id=f"rungs_{host.name}", pool=host.pool)
-        rung_groups.append(group.expand(spec=host_specs.override(task_id=f"specs_{host.name}")(planned, host.name)))
+    before: list[Any] = []  # the previous block's last slot of every host
+    for k in range(max((len(sizes) for sizes in grid.values()), default=0)):
+        firsts, lasts = [], []
+        with TaskGroup(group_id=f"block_{k:02d}"):
+            for host in hosts:
+                sizes = grid.get(host.name, [])
+                previous = None
+                for j in range(sizes[k] if k < len(sizes) else 0):
+                    # A slot gets a list of zero or one spec from the plan: an empty slot skips.
+                    # ALL_DONE: the next run starts whatever happened to the one before.
+                    rule = TriggerRule.ALL_DONE if previous is not None or before else TriggerRule.ALL_SUCCESS
+                    task_id = slot_task_ids(host.name, k, j)[1]
+                    spec = planned[slot_key(host.name, k, j)]
+                    if host.docker_url:
+                        op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec)
+                    else:
+                        op = run_rung.override(task_id=task_id, pool=host.pool, trigger_rule=rule)(spec)
+                    if previous is None:
+                        firsts.append(op)
+                    else:
+                        previous >> op
+                    previous = op
+                if previous is not None:
+                    lasts.append(previous)
+        for first in firsts:
+            before >> first
+        before = lasts or before
     traces = collect_traces()
-    rung_groups >> traces
+    (before or planned) >> traces
     analyses = analyze.expand(item=traces)
     joined = join_ranks()
     traces >> joined
@@ -105,26 +123,28 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     ladder_status(summary_ref, publish(summary_ref))
 
 
-def _docker_rungs(host: Host, rung_timeout_s: int):
-    """A docker host's mapped rung group: the runner image on the host's daemon, in its pool. The
+def _docker_rungs(host: Host, rung_timeout_s: int, task_id: str, trigger_rule: TriggerRule, spec: Any):
+    """A docker host's rung slot: the runner image on the host's daemon, in its pool. The
     task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
     partial artifacts before Airflow removes the container."""
     from traceladder.airflow.operators import RungDockerOperator
 
-    return RungDockerOperator.partial(
-        task_id=f"rungs_{host.name}",
+    return RungDockerOperator(
+        spec=spec,
+        task_id=task_id,
+        trigger_rule=trigger_rule,
         pool=host.pool,
         docker_url=host.docker_url,
         tls_conn_id=host.tls_conn_id,
         devices=list(host.devices),
         host_name=host.name,
-        map_index_template="{{ rung_id }}",
         execution_timeout=timedelta(seconds=rung_timeout_s + 300),
     )
 
 
-def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int) -> DAG:
-    """One DAG per ladder file, on the ladder's own schedule."""
+def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int, grid: Grid) -> DAG:
+    """One DAG per ladder file, on the ladder's own schedule; `grid` is its default plan's shape
+    (`blocks.weekly_grid`)."""
     with DAG(
         dag_id=f"traceladder-{ladder_name}",
         description=description or f"traceladder ladder {ladder_name}",
@@ -135,18 +155,20 @@ def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], 
         default_args=DEFAULT_ARGS,
         tags=["traceladder", "ladder", ladder_name],
     ) as dag:
-        _build_tasks(ladder_name, hosts, rung_timeout_s)
+        _build_tasks(ladder_name, hosts, rung_timeout_s, grid)
     return dag
 
 
-def build_trigger_dag(ladder_names: list[str], lens_names: list[str], hosts: list[Host], rung_timeout_s: int) -> DAG:
-    """A manual DAG with a Params form: ladder, rungs, lens, repeats and one switch override."""
+def build_trigger_dag(ladder_names: list[str], lens_names: list[str], hosts: list[Host], rung_timeout_s: int, grid: Grid) -> DAG:
+    """A manual DAG with a Params form: ladder, rungs, lens, repeats, one switch override and the
+    block-order seed. `grid` (`blocks.trigger_grid`) fits the largest plan the form can ask for."""
     params = {
         "ladder": Param(ladder_names[0] if ladder_names else "", enum=ladder_names or [""], description="Ladder file (include/configs/ladders)"),
         "rungs": Param([], type="array", items={"type": "string"}, description="Rung names to run; empty runs every rung"),
         "lens": Param("ladder", enum=["ladder", *lens_names], description="'ladder' runs the ladder's own lenses; a lens name profiles every selected rung with it"),
-        "repeats": Param(None, type=["null", "integer"], minimum=1, maximum=50, description="Repeats per rung; empty keeps the ladder's"),
+        "repeats": Param(None, type=["null", "integer"], minimum=1, maximum=TRIGGER_MAX_REPEATS, description="Repeats (blocks) per rung; empty keeps the ladder's"),
         "override": Param("", type="string", pattern=r"^$|^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+$", description="One switch override SWITCH=VALUE for every rung, e.g. global_batch=16"),
+        "seed": Param(None, type=["null", "integer"], minimum=0, description="Seed of the block order; empty derives one from the ladder and the run id"),
     }
     with DAG(
         dag_id="traceladder-trigger",
@@ -159,5 +181,5 @@ def build_trigger_dag(ladder_names: list[str], lens_names: list[str], hosts: lis
         params=params,
         tags=["traceladder", "trigger"],
     ) as dag:
-        _build_tasks(None, hosts, rung_timeout_s)
+        _build_tasks(None, hosts, rung_timeout_s, grid)
     return dag

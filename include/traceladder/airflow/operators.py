@@ -190,8 +190,8 @@ class RungDockerOperator(RocmDockerOperator):
     """One rung of a docker-backend ladder: the runner image runs
     ``traceladder run-rung --spec-json '<spec>' --run-id <run_id>`` on the rung's worker host.
 
-    :param spec: The rung spec (``RungSpec`` as a dict; what ``plan`` hands each host's mapped
-        group). Its ``image`` is the runner image (the cluster's ``runner_image``), its ``ladder``
+    :param spec: The rung spec (``RungSpec`` as a dict), or a block-grid slot's list of zero or
+        one spec (``plan``'s XCom for the slot; empty = skip). Its ``image`` is the runner image (the cluster's ``runner_image``), its ``ladder``
         finds the cluster's storage settings, and its ``timeout_s`` is the runner's own deadline.
     :param run_id: The ladder run's id (the artifact key part; default: Airflow's run id). (templated)
     :param min_free_gb: Free space the host's Docker data root needs before a rung starts
@@ -220,12 +220,13 @@ class RungDockerOperator(RocmDockerOperator):
     keys and the same manifest layout (keys depend on the run and rung ids only).
     """
 
-    template_fields: Sequence[str] = (*RocmDockerOperator.template_fields, "run_id")
+    # `spec` is the plan's XCom for this slot (resolved, not Jinja-rendered): [spec] or [] (skip).
+    template_fields: Sequence[str] = (*RocmDockerOperator.template_fields, "run_id", "spec")
 
     def __init__(
         self,
         *,
-        spec: dict[str, Any],
+        spec: dict[str, Any] | list[dict[str, Any]],
         run_id: str = "{{ run_id }}",
         min_free_gb: float | None = None,
         preflight: bool = True,
@@ -239,6 +240,13 @@ class RungDockerOperator(RocmDockerOperator):
         self.min_free_gb = float(min_free_gb if min_free_gb is not None else os.environ.get("TRACELADDER_MIN_FREE_GB", 20))
         self.preflight = preflight
         self.gpu_preflight = gpu_preflight
+
+    def execute(self, context: Context) -> Any:
+        if isinstance(self.spec, list):  # a slot of the block grid: skip an empty one before any host contact
+            from traceladder.airflow.blocks import slot_spec
+
+            self.spec = slot_spec(self.spec)
+        return super().execute(context)
 
     def _configure(self, context: Context) -> dict[str, Any]:
         from traceladder.airflow.ladders import open_ladder

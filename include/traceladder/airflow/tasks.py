@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
@@ -14,27 +15,36 @@ from traceladder.storage.artifacts import ArtifactSink, run_prefix
 PLAN_OBJECT = "plan.json"
 
 
-def plan_run(ladder: str, run_id: str, hosts: list[str], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Plan the run, store plan.json, and group the rung specs by host (every host gets a key,
-    so a host with nothing to do gets an empty, skipped expansion)."""
-    from traceladder.plan import build_plan
+def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Plan the run in randomised blocks, store plan.json (with its `design`: seed and block
+    order), and hand every slot of the DAG's grid its spec (`[spec]`, or `[]` to skip it)."""
+    from traceladder.airflow.blocks import PlanDoesNotFit, fill_slots
+    from traceladder.plan import build_plan, plan_design, resolve_seed
 
     loaded, store = ladder_store(ladder)
+    seed = resolve_seed(loaded, run_id, params.get("seed"))
     specs = build_plan(
         loaded,
         rungs=params.get("rungs") or None,
         lens=params.get("lens") or "ladder",
         repeats=params.get("repeats") or None,
         override=params.get("override") or None,
+        seed=seed,
     )
     storage = loaded.cluster.storage
     spec_dicts = [json.loads(s.to_json()) for s in specs]
-    plan_doc = {"schema": 1, "ladder": loaded.ladder.ladder, "run_id": run_id, "params": params, "specs": spec_dicts}
+    try:
+        slots = fill_slots(spec_dicts, grid)
+    except PlanDoesNotFit as exc:
+        from airflow.sdk.exceptions import AirflowException
+
+        raise AirflowException(str(exc)) from None
+    plan_doc = {
+        "schema": 1, "ladder": loaded.ladder.ladder, "run_id": run_id, "params": params,
+        "design": plan_design(specs, seed), "specs": spec_dicts,
+    }
     store.put_bytes(f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}", json.dumps(plan_doc, indent=1).encode(), "application/json")
-    by_host: dict[str, list[dict[str, Any]]] = {h: [] for h in hosts}
-    for spec in spec_dicts:
-        by_host.setdefault(spec["host"], []).append(spec)
-    return by_host
+    return slots
 
 
 def _spec_store(spec_dict: dict[str, Any]):

@@ -108,3 +108,40 @@ def pandas_desc_order(values: Sequence[float]) -> np.ndarray:
 
 def fmt_float(x: float) -> str:
     return "" if math.isnan(x) else repr(float(x))
+
+
+def _desc_key(v: Any) -> tuple[bool, float]:
+    return (True, 0.0) if is_missing(v) else (False, -float(v))
+
+
+def sort_desc_then_asc(table: Table, desc: str, asc: str) -> Table:
+    """``sort_values(by=[desc, asc], ascending=[False, True])``: pandas sorts several
+    keys with a stable lexsort, missing values last."""
+    i, j = table.columns.index(desc), table.columns.index(asc)
+    rows = sorted(table.rows, key=lambda r: (_desc_key(r[i]), r[j]))
+    return Table(list(table.columns), rows, table.float_columns)
+
+
+def add_percentages(table: Table, col: str) -> Table:
+    """TraceLens's ``Percentage (%)`` and ``Cumulative Percentage (%)`` of ``col``:
+    ``s / s.sum() * 100`` and its ``cumsum`` (pandas: NaN skipped in the sum, left NaN
+    in the running total, which carries on past it)."""
+    v = np.asarray([_py(x) for x in table.column(col)], dtype=np.float64)
+    nan = np.isnan(v)
+    total = np.sum(np.where(nan, 0.0, v))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = v / total * 100
+    pnan = np.isnan(pct)
+    cum = np.cumsum(np.where(pnan, 0.0, pct))
+    cum[pnan] = np.nan
+    rows = [r + [p, c] for r, p, c in zip(table.rows, pct.tolist(), cum.tolist())]
+    return Table(table.columns + ["Percentage (%)", "Cumulative Percentage (%)"], rows, table.float_columns)
+
+
+def concat(a: Table, b: Table) -> Table:
+    """``pd.concat([a, b])``: columns in order of first appearance, a cell a table lacks
+    is missing.  (Text columns only may be absent from one side here: pandas would keep
+    an int column beside an all-missing object column as object, unlike ``column_text``.)"""
+    cols = list(dict.fromkeys(a.columns + b.columns))
+    rows = [[dict(zip(t.columns, r)).get(c) for c in cols] for t in (a, b) for r in t.rows]
+    return Table(cols, rows, a.float_columns | b.float_columns)

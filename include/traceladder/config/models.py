@@ -13,6 +13,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from traceladder.limits import MAX_REPEATS
+
 # A switch value as YAML gives it: `true:`, `16:` or `turbo:`.
 SwitchValue = Union[bool, int, str]
 # A Primus override value: rendered `True`/`False`, `[0,4]` or as text.
@@ -62,11 +64,14 @@ class Rung(Strict):
 
 
 class LensPlan(Strict):
-    """Which rung the lenses run on, and which lenses (`none` is the rung itself)."""
+    """Which rung the lenses run on, and which lenses (`none` is the rung itself); each lens
+    repeat is its own block. `every_rung` adds one profiled run of every rung, in a block of its
+    own, for rung-to-rung attribution (left out of the step-time estimates)."""
 
-    rung: Name
+    rung: Name | None = None
     use: list[str] = Field(default_factory=lambda: ["none"])
-    repeats: int | None = Field(default=None, ge=1, le=50)
+    repeats: int | None = Field(default=None, ge=1, le=MAX_REPEATS)
+    every_rung: str | None = None
 
 
 class Ladder(Strict):
@@ -78,7 +83,9 @@ class Ladder(Strict):
     backend: Literal["local", "docker"]
     cluster: Name
     schedule: str | None = None
-    repeats: int = Field(default=3, ge=1, le=50)
+    repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
+    # The block order's seed; unset, each run derives one from the ladder and its run id.
+    seed: int | None = Field(default=None, ge=0)
     # Iterations Primus keeps out of its averages (log_avg_skip_iterations); the runner skips them too.
     warmup_iters: int = Field(default=2, ge=0)
     timeout_s: int = Field(default=1800, ge=10)

@@ -144,8 +144,18 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
     if lens_switch.default != "none":
         raise LadderConfigError(f"switches.{LENS_SWITCH}.default", "must be 'none': unprofiled rungs are the reference")
     if ladder.lenses is not None:
-        if ladder.lenses.rung not in assignments:
+        if ladder.lenses.rung is None and [lens_name for lens_name in ladder.lenses.use if lens_name != "none"]:
+            raise LadderConfigError("lenses.rung", "lenses.use names lenses but no rung to run them on")
+        if ladder.lenses.rung is not None and ladder.lenses.rung not in assignments:
             raise LadderConfigError("lenses.rung", f"unknown rung {ladder.lenses.rung!r}")
+        every = ladder.lenses.every_rung
+        if every is not None:
+            if every == "none" or every not in LENS_NAMES:
+                raise LadderConfigError("lenses.every_rung", f"expected a profiling lens, one of {[lens_name for lens_name in LENS_NAMES if lens_name != 'none']}")
+            if every not in allowed:
+                raise LadderConfigError("lenses.every_rung", f"lens {every!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})")
+            if find_value(lens_switch.values, every) is None:
+                raise LadderConfigError("lenses.every_rung", f"lens {every!r} has no entry under switches.{LENS_SWITCH}.values")
         for i, lens in enumerate(ladder.lenses.use):
             if lens not in LENS_NAMES:
                 raise LadderConfigError(f"lenses.use[{i}]", f"unknown lens {lens!r}; lenses are {list(LENS_NAMES)}")

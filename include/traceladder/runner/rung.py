@@ -117,6 +117,8 @@ def run_rung(
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
     started = time.monotonic()
+    # Wall-clock start and end: the order the runs really ran in, checked against plan.json's design.
+    started_at = time.time()
     own_tmp = workdir is None
     root = Path(tempfile.mkdtemp(prefix=f"traceladder-{spec.rung_id}-")) if own_tmp else workdir
     assert root is not None
@@ -144,7 +146,8 @@ def run_rung(
 
         result: dict[str, Any] = {
             "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
-            "lens": spec.lens, "repeat": spec.repeat, "switch": spec.switch, "value": spec.value,
+            "lens": spec.lens, "repeat": spec.repeat, "block": spec.block, "position": spec.position,
+            "purpose": spec.purpose, "switch": spec.switch, "value": spec.value,
             "parent": spec.parent, "status": "ok", "exit_code": code, "step_ms": None, "step_ms_values": [],
             "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
             "traces": [], "error": None, "prefix": prefix,
@@ -174,6 +177,7 @@ def run_rung(
         if result["status"] == "ok" and spec.profiled and not trace_keys:
             result.update(status="partial", error=f"lens {spec.lens} wrote no trace files")
         result["wall_s"] = round(time.monotonic() - started, 3)
+        result["started_at"], result["ended_at"] = round(started_at, 6), round(time.time(), 6)
         result["provenance"] = provenance(spec)
         sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
         sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")

@@ -248,8 +248,10 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
             repeats = int(str(repeats_raw))
         except ValueError:
             raise HTTPException(400, f"repeats must be a whole number, not {str(repeats_raw)[:20]!r}") from None
-        if not 1 <= repeats <= 50:
-            raise HTTPException(400, "repeats must be between 1 and 50")
+        from traceladder.limits import TRIGGER_MAX_REPEATS  # the trigger DAG's block grid
+
+        if not 1 <= repeats <= TRIGGER_MAX_REPEATS:
+            raise HTTPException(400, f"repeats must be between 1 and {TRIGGER_MAX_REPEATS}")
     override = str(form.get("override") or "").strip()
     return {"ladder": entry.name, "rungs": list(dict.fromkeys(rungs)), "lens": lens, "repeats": repeats, "override": override}
 

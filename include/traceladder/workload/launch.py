@@ -17,6 +17,7 @@ import traceback
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
+from .quiet import pinning_enabled
 from .settings import Settings
 
 
@@ -58,8 +59,9 @@ def run_local(settings: Settings) -> int:
 
 def spawn(settings: Settings) -> int:
     world = settings.world_size
-    # One math thread per rank on a small host: oversubscription makes step times meaningless.
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world)))
+    # One math thread per rank (quiet.settle pins it): oversubscription makes step times meaningless.
+    threads = 1 if pinning_enabled() else max(1, (os.cpu_count() or 1) // world)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     ctx = multiprocessing.get_context("spawn")
     port = free_port()
     procs = [ctx.Process(target=_rank_entry, args=(r, settings, port), name=f"proxy-rank{r}", daemon=True)

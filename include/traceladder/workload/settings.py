@@ -109,6 +109,8 @@ class Settings:
     profile_step_end: int = 12
     torch_profiler_use_gzip: bool = True
     exp_name: str = "proxy"
+    # the positive control: extra matmul work per iteration, in % of the warm-up step's time
+    extra_work_pct: float = 0.0
     workspace: str = "./output"
     distributed_timeout_minutes: float = 3.0
     ignored_keys: tuple[str, ...] = ()
@@ -164,6 +166,7 @@ class Settings:
             f"recompute_granularity={self.recompute_granularity} recompute_method={self.recompute_method} "
             f"recompute_num_layers={self.recompute_num_layers} "
             f"profile={'ranks' + str(list(self.profile_ranks)) if self.profiling else 'off'}"
+            + (f" extra_work_pct={self.extra_work_pct:g}" if self.extra_work_pct else "")
         )
 
 
@@ -268,6 +271,7 @@ _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "profile_step_end": ("profile_step_end", _int),
     "torch_profiler_use_gzip": ("torch_profiler_use_gzip", _bool),
     "exp_name": ("exp_name", str),
+    "extra_work_pct": ("extra_work_pct", _float),
     "distributed_timeout_minutes": ("distributed_timeout_minutes", _float),
     "tensor_model_parallel_size": (None, _one),
     "pipeline_model_parallel_size": (None, _one),
@@ -377,6 +381,8 @@ def _validate(s: Settings, bf16_ok: bool) -> Settings:
                             f"data-parallel size ({s.micro_batch_size} x {s.world_size})")
     if any(r < 0 for r in s.compress_ratios):
         raise SettingsError("compress_ratios", "ratios must be >= 0")
+    if not 0 <= s.extra_work_pct <= 1000:
+        raise SettingsError("extra_work_pct", f"must be between 0 and 1000, got {s.extra_work_pct}")
     if s.recompute_granularity not in (None, "full", "selective"):
         raise SettingsError("recompute_granularity", "expected full, selective or null")
     if s.recompute_method not in ("block", "uniform"):

@@ -19,9 +19,11 @@ from torch.autograd.profiler import record_function
 
 from .comm import Comm
 from .data import MockData
+from .extra import ExtraWork
 from .metrics import IterationLog, max_rss_bytes
 from .model import Model
 from .optim import AdamW
+from .quiet import fix_threads, pin_rank
 from .settings import Settings
 
 # Fault injection for testing the platform's failure handling: rank 0 raises at this iteration.
@@ -115,20 +117,21 @@ def _optimizer(model: Model, s: Settings) -> AdamW:
 
 
 def run_rank(rank: int, s: Settings, port: int) -> None:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // s.world_size))
+    threads = fix_threads(s.world_size)
     comm = Comm(rank, s.world_size)
     if comm.distributed:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=s.world_size,
                                 timeout=datetime.timedelta(minutes=s.distributed_timeout_minutes))
+    placement = pin_rank(rank)  # after the process group: gloo's own threads keep floating
     try:
-        _train(rank, s, comm)
+        _train(rank, s, comm, f"[proxy] rank {rank}: {placement}, {threads} intra-op thread(s)")
     finally:
         if comm.distributed:
             dist.destroy_process_group()
 
 
-def _train(rank: int, s: Settings, comm: Comm) -> None:
+def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
     fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
     model = Model(s, comm)
     dense, experts = model.dense_parameters(), model.expert_parameters()
@@ -136,10 +139,12 @@ def _train(rank: int, s: Settings, comm: Comm) -> None:
     data = MockData(s, rank)
     last = rank == s.world_size - 1
     log = IterationLog(s)
+    extra = ExtraWork(s)  # the positive control (extra_work_pct); nothing when 0
     tokens_per_step = s.global_batch_size * s.seq_length
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16)
     if last:
         print(s.header(), flush=True)
+        print(placement, flush=True)
     with make_profiler(s, rank) as prof:
         clock = _Clock()
         for it in range(1, s.train_iters + 1):
@@ -157,6 +162,7 @@ def _train(rank: int, s: Settings, comm: Comm) -> None:
                 loss = F.cross_entropy(logits.float(), labels.reshape(-1), reduction="sum") / tokens_per_step
                 loss.backward()
                 loss_sum += loss.detach()
+            extra()
             _sync_dense_grads(dense, comm)
             with record_function("optimizer_step"):
                 grad_norm = _clip(dense, experts, s.clip_grad, comm)
@@ -165,6 +171,12 @@ def _train(rank: int, s: Settings, comm: Comm) -> None:
             # One small collective for the log: every rank's loss share and its peak RSS.
             stats = comm.all_gather(torch.tensor([[float(loss_sum), float(max_rss_bytes())]], dtype=torch.float64))
             seconds = clock.lap()
+            if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
+                extra.calibrate(seconds, comm)
+                if last:
+                    print(f"[proxy] extra_work: {extra.flops / 1e9:.3f} GFLOP per iteration "
+                          f"({s.extra_work_pct:g}% of the {seconds * 1000:.1f} ms warm-up step)", flush=True)
+                clock.lap()  # the calibration itself is in no iteration's time
             if last:
                 top = int(stats[:, 1].argmax())
                 print(log.line(it, seconds, lr_at(s, it), float(stats[:, 0].sum()), grad_norm, top,

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..events import EventTable
 from ..op_args import op_args
+from ..table import Table, add_percentages, sort_desc_then_asc
 from .aggregates import stats
 from .ops_summary import Launchers
 
@@ -121,10 +121,10 @@ def group_by_args(t: EventTable, idx: np.ndarray, names: list[str], cats: list[s
     return values, members
 
 
-def unique_args_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
+def unique_args_frame(t: EventTable, la: Launchers) -> Table:
     n = len(la.names)
     if n == 0:
-        return pd.DataFrame()
+        return Table([])
     values, members = group_by_args(t, la.idx, la.names, la.categories)
     recs = []
     for v, js in zip(values, members):
@@ -141,16 +141,12 @@ def unique_args_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
         tr = _trunc(ks)
         rec["trunc_kernel_details"] = str(tr) if tr else None
         recs.append(rec)
-    df = pd.DataFrame(recs)
-    df = df.sort_values(by=["total_direct_kernel_time_sum", "ex_UID"], ascending=[False, True]).reset_index(drop=True)
-    total = df["total_direct_kernel_time_sum"].sum()
-    df["Percentage (%)"] = df["total_direct_kernel_time_sum"] / total * 100
-    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
-    return df
+    df = sort_desc_then_asc(Table.from_records(recs), "total_direct_kernel_time_sum", "ex_UID")
+    return add_percentages(df, "total_direct_kernel_time_sum")
 
 
-def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> pd.DataFrame:
+def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> Table:
     df = unique_args_frame(t, la)
     if not df.empty:
-        df.to_csv(Path(out_dir) / "ops_unique_args.csv", index=False)
+        df.write_csv(Path(out_dir) / "ops_unique_args.csv")
     return df

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .. import perf_model as pm
 from ..autograd_links import bwd_links
 from ..events import EventTable
 from ..op_args import op_args
+from ..table import Table, concat, sort_desc_then_asc
 from .aggregates import stats
 from .gemm import _ARG_COLS, _subtree_kernels
 from .gpu_timeline import grouped_busy
@@ -190,9 +190,9 @@ def _first_of(vals: np.ndarray) -> float:
     return float(ok[0]) if ok.size else math.nan
 
 
-def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.DataFrame:
+def summarize(t: EventTable, rows: Rows) -> Table:
     if rows.ops.size == 0:
-        return pd.DataFrame()
+        return Table([])
     # model groups in use, in order of first appearance (pandas' column order)
     used, seen = [], set()
     for g in rows.grp.tolist():
@@ -252,9 +252,7 @@ def summarize(t: EventTable, rows: Rows, extra: "Rows | None" = None) -> pd.Data
         rec["name_count"] = int(js.size)
         rec["UID_first"] = i0
         out.append(rec)
-    df = pd.DataFrame(out)
-    df = df.sort_values(by=["Kernel Time (µs)_sum", "UID_first"], ascending=[False, True], kind="stable")
-    return df.reset_index(drop=True)
+    return sort_desc_then_asc(Table.from_records(out), "Kernel Time (µs)_sum", "UID_first")
 
 
 def _subset(rows: Rows, mask: np.ndarray) -> Rows:
@@ -271,7 +269,7 @@ def model_rows(t: EventTable) -> Rows:
     return got
 
 
-def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
+def perf_frames(t: EventTable) -> dict[str, Table]:
     """Sheet name -> summary frame, for the sheets that have rows."""
     ops = _op_events(t)
     if ops.size == 0:
@@ -280,7 +278,7 @@ def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
     fam = np.asarray([pm.MODELS[n].sheet for n in names])
     all_rows = model_rows(t)
     row_fam = np.asarray([pm.MODELS[all_rows.groups[g][0]].sheet for g in all_rows.grp.tolist()])
-    out: dict[str, pd.DataFrame] = {}
+    out: dict[str, Table] = {}
     for sheet in pm.SHEETS:
         if (row_fam == sheet).any():
             out[sheet] = summarize(t, _subset(all_rows, row_fam == sheet))
@@ -293,38 +291,41 @@ def perf_frames(t: EventTable) -> dict[str, pd.DataFrame]:
         out[f"{sheet}_fwd"] = summarize(t, _subset(rows, ~is_bwd_op))
         skip = {n for n in pm.FWD_ONLY_OPS | pm.BWD_OPS}
         bsel = np.asarray([j for j in sel.tolist() if names[j] not in skip], dtype=np.int64)
-        bwd_df = pd.DataFrame()
+        bwd_df = Table([])
         if bsel.size:
             links = bwd_links(t)
             if links:
                 bwd_df = summarize(t, _rows(t, ops[bsel], True, links))
         tail = summarize(t, _subset(rows, is_bwd_op))
-        out[f"{sheet}_bwd"] = pd.concat([bwd_df, tail]) if not bwd_df.empty and not tail.empty else (tail if bwd_df.empty else bwd_df)
+        out[f"{sheet}_bwd"] = concat(bwd_df, tail) if not bwd_df.empty and not tail.empty else (tail if bwd_df.empty else bwd_df)
     return {k: v for k, v in out.items() if not v.empty}
 
 
-def write_csvs(t: EventTable, out_dir: Path) -> dict[str, pd.DataFrame]:
+def write_csvs(t: EventTable, out_dir: Path) -> dict[str, Table]:
     frames = perf_frames(t)
     for sheet, df in frames.items():
-        df.to_csv(Path(out_dir) / f"{sheet}.csv", index=False)
+        df.write_csv(Path(out_dir) / f"{sheet}.csv")
     return frames
 
 
-def headlines(frames: dict[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
+def headlines(frames: dict[str, Table]) -> dict[str, dict[str, Any]]:
     """analysis.json's ``perf_sheets``: per sheet, the op count, kernel time and the
     achieved rates over the whole sheet (total modelled work / total kernel time)."""
     res: dict[str, dict[str, Any]] = {}
+    def col(df: Table, c: str) -> np.ndarray:
+        return np.asarray([np.nan if v is None else v for v in df.column(c)], dtype=np.float64)
+
     for sheet, df in frames.items():
-        cnt = df["name_count"].to_numpy(dtype=np.float64)
-        secs = float(np.nansum(df["Kernel Time (µs)_sum"].to_numpy(dtype=np.float64))) / 1e6
-        gflop = float(np.nansum(df["GFLOPS_first"].to_numpy(dtype=np.float64) * cnt))
-        mb = df["Data Moved (MB)_first"].to_numpy(dtype=np.float64)
+        cnt = col(df, "name_count")
+        secs = float(np.nansum(col(df, "Kernel Time (µs)_sum"))) / 1e6
+        gflop = float(np.nansum(col(df, "GFLOPS_first") * cnt))
+        mb = col(df, "Data Moved (MB)_first")
         known = ~np.isnan(mb)
         tbytes = float(np.sum(mb[known] * cnt[known])) * 1024 * 1024 / 1e12
-        top = df.iloc[0]
+        top = df.records(1)[0]
         res[sheet] = {
             "ops": int(cnt.sum()),
-            "shapes": int(len(df)),
+            "shapes": len(df.rows),
             "kernel_time_ms": secs * 1e3,
             "tflops_per_s": gflop / 1e3 / secs if secs > 0 else None,
             "tb_per_s": tbytes / secs if secs > 0 and known.any() else None,

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from .. import perf_model as pm
 from ..autograd_links import bwd_links
 from ..events import GPU_CATS, EventTable
+from ..table import Table, add_percentages, sort_desc_then_asc
 from . import gemm
 from . import perf_sheets as ps
 from .aggregates import stats
@@ -216,7 +216,7 @@ def _gpu_events(tr: _Tree, ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return g[order], tr.pairs_gpu[p[order]]
 
 
-def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
+def unified_frame(t: EventTable, la: Launchers) -> Table:
     tr = _Tree(t)
     links = bwd_links(t)
     fwd_of = {b: f for f, bs in links.items() for b in bs}
@@ -252,7 +252,7 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
     all_idx = np.asarray(events + [p for p, _ in synth], dtype=np.int64)
     n = all_idx.size
     if n == 0:
-        return pd.DataFrame()
+        return Table([])
     ns = len(synth)
     names = t.names_of(ev)
     klist = list(klists)
@@ -374,12 +374,8 @@ def unified_frame(t: EventTable, la: Launchers) -> pd.DataFrame:
         rec["perf_params"] = _first([params[j] for j in js])
         rec["has_perf_model"] = has_pm[js[0]]
         recs.append(rec)
-    df = pd.DataFrame(recs)
-    df = df.sort_values(by=["Kernel Time (µs)_sum", "ex_UID"], ascending=[False, True]).reset_index(drop=True)
-    total = df["Kernel Time (µs)_sum"].sum()
-    df["Percentage (%)"] = df["Kernel Time (µs)_sum"] / total * 100
-    df["Cumulative Percentage (%)"] = df["Percentage (%)"].cumsum()
-    return df
+    df = sort_desc_then_asc(Table.from_records(recs), "Kernel Time (µs)_sum", "ex_UID")
+    return add_percentages(df, "Kernel Time (µs)_sum")
 
 
 def _first(vals: list) -> Any:
@@ -390,8 +386,8 @@ def _first(vals: list) -> Any:
     return None
 
 
-def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> pd.DataFrame:
+def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> Table:
     df = unified_frame(t, la)
     if not df.empty:
-        df.to_csv(Path(out_dir) / "unified_perf_summary.csv", index=False)
+        df.write_csv(Path(out_dir) / "unified_perf_summary.csv")
     return df

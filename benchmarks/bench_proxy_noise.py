@@ -1,0 +1,109 @@
+"""The CPU proxy's own noise, before and after pinning, and what the positive control costs.
+
+* ``proxy_noise``: the proxy-local baseline rung run ``NOISE_RUNS`` times unpinned
+  (``TRACELADDER_PROXY_PIN=0``: floating ranks, default thread pools; the "before") and
+  ``NOISE_RUNS`` times pinned (each rank on its own core, one intra-op and one inter-op thread;
+  the "after"), alternating, so a slow spell of the machine hits both alike. Per mode: the
+  within-run CV of the measured iteration times (median over runs) and the between-run CV of the
+  run medians (the run-level sigma, target <= 4% on an idle machine). The machine this runs on
+  may be shared: the load average before and after is in the detail column.
+* ``extra_work``: the step-time change ``--extra_work_pct`` really causes, from pinned runs of
+  the baseline with and without it, alternating (mean of paired differences, in %).
+
+``TRACELADDER_BENCH_NOISE_RUNS`` changes the run count (``--quick``: 3).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import REPO, Context, Row
+
+NOISE_RUNS = int(os.environ.get("TRACELADDER_BENCH_NOISE_RUNS", "10"))
+EXTRA_PCTS = (5.0, 10.0)
+SIGMA_TARGET = 0.04
+
+
+def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], int]:
+    """argv, environment and warm-up iterations of one proxy-local rung, as the runner builds them."""
+    from traceladder.config import find_ladder, load_ladder
+    from traceladder.plan import build_plan
+    from traceladder.runner.backends import local as local_backend
+
+    spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=[rung], lens="none", repeats=1, seed=0)[0]
+    argv, env = local_backend.command(spec, Path(tempfile.gettempdir()))
+    return argv[1:], env, spec.warmup_iters  # argv[0] is this interpreter
+
+
+def run_proxy(args: list[str], env: dict[str, str], warmup: int, *, pin: bool, python: str = sys.executable) -> list[float]:
+    """One proxy run; its measured iteration times in ms (warm-up left out)."""
+    from traceladder.runner.primus_log import parse_iterations
+
+    with tempfile.TemporaryDirectory(prefix="tl-noise-") as tmp:
+        full_env = {**os.environ, **env, "PRIMUS_WORKSPACE": tmp, "TRACELADDER_PROXY_PIN": "1" if pin else "0",
+                    "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        proc = subprocess.run([python, *args], env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
+    records = parse_iterations(proc.stdout.splitlines())
+    return [r.elapsed_ms for r in records if r.iteration > warmup and r.elapsed_ms is not None]
+
+
+def cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else float("nan")
+
+
+def noise_figures(runs: list[list[float]]) -> tuple[float, float]:
+    """(median within-run CV, between-run CV of the run medians)."""
+    within = statistics.median(cv(r) for r in runs)
+    between = cv([statistics.median(r) for r in runs])
+    return within, between
+
+
+def _load() -> str:
+    return "load {:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
+
+
+def bench_proxy_noise(ctx: Context) -> list[Row]:
+    n = 3 if ctx.quick else NOISE_RUNS
+    args, env, warmup = proxy_command()
+    before_load = _load()
+    runs: dict[bool, list[list[float]]] = {False: [], True: []}
+    for _ in range(n):
+        for pin in (False, True):
+            runs[pin].append(run_proxy(args, env, warmup, pin=pin, python=ctx.python))
+    machine = f"{os.cpu_count()} cpus, {before_load} -> {_load()}, {n} runs each, alternating"
+    rows = []
+    figures = {pin: noise_figures(r) for pin, r in runs.items()}
+    for pin, label in ((False, "unpinned (before)"), (True, "pinned (after)")):
+        within, between = figures[pin]
+        med = statistics.median(statistics.median(r) for r in runs[pin])
+        rows.append(Row("proxy_noise", f"within-run CV, {label}", 100 * within, "%", "", None, f"{100 * within:.2f}%; median step {med:.1f} ms; {machine}"))
+        rows.append(Row("proxy_noise", f"between-run CV, {label}", 100 * between, "%",
+                        f"<= {100 * SIGMA_TARGET:.0f}% (idle machine)" if pin else "", between <= SIGMA_TARGET if pin else None, f"{100 * between:.2f}%; {machine}"))
+    rows.append(Row("proxy_noise", "between-run CV after / before", figures[True][1] / figures[False][1], "x", "< 1", figures[True][1] < figures[False][1]))
+    return rows
+
+
+def bench_extra_work(ctx: Context) -> list[Row]:
+    n = 2 if ctx.quick else max(2, NOISE_RUNS // 2)
+    base_args, env, warmup = proxy_command()
+    rows = []
+    for pct in EXTRA_PCTS:
+        diffs = []
+        for _ in range(n):
+            plain = statistics.median(run_proxy(base_args, env, warmup, pin=True, python=ctx.python))
+            extra = statistics.median(run_proxy([*base_args, "--extra_work_pct", f"{pct:g}"], env, warmup, pin=True, python=ctx.python))
+            diffs.append(100.0 * (extra - plain) / plain)
+        half = 2.0 * statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+        rows.append(Row("extra_work", f"step-time change at extra_work_pct={pct:g}", statistics.mean(diffs), "%", "", None,
+                        f"{statistics.mean(diffs):.2f}% +/- {half:.2f}% (2 s.e.), {n} alternating pairs, {_load()}"))
+    return rows
+
+
+SECTIONS = [bench_proxy_noise, bench_extra_work]
