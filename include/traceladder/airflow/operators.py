@@ -2,7 +2,8 @@
 
 * ``RocmDockerOperator``: ``DockerOperator`` plus what a ROCm container needs and DockerOperator
   has no parameters for (devices, ``group_add``, ``security_opt``; madengine's ROCm docker options,
-  FACTS.md), TLS material from an Airflow connection, and traceladder's container labels.
+  docs/facts.md, "The real rocm/primus image and madengine's launch"), TLS material from an Airflow
+  connection, and traceladder's container labels.
 * ``RungDockerOperator``: one rung spec → ``traceladder run-rung --spec-json <json> --run-id <id>``
   in the runner image, S3 credentials through ``private_environment``, a pre-flight check of the
   host, orphan cleanup, and the task fails unless the runner's result says ``ok``.
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
-ROCM_DEVICES = ("/dev/kfd", "/dev/dri")
 DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
 DEFAULT_NOFILE = 1048576
 # Lenses whose collector needs SYS_ADMIN (HSA tool libraries, perf counters); madengine adds it for all.

@@ -143,10 +143,6 @@ class EventTable:
     def __len__(self) -> int:
         return int(self.cat.shape[0])
 
-    @property
-    def t_end(self) -> np.ndarray:
-        return self.ts + self.dur
-
     def cat_code(self, name: str) -> int:
         try:
             return self.cats.index(name)

@@ -47,6 +47,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from traceladder.storage.layout import COLLECTIVES_OBJECT
+
 from .events import EventTable, TraceError
 from .readers.pytorch_json import load_bytes, read_pytorch_json
 from .reports import coll_analysis as ca
@@ -682,7 +684,7 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         "files": sorted(f"{k}.csv" for k in reports),
         "notes": notes,
     }
-    (out_dir / "collectives.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / COLLECTIVES_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 

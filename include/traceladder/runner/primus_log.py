@@ -1,6 +1,6 @@
 """Primus training logs -> per-iteration records -> step metrics.
 
-Takes every per-iteration line shape Primus has printed (FACTS.md, "Primus"):
+Takes every per-iteration line shape Primus has printed (docs/facts.md, "Primus"):
 
 * current: ``elapsed time per iteration (ms): X/AVG | compute per GPU (TFLOP/s/GPU): X (avg A) |
   tokens/s/GPU inst/harmonic mean: I/H | ... | hip mem usage/free/total/usage_ratio: 121.37GB/... |
@@ -84,7 +84,6 @@ class StepMetrics:
 
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
-_MEM = rf"(?:{_NUM})\s*(?:[KMGT]i?B)?"
 
 _LINE_RE = re.compile(
     rf"""

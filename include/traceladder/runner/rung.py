@@ -27,6 +27,7 @@ from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink, rung_prefix, safe_key_part
 
 if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (rung_spec.py)
@@ -179,8 +180,8 @@ def run_rung(
         result["wall_s"] = round(time.monotonic() - started, 3)
         result["started_at"], result["ended_at"] = round(started_at, 6), round(time.time(), 6)
         result["provenance"] = provenance(spec)
-        sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
-        sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
+        sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+        sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
         sink.write_manifest(prefix)
         return result
     finally:
@@ -200,17 +201,17 @@ def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str,
         "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
         "traces": [], "error": error, "prefix": prefix,
     }
-    sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
-    sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
+    sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+    sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
     sink.write_manifest(prefix)
     return result
 
 
 def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path) -> list[str]:
-    sink.put_file(f"{prefix}/log.txt.gz", log_path, gzip=True)
+    sink.put_file(f"{prefix}/{layout.LOG_OBJECT}", log_path, gzip=True)
     keys = []
     for trace in find_traces(spec.lens, workspace):
-        key = f"{prefix}/traces/{trace.artifact_name}"
+        key = layout.trace_key(prefix, trace.artifact_name)
         sink.put_file(key, trace.path, gzip=not trace.already_gzipped)
         keys.append(sink.locate(key))
     return keys

@@ -26,7 +26,7 @@ def _rank_of(name: str) -> int | None:
 
 
 def find_traces(lens: str, workspace: Path) -> list[TraceFile]:
-    """Trace files under the rung's workspace, by where each collector writes them (FACTS.md)."""
+    """Trace files under the rung's workspace, by where each collector writes them (docs/facts.md, "Primus")."""
     if lens in ("torch_rank0", "torch_all_ranks"):
         # Primus: {workspace}/.../tensorboard/primus-megatron-exp[NAME]-rank[R].*.pt.trace.json(.gz)
         found: list[TraceFile] = []

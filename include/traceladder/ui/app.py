@@ -34,6 +34,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, data
 RUNS_SHOWN = 20
@@ -163,7 +164,7 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[st
     try:
         files = store.summary_files(run_id)
         view["summary_files"] = files
-        charts_folder = f"{run_id}/{data.SUMMARY_FOLDER}/{data.CHARTS_FOLDER}/"
+        charts_folder = f"{run_id}/{layout.SUMMARY_FOLDER}/{layout.CHARTS_FOLDER}/"
         view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
         if with_files:
             keys, truncated = store.run_files(run_id)

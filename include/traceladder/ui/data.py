@@ -31,11 +31,9 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
+from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
+from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
 
-INDEX_OBJECT = "index.json"
-LATEST_OBJECT = "latest.json"
-SUMMARY_FOLDER = "summary"
-CHARTS_FOLDER = "charts"
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
 CLIENT_TTL_S = 60.0
 
@@ -190,10 +188,6 @@ class _ClientCache:
             self._clients[conn_id] = (now, client)
         return client
 
-    def clear(self) -> None:
-        with self._lock:
-            self._clients.clear()
-
 
 def _make_client(conn_id: str) -> Any:
     from botocore.config import Config
@@ -325,7 +319,6 @@ class LadderStore:
     def _run_entries(self) -> builtins.list[Any]:
         """The published runs' index entries: one object per run under ``runs/``
         (summary/run_index.py), plus those of an older ``index.json``."""
-        from traceladder.summary.run_index import RUNS_FOLDER
 
         entries: list[Any] = []
         try:
@@ -366,7 +359,7 @@ class LadderStore:
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
     def summary(self, run_id: str) -> dict[str, Any]:
-        data = self.get_json(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/summary.json")
+        data = self.get_json(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
         if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
             raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
         return data

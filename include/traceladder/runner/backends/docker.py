@@ -2,7 +2,7 @@
 `scripts/primus_train/run.sh` launches it under madengine, wrapped by the lens's collector as
 madengine's tools do (the last tool outermost).
 
-What the release image needs (FACTS.md, "The real rocm/primus image and madengine's launch"):
+What the release image needs (docs/facts.md, "The real rocm/primus image and madengine's launch"):
 - the working directory is the Primus checkout (``PRIMUS_PATH``, default ``/workspace/Primus``):
   the training ranks open a relative ``--config`` against it, and ``primus-cli direct`` runs
   ``pip install -r requirements.txt`` from it;
