@@ -359,7 +359,17 @@ class LadderStore:
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
     def summary(self, run_id: str) -> dict[str, Any]:
-        data = self.get_json(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
+        """The run's summary.json, checked against the manifest beside it (as the pipeline reads it)."""
+        from traceladder.storage.artifacts import ArtifactIntegrityError, S3ArtifactStore
+
+        key = self.full_key(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
+        store = S3ArtifactStore(self.client, self.bucket, self.entry.prefix or "", self.entry.name or "")
+        try:
+            data = json.loads(store.get_verified(key))
+        except ArtifactIntegrityError as exc:
+            raise ArtifactStoreError(scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key) from None
+        except ValueError as exc:
+            raise ArtifactStoreError(f"s3://{self.bucket}/{key} is not valid JSON: {exc}", key) from None
         if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
             raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
         return data
