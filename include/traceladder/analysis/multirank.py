@@ -52,6 +52,7 @@ from traceladder.storage.layout import COLLECTIVES_OBJECT
 from .events import EventTable, TraceError
 from .readers.pytorch_json import load_bytes, read_pytorch_json
 from .reports import coll_analysis as ca
+from .common.values import finite
 from .reports import nccl_reports as nr
 
 __all__ = [
@@ -489,7 +490,7 @@ def _summary(df_long: pd.DataFrame, by_rank: dict[int, dict], sync: pd.DataFrame
     bw: dict[str, tuple[Any, Any, Any]] = {}
     if not sync.empty:
         for cid, full, a, b in zip(sync["collective_id"], sync["Full msg size (MB)"], sync["algo bw (GB/s)"], sync["bus bw (GB/s)"]):
-            bw[cid] = (nr.finite(full), nr.finite(a), nr.finite(b))
+            bw[cid] = (finite(full), finite(a), finite(b))
     types: dict[str, dict[str, Any]] = {}
     for cid, g in df_long.groupby("collective_id", sort=False):
         name = g["Collective name"].iloc[0]
@@ -656,9 +657,9 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         top = strag.iloc[0]
         overall = {
             "rank": int(top["rank"]),
-            "total_wait_us": nr.finite(top["total_wait_time_us"]),
+            "total_wait_us": finite(top["total_wait_time_us"]),
             "times_arrived_last": int(top["times_arrived_last"]),
-            "pct_arrived_last": nr.finite(top["pct_arrived_last"]),
+            "pct_arrived_last": finite(top["pct_arrived_last"]),
             "num_collectives": int(top["num_collectives"]),
         }
     counts = df_long.groupby("rank").size().to_dict() if not df_long.empty else {}

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..events import GPU_CATS, EventTable
 from ..table import Table
-from .gpu_timeline import grouped_busy
+from ..common.intervals import grouped_busy
 
 __all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..events import GPU_CATS, EventTable
 from ..table import Table, pandas_desc_order
-from .gpu_timeline import CpuSelection, cpu_selection, gpu_event_classes, grouped_busy
+from ..common.intervals import grouped_busy
+from .gpu_timeline import CpuSelection, cpu_selection, gpu_event_classes
 
 __all__ = [
     "OPS_SUMMARY_COLUMNS",

@@ -38,7 +38,7 @@ from ..op_args import op_args
 from ..table import Table, concat, sort_desc_then_asc
 from .aggregates import stats
 from .gemm import _ARG_COLS, _subtree_kernels
-from .gpu_timeline import grouped_busy
+from ..common.intervals import grouped_busy
 from .ops_unique_args import _kernel_summary, _trunc
 
 __all__ = ["perf_frames", "write_csvs"]

@@ -37,7 +37,8 @@ from ..table import Table, add_percentages, sort_desc_then_asc
 from . import gemm
 from . import perf_sheets as ps
 from .aggregates import stats
-from .gpu_timeline import grouped_busy, is_comm_name
+from ..common.intervals import grouped_busy
+from .gpu_timeline import is_comm_name
 from .ops_summary import Launchers, categorize_op
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 
