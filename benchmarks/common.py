@@ -72,7 +72,7 @@ elif mode == "warm":
     # single-trace times inside one warm process (imports done once, before timing):
     # the per-trace cost that a parallel run spreads over its workers
     from traceladder.analysis.engine import analyze_trace
-    from traceladder.analysis.multirank import _load_one
+    from traceladder.analysis.readers.collectives import _load_one
     per, per_rank, per_cpu, per_rank_cpu = [], [], [], []
     for i, p in enumerate(path.split(",")):
         c0 = time.process_time(); t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}")

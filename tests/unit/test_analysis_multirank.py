@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.multirank import MultiRankError, analyze_ranks, collective_events
+from traceladder.analysis.multirank import MultiRankError, analyze_ranks
+from traceladder.analysis.readers.collectives import collective_events
 from traceladder.analysis.engine import read_trace
 from traceladder.cli import main as cli_main
 
