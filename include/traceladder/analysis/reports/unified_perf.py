@@ -39,7 +39,8 @@ from . import perf_sheets as ps
 from .aggregates import stats
 from ..common.intervals import grouped_busy
 from .gpu_timeline import is_comm_name
-from .ops_summary import Launchers, categorize_op
+from ..common.op_categories import categorize_op
+from .ops_summary import Launchers
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 
 __all__ = ["unified_frame", "write_csv"]
