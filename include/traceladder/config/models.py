@@ -43,7 +43,7 @@ class Tool(Strict):
     cmd: str | None = None
 
 
-class Settings(Strict):
+class RungSettings(Strict):
     """What a switch value (or the ladder's base) sets."""
 
     model_args: dict[str, ArgValue] = Field(default_factory=dict)
@@ -53,7 +53,7 @@ class Settings(Strict):
 
 class Switch(Strict):
     default: SwitchValue
-    values: dict[SwitchValue, Settings]
+    values: dict[SwitchValue, RungSettings]
 
 
 class Rung(Strict):
@@ -90,7 +90,7 @@ class Ladder(Strict):
     warmup_iters: int = Field(default=2, ge=0)
     timeout_s: int = Field(default=1800, ge=10)
     engine: Literal["builtin", "tracelens"] = "builtin"
-    base: Settings = Field(default_factory=Settings)
+    base: RungSettings = Field(default_factory=RungSettings)
     switches: dict[Name, Switch]
     rungs: list[Rung] = Field(min_length=1)
     lenses: LensPlan | None = None

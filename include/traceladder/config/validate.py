@@ -11,7 +11,7 @@ from traceladder.config.models import (
     LENSES_BY_BACKEND,
     ArgValue,
     Ladder,
-    Settings,
+    RungSettings,
     SwitchValue,
 )
 
@@ -36,7 +36,7 @@ def same_value(a: SwitchValue, b: SwitchValue) -> bool:
     return type(a) is type(b) and a == b
 
 
-def find_value(values: dict[SwitchValue, Settings], wanted: SwitchValue) -> SwitchValue | None:
+def find_value(values: dict[SwitchValue, RungSettings], wanted: SwitchValue) -> SwitchValue | None:
     return next((v for v in values if same_value(v, wanted)), None)
 
 
@@ -88,7 +88,7 @@ def resolve_assignments(ladder: Ladder) -> dict[str, Assignment]:
     return {name: resolved[name] for name in rungs}
 
 
-def merge_settings(base: Settings, layers: list[Settings]) -> Settings:
+def merge_settings(base: RungSettings, layers: list[RungSettings]) -> RungSettings:
     """Apply layers in order; a later layer overrides keys an earlier one set."""
     model_args: dict[str, ArgValue] = dict(base.model_args)
     env = dict(base.docker_env_vars)
@@ -97,10 +97,10 @@ def merge_settings(base: Settings, layers: list[Settings]) -> Settings:
         model_args.update(layer.model_args)
         env.update(layer.docker_env_vars)
         tools.extend(t for t in layer.tools if t not in tools)
-    return Settings(model_args=model_args, docker_env_vars=env, tools=tools)
+    return RungSettings(model_args=model_args, docker_env_vars=env, tools=tools)
 
 
-def settings_for(ladder: Ladder, assignment: Assignment) -> Settings:
+def settings_for(ladder: Ladder, assignment: Assignment) -> RungSettings:
     """Base plus each switch's chosen value, in the order the switches are declared."""
     layers = []
     for name, switch in ladder.switches.items():
