@@ -22,7 +22,9 @@ FLAT = [100 * (1 + 0.01 * e) for e in NOISE]
 
 def geo_delta_pct(before: list[float], after: list[float]) -> float:
     """The size as a reader would compute it: the ratio of geometric means, in percent."""
-    mean_log = lambda xs: sum(math.log(x) for x in xs) / len(xs)  # noqa: E731
+    def mean_log(xs: list[float]) -> float:
+        return sum(math.log(x) for x in xs) / len(xs)
+
     return 100 * (math.exp(mean_log(after) - mean_log(before)) - 1)
 
 

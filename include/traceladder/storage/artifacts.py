@@ -404,7 +404,7 @@ class S3ArtifactStore(ArtifactSink):
     def _store_bytes(self, key: str, data: bytes, content_type: str) -> None:
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("put", key, exc) from None
 
     def _store_stream(self, key: str, reader: _HashingReader, content_type: str) -> None:
@@ -412,14 +412,14 @@ class S3ArtifactStore(ArtifactSink):
             self.client.upload_fileobj(
                 reader, self.bucket, key, ExtraArgs={"ContentType": content_type}
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("upload", key, exc) from None
 
     def _load_bytes(self, key: str) -> bytes:
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=key)
             return resp["Body"].read()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("get", key, exc) from None
 
     def get_file(self, key: str, path: str | os.PathLike[str]) -> Path:
@@ -429,7 +429,7 @@ class S3ArtifactStore(ArtifactSink):
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.client.download_file(self.bucket, k, str(dest))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("download", k, exc) from None
         return dest
 
@@ -437,7 +437,7 @@ class S3ArtifactStore(ArtifactSink):
         try:
             self.client.head_object(Bucket=self.bucket, Key=key)
             return True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             err = self._error("head", key, exc)
             if not isinstance(err, ArtifactNotFoundError):
                 raise err from None
@@ -452,7 +452,7 @@ class S3ArtifactStore(ArtifactSink):
             paginator = self.client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 keys.extend(obj["Key"] for obj in page.get("Contents", []) or [])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("list", prefix, exc) from None
         return keys
 

@@ -261,7 +261,7 @@ class LadderStore:
             self.client.head_bucket(Bucket=self.bucket)
         except ArtifactStoreError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             err = self._error("head_bucket", None, exc)
             raise ArtifactStoreError(str(err), None, err.code) from None
 
@@ -271,7 +271,7 @@ class LadderStore:
             return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except ArtifactStoreError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             raise self._error("get", key, exc) from None
 
     def get_json(self, rel: str) -> Any:
@@ -294,7 +294,7 @@ class LadderStore:
                         return sorted(keys), True
         except ArtifactStoreError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             raise self._error("list", folder, exc) from None
         return sorted(keys), False
 
@@ -303,7 +303,7 @@ class LadderStore:
         key = self.full_key(rel)
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=key)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             raise self._error("get", key, exc) from None
         body = resp["Body"]
 
