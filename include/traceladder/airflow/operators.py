@@ -115,7 +115,7 @@ class RocmDockerOperator(DockerOperator):
             shm_size=shm_size,
             ulimits=ulimits if ulimits is not None else [Ulimit(name="nofile", soft=default_nofile(), hard=default_nofile())],
             mount_tmp_dir=mount_tmp_dir,
-            auto_remove=auto_remove,  # type: ignore[arg-type]
+            auto_remove=auto_remove,  # type: ignore[arg-type]  # the provider types it as a Literal; ours is a checked str
             labels={**labels, **(kwargs.pop("labels", None) or {})},
             **kwargs,
         )

@@ -113,7 +113,7 @@ def _as_int(value: ArgValue | None, field: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type]  # a YAML value; TypeError is caught below
     except (TypeError, ValueError):
         raise LadderConfigError(field, f"expected an integer, got {value!r}") from None
 
