@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo up test bench validate images images-standin clean
+.PHONY: setup demo up test lint test-provider-next bench validate images images-standin clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,24 @@ up: setup
 
 test: setup
 	$(BIN)/python -m pytest tests
+
+# ruff (rules in pyproject.toml), mypy on include/traceladder (exceptions stated in pyproject.toml),
+# import-linter (layers, a stdlib base, the standalone workload, no cycles: .importlinter).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	PYTHONPATH=include $(BIN)/lint-imports
+
+# The operator tests again on the newest docker provider the Airflow pin allows
+# (requirements-provider-next.txt), in a venv of its own; needs the stand-in images and dockerd.
+NEXT := .venv-provider-next
+NEXT_PROVIDER = $(shell sed -n 's/^apache-airflow-providers-docker==//p' requirements-provider-next.txt)
+test-provider-next: setup
+	@test -x $(NEXT)/bin/python || $(PYTHON) -m venv $(NEXT)
+	grep -v '^apache-airflow-providers-docker==' requirements.txt > $(NEXT)/requirements.txt
+	$(NEXT)/bin/pip install --disable-pip-version-check -q -r $(NEXT)/requirements.txt -r requirements-provider-next.txt
+	$(NEXT)/bin/pip install --disable-pip-version-check -q --no-deps -e .
+	TRACELADDER_PROVIDER_DOCKER=$(NEXT_PROVIDER) $(NEXT)/bin/python -m pytest tests/integration/test_docker_images.py tests/integration/test_docker_ladder.py
 
 bench: setup
 	$(BIN)/python -m benchmarks

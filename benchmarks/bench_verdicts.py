@@ -43,7 +43,7 @@ def _ci(k: int, n: int) -> tuple[float, float]:
 
 def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
     from traceladder.summary.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
-    from traceladder.summary.stats import load_proxy_noise
+    from traceladder.summary.noise import load_proxy_noise
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=200)
@@ -154,7 +154,7 @@ def _repeats_for(model, pct: float, ladders: int, limit: int = 24) -> int | None
 
 def bench_verdicts_power(ctx: Context) -> list[Row]:
     from traceladder.summary.simulate import ladder_shape
-    from traceladder.summary.stats import load_proxy_noise
+    from traceladder.summary.noise import load_proxy_noise
 
     fitted = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=100)
@@ -181,7 +181,7 @@ def bench_verdicts_power(ctx: Context) -> list[Row]:
 
 def bench_verdicts_mde(ctx: Context) -> list[Row]:
     from traceladder.summary.simulate import ladder_shape, simulate_verdicts
-    from traceladder.summary.stats import load_proxy_noise
+    from traceladder.summary.noise import load_proxy_noise
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=50)

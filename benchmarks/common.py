@@ -72,7 +72,7 @@ elif mode == "warm":
     # single-trace times inside one warm process (imports done once, before timing):
     # the per-trace cost that a parallel run spreads over its workers
     from traceladder.analysis.engine import analyze_trace
-    from traceladder.analysis.multirank import _load_one
+    from traceladder.analysis.readers.collectives import _load_one
     per, per_rank, per_cpu, per_rank_cpu = [], [], [], []
     for i, p in enumerate(path.split(",")):
         c0 = time.process_time(); t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}")
@@ -107,5 +107,6 @@ def format_table(rows: list[Row]) -> str:
         ok = "" if r.ok is None else ("yes" if r.ok else "NO")
         body.append((r.section, r.metric, val, r.target, ok, r.detail))
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body])

@@ -40,7 +40,7 @@ def run_once(k: int, out: str) -> dict:
 def write(lines: list[dict], note: str) -> dict:
     from traceladder.summary.noise import refit
 
-    ok = [l for l in lines if l["result"]["status"] == "ok"]
+    ok = [line for line in lines if line["result"]["status"] == "ok"]
     doc = {
         "how": (f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
                 f"{note}. Fit: python -m traceladder.summary.noise THIS_FILE (README 'Noise model')."),
@@ -48,8 +48,8 @@ def write(lines: list[dict], note: str) -> dict:
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, shared with other jobs (load average per run below)",
         "date": time.strftime("%Y-%m-%d", time.gmtime(ok[0]["t0"])) if ok else None,
         "block_size": BLOCK_SIZE,
-        "runs": [{"k": l["k"], "t0": round(l["t0"], 2), "loadavg": l["loadavg"], "step_ms": l["result"]["step_ms"],
-                  "step_ms_values": l["result"]["step_ms_values"]} for l in ok],
+        "runs": [{"k": line["k"], "t0": round(line["t0"], 2), "loadavg": line["loadavg"], "step_ms": line["result"]["step_ms"],
+                  "step_ms_values": line["result"]["step_ms_values"]} for line in ok],
     }
     doc["fit"] = refit(doc).as_dict()
     TARGET.write_text(json.dumps(doc, indent=1) + "\n")
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-jsonl", type=Path)
     args = ap.parse_args(argv)
     if args.from_jsonl:
-        lines = [json.loads(l) for l in args.from_jsonl.read_text().splitlines() if l.strip()]
+        lines = [json.loads(line) for line in args.from_jsonl.read_text().splitlines() if line.strip()]
         note = "gathered by a shell loop running the command below"
     else:
         with tempfile.TemporaryDirectory(prefix="traceladder-noise-") as out:

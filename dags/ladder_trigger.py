@@ -7,9 +7,9 @@ from traceladder.config.models import LENS_NAMES
 
 _found = discover()
 trigger_dag = build_trigger_dag(
-    [l.ladder.ladder for l in _found.ladders],
+    [found.ladder.ladder for found in _found.ladders],
     list(LENS_NAMES),
     _found.all_hosts,
-    max((l.ladder.timeout_s for l in _found.ladders), default=1800),
+    max((found.ladder.timeout_s for found in _found.ladders), default=1800),
     trigger_grid(_found.ladders, [h.name for h in _found.all_hosts]),
 )

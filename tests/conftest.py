@@ -6,6 +6,7 @@ Keep this file to fixtures used by more than one test module; one section per co
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -18,18 +19,28 @@ if str(_INCLUDE) not in sys.path:  # so `pytest` works without PYTHONPATH=includ
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
 
-# ---- airflow: its settings are read at import, so they are set before any test imports it ------
-AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="traceladder-test-airflow-"))
-os.environ.update(
-    {
-        "AIRFLOW_HOME": str(AIRFLOW_HOME),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    }
-)
+# ---- airflow: its settings are read at import, so they are set before collection imports any test
+# module (pytest_configure), in a folder removed when the session ends (pytest_unconfigure).
+AIRFLOW_HOME = Path()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global AIRFLOW_HOME
+    AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="traceladder-test-airflow-"))
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(AIRFLOW_HOME),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        }
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if AIRFLOW_HOME != Path():
+        shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -70,7 +70,7 @@ if command -v rtl >/dev/null; then echo "install.sh: rtl: $(rtl --version 2>&1 |
 "$PY" - <<'CHECK'
 import sys
 import boto3  # noqa: F401
-import traceladder.cli, traceladder.runner.rung, traceladder.runner.spec  # noqa: F401
+import traceladder.cli, traceladder.runner.rung, traceladder.rung_spec  # noqa: F401
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pydantic", "yaml", "numpy", "pandas", "torch", "airflow"})
 assert not heavy, f"the runner path imported {heavy}"
 print("install.sh: runner imports ok")

@@ -45,14 +45,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run_rung(args: argparse.Namespace) -> int:
-    # --spec/--spec-json is the runner image's path: standard library + boto3 only (runner/spec.py).
+    # --spec/--spec-json is the runner image's path: standard library + boto3 only (rung_spec.py).
     from traceladder.runner.requirements import missing_import
 
     problem = missing_import(needs_s3=not args.out)
     if problem:
         raise UserError(problem)
     from traceladder.runner.rung import run_rung
-    from traceladder.runner.spec import RunnerSpec, SpecError
+    from traceladder.rung_spec import RunnerSpec, SpecError
 
     if args.spec or args.spec_json:
         source = args.spec or "--spec-json"
@@ -224,7 +224,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         from traceladder.errors import USER_ERRORS
     except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
         from traceladder.runner.primus_log import PrimusLogError
-        from traceladder.runner.spec import SpecError
+        from traceladder.rung_spec import SpecError
         from traceladder.storage.artifacts import ArtifactError
 
         USER_ERRORS = (ArtifactError, PrimusLogError, SpecError)

@@ -10,7 +10,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from traceladder.config.loader import REPO_ROOT
 
@@ -47,22 +46,23 @@ def run_demo(ladder: str = "proxy-local") -> int:
 
 
 def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
-    from traceladder.storage.artifacts import S3ArtifactStore, safe_key_part
+    from traceladder.storage import layout
+    from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
     from traceladder.summary.render import to_markdown
 
     store = S3ArtifactStore(s3.client(), s3.bucket, prefix, ladder)
-    latest_key = f"{prefix}/{ladder}/latest.json"
+    latest_key = f"{ladder_prefix(prefix, ladder)}/{layout.LATEST_OBJECT}"
     latest = json.loads(store.get_bytes(latest_key)) if store.exists(latest_key) else {}
     if latest.get("run_id") != safe_key_part(dag_run.run_id):
         print(f"DAG run {dag_run.run_id} ended {dag_run.state} and published no summary", file=sys.stderr)
         return 1
     summary = json.loads(store.get_verified(latest["summary_json"]))
-    run_prefix = latest["summary_json"].rsplit("/summary/", 1)[0]
+    run_prefix = latest["summary_json"].rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
     keys = store.list(run_prefix + "/")
     local = STATE_DIR / "demo" / ladder / run_prefix.rsplit("/", 1)[-1]
     local.mkdir(parents=True, exist_ok=True)
     for key in keys:
-        if "/summary/" in key or key.endswith(("metrics.json", "analysis.json", ".csv")):
+        if f"/{layout.SUMMARY_FOLDER}/" in key or key.endswith((layout.METRICS_OBJECT, layout.ANALYSIS_OBJECT, ".csv")):
             target = local / key[len(run_prefix) + 1:]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(store.get_bytes(key))
@@ -70,8 +70,8 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
     print(f"S3 objects under s3://{s3.bucket}/{run_prefix}/ ({len(keys)}):")
     for key in keys:
         print(f"  {key}")
-    print(f"latest: s3://{s3.bucket}/{prefix}/{ladder}/latest.json -> {latest['summary_json']}")
+    print(f"latest: s3://{s3.bucket}/{latest_key} -> {latest['summary_json']}")
     print(f"local copy: {local}")
-    print(f"report: {local / 'summary' / 'report.html'}")
+    print(f"report: {local / layout.SUMMARY_FOLDER / layout.REPORT_HTML}")
     print(f"demo wall time: {time.monotonic() - started:.0f} s")
     return 0 if str(dag_run.state) == "success" else 1

@@ -18,7 +18,7 @@ def _collect() -> tuple[type[BaseException], ...]:
         pass
     try:
         from traceladder.runner.primus_log import PrimusLogError
-        from traceladder.runner.spec import SpecError
+        from traceladder.rung_spec import SpecError
 
         errors += [PrimusLogError, SpecError]
     except ImportError:

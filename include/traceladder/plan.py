@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,7 +30,7 @@ from traceladder.config.validate import (
     find_value,
     settings_for,
 )
-from traceladder.runner.spec import render_arg, render_overrides
+from traceladder.rung_spec import render_arg, render_overrides
 
 LADDER_LENSES = "ladder"  # the Params value meaning "the lenses the ladder file names"
 Purpose = Literal["measure", "lens", "profile"]
@@ -109,7 +110,7 @@ def design_seed(ladder: str, run_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{ladder}/{run_id}".encode()).digest()[:4], "big")
 
 
-def resolve_seed(loaded: LoadedLadder, run_id: str, seed: int | None = None) -> int:
+def resolve_seed(loaded: LoadedLadder, run_id: str, seed: object = None) -> int:
     """Params seed, else the ladder file's `seed`, else one derived from ladder and run id."""
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -194,10 +195,10 @@ def build_plan(
     if lens == LADDER_LENSES:
         blocks += [[(name, "none", "measure", k) for name in selected] for k in range(n_repeats)]
         lenses = ladder.lenses
-        if lenses is not None and lenses.rung in selected and any(l != "none" for l in lenses.use):
+        if lenses is not None and lenses.rung in selected and any(lens_name != "none" for lens_name in lenses.use):
             lens_repeats = repeats if repeats is not None else (lenses.repeats or ladder.repeats)
-            in_block = ["none", *[l for l in lenses.use if l != "none"]]
-            blocks += [[(lenses.rung, l, "lens", k) for l in in_block] for k in range(lens_repeats)]
+            in_block = ["none", *[lens_name for lens_name in lenses.use if lens_name != "none"]]
+            blocks += [[(lenses.rung, lens_name, "lens", k) for lens_name in in_block] for k in range(lens_repeats)]
         if lenses is not None and lenses.every_rung:
             blocks.append([(name, lenses.every_rung, "profile", 0) for name in selected])
     else:
@@ -209,7 +210,7 @@ def build_plan(
         purpose: Purpose = "measure" if lens == "none" else "profile"
         blocks += [[(name, lens, purpose, k) for name in selected] for k in range(n_repeats)]
 
-    rng = random.Random(seed if seed is not None else resolve_seed(loaded, run_id))
+    rng = random.Random(seed if seed is not None else resolve_seed(loaded, run_id))  # noqa: S311 - a seeded, reproducible run order, not a secret
     for block in blocks:
         rng.shuffle(block)
 
@@ -251,7 +252,7 @@ def build_plan(
                     docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
                     if ladder.backend == "docker" else settings.docker_env_vars,
                     tools=settings.tools,
-                    train_iters=int(settings.model_args.get("train_iters", 10)),  # type: ignore[arg-type]
+                    train_iters=int(settings.model_args.get("train_iters", 10)),
                     warmup_iters=ladder.warmup_iters,
                     profile_window=window,
                     timeout_s=ladder.timeout_s,
@@ -263,12 +264,12 @@ def build_plan(
     return sorted(specs, key=_listing_key(selected, blocks))
 
 
-def _listing_key(selected: list[str], blocks: list[list[tuple[str, str, Purpose, int]]]):
+def _listing_key(selected: list[str], blocks: list[list[tuple[str, str, Purpose, int]]]) -> Callable[[RungSpec], tuple[int, int, int]]:
     """The plan's listing (and plan.json's `specs`) stays in ladder order, whatever the shuffle:
     measure runs rung by rung, then the lens blocks lens by lens, then the every-rung lens."""
     lenses = ["none"]
     for block in blocks:
-        lenses += [l for _, l, p, _ in block if p == "lens" and l not in lenses]
+        lenses += [lens_name for _, lens_name, p, _ in block if p == "lens" and lens_name not in lenses]
 
     def key(spec: RungSpec) -> tuple[int, int, int]:
         group = lenses.index(spec.lens) if spec.purpose == "lens" else selected.index(spec.rung)
@@ -282,7 +283,7 @@ def plan_table(specs: list[RungSpec]) -> str:
     switch and the additional-context JSON."""
     lines = []
     for spec in execution_order(specs):
-        change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"  # type: ignore[arg-type]
+        change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"
         lines.append(
             f"{spec.rung_id:<34} block={spec.block}.{spec.position:<3} {spec.purpose:<8} parent={spec.parent or '-':<14} "
             f"{change:<22} host={spec.host}"

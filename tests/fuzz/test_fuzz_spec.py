@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traceladder.runner.spec import RunnerSpec, SpecError
+from traceladder.rung_spec import RunnerSpec, SpecError
 
 from .common import cli_contract, fuzz_settings
 

@@ -89,7 +89,7 @@ def overlaps(intervals: list[tuple[datetime, datetime, str]]) -> list[tuple[str,
     """Pairs of (label, label) whose [start, end] intervals intersect."""
     ordered = sorted(intervals)
     found = []
-    for (s1, e1, a), (s2, e2, b) in zip(ordered, ordered[1:]):
+    for (_s1, e1, a), (s2, _e2, b) in zip(ordered, ordered[1:]):
         if s2 < e1:
             found.append((a, b))
     return found

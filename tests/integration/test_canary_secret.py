@@ -15,7 +15,7 @@ import pytest
 from traceladder.storage.artifacts import safe_key_part
 
 from ladder_checks import objects, task_states
-from test_ladder_e2e import SMALL, ladders_dir, write_ladder  # noqa: F401 - ladders_dir is a fixture
+from test_ladder_e2e import ladders_dir, write_ladder  # noqa: F401 - ladders_dir is a fixture, requested by name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -23,7 +23,7 @@ TINY = {"num_layers": 1, "compress_ratios": [0], "num_experts": 4, "moe_router_t
         "max_position_embeddings": 32, "index_topk": 8, "train_iters": 4}
 
 
-def test_no_secret_anywhere_in_a_ladder_run(airflow_home: Path, s3_server, ladders_dir: Path, monkeypatch, capfd) -> None:
+def test_no_secret_anywhere_in_a_ladder_run(airflow_home: Path, s3_server, ladders_dir: Path, monkeypatch, capfd) -> None:  # noqa: F811 - the fixture
     from airflow.models.renderedtifields import RenderedTaskInstanceFields
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session

@@ -9,7 +9,6 @@ material comes from an Airflow connection."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import sqlite3
 import tempfile
@@ -39,7 +38,7 @@ PRIMUS_COMMIT = "fd1eeabb0a5f1e3c2d4b6a8c0e2f4a6b8c0d2e4f"  # docker/standin/Doc
 
 def managed_containers(label: str) -> list[str]:
     out = docker_cli("ps", "-a", "--filter", "label=traceladder.managed=true", "--filter", f"label={label}", "--format", "{{.Names}}")
-    return [l for l in out.stdout.splitlines() if l.strip()]
+    return [line for line in out.stdout.splitlines() if line.strip()]
 
 
 @pytest.fixture

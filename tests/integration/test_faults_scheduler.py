@@ -119,7 +119,7 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
         assert not summary.get("failed_rungs") and not summary.get("unanalysed_traces"), summary
         rows = {r["rung"]: r for r in summary["rungs"]}  # one row per unprofiled rung, one per lens
         assert rows["baseline"]["ok"] == 1 and rows["fusions"]["ok"] == 1, rows
-        assert [(l["lens"], l["ok"]) for l in summary["lenses"]] == [("torch_rank0", 1)], summary["lenses"]
+        assert [(lens["lens"], lens["ok"]) for lens in summary["lenses"]] == [("torch_rank0", 1)], summary["lenses"]
         names = sorted
         print(f"faults 2+3: in flight at the restart: {names(in_flight)} (tries {[rungs[i]['try_number'] for i in in_flight]}); done before: {names(done_ids)}; "
               f"run finished {recovery_s:.0f} s after the scheduler was killed")

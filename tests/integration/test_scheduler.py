@@ -10,7 +10,6 @@ at work, which `dag.test()` ignores), and their XCom sizes."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -428,7 +428,7 @@ CHROMIUM = "/usr/bin/chromium"
 def _browser_or_skip():
     missing = []
     try:
-        from playwright.sync_api import sync_playwright  # noqa: F401
+        from playwright.sync_api import sync_playwright  # noqa: F401 - only: is playwright installed
     except ImportError:
         missing.append("playwright (pip install playwright==1.65.*)")
     if not os.access(CHROMIUM, os.X_OK):

@@ -13,7 +13,8 @@ import pytest
 
 from traceladder.summary.noise import DATA_FILE, refit
 from traceladder.summary.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
-from traceladder.summary.stats import clopper_pearson, load_proxy_noise
+from traceladder.summary.noise import load_proxy_noise
+from traceladder.summary.stats import clopper_pearson
 
 LADDERS = 3000  # at a true 5%, the upper bound sits near 5.8%: room for the draw to vary
 SCHEDULES = 200  # distinct run ids, so distinct shuffles, as real runs get

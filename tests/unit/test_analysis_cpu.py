@@ -20,7 +20,7 @@ from traceladder.analysis.reports.gpu_timeline import COLUMNS as TIMELINE_COLUMN
 from traceladder.analysis.reports.gpu_timeline import ROWS as TIMELINE_ROWS
 from traceladder.analysis.reports.ops_summary import BY_CATEGORY_COLUMNS, OPS_SUMMARY_COLUMNS
 
-import torch  # noqa: E402,F401  - the CPU traces come from a real torch.profiler run
+import torch  # noqa: F401  - the CPU traces come from a real torch.profiler run
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
 REGIONS = ("attention", "moe_router", "moe_dispatch", "moe_experts", "moe_combine", "optimizer_step")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.multirank import MultiRankError, analyze_ranks, collective_events
+from traceladder.analysis.multirank import MultiRankError, analyze_ranks
+from traceladder.analysis.readers.collectives import collective_events
 from traceladder.analysis.engine import read_trace
 from traceladder.cli import main as cli_main
 
@@ -47,7 +48,7 @@ def gpu_trace(rank: int, world: int, colls: list[dict], device_props: int = 8, d
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": "main"}},
     ]
     corr = 1000
-    for k, c in enumerate(colls):
+    for c in colls:
         if rank not in c["ranks"]:
             continue
         corr += 1

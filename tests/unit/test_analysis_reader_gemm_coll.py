@@ -14,7 +14,6 @@ from traceladder.analysis import engine
 from traceladder.analysis.events import MISSING, TraceError
 from traceladder.analysis.readers import pytorch_json as pj
 from traceladder.analysis.reports import coll_analysis as ca
-from traceladder.analysis.reports import gemm
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
 RESNET = REF / "mi300" / "resnet_act_checkpoint.json.gz"

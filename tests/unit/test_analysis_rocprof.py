@@ -24,7 +24,8 @@ import pytest
 
 from traceladder.analysis.engine import analyze_paths, analyze_trace, read_trace
 from traceladder.analysis.events import TraceError
-from traceladder.analysis.readers.heavy import sniff, tracelens_kernel_names, truncate_name
+from traceladder.analysis.readers.heavy import sniff
+from traceladder.analysis.readers.rocm_common import tracelens_kernel_names, truncate_name
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 ROCPROF = SHARED / "reference" / "tracelens-v1.0.0" / "rocprof"

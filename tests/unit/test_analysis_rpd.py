@@ -85,7 +85,7 @@ def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, 
         op_id += 1
         desc = empty if flavour == "v3" else sid(k["name"])
         ops.append((op_id, 0, k["queue"], k["dispatch"], "0x0", k["start"], k["end"], desc, sid("KernelExecution")))
-        c.execute(f"INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, args_id) VALUES (?,?,?,?,?,?,?)",
+        c.execute("INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, args_id) VALUES (?,?,?,?,?,?,?)",
                   (op_id, 908, k["thread"], k["start"] - 5000, k["start"] - 1000, sid("hipLaunchKernel"), empty))
         key = "api_ptr_id" if flavour == "v3" else "api_id"
         c.execute(f"INSERT INTO rocpd_kernelapi ({key}, stream, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ, "

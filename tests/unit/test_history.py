@@ -22,7 +22,9 @@ FLAT = [100 * (1 + 0.01 * e) for e in NOISE]
 
 def geo_delta_pct(before: list[float], after: list[float]) -> float:
     """The size as a reader would compute it: the ratio of geometric means, in percent."""
-    mean_log = lambda xs: sum(math.log(x) for x in xs) / len(xs)  # noqa: E731
+    def mean_log(xs: list[float]) -> float:
+        return sum(math.log(x) for x in xs) / len(xs)
+
     return 100 * (math.exp(mean_log(after) - mean_log(before)) - 1)
 
 
@@ -129,7 +131,7 @@ def test_changes_command_prints_the_contract_json(tmp_path: Path) -> None:
     [cp] = last["change_points"]
     assert set(cp) == {"rung", "run_id", "direction", "delta_pct"}
     assert (cp["rung"], cp["run_id"], cp["direction"]) == ("base", "run09", "slower")
-    means = {r: sum(float(l.split(",")[2]) for l in csv_path.read_text().splitlines()[1:] if l.startswith(f"run{r:02d},base")) / 3 for r in range(14)}
+    means = {r: sum(float(line.split(",")[2]) for line in csv_path.read_text().splitlines()[1:] if line.startswith(f"run{r:02d},base")) / 3 for r in range(14)}
     assert cp["delta_pct"] == pytest.approx(geo_delta_pct([means[r] for r in range(9)], [means[r] for r in range(9, 14)]), abs=1e-3)
     assert proc.stdout == _changes(str(csv_path), "--seed", "3").stdout
     perm = _changes(str(csv_path), "--seed", "3", "--test", "permutation")

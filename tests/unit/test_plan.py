@@ -49,7 +49,7 @@ def test_randomised_complete_blocks() -> None:
     names = [r.name for r in PROXY.ladder.rungs]
     blocks = blocks_of(specs)
     assert len(blocks) == 3 + 3 + 1  # measure blocks, lens blocks, the every-rung lens block
-    for k, block in enumerate(blocks):
+    for block in blocks:
         assert [s.position for s in block] == list(range(len(block)))
         assert len({s.purpose for s in block}) == 1
     for k, block in enumerate(blocks[:3]):  # repeat k is block k: every rung once, unprofiled

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
     from traceladder.plan import RungSpec
 
-# The trigger form's largest `repeats`: the trigger DAG has slots for this many blocks per kind.
-TRIGGER_MAX_REPEATS = 5
+from traceladder.limits import TRIGGER_MAX_REPEATS
 
 # host -> number of slots in each block (block k has grid[host][k] slots on that host)
 Grid = dict[str, list[int]]
@@ -100,3 +99,12 @@ def fill_slots(specs: list[dict[str, Any]], grid: Grid) -> dict[str, list[dict[s
             )
         slots[key] = [spec]
     return slots
+
+
+def slot_spec(slot: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spec of a rung slot, or a skip when the plan left the slot empty."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    if not slot:
+        raise AirflowSkipException("no run in this slot of the plan")
+    return slot[0]

@@ -71,7 +71,7 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
 
     @task(map_index_template="{{ trace_key }}", **safe)
     def analyze(item: dict[str, str]) -> dict[str, Any]:
-        get_current_context()["trace_key"] = f"{item['rung_id']}/{item['key'].rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]
+        get_current_context()["trace_key"] = f"{item['rung_id']}/{item['key'].rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]  # read by map_index_template
         return tasks.analyze_stored_trace(_ladder_arg(fixed_ladder), item)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)

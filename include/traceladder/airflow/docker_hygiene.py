@@ -102,14 +102,14 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
         raise HostCheckError(host, f"Docker daemon at {url} unreachable", _one_line(exc)) from None
     try:
         image_info = cli.inspect_image(image)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - any docker-py failure becomes the check's one line
         if not pull:
             raise HostCheckError(host, f"image {image} is not present") from None
         try:
             for _ in cli.pull(image, stream=True, decode=True):
                 pass
             image_info = cli.inspect_image(image)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
             raise HostCheckError(host, f"image {image} is not present and could not be pulled", _one_line(exc)) from None
     container = None
     try:
@@ -131,7 +131,7 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
         found = json.loads(out[-1])
     except HostCheckError:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
         text = _one_line(exc)
         if "device" in text.lower():
             raise HostCheckError(host, f"a device of {list(devices)} is missing", text) from None
@@ -140,7 +140,7 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
         if container is not None:
             try:
                 cli.remove_container(container["Id"], force=True)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001, S110 - clean-up never hides the check's outcome
                 pass
     if found["missing"]:
         raise HostCheckError(host, f"devices missing in the container: {found['missing']}")
@@ -192,7 +192,7 @@ def remove_orphans(cli: Any, host: str, *, keep: Iterable[str] = (), running_too
         try:
             cli.remove_container(c["Id"], force=True)
             removed.append((c.get("Names") or [c["Id"][:12]])[0].lstrip("/"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
             if log is not None:
                 log.warning("host %s: could not remove orphaned container %s: %s", host, c["Id"][:12], _one_line(exc))
     if removed and log is not None:

@@ -51,8 +51,11 @@ class RegressionNotifier(BaseNotifier):
             return
         import urllib.request
 
-        request = urllib.request.Request(url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the user's own webhook
+        if not url.startswith(("https://", "http://")):
+            log.warning("%s (the %r connection is not an http(s) URL: logged only)", text, self.conn_id)
+            return
+        request = urllib.request.Request(url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})  # noqa: S310 - scheme checked above
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - scheme checked above
             log.info("regression notice sent through %r: HTTP %s", self.conn_id, response.status)
 
     def _webhook_url(self) -> str | None:

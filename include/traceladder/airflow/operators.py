@@ -2,7 +2,8 @@
 
 * ``RocmDockerOperator``: ``DockerOperator`` plus what a ROCm container needs and DockerOperator
   has no parameters for (devices, ``group_add``, ``security_opt``; madengine's ROCm docker options,
-  FACTS.md), TLS material from an Airflow connection, and traceladder's container labels.
+  docs/facts.md, "The real rocm/primus image and madengine's launch"), TLS material from an Airflow
+  connection, and traceladder's container labels.
 * ``RungDockerOperator``: one rung spec → ``traceladder run-rung --spec-json <json> --run-id <id>``
   in the runner image, S3 credentials through ``private_environment``, a pre-flight check of the
   host, orphan cleanup, and the task fails unless the runner's result says ``ok``.
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
-ROCM_DEVICES = ("/dev/kfd", "/dev/dri")
 DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
 DEFAULT_NOFILE = 1048576
 # Lenses whose collector needs SYS_ADMIN (HSA tool libraries, perf counters); madengine adds it for all.
@@ -49,6 +49,11 @@ def default_nofile() -> int:
     the daemon's own hard limit is lower (a sandboxed CI runner)."""
     return int(os.environ.get("TRACELADDER_CONTAINER_NOFILE", DEFAULT_NOFILE))
 
+
+
+def _text_lines(logs: Sequence[str | bytes] | None) -> list[str]:
+    """The provider's log lines (str, or bytes from some docker-py paths) as text."""
+    return [x.decode(errors="replace") if isinstance(x, bytes) else x for x in logs or []]
 
 class RocmDockerOperator(DockerOperator):
     """Run a command in a container on a ROCm host (AMD Instinct), as madengine's ROCm runs do.
@@ -110,7 +115,7 @@ class RocmDockerOperator(DockerOperator):
             shm_size=shm_size,
             ulimits=ulimits if ulimits is not None else [Ulimit(name="nofile", soft=default_nofile(), hard=default_nofile())],
             mount_tmp_dir=mount_tmp_dir,
-            auto_remove=auto_remove,  # type: ignore[arg-type]
+            auto_remove=auto_remove,  # type: ignore[arg-type]  # the provider types it as a Literal; ours is a checked str
             labels={**labels, **(kwargs.pop("labels", None) or {})},
             **kwargs,
         )
@@ -238,13 +243,13 @@ class RungDockerOperator(RocmDockerOperator):
 
     def execute(self, context: Context) -> Any:
         if isinstance(self.spec, list):  # a slot of the block grid: skip an empty one before any host contact
-            from traceladder.airflow.tasks import slot_spec
+            from traceladder.airflow.blocks import slot_spec
 
             self.spec = slot_spec(self.spec)
         return super().execute(context)
 
     def _configure(self, context: Context) -> dict[str, Any]:
-        from traceladder.airflow.tasks import open_ladder
+        from traceladder.airflow.ladders import open_ladder
         from traceladder.plan import RungSpec
         from traceladder.storage.artifacts import safe_key_part
 
@@ -253,10 +258,10 @@ class RungDockerOperator(RocmDockerOperator):
         env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
         self.image = spec.image
         run_key = safe_key_part(self.run_id)
-        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode()).hexdigest()[:10]
+        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode(), usedforsecurity=False).hexdigest()[:10]
         self.container_name = f"traceladder-{safe_key_part(spec.rung_id)}-{run_hash}"
         self.labels = {
-            **(self.labels or {}),
+            **(self.labels if isinstance(self.labels, dict) else {}),
             hygiene.LADDER_LABEL: spec.ladder,
             hygiene.RUN_LABEL: run_key,
             hygiene.RUNG_LABEL: spec.rung_id,
@@ -281,11 +286,11 @@ class RungDockerOperator(RocmDockerOperator):
             self.hook.remove_orphans(running_too=rung_labels, log=self.log)
             try:
                 self.cli.remove_container(self.container_name, force=True)  # a previous try's container
-            except Exception:  # noqa: BLE001 - usually "no such container"
+            except Exception:  # noqa: BLE001, S110 - usually "no such container"
                 pass
             if self.preflight:
                 found = self.hook.preflight(
-                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels or {}),
+                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels) if isinstance(self.labels, dict) else {},
                     gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
                     environment=dict(spec.docker_env_vars),
                 )
@@ -306,7 +311,7 @@ class RungDockerOperator(RocmDockerOperator):
         try:
             lines = list(super()._execute_with_daemon(context) or [])  # xcom_all: every output line
         except DockerContainerFailedException as exc:
-            lines = list(exc.logs or [])
+            lines = _text_lines(exc.logs)
         finally:
             if self.container_evidence is not None:
                 context["ti"].xcom_push(key="container", value=self.container_evidence)
@@ -326,7 +331,7 @@ class RungDockerOperator(RocmDockerOperator):
 
     def _record_refused(self, spec: Any, message: str) -> None:
         """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
-        from traceladder.airflow.tasks import ladder_store
+        from traceladder.airflow.ladders import ladder_store
         from traceladder.runner.rung import record_refused
 
         try:
@@ -366,7 +371,7 @@ class TracelensDockerOperator(RocmDockerOperator):
     def execute(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowException
 
-        from traceladder.airflow.tasks import open_ladder
+        from traceladder.airflow.ladders import open_ladder
 
         cluster = open_ladder(self.ladder).cluster
         if cluster.tracelens is None:
@@ -382,7 +387,7 @@ class TracelensDockerOperator(RocmDockerOperator):
         try:
             lines = list(super().execute(context) or [])
         except DockerContainerFailedException as exc:
-            tail = [l for l in (exc.logs or []) if l.strip()]
+            tail = [line for line in _text_lines(exc.logs) if line.strip()]
             raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
         for line in reversed(lines):
             if line.strip().startswith("{"):

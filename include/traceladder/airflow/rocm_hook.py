@@ -129,10 +129,10 @@ class RocmDockerHook(DockerHook):
             self._tls_dir = None
 
     @cached_property
-    def api_client(self):  # type: ignore[override]
+    def api_client(self):
         saved = {k: os.environ.pop(k) for k in _CA_ENV if k in os.environ} if self._uses_tls else {}
         try:
-            client = DockerHook.api_client.func(self)  # type: ignore[attr-defined]
+            client = DockerHook.api_client.func(self)  # type: ignore[attr-defined]  # the provider's cached_property, called unwrapped
         finally:
             os.environ.update(saved)
         if self._uses_tls:

@@ -7,33 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traceladder.config.models import StorageSettings
+from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
+from traceladder.airflow.ladders import ladder_store
 from traceladder.runner.rung import RESULT_KEYS
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
-PLAN_OBJECT = "plan.json"
-
-
-def store_for(ladder_name: str, storage: StorageSettings) -> ArtifactSink:
-    """The S3 store behind an Airflow `aws` connection (its extra may hold `endpoint_url`)."""
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-    from traceladder.storage.artifacts import S3ArtifactStore
-
-    client = S3Hook(aws_conn_id=storage.conn_id).get_conn()
-    return S3ArtifactStore(client, storage.effective_bucket, storage.prefix, ladder_name)
-
-
-def open_ladder(ladder: str):  # -> LoadedLadder
-    from traceladder.config import find_ladder, load_ladder
-
-    return load_ladder(find_ladder(ladder))
-
-
-def ladder_store(ladder: str):  # -> (LoadedLadder, ArtifactSink)
-    loaded = open_ladder(ladder)
-    storage = loaded.cluster.storage
-    return loaded, store_for(loaded.ladder.ladder, storage)
+PLAN_OBJECT = layout.PLAN_OBJECT
 
 
 def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -66,15 +46,6 @@ def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[
     }
     store.put_bytes(f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}", json.dumps(plan_doc, indent=1).encode(), "application/json")
     return slots
-
-
-def slot_spec(slot: list[dict[str, Any]]) -> dict[str, Any]:
-    """The spec of a rung slot, or a skip when the plan left the slot empty."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    if not slot:
-        raise AirflowSkipException("no run in this slot of the plan")
-    return slot[0]
 
 
 def _spec_store(spec_dict: dict[str, Any]):

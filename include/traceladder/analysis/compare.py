@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from traceladder.storage.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
+
 __all__ = ["CompareError", "Reports", "Comparison", "load_reports", "reports_from_dir", "compare_reports",
            "write_comparison", "compare_paths", "GAP_ROW", "OUTPUT_FILES"]
 
@@ -38,7 +40,7 @@ TAGS = ("base", "new")
 GAP_ROW = "(gap to busy time)"
 TOP = 10
 OUTPUT_FILES = ("compare_ops_summary_by_category.csv", "compare_ops_summary.csv", "compare_kernel_summary.csv",
-                "compare_gpu_timeline.csv", "compare.json")
+                "compare_gpu_timeline.csv", COMPARE_OBJECT)
 _TIME_MS = "total_direct_kernel_time_ms"
 # TraceLens's SHEETS_COMPARE_CONFIG entries we mirror (keys, compared columns, dropped columns)
 _OPS = (["name"], [_TIME_MS, "Count"], ["total_direct_kernel_time_sum"])
@@ -96,7 +98,7 @@ def _need(df: pd.DataFrame, cols: list[str], name: str, label: str) -> None:
 
 def load_reports(read: Callable[[str], bytes | None], label: str) -> Reports:
     """Load one trace's reports through `read(file name) -> bytes | None`."""
-    raw = read("analysis.json")
+    raw = read(ANALYSIS_OBJECT)
     if raw is None:
         raise CompareError(f"{label}: no analysis.json (not an analysis output folder)")
     try:
@@ -284,15 +286,15 @@ def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
         if df is not None:
             df.to_csv(out_dir / name, index=False)
             written.append(out_dir / name)
-    (out_dir / "compare.json").write_text(json.dumps(c.doc, indent=1) + "\n")
-    return written + [out_dir / "compare.json"]
+    (out_dir / COMPARE_OBJECT).write_text(json.dumps(c.doc, indent=1) + "\n")
+    return written + [out_dir / COMPARE_OBJECT]
 
 
 def _reports_for(path: Path, work: Path, tag: str) -> Reports:
     """A trace (analysed into `work/tag`), or a folder the engine already wrote (has analysis.json)."""
     from traceladder.analysis.engine import analyze_trace
 
-    if path.is_dir() and (path / "analysis.json").is_file():
+    if path.is_dir() and (path / ANALYSIS_OBJECT).is_file():
         return reports_from_dir(path, str(path))
     analyze_trace(path, work / tag)
     return reports_from_dir(work / tag, str(path))

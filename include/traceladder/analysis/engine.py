@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from traceladder.storage.layout import ANALYSIS_OBJECT
+
 from .events import GPU_CATS, EventTable, TraceError
 from .readers.heavy import HEAVY_FORMATS, read_heavy, sniff
 from .readers.pytorch_json import load_bytes, read_pytorch_json
@@ -185,7 +187,7 @@ def _analyze(trace_path: Path, out_dir: Path) -> dict:
         part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
         result = {"schema": SCHEMA, "trace": trace_path.name, "device": part["device"], "rank": _rank(t), "steps": _steps(t)}
         result.update((k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes"))
-        (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
+        (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
         return result
     notes: list[str] = []
     perf_heads: dict[str, Any] = {}
@@ -268,7 +270,7 @@ def _analyze(trace_path: Path, out_dir: Path) -> dict:
         "perf_sheets": perf_heads,
         "notes": notes,
     }
-    (out_dir / "analysis.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -296,7 +298,7 @@ def _one(args: tuple[str, str]) -> tuple[str, str | None, float]:
         return path, None, time.perf_counter() - t0
     except TraceError as exc:
         return path, str(exc), time.perf_counter() - t0
-    except Exception as exc:  # an engine bug must not become a traceback for the user
+    except Exception as exc:  # noqa: BLE001 - an engine bug must not become a traceback for the user
         return path, f"{path}: internal error while analysing ({type(exc).__name__}: {exc})", time.perf_counter() - t0
 
 

@@ -143,10 +143,6 @@ class EventTable:
     def __len__(self) -> int:
         return int(self.cat.shape[0])
 
-    @property
-    def t_end(self) -> np.ndarray:
-        return self.ts + self.dur
-
     def cat_code(self, name: str) -> int:
         try:
             return self.cats.index(name)
@@ -289,8 +285,8 @@ class CallTree:
         # (pid, tid, link id) -> last event (not a flow) with args carrying the link id
         cand = np.flatnonzero(~is_flow & t.has_args & (link != MISSING))
         pt_map: dict[tuple[int, int, int], int] = {}
-        for i, p, q, l in zip(cand.tolist(), t.pid[cand].tolist(), t.tid[cand].tolist(), link[cand].tolist()):
-            pt_map[(p, q, l)] = i
+        for i, p, q, lk in zip(cand.tolist(), t.pid[cand].tolist(), t.tid[cand].tolist(), link[cand].tolist()):
+            pt_map[(p, q, lk)] = i
         gpu_mask = t.is_cat(*GPU_CATS)
         # link id -> GPU events (for graph launches)
         graph_codes = [t.names.index(n) for n in _GRAPH_LAUNCH_NAMES if n in t.names]
@@ -310,8 +306,8 @@ class CallTree:
                 if by_link is None:
                     by_link = {}
                     gi = np.flatnonzero(gpu_mask & (link != MISSING))
-                    for g, l in zip(gi.tolist(), link[gi].tolist()):
-                        by_link.setdefault(l, []).append(g)
+                    for g, lk in zip(gi.tolist(), link[gi].tolist()):
+                        by_link.setdefault(lk, []).append(g)
                 for g in by_link.get(lid, ()):
                     pairs_rt.append(r)
                     pairs_gpu.append(g)

@@ -7,25 +7,26 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink
 
 def analysis_prefix(trace_key: str) -> str:
     from traceladder.analysis.engine import output_stem
 
-    rung, _, name = trace_key.rpartition("/traces/")
-    return f"{rung}/analysis/{output_stem(Path(name))}"
+    rung, _, name = trace_key.rpartition(f"/{layout.TRACES_FOLDER}/")
+    return layout.analysis_prefix(rung, output_stem(Path(name)))
 
 
 def tracelens_prefix(trace_key: str) -> str:
     """Where `engine: tracelens` stores TraceLens's own CSVs: beside the builtin ones."""
     from traceladder.analysis.engine import output_stem
 
-    rung, _, name = trace_key.rpartition("/traces/")
-    return f"{rung}/analysis/tracelens/{output_stem(Path(name))}"
+    rung, _, name = trace_key.rpartition(f"/{layout.TRACES_FOLDER}/")
+    return layout.tracelens_prefix(rung, output_stem(Path(name)))
 
 
 def analysis_key(trace_key: str) -> str:
-    return f"{analysis_prefix(trace_key)}/analysis.json"
+    return f"{analysis_prefix(trace_key)}/{layout.ANALYSIS_OBJECT}"
 
 
 def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
@@ -45,21 +46,18 @@ def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
         for path in sorted(out_dir.iterdir()):
             store.put_file(f"{out_prefix}/{path.name}", path)
     store.write_manifest(out_prefix)
-    return {"trace": trace_key, "analysis": f"{out_prefix}/analysis.json", "device": analysis.get("device")}
-
-
-RANKS_FOLDER = "analysis/ranks"
+    return {"trace": trace_key, "analysis": f"{out_prefix}/{layout.ANALYSIS_OBJECT}", "device": analysis.get("device")}
 
 
 def collectives_key(rung_prefix: str) -> str:
-    return f"{rung_prefix}/{RANKS_FOLDER}/collectives.json"
+    return f"{layout.ranks_prefix(rung_prefix)}/{layout.COLLECTIVES_OBJECT}"
 
 
 def analyze_stored_ranks(store: ArtifactSink, rung_prefix: str, trace_keys: list[str]) -> dict[str, Any]:
     """Join one rung's per-rank traces into TraceLens's multi-rank collective reports."""
     from traceladder.analysis.multirank import analyze_ranks
 
-    out_prefix = f"{rung_prefix}/{RANKS_FOLDER}"
+    out_prefix = layout.ranks_prefix(rung_prefix)
     with tempfile.TemporaryDirectory(prefix="traceladder-ranks-") as tmp:
         paths = []
         for key in trace_keys:

@@ -59,7 +59,13 @@ class _LadderLoader(yaml.SafeLoader):
     pass
 
 
-_LadderLoader.add_constructor("!replace", lambda loader, node: Replace(loader.construct_mapping(node, deep=True)))
+def _replace(loader: yaml.SafeLoader, node: yaml.Node) -> Replace:
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(None, None, "!replace takes a mapping", node.start_mark)
+    return Replace(loader.construct_mapping(node, deep=True))
+
+
+_LadderLoader.add_constructor("!replace", _replace)
 
 
 def _read_yaml(path: Path) -> tuple[Any, bytes]:

@@ -13,6 +13,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from traceladder.limits import MAX_REPEATS
+
 # A switch value as YAML gives it: `true:`, `16:` or `turbo:`.
 SwitchValue = Union[bool, int, str]
 # A Primus override value: rendered `True`/`False`, `[0,4]` or as text.
@@ -41,7 +43,7 @@ class Tool(Strict):
     cmd: str | None = None
 
 
-class Settings(Strict):
+class RungSettings(Strict):
     """What a switch value (or the ladder's base) sets."""
 
     model_args: dict[str, ArgValue] = Field(default_factory=dict)
@@ -51,7 +53,7 @@ class Settings(Strict):
 
 class Switch(Strict):
     default: SwitchValue
-    values: dict[SwitchValue, Settings]
+    values: dict[SwitchValue, RungSettings]
 
 
 class Rung(Strict):
@@ -68,7 +70,7 @@ class LensPlan(Strict):
 
     rung: Name | None = None
     use: list[str] = Field(default_factory=lambda: ["none"])
-    repeats: int | None = Field(default=None, ge=1, le=50)
+    repeats: int | None = Field(default=None, ge=1, le=MAX_REPEATS)
     every_rung: str | None = None
 
 
@@ -92,14 +94,14 @@ class Ladder(Strict):
     backend: Literal["local", "docker"]
     cluster: Name
     schedule: str | None = None
-    repeats: int = Field(default=3, ge=1, le=50)
+    repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
     # The block order's seed; unset, each run derives one from the ladder and its run id.
     seed: int | None = Field(default=None, ge=0)
     # Iterations Primus keeps out of its averages (log_avg_skip_iterations); the runner skips them too.
     warmup_iters: int = Field(default=2, ge=0)
     timeout_s: int = Field(default=1800, ge=10)
     engine: Literal["builtin", "tracelens"] = "builtin"
-    base: Settings = Field(default_factory=Settings)
+    base: RungSettings = Field(default_factory=RungSettings)
     switches: dict[Name, Switch]
     rungs: list[Rung] = Field(min_length=1)
     lenses: LensPlan | None = None

@@ -11,7 +11,7 @@ from traceladder.config.models import (
     LENSES_BY_BACKEND,
     ArgValue,
     Ladder,
-    Settings,
+    RungSettings,
     SwitchValue,
 )
 
@@ -36,7 +36,7 @@ def same_value(a: SwitchValue, b: SwitchValue) -> bool:
     return type(a) is type(b) and a == b
 
 
-def find_value(values: dict[SwitchValue, Settings], wanted: SwitchValue) -> SwitchValue | None:
+def find_value(values: dict[SwitchValue, RungSettings], wanted: SwitchValue) -> SwitchValue | None:
     return next((v for v in values if same_value(v, wanted)), None)
 
 
@@ -88,7 +88,7 @@ def resolve_assignments(ladder: Ladder) -> dict[str, Assignment]:
     return {name: resolved[name] for name in rungs}
 
 
-def merge_settings(base: Settings, layers: list[Settings]) -> Settings:
+def merge_settings(base: RungSettings, layers: list[RungSettings]) -> RungSettings:
     """Apply layers in order; a later layer overrides keys an earlier one set."""
     model_args: dict[str, ArgValue] = dict(base.model_args)
     env = dict(base.docker_env_vars)
@@ -97,10 +97,10 @@ def merge_settings(base: Settings, layers: list[Settings]) -> Settings:
         model_args.update(layer.model_args)
         env.update(layer.docker_env_vars)
         tools.extend(t for t in layer.tools if t not in tools)
-    return Settings(model_args=model_args, docker_env_vars=env, tools=tools)
+    return RungSettings(model_args=model_args, docker_env_vars=env, tools=tools)
 
 
-def settings_for(ladder: Ladder, assignment: Assignment) -> Settings:
+def settings_for(ladder: Ladder, assignment: Assignment) -> RungSettings:
     """Base plus each switch's chosen value, in the order the switches are declared."""
     layers = []
     for name, switch in ladder.switches.items():
@@ -113,7 +113,7 @@ def _as_int(value: ArgValue | None, field: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)  # type: ignore[arg-type]  # a YAML value; TypeError is caught below
     except (TypeError, ValueError):
         raise LadderConfigError(field, f"expected an integer, got {value!r}") from None
 
@@ -144,14 +144,14 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
     if lens_switch.default != "none":
         raise LadderConfigError(f"switches.{LENS_SWITCH}.default", "must be 'none': unprofiled rungs are the reference")
     if ladder.lenses is not None:
-        if ladder.lenses.rung is None and [l for l in ladder.lenses.use if l != "none"]:
+        if ladder.lenses.rung is None and [lens_name for lens_name in ladder.lenses.use if lens_name != "none"]:
             raise LadderConfigError("lenses.rung", "lenses.use names lenses but no rung to run them on")
         if ladder.lenses.rung is not None and ladder.lenses.rung not in assignments:
             raise LadderConfigError("lenses.rung", f"unknown rung {ladder.lenses.rung!r}")
         every = ladder.lenses.every_rung
         if every is not None:
             if every == "none" or every not in LENS_NAMES:
-                raise LadderConfigError("lenses.every_rung", f"expected a profiling lens, one of {[l for l in LENS_NAMES if l != 'none']}")
+                raise LadderConfigError("lenses.every_rung", f"expected a profiling lens, one of {[lens_name for lens_name in LENS_NAMES if lens_name != 'none']}")
             if every not in allowed:
                 raise LadderConfigError("lenses.every_rung", f"lens {every!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})")
             if find_value(lens_switch.values, every) is None:
@@ -168,9 +168,9 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         if len(set(ladder.lenses.use)) != len(ladder.lenses.use):
             raise LadderConfigError("lenses.use", "duplicate lens")
 
-    for rung_name, assignment in assignments.items():
-        for lens in lens_switch.values:
-            check_profile_window(ladder, {**assignment, LENS_SWITCH: lens}, f"switches.{LENS_SWITCH}.values.{lens}")
+    for assignment in assignments.values():
+        for lens_value in lens_switch.values:
+            check_profile_window(ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}")
     return assignments
 
 

@@ -1,6 +1,6 @@
 """Primus training logs -> per-iteration records -> step metrics.
 
-Takes every per-iteration line shape Primus has printed (FACTS.md, "Primus"):
+Takes every per-iteration line shape Primus has printed (docs/facts.md, "Primus"):
 
 * current: ``elapsed time per iteration (ms): X/AVG | compute per GPU (TFLOP/s/GPU): X (avg A) |
   tokens/s/GPU inst/harmonic mean: I/H | ... | hip mem usage/free/total/usage_ratio: 121.37GB/... |
@@ -84,7 +84,6 @@ class StepMetrics:
 
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
-_MEM = rf"(?:{_NUM})\s*(?:[KMGT]i?B)?"
 
 # Integers are at most 18 digits: int() of a longer run of digits raises ValueError (found by
 # fuzzing, issue 19), and no iteration count or batch size is that long.
@@ -159,7 +158,7 @@ def _parse_line(line: str) -> IterationRecord | None:
             vals.setdefault("rocm_mem_gb", _gb(g["rocm_mem"], g["rocm_unit"]))
         elif g["hip_mem"] is not None:
             vals.setdefault("hip_mem_gb", _gb(g["hip_mem"], g["hip_unit"]))
-    if it is None or "elapsed_ms" not in vals:
+    if it is None or iters is None or "elapsed_ms" not in vals:
         return None  # not a per-iteration step line
     return IterationRecord(iteration=it, train_iters=iters, **vals)
 

@@ -19,7 +19,6 @@ rather than a guess:
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import shutil

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from traceladder import __version__
 from traceladder.runner.backends import docker as docker_backend
@@ -28,11 +28,27 @@ from traceladder.runner.backends import local as local_backend
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink, S3ArtifactStore, rung_prefix, safe_key_part
 from traceladder.storage.spool import SpoolingSink
 
-if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (runner/spec.py)
-    from traceladder.plan import RungSpec
+if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (rung_spec.py)
+    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.rung_spec import RunnerSpec
+
+    RungSpec = _PlanSpec | RunnerSpec
+
+def _echo_line(echo: TextIO | None) -> Callable[[str], None] | None:
+    """A line logger onto the rung's echo stream (the task log), or None without one."""
+    if echo is None:
+        return None
+    stream = echo
+
+    def write(line: str) -> None:
+        stream.write(line + "\n")
+
+    return write
+
 
 # What a rung task returns as XCom (the full result stays in metrics.json).
 RESULT_KEYS = ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_mem_gb", "traces", "error")
@@ -134,7 +150,7 @@ def run_rung(
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
     # S3 artifacts go through the host's spool, so an S3 outage loses nothing (storage/spool.py)
     if isinstance(sink, S3ArtifactStore):
-        spool = SpoolingSink(sink, log=(lambda line: echo.write(line + "\n")) if echo is not None else None)
+        spool = SpoolingSink(sink, log=_echo_line(echo))
         done = spool.pending(prefix)
         if done is not None:  # the rung finished before; only its upload failed: upload, never rerun
             count = spool.flush(prefix)
@@ -210,8 +226,8 @@ def run_rung(
         result["wall_s"] = round(time.monotonic() - started, 3)
         result["started_at"], result["ended_at"] = round(started_at, 6), round(time.time(), 6)
         result["provenance"] = provenance(spec)
-        sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
-        sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
+        sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+        sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
         sink.write_manifest(prefix)
         if isinstance(sink, SpoolingSink):
             sink.seal(prefix)
@@ -234,24 +250,24 @@ def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str,
         "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
         "traces": [], "error": error, "prefix": prefix,
     }
-    sink.put_bytes(f"{prefix}/metrics.json", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
-    sink.put_bytes(f"{prefix}/spec.json", spec.to_json().encode(), "application/json")
+    sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+    sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
     sink.write_manifest(prefix)
     return result
 
 
 def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path) -> list[str]:
-    sink.put_file(f"{prefix}/log.txt.gz", log_path, gzip=True)
+    sink.put_file(f"{prefix}/{layout.LOG_OBJECT}", log_path, gzip=True)
     keys = []
     for trace in find_traces(spec.lens, workspace):
-        key = f"{prefix}/traces/{trace.artifact_name}"
+        key = layout.trace_key(prefix, trace.artifact_name)
         sink.put_file(key, trace.path, gzip=not trace.already_gzipped)
         keys.append(sink.locate(key))
     return keys
 
 
 def _last_error_line(log_path: Path) -> str:
-    lines = [l.strip() for l in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip()]
+    lines = [line.strip() for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
     for line in reversed(lines):
         if "Error" in line or "error" in line:
             return line[:300]

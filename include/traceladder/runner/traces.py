@@ -26,10 +26,10 @@ def _rank_of(name: str) -> int | None:
 
 
 def find_traces(lens: str, workspace: Path) -> list[TraceFile]:
-    """Trace files under the rung's workspace, by where each collector writes them (FACTS.md)."""
+    """Trace files under the rung's workspace, by where each collector writes them (docs/facts.md, "Primus")."""
     if lens in ("torch_rank0", "torch_all_ranks"):
         # Primus: {workspace}/.../tensorboard/primus-megatron-exp[NAME]-rank[R].*.pt.trace.json(.gz)
-        found = []
+        found: list[TraceFile] = []
         for path in sorted(workspace.rglob("*.pt.trace.json*")):
             rank = _rank_of(path.name)
             found.append(TraceFile(path, f"rank{rank if rank is not None else len(found)}.pt.trace.json.gz"))

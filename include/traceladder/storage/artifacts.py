@@ -36,15 +36,26 @@ import tempfile
 import threading
 import zlib
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Mapping
+from typing import IO, Any, Iterator, Mapping
 
-DEFAULT_PREFIX = "traceladder"
-MANIFEST_NAME = "manifest.json"
+# The errors and the key shapes have their own modules; these names stay importable from here.
+from traceladder.storage.errors import ArtifactError as ArtifactError
+from traceladder.storage.errors import ArtifactIntegrityError as ArtifactIntegrityError
+from traceladder.storage.errors import ArtifactKeyError as ArtifactKeyError
+from traceladder.storage.errors import ArtifactNotFoundError as ArtifactNotFoundError
+from traceladder.storage.errors import ArtifactStoreError as ArtifactStoreError
+from traceladder.storage.layout import DEFAULT_PREFIX as DEFAULT_PREFIX
+from traceladder.storage.layout import MANIFEST_NAME as MANIFEST_NAME
+from traceladder.storage.layout import _safe_prefix_parts
+from traceladder.storage.layout import ladder_prefix as ladder_prefix
+from traceladder.storage.layout import run_prefix as run_prefix
+from traceladder.storage.layout import rung_prefix as rung_prefix
+from traceladder.storage.layout import safe_key_part as safe_key_part
+
 MANIFEST_SCHEMA = 1
 _CHUNK = 1 << 20
 
 _PART_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-_UNSAFE_CHARS_RE = re.compile(r"[^A-Za-z0-9._-]")
 
 _CONTENT_TYPES = {
     ".gz": "application/gzip",
@@ -61,73 +72,8 @@ _CONTENT_TYPES = {
 }
 
 
-# ---- errors ------------------------------------------------------------------------------------
-class ArtifactError(Exception):
-    """Base of the artifact store's errors. Messages are one line."""
-
-    def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(" ".join(str(message).split()))
-        self.key = key
-
-
-class ArtifactKeyError(ArtifactError, ValueError):
-    """A key that is malformed or outside the sink's ``<prefix>/<ladder>/``; nothing was written."""
-
-
-class ArtifactIntegrityError(ArtifactError):
-    """An object does not match its manifest (or has none)."""
-
-
-class ArtifactStoreError(ArtifactError):
-    """The store failed (endpoint down, bucket missing, access denied, disk error, ...)."""
-
-    def __init__(self, message: str, key: str | None = None, code: str | None = None) -> None:
-        super().__init__(message, key)
-        self.code = code
-
-
-class ArtifactNotFoundError(ArtifactStoreError):
-    """The object does not exist."""
-
 
 # ---- keys --------------------------------------------------------------------------------------
-def safe_key_part(s: object) -> str:
-    """One key part from any text: characters outside ``[A-Za-z0-9._-]`` become ``-``.
-
-    ``manual__2026-11-29T10:00:00+00:00`` -> ``manual__2026-11-29T10-00-00-00-00``. A part made only
-    of dots (``.``, ``..``) becomes dashes, so the result is never a path traversal.
-    """
-    text = str(s)
-    if not text:
-        raise ArtifactKeyError("empty key part")
-    out = _UNSAFE_CHARS_RE.sub("-", text)
-    if set(out) == {"."}:
-        out = "-" * len(out)
-    return out
-
-
-def _safe_prefix_parts(prefix: str) -> list[str]:
-    parts = [safe_key_part(p) for p in str(prefix).split("/") if p]
-    if not parts:
-        raise ArtifactKeyError(f"empty key prefix {prefix!r}")
-    return parts
-
-
-def ladder_prefix(prefix: str, ladder: str) -> str:
-    """``<prefix>/<ladder>`` (no trailing slash), each part made safe."""
-    return "/".join([*_safe_prefix_parts(prefix), safe_key_part(ladder)])
-
-
-def run_prefix(prefix: str, ladder: str, run_id: str) -> str:
-    """``<prefix>/<ladder>/<run_id>``: everything one ladder run stored."""
-    return f"{ladder_prefix(prefix, ladder)}/{safe_key_part(run_id)}"
-
-
-def rung_prefix(prefix: str, ladder: str, run_id: str, rung_id: str) -> str:
-    """``<prefix>/<ladder>/<run_id>/<rung_id>`` (no trailing slash), each part made safe."""
-    return f"{run_prefix(prefix, ladder, run_id)}/{safe_key_part(rung_id)}"
-
-
 def check_key(key: object) -> str:
     """Raise ``ArtifactKeyError`` unless ``key`` is a clean relative key; return it."""
     if not isinstance(key, str) or not key:
@@ -192,7 +138,7 @@ class _HashingReader(io.RawIOBase):
             self._buf += self._z.compress(chunk) if self._z is not None else chunk
 
     def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
+        if size < 0:
             self._fill(1 << 62)
             size = len(self._buf)
         else:
@@ -458,7 +404,7 @@ class S3ArtifactStore(ArtifactSink):
     def _store_bytes(self, key: str, data: bytes, content_type: str) -> None:
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("put", key, exc) from None
 
     def _store_stream(self, key: str, reader: _HashingReader, content_type: str) -> None:
@@ -466,14 +412,14 @@ class S3ArtifactStore(ArtifactSink):
             self.client.upload_fileobj(
                 reader, self.bucket, key, ExtraArgs={"ContentType": content_type}
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("upload", key, exc) from None
 
     def _load_bytes(self, key: str) -> bytes:
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=key)
             return resp["Body"].read()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("get", key, exc) from None
 
     def get_file(self, key: str, path: str | os.PathLike[str]) -> Path:
@@ -483,7 +429,7 @@ class S3ArtifactStore(ArtifactSink):
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.client.download_file(self.bucket, k, str(dest))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("download", k, exc) from None
         return dest
 
@@ -491,7 +437,7 @@ class S3ArtifactStore(ArtifactSink):
         try:
             self.client.head_object(Bucket=self.bucket, Key=key)
             return True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             err = self._error("head", key, exc)
             if not isinstance(err, ArtifactNotFoundError):
                 raise err from None
@@ -506,7 +452,7 @@ class S3ArtifactStore(ArtifactSink):
             paginator = self.client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 keys.extend(obj["Key"] for obj in page.get("Contents", []) or [])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("list", prefix, exc) from None
         return keys
 
@@ -627,7 +573,7 @@ def _explain(exc: BaseException) -> tuple[str, str]:
     return code, f"{name}: {text}" if text else name
 
 
-def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any):
+def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any) -> Any:
     """A boto3 S3 client from TRACELADDER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
     and AWS_DEFAULT_REGION (defaults: AWS's endpoint, the default credential chain, us-east-1)."""
     import boto3
@@ -657,8 +603,3 @@ def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any):
             kwargs["aws_session_token"] = env["AWS_SESSION_TOKEN"]
     return boto3.session.Session().client("s3", **kwargs)
 
-
-def iter_manifest(manifest: Mapping[str, Any]) -> Iterable[tuple[str, int, str]]:
-    """(key, size, sha256) of each object in a manifest dict."""
-    for obj in manifest.get("objects", []):
-        yield obj["key"], int(obj["size"]), str(obj["sha256"])

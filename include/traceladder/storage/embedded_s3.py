@@ -58,7 +58,7 @@ CREDENTIALS_NAME = "credentials.env"
 ENV_ENDPOINT = "TRACELADDER_S3_ENDPOINT"
 ENV_BUCKET = "TRACELADDER_S3_BUCKET"
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
-ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - the variable's name, not a secret
 ENV_REGION = "AWS_DEFAULT_REGION"
 AIRFLOW_CONN_ENV = "AIRFLOW_CONN_TRACELADDER_S3"
 
@@ -300,7 +300,7 @@ class EmbeddedS3:
         """The value for ``AIRFLOW_CONN_TRACELADDER_S3`` (Airflow's JSON connection format)."""
         return json.dumps(self.airflow_conn(), separators=(",", ":"), sort_keys=True)
 
-    def client(self, **config: Any):
+    def client(self, **config: Any) -> Any:
         """A boto3 S3 client for this server (path-style, SigV4, few retries)."""
         import boto3
         from botocore.config import Config
@@ -514,7 +514,7 @@ class EmbeddedS3:
 
     def _remove_sockets(self) -> None:
         """weed's unix sockets (/tmp/seaweedfs-<what>-<port>.sock) outlive a SIGKILL."""
-        tmp = Path("/tmp")
+        tmp = Path("/tmp")  # noqa: S108 - where weed puts them, whatever TMPDIR says
         for port in self.ports.values():
             for path in tmp.glob(f"seaweedfs-*-{port}.sock"):
                 try:

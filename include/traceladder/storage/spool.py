@@ -16,6 +16,7 @@ Standard library only: the runner image imports this.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from traceladder.storage import layout
 from traceladder.storage.artifacts import (
     MANIFEST_NAME,
     ArtifactKeyError,
@@ -128,7 +130,7 @@ class SpoolingSink(ArtifactSink):
         """The spooled result (metrics.json) of a sealed rung that still waits for S3, if any."""
         if not self._marker(rung_prefix).exists():
             return None
-        metrics = self.folder(rung_prefix) / "metrics.json"
+        metrics = self.folder(rung_prefix) / layout.METRICS_OBJECT
         try:
             return json.loads(metrics.read_text())
         except (OSError, ValueError):
@@ -149,7 +151,7 @@ class SpoolingSink(ArtifactSink):
         for path in files:
             key = f"{rung_prefix}/{path.relative_to(folder).as_posix()}"
             try:
-                with_backoff(lambda: self.target.put_file(key, path), deadline, f"upload {key}", self._log)
+                with_backoff(functools.partial(self.target.put_file, key, path), deadline, f"upload {key}", self._log)
             except ArtifactStoreError as exc:
                 raise ArtifactStoreError(
                     f"S3 still failing after {self.budget_s:.0f} s of retries ({exc}); "

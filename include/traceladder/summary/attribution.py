@@ -17,13 +17,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from traceladder.storage.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
+
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
     from traceladder.analysis.compare import Comparison, Reports
 
 # lenses whose traces have ops and categories, best first (the per-rank window of the method)
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
 TOP = 5
-ATTRIBUTION_FOLDER = "attribution"
 _RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.pt.trace.json.gz, Primus's rank[0]
 
 
@@ -181,7 +182,7 @@ def attribute(summary: dict[str, Any], results: dict[str, dict[str, Any]], purpo
         parent = row.get("parent")
         if not parent or row["rung"] not in traces or parent not in traces:
             continue
-        lens = next((l for l in TRACE_LENSES if l in traces[row["rung"]] and l in traces[parent]), None)
+        lens = next((lens_name for lens_name in TRACE_LENSES if lens_name in traces[row["rung"]] and lens_name in traces[parent]), None)
         if lens is None:
             continue
         base_key, new_key = traces[parent][lens], traces[row["rung"]][lens]
@@ -210,7 +211,7 @@ def attribute_stored(store: Any, summary_prefix: str, plan: dict[str, Any], summ
 
     def load(trace_key: str) -> Reports | None:
         prefix = analysis_prefix(trace_key)
-        if not store.exists(f"{prefix}/analysis.json"):
+        if not store.exists(f"{prefix}/{ANALYSIS_OBJECT}"):
             return None
 
         def read(name: str) -> bytes | None:
@@ -227,7 +228,7 @@ def attribute_stored(store: Any, summary_prefix: str, plan: dict[str, Any], summ
         with tempfile.TemporaryDirectory(prefix="traceladder-compare-") as tmp:
             for path in write_comparison(c, Path(tmp)):
                 store.put_file(f"{folder}/{path.name}", path)
-        return f"{folder}/compare.json"
+        return f"{folder}/{COMPARE_OBJECT}"
 
     return attribute(summary, results, purposes, load, keep)
 

@@ -9,7 +9,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 WIN, LOSS, NOISE, TOTAL = "#2a9d8f", "#e76f51", "#9aa5b1", "#264653"
 
@@ -71,12 +71,12 @@ def waterfall_png(summary: dict[str, Any]) -> bytes | None:
 
 
 def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
-    lenses = [l for l in summary["lenses"] if l["overhead_ratio"]]
+    lenses = [lens for lens in summary["lenses"] if lens["overhead_ratio"]]
     if not lenses:
         return None
-    names = ["none"] + [l["lens"] for l in lenses]
-    values = [1.0] + [l["overhead_ratio"]["mean"] for l in lenses]
-    cis = [l["overhead_ratio"].get("ci95") for l in lenses]
+    names = ["none"] + [lens["lens"] for lens in lenses]
+    values = [1.0] + [lens["overhead_ratio"]["mean"] for lens in lenses]
+    cis = [lens["overhead_ratio"].get("ci95") for lens in lenses]
     errors = [[0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
               [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)]]
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names)), 3.5))
@@ -93,7 +93,7 @@ def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
     from traceladder.summary.trend_chart import trend_png
 
     charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary),
-              "attribution.png": attribution_png(summary), "trend.png": trend_png(summary.get("history"))}
+              "attribution.png": attribution_png(summary), "trend.png": trend_png(summary.get("history"), _png)}
     return {name: png for name, png in charts.items() if png}
 
 

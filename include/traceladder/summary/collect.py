@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
 
@@ -13,7 +14,7 @@ def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[st
     prefix = run_prefix(plan["specs"][0]["storage_prefix"], plan["ladder"], plan["run_id"]) if plan["specs"] else ""
     results: dict[str, dict[str, Any]] = {}
     for spec in plan["specs"]:
-        key = f"{prefix}/{spec['rung_id']}/metrics.json"
+        key = f"{prefix}/{spec['rung_id']}/{layout.METRICS_OBJECT}"
         if store.exists(key):
             try:
                 results[spec["rung_id"]] = json.loads(store.get_verified(key))

@@ -204,7 +204,10 @@ def _describe(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], inde
 
     diff = float(z[right[0]:right[1]].mean() - z[left[0]:left[1]].mean())
     half = float(stdtrit(df, 0.975)) * math.sqrt(var * (1 / (left[1] - left[0]) + 1 / (right[1] - right[0]))) if df > 0 else 0.0
-    pct = lambda x: 100.0 * math.expm1(x)  # noqa: E731
+
+    def pct(x: float) -> float:
+        return 100.0 * math.expm1(x)
+
     return ChangePoint(index, "slower" if diff > 0 else "faster", pct(diff), (pct(diff - half), pct(diff + half)), p)
 
 

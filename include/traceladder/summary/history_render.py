@@ -7,10 +7,10 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
+from traceladder.summary.fmt import fmt_est
+
 
 def _est(est: dict[str, Any] | None) -> str:
-    from traceladder.summary.render import fmt_est
-
     return fmt_est(est)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from traceladder.summary.attribution import fmt_us
-from traceladder.summary.render import fmt_change, fmt_est
+from traceladder.summary.fmt import fmt_change, fmt_est
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

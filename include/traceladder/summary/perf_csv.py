@@ -67,6 +67,6 @@ def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
 
 
 def _args(spec: dict[str, Any]) -> list[str]:
-    from traceladder.runner.spec import render_overrides
+    from traceladder.rung_spec import render_overrides
 
     return render_overrides(spec.get("model_args") or {})

@@ -8,6 +8,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary import run_index
 from traceladder.summary.build import build_summary, findings
@@ -66,29 +67,29 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any], lo
     summary = build_summary(plan, results, analyses, read_collectives(store, results))
     from traceladder.summary.attribution import attribute_stored  # why each rung moved (issue 14)
 
-    summary["attribution"] = attribute_stored(store, f"{run_prefix}/summary", plan, summary, results)
+    summary["attribution"] = attribute_stored(store, layout.summary_prefix(run_prefix), plan, summary, results)
     logical_date = logical_date or datetime.now(timezone.utc).isoformat(timespec="seconds")
     points = run_points(summary)
     if not _what_if(plan.get("params")):
         current = {"run_id": plan["run_id"], "logical_date": logical_date, "published_at": logical_date, "points": points}
         summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
         summary["findings"] = findings(summary)
-    base = f"{run_prefix}/summary"
+    base = layout.summary_prefix(run_prefix)
     charts = render_charts(summary)
     for name, png in charts.items():
-        store.put_bytes(f"{base}/charts/{name}", png, "image/png")
-    store.put_bytes(f"{base}/summary.json", json.dumps(summary, indent=1).encode(), "application/json")
-    store.put_bytes(f"{base}/summary.md", to_markdown(summary).encode(), "text/markdown")
-    store.put_bytes(f"{base}/report.html", to_html(summary, charts).encode(), "text/html")
-    store.put_bytes(f"{base}/perf.csv", perf_csv(plan, results).encode(), "text/csv")  # madengine's, for its dashboards
+        store.put_bytes(layout.chart_key(run_prefix, name), png, "image/png")
+    store.put_bytes(f"{base}/{layout.SUMMARY_JSON}", json.dumps(summary, indent=1).encode(), "application/json")
+    store.put_bytes(f"{base}/{layout.SUMMARY_MD}", to_markdown(summary).encode(), "text/markdown")
+    store.put_bytes(f"{base}/{layout.REPORT_HTML}", to_html(summary, charts).encode(), "text/html")
+    store.put_bytes(f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv")  # madengine's, for its dashboards
     store.write_manifest(base)
     history = summary.get("history") or {}
     unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]
     return {
         "params": {k: v for k, v in (plan.get("params") or {}).items() if _what_if({k: v})},
         "unanalysed_traces": unanalysed,
-        "run_id": plan["run_id"], "summary_json": f"{base}/summary.json", "summary_md": f"{base}/summary.md",
-        "report_html": f"{base}/report.html", "failed_rungs": summary["failed_rungs"],
+        "run_id": plan["run_id"], "summary_json": f"{base}/{layout.SUMMARY_JSON}", "summary_md": f"{base}/{layout.SUMMARY_MD}",
+        "report_html": f"{base}/{layout.REPORT_HTML}", "failed_rungs": summary["failed_rungs"],
         "logical_date": logical_date, "points": points,
         "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
         "regression_calls": regression_lines(history),

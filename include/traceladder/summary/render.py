@@ -4,33 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def fmt_est(est: dict[str, Any] | None, digits: int = 1) -> str:
-    """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
-    if not est:
-        return "-"
-    ci = est.get("ci95")
-    if ci is None:
-        return f"{est['mean']:.{digits}f} (1 run)" if est.get("n") == 1 else f"{est['mean']:.{digits}f}"
-    if isinstance(ci, list):
-        return f"{est['mean']:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-    return f"{est['mean']:.{digits}f} ± {ci:.{digits}f}"
-
-
-def fmt_change(vs: dict[str, Any] | None, unit: str | None = None) -> str:
-    """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
-    if not vs:
-        return "-"
-    unit = unit or ("ms" if vs["metric"] == "step_ms" else "tok/s")
-    if vs["delta"] is None:
-        return "single run: no verdict"
-    change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"
-    if vs["verdict"] == "single_run":
-        return f"{change}, single run: no verdict"
-    interval = f" [{vs['ci95'][0]:+.1f}, {vs['ci95'][1]:+.1f}]"
-    if vs["verdict"] == "no_change":
-        return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
-    return f"{vs['verdict']}: {change}{interval}"
+from traceladder.summary.fmt import fmt_change, fmt_est
 
 
 def ladder_table(summary: dict[str, Any]) -> str:

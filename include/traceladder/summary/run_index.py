@@ -13,16 +13,15 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink, safe_key_part
+from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink
+from traceladder.storage.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
+from traceladder.storage.layout import entry_key as layout_entry_key
 
-RUNS_FOLDER = "runs"
-LEGACY_INDEX = "index.json"
-LATEST_OBJECT = "latest.json"
 LATEST_ROUNDS = 5
 
 
 def entry_key(ladder_prefix: str, run_id: str) -> str:
-    return f"{ladder_prefix}/{RUNS_FOLDER}/{safe_key_part(run_id)}.json"
+    return layout_entry_key(ladder_prefix, run_id)
 
 
 def order_key(entry: dict[str, Any]) -> tuple[str, str]:

@@ -280,19 +280,7 @@ def log_or_none(value: float | None) -> float | None:
     return math.log(value) if value is not None and value > 0 and math.isfinite(value) else None
 
 
-_NOISE_EXPORTS = ("NoiseModel", "Slot", "load_proxy_noise", "simulate_runs", "schedule_from_plan", "fit_noise")
-
-
-def __getattr__(name: str) -> object:
-    """The noise model is re-exported lazily (noise.py imports `Run` from here)."""
-    if name in _NOISE_EXPORTS:
-        from traceladder.summary import noise
-
-        return getattr(noise, name)
-    raise AttributeError(name)
-
-
 __all__ = [
     "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "compare_samples", "estimate", "fit_blocks", "is_call", "ratio", "t_quantile",
-    "two_sample", "verdict", *_NOISE_EXPORTS,
+    "two_sample", "verdict",
 ]

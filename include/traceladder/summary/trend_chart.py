@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 SLOWER, FASTER, POINT = "#b42318", "#2a9d8f", "#264653"
 
 
-def trend_png(history: dict[str, Any] | None) -> bytes | None:
+def trend_png(history: dict[str, Any] | None, png: Callable[[Any], bytes]) -> bytes | None:
     """Small multiples, one panel per rung; None with fewer than two runs."""
     if not history or len(history.get("runs", [])) < 2:
         return None
-    from traceladder.summary.charts import _png, plt
+    import matplotlib.pyplot as plt  # charts.py, the caller, has chosen the Agg backend
 
     rungs = history["rungs"]
     cols = min(3, len(rungs))
@@ -38,4 +39,4 @@ def trend_png(history: dict[str, Any] | None) -> bytes | None:
         ax.axis("off")
     fig.suptitle(f"Step time per run ({len(history['runs'])} full runs, oldest left; lines: change points)", fontsize=10)
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)

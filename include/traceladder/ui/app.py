@@ -34,6 +34,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, data
 RUNS_SHOWN = 20
@@ -57,7 +58,7 @@ _INLINE_TYPES = {
 def _templates():
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    from traceladder.summary.render import fmt_change, fmt_est
+    from traceladder.summary.fmt import fmt_change, fmt_est
 
     env = Environment(
         loader=PackageLoader("traceladder.ui", "templates"),
@@ -163,7 +164,7 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[st
     try:
         files = store.summary_files(run_id)
         view["summary_files"] = files
-        charts_folder = f"{run_id}/{data.SUMMARY_FOLDER}/{data.CHARTS_FOLDER}/"
+        charts_folder = f"{run_id}/{layout.SUMMARY_FOLDER}/{layout.CHARTS_FOLDER}/"
         view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
         if with_files:
             keys, truncated = store.run_files(run_id)
@@ -248,7 +249,7 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
             repeats = int(str(repeats_raw))
         except ValueError:
             raise HTTPException(400, f"repeats must be a whole number, not {str(repeats_raw)[:20]!r}") from None
-        from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS  # the trigger DAG's block grid
+        from traceladder.limits import TRIGGER_MAX_REPEATS  # the trigger DAG's block grid
 
         if not 1 <= repeats <= TRIGGER_MAX_REPEATS:
             raise HTTPException(400, f"repeats must be between 1 and {TRIGGER_MAX_REPEATS}")
@@ -286,7 +287,7 @@ async def _post_dag_run(request: Request, token: str, conf: dict[str, Any]) -> t
     path = f"{_api_root(request)}/api/v2/dags/{TRIGGER_DAG_ID}/dagRuns"
     if server and server[0]:
         host, port = server[0], server[1]
-        if host in ("0.0.0.0", "::"):
+        if host in ("0.0.0.0", "::"):  # noqa: S104 - mapping a wildcard bind to a reachable address
             host = "127.0.0.1"
         host = f"[{host}]" if ":" in host else host
         # The socket this request came in on: TLS exactly when the api-server terminates TLS.

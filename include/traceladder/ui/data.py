@@ -15,6 +15,7 @@ S3 failures become ``ArtifactStoreError`` / ``ArtifactNotFoundError`` with one-l
 
 from __future__ import annotations
 
+import builtins  # LadderStore.list shadows the builtin inside the class
 import json
 import threading
 import time
@@ -30,11 +31,9 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
+from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
+from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
 
-INDEX_OBJECT = "index.json"
-LATEST_OBJECT = "latest.json"
-SUMMARY_FOLDER = "summary"
-CHARTS_FOLDER = "charts"
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
 CLIENT_TTL_S = 60.0
 
@@ -189,10 +188,6 @@ class _ClientCache:
             self._clients[conn_id] = (now, client)
         return client
 
-    def clear(self) -> None:
-        with self._lock:
-            self._clients.clear()
-
 
 def _make_client(conn_id: str) -> Any:
     from botocore.config import Config
@@ -266,7 +261,7 @@ class LadderStore:
             self.client.head_bucket(Bucket=self.bucket)
         except ArtifactStoreError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             err = self._error("head_bucket", None, exc)
             raise ArtifactStoreError(str(err), None, err.code) from None
 
@@ -276,7 +271,7 @@ class LadderStore:
             return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except ArtifactStoreError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             raise self._error("get", key, exc) from None
 
     def get_json(self, rel: str) -> Any:
@@ -299,7 +294,7 @@ class LadderStore:
                         return sorted(keys), True
         except ArtifactStoreError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             raise self._error("list", folder, exc) from None
         return sorted(keys), False
 
@@ -308,7 +303,7 @@ class LadderStore:
         key = self.full_key(rel)
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=key)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
             raise self._error("get", key, exc) from None
         body = resp["Body"]
 
@@ -321,10 +316,9 @@ class LadderStore:
         return chunks(), resp.get("ContentLength")
 
     # ---- the published runs
-    def _run_entries(self) -> list[Any]:
+    def _run_entries(self) -> builtins.list[Any]:
         """The published runs' index entries: one object per run under ``runs/``
         (summary/run_index.py), plus those of an older ``index.json``."""
-        from traceladder.summary.run_index import RUNS_FOLDER
 
         entries: list[Any] = []
         try:
@@ -344,7 +338,7 @@ class LadderStore:
                     continue
         return entries
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> builtins.list[dict[str, Any]]:
         """The published runs, newest first (by logical date, then publish time)."""
         by_id: dict[str, dict[str, Any]] = {}
         for run in self._run_entries():
@@ -365,14 +359,24 @@ class LadderStore:
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
     def summary(self, run_id: str) -> dict[str, Any]:
-        data = self.get_json(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/summary.json")
+        """The run's summary.json, checked against the manifest beside it (as the pipeline reads it)."""
+        from traceladder.storage.artifacts import ArtifactIntegrityError, S3ArtifactStore
+
+        key = self.full_key(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
+        store = S3ArtifactStore(self.client, self.bucket, self.entry.prefix or "", self.entry.name or "")
+        try:
+            data = json.loads(store.get_verified(key))
+        except ArtifactIntegrityError as exc:
+            raise ArtifactStoreError(scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key) from None
+        except ValueError as exc:
+            raise ArtifactStoreError(f"s3://{self.bucket}/{key} is not valid JSON: {exc}", key) from None
         if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
             raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
         return data
 
-    def summary_files(self, run_id: str) -> list[str]:
+    def summary_files(self, run_id: str) -> builtins.list[str]:
         keys, _ = self.list(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}")
         return keys
 
-    def run_files(self, run_id: str) -> tuple[list[str], bool]:
+    def run_files(self, run_id: str) -> tuple[builtins.list[str], bool]:
         return self.list(clean_run_id(run_id))

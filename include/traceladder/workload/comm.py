@@ -75,35 +75,35 @@ class Comm:
 
 class _AllGather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, comm: Comm) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, comm: Comm) -> torch.Tensor:
         ctx.comm = comm
         return comm.all_gather(x)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return ctx.comm.reduce_scatter(grad.contiguous()), None
 
 
 class _ReduceScatter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, comm: Comm) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, comm: Comm) -> torch.Tensor:
         ctx.comm = comm
         return comm.reduce_scatter(x)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return ctx.comm.all_gather(grad.contiguous()), None
 
 
 class _AllToAll(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, comm: Comm, out_splits: list[int],  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, comm: Comm, out_splits: list[int],
                 in_splits: list[int]) -> torch.Tensor:
         ctx.comm, ctx.out_splits, ctx.in_splits = comm, out_splits, in_splits
         return comm.all_to_all(x, out_splits, in_splits)[0]
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         back = ctx.comm.all_to_all(grad.contiguous(), ctx.in_splits, ctx.out_splits)[0]
         return back, None, None, None
 

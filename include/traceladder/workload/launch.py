@@ -50,7 +50,7 @@ def run_local(settings: Settings) -> int:
         from .train import run_rank
 
         run_rank(0, settings, 0)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a rank must never die silently
         print("[proxy] rank 0 failed:", file=sys.stderr)
         traceback.print_exc()
         return 1

@@ -17,7 +17,7 @@ import torch
 from torch.autograd.profiler import record_function
 
 from .comm import Comm
-from .moe import Experts, bucket_slots, unpermute
+from .experts import Experts, bucket_slots, unpermute
 
 
 @dataclass
@@ -96,7 +96,7 @@ class _MegaMoE(torch.autograd.Function):
     # needs no dtype juggling (Primus's MegaMoE is bf16-only; the proxy's is precision-agnostic).
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
-    def forward(ctx: Any, rows: torch.Tensor, local_ids: torch.Tensor, w1: torch.Tensor,  # type: ignore[override]
+    def forward(ctx: Any, rows: torch.Tensor, local_ids: torch.Tensor, w1: torch.Tensor,
                 w2: torch.Tensor, plan: _Plan) -> torch.Tensor:
         saved: list[torch.Tensor | None] = []
         caps: list[int] = []
@@ -121,7 +121,7 @@ class _MegaMoE(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         w1, w2, *saved = ctx.saved_tensors
         plan: _Plan = ctx.plan
         gw1, gw2 = torch.zeros_like(w1), torch.zeros_like(w2)

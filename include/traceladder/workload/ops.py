@@ -20,7 +20,7 @@ class _FusedRMSNorm(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(eps))
         xhat = x * inv
         ctx.save_for_backward(xhat, inv, weight)
@@ -28,7 +28,7 @@ class _FusedRMSNorm(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         xhat, inv, weight = ctx.saved_tensors
         grad_w = (grad * xhat).reshape(-1, xhat.shape[-1]).sum(0)
         g = grad * weight

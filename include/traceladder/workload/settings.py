@@ -23,7 +23,7 @@ FUSION_GATES = {
     "router": "PRIMUS_V4_ROUTER_TRITON",
 }
 # The experiment YAML reads these through `${VAR:default}` placeholders; the proxy plays that
-# YAML, so they set defaults and the command line still wins (FACTS: Primus under madengine).
+# YAML, so they set defaults and the command line still wins (docs/facts.md, "Primus under madengine: the seed ladder").
 _YAML_ENV_DEFAULTS = {
     "use_turbo_deepep": "PRIMUS_USE_TURBO_DEEPEP",
     "use_v4_attention_backend": "PRIMUS_USE_V4_ATTENTION_BACKEND",
@@ -352,7 +352,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Settings
 
 
 def cpu_has_bf16() -> bool:
-    """bf16 is a trap on AVX2-only CPUs (FACTS: 100x slower matmuls); allow it only with hw support."""
+    """bf16 is a trap on AVX2-only CPUs (docs/facts.md, "The CPU proxy"); allow it only with hw support."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             flags = fh.read()

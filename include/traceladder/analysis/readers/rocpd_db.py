@@ -9,7 +9,7 @@ them, when databases were merged) where a view is missing:
 * ``rocpd_kernel_dispatch`` (``agent_id``, ``kernel_id``, ``queue_id``, ``stream_id``, ``start``,
   ``end`` in ns) -> ``kernel`` rows, named through ``rocpd_info_kernel_symbol.display_name``
   (rocprofiler-sdk's ``formatted_kernel_name``; ``kernel_name`` where empty), mapped to TraceLens's
-  names as the CSV reader maps the same field (``heavy.tracelens_kernel_names``);
+  names as the CSV reader maps the same field (``rocm_common.tracelens_kernel_names``);
 * ``rocpd_memory_copy`` (``start``, ``end``, ``name_id`` -> ``rocpd_string``, the copy direction
   such as ``MEMORY_COPY_HOST_TO_DEVICE``, ``dst_agent_id``, ``stream_id``) -> ``gpu_memcpy`` rows;
 * ``rocpd_info_process`` ``init`` / ``fini`` -> the rocprof report's total time (as the JSON's
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..events import EventTable, TraceError
-from .heavy import build_table, tracelens_kernel_names
+from .rocm_common import build_table, tracelens_kernel_names
 
 __all__ = ["is_rocpd", "sqlite_names", "read_rocpd"]
 

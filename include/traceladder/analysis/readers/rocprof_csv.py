@@ -3,7 +3,7 @@
 * ``kernel_trace.csv`` or ``<pid>_kernel_trace.csv`` is a complete input: one ``kernel``
   row per line (``Kernel_Name``, ``Start_Timestamp``, ``End_Timestamp`` in ns; ``Stream_Id``,
   ``Agent_Id``, ``Correlation_Id`` when present).  Kernel names are mapped to
-  TraceLens's truncated names (:func:`.heavy.tracelens_kernel_names`).
+  TraceLens's truncated names (:func:`.rocm_common.tracelens_kernel_names`).
 * The matching ``memory_copy_trace.csv`` / ``<pid>_memory_copy_trace.csv`` beside it (same
   prefix, plain or ``.gz``) is read too: one ``gpu_memcpy`` row per copy.
 * A folder: every ``*kernel_trace.csv[.gz]`` in it (or one level down, rocprofv3's
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..events import EventTable, TraceError
-from .heavy import build_table, tracelens_kernel_names
+from .rocm_common import build_table, tracelens_kernel_names
 
 __all__ = ["read_rocprof_csv", "read_rocprof_csv_dir"]
 

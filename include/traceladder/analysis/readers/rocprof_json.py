@@ -26,7 +26,7 @@ import msgspec
 import numpy as np
 
 from ..events import EventTable, TraceError
-from .heavy import build_table
+from .rocm_common import build_table
 
 __all__ = ["read_rocprof_json"]
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..events import EventTable, TraceError
-from .heavy import build_table, tracelens_kernel_names
+from .rocm_common import build_table, tracelens_kernel_names
 
 __all__ = ["read_rpd", "is_lite"]
 

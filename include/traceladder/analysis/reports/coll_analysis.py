@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..common.values import tupled
 from ..events import MISSING, EventTable
 from ..table import Table, is_missing
 
@@ -68,10 +69,6 @@ SUMMARY_COLUMNS = _GROUP + [
 ]
 
 
-def _tupled(v: Any) -> Any:
-    return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
-
-
 def collective_events(t: EventTable, rank: int = 0):
     """:func:`collective_records` as a pandas DataFrame (columns :data:`EVENT_COLUMNS`)."""
     import pandas as pd
@@ -117,7 +114,7 @@ def collective_records(t: EventTable, rank: int = 0) -> list[dict[str, Any]]:
     for i, a, nm, ts, dur in zip(idx.tolist(), args, names, t.ts[idx].tolist(), t.dur[idx].tolist()):
         rec: dict[str, Any] = {"rank": rank, "ts": ts, "dur": dur}
         for f in METADATA_FIELDS:
-            rec[f] = _tupled(a.get(f))
+            rec[f] = tupled(a.get(f))
         if rec["Collective name"] is None:
             for rx, coll in _INFER:
                 if rx.search(nm):

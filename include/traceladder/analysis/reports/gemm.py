@@ -39,7 +39,7 @@ import numpy as np
 
 from ..events import GPU_CATS, EventTable
 from ..table import Table
-from .gpu_timeline import grouped_busy
+from ..common.intervals import grouped_busy
 
 __all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]
 
@@ -206,7 +206,7 @@ def _compute_per_event(t: EventTable, cpu_time: bool = False) -> list[dict]:
         name, a = names[j], args[j]
         try:
             p = _params(name, a)
-        except Exception:  # TraceLens drops ops whose perf model fails
+        except Exception:  # noqa: BLE001, S112 - TraceLens drops ops whose perf model fails
             continue
         kl = k_sorted[bounds[j]:bounds[j + 1]]
         if "B" not in p:
@@ -218,7 +218,7 @@ def _compute_per_event(t: EventTable, cpu_time: bool = False) -> list[dict]:
                 break
         try:
             flops, nbytes = _flops_bytes(name, p)
-        except Exception:
+        except Exception:  # noqa: BLE001, S112 - likewise
             continue
         gflops = flops / 1e9
         bt = float(busy[j])

@@ -24,7 +24,8 @@ import numpy as np
 from ..events import EventTable
 from ..table import Table, pandas_desc_order
 from .gpu_timeline import Timeline
-from .ops_summary import Launchers, categorize_op
+from ..common.op_categories import categorize_op
+from .ops_summary import Launchers
 
 __all__ = ["COLUMNS", "kernel_summary_table", "write_csv"]
 

@@ -30,10 +30,10 @@ import ast
 import re
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 # The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
+from traceladder.analysis.common.values import tupled
 from traceladder.analysis.reports.coll_analysis import METADATA_FIELDS
 
 __all__ = [
@@ -168,10 +168,6 @@ EMPTY_COLUMNS = {
 }
 
 
-def _tupled(v: Any) -> Any:
-    return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
-
-
 def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and v != v)
 
@@ -185,7 +181,7 @@ def build_long(rows: list[dict]) -> tuple[pd.DataFrame, bool]:
     for r in rows:
         rec = {"ts": r["ts"], "dur": r["dur"], "rank": r["rank"]}
         for f in METADATA_FIELDS:
-            rec[f] = _tupled(r.get(f))
+            rec[f] = tupled(r.get(f))
         nb = DTYPE_BYTES.get(rec["dtype"]) if isinstance(rec["dtype"], str) else None
         if nb is not None and rec["In msg nelems"] is not None:
             rec["In msg size (MB)"] = rec["In msg nelems"] * nb / 1024**2
@@ -517,11 +513,3 @@ def add_node_columns(df: pd.DataFrame, gpus_per_node: int) -> pd.DataFrame:
         df["node_span"] = df["Process Group Ranks"].map(spans)
     return df
 
-
-def finite(x: Any) -> float | None:
-    """A JSON-safe float (None for NaN/inf/missing)."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if np.isfinite(v) else None

@@ -106,7 +106,6 @@ def group_by_args(t: EventTable, idx: np.ndarray, names: list[str], cats: list[s
     meta = t.metadata.get("by_pid_tid", {})
     pids, tids = t.pid[idx].tolist(), t.tid[idx].tolist()
     bucket: dict[tuple, int] = {}
-    text_of: list[int] = []
     groups: dict[tuple, int] = {}
     values: list[tuple] = []
     members: list[list[int]] = []

@@ -38,7 +38,7 @@ from ..op_args import op_args
 from ..table import Table, concat, sort_desc_then_asc
 from .aggregates import stats
 from .gemm import _ARG_COLS, _subtree_kernels
-from .gpu_timeline import grouped_busy
+from ..common.intervals import grouped_busy
 from .ops_unique_args import _kernel_summary, _trunc
 
 __all__ = ["perf_frames", "write_csvs"]
@@ -144,7 +144,7 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
                 flops, nbytes, cspec = model.metrics(name, p, bwd)
                 g = len(groups)
                 groups.append((name, p, flops / 1e9, nbytes, cspec, a))
-            except Exception:  # TraceLens drops ops whose perf model fails
+            except Exception:  # noqa: BLE001 - TraceLens drops ops whose perf model fails
                 g = -1
             cache[(c, k)] = g
         grp[j] = g

@@ -62,7 +62,10 @@ class RocprofTimeline:
 
     def frame(self) -> pd.DataFrame:
         tot = self.total_us
-        pct = lambda v: (v / tot * 100.0) if tot > 0 else 0
+
+        def pct(v: float) -> float:
+            return (v / tot * 100.0) if tot > 0 else 0
+
         rows = [
             ("total_time", tot / 1000.0, 100.0),
             ("kernel", self.kernel_us / 1000.0, pct(self.kernel_us)),

@@ -37,8 +37,10 @@ from ..table import Table, add_percentages, sort_desc_then_asc
 from . import gemm
 from . import perf_sheets as ps
 from .aggregates import stats
-from .gpu_timeline import grouped_busy, is_comm_name
-from .ops_summary import Launchers, categorize_op
+from ..common.intervals import grouped_busy
+from .gpu_timeline import is_comm_name
+from ..common.op_categories import categorize_op
+from .ops_summary import Launchers
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 
 __all__ = ["unified_frame", "write_csv"]
@@ -165,7 +167,6 @@ def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
 
 
 def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, int]]:
-    t = tr.t
     out: list[int] = []
     sole: dict[int, int] = {}
     stack = list(reversed(tr.roots))

@@ -2,7 +2,7 @@
 `scripts/primus_train/run.sh` launches it under madengine, wrapped by the lens's collector as
 madengine's tools do (the last tool outermost).
 
-What the release image needs (FACTS.md, "The real rocm/primus image and madengine's launch"):
+What the release image needs (docs/facts.md, "The real rocm/primus image and madengine's launch"):
 - the working directory is the Primus checkout (``PRIMUS_PATH``, default ``/workspace/Primus``):
   the training ranks open a relative ``--config`` against it, and ``primus-cli direct`` runs
   ``pip install -r requirements.txt`` from it;
@@ -22,10 +22,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceladder.runner.spec import render_overrides
+from traceladder.rung_spec import render_overrides
 
 if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerSpec too
-    from traceladder.plan import RungSpec
+    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.rung_spec import RunnerSpec
+
+    RungSpec = _PlanSpec | RunnerSpec  # the runner image reads RunnerSpec
 
 DEFAULT_PRIMUS_PATH = "/workspace/Primus"
 # lens -> (the executable its wrapper needs, the one-line fix when the runner image lacks it)

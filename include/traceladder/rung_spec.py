@@ -133,7 +133,7 @@ class RunnerSpec:
             raise AttributeError(name) from None
 
     @property
-    def profile_window(self) -> tuple[int, int] | None:  # type: ignore[override]
+    def profile_window(self) -> tuple[int, int] | None:
         window = self.data.get("profile_window")
         return (int(window[0]), int(window[1])) if window else None
 

@@ -1,0 +1,34 @@
+"""A ladder by name, and the artifact store behind its cluster's Airflow connection: what the
+task bodies and the operators both need (its own module, so operators need not import the tasks)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from traceladder.config.models import StorageSettings
+from traceladder.storage.artifacts import ArtifactSink
+
+if TYPE_CHECKING:
+    from traceladder.config.loader import LoadedLadder
+
+
+def store_for(ladder_name: str, storage: StorageSettings) -> ArtifactSink:
+    """The S3 store behind an Airflow `aws` connection (its extra may hold `endpoint_url`)."""
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    from traceladder.storage.artifacts import S3ArtifactStore
+
+    client = S3Hook(aws_conn_id=storage.conn_id).get_conn()
+    return S3ArtifactStore(client, storage.effective_bucket, storage.prefix, ladder_name)
+
+
+def open_ladder(ladder: str) -> LoadedLadder:
+    from traceladder.config import find_ladder, load_ladder
+
+    return load_ladder(find_ladder(ladder))
+
+
+def ladder_store(ladder: str) -> tuple[LoadedLadder, ArtifactSink]:
+    loaded = open_ladder(ladder)
+    storage = loaded.cluster.storage
+    return loaded, store_for(loaded.ladder.ladder, storage)
