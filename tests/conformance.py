@@ -17,6 +17,16 @@ import csv
 import math
 from pathlib import Path
 
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+REF = SHARED / "reference" / "tracelens-v1.0.0"
+# The reference PyTorch traces (rocprof/ has its own tests)
+TRACES = sorted(p for d in ("mi300", "mi250", "h100") for p in (REF / d).glob("*.json.gz")) if REF.is_dir() else []
+
+
+def ref_dir(trace: Path) -> Path:
+    """The folder of TraceLens's CSVs beside a reference trace."""
+    return trace.parent / (trace.name[: -len(".json.gz")] + "_perf_report_csvs")
+
 IGNORED_COLUMNS = frozenset({"UID_first", "kernel_details__summarize_kernel_stats", "trunc_kernel_details"})
 REL_TOL = 1e-6
 # differences of large timestamps leave ~1e-9 us noise where the true value is 0

@@ -15,39 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.engine import analyze_trace
-
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-REF = SHARED / "reference" / "tracelens-v1.0.0"
 
 _spec = importlib.util.spec_from_file_location("conformance", Path(__file__).resolve().parents[1] / "conformance.py")
 conformance = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(conformance)
+SHARED, REF, TRACES, _ref_dir = conformance.SHARED, conformance.REF, conformance.TRACES, conformance.ref_dir
 
 SHEETS = [
     "SDPA_fwd.csv", "SDPA_bwd.csv", "CONV_fwd.csv", "CONV_bwd.csv", "BinaryElementwise.csv",
     "UnaryElementwise.csv", "Normalization.csv", "Reduce_fwd.csv", "Reduce_bwd.csv", "ops_unique_args.csv",
     "unified_perf_summary.csv",
 ]
-TRACES = sorted(p for d in ("mi300", "mi250", "h100") for p in (REF / d).glob("*.json.gz")) if REF.is_dir() else []
-
-
-def _ref_dir(trace: Path) -> Path:
-    return trace.parent / (trace.name[: -len(".json.gz")] + "_perf_report_csvs")
-
-
-@pytest.fixture(scope="module")
-def produced(tmp_path_factory):
-    cache: dict[Path, Path] = {}
-
-    def get(trace: Path) -> Path:
-        if trace not in cache:
-            out = tmp_path_factory.mktemp(trace.name.replace(".", "_"))
-            analyze_trace(trace, out)
-            cache[trace] = out
-        return cache[trace]
-
-    return get
 
 
 def test_reference_sheets_present():
