@@ -166,8 +166,9 @@ def docker_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home, s
     monkeypatch.setenv("TRACELADDER_CLUSTERS_FILE", str(tmp_path / "clusters.yaml"))
     monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(tmp_path / "ladders"))
     monkeypatch.setenv("TRACELADDER_CONTAINER_NOFILE", str(NOFILE))
-    specs = {s.lens: json.loads(s.to_json()) for s in build_plan(load_ladder(find_ladder("docker-retry")))}
-    return {**specs["none"], "_rtl": specs["rocm_trace_lite"]}
+    specs = {(s.purpose, s.lens): json.loads(s.to_json()) for s in build_plan(load_ladder(find_ladder("docker-retry")))}
+    # the measure block's unprofiled run, and the lens block's rocm_trace_lite run
+    return {**specs[("measure", "none")], "_rtl": specs[("lens", "rocm_trace_lite")]}
 
 
 def _plain(spec: dict) -> dict:
@@ -263,11 +264,11 @@ def test_rocm_trace_lite_lens_with_and_without_the_wheel(docker_engine, docker_s
     result = _rung_operator(rtl_spec, docker_engine.unix_url, run_id="rtl-wheel").execute(context)
     assert result["status"] == "ok" and result["traces"][0].endswith("/traces/trace.db.gz"), result
     no_wheel = {**rtl_spec, "image": standin_images.runner_no_rtl}
-    with pytest.raises(AirflowException, match=r"^rung baseline\.rocm_trace_lite\.r0 failed: lens rocm_trace_lite: rtl is not in the runner "
+    with pytest.raises(AirflowException, match=r"^rung baseline\.rocm_trace_lite\.l0 failed: lens rocm_trace_lite: rtl is not in the runner "
                                                 r"image: put the rocm_trace_lite wheel \(GitHub release\) in docker/wheels/ or pass "
                                                 r"--build-arg RTL_WHEEL=<wheel URL>, and rebuild the runner image$"):
         _rung_operator(no_wheel, docker_engine.unix_url, run_id="rtl-none").execute(context)
-    stored = s3_server.client().get_object(Bucket=s3_server.bucket, Key="traceladder/docker-retry/rtl-none/baseline.rocm_trace_lite.r0/log.txt.gz")
+    stored = s3_server.client().get_object(Bucket=s3_server.bucket, Key="traceladder/docker-retry/rtl-none/baseline.rocm_trace_lite.l0/log.txt.gz")
     import gzip
 
     log = gzip.decompress(stored["Body"].read()).decode()
