@@ -116,7 +116,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     })
     dag_run = dag_test("traceladder-docker-e2e")
     states = task_states(dag_run)
-    rung_states = {k: v for k, v in states.items() if k[0].startswith("block_")}
+    rung_states = {k: v for k, v in states.items() if k[0].startswith("block_") and not k[0].endswith(".done")}
     # the measure block (2 rungs), then the lens block (fusions unprofiled + 3 lenses)
     assert sorted(rung_states) == [(f"block_{b:02d}.rungs_{UNIX_HOST}_{j:02d}", -1) for b, n in ((0, 2), (1, 4)) for j in range(n)], states
     assert set(rung_states.values()) == {"success"}, states

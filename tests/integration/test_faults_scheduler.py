@@ -86,8 +86,9 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
         assert state == "success", [(t["task_id"], t["map_index"], t["state"], t["try_number"]) for t in tis]
 
         rungs = {ti["task_id"]: ti for ti in tis if is_rung(ti)}
-        # two measure runs (block 0) and the lens block (fusions unprofiled and under torch_rank0)
-        assert len(rungs) == 4 and all(ti["state"] == "success" for ti in rungs.values()), rungs
+        # two measure runs (block 0), the lens block (fusions unprofiled and under torch_rank0) and
+        # the every-rung profile block that proxy-local turns on (baseline and fusions profiled)
+        assert len(rungs) == 6 and all(ti["state"] == "success" for ti in rungs.values()), rungs
         for rid in done_ids:
             assert rungs[rid]["try_number"] == 1, f"{rid} finished before the restart but ran again"
         for rid in in_flight:  # reset by the new scheduler and run again: retried, not adopted
