@@ -98,6 +98,18 @@ def test_pytorch_event_records(bert: dict[str, Any], tmp: Path, data: st.DataObj
     _contract(path, tmp / "out-events")
 
 
+
+def test_args_that_are_no_object_link_nothing(bert: dict[str, Any], tmp: Path) -> None:
+    """Found by the fuzzer in CI: a runtime event whose args is null, beside a kernel whose args is a
+    string, made the link decode raise (an internal error); now such events just link nothing."""
+    events = copy.deepcopy(bert["traceEvents"])
+    next(e for e in events if isinstance(e, dict) and e.get("cat") == "cuda_runtime")["args"] = None
+    next(e for e in events if isinstance(e, dict) and e.get("cat") == "kernel")["args"] = "x"
+    path = tmp / "null-args.json"
+    path.write_text(json.dumps({**bert, "traceEvents": events}))
+    result = analyze_trace(path, tmp / "out-null-args")
+    assert result["timeline"]["total_time"] > 0
+
 CSV_HEADER = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
               "Correlation_Id", "Start_Timestamp", "End_Timestamp"]
 CELL = st.one_of(st.integers(-5, 10**20).map(str), st.text(max_size=6), st.sampled_from(["", "nan", "1.5", "-1", "1e30", '"', "a,b", "0x10"]))

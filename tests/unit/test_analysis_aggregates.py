@@ -50,7 +50,7 @@ def _busy_reference(groups, starts, ends, ngroups):
 
 
 def test_grouped_busy_matches_a_plain_union_bit_for_bit():
-    from traceladder.analysis.reports.gpu_timeline import grouped_busy
+    from traceladder.analysis.common.intervals import grouped_busy
 
     rng = np.random.default_rng(11)
     for trial in range(30):

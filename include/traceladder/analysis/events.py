@@ -181,7 +181,12 @@ class EventTable:
         if not raws:
             return []
         buf = b"[" + b",".join(r if (r is not None and len(r)) else b"{}" for r in raws) + b"]"
-        return msgspec.json.decode(buf, type=list[type])
+        try:
+            return msgspec.json.decode(buf, type=list[type])
+        except msgspec.ValidationError:
+            # an args value that is no object of that shape (null, a string, a field of another
+            # type) in a broken trace: that event counts as having none of those args
+            return [_decode_or_empty(r, type) for r in raws]
 
     def thread_names(self) -> dict[tuple[Any, Any], str]:
         return self.metadata.get("thread_names", {})
@@ -338,3 +343,10 @@ class CallTree:
         while p >= 0:
             yield p
             p = int(self.host_parent[p])
+
+
+def _decode_or_empty(raw: bytes | None, type: Any) -> Any:
+    try:
+        return msgspec.json.decode(raw if raw else b"{}", type=type)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return msgspec.json.decode(b"{}", type=type)

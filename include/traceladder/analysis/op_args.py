@@ -104,7 +104,7 @@ class OpArgs:
             try:
                 vals[lo:lo + len(part)] = np.fromiter(map(_G_SEQ, _SEQ.decode(buf)), dtype=np.int64, count=len(part))
             except (msgspec.ValidationError, OverflowError):  # an explicit null, or a huge number
-                got = [s.seq for s in msgspec.json.decode(buf, type=list[_SeqAny])]
+                got = [s.seq for s in self.t.decode_args(part, type=_SeqAny)]
                 vals[lo:lo + len(part)] = MISSING
                 self.seq.update((i, v) for i, v in zip(part, got) if v is not None)
         has = vals != MISSING

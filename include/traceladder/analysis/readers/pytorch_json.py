@@ -260,7 +260,10 @@ class _Columns:
                     s_raw[has_s] = codes[inv]
                 stream[idx] = s_raw
             else:
-                link = msgspec.json.decode(buf, type=list[_LinkArgs])
+                try:
+                    link = msgspec.json.decode(buf, type=list[_LinkArgs])
+                except msgspec.ValidationError:  # an args that is no object (null, a string): no links
+                    link = [_link_args_or_none(raws[i]) for i in idx.tolist()]
                 corr[idx] = [c if type(c) is int else _to_int(c) for c in map(_G_CORR, link)]
                 ext[idx] = [c if type(c) is int else _to_int(c) for c in map(_G_EXT, link)]
                 stream[idx] = [
@@ -481,3 +484,11 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
         metadata=meta,
         deferred_links=np.concatenate(cols.deferred) if cols.deferred else np.empty(0, np.int64),
     )
+
+
+def _link_args_or_none(raw: bytes) -> _LinkArgs:
+    """One event's link args; an args value of another shape links nothing."""
+    try:
+        return msgspec.json.decode(raw, type=_LinkArgs)
+    except msgspec.ValidationError:
+        return msgspec.json.decode(b"{}", type=_LinkArgs)
