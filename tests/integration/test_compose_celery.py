@@ -64,8 +64,9 @@ def test_user_defined_network_resolves_service_names(docker_engine, standin_imag
     docker_cli("network", "create", net)
     try:
         docker_cli("run", "-d", "--rm", "--name", server, "--network", net, standin_images.base, "python3", "-m", "http.server", "8000")
+        # patient: on a busy CI machine the server container and the network's DNS can take seconds
         probe = ("import time, urllib.request\n"
-                 "for _ in range(50):\n"
+                 "for _ in range(150):\n"
                  "    try:\n"
                  f"        print(urllib.request.urlopen('http://{server}:8000/', timeout=2).status); break\n"
                  "    except OSError: time.sleep(0.2)\n")
