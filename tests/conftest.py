@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -78,3 +79,22 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory):
 def s3_client(s3_server):
     """A boto3 S3 client with the session server's credentials (path-style, few retries)."""
     return s3_server.client()
+
+
+# Each reference trace analysed once per session, for every conformance test that reads it. It lives
+# here, not in tests/unit/conftest.py: a third module named `conftest` would shadow
+# tests/integration/conftest.py for the tests that import helpers from it.
+@pytest.fixture(scope="session")
+def produced(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    from traceladder.analysis.engine import analyze_trace
+
+    cache: dict[Path, Path] = {}
+
+    def get(trace: Path) -> Path:
+        if trace not in cache:
+            out = tmp_path_factory.mktemp(trace.name.replace(".", "_"))
+            analyze_trace(trace, out)
+            cache[trace] = out
+        return cache[trace]
+
+    return get
