@@ -40,6 +40,7 @@ import numpy as np
 from ..events import GPU_CATS, EventTable
 from ..table import Table
 from ..common.intervals import grouped_busy
+from ..perf_model.common import bpe, precision
 
 __all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]
 
@@ -56,27 +57,12 @@ GEMM_OPS: dict[str, tuple[str, int, bool | None]] = {
 }
 AGG = ["mean", "median", "std", "min", "max"]
 
-_BPE = {}
-for _n, _names in {
-    8: ["double", "long int"],
-    4: ["float", "scalar", "int"],
-    2: ["c10::half", "c10::bfloat16"],
-    1: ["c10::float8_e4m3fnuz", "c10::float8_e4m3fn", "c10::float8_e5m2", "c10::float8_e8m0fnu",
-        "unsigned char", "signed char", "fp8", "c10::float4_e2m1fn_x2", "fp4"],
-}.items():
-    for _d in _names:
-        _BPE[_d] = _n
-_PRECISION = {
-    "float": "fp32", "double": "fp64", "c10::half": "fp16", "c10::bfloat16": "bf16",
-    "c10::float8_e4m3fnuz": "fp8", "unsigned char": "fp8", "fp8": "fp8", "fp4": "fp4", "mxfp4": "fp4",
-    "c10::float4_e2m1fn_x2": "fp4", "c10::float8_e4m3fn": "fp8",
-}
 _ROCM_GEMM = re.compile(r"^.*C[a-z]{3}_A[a-z]{3}_B[a-z]{3}.*$")
 _ARG_COLS = ["Input Dims", "Input type", "Input Strides", "Concrete Inputs"]
 
 
 def _bpe(dtype: Any) -> int | None:
-    return _BPE.get(dtype.lower()) if isinstance(dtype, str) else None
+    return bpe(dtype) if isinstance(dtype, str) else None
 
 
 def _transpose(kernel_name: str):
@@ -134,7 +120,7 @@ def _flops_bytes(name: str, p: dict) -> tuple[float, float | None]:
 def _compute_spec(p: dict) -> str:
     dt = p.get("dtype_A_B") or (None,)
     d = dt[0] if dt else None
-    prec = _PRECISION.get(d.lower()) if isinstance(d, str) and d else None
+    prec = precision(d) if isinstance(d, str) and d else None
     return f"matrix_{prec}" if prec else ""
 
 
