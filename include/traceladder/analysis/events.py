@@ -56,7 +56,8 @@ class _Links(msgspec.Struct, gc=False):
     external_id: Any = msgspec.field(name="External id", default=None)
 
 
-def _as_int(v: Any) -> int:
+def as_int(v: Any) -> int:
+    """An id arg as the int the columns hold: MISSING for null, bool, NaN or non-numeric text."""
     if isinstance(v, bool) or v is None:
         return MISSING
     if isinstance(v, int):
@@ -198,8 +199,8 @@ class EventTable:
             return
         self.deferred_links = np.empty(0, np.int64)
         vals = self.decode_args(idx.tolist(), type=_Links)
-        self.corr[idx] = [_as_int(v.correlation) for v in vals]
-        self.ext[idx] = [_as_int(v.external_id) for v in vals]
+        self.corr[idx] = [as_int(v.correlation) for v in vals]
+        self.ext[idx] = [as_int(v.external_id) for v in vals]
 
     def call_tree(self) -> "CallTree":
         if self._tree is None:

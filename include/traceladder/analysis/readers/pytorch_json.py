@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ..events import MISSING, EventTable, TraceError, _Interner
+from ..events import MISSING, EventTable, TraceError, _Interner, as_int
 
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
 
@@ -152,21 +152,6 @@ def _floats(it, n: int) -> np.ndarray:
         return np.array([v if isinstance(v, (int, float)) else math.nan for v in vals], dtype=np.float64)
 
 
-def _to_int(v: Any) -> int:
-    if v is None or isinstance(v, bool):
-        return MISSING
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return int(v) if v == v else MISSING
-    if isinstance(v, str):
-        try:
-            return int(v, 0)
-        except ValueError:
-            return MISSING
-    return MISSING
-
-
 class _Columns:
     """Accumulates the columns of successive chunks of decoded events."""
 
@@ -218,7 +203,7 @@ class _Columns:
         try:
             flow = np.fromiter(map(_G_ID, evs), dtype=np.int64, count=n)
         except (TypeError, ValueError, OverflowError):
-            flow = np.fromiter((v if type(v) is int else _to_int(v) for v in map(_G_ID, evs)), dtype=np.int64, count=n)
+            flow = np.fromiter((v if type(v) is int else as_int(v) for v in map(_G_ID, evs)), dtype=np.int64, count=n)
         P["flow_id"].append(flow)
         raws = list(map(_G_ARGS, evs))
         has_args = np.fromiter(map(len, raws), dtype=np.int64, count=n) > 0
@@ -264,8 +249,8 @@ class _Columns:
                     link = msgspec.json.decode(buf, type=list[_LinkArgs])
                 except msgspec.ValidationError:  # an args that is no object (null, a string): no links
                     link = [_link_args_or_none(raws[i]) for i in idx.tolist()]
-                corr[idx] = [c if type(c) is int else _to_int(c) for c in map(_G_CORR, link)]
-                ext[idx] = [c if type(c) is int else _to_int(c) for c in map(_G_EXT, link)]
+                corr[idx] = [c if type(c) is int else as_int(c) for c in map(_G_CORR, link)]
+                ext[idx] = [c if type(c) is int else as_int(c) for c in map(_G_EXT, link)]
                 stream[idx] = [
                     -1 if s is None else self.stream_i.code(s if not isinstance(s, list) else str(s))
                     for s in map(_G_STREAM, link)
