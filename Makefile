@@ -29,6 +29,7 @@ test: setup
 # ruff (rules in pyproject.toml), mypy on include/traceladder (exceptions stated in pyproject.toml),
 # import-linter (layers, a stdlib base, the standalone workload, no cycles: .importlinter).
 lint: setup
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	PYTHONPATH=include $(BIN)/lint-imports

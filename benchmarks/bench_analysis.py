@@ -150,7 +150,7 @@ def rank_trace(ctx: Context, rank: int) -> Path:
     at = data.find(b'"rank":0,', tail)
     if at < 0 or rank > 9:
         raise SystemExit(f"bench: no distributedInfo rank to set in {first}")
-    data[at + 7:at + 8] = str(rank).encode()
+    data[at + 7 : at + 8] = str(rank).encode()
     tmp = p.with_suffix(".part")
     tmp.write_bytes(data)
     tmp.replace(p)
@@ -179,13 +179,30 @@ def bench_analyze(ctx: Context) -> list[Row]:
     ratio = a / o
     peak = max(rss)
     ratios = sorted(x / y for x, y in zip(ana, orj))
-    detail = (f"{size_mb:.0f} MB trace; orjson.loads {o:.2f} s, `traceladder analyze` {a:.2f} s whole process "
-              f"(medians of {ctx.repeats}; runs {_spread(orj)} / {_spread(ana)} s; pairwise ratios {_spread(ratios)}; "
-              f"CPU-time ratios {_spread(sorted(cpu_ratios))}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    detail = (
+        f"{size_mb:.0f} MB trace; orjson.loads {o:.2f} s, `traceladder analyze` {a:.2f} s whole process "
+        f"(medians of {ctx.repeats}; runs {_spread(orj)} / {_spread(ana)} s; pairwise ratios {_spread(ratios)}; "
+        f"CPU-time ratios {_spread(sorted(cpu_ratios))}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     return [
-        Row("analyze", "traceladder analyze (whole process) / orjson.loads", ratio, "x",
-            f"<= {ANALYZE_OVER_ORJSON_MAX}", ratio <= ANALYZE_OVER_ORJSON_MAX, detail),
-        Row("analyze", "peak RSS", peak, "MB", f"<= {PEAK_RSS_MB_MAX:.0f}", peak <= PEAK_RSS_MB_MAX, "the CLI process (VmHWM via wait4)"),
+        Row(
+            "analyze",
+            "traceladder analyze (whole process) / orjson.loads",
+            ratio,
+            "x",
+            f"<= {ANALYZE_OVER_ORJSON_MAX}",
+            ratio <= ANALYZE_OVER_ORJSON_MAX,
+            detail,
+        ),
+        Row(
+            "analyze",
+            "peak RSS",
+            peak,
+            "MB",
+            f"<= {PEAK_RSS_MB_MAX:.0f}",
+            peak <= PEAK_RSS_MB_MAX,
+            "the CLI process (VmHWM via wait4)",
+        ),
     ]
 
 
@@ -207,22 +224,52 @@ def bench_analyze_paths(ctx: Context) -> list[Row]:
     # (parallel overhead), and the CPUs it got (CPU / wall) against the warm run's
     cpu_w, cpu_wr = sum(warm["per_cpu"]), sum(warm["per_rank_cpu"])
     share_w = cpu_w / sum(warm["per"])
-    why = (f"CPU {m['cpu']:.1f} s vs single-trace CPU {cpu_w:.1f} s ({m['cpu'] / cpu_w:.2f}x); CPUs held "
-           f"{m['cpu'] / m['secs']:.2f} vs {share_w:.2f} in the warm run (ideal {jobs * share_w:.2f}); "
-           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    why_r = (f"CPU {r['cpu']:.1f} s vs single-rank CPU {cpu_wr:.1f} s ({r['cpu'] / cpu_wr:.2f}x); CPUs held "
-             f"{r['cpu'] / r['secs']:.2f} vs {cpu_wr / sum(warm['per_rank']):.2f} in the warm run")
+    why = (
+        f"CPU {m['cpu']:.1f} s vs single-trace CPU {cpu_w:.1f} s ({m['cpu'] / cpu_w:.2f}x); CPUs held "
+        f"{m['cpu'] / m['secs']:.2f} vs {share_w:.2f} in the warm run (ideal {jobs * share_w:.2f}); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    why_r = (
+        f"CPU {r['cpu']:.1f} s vs single-rank CPU {cpu_wr:.1f} s ({r['cpu'] / cpu_wr:.2f}x); CPUs held "
+        f"{r['cpu'] / r['secs']:.2f} vs {cpu_wr / sum(warm['per_rank']):.2f} in the warm run"
+    )
     return [
-        Row("analyze_paths", f"analyze --jobs {jobs} over {n} traces / ideal", ratio, "x", f"<= {JOBS2_OVER_IDEAL_MAX}",
+        Row(
+            "analyze_paths",
+            f"analyze --jobs {jobs} over {n} traces / ideal",
+            ratio,
+            "x",
+            f"<= {JOBS2_OVER_IDEAL_MAX}",
             ratio <= JOBS2_OVER_IDEAL_MAX,
-            f"{m['secs']:.2f} s whole process vs ideal {ideal:.2f} s (warm single-trace times {_spread(warm['per'])} s, sum / {jobs}); {why}"),
-        Row("analyze_paths", f"analyze-ranks --jobs {jobs} over {n} ranks / ideal", ratio_r, "x", f"<= {JOBS2_OVER_IDEAL_MAX}",
+            f"{m['secs']:.2f} s whole process vs ideal {ideal:.2f} s (warm single-trace times {_spread(warm['per'])} s, sum / {jobs}); {why}",
+        ),
+        Row(
+            "analyze_paths",
+            f"analyze-ranks --jobs {jobs} over {n} ranks / ideal",
+            ratio_r,
+            "x",
+            f"<= {JOBS2_OVER_IDEAL_MAX}",
             ratio_r <= JOBS2_OVER_IDEAL_MAX,
-            f"{r['secs']:.2f} s whole process vs ideal {ideal_ranks:.2f} s (warm per-rank reads {_spread(warm['per_rank'])} s, sum / {jobs}); {why_r}"),
-        Row("analyze_paths", "peak RSS per worker (analyze --jobs)", m["children_rss_mb"], "MB", f"<= {PEAK_RSS_MB_MAX:.0f}",
-            m["children_rss_mb"] <= PEAK_RSS_MB_MAX, "largest process of the run: a worker, one trace at a time"),
-        Row("analyze_paths", "peak RSS per worker (analyze-ranks --jobs)", r["children_rss_mb"], "MB", f"<= {PEAK_RSS_MB_MAX:.0f}",
-            r["children_rss_mb"] <= PEAK_RSS_MB_MAX, f"warm single process: {warm['rss_mb']:.0f} MB"),
+            f"{r['secs']:.2f} s whole process vs ideal {ideal_ranks:.2f} s (warm per-rank reads {_spread(warm['per_rank'])} s, sum / {jobs}); {why_r}",
+        ),
+        Row(
+            "analyze_paths",
+            "peak RSS per worker (analyze --jobs)",
+            m["children_rss_mb"],
+            "MB",
+            f"<= {PEAK_RSS_MB_MAX:.0f}",
+            m["children_rss_mb"] <= PEAK_RSS_MB_MAX,
+            "largest process of the run: a worker, one trace at a time",
+        ),
+        Row(
+            "analyze_paths",
+            "peak RSS per worker (analyze-ranks --jobs)",
+            r["children_rss_mb"],
+            "MB",
+            f"<= {PEAK_RSS_MB_MAX:.0f}",
+            r["children_rss_mb"] <= PEAK_RSS_MB_MAX,
+            f"warm single process: {warm['rss_mb']:.0f} MB",
+        ),
     ]
 
 
@@ -261,8 +308,17 @@ def bench_dag_parse(ctx: Context) -> list[Row]:
         except RuntimeError as exc:
             rows.append(Row("dag_parse", dag, float("nan"), "", "", False, str(exc).strip().splitlines()[-1]))
             continue
-        rows.append(Row("dag_parse", f"{dag} / import airflow.sdk", secs / base, "x", "", None,
-                        f"{secs:.2f} s vs {base:.2f} s (median of {reps})"))
+        rows.append(
+            Row(
+                "dag_parse",
+                f"{dag} / import airflow.sdk",
+                secs / base,
+                "x",
+                "",
+                None,
+                f"{secs:.2f} s vs {base:.2f} s (median of {reps})",
+            )
+        )
     return rows
 
 

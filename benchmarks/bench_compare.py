@@ -50,8 +50,15 @@ def bench_compare(ctx: Context) -> list[Row]:
     return [
         Row("compare", "compare from stored reports (resnet vs bert)", t_reports * 1e3, "ms"),
         Row("compare", "re-analysing both traces instead", t_traces * 1e3, "ms"),
-        Row("compare", "reports / re-analysis time", ratio, "x", "< 1", ratio < 1,
-            "the summary's attribution reads stored CSVs, never the traces"),
+        Row(
+            "compare",
+            "reports / re-analysis time",
+            ratio,
+            "x",
+            "< 1",
+            ratio < 1,
+            "the summary's attribution reads stored CSVs, never the traces",
+        ),
     ]
 
 

@@ -41,8 +41,13 @@ def noise_levels() -> dict[str, float]:
     return levels
 
 
-def simulate(rng: np.random.Generator, sigma: float, shift_pct: float = 0.0, shift_week: int | None = None,
-             outlier_week: int | None = None) -> np.ndarray:
+def simulate(
+    rng: np.random.Generator,
+    sigma: float,
+    shift_pct: float = 0.0,
+    shift_week: int | None = None,
+    outlier_week: int | None = None,
+) -> np.ndarray:
     weeks = LAST_WEEK + 1
     z = rng.normal(0.0, sigma, weeks)
     if shift_week is not None:
@@ -59,7 +64,7 @@ def replay(series: np.ndarray, test: str = "t") -> list[tuple[int, int]]:
     calls = []
     previous = detect(series[:FIRST_WEEK], test=test)
     for week in range(FIRST_WEEK, LAST_WEEK + 1):
-        now = detect(series[:week + 1], test=test)
+        now = detect(series[: week + 1], test=test)
         calls += [(week, c.index) for c in new_regressions(now, previous)]
         previous = now
     return calls
@@ -84,17 +89,37 @@ def bench_false_alarms(ctx: Context) -> list[Row]:
             rate = 100 * alarmed / n
             pooled[outlier] += alarmed
             kind = "flat + one +3σ week" if outlier else "flat"
-            rows.append(Row("history", f"false alarms, {kind}, {label}", rate, "%", "<= 5", rate <= 5,
-                            f"{alarmed}/{n} histories raised any regression, weeks {FIRST_WEEK}-{LAST_WEEK}; σ={sigma * 100:.1f}%"))
+            rows.append(
+                Row(
+                    "history",
+                    f"false alarms, {kind}, {label}",
+                    rate,
+                    "%",
+                    "<= 5",
+                    rate <= 5,
+                    f"{alarmed}/{n} histories raised any regression, weeks {FIRST_WEEK}-{LAST_WEEK}; σ={sigma * 100:.1f}%",
+                )
+            )
     # The detector works on log step time and estimates the noise, so it is scale-free: every
     # cell is the same experiment, and the pooled rate is the precise figure.
     cells = len(noise_levels())
     for outlier, alarmed in pooled.items():
         rate = 100 * alarmed / (n * cells)
         kind = "flat + one +3σ week" if outlier else "flat"
-        rows.append(Row("history", f"false alarms, {kind}, all levels pooled", rate, "%", "<= 5", rate <= 5,
-                        f"{alarmed}/{n * cells} histories"))
-    rows.append(Row("history", "false-alarm replay time", time.perf_counter() - t0, "s", "", None, f"{n} histories per cell"))
+        rows.append(
+            Row(
+                "history",
+                f"false alarms, {kind}, all levels pooled",
+                rate,
+                "%",
+                "<= 5",
+                rate <= 5,
+                f"{alarmed}/{n * cells} histories",
+            )
+        )
+    rows.append(
+        Row("history", "false-alarm replay time", time.perf_counter() - t0, "s", "", None, f"{n} histories per cell")
+    )
     return rows
 
 
@@ -111,7 +136,11 @@ def bench_detection(ctx: Context) -> list[Row]:
             seen: list[int | None] = []
             for _ in range(n):
                 start = int(rng.integers(FIRST_WEEK + 2, LAST_WEEK - 2))
-                calls = [w for w, i in replay(simulate(rng, sigma, shift, start)) if w >= start and abs(i - start) <= MATCH_RUNS]
+                calls = [
+                    w
+                    for w, i in replay(simulate(rng, sigma, shift, start))
+                    if w >= start and abs(i - start) <= MATCH_RUNS
+                ]
                 seen.append(min(calls) - start + 1 if calls else None)
             size_sigma = shift / 100 / sigma  # nominal: a 3% shift at 1% noise is 3σ
             if size_sigma >= 3:
@@ -120,16 +149,35 @@ def bench_detection(ctx: Context) -> list[Row]:
             within2 = 100 * sum(s is not None and s <= 2 for s in seen) / n
             ever = [s for s in seen if s is not None]
             target = ">= 90" if size_sigma >= 3 else ""
-            rows.append(Row("history", f"recall within 3 runs, +{shift:.0f}% ({size_sigma:.1f}σ), {label}", within3, "%", target,
-                            within3 >= 90 if target else None,
-                            f"within 2 runs {within2:.0f}%; called at all {100 * len(ever) / n:.0f}%; median runs seen "
-                            f"{np.median(ever) if ever else float('nan'):.0f}"))
+            rows.append(
+                Row(
+                    "history",
+                    f"recall within 3 runs, +{shift:.0f}% ({size_sigma:.1f}σ), {label}",
+                    within3,
+                    "%",
+                    target,
+                    within3 >= 90 if target else None,
+                    f"within 2 runs {within2:.0f}%; called at all {100 * len(ever) / n:.0f}%; median runs seen "
+                    f"{np.median(ever) if ever else float('nan'):.0f}",
+                )
+            )
     if big:
         within3 = 100 * sum(s is not None and s <= 3 for s in big) / len(big)
         within2 = 100 * sum(s is not None and s <= 2 for s in big) / len(big)
-        rows.append(Row("history", "recall within 3 runs, all shifts >= 3σ", within3, "%", ">= 90", within3 >= 90,
-                        f"within 2 runs {within2:.0f}%; {len(big)} histories"))
-    rows.append(Row("history", "detection replay time", time.perf_counter() - t0, "s", "", None, f"{n} histories per cell"))
+        rows.append(
+            Row(
+                "history",
+                "recall within 3 runs, all shifts >= 3σ",
+                within3,
+                "%",
+                ">= 90",
+                within3 >= 90,
+                f"within 2 runs {within2:.0f}%; {len(big)} histories",
+            )
+        )
+    rows.append(
+        Row("history", "detection replay time", time.perf_counter() - t0, "s", "", None, f"{n} histories per cell")
+    )
     return rows
 
 

@@ -51,13 +51,17 @@ def bench_perf_sheets(ctx: Context) -> list[Row]:
     trace = scaled_trace(ctx, 0)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO / "include") + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([ctx.python, "-c", _SCRIPT, str(trace), str(ctx.repeats)], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [ctx.python, "-c", _SCRIPT, str(trace), str(ctx.repeats)], capture_output=True, text=True, env=env
+    )
     if r.returncode != 0:
         raise RuntimeError(f"perf_sheets bench failed:\n{r.stderr[-3000:]}")
     best = json.loads(r.stdout.strip().splitlines()[-1])
     (ow, oc), (nw, nc) = best["orjson"], best["new"]
-    detail = (f"{trace.stat().st_size / 1e6:.0f} MB trace; perf sheets + ops_unique_args + unified_perf_summary "
-              f"{nw:.2f} s wall / {nc:.2f} s CPU, orjson.loads {ow:.2f} s wall / {oc:.2f} s CPU (best of {ctx.repeats})")
+    detail = (
+        f"{trace.stat().st_size / 1e6:.0f} MB trace; perf sheets + ops_unique_args + unified_perf_summary "
+        f"{nw:.2f} s wall / {nc:.2f} s CPU, orjson.loads {ow:.2f} s wall / {oc:.2f} s CPU (best of {ctx.repeats})"
+    )
     return [
         Row("perf_sheets", "new reports / orjson.loads (CPU)", nc / oc, "x", "", None, detail),
         Row("perf_sheets", "new reports / orjson.loads (wall)", nw / ow, "x", "", None, "same run"),

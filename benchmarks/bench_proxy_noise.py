@@ -40,13 +40,20 @@ def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], in
     return argv[1:], env, spec.warmup_iters  # argv[0] is this interpreter
 
 
-def run_proxy(args: list[str], env: dict[str, str], warmup: int, *, pin: bool, python: str = sys.executable) -> list[float]:
+def run_proxy(
+    args: list[str], env: dict[str, str], warmup: int, *, pin: bool, python: str = sys.executable
+) -> list[float]:
     """One proxy run; its measured iteration times in ms (warm-up left out)."""
     from traceladder.runner.primus_log import parse_iterations
 
     with tempfile.TemporaryDirectory(prefix="tl-noise-") as tmp:
-        full_env = {**os.environ, **env, "PRIMUS_WORKSPACE": tmp, "TRACELADDER_PROXY_PIN": "1" if pin else "0",
-                    "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        full_env = {
+            **os.environ,
+            **env,
+            "PRIMUS_WORKSPACE": tmp,
+            "TRACELADDER_PROXY_PIN": "1" if pin else "0",
+            "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
         proc = subprocess.run([python, *args], env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
@@ -83,10 +90,38 @@ def bench_proxy_noise(ctx: Context) -> list[Row]:
     for pin, label in ((False, "unpinned (before)"), (True, "pinned (after)")):
         within, between = figures[pin]
         med = statistics.median(statistics.median(r) for r in runs[pin])
-        rows.append(Row("proxy_noise", f"within-run CV, {label}", 100 * within, "%", "", None, f"{100 * within:.2f}%; median step {med:.1f} ms; {machine}"))
-        rows.append(Row("proxy_noise", f"between-run CV, {label}", 100 * between, "%",
-                        f"<= {100 * SIGMA_TARGET:.0f}% (idle machine)" if pin else "", between <= SIGMA_TARGET if pin else None, f"{100 * between:.2f}%; {machine}"))
-    rows.append(Row("proxy_noise", "between-run CV after / before", figures[True][1] / figures[False][1], "x", "< 1", figures[True][1] < figures[False][1]))
+        rows.append(
+            Row(
+                "proxy_noise",
+                f"within-run CV, {label}",
+                100 * within,
+                "%",
+                "",
+                None,
+                f"{100 * within:.2f}%; median step {med:.1f} ms; {machine}",
+            )
+        )
+        rows.append(
+            Row(
+                "proxy_noise",
+                f"between-run CV, {label}",
+                100 * between,
+                "%",
+                f"<= {100 * SIGMA_TARGET:.0f}% (idle machine)" if pin else "",
+                between <= SIGMA_TARGET if pin else None,
+                f"{100 * between:.2f}%; {machine}",
+            )
+        )
+    rows.append(
+        Row(
+            "proxy_noise",
+            "between-run CV after / before",
+            figures[True][1] / figures[False][1],
+            "x",
+            "< 1",
+            figures[True][1] < figures[False][1],
+        )
+    )
     return rows
 
 
@@ -98,11 +133,22 @@ def bench_extra_work(ctx: Context) -> list[Row]:
         diffs = []
         for _ in range(n):
             plain = statistics.median(run_proxy(base_args, env, warmup, pin=True, python=ctx.python))
-            extra = statistics.median(run_proxy([*base_args, "--extra_work_pct", f"{pct:g}"], env, warmup, pin=True, python=ctx.python))
+            extra = statistics.median(
+                run_proxy([*base_args, "--extra_work_pct", f"{pct:g}"], env, warmup, pin=True, python=ctx.python)
+            )
             diffs.append(100.0 * (extra - plain) / plain)
         half = 2.0 * statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
-        rows.append(Row("extra_work", f"step-time change at extra_work_pct={pct:g}", statistics.mean(diffs), "%", "", None,
-                        f"{statistics.mean(diffs):.2f}% +/- {half:.2f}% (2 s.e.), {n} alternating pairs, {_load()}"))
+        rows.append(
+            Row(
+                "extra_work",
+                f"step-time change at extra_work_pct={pct:g}",
+                statistics.mean(diffs),
+                "%",
+                "",
+                None,
+                f"{statistics.mean(diffs):.2f}% +/- {half:.2f}% (2 s.e.), {n} alternating pairs, {_load()}",
+            )
+        )
     return rows
 
 

@@ -74,7 +74,15 @@ def bench_rocprof(ctx: Context) -> list[Row]:
     detail = f"{trace.stat().st_size / 1e6:.0f} MB rocprofv3 JSON; orjson.loads {o:.2f} s, analyze_trace {a:.2f} s (median of {ctx.repeats})"
     return [
         Row("rocprof", "analyze_trace / orjson.loads", a / o, "x", "", None, detail),
-        Row("rocprof", "peak RSS", max(rss), "MB", "", None, f"fresh process, VmHWM; orjson.loads alone {max(orss):.0f} MB"),
+        Row(
+            "rocprof",
+            "peak RSS",
+            max(rss),
+            "MB",
+            "",
+            None,
+            f"fresh process, VmHWM; orjson.loads alone {max(orss):.0f} MB",
+        ),
     ]
 
 

@@ -52,20 +52,48 @@ def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
     k, n = one_per_ladder(verdicts, seed=2)
     lo, hi = _ci(k, n)
     e, m = every_call(verdicts)
-    source = "plan.py's shuffled blocks" if shape.from_plan else "seeded shuffled blocks (plan.py records no design on this branch)"
+    source = (
+        "plan.py's shuffled blocks"
+        if shape.from_plan
+        else "seeded shuffled blocks (plan.py records no design on this branch)"
+    )
     return [
-        Row("verdicts", "A/A false calls, simulated", 100 * k / n, "%", f"CI upper <= {100 * TARGET_UPPER:.1f}", hi <= TARGET_UPPER,
+        Row(
+            "verdicts",
+            "A/A false calls, simulated",
+            100 * k / n,
+            "%",
+            f"CI upper <= {100 * TARGET_UPPER:.1f}",
+            hi <= TARGET_UPPER,
             f"{k}/{n} ladders (one random rung each), 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; every rung {100 * e / m:.1f}% "
-            f"of {m}; {source}; fitted run sd {100 * model.run_sd:.1f}%"),
+            f"of {m}; {source}; fitted run sd {100 * model.run_sd:.1f}%",
+        ),
     ]
 
 
 def _proxy_runs(count: int, out: str) -> list[dict]:
     runs = []
     for k in range(count):
-        proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "run-rung", "--ladder", "proxy-local", "--rung",
-                               "recompute_off", "--run-id", f"aab{k}", "--out", out], capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "PYTHONPATH": str(REPO / "include")})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "traceladder.cli",
+                "run-rung",
+                "--ladder",
+                "proxy-local",
+                "--rung",
+                "recompute_off",
+                "--run-id",
+                f"aab{k}",
+                "--out",
+                out,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": str(REPO / "include")},
+        )
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return runs
 
@@ -103,9 +131,18 @@ def bench_verdicts_aa_real(ctx: Context) -> list[Row]:
     verdicts = stored + fresh
     k = sum(v in ("faster", "slower") for v in verdicts)
     lo, hi = _ci(k, len(verdicts))
-    return [Row("verdicts", "A/A false calls, real proxy runs", 100 * k / len(verdicts), "%", "", None,
-                f"{k}/{len(verdicts)} disjoint A/A ladders (2 rungs x {AA_BLOCKS} shuffled blocks): {len(stored)} from the "
-                f"stored runs, {len(fresh)} fresh; 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; shared machine")]
+    return [
+        Row(
+            "verdicts",
+            "A/A false calls, real proxy runs",
+            100 * k / len(verdicts),
+            "%",
+            "",
+            None,
+            f"{k}/{len(verdicts)} disjoint A/A ladders (2 rungs x {AA_BLOCKS} shuffled blocks): {len(stored)} from the "
+            f"stored runs, {len(fresh)} fresh; 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; shared machine",
+        )
+    ]
 
 
 def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int, float]:
@@ -113,8 +150,9 @@ def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int,
     from traceladder.summary.simulate import call_rate, log_shift, simulate_verdicts
 
     rung = "recompute_off"
-    verdicts = simulate_verdicts(model, shape, ladders, seed=seed, effects={rung: log_shift(pct)},
-                                 pairs=[p for p in shape.pairs if p[0] == rung])
+    verdicts = simulate_verdicts(
+        model, shape, ladders, seed=seed, effects={rung: log_shift(pct)}, pairs=[p for p in shape.pairs if p[0] == rung]
+    )
     mde = float(np.median([math.log1p(v[rung]["mde_pct"] / 100) for v in verdicts if v[rung]["mde_pct"] is not None]))
     return (*call_rate(verdicts, rung, ("slower",)), mde)
 
@@ -166,16 +204,32 @@ def bench_verdicts_power(ctx: Context) -> list[Row]:
         for pct in (5.0, 10.0):
             k, n, mde_log = _power(model, shape, pct, ladders, seed=int(pct))
             lo, hi = _ci(k, n)
-            rows.append(Row("verdicts", f"power at +{pct:.0f}% ({label} noise)", 100 * k / n, "%",
-                            ">= 80" if pct == 10 and label == "4% target" else "",
-                            (k / n >= 0.8) if pct == 10 and label == "4% target" else None,
-                            f"{k}/{n} `slower` at {repeats} repeats, 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; run sd "
-                            f"{100 * model.run_sd:.1f}%; via the noise model (no extra_work_pct control yet)"))
+            rows.append(
+                Row(
+                    "verdicts",
+                    f"power at +{pct:.0f}% ({label} noise)",
+                    100 * k / n,
+                    "%",
+                    ">= 80" if pct == 10 and label == "4% target" else "",
+                    (k / n >= 0.8) if pct == 10 and label == "4% target" else None,
+                    f"{k}/{n} `slower` at {repeats} repeats, 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; run sd "
+                    f"{100 * model.run_sd:.1f}%; via the noise model (no extra_work_pct control yet)",
+                )
+            )
         n_sim = _repeats_for(model, 10.0, 100 if ctx.quick else 300)
         n_formula = _formula_repeats(mde_log, repeats, 10.0)
-        rows.append(Row("verdicts", f"repeats for 80% power at +10% ({label} noise)", float(n_sim or n_formula), "", "", None,
-                        (f"simulated: {n_sim}" if n_sim else "beyond 24 by simulation") + f"; the MDE formula with the "
-                        f"residual seen at {repeats} repeats gives {n_formula}"))
+        rows.append(
+            Row(
+                "verdicts",
+                f"repeats for 80% power at +10% ({label} noise)",
+                float(n_sim or n_formula),
+                "",
+                "",
+                None,
+                (f"simulated: {n_sim}" if n_sim else "beyond 24 by simulation") + f"; the MDE formula with the "
+                f"residual seen at {repeats} repeats gives {n_formula}",
+            )
+        )
     return rows
 
 
@@ -189,16 +243,27 @@ def bench_verdicts_mde(ctx: Context) -> list[Row]:
     rows = []
     for rung, parent in shape.pairs:
         mdes = [float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]
-        rows.append(Row("verdicts", f"MDE {rung} vs {parent}", float(np.median(mdes)), "%", "", None,
-                        f"median over {len(mdes)} simulated ladders at the default repeats, fitted noise (run sd "
-                        f"{100 * model.run_sd:.1f}%); at the 4% target {_mde_at(model.scaled(0.04), shape, rung, ctx):.1f}%"))
+        rows.append(
+            Row(
+                "verdicts",
+                f"MDE {rung} vs {parent}",
+                float(np.median(mdes)),
+                "%",
+                "",
+                None,
+                f"median over {len(mdes)} simulated ladders at the default repeats, fitted noise (run sd "
+                f"{100 * model.run_sd:.1f}%); at the 4% target {_mde_at(model.scaled(0.04), shape, rung, ctx):.1f}%",
+            )
+        )
     return rows
 
 
 def _mde_at(model, shape, rung: str, ctx: Context) -> float:
     from traceladder.summary.simulate import simulate_verdicts
 
-    verdicts = simulate_verdicts(model, shape, 50 if ctx.quick else 200, seed=6, pairs=[p for p in shape.pairs if p[0] == rung])
+    verdicts = simulate_verdicts(
+        model, shape, 50 if ctx.quick else 200, seed=6, pairs=[p for p in shape.pairs if p[0] == rung]
+    )
     return float(np.median([float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]))
 
 

@@ -103,10 +103,16 @@ def format_table(rows: list[Row]) -> str:
     head = ("section", "metric", "value", "target", "ok", "detail")
     body = []
     for r in rows:
-        val = "n/a" if r.value != r.value else (f"{r.value:.3f}{r.unit}" if r.unit == "x" else f"{r.value:.0f} {r.unit}".strip())
+        val = (
+            "n/a"
+            if r.value != r.value
+            else (f"{r.value:.3f}{r.unit}" if r.unit == "x" else f"{r.value:.0f} {r.unit}".strip())
+        )
         ok = "" if r.ok is None else ("yes" if r.ok else "NO")
         body.append((r.section, r.metric, val, r.target, ok, r.detail))
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
     return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body])

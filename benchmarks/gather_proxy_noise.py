@@ -23,17 +23,36 @@ from pathlib import Path
 from benchmarks.common import REPO
 
 TARGET = REPO / "include" / "traceladder" / "summary" / "proxy_noise.json"
-COMMAND = ("PYTHONPATH=$PWD/include nice -n 10 python -m traceladder.cli run-rung --ladder proxy-local "
-           "--rung recompute_off --run-id aaK --out DIR")
+COMMAND = (
+    "PYTHONPATH=$PWD/include nice -n 10 python -m traceladder.cli run-rung --ladder proxy-local "
+    "--rung recompute_off --run-id aaK --out DIR"
+)
 BLOCK_SIZE = 10  # proxy-local's rungs: one block of the ladder
 
 
 def run_once(k: int, out: str) -> dict:
     t0 = time.time()
     load = open("/proc/loadavg").read().split()[:3]
-    proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "run-rung", "--ladder", "proxy-local", "--rung",
-                           "recompute_off", "--run-id", f"aa{k}", "--out", out], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO / "include")})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traceladder.cli",
+            "run-rung",
+            "--ladder",
+            "proxy-local",
+            "--rung",
+            "recompute_off",
+            "--run-id",
+            f"aa{k}",
+            "--out",
+            out,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO / "include")},
+    )
     return {"k": k, "t0": t0, "loadavg": " ".join(load), "result": json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
@@ -42,14 +61,24 @@ def write(lines: list[dict], note: str) -> dict:
 
     ok = [line for line in lines if line["result"]["status"] == "ok"]
     doc = {
-        "how": (f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
-                f"{note}. Fit: python -m traceladder.summary.noise THIS_FILE (README 'Noise model')."),
+        "how": (
+            f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
+            f"{note}. Fit: python -m traceladder.summary.noise THIS_FILE (README 'Noise model')."
+        ),
         "command": COMMAND,
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, shared with other jobs (load average per run below)",
         "date": time.strftime("%Y-%m-%d", time.gmtime(ok[0]["t0"])) if ok else None,
         "block_size": BLOCK_SIZE,
-        "runs": [{"k": line["k"], "t0": round(line["t0"], 2), "loadavg": line["loadavg"], "step_ms": line["result"]["step_ms"],
-                  "step_ms_values": line["result"]["step_ms_values"]} for line in ok],
+        "runs": [
+            {
+                "k": line["k"],
+                "t0": round(line["t0"], 2),
+                "loadavg": line["loadavg"],
+                "step_ms": line["result"]["step_ms"],
+                "step_ms_values": line["result"]["step_ms_values"],
+            }
+            for line in ok
+        ],
     }
     doc["fit"] = refit(doc).as_dict()
     TARGET.write_text(json.dumps(doc, indent=1) + "\n")

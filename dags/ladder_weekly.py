@@ -7,6 +7,11 @@ from traceladder.airflow.discovery import discover
 for _loaded in discover().ladders:
     _ladder = _loaded.ladder
     globals()[f"traceladder_{_ladder.ladder}"] = build_weekly_dag(
-        _ladder.ladder, _ladder.schedule, _loaded.cluster.hosts, _ladder.description, _ladder.timeout_s,
-        weekly_grid(_loaded), _ladder.retries,
+        _ladder.ladder,
+        _ladder.schedule,
+        _loaded.cluster.hosts,
+        _ladder.description,
+        _ladder.timeout_s,
+        weekly_grid(_loaded),
+        _ladder.retries,
     )

@@ -73,7 +73,11 @@ def hash_inputs(*parts: str | bytes | Path) -> str:
     h = hashlib.sha256()
     for part in parts:
         if isinstance(part, Path):
-            files = sorted(p for p in part.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if part.is_dir() else [part]
+            files = (
+                sorted(p for p in part.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+                if part.is_dir()
+                else [part]
+            )
             for f in files:
                 h.update(str(f.relative_to(REPO) if REPO in f.parents else f.name).encode())
                 h.update(f.read_bytes())
@@ -115,8 +119,10 @@ def standin_base() -> str:
             raise SystemExit("images: debootstrap is missing: apt-get install -y debootstrap")
         root = Path(tempfile.mkdtemp(prefix="standin-root-", dir=CACHE))
         try:
-            run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
-                stdout=subprocess.DEVNULL)
+            run(
+                ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
+                stdout=subprocess.DEVNULL,
+            )
             # apt lists and caches are not needed in the image
             for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
                 for p in (root / sub).glob("*"):
@@ -139,8 +145,10 @@ def standin_primus(base: str) -> str:
     if image_exists(tag):
         log(f"{tag} is present")
         return tag
-    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)],
-        stdout=subprocess.DEVNULL)
+    run(
+        ["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)],
+        stdout=subprocess.DEVNULL,
+    )
     return tag
 
 
@@ -157,7 +165,10 @@ def standin_tracelens(base: str) -> str:
     shutil.copytree(src, ctx)
     for script in scripts:
         shutil.copy2(script, ctx / script.name)
-    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
+    run(
+        ["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)],
+        stdout=subprocess.DEVNULL,
+    )
     return tag
 
 
@@ -185,10 +196,17 @@ def build_rtl_standin_wheel() -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     info = f"rocm_trace_lite-{version}.dist-info"
     files = {str(f.relative_to(src)): f.read_bytes() for f in sorted(src.rglob("*.py")) if "__pycache__" not in f.parts}
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: rocm-trace-lite\nVersion: {version}\nSummary: stand-in (tests)\n".encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: traceladder-images\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: rocm-trace-lite\nVersion: {version}\nSummary: stand-in (tests)\n".encode()
+    )
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: traceladder-images\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     files[f"{info}/entry_points.txt"] = b"[console_scripts]\nrtl = rocm_trace_lite.cli:main\n"
-    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}" for name, data in files.items()]
+    record = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for name, data in files.items()
+    ]
     files[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in files.items():
@@ -205,7 +223,9 @@ def stage_runner_context(extra_wheels: list[Path]) -> Path:
         shutil.copy2(HERE / "runner" / name, ctx / name)
     for wheel in extra_wheels:
         shutil.copy2(wheel, ctx / "wheels" / "extra" / wheel.name)
-    shutil.copytree(_package_sources(), ctx / "lib" / "traceladder", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        _package_sources(), ctx / "lib" / "traceladder", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     python = os.environ.get("TRACELADDER_WHEEL_PYTHON") or str(REPO / ".venv" / "bin" / "python")
     if not Path(python).exists():
         python = sys.executable
@@ -213,25 +233,78 @@ def stage_runner_context(extra_wheels: list[Path]) -> Path:
         # --no-build-isolation: setuptools from the venv, no network; a copy of the tree keeps
         # build/ and *.egg-info out of the repository.
         src = Path(build_dir) / "src"
-        shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", ".traceladder", "__pycache__", "*.egg-info",
-                                                                 "tests", "docker", "test-artifacts", "build", "dist"))
-        run([python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(ctx / "wheels"), str(src)],
-            stdout=subprocess.DEVNULL)
+        shutil.copytree(
+            REPO,
+            src,
+            ignore=shutil.ignore_patterns(
+                ".venv",
+                ".git",
+                ".traceladder",
+                "__pycache__",
+                "*.egg-info",
+                "tests",
+                "docker",
+                "test-artifacts",
+                "build",
+                "dist",
+            ),
+        )
+        run(
+            [
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "-w",
+                str(ctx / "wheels"),
+                str(src),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
     return ctx
 
 
 def runner(base: str, tag: str | None, extra_wheels: list[Path] | None = None, rtl_wheel_url: str = "") -> str:
     extra_wheels = site_wheels() if extra_wheels is None else extra_wheels
-    key = hash_inputs(image_id(base) if image_exists(base) else base, HERE / "runner", _package_sources(), REPO / "pyproject.toml",
-                      *extra_wheels, rtl_wheel_url)
+    key = hash_inputs(
+        image_id(base) if image_exists(base) else base,
+        HERE / "runner",
+        _package_sources(),
+        REPO / "pyproject.toml",
+        *extra_wheels,
+        rtl_wheel_url,
+    )
     # test runners live in their own repository, apart from the production traceladder/runner tags
     tag = tag or f"traceladder/runner-standin:{VERSION}-{key}"
     if image_exists(tag) and ":" in tag and tag.endswith(key):
         log(f"{tag} is present")
         return tag
     ctx = stage_runner_context(extra_wheels)
-    run(["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"RTL_WHEEL={rtl_wheel_url}",
-         "--label", f"traceladder.inputs={key}", "--label", f"traceladder.checkout={CHECKOUT}", "-t", tag, str(ctx)], stdout=subprocess.DEVNULL)
+    run(
+        [
+            "docker",
+            "build",
+            "--network",
+            "host",
+            "-q",
+            "--build-arg",
+            f"BASE_IMAGE={base}",
+            "--build-arg",
+            f"RTL_WHEEL={rtl_wheel_url}",
+            "--label",
+            f"traceladder.inputs={key}",
+            "--label",
+            f"traceladder.checkout={CHECKOUT}",
+            "-t",
+            tag,
+            str(ctx),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     return tag
 
 
@@ -239,8 +312,15 @@ def drop_stale_runners(keep: list[str]) -> None:
     """Drop the test runner images of older inputs that this checkout built (same repository, other
     hash); other checkouts sharing the daemon keep theirs."""
     repo = keep[0].rsplit(":", 1)[0]
-    old = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"label=traceladder.checkout={CHECKOUT}", repo,
-                 capture=True).stdout.split()
+    old = docker(
+        "images",
+        "--format",
+        "{{.Repository}}:{{.Tag}}",
+        "--filter",
+        f"label=traceladder.checkout={CHECKOUT}",
+        repo,
+        capture=True,
+    ).stdout.split()
     for stale in old:
         if stale not in keep and stale.startswith(f"{repo}:{VERSION}-"):
             docker("rmi", stale, capture=True, check=False)
@@ -252,8 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("runner", help="the runner image on BASE_IMAGE (default rocm/primus:v26.7)")
     p.add_argument("--base", default="rocm/primus:v26.7")
     p.add_argument("--tag", default=f"traceladder/runner:{VERSION}")
-    p.add_argument("--rtl-wheel-url", default="", help="a rocm-trace-lite wheel URL to pip-install (needs network); "
-                   "or put the wheel in docker/wheels/")
+    p.add_argument(
+        "--rtl-wheel-url",
+        default="",
+        help="a rocm-trace-lite wheel URL to pip-install (needs network); or put the wheel in docker/wheels/",
+    )
     sub.add_parser("standin", help="the stand-in images the tests use")
     p = sub.add_parser("tracelens", help="the TraceLens analysis image (needs network)")
     p.add_argument("--tag", default="traceladder/tracelens:1.0.0")

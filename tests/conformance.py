@@ -27,6 +27,7 @@ def ref_dir(trace: Path) -> Path:
     """The folder of TraceLens's CSVs beside a reference trace."""
     return trace.parent / (trace.name[: -len(".json.gz")] + "_perf_report_csvs")
 
+
 IGNORED_COLUMNS = frozenset({"UID_first", "kernel_details__summarize_kernel_stats", "trunc_kernel_details"})
 REL_TOL = 1e-6
 # differences of large timestamps leave ~1e-9 us noise where the true value is 0

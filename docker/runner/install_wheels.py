@@ -28,7 +28,9 @@ def install(wheel: Path, target: Path, bindir: Path) -> list[str]:
         for name, ref in parser.items("console_scripts") if parser.has_section("console_scripts") else []:
             module, _, func = ref.partition(":")
             path = bindir / name
-            path.write_text(f"#!{sys.executable}\nimport sys\nfrom {module.strip()} import {func.strip()}\nsys.exit({func.strip()}())\n")
+            path.write_text(
+                f"#!{sys.executable}\nimport sys\nfrom {module.strip()} import {func.strip()}\nsys.exit({func.strip()}())\n"
+            )
             os.chmod(path, 0o755)  # noqa: S103 - a console script must be executable by all
             scripts.append(name)
     return scripts
@@ -40,7 +42,9 @@ def main(argv: list[str]) -> int:
     bindir = Path("/usr/local/bin")
     for arg in argv:
         scripts = install(Path(arg), target, bindir)
-        print(f"install_wheels: {Path(arg).name} -> {target}" + (f" (scripts: {', '.join(scripts)})" if scripts else ""))
+        print(
+            f"install_wheels: {Path(arg).name} -> {target}" + (f" (scripts: {', '.join(scripts)})" if scripts else "")
+        )
     return 0
 
 

@@ -57,9 +57,16 @@ def main(argv: list[str]) -> int:
         if not entries:
             fail("tracelens-report wrote no files")
         manifest = {"schema": 1, "objects": sorted(entries, key=lambda e: e["key"])}
-        s3.put_object(Bucket=bucket, Key=f"{out_prefix}/manifest.json",
-                      Body=(json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
-    print(json.dumps({"trace": trace_key, "prefix": out_prefix, "files": [e["key"] for e in entries]}, separators=(",", ":")))
+        s3.put_object(
+            Bucket=bucket,
+            Key=f"{out_prefix}/manifest.json",
+            Body=(json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode(),
+        )
+    print(
+        json.dumps(
+            {"trace": trace_key, "prefix": out_prefix, "files": [e["key"] for e in entries]}, separators=(",", ":")
+        )
+    )
     return 0
 
 

@@ -27,15 +27,24 @@ def _load(path: str):  # -> LoadedLadder
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = _load(args.file)
     ladder = loaded.ladder
-    print(f"{loaded.path}: ok: ladder {ladder.ladder}, {len(ladder.rungs)} rungs, {len(ladder.switches)} switches, backend {ladder.backend}")
+    print(
+        f"{loaded.path}: ok: ladder {ladder.ladder}, {len(ladder.rungs)} rungs, {len(ladder.switches)} switches, backend {ladder.backend}"
+    )
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from traceladder.plan import build_plan, plan_table
 
-    specs = build_plan(_load(args.file), rungs=args.rung or None, lens=args.lens, repeats=args.repeats, override=args.override,
-                       seed=args.seed, run_id=args.run_id)
+    specs = build_plan(
+        _load(args.file),
+        rungs=args.rung or None,
+        lens=args.lens,
+        repeats=args.repeats,
+        override=args.override,
+        seed=args.seed,
+        run_id=args.run_id,
+    )
     if args.json:
         print(json.dumps([json.loads(s.to_json()) for s in specs], indent=2))
     else:
@@ -57,7 +66,13 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
     if args.spec or args.spec_json:
         source = args.spec or "--spec-json"
         try:
-            text = sys.stdin.read() if args.spec_json == "-" else args.spec_json if args.spec_json else Path(args.spec).read_bytes()
+            text = (
+                sys.stdin.read()
+                if args.spec_json == "-"
+                else args.spec_json
+                if args.spec_json
+                else Path(args.spec).read_bytes()
+            )
             spec = RunnerSpec.from_json(text)
         except FileNotFoundError:
             raise UserError(f"{args.spec}: no such file") from None
@@ -121,8 +136,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     for note in doc["notes"]:
         print(f"note: {note}", file=sys.stderr)
-    print(f"{args.out}: total kernel time {doc['total_kernel_time_delta_us']:+.1f} us/step, "
-          f"busy time {doc['busy_time_delta_us']:+.1f} us/step", file=sys.stderr)
+    print(
+        f"{args.out}: total kernel time {doc['total_kernel_time_delta_us']:+.1f} us/step, "
+        f"busy time {doc['busy_time_delta_us']:+.1f} us/step",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -145,7 +163,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="traceladder", description="Profiling ladders for Primus training on AMD Instinct.")
+    parser = argparse.ArgumentParser(
+        prog="traceladder", description="Profiling ladders for Primus training on AMD Instinct."
+    )
     parser.add_argument("--version", action="version", version=f"traceladder {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -159,7 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lens", default="ladder", help="'ladder' (default) or one lens for every rung")
     p.add_argument("--repeats", type=int)
     p.add_argument("--override", help="SWITCH=VALUE applied to every rung")
-    p.add_argument("--seed", type=int, help="block-order seed (default: the ladder's, else derived from ladder and --run-id)")
+    p.add_argument(
+        "--seed", type=int, help="block-order seed (default: the ladder's, else derived from ladder and --run-id)"
+    )
     p.add_argument("--run-id", default="", help="the run id a derived seed comes from (a DAG run's order)")
     p.add_argument("--json", action="store_true", help="print the rung specs as JSON")
     p.set_defaults(func=cmd_plan)
@@ -203,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("changes", help="change points of step times over runs (CSV run_id,rung,step_ms)")
     p.add_argument("file")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation test (default 0)")
-    p.add_argument("--test", choices=["t", "permutation"], default="t", help="significance test per change point (default t)")
+    p.add_argument(
+        "--test", choices=["t", "permutation"], default="t", help="significance test per change point (default t)"
+    )
     p.set_defaults(func=cmd_changes)
 
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")

@@ -28,7 +28,9 @@ def run_demo(ladder: str = "proxy-local") -> int:
     started = time.monotonic()
     loaded = load_ladder(find_ladder(ladder))
     storage = loaded.cluster.storage
-    say(f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats} repeats, lenses {loaded.ladder.lenses.use if loaded.ladder.lenses else []}")
+    say(
+        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats} repeats, lenses {loaded.ladder.lenses.use if loaded.ladder.lenses else []}"
+    )
     say("starting the embedded S3 server (SeaweedFS)")
     with EmbeddedS3(STATE_DIR / "s3", bucket=storage.bucket) as s3:
         say(f"S3 at {s3.endpoint_url}, bucket {storage.bucket}")
@@ -63,7 +65,7 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
     local.mkdir(parents=True, exist_ok=True)
     for key in keys:
         if f"/{layout.SUMMARY_FOLDER}/" in key or key.endswith((layout.METRICS_OBJECT, layout.ANALYSIS_OBJECT, ".csv")):
-            target = local / key[len(run_prefix) + 1:]
+            target = local / key[len(run_prefix) + 1 :]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(store.get_bytes(key))
     print(to_markdown(summary))

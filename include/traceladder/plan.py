@@ -146,11 +146,16 @@ def parse_override(text: str) -> tuple[str, str]:
 def _coerce_override(loaded: LoadedLadder, switch: str, text: str) -> bool | int | str:
     ladder = loaded.ladder
     if switch not in ladder.switches or switch == LENS_SWITCH:
-        raise LadderConfigError("override", f"unknown switch {switch!r}; switches are {sorted(k for k in ladder.switches if k != LENS_SWITCH)}")
+        raise LadderConfigError(
+            "override",
+            f"unknown switch {switch!r}; switches are {sorted(k for k in ladder.switches if k != LENS_SWITCH)}",
+        )
     for value in ladder.switches[switch].values:
         if str(value).lower() == text.lower():
             return value
-    raise LadderConfigError("override", f"{text!r} is not a value of switch {switch!r} ({list(ladder.switches[switch].values)})")
+    raise LadderConfigError(
+        "override", f"{text!r} is not a value of switch {switch!r} ({list(ladder.switches[switch].values)})"
+    )
 
 
 def build_plan(
@@ -204,7 +209,9 @@ def build_plan(
     else:
         allowed = LENSES_BY_BACKEND[ladder.backend]
         if lens not in allowed:
-            raise LadderConfigError("lens", f"{lens!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})")
+            raise LadderConfigError(
+                "lens", f"{lens!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})"
+            )
         if find_value(ladder.switches[LENS_SWITCH].values, lens) is None:
             raise LadderConfigError("lens", f"lens {lens!r} has no entry under switches.{LENS_SWITCH}.values")
         purpose: Purpose = "measure" if lens == "none" else "profile"
@@ -250,7 +257,8 @@ def build_plan(
                     model_tag=ladder.model_tag,
                     model_args=settings.model_args,
                     docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
-                    if ladder.backend == "docker" else settings.docker_env_vars,
+                    if ladder.backend == "docker"
+                    else settings.docker_env_vars,
                     tools=settings.tools,
                     train_iters=int(settings.model_args.get("train_iters", 10)),
                     warmup_iters=ladder.warmup_iters,
@@ -264,7 +272,9 @@ def build_plan(
     return sorted(specs, key=_listing_key(selected, blocks))
 
 
-def _listing_key(selected: list[str], blocks: list[list[tuple[str, str, Purpose, int]]]) -> Callable[[RungSpec], tuple[int, int, int]]:
+def _listing_key(
+    selected: list[str], blocks: list[list[tuple[str, str, Purpose, int]]]
+) -> Callable[[RungSpec], tuple[int, int, int]]:
     """The plan's listing (and plan.json's `specs`) stays in ladder order, whatever the shuffle:
     measure runs rung by rung, then the lens blocks lens by lens, then the every-rung lens."""
     lenses = ["none"]

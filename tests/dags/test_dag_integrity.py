@@ -26,7 +26,9 @@ def dagbag():
 
 def test_dag_files_import_without_errors(dagbag) -> None:
     assert dagbag.import_errors == {}
-    assert {"traceladder-proxy-local", "traceladder-deepseek-v4-flash-mi350x", "traceladder-trigger"} <= set(dagbag.dag_ids)
+    assert {"traceladder-proxy-local", "traceladder-deepseek-v4-flash-mi350x", "traceladder-trigger"} <= set(
+        dagbag.dag_ids
+    )
 
 
 @pytest.mark.parametrize("dag_file", sorted(DAGS.glob("*.py")), ids=lambda p: p.name)
@@ -44,7 +46,14 @@ def test_weekly_dags_follow_their_ladder(dagbag) -> None:
     dag = dagbag.dags["traceladder-deepseek-v4-flash-mi350x"]
     assert dag.catchup is False and dag.max_active_runs == 1
     assert dag.schedule == "0 3 * * 1"
-    assert {t.task_id for t in dag.tasks} >= {"plan", "collect_traces", "analyze", "summary", "publish", "ladder_status"}
+    assert {t.task_id for t in dag.tasks} >= {
+        "plan",
+        "collect_traces",
+        "analyze",
+        "summary",
+        "publish",
+        "ladder_status",
+    }
     summary = dag.get_task("summary")
     assert summary.trigger_rule == "all_done" and dag.get_task("collect_traces").trigger_rule == "all_done"
 

@@ -43,11 +43,18 @@ def test_the_ladder_file_sets_the_policy(tmp_path: Path) -> None:
     ladders = CONFIG_DIR / "ladders"
     doc = yaml.safe_load((ladders / "deepseek-v4-flash-mi350x.yaml").read_text())
     doc["lenses"]["use"] = ["none", "torch_rank0"]
-    doc.update(ladder="retry-policy", backend="local", cluster="local", retries={"tasks": 1, "rung_infra": 0, "delay_s": 5, "max_delay_s": 60})
+    doc.update(
+        ladder="retry-policy",
+        backend="local",
+        cluster="local",
+        retries={"tasks": 1, "rung_infra": 0, "delay_s": 5, "max_delay_s": 60},
+    )
     path = tmp_path / "retry-policy.yaml"
     path.write_text(yaml.safe_dump(doc))
     loaded = load_ladder(path)
-    dag = build_weekly_dag("retry-policy", None, loaded.cluster.hosts, "", 60, weekly_grid(loaded), loaded.ladder.retries)
+    dag = build_weekly_dag(
+        "retry-policy", None, loaded.cluster.hosts, "", 60, weekly_grid(loaded), loaded.ladder.retries
+    )
     assert dag.get_task("analyze").retries == 1 and dag.get_task("analyze").retry_delay == timedelta(seconds=5)
     assert all(t.retries == 0 for t in dag.tasks if ".rungs_" in t.task_id)
     doc["retries"] = {"rung_infra": 11}

@@ -13,11 +13,29 @@ def tiny_spec(ladder: str, **env: str):
     from traceladder.plan import build_plan
 
     spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=["baseline"], lens="torch_rank0", repeats=1)[0]
-    args = {**spec.model_args, "num_layers": 1, "compress_ratios": [0], "num_experts": 4, "moe_router_topk": 2,
-            "seq_length": 32, "max_position_embeddings": 32, "index_topk": 8, "train_iters": 4,
-            "profile_step_start": 2, "profile_step_end": 4}
-    return spec.model_copy(update={"ladder": ladder, "model_args": args, "warmup_iters": 1, "train_iters": 4,
-                                   "profile_window": (2, 4), "docker_env_vars": {**spec.docker_env_vars, **env}})
+    args = {
+        **spec.model_args,
+        "num_layers": 1,
+        "compress_ratios": [0],
+        "num_experts": 4,
+        "moe_router_topk": 2,
+        "seq_length": 32,
+        "max_position_embeddings": 32,
+        "index_topk": 8,
+        "train_iters": 4,
+        "profile_step_start": 2,
+        "profile_step_end": 4,
+    }
+    return spec.model_copy(
+        update={
+            "ladder": ladder,
+            "model_args": args,
+            "warmup_iters": 1,
+            "train_iters": 4,
+            "profile_window": (2, 4),
+            "docker_env_vars": {**spec.docker_env_vars, **env},
+        }
+    )
 
 
 def verified_objects(client: Any, bucket: str, rung_prefix: str) -> dict[str, str]:

@@ -26,7 +26,9 @@ def small_disk(tmp_path: Path):
     mount.mkdir()
     if os.geteuid() != 0:
         unavailable("mounting a tmpfs needs root")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         unavailable(f"mount -t tmpfs failed: {proc.stderr.strip()}")
     try:
@@ -35,7 +37,9 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_full_disk_fails_the_rung_naming_the_disk_and_keeps_the_log(s3_server, small_disk: Path, tmp_path: Path, monkeypatch) -> None:
+def test_full_disk_fails_the_rung_naming_the_disk_and_keeps_the_log(
+    s3_server, small_disk: Path, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("TRACELADDER_SPOOL_DIR", str(tmp_path / "spool"))  # the host's disk, not the full one
     spec = tiny_spec(LADDER)
     store = S3ArtifactStore(s3_server.client(), s3_server.bucket, "traceladder", LADDER)
@@ -46,6 +50,8 @@ def test_full_disk_fails_the_rung_naming_the_disk_and_keeps_the_log(s3_server, s
     prefix = rung_prefix("traceladder", LADDER, "full-disk", spec.rung_id)
     objects = verified_objects(s3_server.client(), s3_server.bucket, prefix)
     assert {"log.txt.gz", "metrics.json", "spec.json"} <= set(objects)
-    log = gzip.decompress(s3_server.client().get_object(Bucket=s3_server.bucket, Key=f"{prefix}/log.txt.gz")["Body"].read())
+    log = gzip.decompress(
+        s3_server.client().get_object(Bucket=s3_server.bucket, Key=f"{prefix}/log.txt.gz")["Body"].read()
+    )
     assert log, "the log written before the disk filled is kept"
     print(f"fault 4: {error} ({len(log)} bytes of log kept)")

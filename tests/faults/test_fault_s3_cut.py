@@ -30,8 +30,12 @@ def proxy(s3_server):
 
 def _store(s3_server, proxy: CutProxy) -> S3ArtifactStore:
     # few client-side retries: the runner's own backoff is what is under test
-    client = s3_client_from_env({**s3_server.env(), "TRACELADDER_S3_ENDPOINT": proxy.url}, connect_timeout=2, read_timeout=10,
-                                retries={"max_attempts": 1, "mode": "standard"})
+    client = s3_client_from_env(
+        {**s3_server.env(), "TRACELADDER_S3_ENDPOINT": proxy.url},
+        connect_timeout=2,
+        read_timeout=10,
+        retries={"max_attempts": 1, "mode": "standard"},
+    )
     return S3ArtifactStore(client, s3_server.bucket, "traceladder", LADDER)
 
 
@@ -45,13 +49,19 @@ def test_cut_within_the_retry_budget_finishes(s3_server, proxy: CutProxy, tmp_pa
     assert result["status"] == "ok", result["error"]
     assert proxy.cut_at is not None and proxy.healed_at is not None, "the path was never cut"
     assert "retrying in" in echo.getvalue()
-    objects = verified_objects(s3_server.client(), s3_server.bucket, rung_prefix("traceladder", LADDER, "cut-within", spec.rung_id))
+    objects = verified_objects(
+        s3_server.client(), s3_server.bucket, rung_prefix("traceladder", LADDER, "cut-within", spec.rung_id)
+    )
     assert {"log.txt.gz", "metrics.json", "spec.json", "traces/rank0.pt.trace.json.gz"} <= set(objects)
     assert not any((tmp_path / "spool").rglob("*.gz")), "the spool is emptied after the upload"
-    print(f"fault 1 (within budget): cut for {proxy.healed_at - proxy.cut_at:.1f} s, done {time.monotonic() - proxy.cut_at:.2f} s after the cut")
+    print(
+        f"fault 1 (within budget): cut for {proxy.healed_at - proxy.cut_at:.1f} s, done {time.monotonic() - proxy.cut_at:.2f} s after the cut"
+    )
 
 
-def test_cut_past_the_budget_spools_and_the_retry_uploads(s3_server, proxy: CutProxy, tmp_path: Path, monkeypatch) -> None:
+def test_cut_past_the_budget_spools_and_the_retry_uploads(
+    s3_server, proxy: CutProxy, tmp_path: Path, monkeypatch
+) -> None:
     spool = tmp_path / "spool"
     monkeypatch.setenv("TRACELADDER_SPOOL_DIR", str(spool))
     monkeypatch.setenv("TRACELADDER_S3_RETRY_BUDGET_S", "2")

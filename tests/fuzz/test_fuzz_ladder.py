@@ -36,10 +36,21 @@ def _load(path: Path) -> Any:
 
 
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.sampled_from(["baseline", "lens", "none", "torch_rank0", "0 3 * * 1", "..", "a/../b", "$(id)", "", "local"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["baseline", "lens", "none", "torch_rank0", "0 3 * * 1", "..", "a/../b", "$(id)", "", "local"]),
 )
-VALUES = st.recursive(SCALARS, lambda kids: st.one_of(st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=8) | st.booleans() | st.integers(0, 9), kids, max_size=3)), max_leaves=6)
+VALUES = st.recursive(
+    SCALARS,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3),
+        st.dictionaries(st.text(max_size=8) | st.booleans() | st.integers(0, 9), kids, max_size=3),
+    ),
+    max_leaves=6,
+)
 
 
 def _paths(node: Any, here: tuple = ()) -> list[tuple]:
@@ -74,7 +85,9 @@ def mutated(draw: st.DrawFn, original: Any) -> Any:
         elif op == "replace":
             holder[last] = draw(VALUES)
         elif op == "rename" and isinstance(holder, dict):
-            new = draw(st.text(max_size=10) | st.sampled_from(["parent", "set", "name", "default", "values", "rung", "use"]))
+            new = draw(
+                st.text(max_size=10) | st.sampled_from(["parent", "set", "name", "default", "values", "rung", "use"])
+            )
             holder[new] = holder.pop(last)
         elif op == "duplicate":
             if isinstance(holder, list):
@@ -121,7 +134,10 @@ def test_raw_byte_edits(workdir: Path, data: st.DataObject) -> None:
         at = data.draw(st.integers(0, len(raw)))
         edit = data.draw(st.sampled_from(["insert", "delete", "flip"]))
         if edit == "insert":
-            raw[at:at] = data.draw(st.binary(min_size=1, max_size=4) | st.sampled_from([b":", b"- ", b"\t", b"{", b"!!python/object ", b"&a ", b"*a", b"\n  "]))
+            raw[at:at] = data.draw(
+                st.binary(min_size=1, max_size=4)
+                | st.sampled_from([b":", b"- ", b"\t", b"{", b"!!python/object ", b"&a ", b"*a", b"\n  "])
+            )
         elif edit == "delete":
             del raw[at : at + data.draw(st.integers(1, 40))]
         elif at < len(raw):

@@ -42,7 +42,9 @@ NUMBERS = st.one_of(
 def log_line(draw: st.DrawFn) -> str:
     picked = draw(st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=8))
     parts = [seg.format(*(draw(NUMBERS) for _ in range(seg.count("{}")))) for seg in picked]
-    prefix = draw(st.sampled_from(["", "INFO [trainer.py:42][rank-7/8][DEBUG] [x] : ", "[2026-10-08 14:03:21] ", "Iteration "]))
+    prefix = draw(
+        st.sampled_from(["", "INFO [trainer.py:42][rank-7/8][DEBUG] [x] : ", "[2026-10-08 14:03:21] ", "Iteration "])
+    )
     return prefix + " | ".join(parts) + draw(st.sampled_from(["", " |", "\r", "\x00", "\ufffd"]))
 
 
@@ -62,6 +64,10 @@ def _contract(lines: list[str], skip: int, window: tuple[int, int] | None) -> No
 @fuzz_settings(200)
 @given(lines=LOGS, skip=st.integers(-1, 6), window=st.none() | st.tuples(st.integers(-2, 10), st.integers(-2, 10)))
 @example(lines=["iteration " + "9" * 5000 + "/10 | elapsed time per iteration (ms): 5.0/5.0"], skip=0, window=None)
-@example(lines=["iteration 3/10 | elapsed time per iteration (ms): 5.0 | global batch size: " + "9" * 5000], skip=0, window=None)
+@example(
+    lines=["iteration 3/10 | elapsed time per iteration (ms): 5.0 | global batch size: " + "9" * 5000],
+    skip=0,
+    window=None,
+)
 def test_primus_log_lines(lines: list[str], skip: int, window: tuple[int, int] | None) -> None:
     _contract(lines, skip, window)

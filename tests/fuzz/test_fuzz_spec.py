@@ -34,8 +34,14 @@ def _real_specs() -> list[dict[str, Any]]:
 
 REAL = _real_specs()
 JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats(allow_nan=False) | st.text(max_size=10)
-    | st.sampled_from(["", "..", "a/b", "x\x00y", "K=V", "docker", "local", "none", "rocprofv3", "$(touch /tmp/pwned)"]),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=10)
+    | st.sampled_from(
+        ["", "..", "a/b", "x\x00y", "K=V", "docker", "local", "none", "rocprofv3", "$(touch /tmp/pwned)"]
+    ),
     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3),
     max_leaves=5,
 )

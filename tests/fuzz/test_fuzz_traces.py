@@ -27,9 +27,18 @@ SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 BERT = SHARED / "reference" / "derived" / "gaunernst_bert-small-uncased__1016001__gpu_only.json.gz"
 
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**65), 2**65), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8), st.sampled_from(["X", "i", "M", "kernel", "cpu_op", "ProfilerStep#3", "nccl:all_reduce", "1e400"]),
-    st.lists(st.integers(0, 3), max_size=2), st.dictionaries(st.sampled_from(["External id", "correlation", "stream", "device", "Input Dims", "Input type"]), st.integers(-1, 9) | st.text(max_size=4), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**65), 2**65),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.sampled_from(["X", "i", "M", "kernel", "cpu_op", "ProfilerStep#3", "nccl:all_reduce", "1e400"]),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.dictionaries(
+        st.sampled_from(["External id", "correlation", "stream", "device", "Input Dims", "Input type"]),
+        st.integers(-1, 9) | st.text(max_size=4),
+        max_size=3,
+    ),
 )
 
 
@@ -54,7 +63,15 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz-traces")
 
 
-HEADER_KEYS = ["traceEvents", "schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds", "traceName"]
+HEADER_KEYS = [
+    "traceEvents",
+    "schemaVersion",
+    "deviceProperties",
+    "distributedInfo",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+    "traceName",
+]
 EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id", "bp"]
 
 
@@ -98,7 +115,6 @@ def test_pytorch_event_records(bert: dict[str, Any], tmp: Path, data: st.DataObj
     _contract(path, tmp / "out-events")
 
 
-
 def test_args_that_are_no_object_link_nothing(bert: dict[str, Any], tmp: Path) -> None:
     """Found by the fuzzer in CI: a runtime event whose args is null, beside a kernel whose args is a
     string, made the link decode raise (an internal error); now such events just link nothing."""
@@ -110,14 +126,42 @@ def test_args_that_are_no_object_link_nothing(bert: dict[str, Any], tmp: Path) -
     result = analyze_trace(path, tmp / "out-null-args")
     assert result["timeline"]["total_time"] > 0
 
-CSV_HEADER = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
-              "Correlation_Id", "Start_Timestamp", "End_Timestamp"]
-CELL = st.one_of(st.integers(-5, 10**20).map(str), st.text(max_size=6), st.sampled_from(["", "nan", "1.5", "-1", "1e30", '"', "a,b", "0x10"]))
+
+CSV_HEADER = [
+    "Kind",
+    "Agent_Id",
+    "Queue_Id",
+    "Stream_Id",
+    "Thread_Id",
+    "Dispatch_Id",
+    "Kernel_Id",
+    "Kernel_Name",
+    "Correlation_Id",
+    "Start_Timestamp",
+    "End_Timestamp",
+]
+CELL = st.one_of(
+    st.integers(-5, 10**20).map(str),
+    st.text(max_size=6),
+    st.sampled_from(["", "nan", "1.5", "-1", "1e30", '"', "a,b", "0x10"]),
+)
 
 
 def _good_row(i: int) -> list[str]:
     start = 1_000_000 + 1000 * i
-    return ["KERNEL_DISPATCH", "1", "0", "0", "7", str(i), "3", f"Cijk_Alik_Bljk_{i % 3}", str(i + 1), str(start), str(start + 400)]
+    return [
+        "KERNEL_DISPATCH",
+        "1",
+        "0",
+        "0",
+        "7",
+        str(i),
+        "3",
+        f"Cijk_Alik_Bljk_{i % 3}",
+        str(i + 1),
+        str(start),
+        str(start + 400),
+    ]
 
 
 @fuzz_settings(80)

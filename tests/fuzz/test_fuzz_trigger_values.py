@@ -21,8 +21,22 @@ from .common import assert_one_line, fuzz_settings
 
 pytestmark = [pytest.mark.faults, pytest.mark.fuzz]
 
-HOSTILE = ["../../etc/passwd", "$(touch /tmp/pwned)", "`id`", "a;rm -rf /", "x\ny", "%2e%2e", "..", "/abs", "a b", "fusions=true;id",
-           "global_batch=4 && id", "torch_rank0/../x", "\x00", "{{ var.value.secret }}"]
+HOSTILE = [
+    "../../etc/passwd",
+    "$(touch /tmp/pwned)",
+    "`id`",
+    "a;rm -rf /",
+    "x\ny",
+    "%2e%2e",
+    "..",
+    "/abs",
+    "a b",
+    "fusions=true;id",
+    "global_batch=4 && id",
+    "torch_rank0/../x",
+    "\x00",
+    "{{ var.value.secret }}",
+]
 LOADED = {name: load_ladder(find_ladder(name)) for name in ("proxy-local", "deepseek-v4-flash-mi350x")}
 
 
@@ -31,21 +45,33 @@ def _form(loaded):
     rung_names = [r.name for r in ladder.rungs]
     lens_names = [str(v) for v in ladder.switches["lens"].values] + ["ladder"]
     overrides = [f"{s}={v}" for s, sw in ladder.switches.items() if s != "lens" for v in sw.values]
-    return st.fixed_dictionaries({
-        "rungs": st.lists(st.sampled_from(rung_names + HOSTILE) | st.text(max_size=6), max_size=3),
-        "lens": st.sampled_from(lens_names + HOSTILE) | st.text(max_size=6),
-        "override": st.sampled_from(["", *overrides[:12], *HOSTILE]) | st.text(max_size=8),
-        "repeats": st.none() | st.integers(-2, 3),
-    })
+    return st.fixed_dictionaries(
+        {
+            "rungs": st.lists(st.sampled_from(rung_names + HOSTILE) | st.text(max_size=6), max_size=3),
+            "lens": st.sampled_from(lens_names + HOSTILE) | st.text(max_size=6),
+            "override": st.sampled_from(["", *overrides[:12], *HOSTILE]) | st.text(max_size=8),
+            "repeats": st.none() | st.integers(-2, 3),
+        }
+    )
 
 
 @fuzz_settings(120)
-@given(data=st.data(), ladder=st.sampled_from(sorted(LOADED)), run_id=st.text(min_size=1, max_size=30) | st.sampled_from(HOSTILE))
+@given(
+    data=st.data(),
+    ladder=st.sampled_from(sorted(LOADED)),
+    run_id=st.text(min_size=1, max_size=30) | st.sampled_from(HOSTILE),
+)
 def test_form_values_stay_inside_the_ladder(data: st.DataObject, ladder: str, run_id: str, tmp_path_factory) -> None:
     loaded = LOADED[ladder]
     form = data.draw(_form(loaded))
     try:
-        specs = build_plan(loaded, rungs=form["rungs"] or None, lens=form["lens"] or "ladder", repeats=form["repeats"], override=form["override"] or None)
+        specs = build_plan(
+            loaded,
+            rungs=form["rungs"] or None,
+            lens=form["lens"] or "ladder",
+            repeats=form["repeats"],
+            override=form["override"] or None,
+        )
     except LadderConfigError as exc:
         assert_one_line(str(exc))
         assert exc.field in ("rungs", "lens", "override", "repeats"), str(exc)

@@ -32,8 +32,16 @@ class AirflowApiServer(LocalStack):
     ) -> None:
         """``prepare=False`` reuses a home another server prepared (its database and passwords:
         pass that server's ``passwords``)."""
-        super().__init__(Path(home), home=Path(home), with_s3=False, components=("api-server",), extra_env=extra_env,
-                         passwords=passwords, prepare=prepare, startup_timeout_s=startup_timeout_s)
+        super().__init__(
+            Path(home),
+            home=Path(home),
+            with_s3=False,
+            components=("api-server",),
+            extra_env=extra_env,
+            passwords=passwords,
+            prepare=prepare,
+            startup_timeout_s=startup_timeout_s,
+        )
 
     def start(self) -> "AirflowApiServer":
         super().start()

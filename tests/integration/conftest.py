@@ -34,7 +34,11 @@ class DockerEngine:
 
     def tls_files(self) -> dict[str, Path]:
         assert self.tls_dir is not None
-        return {"ca_cert": self.tls_dir / "ca.pem", "client_cert": self.tls_dir / "cert.pem", "client_key": self.tls_dir / "key.pem"}
+        return {
+            "ca_cert": self.tls_dir / "ca.pem",
+            "client_cert": self.tls_dir / "cert.pem",
+            "client_key": self.tls_dir / "key.pem",
+        }
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +53,7 @@ def docker_engine() -> DockerEngine:
     env = {}
     for line in proc.stdout.splitlines():
         if line.startswith("export ") and "=" in line:
-            key, value = line[len("export "):].split("=", 1)
+            key, value = line[len("export ") :].split("=", 1)
             env[key] = value
     os.environ["DOCKER_HOST"] = env["DOCKER_HOST"]
     tls_dir = Path(env["TRACELADDER_DOCKER_TLS_DIR"]) if env.get("TRACELADDER_DOCKER_TLS_DIR") else None
@@ -73,7 +77,13 @@ def standin_images(docker_engine: DockerEngine) -> StandinImages:
     if proc.returncode != 0:
         pytest.fail(f"building the stand-in images failed: {proc.stderr[-2000:]}", pytrace=False)
     tags = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    return StandinImages(tags["STANDIN_BASE"], tags["STANDIN_PRIMUS"], tags["RUNNER_IMAGE"], tags["RUNNER_IMAGE_NO_RTL"], tags["STANDIN_TRACELENS"])
+    return StandinImages(
+        tags["STANDIN_BASE"],
+        tags["STANDIN_PRIMUS"],
+        tags["RUNNER_IMAGE"],
+        tags["RUNNER_IMAGE_NO_RTL"],
+        tags["STANDIN_TRACELENS"],
+    )
 
 
 def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -51,7 +51,9 @@ def write_ladders(folder: Path, ladders: dict[str, dict[str, Any]]) -> Path:
     return folder
 
 
-def start_stack(tmp: Path, ladders: dict[str, dict[str, Any]], extra_env: dict[str, str] | None = None, **kwargs: Any) -> LocalStack:
+def start_stack(
+    tmp: Path, ladders: dict[str, dict[str, Any]], extra_env: dict[str, str] | None = None, **kwargs: Any
+) -> LocalStack:
     """A started stack (S3 + api-server, scheduler, dag-processor, triggerer) whose DAGs are the
     given tiny ladders plus the trigger DAG. ``kwargs`` go to ``LocalStack``."""
     from traceladder.storage.embedded_s3 import find_weed_binary
@@ -102,9 +104,16 @@ def stored_rung_ids(stack: LocalStack, ladder: str, run_id: str) -> list[str]:
 
     client = stack.s3.client()
     prefix = f"traceladder/{ladder}/{safe_key_part(run_id)}/"
-    keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=stack.s3.bucket, Prefix=prefix)
-            for o in page.get("Contents", [])]
-    return sorted(k[len(prefix):].split("/", 1)[0] for k in keys if k.endswith("/metrics.json") and k.count("/") == prefix.count("/") + 1)
+    keys = [
+        o["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=stack.s3.bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+    ]
+    return sorted(
+        k[len(prefix) :].split("/", 1)[0]
+        for k in keys
+        if k.endswith("/metrics.json") and k.count("/") == prefix.count("/") + 1
+    )
 
 
 def ran_rung_slots(tis: list[dict[str, Any]], pool: str) -> list[dict[str, Any]]:

@@ -19,11 +19,25 @@ from test_ladder_e2e import ladders_dir, write_ladder  # noqa: F401 - ladders_di
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
-TINY = {"num_layers": 1, "compress_ratios": [0], "num_experts": 4, "moe_router_topk": 2, "seq_length": 32,
-        "max_position_embeddings": 32, "index_topk": 8, "train_iters": 4}
+TINY = {
+    "num_layers": 1,
+    "compress_ratios": [0],
+    "num_experts": 4,
+    "moe_router_topk": 2,
+    "seq_length": 32,
+    "max_position_embeddings": 32,
+    "index_topk": 8,
+    "train_iters": 4,
+}
 
 
-def test_no_secret_anywhere_in_a_ladder_run(airflow_home: Path, s3_server, ladders_dir: Path, monkeypatch, capfd) -> None:  # noqa: F811 - the fixture
+def test_no_secret_anywhere_in_a_ladder_run(
+    airflow_home: Path,
+    s3_server,
+    ladders_dir: Path,  # noqa: F811 - the fixture
+    monkeypatch,
+    capfd,
+) -> None:
     from airflow.models.renderedtifields import RenderedTaskInstanceFields
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -32,11 +46,15 @@ def test_no_secret_anywhere_in_a_ladder_run(airflow_home: Path, s3_server, ladde
 
     canary = "canary-" + secrets.token_hex(12)
     monkeypatch.setenv("TRACELADDER_CANARY_TOKEN", canary)
-    write_ladder(ladders_dir, "e2e-canary", {
-        "base": {"model_args": TINY},
-        "rungs": [{"name": "baseline"}],
-        "lenses": {"rung": "baseline", "use": ["none", "torch_rank0"]},
-    })
+    write_ladder(
+        ladders_dir,
+        "e2e-canary",
+        {
+            "base": {"model_args": TINY},
+            "rungs": [{"name": "baseline"}],
+            "lenses": {"rung": "baseline", "use": ["none", "torch_rank0"]},
+        },
+    )
     dag_run = dag_test("traceladder-e2e-canary")
     assert str(dag_run.state) == "success", task_states(dag_run)
     needles = {"canary": canary, "s3 secret": s3_server.secret_key}
@@ -47,7 +65,9 @@ def test_no_secret_anywhere_in_a_ladder_run(airflow_home: Path, s3_server, ladde
         if log.is_file():
             texts[f"log {log.name}"] = log.read_text(errors="replace")
     with create_session() as session:
-        for x in session.query(XComModel).filter(XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id):
+        for x in session.query(XComModel).filter(
+            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id
+        ):
             texts[f"xcom {x.task_id}[{x.map_index}] {x.key}"] = str(x.value)
         for r in session.query(RenderedTaskInstanceFields).filter(RenderedTaskInstanceFields.dag_id == dag_run.dag_id):
             texts[f"rendered {r.task_id}[{r.map_index}]"] = str(r.rendered_fields)

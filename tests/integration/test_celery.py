@@ -44,13 +44,19 @@ def celery_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "AIRFLOW__CELERY__WORKER_CONCURRENCY": "1",
         }
         workers = (f"{CELERY_WORKER}{HOST}", f"{CELERY_WORKER}{DEFAULT_QUEUE}")
-        stack = start_stack(tmp, {LADDER: {}}, extra_env=broker_env, executor="CeleryExecutor",
-                            sql_alchemy_conn=pg.url, components=(*COMPONENTS, *workers))
+        stack = start_stack(
+            tmp,
+            {LADDER: {}},
+            extra_env=broker_env,
+            executor="CeleryExecutor",
+            sql_alchemy_conn=pg.url,
+            components=(*COMPONENTS, *workers),
+        )
         try:
             run_id = stack.trigger("traceladder-trigger", CONF)
             state = stack.wait_for_run("traceladder-trigger", run_id, timeout_s=1500)
             tis = stack.task_instances("traceladder-trigger", run_id)
-            logs = {w[len(CELERY_WORKER):]: stack.log_path(w).read_text(errors="replace") for w in workers}
+            logs = {w[len(CELERY_WORKER) :]: stack.log_path(w).read_text(errors="replace") for w in workers}
             yield {"state": state, "tis": tis, "worker_logs": logs, "rung_ids": stored_rung_ids(stack, LADDER, run_id)}
         finally:
             keep_logs(stack, "test_celery")
@@ -73,7 +79,11 @@ def test_every_rung_ran_on_its_hosts_worker(celery_run: dict[str, Any]) -> None:
 
 def test_analysis_summary_and_publish_ran_on_the_default_worker(celery_run: dict[str, Any]) -> None:
     # the blocks' `done` joins are empty operators: the scheduler marks them, no worker runs them
-    ran = [t for t in celery_run["tis"] if t["pool"] != HOST_POOL and t["state"] == "success" and not t["task_id"].endswith(".done")]
+    ran = [
+        t
+        for t in celery_run["tis"]
+        if t["pool"] != HOST_POOL and t["state"] == "success" and not t["task_id"].endswith(".done")
+    ]
     assert {"plan", "analyze", "summary", "publish"} <= {t["task_id"] for t in ran}
     logs = celery_run["worker_logs"]
     for ti in ran:

@@ -19,7 +19,14 @@ from traceladder.config.loader import load_clusters
 pytestmark = pytest.mark.docker
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "airflow" / "docker-compose.yaml"
-SECRETS = ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "AIRFLOW_FERNET_KEY", "S3_ACCESS_KEY", "S3_SECRET_KEY")
+SECRETS = (
+    "POSTGRES_PASSWORD",
+    "AIRFLOW_JWT_SECRET",
+    "AIRFLOW_API_SECRET_KEY",
+    "AIRFLOW_FERNET_KEY",
+    "S3_ACCESS_KEY",
+    "S3_SECRET_KEY",
+)
 
 
 def _config(executor: str | None) -> dict:
@@ -28,7 +35,9 @@ def _config(executor: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_EXECUTOR"} | {k: "test-value" for k in SECRETS}
     if executor:
         env["AIRFLOW_EXECUTOR"] = executor
-    out = subprocess.run(["docker-compose", "-f", str(COMPOSE), "--profile", "celery", "config"], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE), "--profile", "celery", "config"], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)["services"]
 
@@ -63,13 +72,28 @@ def test_user_defined_network_resolves_service_names(docker_engine, standin_imag
     net, server = f"tl-net-{secrets.token_hex(3)}", f"tl-srv-{secrets.token_hex(3)}"
     docker_cli("network", "create", net)
     try:
-        docker_cli("run", "-d", "--rm", "--name", server, "--network", net, standin_images.base, "python3", "-m", "http.server", "8000")
+        docker_cli(
+            "run",
+            "-d",
+            "--rm",
+            "--name",
+            server,
+            "--network",
+            net,
+            standin_images.base,
+            "python3",
+            "-m",
+            "http.server",
+            "8000",
+        )
         # patient: on a busy CI machine the server container and the network's DNS can take seconds
-        probe = ("import time, urllib.request\n"
-                 "for _ in range(150):\n"
-                 "    try:\n"
-                 f"        print(urllib.request.urlopen('http://{server}:8000/', timeout=2).status); break\n"
-                 "    except OSError: time.sleep(0.2)\n")
+        probe = (
+            "import time, urllib.request\n"
+            "for _ in range(150):\n"
+            "    try:\n"
+            f"        print(urllib.request.urlopen('http://{server}:8000/', timeout=2).status); break\n"
+            "    except OSError: time.sleep(0.2)\n"
+        )
         out = docker_cli("run", "--rm", "--network", net, standin_images.base, "python3", "-c", probe, check=False)
         assert out.stdout.strip() == "200", out.stderr
     finally:

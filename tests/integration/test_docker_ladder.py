@@ -37,7 +37,9 @@ PRIMUS_COMMIT = "fd1eeabb0a5f1e3c2d4b6a8c0e2f4a6b8c0d2e4f"  # docker/standin/Doc
 
 
 def managed_containers(label: str) -> list[str]:
-    out = docker_cli("ps", "-a", "--filter", "label=traceladder.managed=true", "--filter", f"label={label}", "--format", "{{.Names}}")
+    out = docker_cli(
+        "ps", "-a", "--filter", "label=traceladder.managed=true", "--filter", f"label={label}", "--format", "{{.Names}}"
+    )
     return [line for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -51,25 +53,42 @@ def docker_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server, d
             "docker-test": {
                 "backend": "docker",
                 "runner_image": standin_images.runner,
-                "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
-                            "worker_endpoint_url": s3_server.endpoint_url},
+                "storage": {
+                    "conn_id": "traceladder_s3",
+                    "bucket": s3_server.bucket,
+                    "prefix": "traceladder",
+                    "worker_endpoint_url": s3_server.endpoint_url,
+                },
                 "gpus_per_node": GPUS,
                 # engine: tracelens runs the (stand-in) TraceLens image on this daemon
                 "tracelens": {"docker_url": docker_engine.unix_url, "image": standin_images.tracelens},
                 "hosts": [
-                    {"name": UNIX_HOST, "pool": f"traceladder-{UNIX_HOST}", "docker_url": docker_engine.unix_url,
-                     "devices": DEVICES},
+                    {
+                        "name": UNIX_HOST,
+                        "pool": f"traceladder-{UNIX_HOST}",
+                        "docker_url": docker_engine.unix_url,
+                        "devices": DEVICES,
+                    },
                 ],
             },
             "docker-tls": {
                 "backend": "docker",
                 "runner_image": standin_images.runner,
-                "storage": {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder",
-                            "worker_endpoint_url": s3_server.endpoint_url},
+                "storage": {
+                    "conn_id": "traceladder_s3",
+                    "bucket": s3_server.bucket,
+                    "prefix": "traceladder",
+                    "worker_endpoint_url": s3_server.endpoint_url,
+                },
                 "gpus_per_node": GPUS,
                 "hosts": [
-                    {"name": TLS_HOST, "pool": f"traceladder-{TLS_HOST}", "docker_url": docker_engine.tls_url,
-                     "tls_conn_id": TLS_CONN, "devices": DEVICES},
+                    {
+                        "name": TLS_HOST,
+                        "pool": f"traceladder-{TLS_HOST}",
+                        "docker_url": docker_engine.tls_url,
+                        "tls_conn_id": TLS_CONN,
+                        "devices": DEVICES,
+                    },
                 ],
             },
         },
@@ -109,16 +128,23 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     from traceladder.airflow.local_airflow import dag_test
     from traceladder.plan import RungSpec
 
-    write_ladder(docker_cluster, "docker-e2e", "docker-test", {
-        "engine": "tracelens",
-        "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
-        "lenses": {"rung": "fusions", "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"]},
-    })
+    write_ladder(
+        docker_cluster,
+        "docker-e2e",
+        "docker-test",
+        {
+            "engine": "tracelens",
+            "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
+            "lenses": {"rung": "fusions", "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"]},
+        },
+    )
     dag_run = dag_test("traceladder-docker-e2e")
     states = task_states(dag_run)
     rung_states = {k: v for k, v in states.items() if k[0].startswith("block_") and not k[0].endswith(".done")}
     # the measure block (2 rungs), then the lens block (fusions unprofiled + 3 lenses)
-    assert sorted(rung_states) == [(f"block_{b:02d}.rungs_{UNIX_HOST}_{j:02d}", -1) for b, n in ((0, 2), (1, 4)) for j in range(n)], states
+    assert sorted(rung_states) == [
+        (f"block_{b:02d}.rungs_{UNIX_HOST}_{j:02d}", -1) for b, n in ((0, 2), (1, 4)) for j in range(n)
+    ], states
     assert set(rung_states.values()) == {"success"}, states
     for task in ("plan", "collect_traces", "summary", "publish", "ladder_status"):
         assert states[(task, -1)] == "success", (task, states)
@@ -128,7 +154,14 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     client = s3_server.client()
     stored = objects(client, s3_server.bucket, run_prefix + "/")
     image_id = docker_cli("image", "inspect", "--format", "{{.Id}}", standin_images.runner).stdout.strip()
-    rung_ids = ["baseline.none.r0", "fusions.none.r0", "fusions.none.l0", "fusions.torch_rank0.l0", "fusions.rocprofv3.l0", "fusions.rocm_trace_lite.l0"]
+    rung_ids = [
+        "baseline.none.r0",
+        "fusions.none.r0",
+        "fusions.none.l0",
+        "fusions.torch_rank0.l0",
+        "fusions.rocprofv3.l0",
+        "fusions.rocm_trace_lite.l0",
+    ]
     for rung_id in rung_ids:
         base = f"{run_prefix}/{rung_id}"
         for name in ("log.txt.gz", "metrics.json", "spec.json", "manifest.json"):
@@ -142,8 +175,15 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
         assert prov["backend"] == "docker" and prov["image"] == standin_images.runner
         assert prov["image_id"] == image_id and prov["image_digest"] is None
         assert prov["rocm_version"] == "7.1.0-standin" and prov["primus_commit"] == PRIMUS_COMMIT
-        assert prov["gpu"] == {"product": "AMD Instinct MI350X", "arch": "gfx950", "driver_version": "6.14.14", "count": GPUS}
-        assert prov["tools"]["rtl"] == "rocm-trace-lite 0.3.3" and prov["tools"]["rocprofv3"].startswith("rocprofv3 (rocprofiler-sdk) 1.0.0")
+        assert prov["gpu"] == {
+            "product": "AMD Instinct MI350X",
+            "arch": "gfx950",
+            "driver_version": "6.14.14",
+            "count": GPUS,
+        }
+        assert prov["tools"]["rtl"] == "rocm-trace-lite 0.3.3" and prov["tools"]["rocprofv3"].startswith(
+            "rocprofv3 (rocprofiler-sdk) 1.0.0"
+        )
         assert prov["tools"]["python"].startswith("3.") and "torch" not in prov["tools"]  # the stand-in has no torch
         # launched as MAD's run.sh does: from the Primus checkout, primus-cli by absolute path,
         # absolute log file, no `--`, GPUS_PER_NODE/NNODES/MASTER_ADDR from the cluster file
@@ -156,7 +196,9 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
         # primus-cli got exactly the overrides the plan renders (config_path became --config), and
         # --use_rocm_mem_info True, so `rocm max mem` is the true peak (128 GB, not the stale 115)
         got = json.loads(log.split("[primus-cli standin] overrides: ", 1)[1].splitlines()[0])
-        assert got == [a for a in spec.primus_args() if a not in ("--config_path", str(spec.model_args["config_path"]))] + ["--use_rocm_mem_info", "True"]
+        assert got == [
+            a for a in spec.primus_args() if a not in ("--config_path", str(spec.model_args["config_path"]))
+        ] + ["--use_rocm_mem_info", "True"]
         assert metrics["peak_mem_gb"] > 125
         assert "iteration       10/      10" in log
     assert json.loads(stored[f"{run_prefix}/baseline.none.r0/metrics.json"])["traces"] == []
@@ -165,13 +207,22 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     assert torch["traces"] == [f"{run_prefix}/fusions.torch_rank0.l0/traces/rank0.pt.trace.json.gz"]
     assert torch["iterations_used"] == [6, 7, 8]  # the profiler window
     kineto = json.loads(gzip.decompress(stored[torch["traces"][0]]))
-    assert {e["cat"] for e in kineto["traceEvents"]} >= {"cpu_op", "kernel", "cuda_runtime", "gpu_memcpy", "ac2g", "user_annotation"}
+    assert {e["cat"] for e in kineto["traceEvents"]} >= {
+        "cpu_op",
+        "kernel",
+        "cuda_runtime",
+        "gpu_memcpy",
+        "ac2g",
+        "user_annotation",
+    }
     assert f"{run_prefix}/fusions.torch_rank0.l0/analysis/rank0/gpu_timeline.csv" in stored
     # engine: tracelens: TraceLens's own CSVs beside the builtin ones, made in the TraceLens image
     # (which fetched the trace from S3 and stored these with a manifest), with the arguments of
     # TraceLens's regression test
     lens_prefix = f"{run_prefix}/fusions.torch_rank0.l0/analysis/tracelens/rank0"
-    assert {f"{lens_prefix}/{n}" for n in ("kernel_summary.csv", "gpu_timeline.csv", "args.json", "manifest.json")} <= set(stored)
+    assert {
+        f"{lens_prefix}/{n}" for n in ("kernel_summary.csv", "gpu_timeline.csv", "args.json", "manifest.json")
+    } <= set(stored)
     args = json.loads(stored[f"{lens_prefix}/args.json"])
     assert args[1:3] == ["--profile_json_path", args[2]] and args[2].endswith("rank0.pt.trace.json.gz")
     assert args[3:] == ["--output_csvs_dir", args[4], "--enable_kernel_summary", "--short_kernel_study"]
@@ -196,18 +247,31 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
 
     summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
     assert [r["rung"] for r in summary["rungs"]] == ["baseline", "fusions"] and summary["failed_rungs"] == []
-    latest = json.loads(client.get_object(Bucket=s3_server.bucket, Key="traceladder/docker-e2e/latest.json")["Body"].read())
+    latest = json.loads(
+        client.get_object(Bucket=s3_server.bucket, Key="traceladder/docker-e2e/latest.json")["Body"].read()
+    )
     assert latest["summary_json"] == f"{run_prefix}/summary/summary.json"
 
     # what the daemon applied to each rung container (docker inspect's HostConfig, pushed as XCom)
     with create_session() as session:
-        rows = session.query(XComModel).filter(XComModel.dag_id == "traceladder-docker-e2e", XComModel.run_id == dag_run.run_id,
-                                               XComModel.key == "container").all()
+        rows = (
+            session.query(XComModel)
+            .filter(
+                XComModel.dag_id == "traceladder-docker-e2e",
+                XComModel.run_id == dag_run.run_id,
+                XComModel.key == "container",
+            )
+            .all()
+        )
         evidence = {row.task_id: XComModel.deserialize_value(row) for row in rows}
     assert len(evidence) == 6
     for ev in evidence.values():
-        assert ev["Devices"] == [{"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"} for d in DEVICES]
-        assert ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]  # dockerd adds label=disable for --ipc host
+        assert ev["Devices"] == [
+            {"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"} for d in DEVICES
+        ]
+        assert (
+            ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]
+        )  # dockerd adds label=disable for --ipc host
         assert ev["IpcMode"] == "host" and ev["NetworkMode"] == "host" and ev["ShmSize"] == 128 * 2**30
         assert {"Name": "nofile", "Soft": NOFILE, "Hard": NOFILE} in ev["Ulimits"]
         assert ev["Labels"]["traceladder.run"] == run_key and ev["Labels"]["traceladder.host"] == UNIX_HOST
@@ -217,7 +281,9 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
 
 
 @pytest.mark.faults  # fault 6 of the matrix (issue 19)
-def test_docker_ladder_over_tls_with_a_hanging_rung(airflow_home, s3_server, docker_cluster: Path, docker_engine, capfd) -> None:
+def test_docker_ladder_over_tls_with_a_hanging_rung(
+    airflow_home, s3_server, docker_cluster: Path, docker_engine, capfd
+) -> None:
     """TLS from a connection; a rung that hangs hits the runner's deadline, its task fails, its
     container is gone, its partial artifacts are kept and marked; no secret leaks."""
     from airflow.models.renderedtifields import RenderedTaskInstanceFields
@@ -227,12 +293,22 @@ def test_docker_ladder_over_tls_with_a_hanging_rung(airflow_home, s3_server, doc
     from traceladder.airflow.local_airflow import dag_test
 
     assert docker_engine.tls_url, "the TLS listener of docker/dockerd/start.sh is needed"
-    write_ladder(docker_cluster, "docker-tls", "docker-tls", {
-        "timeout_s": 15,  # the runner's deadline; the task's execution_timeout is 300 s longer
-        "switches": {"fault": {"default": "none", "values": {"none": {}, "hang": {"model_args": {"standin_hang_at_iter": 4}}}}},
-        "rungs": [{"name": "baseline"}, {"name": "hangs", "parent": "baseline", "set": {"fault": "hang"}}],
-        "lenses": None,
-    })
+    write_ladder(
+        docker_cluster,
+        "docker-tls",
+        "docker-tls",
+        {
+            "timeout_s": 15,  # the runner's deadline; the task's execution_timeout is 300 s longer
+            "switches": {
+                "fault": {
+                    "default": "none",
+                    "values": {"none": {}, "hang": {"model_args": {"standin_hang_at_iter": 4}}},
+                }
+            },
+            "rungs": [{"name": "baseline"}, {"name": "hangs", "parent": "baseline", "set": {"fault": "hang"}}],
+            "lenses": None,
+        },
+    )
     dag_run = dag_test("traceladder-docker-tls")
     captured = capfd.readouterr()
     states = task_states(dag_run)
@@ -260,12 +336,29 @@ def test_docker_ladder_over_tls_with_a_hanging_rung(airflow_home, s3_server, doc
     # secrets: the TLS key and the S3 secret are nowhere in task logs, rendered templates or XCom
     secrets = [docker_engine.tls_files()["client_key"].read_text().strip().splitlines()[1], s3_server.secret_key]
     with create_session() as session:
-        rtif = session.query(RenderedTaskInstanceFields).filter(RenderedTaskInstanceFields.dag_id == "traceladder-docker-tls").all()
+        rtif = (
+            session.query(RenderedTaskInstanceFields)
+            .filter(RenderedTaskInstanceFields.dag_id == "traceladder-docker-tls")
+            .all()
+        )
         rendered = json.dumps([r.rendered_fields for r in rtif], default=str)
-        xcoms = json.dumps([XComModel.deserialize_value(x) for x in session.query(XComModel).filter(
-            XComModel.dag_id == "traceladder-docker-tls", XComModel.run_id == dag_run.run_id)], default=str)
-    logs = captured.out + captured.err + "".join(p.read_text(errors="replace") for p in Path(airflow_home, "logs").rglob("*") if p.is_file())
-    assert any(r.task_id.startswith(f"block_00.rungs_{TLS_HOST}_") for r in rtif) and dag_run.run_id in rendered  # the rung's templated run_id
+        xcoms = json.dumps(
+            [
+                XComModel.deserialize_value(x)
+                for x in session.query(XComModel).filter(
+                    XComModel.dag_id == "traceladder-docker-tls", XComModel.run_id == dag_run.run_id
+                )
+            ],
+            default=str,
+        )
+    logs = (
+        captured.out
+        + captured.err
+        + "".join(p.read_text(errors="replace") for p in Path(airflow_home, "logs").rglob("*") if p.is_file())
+    )
+    assert (
+        any(r.task_id.startswith(f"block_00.rungs_{TLS_HOST}_") for r in rtif) and dag_run.run_id in rendered
+    )  # the rung's templated run_id
     assert "host dockerd-tls ok" in logs and "--spec-json" not in xcoms
     for secret in secrets:
         assert secret and secret not in logs and secret not in rendered and secret not in xcoms

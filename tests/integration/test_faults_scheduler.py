@@ -27,18 +27,31 @@ pytestmark = [pytest.mark.scheduler, pytest.mark.faults]
 
 LADDER = "faults-sched"
 DAG = f"traceladder-{LADDER}"
-TINY_ARGS = {"num_layers": 1, "compress_ratios": [0], "num_experts": 4, "moe_router_topk": 2, "seq_length": 32,
-             "max_position_embeddings": 32, "index_topk": 8, "train_iters": 4}
-FIELDS = {"schedule": None, "base": {"model_args": TINY_ARGS},
-          "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"]},
-          "retries": {"tasks": 3, "rung_infra": 2, "delay_s": 2, "max_delay_s": 10}}
+TINY_ARGS = {
+    "num_layers": 1,
+    "compress_ratios": [0],
+    "num_experts": 4,
+    "moe_router_topk": 2,
+    "seq_length": 32,
+    "max_position_embeddings": 32,
+    "index_topk": 8,
+    "train_iters": 4,
+}
+FIELDS = {
+    "schedule": None,
+    "base": {"model_args": TINY_ARGS},
+    "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"]},
+    "retries": {"tasks": 3, "rung_infra": 2, "delay_s": 2, "max_delay_s": 10},
+}
 
 
 # The new scheduler resets the dead one's running task instances at its orphan check, once the old
 # scheduler job counts as dead: defaults 300 s and 30 s, lowered here.
-SCHEDULER_ENV = {"AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
-                 "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "15",
-                 "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10"}
+SCHEDULER_ENV = {
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "15",
+    "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "10",
+}
 
 
 def _tis(stack, run_id):
@@ -75,8 +88,14 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
         stack.start_component("scheduler")
 
         # fault 2: SIGKILL an analysis task process while it runs
-        running = _wait(stack, run_id, lambda ti: ti["task_id"] == "analyze" and ti["state"] == "running" and ti.get("pid"),
-                        1200, "a running analysis", poll_s=0.3)
+        running = _wait(
+            stack,
+            run_id,
+            lambda ti: ti["task_id"] == "analyze" and ti["state"] == "running" and ti.get("pid"),
+            1200,
+            "a running analysis",
+            poll_s=0.3,
+        )
         victim = running[0]
         os.kill(int(victim["pid"]), signal.SIGKILL)
 
@@ -115,15 +134,19 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
             analyze_stored(clean, key)
             out = analysis_prefix(key)
             for path in sorted((tmp_path / "clean" / out).iterdir()):
-                assert stored[f"{out}/{path.name}"] == path.read_bytes(), f"{out}/{path.name} differs from a clean analysis"
+                assert stored[f"{out}/{path.name}"] == path.read_bytes(), (
+                    f"{out}/{path.name} differs from a clean analysis"
+                )
         summary = json.loads(stored[f"{prefix}summary/summary.json"])
         assert not summary.get("failed_rungs") and not summary.get("unanalysed_traces"), summary
         rows = {r["rung"]: r for r in summary["rungs"]}  # one row per unprofiled rung, one per lens
         assert rows["baseline"]["ok"] == 1 and rows["fusions"]["ok"] == 1, rows
         assert [(lens["lens"], lens["ok"]) for lens in summary["lenses"]] == [("torch_rank0", 1)], summary["lenses"]
         names = sorted
-        print(f"faults 2+3: in flight at the restart: {names(in_flight)} (tries {[rungs[i]['try_number'] for i in in_flight]}); done before: {names(done_ids)}; "
-              f"run finished {recovery_s:.0f} s after the scheduler was killed")
+        print(
+            f"faults 2+3: in flight at the restart: {names(in_flight)} (tries {[rungs[i]['try_number'] for i in in_flight]}); done before: {names(done_ids)}; "
+            f"run finished {recovery_s:.0f} s after the scheduler was killed"
+        )
     finally:
         keep_logs(stack, "test_faults_scheduler")
         stack.stop()

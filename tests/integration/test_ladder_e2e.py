@@ -68,16 +68,22 @@ def ran_in_order(stored: dict[str, bytes], run_prefix: str, design: dict[str, An
 def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_dir: Path) -> None:
     from traceladder.airflow.local_airflow import dag_test
 
-    write_ladder(ladders_dir, "e2e-local", {
-        "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
-        "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"], "every_rung": "torch_rank0"},
-    })
+    write_ladder(
+        ladders_dir,
+        "e2e-local",
+        {
+            "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
+            "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"], "every_rung": "torch_rank0"},
+        },
+    )
     dag_run = dag_test("traceladder-e2e-local")
     states = task_states(dag_run)
     assert str(dag_run.state) == "success", states
     assert all(state == "success" for state in states.values()), states
     # three blocks of two: the measure block, the lens block, the every-rung lens block
-    assert {k for k in states if k[0].startswith("block_") and not k[0].endswith(".done")} == {slot_task(b, p) for b in range(3) for p in range(2)}
+    assert {k for k in states if k[0].startswith("block_") and not k[0].endswith(".done")} == {
+        slot_task(b, p) for b in range(3) for p in range(2)
+    }
     assert ("analyze", 0) in states
 
     client = s3_server.client()
@@ -87,13 +93,20 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
     design = plan["design"]
     assert isinstance(design["seed"], int)
     assert [sorted(b) for b in design["blocks"]] == [
-        ["baseline.none.r0", "fusions.none.r0"], ["fusions.none.l0", "fusions.torch_rank0.l0"],
+        ["baseline.none.r0", "fusions.none.r0"],
+        ["fusions.none.l0", "fusions.torch_rank0.l0"],
         ["baseline.torch_rank0.p0", "fusions.torch_rank0.p0"],
     ]
     # the order the rungs actually ran in is the plan's design
     assert ran_in_order(stored, run_prefix, design) == [i for block in design["blocks"] for i in block]
 
-    for rung_id in ("baseline.none.r0", "fusions.none.r0", "fusions.none.l0", "fusions.torch_rank0.l0", "baseline.torch_rank0.p0"):
+    for rung_id in (
+        "baseline.none.r0",
+        "fusions.none.r0",
+        "fusions.none.l0",
+        "fusions.torch_rank0.l0",
+        "baseline.torch_rank0.p0",
+    ):
         for name in ("log.txt.gz", "metrics.json", "spec.json", "manifest.json"):
             assert f"{run_prefix}/{rung_id}/{name}" in stored, f"{rung_id}/{name}"
         metrics = json.loads(stored[f"{run_prefix}/{rung_id}/metrics.json"])
@@ -115,7 +128,9 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
     assert summary["failed_rungs"] == []
     assert summary["lenses"][0]["lens"] == "torch_rank0" and summary["lenses"][0]["overhead_ratio"]["mean"] > 0
     assert summary["profile"]["device"] == "cpu" and summary["profile"]["timeline"]["total_time"] > 0
-    latest = json.loads(client.get_object(Bucket=s3_server.bucket, Key="traceladder/e2e-local/latest.json")["Body"].read())
+    latest = json.loads(
+        client.get_object(Bucket=s3_server.bucket, Key="traceladder/e2e-local/latest.json")["Body"].read()
+    )
     assert latest["summary_json"] == f"{run_prefix}/summary/summary.json"
 
 
@@ -123,14 +138,21 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
 def test_crashing_rung_fails_its_task_and_the_summary_marks_it(airflow_home, s3_server, ladders_dir: Path) -> None:
     from traceladder.airflow.local_airflow import dag_test
 
-    write_ladder(ladders_dir, "e2e-faults", {
-        "switches": {
-            **SMALL["switches"],
-            "fault": {"default": "none", "values": {"none": {}, "crash": {"docker_env_vars": {"TRACELADDER_PROXY_FAIL_AT_ITER": "3"}}}},
+    write_ladder(
+        ladders_dir,
+        "e2e-faults",
+        {
+            "switches": {
+                **SMALL["switches"],
+                "fault": {
+                    "default": "none",
+                    "values": {"none": {}, "crash": {"docker_env_vars": {"TRACELADDER_PROXY_FAIL_AT_ITER": "3"}}},
+                },
+            },
+            "rungs": [{"name": "baseline"}, {"name": "crashes", "parent": "baseline", "set": {"fault": "crash"}}],
+            "lenses": None,
         },
-        "rungs": [{"name": "baseline"}, {"name": "crashes", "parent": "baseline", "set": {"fault": "crash"}}],
-        "lenses": None,
-    })
+    )
     dag_run = dag_test("traceladder-e2e-faults")
     states = task_states(dag_run)
     assert str(dag_run.state) == "failed"

@@ -23,7 +23,12 @@ def _publish_many(env: dict[str, str], bucket: str, ladder: str, worker: int, ba
     barrier.wait()
     for k in range(RUNS_EACH):
         day = 1 + k * WORKERS + worker  # interleaved logical dates across the workers
-        ref = {"run_id": f"w{worker}-r{k}", "logical_date": f"2026-11-{day:02d}T03:00:00+00:00", "summary_json": "-", "failed_rungs": []}
+        ref = {
+            "run_id": f"w{worker}-r{k}",
+            "logical_date": f"2026-11-{day:02d}T03:00:00+00:00",
+            "summary_json": "-",
+            "failed_rungs": [],
+        }
         run_index.publish(store, ladder_prefix(PREFIX, ladder), ref)
 
 
@@ -31,7 +36,10 @@ def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) ->
     ladder = "index-race"
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
-    procs = [ctx.Process(target=_publish_many, args=(s3_server.env(), s3_server.bucket, ladder, w, barrier)) for w in range(WORKERS)]
+    procs = [
+        ctx.Process(target=_publish_many, args=(s3_server.env(), s3_server.bucket, ladder, w, barrier))
+        for w in range(WORKERS)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -40,15 +48,25 @@ def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) ->
     store = S3ArtifactStore(s3_server.client(), s3_server.bucket, PREFIX, ladder)
     base = ladder_prefix(PREFIX, ladder)
     entries = run_index.list_entries(store, base)
-    assert sorted(e["run_id"] for e in entries) == sorted(f"w{w}-r{k}" for w in range(WORKERS) for k in range(RUNS_EACH))
+    assert sorted(e["run_id"] for e in entries) == sorted(
+        f"w{w}-r{k}" for w in range(WORKERS) for k in range(RUNS_EACH)
+    )
     newest = max(entries, key=lambda e: e["logical_date"])
     latest = json.loads(store.get_bytes(f"{base}/latest.json"))
     assert latest["run_id"] == newest["run_id"] == f"w{WORKERS - 1}-r{RUNS_EACH - 1}"
 
     # A late publish of an older run, and a what-if run with a newer date, leave latest.json alone.
     run_index.publish(store, base, {"run_id": "late", "logical_date": "2026-10-01T03:00:00+00:00", "summary_json": "-"})
-    run_index.publish(store, base, {"run_id": "what-if", "logical_date": "2026-12-30T03:00:00+00:00", "summary_json": "-",
-                                    "params": {"override": "global_batch=16"}})
+    run_index.publish(
+        store,
+        base,
+        {
+            "run_id": "what-if",
+            "logical_date": "2026-12-30T03:00:00+00:00",
+            "summary_json": "-",
+            "params": {"override": "global_batch=16"},
+        },
+    )
     assert json.loads(store.get_bytes(f"{base}/latest.json"))["run_id"] == latest["run_id"]
     assert {"late", "what-if"} <= {e["run_id"] for e in run_index.list_entries(store, base)}
 
@@ -56,15 +74,34 @@ def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) ->
 def _store_run(store: S3ArtifactStore, ladder: str, run_id: str, week: int, slow_from: int) -> dict[str, Any]:
     noise = [0.4, -0.8, 0.2, 1.1, -0.5, -1.2, 0.9, 0.0, -0.3, 0.7, -0.9, 0.5, -0.1, 0.8]
     specs = []
-    for rung, parent, switch, value, step in (("baseline", None, None, None, 500.0), ("fusions", "baseline", "fusions", True, 340.0)):
+    for rung, parent, switch, value, step in (
+        ("baseline", None, None, None, 500.0),
+        ("fusions", "baseline", "fusions", True, 340.0),
+    ):
         for k in range(3):
-            spec = {"rung": rung, "parent": parent, "switch": switch, "value": value, "lens": "none", "repeat": k,
-                    "rung_id": f"{rung}.none.r{k}", "storage_prefix": PREFIX}
+            spec = {
+                "rung": rung,
+                "parent": parent,
+                "switch": switch,
+                "value": value,
+                "lens": "none",
+                "repeat": k,
+                "rung_id": f"{rung}.none.r{k}",
+                "storage_prefix": PREFIX,
+            }
             specs.append(spec)
-            factor = (1 + 0.01 * noise[(week + k) % len(noise)]) * (1.08 if rung == "baseline" and week >= slow_from else 1.0)
-            result = {**{f: spec[f] for f in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")}, "status": "ok",
-                      "step_ms": step * factor, "tokens_per_sec_per_gpu": 1e6 / (step * factor), "peak_mem_gb": 1.0, "traces": [],
-                      "provenance": {"config_hash": "new" if week >= slow_from else "old"}}
+            factor = (1 + 0.01 * noise[(week + k) % len(noise)]) * (
+                1.08 if rung == "baseline" and week >= slow_from else 1.0
+            )
+            result = {
+                **{f: spec[f] for f in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")},
+                "status": "ok",
+                "step_ms": step * factor,
+                "tokens_per_sec_per_gpu": 1e6 / (step * factor),
+                "peak_mem_gb": 1.0,
+                "traces": [],
+                "provenance": {"config_hash": "new" if week >= slow_from else "old"},
+            }
             key = f"{run_prefix(PREFIX, ladder, run_id)}/{spec['rung_id']}"
             store.put_json(f"{key}/metrics.json", result)
             store.write_manifest(key)
@@ -86,7 +123,9 @@ def test_published_summaries_carry_history_verdicts_and_the_trend(s3_server, tmp
     called = [(i, r["regressions"]) for i, r in enumerate(refs) if r["regressions"]]
     assert called == [(11, ["baseline"])]  # three runs after the change, and only then
     call = refs[11]["regression_calls"][0]
-    assert call.startswith("baseline: step time +") and "from run scheduled__2026-10-05" in call and "config_hash" in call
+    assert (
+        call.startswith("baseline: step time +") and "from run scheduled__2026-10-05" in call and "config_hash" in call
+    )
     summary = json.loads(store.get_bytes(refs[11]["summary_json"]))
     assert summary["history"]["runs"][-1] == refs[11]["run_id"] and len(summary["history"]["runs"]) == 12
     html = store.get_bytes(refs[11]["report_html"]).decode()
@@ -124,8 +163,14 @@ def test_a_failed_notice_leaves_the_run_published_and_says_so(own_s3, monkeypatc
         port = sock.getsockname()[1]
     monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_S3", own_s3.airflow_conn_uri_json())
     monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", f"http://127.0.0.1:{port}")
-    ref = {"run_id": "notify-fails", "logical_date": "2027-01-01T03:00:00+00:00", "summary_json": "-", "failed_rungs": [],
-           "regressions": ["baseline"], "regression_calls": ["baseline: step time +8.0% (95% CI +6.0% to +10.0%) from run x; no provenance change."]}
+    ref = {
+        "run_id": "notify-fails",
+        "logical_date": "2027-01-01T03:00:00+00:00",
+        "summary_json": "-",
+        "failed_rungs": [],
+        "regressions": ["baseline"],
+        "regression_calls": ["baseline: step time +8.0% (95% CI +6.0% to +10.0%) from run x; no provenance change."],
+    }
     published = publish_run("proxy-local", "notify-fails", ref)
     assert published["run_id"] == "notify-fails" and published["notify_error"].startswith("URLError")
     store = S3ArtifactStore(own_s3.client(), own_s3.bucket, PREFIX, "proxy-local")

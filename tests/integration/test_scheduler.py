@@ -18,7 +18,7 @@ from stack_harness import keep_logs, overlaps, parse_time, ran_rung_slots, start
 
 pytestmark = pytest.mark.scheduler
 
-TRIGGERED = "sched-trig"    # run through the REST trigger
+TRIGGERED = "sched-trig"  # run through the REST trigger
 SCHEDULED = "sched-weekly"  # its weekly DAG unpaused; "0 3 * * 1" fires at once (catchup=False)
 CONF = {"ladder": TRIGGERED, "rungs": ["baseline", "fusions"], "repeats": 1, "lens": "torch_rank0"}
 HOST_POOL = "traceladder-localhost"
@@ -44,8 +44,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for key, dag_id, run_id in (("trigger", trig_dag, trig_run), ("weekly", weekly_dag, weekly_run)):
             state = stack.wait_for_run(dag_id, run_id, timeout_s=1500)
             ladder = TRIGGERED if key == "trigger" else SCHEDULED
-            out[key] = {"dag_id": dag_id, "run_id": run_id, "state": state, "rung_ids": stored_rung_ids(stack, ladder, run_id),
-                        "tis": stack.task_instances(dag_id, run_id), "xcoms": stack.xcom_sizes(dag_id, run_id)}
+            out[key] = {
+                "dag_id": dag_id,
+                "run_id": run_id,
+                "state": state,
+                "rung_ids": stored_rung_ids(stack, ladder, run_id),
+                "tis": stack.task_instances(dag_id, run_id),
+                "xcoms": stack.xcom_sizes(dag_id, run_id),
+            }
         out["wall_s"] = time.monotonic() - t0
         yield out
     finally:
@@ -77,7 +83,9 @@ def test_unpaused_weekly_dag_gets_its_scheduled_run(runs: dict[str, Any]) -> Non
     assert len(listing) == 1 and listing[0]["run_type"] == "scheduled", listing
     run = runs["weekly"]
     assert run["state"] == "success", _states(run)
-    assert len(_rungs(run)) == len(run["rung_ids"]) and {"baseline.none.r0", "fusions.none.r0"} <= set(run["rung_ids"]), run["rung_ids"]
+    assert len(_rungs(run)) == len(run["rung_ids"]) and {"baseline.none.r0", "fusions.none.r0"} <= set(
+        run["rung_ids"]
+    ), run["rung_ids"]
     published = [ti for ti in run["tis"] if ti["task_id"] == "publish"]
     assert published and published[0]["state"] == "success"
 
@@ -89,9 +97,15 @@ def test_rungs_of_one_host_never_overlap(runs: dict[str, Any]) -> None:
     assert len(rungs) == len(runs["trigger"]["rung_ids"]) + len(runs["weekly"]["rung_ids"]) >= 4
     intervals = [(parse_time(ti["start_date"]), parse_time(ti["end_date"]), ti["task_id"]) for ti in rungs]
     assert overlaps(intervals) == [], intervals
-    others = [ti for r in ("trigger", "weekly") for ti in runs[r]["tis"]
-              if ti["pool"] != HOST_POOL and ti["start_date"] and ti["end_date"] and not ti["task_id"].endswith(".done")]
-    side_by_side = overlaps([(parse_time(t["start_date"]), parse_time(t["end_date"]), f"{t['task_id']}[{t['map_index']}]") for t in others])
+    others = [
+        ti
+        for r in ("trigger", "weekly")
+        for ti in runs[r]["tis"]
+        if ti["pool"] != HOST_POOL and ti["start_date"] and ti["end_date"] and not ti["task_id"].endswith(".done")
+    ]
+    side_by_side = overlaps(
+        [(parse_time(t["start_date"]), parse_time(t["end_date"]), f"{t['task_id']}[{t['map_index']}]") for t in others]
+    )
     assert side_by_side, "no two default-pool tasks overlapped: the pool check above proves nothing"
 
 

@@ -99,11 +99,18 @@ def test_compare_page_puts_two_runs_side_by_side(viewer, history, own_s3) -> Non
     assert resp.status_code == 200
     table = re.search(r'<table class="compare-table" data-a="([^"]+)" data-b="([^"]+)">(.*?)</table>', resp.text, re.S)
     assert table and table.group(1, 2) == (a, b)
-    summaries = {r: json.loads(own_s3.client().get_object(Bucket=own_s3.bucket, Key=history[i]["summary_json"])["Body"].read())
-                 for i, r in ((0, a), (WEEKS - 1, b))}
+    summaries = {
+        r: json.loads(own_s3.client().get_object(Bucket=own_s3.bucket, Key=history[i]["summary_json"])["Body"].read())
+        for i, r in ((0, a), (WEEKS - 1, b))
+    }
     step = {r: {row["rung"]: row["step_ms"]["mean"] for row in s["rungs"]} for r, s in summaries.items()}
-    rows = {re.sub(r"<[^>]+>", "", cells[0]).strip(): [re.sub(r"<[^>]+>", "", c).strip() for c in cells]
-            for cells in (re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S) for tr in re.findall(r"<tr>(.*?)</tr>", table.group(3), re.S)) if cells}
+    rows = {
+        re.sub(r"<[^>]+>", "", cells[0]).strip(): [re.sub(r"<[^>]+>", "", c).strip() for c in cells]
+        for cells in (
+            re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S) for tr in re.findall(r"<tr>(.*?)</tr>", table.group(3), re.S)
+        )
+        if cells
+    }
     assert set(rows) == set(step[a])
     for rung, cells in rows.items():
         assert cells[3] == f"{100 * (step[b][rung] / step[a][rung] - 1):+.1f}%"
@@ -119,8 +126,15 @@ def test_browser_shows_trend_and_compare(server, history, tmp_path) -> None:
 
     with sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+            str(tmp_path / "chromium-profile"),
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
             viewport={"width": 1400, "height": 1000},
         )
         try:
@@ -132,7 +146,9 @@ def test_browser_shows_trend_and_compare(server, history, tmp_path) -> None:
             page.wait_for_url(f"{server.url}/traceladder/ladders/{LADDER}", timeout=30_000)
             trend = page.locator('img.chart[alt="trend.png"]')
             trend.scroll_into_view_if_needed()
-            page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=trend.element_handle(), timeout=15_000)
+            page.wait_for_function(
+                "img => img.complete && img.naturalWidth > 0", arg=trend.element_handle(), timeout=15_000
+            )
             assert trend.evaluate("img => img.naturalWidth") > 400
             page.locator("a.compare-link").first.click()
             expect(page.locator("table.compare-table tbody tr")).to_have_count(10)

@@ -37,8 +37,16 @@ FAILED_RUNG_ID = "deepep.none.r2"
 
 # Unprofiled step ms per rung (the CPU proxy's scale) and the global batch it runs.
 STEP_MS = {
-    "baseline": 812.0, "fusions": 760.0, "attn_gluon_v3": 741.0, "attn_turbo": 740.0, "deepep": 702.0,
-    "grouped_gemm": 655.0, "megamoe": 610.0, "recompute_off": 561.0, "gbs16": 1050.0, "gbs32": 2010.0,
+    "baseline": 812.0,
+    "fusions": 760.0,
+    "attn_gluon_v3": 741.0,
+    "attn_turbo": 740.0,
+    "deepep": 702.0,
+    "grouped_gemm": 655.0,
+    "megamoe": 610.0,
+    "recompute_off": 561.0,
+    "gbs16": 1050.0,
+    "gbs32": 2010.0,
 }
 GBS = {"gbs16": 16, "gbs32": 32}
 LENS_COST = {"torch_rank0": 1.31, "torch_all_ranks": 1.62}
@@ -60,13 +68,23 @@ def _results(plan: dict[str, Any], failed: set[str], seed: int) -> dict[str, dic
         step = STEP_MS[spec["rung"]] * LENS_COST.get(spec["lens"], 1.0) * (1 + rng.uniform(-0.01, 0.01))
         tokens = GBS.get(spec["rung"], 8) * 128 / 2 / (step / 1000)
         ok = spec["rung_id"] not in failed
-        traces = [f"{PREFIX}/{LADDER}/{plan['run_id']}/{spec['rung_id']}/traces/rank0.pt.trace.json.gz"] if spec["lens"] != "none" else []
+        traces = (
+            [f"{PREFIX}/{LADDER}/{plan['run_id']}/{spec['rung_id']}/traces/rank0.pt.trace.json.gz"]
+            if spec["lens"] != "none"
+            else []
+        )
         out[spec["rung_id"]] = {
-            "run_id": plan["run_id"], "rung": spec["rung"], "rung_id": spec["rung_id"], "lens": spec["lens"],
-            "repeat": spec["repeat"], "status": "ok" if ok else "failed",
-            "step_ms": step if ok else None, "tokens_per_sec_per_gpu": tokens if ok else None,
+            "run_id": plan["run_id"],
+            "rung": spec["rung"],
+            "rung_id": spec["rung_id"],
+            "lens": spec["lens"],
+            "repeat": spec["repeat"],
+            "status": "ok" if ok else "failed",
+            "step_ms": step if ok else None,
+            "tokens_per_sec_per_gpu": tokens if ok else None,
             "peak_mem_gb": round(1.9 + rng.uniform(0, 0.2), 3) if ok else None,
-            "traces": traces if ok else [], "error": None if ok else "rank 1 exited with code 1 after 3 steps",
+            "traces": traces if ok else [],
+            "error": None if ok else "rank 1 exited with code 1 after 3 steps",
         }
     return out
 
@@ -83,8 +101,12 @@ def _chart_png(summary: dict[str, Any]) -> bytes:
 
     rows = [r for r in summary["rungs"] if r["step_ms"]]
     fig, ax = plt.subplots(figsize=(7, 3.2), dpi=80)
-    ax.barh([r["rung"] for r in rows], [r["step_ms"]["mean"] for r in rows],
-            xerr=[r["step_ms"]["ci95"] or 0 for r in rows], color="#4a78b5")
+    ax.barh(
+        [r["rung"] for r in rows],
+        [r["step_ms"]["mean"] for r in rows],
+        xerr=[r["step_ms"]["ci95"] or 0 for r in rows],
+        color="#4a78b5",
+    )
     ax.invert_yaxis()
     ax.set_xlabel("step ms (mean ± 95% CI)")
     ax.set_title(f"{summary['ladder']} {summary['run_id']}")
@@ -109,18 +131,28 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
     store.put_json(f"{run}/plan.json", plan)
     for rung_id in ("baseline.none.r0", "recompute_off.torch_rank0.l0"):
         store.put_json(f"{run}/{rung_id}/metrics.json", results[rung_id])
-        store.put_bytes(f"{run}/{rung_id}/log.txt.gz", gzip.compress(b"[Primus] iteration 3 | elapsed time per iteration (ms): 812.0\n"))
+        store.put_bytes(
+            f"{run}/{rung_id}/log.txt.gz",
+            gzip.compress(b"[Primus] iteration 3 | elapsed time per iteration (ms): 812.0\n"),
+        )
         store.write_manifest(f"{run}/{rung_id}")
     base = f"{run}/summary"
     png = _chart_png(summary)
     store.put_bytes(f"{base}/summary.json", json.dumps(summary, indent=1).encode(), "application/json")
     store.put_bytes(f"{base}/summary.md", to_markdown(summary).encode(), "text/markdown")
     store.put_bytes(f"{base}/charts/step_ms.png", png, "image/png")
-    store.put_bytes(f"{base}/report.html", b"<!doctype html><h1>report</h1><script>document.title='ran'</script>"
-                    b"<img src='charts/step_ms.png'>", "text/html")
+    store.put_bytes(
+        f"{base}/report.html",
+        b"<!doctype html><h1>report</h1><script>document.title='ran'</script><img src='charts/step_ms.png'>",
+        "text/html",
+    )
     store.write_manifest(base)
-    ref = {"run_id": run_id, "summary_json": f"{base}/summary.json", "summary_md": f"{base}/summary.md",
-           "failed_rungs": summary["failed_rungs"]}
+    ref = {
+        "run_id": run_id,
+        "summary_json": f"{base}/summary.json",
+        "summary_md": f"{base}/summary.md",
+        "failed_rungs": summary["failed_rungs"],
+    }
     publish_latest(store, ladder_prefix(PREFIX, LADDER), ref)
     return {"summary": summary, "png": png}
 
@@ -132,7 +164,12 @@ def published(s3_server) -> dict[str, Any]:
     old = publish_run(client, bucket, OLD_RUN, set(), seed=1)
     new = publish_run(client, bucket, NEW_RUN, {FAILED_RUNG_ID}, seed=2)
     # Objects beside and above the ladder's prefix that no URL may reach.
-    for key in ("canary-secret.txt", f"{PREFIX}/ui-canary/secret.txt", f"{PREFIX}/{LADDER}-x/secret.txt", f"{PREFIX}/secret.txt"):
+    for key in (
+        "canary-secret.txt",
+        f"{PREFIX}/ui-canary/secret.txt",
+        f"{PREFIX}/{LADDER}-x/secret.txt",
+        f"{PREFIX}/secret.txt",
+    ):
         client.put_object(Bucket=bucket, Key=key, Body=CANARY.encode())
     return {"old": old, "new": new}
 
@@ -174,7 +211,13 @@ def raw_get(server: AirflowApiServer, path: str, token: str | None = None) -> tu
 
 
 def secrets_of(server: AirflowApiServer, s3_server) -> list[str]:
-    return [s3_server.secret_key, s3_server.access_key, server.jwt_secret, server.secret_key, *server.passwords.values()]
+    return [
+        s3_server.secret_key,
+        s3_server.access_key,
+        server.jwt_secret,
+        server.secret_key,
+        *server.passwords.values(),
+    ]
 
 
 ART = f"/traceladder/ladders/{LADDER}/artifacts"
@@ -198,7 +241,11 @@ def test_plugin_is_registered_with_a_valid_external_view(admin):
     assert len(views) == 1
     view = views[0]
     assert (view["name"], view["href"], view["url_route"], view["destination"], view["category"]) == (
-        "Ladders", "/traceladder/", "ladders", "nav", "browse"
+        "Ladders",
+        "/traceladder/",
+        "ladders",
+        "nav",
+        "browse",
     )
     errors = admin.get("/api/v2/plugins/importErrors").json()["import_errors"]
     assert not [e for e in errors if "traceladder" in e["source"]], errors
@@ -255,9 +302,17 @@ def test_index_lists_every_ladder_file_and_the_latest_summary(viewer, published)
     assert "FAILED" in deepep and "2/3" in deepep
     # vs parent from the block model: attn_turbo vs attn_gluon_v3 is 1 ms apart, fusions 52 ms faster
     turbo = summary_row(summary, "attn_turbo")["vs_parent"]
-    assert turbo["verdict"] == "no_change" and "no change detected" in table.group(1) and f"MDE {turbo['mde_pct']:.1f}%" in table.group(1)
+    assert (
+        turbo["verdict"] == "no_change"
+        and "no change detected" in table.group(1)
+        and f"MDE {turbo['mde_pct']:.1f}%" in table.group(1)
+    )
     fusions = summary_row(summary, "fusions")["vs_parent"]
-    assert fusions["verdict"] == "faster" and f"faster: {fusions['delta']:+.1f} ms" in table.group(1) and "x</td>" in table.group(1)
+    assert (
+        fusions["verdict"] == "faster"
+        and f"faster: {fusions['delta']:+.1f} ms" in table.group(1)
+        and "x</td>" in table.group(1)
+    )
     # lenses with overhead ratios, findings
     assert "torch_rank0" in html and "overhead vs unprofiled" in html
     assert any(f.split(" (")[0] in html for f in summary["findings"])
@@ -272,8 +327,14 @@ def test_run_page_shows_summary_charts_and_artifacts(viewer, published):
     html = resp.text
     assert f'data-run="{OLD_RUN}"' in html and "FAILED" not in html
     assert 'class="lens-table"' in html
-    for key in ("plan.json", "baseline.none.r0/metrics.json", "baseline.none.r0/log.txt.gz",
-                "recompute_off.torch_rank0.l0/manifest.json", "summary/charts/step_ms.png", "summary/summary.json"):
+    for key in (
+        "plan.json",
+        "baseline.none.r0/metrics.json",
+        "baseline.none.r0/log.txt.gz",
+        "recompute_off.torch_rank0.l0/manifest.json",
+        "summary/charts/step_ms.png",
+        "summary/summary.json",
+    ):
         assert f'href="{ART}/{OLD_RUN}/{key}"' in html, key
     assert viewer.get(f"/traceladder/ladders/{LADDER}/runs/no-such-run").status_code == 404
     assert viewer.get("/traceladder/ladders/no-such-ladder").status_code == 404
@@ -344,13 +405,21 @@ def test_viewer_cannot_trigger(viewer, admin):
 
 
 def test_admin_trigger_creates_a_dag_run(admin):
-    resp = admin.post("/traceladder/trigger", json={"ladder": LADDER, "rungs": ["baseline", "fusions"], "lens": "none", "repeats": 1})
+    resp = admin.post(
+        "/traceladder/trigger", json={"ladder": LADDER, "rungs": ["baseline", "fusions"], "lens": "none", "repeats": 1}
+    )
     assert resp.status_code == 200, resp.text
     run_id = resp.json()["dag_run_id"]
     stored = admin.get(f"/api/v2/dags/traceladder-trigger/dagRuns/{run_id}")
     assert stored.status_code == 200
     run = stored.json()
-    assert run["conf"] == {"ladder": LADDER, "rungs": ["baseline", "fusions"], "lens": "none", "repeats": 1, "override": ""}
+    assert run["conf"] == {
+        "ladder": LADDER,
+        "rungs": ["baseline", "fusions"],
+        "lens": "none",
+        "repeats": 1,
+        "override": "",
+    }
     assert run["run_type"] == "manual" and run["state"] == "queued"
 
 
@@ -378,8 +447,14 @@ def test_form_post_with_the_cookie_needs_the_page_csrf_field(server):
 def test_no_secret_in_any_page(server, s3_server, admin, viewer, published):
     bodies = []
     for client in (admin, viewer):
-        for path in ("/traceladder/", f"/traceladder/ladders/{LADDER}", f"/traceladder/ladders/{LADDER}/runs/{NEW_RUN}",
-                     f"/traceladder/ladders/{LADDER}/runs/nope", f"{ART}/{NEW_RUN}/nope.txt", "/traceladder/ladders/nope"):
+        for path in (
+            "/traceladder/",
+            f"/traceladder/ladders/{LADDER}",
+            f"/traceladder/ladders/{LADDER}/runs/{NEW_RUN}",
+            f"/traceladder/ladders/{LADDER}/runs/nope",
+            f"{ART}/{NEW_RUN}/nope.txt",
+            "/traceladder/ladders/nope",
+        ):
             bodies.append(client.get(path, headers={"Accept": "text/html"}).text)
     bodies.append(admin.post("/traceladder/trigger", json={"ladder": "nope"}).text)
     bodies.append(viewer.post("/traceladder/trigger", json={"ladder": LADDER}).text)
@@ -398,8 +473,12 @@ def test_page_lists_ladders_when_s3_is_down(server, s3_server):
 
     dead = json.loads(s3_server.airflow_conn_uri_json())
     dead["extra"]["endpoint_url"] = f"http://127.0.0.1:{free_port()}"
-    down = AirflowApiServer(server.home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": json.dumps(dead)},
-                            prepare=False, passwords=server.passwords)
+    down = AirflowApiServer(
+        server.home,
+        extra_env={"AIRFLOW_CONN_TRACELADDER_S3": json.dumps(dead)},
+        prepare=False,
+        passwords=server.passwords,
+    )
     try:
         down.start()
         with down.client("viewer") as c:
@@ -448,8 +527,13 @@ def test_browser_renders_table_and_chart(server, published, tmp_path):
         browser = p.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"),
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
             viewport={"width": 1400, "height": 1000},
         )
         try:
@@ -466,7 +550,9 @@ def test_browser_renders_table_and_chart(server, published, tmp_path):
             expect(table.locator("tbody tr", has_text="deepep")).to_contain_text("FAILED")
             chart = page.locator(f'section[data-ladder="{LADDER}"] img.chart').first
             chart.scroll_into_view_if_needed()
-            page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=chart.element_handle(), timeout=15_000)
+            page.wait_for_function(
+                "img => img.complete && img.naturalWidth > 0", arg=chart.element_handle(), timeout=15_000
+            )
             assert chart.evaluate("img => img.naturalWidth") == 560  # 7 in x 80 dpi
             page.screenshot(path=str(ARTIFACTS / "ui-ladders.png"), full_page=True)
 

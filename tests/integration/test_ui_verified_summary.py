@@ -27,7 +27,9 @@ def _publish(s3_server, summary: dict) -> tuple[S3ArtifactStore, str]:
 def test_the_ui_reads_a_verified_summary_and_refuses_a_tampered_one(s3_server) -> None:
     summary = {"schema": 2, "ladder": LADDER, "rungs": [{"rung": "base", "runs": 3}]}
     _, key = _publish(s3_server, summary)
-    entry = LadderEntry(file=LADDER, path=Path(f"{LADDER}.yaml"), name=LADDER, conn_id="unused", bucket=s3_server.bucket, prefix=PREFIX)
+    entry = LadderEntry(
+        file=LADDER, path=Path(f"{LADDER}.yaml"), name=LADDER, conn_id="unused", bucket=s3_server.bucket, prefix=PREFIX
+    )
     ui = LadderStore(entry, client=s3_server.client())
     assert ui.summary(safe_key_part(RUN)) == summary
 

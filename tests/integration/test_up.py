@@ -26,8 +26,14 @@ LADDER = "up-tiny"
 
 
 def _start(state: Path, port: int, env: dict[str, str]) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "traceladder.cli", "up", "--dir", str(state), "--port", str(port)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "traceladder.cli", "up", "--dir", str(state), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
     info: dict[str, str] = {}
     deadline = time.monotonic() + 600
@@ -35,7 +41,9 @@ def _start(state: Path, port: int, env: dict[str, str]) -> tuple[subprocess.Pope
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line:
-            pytest.fail(f"traceladder up exited {proc.wait()} before it was ready: {''.join(lines)[-2000:]}", pytrace=False)
+            pytest.fail(
+                f"traceladder up exited {proc.wait()} before it was ready: {''.join(lines)[-2000:]}", pytrace=False
+            )
         lines.append(line)
         if m := re.match(r"(\w+):\s+(\S+)", line):
             info[m.group(1)] = m.group(2)
@@ -75,21 +83,32 @@ def _processes_in(home: Path) -> list[int]:
 def test_up_serves_the_ladders_page_runs_a_trigger_stops_on_ctrl_c_and_restarts(tmp_path: Path) -> None:
     ladders = write_ladders(tmp_path / "ladders", {LADDER: {}})
     state = tmp_path / "state"
-    env = {**os.environ, "TRACELADDER_LADDERS_DIR": str(ladders), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "include")}
+    env = {
+        **os.environ,
+        "TRACELADDER_LADDERS_DIR": str(ladders),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "include"),
+    }
     port = free_port()
     proc, info = _start(state, port, env)
     try:
         url = info["Airflow"]
         assert url == f"http://127.0.0.1:{port}" and info["Ladders"] == f"{url}/plugin/ladders"
-        token = httpx.post(f"{url}/auth/token", json={"username": "admin", "password": info["password"]}, timeout=120).json()["access_token"]
+        token = httpx.post(
+            f"{url}/auth/token", json={"username": "admin", "password": info["password"]}, timeout=120
+        ).json()["access_token"]
         api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
         page = api.get("/traceladder/", headers={"Accept": "text/html"})
         assert page.status_code == 200 and LADDER in page.text
-        started = api.post("/traceladder/trigger", json={"ladder": LADDER, "rungs": ["baseline"], "lens": "none", "repeats": 1})
+        started = api.post(
+            "/traceladder/trigger", json={"ladder": LADDER, "rungs": ["baseline"], "lens": "none", "repeats": 1}
+        )
         assert started.status_code == 200, started.text
         run_id = started.json()["dag_run_id"]
         deadline = time.monotonic() + 900
-        while (state_now := api.get(f"/api/v2/dags/traceladder-trigger/dagRuns/{run_id}").json()["state"]) not in ("success", "failed"):
+        while (state_now := api.get(f"/api/v2/dags/traceladder-trigger/dagRuns/{run_id}").json()["state"]) not in (
+            "success",
+            "failed",
+        ):
             assert time.monotonic() < deadline, f"run {run_id} still {state_now}"
             time.sleep(3)
         assert state_now == "success"
@@ -103,8 +122,12 @@ def test_up_serves_the_ladders_page_runs_a_trigger_stops_on_ctrl_c_and_restarts(
     proc, again = _start(state, port, env)
     try:
         assert again["password"] == info["password"]  # the same logins
-        token = httpx.post(f"{url}/auth/token", json={"username": "admin", "password": again["password"]}, timeout=120).json()["access_token"]
-        runs = httpx.get(f"{url}/api/v2/dags/traceladder-trigger/dagRuns", headers={"Authorization": f"Bearer {token}"}, timeout=120).json()
+        token = httpx.post(
+            f"{url}/auth/token", json={"username": "admin", "password": again["password"]}, timeout=120
+        ).json()["access_token"]
+        runs = httpx.get(
+            f"{url}/api/v2/dags/traceladder-trigger/dagRuns", headers={"Authorization": f"Bearer {token}"}, timeout=120
+        ).json()
         assert [r["state"] for r in runs["dag_runs"] if r["dag_run_id"] == run_id] == ["success"]  # the same database
     finally:
         _stop(proc)

@@ -48,8 +48,10 @@ def test_aa_false_call_rate_in_execution_order(shape) -> None:
     k, n, every = _calls(verdicts)
     lo, hi = clopper_pearson(k, n)
     pairs = len(shape.pairs)
-    print(f"A/A ({'plan.py' if shape.from_plan else 'fallback'} schedules): {k}/{n} ladders call their drawn rung "
-          f"(95% CI {lo:.3f}-{hi:.3f}); every rung: {every}/{n * pairs}")
+    print(
+        f"A/A ({'plan.py' if shape.from_plan else 'fallback'} schedules): {k}/{n} ladders call their drawn rung "
+        f"(95% CI {lo:.3f}-{hi:.3f}); every rung: {every}/{n * pairs}"
+    )
     assert hi <= BOUND
     assert every / (n * pairs) <= BOUND  # the other rungs too (not independent, so no interval)
     assert k > 0  # a test that can never call anything would pass this bound trivially

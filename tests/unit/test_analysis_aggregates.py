@@ -27,7 +27,9 @@ def test_one_value_matches_the_numpy_path_bit_for_bit():
 
 
 def test_one_nan_is_an_empty_group():
-    assert {k: _bits(v) for k, v in stats([math.nan]).items()} == {k: _bits(v) for k, v in _stats(np.asarray([math.nan])).items()}
+    assert {k: _bits(v) for k, v in stats([math.nan]).items()} == {
+        k: _bits(v) for k, v in _stats(np.asarray([math.nan])).items()
+    }
 
 
 def _busy_reference(groups, starts, ends, ngroups):

@@ -109,7 +109,11 @@ def test_derived_traces_present():
     assert DERIVED.is_dir(), f"derived reference traces not found at {DERIVED}"
     assert len(ALL_TRACES) == 9, ALL_TRACES
     assert {n for t, n in ALL_CSVS if "gpu_only" in t.name} == {
-        "gpu_timeline.csv", "kernel_summary.csv", "short_kernel_histogram.csv", "short_kernels_summary.csv"}
+        "gpu_timeline.csv",
+        "kernel_summary.csv",
+        "short_kernel_histogram.csv",
+        "short_kernels_summary.csv",
+    }
 
 
 @pytest.mark.parametrize("trace", ALL_TRACES, ids=_tid)

@@ -25,7 +25,7 @@ import torch  # noqa: F401  - the CPU traces come from a real torch.profiler run
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
 REGIONS = ("attention", "moe_router", "moe_dispatch", "moe_experts", "moe_combine", "optimizer_step")
 
-GEN = r'''
+GEN = r"""
 import os, sys
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 from torch.profiler import profile, ProfilerActivity, record_function, schedule
@@ -70,7 +70,7 @@ def worker(rank, world, out, port):
 
 if __name__ == "__main__":
     mp.spawn(worker, args=(2, sys.argv[1], int(sys.argv[2])), nprocs=2, join=True)
-'''
+"""
 
 
 def _free_port() -> int:
@@ -146,8 +146,18 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
     assert on_disk == res
     assert on_disk.pop("perf_sheets") == {}  # perf-model sheets need GPU kernels
     assert set(on_disk) == {
-        "schema", "trace", "device", "rank", "steps", "timeline", "timeline_percent",
-        "top_ops", "categories", "regions", "gemm", "notes",
+        "schema",
+        "trace",
+        "device",
+        "rank",
+        "steps",
+        "timeline",
+        "timeline_percent",
+        "top_ops",
+        "categories",
+        "regions",
+        "gemm",
+        "notes",
     }
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
     # (TraceLens does not run on traces without GPU kernels)

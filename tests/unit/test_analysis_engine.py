@@ -63,17 +63,31 @@ def synthetic_trace() -> dict:
         _x("kernel", "Cijk_gemm", 1010, 10, pid=1, tid=7, correlation=12, stream=7, External_id=3),
         _x("gpu_memset", "Memset (Device)", 1030, 4, pid=1, tid=7, correlation=13, stream=7, External_id=5),
         _x("kernel", "ncclDevKernel_AllReduce_Sum_f32", 1040, 20, pid=1, tid=7, correlation=14, stream=7),
-        _x("kernel", "void at::native::vectorized_elementwise_kernel<add>", 1050, 6, pid=1, tid=7,
-           correlation=15, stream=7, External_id=7),
+        _x(
+            "kernel",
+            "void at::native::vectorized_elementwise_kernel<add>",
+            1050,
+            6,
+            pid=1,
+            tid=7,
+            correlation=15,
+            stream=7,
+            External_id=7,
+        ),
         _x("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 1070, 8, pid=1, tid=7, correlation=16, stream=7),
         _x("kernel", "orphan_kernel", 1095, 4, pid=1, tid=7, correlation=99, stream=7),
     ]
-    for corr, ts_cpu, ts_gpu in [(11, 1002, 1005), (12, 1010, 1010), (13, 1026.5, 1030), (14, 1032, 1040),
-                                 (15, 1041, 1050), (16, 1051, 1070)]:
+    for corr, ts_cpu, ts_gpu in [
+        (11, 1002, 1005),
+        (12, 1010, 1010),
+        (13, 1026.5, 1030),
+        (14, 1032, 1040),
+        (15, 1041, 1050),
+        (16, 1051, 1070),
+    ]:
         ev.append(_flow("s", corr, ts_cpu, 100, 100))
         ev.append(_flow("f", corr, ts_gpu, 1, 7))
-    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
-            "traceEvents": ev}
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8}, "traceEvents": ev}
 
 
 def _write(path: Path, doc: dict, gz: bool = False) -> Path:
@@ -116,9 +130,20 @@ def test_reference_trace_analysis_json(tmp_path):
     assert res["timeline"]["total_time"] == pytest.approx(8.91188671875)
     assert json.loads((tmp_path / "analysis.json").read_text()) == res
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "BinaryElementwise.csv", "GEMM.csv", "Reduce_fwd.csv", "UnaryElementwise.csv", "analysis.json",
-        "gpu_timeline.csv", "kernel_summary.csv", "ops_summary.csv", "ops_summary_by_category.csv",
-        "ops_unique_args.csv", "short_kernel_histogram.csv", "short_kernels_summary.csv", "unified_perf_summary.csv"]
+        "BinaryElementwise.csv",
+        "GEMM.csv",
+        "Reduce_fwd.csv",
+        "UnaryElementwise.csv",
+        "analysis.json",
+        "gpu_timeline.csv",
+        "kernel_summary.csv",
+        "ops_summary.csv",
+        "ops_summary_by_category.csv",
+        "ops_unique_args.csv",
+        "short_kernel_histogram.csv",
+        "short_kernels_summary.csv",
+        "unified_perf_summary.csv",
+    ]
     # "gemm": the GEMM.csv rows (shape, count, kernel time, mean TFLOPS/s), by time
     import csv
 
@@ -238,7 +263,10 @@ def test_analyze_path_never_imports_pandas(tmp_path):
     import traceladder
 
     # the child imports this checkout's traceladder, as the parent did
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(traceladder.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(Path(traceladder.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    )
     trace = REF / "mi300" / "resnet_act_checkpoint.json.gz"
     code = (
         "import sys; from traceladder.analysis.engine import analyze_trace; "
@@ -246,4 +274,6 @@ def test_analyze_path_never_imports_pandas(tmp_path):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert res.stdout.strip() == "[]", res.stdout
-    assert {"CONV_fwd.csv", "ops_unique_args.csv", "unified_perf_summary.csv"} <= {p.name for p in tmp_path.glob("*.csv")}
+    assert {"CONV_fwd.csv", "ops_unique_args.csv", "unified_perf_summary.csv"} <= {
+        p.name for p in tmp_path.glob("*.csv")
+    }

@@ -66,19 +66,62 @@ def gpu_trace(rank: int, world: int, colls: list[dict], device_props: int = 8, d
             "Rank": rank,
         }
         host = ts - 50.0
-        ev.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": pid, "tid": tid,
-                   "ts": host, "dur": 20.0, "args": {"External id": corr, **comm}})
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
-                   "ts": host + 5.0, "dur": 5.0, "args": {"External id": corr, "correlation": corr}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "record_param_comms",
+                "pid": pid,
+                "tid": tid,
+                "ts": host,
+                "dur": 20.0,
+                "args": {"External id": corr, **comm},
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": pid,
+                "tid": tid,
+                "ts": host + 5.0,
+                "dur": 5.0,
+                "args": {"External id": corr, "correlation": corr},
+            }
+        )
         ev.append({"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": host + 5.0, "cat": "ac2g", "name": "ac2g"})
         ev.append({"ph": "f", "id": corr, "pid": gpid, "tid": 7, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"})
-        ev.append({"ph": "X", "cat": "kernel", "name": KERNEL[c["name"]], "pid": gpid, "tid": 7, "ts": ts, "dur": dur,
-                   "args": {"External id": corr, "correlation": corr, "device": 0, "stream": 7, **comm}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": KERNEL[c["name"]],
+                "pid": gpid,
+                "tid": 7,
+                "ts": ts,
+                "dur": dur,
+                "args": {"External id": corr, "correlation": corr, "device": 0, "stream": 7, **comm},
+            }
+        )
         # a compute kernel between collectives (not a collective)
-        ev.append({"ph": "X", "cat": "kernel", "name": "Cijk_gemm", "pid": gpid, "tid": 7, "ts": ts + dur + 1.0,
-                   "dur": 3.0, "args": {"External id": corr + 500, "correlation": corr + 500, "stream": 7}})
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": i, "name": "AMD Instinct MI300X"} for i in range(device_props)],
-           "traceEvents": ev}
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "Cijk_gemm",
+                "pid": gpid,
+                "tid": 7,
+                "ts": ts + dur + 1.0,
+                "dur": 3.0,
+                "args": {"External id": corr + 500, "correlation": corr + 500, "stream": 7},
+            }
+        )
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": i, "name": "AMD Instinct MI300X"} for i in range(device_props)],
+        "traceEvents": ev,
+    }
     if dist_info:
         doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
     return doc
@@ -95,8 +138,9 @@ def write_traces(d: Path, world: int, colls: list[dict], name="trace_rank{r}.jso
     return paths
 
 
-def late_collectives(world: int, late: int, delay: float, n_ar: int = 3, n_a2a: int = 2,
-                     subgroups: bool = False) -> list[dict]:
+def late_collectives(
+    world: int, late: int, delay: float, n_ar: int = 3, n_a2a: int = 2, subgroups: bool = False
+) -> list[dict]:
     """Collectives where rank ``late`` starts ``delay`` us after the others; the early
     ranks' kernels wait for it, so every rank ends together (end skew 0) and the late
     rank's kernel is the shortest (comm_latency = its duration)."""
@@ -150,13 +194,19 @@ def test_gpu_late_rank_exact(tmp_path, world, late):
     assert res["gpus_per_node"] == 8 and res["gpus_per_node_source"] == "deviceProperties"
     assert res["matched"] == {"collectives": 5, "events": 5 * world, "all_matched": True}
     assert sorted(res["files"]) == sorted(
-        ["nccl_summary_long.csv", "nccl_summary_implicit_sync.csv", "straggler_summary.csv", "nccl_long.csv",
-         "nccl_implicit_sync.csv"])
+        [
+            "nccl_summary_long.csv",
+            "nccl_summary_implicit_sync.csv",
+            "straggler_summary.csv",
+            "nccl_long.csv",
+            "nccl_implicit_sync.csv",
+        ]
+    )
 
     sync = read_csv(out / "nccl_implicit_sync.csv")
     assert len(sync) == 5
-    ar_bw = (1048576 * 4 / 1024**2 / 1024) / (100.0 / 1e6)       # 4 MiB in 100 us
-    a2a_bw = (2097152 * 2 / 1024**2 / 1024) / (200.0 / 1e6)      # 4 MiB in 200 us
+    ar_bw = (1048576 * 4 / 1024**2 / 1024) / (100.0 / 1e6)  # 4 MiB in 100 us
+    a2a_bw = (2097152 * 2 / 1024**2 / 1024) / (200.0 / 1e6)  # 4 MiB in 200 us
     early = max(r for r in range(world) if r != late)
     for row in sync:
         ar = row["Collective name"] == "allreduce"
@@ -164,7 +214,7 @@ def test_gpu_late_rank_exact(tmp_path, world, late):
         assert float(row["comm_latency"]) == (100.0 if ar else 200.0)
         assert float(row["skew in start time"]) == delay
         assert float(row["skew in end time"]) == 0.0
-        assert int(row["earliest arrival rank"]) == early          # ties go to the higher rank
+        assert int(row["earliest arrival rank"]) == early  # ties go to the higher rank
         assert float(row["avg_wait_time"]) == pytest.approx(delay * (world - 1) / world)
         assert float(row["Full msg size (MB)"]) == 4.0
         assert float(row["algo bw (GB/s)"]) == pytest.approx(ar_bw if ar else a2a_bw, rel=1e-12)
@@ -175,18 +225,24 @@ def test_gpu_late_rank_exact(tmp_path, world, late):
         assert row["node_span"] == "intra_node"
 
     summ = read_csv(out / "nccl_summary_implicit_sync.csv")
-    assert [r["Collective name"] for r in summ] == ["all_to_all", "allreduce"]   # by total latency
+    assert [r["Collective name"] for r in summ] == ["all_to_all", "allreduce"]  # by total latency
     by = {r["Collective name"]: r for r in summ}
     assert int(by["allreduce"]["count"]) == 3 and int(by["all_to_all"]["count"]) == 2
     assert float(by["allreduce"]["Total comm latency (ms)"]) == pytest.approx(0.3)
     assert float(by["all_to_all"]["Total comm latency (ms)"]) == pytest.approx(0.4)
     assert float(by["allreduce"]["skew in start time_max"]) == delay
-    assert list(summ[0])[:6] == ["Collective name", "dtype", "In msg nelems", "Process Group Name", "Group size",
-                                 "Full msg size (MB)"]
+    assert list(summ[0])[:6] == [
+        "Collective name",
+        "dtype",
+        "In msg nelems",
+        "Process Group Name",
+        "Group size",
+        "Full msg size (MB)",
+    ]
     assert list(summ[0])[-2:] == ["count", "Total comm latency (ms)"]
 
     strag = read_csv(out / "straggler_summary.csv")
-    assert int(strag[0]["rank"]) == late                  # least total wait first
+    assert int(strag[0]["rank"]) == late  # least total wait first
     assert float(strag[0]["total_wait_time_us"]) == 0.0
     assert int(strag[0]["times_arrived_last"]) == 5 and float(strag[0]["pct_arrived_last"]) == 100.0
     others = {int(r["rank"]): r for r in strag[1:]}
@@ -214,7 +270,8 @@ def test_gpu_late_rank_exact(tmp_path, world, late):
     assert ar["latency_us"]["total"] == 300.0 and ar["latency_us"]["min"] == 100.0
     assert ar["start_skew_us"]["max"] == delay and ar["end_skew_us"]["max"] == 0.0
     assert ar["algo_bw_gbs"]["mean"] == pytest.approx(ar_bw) and ar["bus_bw_gbs"]["mean"] == pytest.approx(
-        ar_bw * 2 * (world - 1) / world)
+        ar_bw * 2 * (world - 1) / world
+    )
     assert ar["wait_us"] == {str(r): (0.0 if r == late else 3 * delay) for r in range(world)}
     assert ar["straggler"]["rank"] == late and ar["straggler"]["times_arrived_last"] == 3
     assert ar["straggler"]["others_waited_us"] == {str(r): 3 * delay for r in range(world) if r != late}
@@ -239,10 +296,10 @@ def test_gpu_subgroups_and_node_columns(tmp_path):
     sync = {r["collective_id"]: r for r in read_csv(out / "nccl_implicit_sync.csv")}
     assert set(sync) == {"0_0", "0_1", "1_0", "1_1", "2_0", "2_1"}
     assert sync["0_0"]["node_span"] == "inter_node" and sync["1_0"]["node_span"] == "intra_node"
-    assert float(sync["1_0"]["skew in start time"]) == 0.0           # nobody late in ranks 0-3
+    assert float(sync["1_0"]["skew in start time"]) == 0.0  # nobody late in ranks 0-3
     assert float(sync["2_1"]["skew in start time"]) == delay
     assert int(sync["2_1"]["earliest arrival rank"]) == 7
-    assert sync["1_0"]["rank_4_ts"] == ""                             # not a member
+    assert sync["1_0"]["rank_4_ts"] == ""  # not a member
     assert float(sync["2_0"]["bus bw (GB/s)"]) == pytest.approx(float(sync["2_0"]["algo bw (GB/s)"]) * 3 / 4)
     long_rows = read_csv(out / "nccl_long.csv")
     assert {(r["rank"], r["node_id"]) for r in long_rows} == {(str(r), str(r // 4)) for r in range(8)}
@@ -261,11 +318,11 @@ def test_errors_one_line(tmp_path, capsys):
     paths = write_traces(tmp_path / "in", 4, colls)
     out = str(tmp_path / "out")
 
-    rc, err = _cli([str(p) for p in paths[:1] + paths[2:]] + ["--out", out], capsys)   # rank 1 missing
+    rc, err = _cli([str(p) for p in paths[:1] + paths[2:]] + ["--out", out], capsys)  # rank 1 missing
     assert rc == 2 and len(err.splitlines()) == 1
     assert err.startswith("error: rank 1") and "missing" in err and "world size 4" in err
 
-    rc, err = _cli([str(p) for p in paths] + [str(paths[3]), "--out", out], capsys)   # rank 3 twice
+    rc, err = _cli([str(p) for p in paths] + [str(paths[3]), "--out", out], capsys)  # rank 3 twice
     assert rc == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"error: rank 3 ({paths[3]})") and "duplicated" in err
 
@@ -280,13 +337,15 @@ def test_errors_one_line(tmp_path, capsys):
     assert "#1: 'allreduce', rank 0 has 'all_to_all'" in err
 
     # same count, different size on rank 2
-    doc = gpu_trace(2, 4, [dict(c, in_n=c["in_n"] * 2, out_n=c["out_n"] * 2) if i == 0 else c for i, c in enumerate(colls)])
+    doc = gpu_trace(
+        2, 4, [dict(c, in_n=c["in_n"] * 2, out_n=c["out_n"] * 2) if i == 0 else c for i, c in enumerate(colls)]
+    )
     doc_path.write_text(json.dumps(doc))
     with pytest.raises(MultiRankError) as ei:
         analyze_ranks(paths, Path(out))
     assert ei.value.rank == 2 and "In msg nelems 2097152, rank 0 has 1048576" in str(ei.value)
 
-    doc_path.write_bytes(b"{\"traceEvents\": [")                    # unreadable
+    doc_path.write_bytes(b'{"traceEvents": [')  # unreadable
     rc, err = _cli([str(p) for p in paths] + ["--out", out], capsys)
     assert rc == 2 and err == f"error: rank 2 ({doc_path}): truncated JSON (file ends early)"
 
@@ -313,7 +372,7 @@ def test_rank_from_file_name_forms(tmp_path):
 
 
 # -- CPU: real gloo traces --------------------------------------------------------------------
-GLOO = r'''
+GLOO = r"""
 import os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 from torch.profiler import profile, ProfilerActivity
@@ -343,7 +402,7 @@ def worker(rank, world, out, port):
 
 if __name__ == "__main__":
     mp.spawn(worker, args=(2, sys.argv[1], int(sys.argv[2])), nprocs=2)
-'''
+"""
 
 
 def _free_port() -> int:
@@ -365,7 +424,7 @@ def test_cpu_gloo_every_collective_matched(gloo_traces, tmp_path):
     t = read_trace(gloo_traces[0])
     ev = collective_events(t)
     assert [e["Collective name"] for e in ev if e["name"] != "gloo:barrier"].count("allreduce") == 3
-    assert all(e["device"] == "cpu" and e["op"] is not None for e in ev)   # every range has its c10d op
+    assert all(e["device"] == "cpu" and e["op"] is not None for e in ev)  # every range has its c10d op
     byname = {e["Collective name"]: e for e in ev}
     assert byname["allreduce"]["In msg nelems"] == 4096 and byname["allreduce"]["dtype"] == "Float"
     assert byname["all_to_all"]["In msg nelems"] == 256 and byname["all_to_all"]["In split size"] == "[]"
@@ -382,13 +441,18 @@ def test_cpu_gloo_every_collective_matched(gloo_traces, tmp_path):
     rc = cli_main(["analyze-ranks", *map(str, gloo_traces), "--out", str(out)])
     assert rc == 0
     res = json.loads((out / "collectives.json").read_text())
-    assert res["device"] == "cpu" and res["gpus_per_node"] is None      # deviceProperties is [] on CPU
+    assert res["device"] == "cpu" and res["gpus_per_node"] is None  # deviceProperties is [] on CPU
     assert res["matched"] == {"collectives": 15, "events": 30, "all_matched": True}
     assert {k: v["count"] for k, v in res["collectives"].items()} == {
-        "barrier": 3, "allreduce": 3, "all_to_all": 3, "all_to_allv": 3, "allgather": 3}
+        "barrier": 3,
+        "allreduce": 3,
+        "all_to_all": 3,
+        "all_to_allv": 3,
+        "allgather": 3,
+    }
     assert res["collectives"]["barrier"]["implicit_sync"] is False
     ar = res["collectives"]["allreduce"]
-    assert ar["device"] == "cpu" and ar["straggler"]["rank"] == 1          # rank 1 slept 20 ms first
+    assert ar["device"] == "cpu" and ar["straggler"]["rank"] == 1  # rank 1 slept 20 ms first
     assert ar["wait_us"]["1"] == 0.0 and ar["wait_us"]["0"] > 3 * 15_000
     assert ar["straggler"]["others_waited_us"]["0"] == ar["wait_us"]["0"]
     assert ar["start_skew_us"]["min"] > 15_000
@@ -413,10 +477,31 @@ def test_cpu_proxy_two_ranks(tmp_path):
     """The CPU proxy workload (EP=2, both ranks profiled): every collective matched."""
     ws = tmp_path / "ws"
     env = {**__import__("os").environ, "PRIMUS_WORKSPACE": str(ws)}
-    cmd = [PY, "-m", "traceladder.workload", "--expert_model_parallel_size", "2", "--profile", "True",
-           "--use_pytorch_profiler", "True", "--profile_ranks", "[0,1]", "--profile_step_start", "3",
-           "--profile_step_end", "5", "--train_iters", "5", "--num_layers", "2", "--num_experts", "8",
-           "--seq_length", "64"]
+    cmd = [
+        PY,
+        "-m",
+        "traceladder.workload",
+        "--expert_model_parallel_size",
+        "2",
+        "--profile",
+        "True",
+        "--use_pytorch_profiler",
+        "True",
+        "--profile_ranks",
+        "[0,1]",
+        "--profile_step_start",
+        "3",
+        "--profile_step_end",
+        "5",
+        "--train_iters",
+        "5",
+        "--num_layers",
+        "2",
+        "--num_experts",
+        "8",
+        "--seq_length",
+        "64",
+    ]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr[-2000:]
     traces = sorted(ws.rglob("*rank*.pt.trace.json*"))
@@ -433,8 +518,12 @@ def test_cpu_proxy_two_ranks(tmp_path):
         assert v["latency_us"]["min"] > 0
     long_rows = read_csv(out / "nccl_long.csv")
     assert len(long_rows) == 2 * n and all(r["dtype"] and r["In msg nelems"] for r in long_rows)
-    for f in ("nccl_summary_long.csv", "nccl_summary_implicit_sync.csv", "straggler_summary.csv",
-              "nccl_implicit_sync.csv"):
+    for f in (
+        "nccl_summary_long.csv",
+        "nccl_summary_implicit_sync.csv",
+        "straggler_summary.csv",
+        "nccl_implicit_sync.csv",
+    ):
         assert (out / f).stat().st_size > 0
 
 
@@ -445,10 +534,29 @@ def test_no_collectives_writes_headers(tmp_path):
     assert res["collectives"] == {} and res["straggler"] is None
     assert any("no collectives" in n for n in res["notes"])
     header = (tmp_path / "out" / "nccl_long.csv").read_text().splitlines()
-    assert header == [",".join(["collective_id", "index_in_group", "rank", "Process Group Name", "Process Group Ranks",
-                                "Collective name", "Group size", "dtype", "In msg nelems", "In msg size (MB)",
-                                "Out msg nelems", "Out msg size (MB)", "In split size", "Out split size", "stream",
-                                "ts", "dur"])]
+    assert header == [
+        ",".join(
+            [
+                "collective_id",
+                "index_in_group",
+                "rank",
+                "Process Group Name",
+                "Process Group Ranks",
+                "Collective name",
+                "Group size",
+                "dtype",
+                "In msg nelems",
+                "In msg size (MB)",
+                "Out msg nelems",
+                "Out msg size (MB)",
+                "In split size",
+                "Out split size",
+                "stream",
+                "ts",
+                "dur",
+            ]
+        )
+    ]
     assert (tmp_path / "out" / "straggler_summary.csv").read_text().startswith("rank,total_wait_time_us,")
 
 

@@ -63,8 +63,14 @@ def test_cpu_only_trace_gets_a_cpu_timeline(cpu_only, tmp_path):
     for e in steps:
         counts[(e["pid"], e["tid"])] = counts.get((e["pid"], e["tid"]), 0) + 1
     main = max(counts, key=counts.get)
-    main_ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and "dur" in e
-                and (e["pid"], e["tid"]) == main and not e["name"].startswith(("c10d::", "record_param_comms"))]
+    main_ops = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("cat") == "cpu_op"
+        and "dur" in e
+        and (e["pid"], e["tid"]) == main
+        and not e["name"].startswith(("c10d::", "record_param_comms"))
+    ]
     longest = max(min(e["ts"] + e["dur"], hi) - max(e["ts"], lo) for e in main_ops) / 1e3
     assert longest > 0
     assert tl["computation_time"] >= longest * (1 - 1e-9)
@@ -75,4 +81,6 @@ def test_cpu_only_trace_gets_a_cpu_timeline(cpu_only, tmp_path):
     with open(tmp_path / "ops_summary.csv", newline="") as fh:
         ops = {r["name"] for r in csv.DictReader(fh)}
     assert ops and ops <= {e["name"] for e in main_ops}
-    assert json.loads((tmp_path / "analysis.json").read_text())["timeline"]["total_time"] == pytest.approx(span_ms, rel=1e-9)
+    assert json.loads((tmp_path / "analysis.json").read_text())["timeline"]["total_time"] == pytest.approx(
+        span_ms, rel=1e-9
+    )

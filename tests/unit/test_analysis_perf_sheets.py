@@ -22,8 +22,16 @@ _spec.loader.exec_module(conformance)
 SHARED, REF, TRACES, _ref_dir = conformance.SHARED, conformance.REF, conformance.TRACES, conformance.ref_dir
 
 SHEETS = [
-    "SDPA_fwd.csv", "SDPA_bwd.csv", "CONV_fwd.csv", "CONV_bwd.csv", "BinaryElementwise.csv",
-    "UnaryElementwise.csv", "Normalization.csv", "Reduce_fwd.csv", "Reduce_bwd.csv", "ops_unique_args.csv",
+    "SDPA_fwd.csv",
+    "SDPA_bwd.csv",
+    "CONV_fwd.csv",
+    "CONV_bwd.csv",
+    "BinaryElementwise.csv",
+    "UnaryElementwise.csv",
+    "Normalization.csv",
+    "Reduce_fwd.csv",
+    "Reduce_bwd.csv",
+    "ops_unique_args.csv",
     "unified_perf_summary.csv",
 ]
 
@@ -52,8 +60,13 @@ def test_wrong_sheet_is_caught(produced):
     mi300 = REF / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz"
     h100 = REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
     out = produced(mi300)
-    for sheet in ("SDPA_fwd.csv", "BinaryElementwise.csv", "Normalization.csv", "ops_unique_args.csv",
-                  "unified_perf_summary.csv"):
+    for sheet in (
+        "SDPA_fwd.csv",
+        "BinaryElementwise.csv",
+        "Normalization.csv",
+        "ops_unique_args.csv",
+        "unified_perf_summary.csv",
+    ):
         assert conformance.compare_csv(out / sheet, _ref_dir(h100) / sheet), sheet
 
 
@@ -80,7 +93,9 @@ def test_headlines_match_the_sheets(produced):
 DERIVED = SHARED / "reference" / "derived"
 
 
-@pytest.mark.parametrize("trace", sorted(DERIVED.glob("*.json.gz")) if DERIVED.is_dir() else [], ids=lambda p: p.name[:40])
+@pytest.mark.parametrize(
+    "trace", sorted(DERIVED.glob("*.json.gz")) if DERIVED.is_dir() else [], ids=lambda p: p.name[:40]
+)
 def test_gpu_only_traces_get_none(trace, produced):
     """TraceLens writes none of these for a GPU-only trace (no host ops): neither do we."""
     out = produced(trace)

@@ -20,7 +20,10 @@ RESNET = REF / "mi300" / "resnet_act_checkpoint.json.gz"
 
 
 def _columns(t):
-    return {k: getattr(t, k) for k in ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")}
+    return {
+        k: getattr(t, k)
+        for k in ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")
+    }
 
 
 def test_chunked_read_equals_one_piece(monkeypatch):
@@ -59,9 +62,18 @@ def test_split_inside_strings_and_nested_objects(tmp_path, monkeypatch):
     monkeypatch.setattr(pj, "CHUNK_BYTES", 16)
     evs = []
     for i in range(40):
-        evs.append({"ph": "X", "cat": "cpu_op", "name": "x}, {y" if i % 3 == 0 else f"op{i}", "pid": 1, "tid": 2,
-                    "ts": float(i), "dur": 0.5,
-                    "args": {"External id": i, "nested": [{"a": 1}, {"b": [{"c": 2}]}], "s": "}, {\"z\": 1}]"}})
+        evs.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "x}, {y" if i % 3 == 0 else f"op{i}",
+                "pid": 1,
+                "tid": 2,
+                "ts": float(i),
+                "dur": 0.5,
+                "args": {"External id": i, "nested": [{"a": 1}, {"b": [{"c": 2}]}], "s": '}, {"z": 1}]'},
+            }
+        )
     p = _write(tmp_path, evs, distributedInfo={"rank": 3})
     t = pj.read_pytorch_json(p)
     assert len(t) == 40
@@ -74,8 +86,16 @@ def test_split_inside_strings_and_nested_objects(tmp_path, monkeypatch):
 
 
 def test_reader_odd_layouts(tmp_path):
-    ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
-          "args": {"correlation": "12", "stream": 7, "External id": None}}
+    ev = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 7,
+        "ts": 1.0,
+        "dur": 2.0,
+        "args": {"correlation": "12", "stream": 7, "External id": None},
+    }
     # traceEvents last, compact, non-int link fields (slow args path)
     p = _write(tmp_path, [], raw='{"a":[{"traceEvents":1}],"traceEvents":[' + json.dumps(ev) + "]}")
     t = pj.read_pytorch_json(p)
@@ -109,19 +129,63 @@ def _gemm_trace(tmp_path: Path) -> Path:
     for i, ts in enumerate((100.0, 300.0)):
         ext += 1
         evs += [
-            {"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "pid": 10, "tid": 11, "ts": ts, "dur": 50.0,
-             "args": {"External id": ext, "Input Dims": [[4, 64, 32], [4, 32, 16]], "Input type": ["float", "float"],
-                      "Input Strides": [[2048, 32, 1], [512, 16, 1]], "Concrete Inputs": ["", ""]}},
-            {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 10, "tid": 11, "ts": ts + 10, "dur": 5.0,
-             "args": {"External id": ext, "correlation": 500 + i}},
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::bmm",
+                "pid": 10,
+                "tid": 11,
+                "ts": ts,
+                "dur": 50.0,
+                "args": {
+                    "External id": ext,
+                    "Input Dims": [[4, 64, 32], [4, 32, 16]],
+                    "Input type": ["float", "float"],
+                    "Input Strides": [[2048, 32, 1], [512, 16, 1]],
+                    "Concrete Inputs": ["", ""],
+                },
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "hipLaunchKernel",
+                "pid": 10,
+                "tid": 11,
+                "ts": ts + 10,
+                "dur": 5.0,
+                "args": {"External id": ext, "correlation": 500 + i},
+            },
             {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 500 + i, "pid": 10, "tid": 11, "ts": ts + 10},
             {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 500 + i, "pid": 0, "tid": 7, "ts": ts + 20, "bp": "e"},
-            {"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_SB_MT64x16x8", "pid": 0, "tid": 7, "ts": ts + 20,
-             "dur": 8.0 + i * 8.0, "args": {"External id": ext, "correlation": 500 + i, "stream": 7}},
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "Cijk_Alik_Bljk_SB_MT64x16x8",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 20,
+                "dur": 8.0 + i * 8.0,
+                "args": {"External id": ext, "correlation": 500 + i, "stream": 7},
+            },
         ]
-    evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": 500.0, "dur": 5.0,
-                "args": {"External id": 99, "Input Dims": [[8, 8], [8, 8]], "Input type": ["c10::BFloat16", "c10::BFloat16"],
-                         "Input Strides": [[8, 1], [8, 1]], "Concrete Inputs": ["", ""]}})
+    evs.append(
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 10,
+            "tid": 11,
+            "ts": 500.0,
+            "dur": 5.0,
+            "args": {
+                "External id": 99,
+                "Input Dims": [[8, 8], [8, 8]],
+                "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                "Input Strides": [[8, 1], [8, 1]],
+                "Concrete Inputs": ["", ""],
+            },
+        }
+    )
     return _write(tmp_path, evs)
 
 
@@ -130,8 +194,18 @@ def test_gemm_csv_rules(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "out" / "GEMM.csv")))
     head = list(rows[0])
     # bmm came first: B leads the params; transpose follows from the kernel name
-    assert head[:10] == ["name", "param: B", "param: M", "param: N", "param: K", "param: bias", "param: stride_A",
-                         "param: stride_B", "param: dtype_A_B", "param: transpose"]
+    assert head[:10] == [
+        "name",
+        "param: B",
+        "param: M",
+        "param: N",
+        "param: K",
+        "param: bias",
+        "param: stride_A",
+        "param: stride_B",
+        "param: dtype_A_B",
+        "param: transpose",
+    ]
     bmm = next(r for r in rows if r["name"] == "aten::bmm")
     assert (bmm["param: B"], bmm["param: M"], bmm["param: N"], bmm["param: K"]) == ("4", "64", "16", "32")
     assert bmm["param: transpose"] == "(True, False)" and bmm["param: stride_A"] == "(2048, 32, 1)"
@@ -152,8 +226,17 @@ def test_gemm_csv_rules(tmp_path):
     assert mm["param: B"] == "1" and mm["param: bias"] == "False" and mm["Compute Spec"] == "matrix_bf16"
     assert [r["name"] for r in rows] == ["aten::bmm", "aten::mm"]  # by kernel time
     g = res["gemm"]
-    assert g[0] == {"name": "aten::bmm", "M": 64, "N": 16, "K": 32, "B": 4, "dtype": "float", "count": 2,
-                    "time_ms": pytest.approx(0.024), "tflops_mean": pytest.approx(np.mean(rates))}
+    assert g[0] == {
+        "name": "aten::bmm",
+        "M": 64,
+        "N": 16,
+        "K": 32,
+        "B": 4,
+        "dtype": "float",
+        "count": 2,
+        "time_ms": pytest.approx(0.024),
+        "tflops_mean": pytest.approx(np.mean(rates)),
+    }
     assert g[1]["tflops_mean"] is None and g[1]["time_ms"] == 0.0
 
 
@@ -176,8 +259,11 @@ def test_collective_events_columns():
 
 
 def test_analyze_paths_jobs_progress(tmp_path, capsys):
-    srcs = [REF / "mi250" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz", REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz",
-            tmp_path / "missing.json"]
+    srcs = [
+        REF / "mi250" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz",
+        tmp_path / "missing.json",
+    ]
     rc = engine.analyze_paths(srcs, tmp_path / "out", jobs=2)
     err = capsys.readouterr().err
     assert rc == 2

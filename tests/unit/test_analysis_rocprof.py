@@ -97,10 +97,21 @@ def dispatch_rows(doc: dict, name_field: str = "formatted_kernel_name") -> list[
 
 
 def copy_rows(doc: dict) -> list[dict]:
-    ops = ["MEMORY_COPY_NONE", "MEMORY_COPY_HOST_TO_HOST", "MEMORY_COPY_HOST_TO_DEVICE", "MEMORY_COPY_DEVICE_TO_HOST", "MEMORY_COPY_DEVICE_TO_DEVICE"]
+    ops = [
+        "MEMORY_COPY_NONE",
+        "MEMORY_COPY_HOST_TO_HOST",
+        "MEMORY_COPY_HOST_TO_DEVICE",
+        "MEMORY_COPY_DEVICE_TO_HOST",
+        "MEMORY_COPY_DEVICE_TO_DEVICE",
+    ]
     tool = doc["rocprofiler-sdk-tool"][0]
     return [
-        {"direction": ops[c["operation"]], "start": c["start_timestamp"], "end": c["end_timestamp"], "corr": c["correlation_id"]["internal"]}
+        {
+            "direction": ops[c["operation"]],
+            "start": c["start_timestamp"],
+            "end": c["end_timestamp"],
+            "corr": c["correlation_id"]["internal"],
+        }
         for c in tool["buffer_records"].get("memory_copy", [])
     ]
 
@@ -108,13 +119,53 @@ def copy_rows(doc: dict) -> list[dict]:
 def write_kernel_csv(path: Path, rows: list[dict], gz: bool = False) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
-    w.writerow(["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
-                "Correlation_Id", "Start_Timestamp", "End_Timestamp", "Private_Segment_Size", "Group_Segment_Size",
-                "Workgroup_Size_X", "Workgroup_Size_Y", "Workgroup_Size_Z", "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"])
+    w.writerow(
+        [
+            "Kind",
+            "Agent_Id",
+            "Queue_Id",
+            "Stream_Id",
+            "Thread_Id",
+            "Dispatch_Id",
+            "Kernel_Id",
+            "Kernel_Name",
+            "Correlation_Id",
+            "Start_Timestamp",
+            "End_Timestamp",
+            "Private_Segment_Size",
+            "Group_Segment_Size",
+            "Workgroup_Size_X",
+            "Workgroup_Size_Y",
+            "Workgroup_Size_Z",
+            "Grid_Size_X",
+            "Grid_Size_Y",
+            "Grid_Size_Z",
+        ]
+    )
     for r in rows:
-        w.writerow(["KERNEL_DISPATCH", r["agent"], r["queue"], r["stream"], r["thread"], r["dispatch"], r["kernel_id"], r["name"],
-                    r["corr"], r["start"], r["end"], 0, 0, r["wg"]["x"], r["wg"]["y"], r["wg"]["z"],
-                    r["grid"]["x"], r["grid"]["y"], r["grid"]["z"]])
+        w.writerow(
+            [
+                "KERNEL_DISPATCH",
+                r["agent"],
+                r["queue"],
+                r["stream"],
+                r["thread"],
+                r["dispatch"],
+                r["kernel_id"],
+                r["name"],
+                r["corr"],
+                r["start"],
+                r["end"],
+                0,
+                0,
+                r["wg"]["x"],
+                r["wg"]["y"],
+                r["wg"]["z"],
+                r["grid"]["x"],
+                r["grid"]["y"],
+                r["grid"]["z"],
+            ]
+        )
     data = buf.getvalue().encode()
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
@@ -123,7 +174,18 @@ def write_kernel_csv(path: Path, rows: list[dict], gz: bool = False) -> Path:
 def write_copy_csv(path: Path, rows: list[dict]) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
-    w.writerow(["Kind", "Direction", "Stream_Id", "Source_Agent_Id", "Destination_Agent_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"])
+    w.writerow(
+        [
+            "Kind",
+            "Direction",
+            "Stream_Id",
+            "Source_Agent_Id",
+            "Destination_Agent_Id",
+            "Correlation_Id",
+            "Start_Timestamp",
+            "End_Timestamp",
+        ]
+    )
     for r in rows:
         w.writerow(["MEMORY_COPY", r["direction"], 0, 1, 2, r["corr"], r["start"], r["end"]])
     path.write_bytes(buf.getvalue().encode())
@@ -182,16 +244,38 @@ def test_reference_numbers_and_unit_quirk(json_out):
 def test_analysis_json_for_rocprof(json_out):
     a = json.loads((json_out / "analysis.json").read_text())
     assert a["schema"] == 1 and a["device"] == "gpu" and a["trace"] == REF_JSON.name
-    assert set(a["timeline"]) == {"computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time",
-                                  "idle_time", "total_time", "total_comm_time", "total_memcpy_time"}
+    assert set(a["timeline"]) == {
+        "computation_time",
+        "exposed_comm_time",
+        "exposed_memcpy_time",
+        "busy_time",
+        "idle_time",
+        "total_time",
+        "total_comm_time",
+        "total_memcpy_time",
+    }
     assert a["timeline"]["total_time"] == pytest.approx(19207.53247000122)
     assert a["timeline"]["busy_time"] == pytest.approx(4233.1123342971805, rel=1e-9)
     assert a["timeline"]["total_comm_time"] == pytest.approx(4158.756678, rel=1e-9)  # the nccl kernels, real ms
     assert a["timeline_percent"]["total_time"] == 100.0
     top = a["top_ops"][0]
-    assert top == {"name": "ncclDevKernel_Generic_1", "time_ms": pytest.approx(4158.756678), "percent": pytest.approx(93.62896945325032), "count": 1310}
+    assert top == {
+        "name": "ncclDevKernel_Generic_1",
+        "time_ms": pytest.approx(4158.756678),
+        "percent": pytest.approx(93.62896945325032),
+        "count": 1310,
+    }
     assert len(a["top_ops"]) == 10
-    assert {c["name"] for c in a["categories"]} == {"COMM", "Elementwise", "GEMM", "Other", "Reduction", "Memory", "Normalization", "Attention"}
+    assert {c["name"] for c in a["categories"]} == {
+        "COMM",
+        "Elementwise",
+        "GEMM",
+        "Other",
+        "Reduction",
+        "Memory",
+        "Normalization",
+        "Attention",
+    }
     assert sum(c["count"] for c in a["categories"]) == 43915
     assert any("µs hold ns" in n for n in a["notes"])
     assert not any("collectives" in n for n in a["notes"])
@@ -199,7 +283,11 @@ def test_analysis_json_for_rocprof(json_out):
 
 def test_comparison_catches_a_wrong_rocprof_report(json_out, tmp_path):
     bad = tmp_path / "kernel_summary.csv"
-    text = (json_out / "kernel_summary.csv").read_text().replace("ncclDevKernel_Generic_1,1310,", "ncclDevKernel_Generic_1,1311,")
+    text = (
+        (json_out / "kernel_summary.csv")
+        .read_text()
+        .replace("ncclDevKernel_Generic_1,1310,", "ncclDevKernel_Generic_1,1311,")
+    )
     bad.write_text(text)
     assert conformance.compare_csv(bad, REF_CSVS / "kernel_summary.csv")
 
@@ -207,7 +295,12 @@ def test_comparison_catches_a_wrong_rocprof_report(json_out, tmp_path):
 # ---------------------------------------------------------------------------------
 # kernel names
 def test_truncate_name_rules():
-    assert truncate_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>) [clone .kd]") == "vectorized_elementwise_kernel"
+    assert (
+        truncate_name(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>) [clone .kd]"
+        )
+        == "vectorized_elementwise_kernel"
+    )
     assert truncate_name("ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)") == "ncclDevKernel_Generic_1"
     assert truncate_name("__amd_rocclr_copyBuffer.kd") == "__amd_rocclr_copyBuffer.kd"
     assert truncate_name("Foo<int, float>::foo(a[], int (int))") == "foo"
@@ -256,7 +349,17 @@ def test_csv_lone_gz_and_folder(tmp_path, ref_doc):
     folder = tmp_path / "rocprof_output"
     (folder / "myhost").mkdir(parents=True)
     write_kernel_csv(folder / "myhost" / "908_kernel_trace.csv", rows)
-    write_copy_csv(folder / "myhost" / "908_memory_copy_trace.csv", [{"direction": "MEMORY_COPY_HOST_TO_DEVICE", "start": rows[0]["start"], "end": rows[0]["start"] + 5000, "corr": 1}])
+    write_copy_csv(
+        folder / "myhost" / "908_memory_copy_trace.csv",
+        [
+            {
+                "direction": "MEMORY_COPY_HOST_TO_DEVICE",
+                "start": rows[0]["start"],
+                "end": rows[0]["start"] + 5000,
+                "corr": 1,
+            }
+        ],
+    )
     t2 = read_trace(folder)
     assert int(t2.is_cat("kernel").sum()) == 2000 and int(t2.is_cat("gpu_memcpy").sum()) == 1
     assert analyze_paths([folder, lone], tmp_path / "out") == 0
@@ -281,7 +384,10 @@ def test_bad_csv_inputs(tmp_path, ref_doc, capsys):
         "timestamp": (tmp_path / "b_kernel_trace.csv", good.replace(b'"63857982592000"', b'"soon"', 1)),
         "truncated": (tmp_path / "c_kernel_trace.csv", good[: good.index(b"\n", 200) + 40]),
         "header_only": (tmp_path / "d_kernel_trace.csv", good.split(b"\n", 1)[0] + b"\n"),
-        "memcpy_alone": (tmp_path / "e_memory_copy_trace.csv", b'"Kind","Direction","Start_Timestamp","End_Timestamp"\n"MEMORY_COPY","H2D","1","2"\n'),
+        "memcpy_alone": (
+            tmp_path / "e_memory_copy_trace.csv",
+            b'"Kind","Direction","Start_Timestamp","End_Timestamp"\n"MEMORY_COPY","H2D","1","2"\n',
+        ),
         "empty_dir": (tmp_path / "nothing_here", None),
     }
     for kind, (p, data) in bad.items():

@@ -30,12 +30,16 @@ rp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rp)
 conformance = rp.conformance
 
-_V2_OP = ('CREATE TABLE rocpd_op (id integer PRIMARY KEY AUTOINCREMENT, gpuId integer NOT NULL, queueId integer NOT NULL, '
-          'sequenceId integer NOT NULL, completionSignal varchar(18) NOT NULL, start integer NOT NULL, end integer NOT NULL, '
-          'description_id integer NOT NULL, opType_id integer NOT NULL)')
-_V3_OP = ('CREATE TABLE rocpd_op (id integer PRIMARY KEY AUTOINCREMENT, gpuId integer NOT NULL, queueId integer NOT NULL, '
-          'sequenceId integer NOT NULL, start integer NOT NULL, end integer NOT NULL, '
-          'description_id integer NOT NULL, opType_id integer NOT NULL)')
+_V2_OP = (
+    "CREATE TABLE rocpd_op (id integer PRIMARY KEY AUTOINCREMENT, gpuId integer NOT NULL, queueId integer NOT NULL, "
+    "sequenceId integer NOT NULL, completionSignal varchar(18) NOT NULL, start integer NOT NULL, end integer NOT NULL, "
+    "description_id integer NOT NULL, opType_id integer NOT NULL)"
+)
+_V3_OP = (
+    "CREATE TABLE rocpd_op (id integer PRIMARY KEY AUTOINCREMENT, gpuId integer NOT NULL, queueId integer NOT NULL, "
+    "sequenceId integer NOT NULL, start integer NOT NULL, end integer NOT NULL, "
+    "description_id integer NOT NULL, opType_id integer NOT NULL)"
+)
 
 
 def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, gz: bool = False) -> Path:
@@ -48,28 +52,48 @@ def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, 
     c.execute("CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT UNIQUE)")
     c.execute(_V3_OP if flavour == "v3" else _V2_OP)
     if flavour == "v3":
-        c.execute("CREATE TABLE rocpd_api (id integer PRIMARY KEY, pid integer, tid integer, start integer, end integer, "
-                  "apiName_id integer, args_id integer, category_id integer, domain_id integer)")
-        c.execute("CREATE TABLE rocpd_kernelapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), gridX integer, gridY integer, "
-                  "gridZ integer, workgroupX integer, workgroupY integer, workgroupZ integer, groupSegmentSize integer, "
-                  "privateSegmentSize integer, kernelName_id integer)")
-        c.execute("CREATE TABLE rocpd_copyapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), size integer, width integer, "
-                  "height integer, kind integer, dst varchar(18), src varchar(18), dstDevice integer, srcDevice integer, sync bool, pinned bool)")
+        c.execute(
+            "CREATE TABLE rocpd_api (id integer PRIMARY KEY, pid integer, tid integer, start integer, end integer, "
+            "apiName_id integer, args_id integer, category_id integer, domain_id integer)"
+        )
+        c.execute(
+            "CREATE TABLE rocpd_kernelapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), gridX integer, gridY integer, "
+            "gridZ integer, workgroupX integer, workgroupY integer, workgroupZ integer, groupSegmentSize integer, "
+            "privateSegmentSize integer, kernelName_id integer)"
+        )
+        c.execute(
+            "CREATE TABLE rocpd_copyapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), size integer, width integer, "
+            "height integer, kind integer, dst varchar(18), src varchar(18), dstDevice integer, srcDevice integer, sync bool, pinned bool)"
+        )
         c.execute("CREATE TABLE rocpd_ustring (id integer PRIMARY KEY, string text)")
     else:
-        c.execute("CREATE TABLE rocpd_api (id INTEGER PRIMARY KEY, pid INTEGER, tid INTEGER, start INTEGER, end INTEGER, apiName_id INTEGER, args_id INTEGER)")
-        c.execute("CREATE TABLE rocpd_kernelapi (api_id INTEGER PRIMARY KEY, stream TEXT, gridX INTEGER, gridY INTEGER, gridZ INTEGER, "
-                  "workgroupX INTEGER, workgroupY INTEGER, workgroupZ INTEGER, groupSegmentSize INTEGER, privateSegmentSize INTEGER, kernelName_id INTEGER)")
-        c.execute("CREATE TABLE rocpd_copyapi (api_id INTEGER PRIMARY KEY, stream TEXT, size INTEGER, dst TEXT, src TEXT, kind INTEGER, sync INTEGER)")
+        c.execute(
+            "CREATE TABLE rocpd_api (id INTEGER PRIMARY KEY, pid INTEGER, tid INTEGER, start INTEGER, end INTEGER, apiName_id INTEGER, args_id INTEGER)"
+        )
+        c.execute(
+            "CREATE TABLE rocpd_kernelapi (api_id INTEGER PRIMARY KEY, stream TEXT, gridX INTEGER, gridY INTEGER, gridZ INTEGER, "
+            "workgroupX INTEGER, workgroupY INTEGER, workgroupZ INTEGER, groupSegmentSize INTEGER, privateSegmentSize INTEGER, kernelName_id INTEGER)"
+        )
+        c.execute(
+            "CREATE TABLE rocpd_copyapi (api_id INTEGER PRIMARY KEY, stream TEXT, size INTEGER, dst TEXT, src TEXT, kind INTEGER, sync INTEGER)"
+        )
     c.execute("CREATE TABLE rocpd_api_ops (id INTEGER PRIMARY KEY, api_id INTEGER, op_id INTEGER)")
     c.execute("CREATE TABLE rocpd_metadata (id INTEGER PRIMARY KEY, tag TEXT, value TEXT)")
-    c.execute("CREATE TABLE rocpd_monitor (id INTEGER PRIMARY KEY, deviceType TEXT, deviceId INTEGER, monitorType TEXT, start INTEGER, end INTEGER, value TEXT)")
+    c.execute(
+        "CREATE TABLE rocpd_monitor (id INTEGER PRIMARY KEY, deviceType TEXT, deviceId INTEGER, monitorType TEXT, start INTEGER, end INTEGER, value TEXT)"
+    )
     if flavour == "v2":
-        c.execute("CREATE TABLE rocpd_kernelcodeobject (id integer PRIMARY KEY, vgpr integer, sgpr integer, fbar integer)")
-        c.execute("CREATE TABLE rocpd_barrierop (op_ptr_id integer PRIMARY KEY, signalCount integer, aquireFence varchar(8), releaseFence varchar(8))")
+        c.execute(
+            "CREATE TABLE rocpd_kernelcodeobject (id integer PRIMARY KEY, vgpr integer, sgpr integer, fbar integer)"
+        )
+        c.execute(
+            "CREATE TABLE rocpd_barrierop (op_ptr_id integer PRIMARY KEY, signalCount integer, aquireFence varchar(8), releaseFence varchar(8))"
+        )
         c.execute("CREATE TABLE rocpd_op_inputSignals (id integer PRIMARY KEY, from_op_id integer, to_op_id integer)")
     if flavour == "rtl":
-        c.execute("CREATE VIEW top AS SELECT s.string AS Name, COUNT(*) AS Calls FROM rocpd_op o JOIN rocpd_string s ON o.description_id = s.id GROUP BY s.string")
+        c.execute(
+            "CREATE VIEW top AS SELECT s.string AS Name, COUNT(*) AS Calls FROM rocpd_op o JOIN rocpd_string s ON o.description_id = s.id GROUP BY s.string"
+        )
     strings: dict[str, int] = {}
 
     def sid(s: str) -> int:
@@ -85,25 +109,57 @@ def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, 
         op_id += 1
         desc = empty if flavour == "v3" else sid(k["name"])
         ops.append((op_id, 0, k["queue"], k["dispatch"], "0x0", k["start"], k["end"], desc, sid("KernelExecution")))
-        c.execute("INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, args_id) VALUES (?,?,?,?,?,?,?)",
-                  (op_id, 908, k["thread"], k["start"] - 5000, k["start"] - 1000, sid("hipLaunchKernel"), empty))
+        c.execute(
+            "INSERT INTO rocpd_api (id, pid, tid, start, end, apiName_id, args_id) VALUES (?,?,?,?,?,?,?)",
+            (op_id, 908, k["thread"], k["start"] - 5000, k["start"] - 1000, sid("hipLaunchKernel"), empty),
+        )
         key = "api_ptr_id" if flavour == "v3" else "api_id"
-        c.execute(f"INSERT INTO rocpd_kernelapi ({key}, stream, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ, "
-                  "groupSegmentSize, privateSegmentSize, kernelName_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                  (op_id, str(k["stream"]), k["grid"]["x"], k["grid"]["y"], k["grid"]["z"], k["wg"]["x"], k["wg"]["y"], k["wg"]["z"], 0, 0, sid(k["name"])))
+        c.execute(
+            f"INSERT INTO rocpd_kernelapi ({key}, stream, gridX, gridY, gridZ, workgroupX, workgroupY, workgroupZ, "
+            "groupSegmentSize, privateSegmentSize, kernelName_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                op_id,
+                str(k["stream"]),
+                k["grid"]["x"],
+                k["grid"]["y"],
+                k["grid"]["z"],
+                k["wg"]["x"],
+                k["wg"]["y"],
+                k["wg"]["z"],
+                0,
+                0,
+                sid(k["name"]),
+            ),
+        )
         c.execute("INSERT INTO rocpd_api_ops (api_id, op_id) VALUES (?, ?)", (op_id, op_id))
     for cp in copies:
         op_id += 1
-        kind = {"MEMORY_COPY_HOST_TO_DEVICE": "CopyHostToDevice", "MEMORY_COPY_DEVICE_TO_HOST": "CopyDeviceToHost"}.get(cp["direction"], "CopyDeviceToDevice")
+        kind = {"MEMORY_COPY_HOST_TO_DEVICE": "CopyHostToDevice", "MEMORY_COPY_DEVICE_TO_HOST": "CopyDeviceToHost"}.get(
+            cp["direction"], "CopyDeviceToDevice"
+        )
         if flavour == "rtl":
             kind = "CopyDeviceToDevice"
         ops.append((op_id, 0, 0, 0, "0x0", cp["start"], cp["end"], sid(f"{kind}:4096"), sid(kind)))
     # a host marker (gpuId -1) that must be ignored
     op_id += 1
-    ops.append((op_id, -1, 0, 0, "0x0", kernels[0]["start"] - 10**9, kernels[-1]["end"] + 10**9, sid("step"), sid("UserMarker")))
+    ops.append(
+        (
+            op_id,
+            -1,
+            0,
+            0,
+            "0x0",
+            kernels[0]["start"] - 10**9,
+            kernels[-1]["end"] + 10**9,
+            sid("step"),
+            sid("UserMarker"),
+        )
+    )
     if flavour == "v3":
-        c.executemany("INSERT INTO rocpd_op (id, gpuId, queueId, sequenceId, start, end, description_id, opType_id) VALUES (?,?,?,?,?,?,?,?)",
-                      [o[:4] + o[5:] for o in ops])
+        c.executemany(
+            "INSERT INTO rocpd_op (id, gpuId, queueId, sequenceId, start, end, description_id, opType_id) VALUES (?,?,?,?,?,?,?,?)",
+            [o[:4] + o[5:] for o in ops],
+        )
         c.execute("INSERT INTO rocpd_metadata (tag, value) VALUES ('schema_version', '3')")
     else:
         c.executemany("INSERT INTO rocpd_op VALUES (?,?,?,?,?,?,?,?,?)", ops)
@@ -165,7 +221,14 @@ def test_same_kernels_same_numbers_json_csv_sqlite(tmp_path, doc, json_out, flav
     aj = json.loads((json_out / "analysis.json").read_text())
     # memcpy = the copies plus ROCm's legacy copy kernels (TraceLens's PyTorch rule)
     assert a["timeline"]["total_memcpy_time"] > tj["memory"]
-    for key in ("computation_time", "total_comm_time", "total_memcpy_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time"):
+    for key in (
+        "computation_time",
+        "total_comm_time",
+        "total_memcpy_time",
+        "exposed_comm_time",
+        "exposed_memcpy_time",
+        "busy_time",
+    ):
         assert a["timeline"][key] == pytest.approx(aj["timeline"][key], rel=1e-9), key
     assert a["categories"] == aj["categories"] and a["top_ops"] == aj["top_ops"]
     assert (LITE_NOTE in a["notes"]) == (flavour == "rtl")
@@ -200,8 +263,24 @@ def test_bad_databases(tmp_path, capsys):
     con.execute("CREATE TABLE rocpd_op (id INTEGER PRIMARY KEY, gpuId INTEGER, start INTEGER, end INTEGER)")
     con.commit()
     con.close()
-    empty = write_db(tmp_path / "empty_trace.db", [{"name": "k", "queue": 0, "dispatch": 1, "start": 1, "end": 2, "thread": 1, "stream": 0,
-                                                     "grid": {"x": 1, "y": 1, "z": 1}, "wg": {"x": 1, "y": 1, "z": 1}}], [], "rtl")
+    empty = write_db(
+        tmp_path / "empty_trace.db",
+        [
+            {
+                "name": "k",
+                "queue": 0,
+                "dispatch": 1,
+                "start": 1,
+                "end": 2,
+                "thread": 1,
+                "stream": 0,
+                "grid": {"x": 1, "y": 1, "z": 1},
+                "wg": {"x": 1, "y": 1, "z": 1},
+            }
+        ],
+        [],
+        "rtl",
+    )
     con = sqlite3.connect(empty)
     con.execute("DELETE FROM rocpd_op WHERE gpuId >= 0")
     con.commit()
@@ -216,7 +295,9 @@ def test_bad_databases(tmp_path, capsys):
             read_trace(p)
         assert ei.value.path == p and ei.value.reason
     # rocprofv3's rocpd database goes to its own reader (readers/rocpd_db.py), which names what is missing
-    with pytest.raises(TraceError, match="rocpd database without rocpd_kernel_dispatch, rocpd_info_kernel_symbol or rocpd_string"):
+    with pytest.raises(
+        TraceError, match="rocpd database without rocpd_kernel_dispatch, rocpd_info_kernel_symbol or rocpd_string"
+    ):
         read_trace(other)
     assert analyze_paths(bad, tmp_path / "out") == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]

@@ -26,14 +26,53 @@ from traceladder.summary.publish import write_summary
 from traceladder.summary.render import to_markdown
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
-GATES = ("PRIMUS_RMSNORM_TRITON", "PRIMUS_ROPE_TRITON", "PRIMUS_SINKHORN_TRITON", "PRIMUS_HC_TRITON",
-         "PRIMUS_V4_ROUTER_TRITON")
+GATES = (
+    "PRIMUS_RMSNORM_TRITON",
+    "PRIMUS_ROPE_TRITON",
+    "PRIMUS_SINKHORN_TRITON",
+    "PRIMUS_HC_TRITON",
+    "PRIMUS_V4_ROUTER_TRITON",
+)
 # a 2-layer proxy, one profiled iteration (2 of 3)
-TINY = ["--num_layers", "2", "--compress_ratios=[0,4]", "--hidden_size", "32", "--num_attention_heads", "2",
-        "--num_experts", "8", "--moe_router_topk", "2", "--moe_ffn_hidden_size", "8", "--seq_length", "64",
-        "--attn_sliding_window", "16", "--vocab_size", "64", "--seed", "7", "--train_iters", "3",
-        "--profile", "True", "--use_pytorch_profiler", "True", "--profile_step_start", "2", "--profile_step_end", "3",
-        "--exp_name", "t", "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
+TINY = [
+    "--num_layers",
+    "2",
+    "--compress_ratios=[0,4]",
+    "--hidden_size",
+    "32",
+    "--num_attention_heads",
+    "2",
+    "--num_experts",
+    "8",
+    "--moe_router_topk",
+    "2",
+    "--moe_ffn_hidden_size",
+    "8",
+    "--seq_length",
+    "64",
+    "--attn_sliding_window",
+    "16",
+    "--vocab_size",
+    "64",
+    "--seed",
+    "7",
+    "--train_iters",
+    "3",
+    "--profile",
+    "True",
+    "--use_pytorch_profiler",
+    "True",
+    "--profile_step_start",
+    "2",
+    "--profile_step_end",
+    "3",
+    "--exp_name",
+    "t",
+    "--expert_model_parallel_size",
+    "1",
+    "--global_batch_size",
+    "1",
+]
 RECOMPUTE = ["--recompute_granularity", "full", "--recompute_method", "block", "--recompute_num_layers", "1"]
 RUNGS = {  # rung: (parent, switch, value, args, env)
     "baseline": (None, None, None, [*TINY, *RECOMPUTE], {g: "0" for g in GATES}),
@@ -54,10 +93,20 @@ for item in json.load(sys.stdin):
 def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The three runs' traces in S3 under a run of their own, each analysed by analyze_stored."""
     base = tmp_path_factory.mktemp("attr")
-    items = [{"args": args, "env": {"PRIMUS_WORKSPACE": str(base / rung), **env}} for rung, (_, _, _, args, env) in RUNGS.items()]
+    items = [
+        {"args": args, "env": {"PRIMUS_WORKSPACE": str(base / rung), **env}}
+        for rung, (_, _, _, args, env) in RUNGS.items()
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIMUS_")}
-    proc = subprocess.run([sys.executable, "-c", _BATCH], input=json.dumps(items), capture_output=True, text=True,
-                          env={**env, "PYTHONPATH": str(INCLUDE)}, timeout=300, cwd=base)
+    proc = subprocess.run(
+        [sys.executable, "-c", _BATCH],
+        input=json.dumps(items),
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(INCLUDE)},
+        timeout=300,
+        cwd=base,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     store = S3ArtifactStore(s3_server.client(), s3_server.bucket, "traceladder", f"attr-{uuid.uuid4().hex[:8]}")
     run_id = "manual__attr"
@@ -65,11 +114,33 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     for rung, (parent, switch, value, _, _) in RUNGS.items():
         for lens in ("none", "torch_rank0"):
             rid = f"{rung}.{lens}.r0"
-            specs.append({"rung_id": rid, "rung": rung, "parent": parent, "switch": switch, "value": value, "lens": lens,
-                          "repeat": 0, "storage_prefix": "traceladder", "purpose": "profile" if lens != "none" else "measure"})
-            result = {"rung_id": rid, "rung": rung, "parent": parent, "switch": switch, "value": value, "lens": lens,
-                      "repeat": 0, "status": "ok", "step_ms": 100.0, "tokens_per_sec_per_gpu": 640.0, "peak_mem_gb": 1.0,
-                      "traces": []}
+            specs.append(
+                {
+                    "rung_id": rid,
+                    "rung": rung,
+                    "parent": parent,
+                    "switch": switch,
+                    "value": value,
+                    "lens": lens,
+                    "repeat": 0,
+                    "storage_prefix": "traceladder",
+                    "purpose": "profile" if lens != "none" else "measure",
+                }
+            )
+            result = {
+                "rung_id": rid,
+                "rung": rung,
+                "parent": parent,
+                "switch": switch,
+                "value": value,
+                "lens": lens,
+                "repeat": 0,
+                "status": "ok",
+                "step_ms": 100.0,
+                "tokens_per_sec_per_gpu": 640.0,
+                "peak_mem_gb": 1.0,
+                "traces": [],
+            }
             prefix = store.rung_prefix(run_id, rid)
             if lens != "none":
                 (trace,) = (base / rung / "tensorboard").iterdir()
@@ -83,19 +154,36 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
             results[rid] = result
     plan = {"ladder": store.ladder, "run_id": run_id, "specs": specs}
     run_prefix = store.rung_prefix(run_id, "x").rsplit("/", 1)[0]
-    return {"store": store, "plan": plan, "results": results, "run_prefix": run_prefix, "summary_prefix": f"{run_prefix}/summary"}
+    return {
+        "store": store,
+        "plan": plan,
+        "results": results,
+        "run_prefix": run_prefix,
+        "summary_prefix": f"{run_prefix}/summary",
+    }
 
 
 def _vs_parent(verdict: str, lo: float, hi: float) -> dict[str, Any]:
-    return {"metric": "step_ms", "delta": (lo + hi) / 2, "ci95": [lo, hi], "delta_pct": 0.0, "verdict": verdict, "mde_pct": 5.0}
+    return {
+        "metric": "step_ms",
+        "delta": (lo + hi) / 2,
+        "ci95": [lo, hi],
+        "delta_pct": 0.0,
+        "verdict": verdict,
+        "mde_pct": 5.0,
+    }
 
 
-def _attribute(stored: dict[str, Any], verdicts: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _attribute(
+    stored: dict[str, Any], verdicts: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     summary = build_summary(stored["plan"], stored["results"], {})
     for row in summary["rungs"]:
         if row["rung"] in verdicts:
             row["vs_parent"] = verdicts[row["rung"]]
-    summary["attribution"] = attribute_stored(stored["store"], stored["summary_prefix"], stored["plan"], summary, stored["results"])
+    summary["attribution"] = attribute_stored(
+        stored["store"], stored["summary_prefix"], stored["plan"], summary, stored["results"]
+    )
     return summary, {e["rung"]: e for e in summary["attribution"]}
 
 
@@ -110,9 +198,17 @@ def test_fusions_replace_unfused_ops_and_recompute_off_drops_the_replay(stored) 
     store = stored["store"]
     fus = json.loads(store.get_bytes(by_rung["fusions"]["compare"]))
     # the fused paths' single ops appear; the op-by-op chains they replace vanish
-    assert {"_FusedRMSNorm", "autograd::engine::evaluate_function: _FusedRMSNormBackward", "aten::view_as_complex"} <= set(fus["appeared"])
-    assert {"autograd::engine::evaluate_function: RsqrtBackward0", "aten::amax", "aten::reciprocal"} <= set(fus["vanished"])
-    cats = _stored_csv(store, by_rung["fusions"]["compare"].replace("compare.json", "compare_ops_summary_by_category.csv"))
+    assert {
+        "_FusedRMSNorm",
+        "autograd::engine::evaluate_function: _FusedRMSNormBackward",
+        "aten::view_as_complex",
+    } <= set(fus["appeared"])
+    assert {"autograd::engine::evaluate_function: RsqrtBackward0", "aten::amax", "aten::reciprocal"} <= set(
+        fus["vanished"]
+    )
+    cats = _stored_csv(
+        store, by_rung["fusions"]["compare"].replace("compare.json", "compare_ops_summary_by_category.csv")
+    )
     assert float(cats["elementwise"]["Count__new_diff"]) < 0  # fewer elementwise ops per step
     rec = json.loads(store.get_bytes(by_rung["recompute_off"]["compare"]))
     # recompute off: the checkpointed segment and its backward replay vanish, and so does the
@@ -120,11 +216,20 @@ def test_fusions_replace_unfused_ops_and_recompute_off_drops_the_replay(stored) 
     assert {"_Recompute", "_RecomputeBackward"} <= set(rec["vanished"])
     ops = _stored_csv(store, by_rung["recompute_off"]["compare"].replace("compare.json", "compare_ops_summary.csv"))
     assert float(ops["aten::mm"]["Count__new_diff"]) < 0
-    assert float(ops["_RecomputeBackward"]["per_step_us__new_diff"]) < 0 and ops["_RecomputeBackward"]["status"] == "vanished"
+    assert (
+        float(ops["_RecomputeBackward"]["per_step_us__new_diff"]) < 0
+        and ops["_RecomputeBackward"]["status"] == "vanished"
+    )
     for e in by_rung.values():  # CPU proxy: ops and named regions, closure per step
         assert e["device"] == "cpu" and e["steps"] == {"base": 1, "new": 1}
         assert sum(e["category_deltas_us"].values()) == pytest.approx(e["kernel_time_delta_us"], rel=1e-9, abs=1e-6)
-        assert {r["name"] for r in e["regions"]} & {"attention", "moe_dispatch", "moe_experts", "moe_combine", "optimizer_step"}
+        assert {r["name"] for r in e["regions"]} & {
+            "attention",
+            "moe_dispatch",
+            "moe_experts",
+            "moe_combine",
+            "optimizer_step",
+        }
         assert f"{fmt_abs_us(e['kernel_time_delta_us'])} of op time" in e["sentence"]
         assert e["categories"][0]["name"] in e["sentence"]
 
@@ -132,12 +237,17 @@ def test_fusions_replace_unfused_ops_and_recompute_off_drops_the_replay(stored) 
 def test_indicative_follows_the_verdict_and_the_interval(stored) -> None:
     _, plain = _attribute(stored, {})
     largest = max(abs(v) for v in plain["fusions"]["category_deltas_us"].values()) / 1e3  # ms
-    _, by_rung = _attribute(stored, {
-        "fusions": _vs_parent("faster", -largest * 0.6, -largest * 0.4),  # interval narrower than the movement
-        "recompute_off": _vs_parent("no_change", -1.0, 1.0),
-    })
+    _, by_rung = _attribute(
+        stored,
+        {
+            "fusions": _vs_parent("faster", -largest * 0.6, -largest * 0.4),  # interval narrower than the movement
+            "recompute_off": _vs_parent("no_change", -1.0, 1.0),
+        },
+    )
     assert by_rung["fusions"]["indicative"] is None and "Indicative" not in by_rung["fusions"]["sentence"]
-    assert "no_change" in by_rung["recompute_off"]["indicative"] and "Indicative" in by_rung["recompute_off"]["sentence"]
+    assert (
+        "no_change" in by_rung["recompute_off"]["indicative"] and "Indicative" in by_rung["recompute_off"]["sentence"]
+    )
     _, wide = _attribute(stored, {"fusions": _vs_parent("faster", -largest * 3, -largest * 0.5)})
     assert "width" in wide["fusions"]["indicative"]
 
@@ -156,7 +266,11 @@ def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:
 
     from traceladder.ui.app import _templates  # the Ladders page's summary block
 
-    page = _templates().from_string('{% import "_macros.html" as m %}{{ m.summary_body(s, "", e) }}').render(s=summary, e={"file": "x.yaml"})
+    page = (
+        _templates()
+        .from_string('{% import "_macros.html" as m %}{{ m.summary_body(s, "", e) }}')
+        .render(s=summary, e={"file": "x.yaml"})
+    )
     assert 'class="attribution"' in page
     for e in by_rung.values():
         assert str(escape(e["sentence"])) in page
@@ -183,17 +297,34 @@ def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
     from traceladder.summary.attribution import attribute
 
     ref = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
-    traces = {"mi300": ref / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz",
-              "h100": ref / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"}
+    traces = {
+        "mi300": ref / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz",
+        "h100": ref / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz",
+    }
     for rung, trace in traces.items():
         analyze_trace(trace, tmp_path / rung)
-    results = {f"{r}.torch_rank0.r0": {"rung_id": f"{r}.torch_rank0.r0", "rung": r, "lens": "torch_rank0", "repeat": 0,
-                                      "status": "ok", "traces": [f"{r}/traces/rank0.pt.trace.json.gz"]} for r in traces}
-    summary = {"rungs": [{"rung": "mi300", "parent": None},
-                         {"rung": "h100", "parent": "mi300", "vs_parent": _vs_parent("faster", -2.0, -1.0)}]}
+    results = {
+        f"{r}.torch_rank0.r0": {
+            "rung_id": f"{r}.torch_rank0.r0",
+            "rung": r,
+            "lens": "torch_rank0",
+            "repeat": 0,
+            "status": "ok",
+            "traces": [f"{r}/traces/rank0.pt.trace.json.gz"],
+        }
+        for r in traces
+    }
+    summary = {
+        "rungs": [
+            {"rung": "mi300", "parent": None},
+            {"rung": "h100", "parent": "mi300", "vs_parent": _vs_parent("faster", -2.0, -1.0)},
+        ]
+    }
     (e,) = attribute(summary, results, {}, lambda key: reports_from_dir(tmp_path / key.split("/")[0], key))
     assert e["device"] == "gpu" and e["regions"] == []
-    kernels = {r["Kernel name"] for rung in traces for r in csv.DictReader(open(tmp_path / rung / "kernel_summary.csv"))}
+    kernels = {
+        r["Kernel name"] for rung in traces for r in csv.DictReader(open(tmp_path / rung / "kernel_summary.csv"))
+    }
     assert e["moved"] and all(m["name"] in kernels for m in e["moved"])
     assert set(e["appeared"]) <= kernels and set(e["vanished"]) <= kernels
     assert sum(e["category_deltas_us"].values()) == pytest.approx(e["kernel_time_delta_us"], rel=1e-9, abs=1e-9)

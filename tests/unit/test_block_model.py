@@ -10,14 +10,26 @@ import pytest
 from scipy import stats as scipy_stats
 
 from traceladder.summary.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
-from traceladder.summary.stats import MEDIAN_EFFICIENCY, Run, clopper_pearson, compare_samples, fit_blocks, two_sample, verdict
+from traceladder.summary.stats import (
+    MEDIAN_EFFICIENCY,
+    Run,
+    clopper_pearson,
+    compare_samples,
+    fit_blocks,
+    two_sample,
+    verdict,
+)
 
 
 def _design(rng: np.random.Generator, blocks: int, rungs: int, drop: set[tuple[int, int]] = frozenset()) -> list[Run]:
     truth = rng.normal(0, 0.2, size=rungs)
     shift = rng.normal(0, 0.1, size=blocks)
-    return [Run(b, f"r{t}", float(6 + truth[t] + shift[b] + rng.normal(0, 0.03)))
-            for b in range(blocks) for t in range(rungs) if (b, t) not in drop]
+    return [
+        Run(b, f"r{t}", float(6 + truth[t] + shift[b] + rng.normal(0, 0.03)))
+        for b in range(blocks)
+        for t in range(rungs)
+        if (b, t) not in drop
+    ]
 
 
 def _effects_coded(runs: list[Run], a: str, b: str) -> tuple[float, float, int]:
@@ -28,7 +40,7 @@ def _effects_coded(runs: list[Run], a: str, b: str) -> tuple[float, float, int]:
     for i, r in enumerate(runs):
         x[i, 0] = 1
         bi, ti = blocks.index(r.block), treats.index(r.treatment)
-        x[i, 1:len(blocks)] = -1 if bi == len(blocks) - 1 else np.eye(len(blocks) - 1)[bi] if len(blocks) > 1 else []
+        x[i, 1 : len(blocks)] = -1 if bi == len(blocks) - 1 else np.eye(len(blocks) - 1)[bi] if len(blocks) > 1 else []
         tcols = slice(len(blocks), len(blocks) + len(treats) - 1)
         x[i, tcols] = -1 if ti == len(treats) - 1 else np.eye(len(treats) - 1)[ti]
     y = np.array([r.y for r in runs])
@@ -39,7 +51,7 @@ def _effects_coded(runs: list[Run], a: str, b: str) -> tuple[float, float, int]:
     def effect_vec(t: str) -> np.ndarray:
         v = np.zeros(x.shape[1])
         ti = treats.index(t)
-        v[len(blocks):] = -1 if ti == len(treats) - 1 else np.eye(len(treats) - 1)[ti]
+        v[len(blocks) :] = -1 if ti == len(treats) - 1 else np.eye(len(treats) - 1)[ti]
         return v
 
     c = effect_vec(a) - effect_vec(b)
@@ -88,11 +100,20 @@ def test_two_sample_matches_scipy_and_the_mde_has_its_power() -> None:
 
 
 def test_verdict_directions_and_single_runs() -> None:
-    runs = [Run(k, t, 6.0 + (0.2 if t == "slow" else 0.0) + 0.01 * ((k * 7 + len(t)) % 3)) for k in range(3) for t in ("base", "slow")]
+    runs = [
+        Run(k, t, 6.0 + (0.2 if t == "slow" else 0.0) + 0.01 * ((k * 7 + len(t)) % 3))
+        for k in range(3)
+        for t in ("base", "slow")
+    ]
     fit = fit_blocks(runs)
     step = verdict(fit.contrast("slow", "base"), 400.0, "step_ms", higher_is_better=False)
-    assert step["verdict"] == "slower" and step["delta"] == pytest.approx(400.0 * math.expm1(fit.contrast("slow", "base").diff))
-    assert verdict(fit.contrast("slow", "base"), 400.0, "tokens_per_sec_per_gpu", higher_is_better=True)["verdict"] == "faster"
+    assert step["verdict"] == "slower" and step["delta"] == pytest.approx(
+        400.0 * math.expm1(fit.contrast("slow", "base").diff)
+    )
+    assert (
+        verdict(fit.contrast("slow", "base"), 400.0, "tokens_per_sec_per_gpu", higher_is_better=True)["verdict"]
+        == "faster"
+    )
     one = fit_blocks([r for r in runs if r.block == 0 or r.treatment == "base"])
     single = verdict(one.contrast("slow", "base"), 400.0, "step_ms", False)
     assert single["verdict"] == "single_run" and single["mde_pct"] is None and single["ci95"] is None
@@ -106,8 +127,15 @@ def test_clopper_pearson_is_exact() -> None:
 
 def test_noise_fit_recovers_a_known_model() -> None:
     rng = np.random.default_rng(11)
-    truth = NoiseModel(level=6.5, phi=0.7, sigma_eta=0.05, sigma_white=0.03, position_effects=(0.0,) * 5,
-                       residuals=tuple(rng.normal(0, 0.04, size=600)), iterations=6)
+    truth = NoiseModel(
+        level=6.5,
+        phi=0.7,
+        sigma_eta=0.05,
+        sigma_white=0.03,
+        position_effects=(0.0,) * 5,
+        residuals=tuple(rng.normal(0, 0.04, size=600)),
+        iterations=6,
+    )
     runs = simulate_runs(truth, blocked_schedule(["x"], 400, seed=1), {}, rng)
     fit = fit_noise([np.exp(r.iter_logs).tolist() for r in runs], block_size=5)
     assert fit.phi == pytest.approx(0.7, abs=0.12)

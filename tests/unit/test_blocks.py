@@ -30,7 +30,9 @@ def test_slots_hold_the_runs_in_execution_order() -> None:
     grid = weekly_grid(PROXY)
     slots = fill_slots(as_dicts(specs), grid)
     assert len(slots) == sum(grid["localhost"])
-    walked = [slots[slot_key("localhost", k, j)][0]["rung_id"] for k, n in enumerate(grid["localhost"]) for j in range(n)]
+    walked = [
+        slots[slot_key("localhost", k, j)][0]["rung_id"] for k, n in enumerate(grid["localhost"]) for j in range(n)
+    ]
     assert walked == [s.rung_id for s in execution_order(specs)]
 
 

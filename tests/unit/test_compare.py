@@ -73,8 +73,15 @@ def test_categories_close_and_match_each_trace(pairs, pair: str, base: Path, new
     assert _close(float(rows[GAP_ROW]["per_step_us__new_diff"]), doc["residual_us"], scale)
     # every category's time on each side is TraceLens's own ops_summary_by_category.csv, per step
     for tag, trace in (("base", base), ("new", new)):
-        ref = {r["op category"]: float(r["total_direct_kernel_time_ms"]) for r in _reference(trace, "ops_summary_by_category.csv")}
-        mine = {k: float(r[f"{tag}::per_step_us"]) for k, r in rows.items() if k != GAP_ROW and float(r[f"{tag}::per_step_us"])}
+        ref = {
+            r["op category"]: float(r["total_direct_kernel_time_ms"])
+            for r in _reference(trace, "ops_summary_by_category.csv")
+        }
+        mine = {
+            k: float(r[f"{tag}::per_step_us"])
+            for k, r in rows.items()
+            if k != GAP_ROW and float(r[f"{tag}::per_step_us"])
+        }
         assert mine.keys() == ref.keys()
         for k, ms in ref.items():
             assert mine[k] == pytest.approx(ms * 1e3 / steps[tag], rel=1e-6)
@@ -96,8 +103,13 @@ def test_tracelens_column_order(pairs) -> None:
     folder, _ = pairs["bert"]
     with open(folder / "compare_ops_summary.csv", newline="") as fh:
         head = next(csv.reader(fh))
-    assert head[:5] == ["name", "total_direct_kernel_time_ms__new_diff", "total_direct_kernel_time_ms__new_pct",
-                        "Count__new_diff", "Count__new_pct"]
+    assert head[:5] == [
+        "name",
+        "total_direct_kernel_time_ms__new_diff",
+        "total_direct_kernel_time_ms__new_pct",
+        "Count__new_diff",
+        "Count__new_pct",
+    ]
     assert "base::total_direct_kernel_time_sum" not in head and "new::Cumulative Percentage (%)" not in head
     assert head[-4:] == ["status", "base::per_step_us", "new::per_step_us", "per_step_us__new_diff"]
     with open(folder / "compare_kernel_summary.csv", newline="") as fh:
@@ -117,8 +129,12 @@ def test_self_compare_is_zero_everywhere(pairs, pair: str, tmp_path: Path) -> No
     assert doc["total_kernel_time_delta_us"] == 0 and doc["busy_time_delta_us"] == 0 and doc["residual_us"] == 0
     assert set(doc["categories"].values()) == {0.0} and set(doc["timeline"].values()) == {0.0}
     assert doc["appeared"] == [] and doc["vanished"] == [] and doc["top_ops"] == [] and doc["top_kernels"] == []
-    for name in ("compare_ops_summary_by_category.csv", "compare_ops_summary.csv", "compare_kernel_summary.csv",
-                 "compare_gpu_timeline.csv"):
+    for name in (
+        "compare_ops_summary_by_category.csv",
+        "compare_ops_summary.csv",
+        "compare_kernel_summary.csv",
+        "compare_gpu_timeline.csv",
+    ):
         rows = _csv(tmp_path / name)
         assert rows and all(float(r["per_step_us__new_diff"]) == 0.0 for r in rows)
         assert all(r.get("status", "both") == "both" for r in rows)

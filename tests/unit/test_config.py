@@ -33,8 +33,15 @@ MINIMAL: dict[str, Any] = {
             "default": "none",
             "values": {
                 "none": {},
-                "torch_rank0": {"model_args": {"profile": True, "use_pytorch_profiler": True, "profile_ranks": [0],
-                                               "profile_step_start": 3, "profile_step_end": 5}},
+                "torch_rank0": {
+                    "model_args": {
+                        "profile": True,
+                        "use_pytorch_profiler": True,
+                        "profile_ranks": [0],
+                        "profile_step_start": 3,
+                        "profile_step_end": 5,
+                    }
+                },
             },
         },
     },
@@ -61,8 +68,18 @@ def error_of(tmp_path: Path, mutate) -> LadderConfigError:
 def test_seed_ladders_validate(path: Path) -> None:
     loaded = load_ladder(path)
     names = [r.name for r in loaded.ladder.rungs]
-    assert names == ["baseline", "fusions", "attn_gluon_v3", "attn_turbo", "deepep", "grouped_gemm",
-                     "megamoe", "recompute_off", "gbs16", "gbs32"]
+    assert names == [
+        "baseline",
+        "fusions",
+        "attn_gluon_v3",
+        "attn_turbo",
+        "deepep",
+        "grouped_gemm",
+        "megamoe",
+        "recompute_off",
+        "gbs16",
+        "gbs32",
+    ]
     assert loaded.ladder.model_tag == "primus_train/megatron_MI355X_deepseek_v4_flash-BF16-pretrain"
     assert loaded.ladder.schedule and loaded.ladder.lenses is not None
 
@@ -71,7 +88,10 @@ def test_aa_ladder_validates_with_a_switch_whose_values_set_the_same() -> None:
     loaded = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
     aa = loaded.ladder.switches["aa"]
     assert aa.values["a"] == aa.values["b"]  # identical settings, yet a valid one-switch rung
-    assert [(r.name, r.parent, r.set) for r in loaded.ladder.rungs] == [("baseline", None, {}), ("aa", "baseline", {"aa": "b"})]
+    assert [(r.name, r.parent, r.set) for r in loaded.ladder.rungs] == [
+        ("baseline", None, {}),
+        ("aa", "baseline", {"aa": "b"}),
+    ]
     assert loaded.ladder.schedule is None and loaded.ladder.lenses is None
 
 
@@ -95,27 +115,54 @@ def test_minimal_ladder_is_valid(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mutate", "field", "reason"),
     [
-        (lambda d: d["rungs"][1]["set"].update(deepep=True), "rungs[fusions].set", "changes 2 switches (fusions, deepep)"),
+        (
+            lambda d: d["rungs"][1]["set"].update(deepep=True),
+            "rungs[fusions].set",
+            "changes 2 switches (fusions, deepep)",
+        ),
         (lambda d: d["rungs"][1].update(set={"fusions": False}), "rungs[fusions].set", "changes 0 switches"),
         (lambda d: d["rungs"][1].update(set={}), "rungs[fusions].set", "changes 0 switches"),
         (lambda d: d.update(colour="blue"), "colour", "unknown key"),
         (lambda d: d["rungs"][1].update(sett={}), "rungs[1].sett", "unknown key"),
         (lambda d: d["rungs"][1].update(parent="nowhere"), "rungs[fusions].parent", "unknown parent 'nowhere'"),
-        (lambda d: d["rungs"].extend([{"name": "a", "parent": "b", "set": {"deepep": True}},
-                                      {"name": "b", "parent": "a", "set": {"deepep": True}}]), "rungs[b].parent", "cycle: a -> b -> a"),
-        (lambda d: d["rungs"].append({"name": "fusions", "parent": "baseline", "set": {"deepep": True}}), "rungs[2].name", "duplicate rung name"),
+        (
+            lambda d: d["rungs"].extend(
+                [
+                    {"name": "a", "parent": "b", "set": {"deepep": True}},
+                    {"name": "b", "parent": "a", "set": {"deepep": True}},
+                ]
+            ),
+            "rungs[b].parent",
+            "cycle: a -> b -> a",
+        ),
+        (
+            lambda d: d["rungs"].append({"name": "fusions", "parent": "baseline", "set": {"deepep": True}}),
+            "rungs[2].name",
+            "duplicate rung name",
+        ),
         (lambda d: d["lenses"]["use"].append("perfetto"), "lenses.use[2]", "unknown lens 'perfetto'"),
         (lambda d: d["lenses"]["use"].append("rocprofv3"), "lenses.use[2]", "cannot run on the local backend"),
-        (lambda d: d["switches"]["lens"]["values"]["torch_rank0"]["model_args"].update(profile_step_end=9),
-         "switches.lens.values.torch_rank0.model_args.profile_step_end", "9 is beyond train_iters 6"),
+        (
+            lambda d: d["switches"]["lens"]["values"]["torch_rank0"]["model_args"].update(profile_step_end=9),
+            "switches.lens.values.torch_rank0.model_args.profile_step_end",
+            "9 is beyond train_iters 6",
+        ),
         (lambda d: d.update(schedule="every monday"), "schedule", "not a cron expression"),
         (lambda d: d.update(schema=2), "schema", "Input should be 1"),
-        (lambda d: d["rungs"][1]["set"].update(fusions="maybe"), "rungs[fusions].set.fusions", "'maybe' is not a value of switch"),
+        (
+            lambda d: d["rungs"][1]["set"].update(fusions="maybe"),
+            "rungs[fusions].set.fusions",
+            "'maybe' is not a value of switch",
+        ),
         (lambda d: d["rungs"][1].update(set={"speed": True}), "rungs[fusions].set.speed", "unknown switch"),
         (lambda d: d.update(cluster="mars"), "cluster", "unknown cluster 'mars'"),
         (lambda d: d["lenses"].update(every_rung="none"), "lenses.every_rung", "expected a profiling lens"),
         (lambda d: d["lenses"].update(every_rung="rocprofv3"), "lenses.every_rung", "cannot run on the local backend"),
-        (lambda d: d["lenses"].update(every_rung="torch_all_ranks"), "lenses.every_rung", "has no entry under switches.lens.values"),
+        (
+            lambda d: d["lenses"].update(every_rung="torch_all_ranks"),
+            "lenses.every_rung",
+            "has no entry under switches.lens.values",
+        ),
         (lambda d: d.update(lenses={"use": ["torch_rank0"]}), "lenses.rung", "no rung to run them on"),
         (lambda d: d.update(seed=-1), "seed", "greater than or equal to 0"),
     ],

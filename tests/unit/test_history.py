@@ -22,6 +22,7 @@ FLAT = [100 * (1 + 0.01 * e) for e in NOISE]
 
 def geo_delta_pct(before: list[float], after: list[float]) -> float:
     """The size as a reader would compute it: the ratio of geometric means, in percent."""
+
     def mean_log(xs: list[float]) -> float:
         return sum(math.log(x) for x in xs) / len(xs)
 
@@ -47,7 +48,8 @@ def test_a_step_is_found_at_its_first_run_with_its_size() -> None:
     assert lo < cp.delta_pct < hi and lo > 0 and cp.p_value < 0.001
     [down] = detect(FLAT[:8] + [v * 0.9 for v in FLAT[8:]])
     assert (down.index, down.direction) == (8, "faster") and down.delta_pct == pytest.approx(
-        geo_delta_pct(FLAT[:8], [v * 0.9 for v in FLAT[8:]]), abs=1e-9)
+        geo_delta_pct(FLAT[:8], [v * 0.9 for v in FLAT[8:]]), abs=1e-9
+    )
 
 
 def test_exact_steps_without_noise() -> None:
@@ -63,7 +65,7 @@ def test_a_small_persistent_shift_is_called_once_weeks_after_it_happened() -> No
     series = [100 * (1 + 0.01 * e) * (1.012 if i >= 20 else 1.0) for i, e in enumerate(NOISE * 3)]
     calls, previous = [], detect(series[:10])
     for week in range(10, len(series)):
-        now = detect(series[:week + 1])
+        now = detect(series[: week + 1])
         calls += [(week, c.index, c.direction) for c in new_regressions(now, previous)]
         previous = now
     assert len(calls) == 1
@@ -81,17 +83,30 @@ def test_permutation_form_is_deterministic_for_a_seed() -> None:
 
 
 def _entry(run_id: str, step: dict[str, float], config_hash: str = "abc") -> dict:
-    return {"run_id": run_id, "logical_date": run_id, "points": {
-        "rungs": {rung: {"step_ms": {"mean": v, "ci95": 0.5, "n": 3}, "tokens_per_sec_per_gpu": None} for rung, v in step.items()},
-        "provenance": {"config_hash": config_hash}}}
+    return {
+        "run_id": run_id,
+        "logical_date": run_id,
+        "points": {
+            "rungs": {
+                rung: {"step_ms": {"mean": v, "ci95": 0.5, "n": 3}, "tokens_per_sec_per_gpu": None}
+                for rung, v in step.items()
+            },
+            "provenance": {"config_hash": config_hash},
+        },
+    }
 
 
 def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
     entries = []
     for i, e in enumerate(NOISE + NOISE[:3]):
         slow = 1.06 if i >= 16 else 1.0
-        entries.append(_entry(f"2026-w{i:02d}", {"base": 100 * (1 + 0.01 * e) * slow, "fused": 80 * (1 - 0.01 * e)},
-                              config_hash="def" if i >= 16 else "abc"))
+        entries.append(
+            _entry(
+                f"2026-w{i:02d}",
+                {"base": 100 * (1 + 0.01 * e) * slow, "fused": 80 * (1 - 0.01 * e)},
+                config_hash="def" if i >= 16 else "abc",
+            )
+        )
     history = evaluate(entries)
     [call] = history["regressions"]
     assert (call["rung"], call["run_id"], call["direction"]) == ("base", "2026-w16", "slower")
@@ -109,7 +124,13 @@ def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
 # ---- the command -------------------------------------------------------------------------------
 def _changes(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO / "include")}
-    return subprocess.run([sys.executable, "-m", "traceladder.cli", "changes", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "traceladder.cli", "changes", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def _write_csv(path: Path, runs: int, shift_at: int) -> None:
@@ -131,22 +152,37 @@ def test_changes_command_prints_the_contract_json(tmp_path: Path) -> None:
     [cp] = last["change_points"]
     assert set(cp) == {"rung", "run_id", "direction", "delta_pct"}
     assert (cp["rung"], cp["run_id"], cp["direction"]) == ("base", "run09", "slower")
-    means = {r: sum(float(line.split(",")[2]) for line in csv_path.read_text().splitlines()[1:] if line.startswith(f"run{r:02d},base")) / 3 for r in range(14)}
-    assert cp["delta_pct"] == pytest.approx(geo_delta_pct([means[r] for r in range(9)], [means[r] for r in range(9, 14)]), abs=1e-3)
+    means = {
+        r: sum(
+            float(line.split(",")[2])
+            for line in csv_path.read_text().splitlines()[1:]
+            if line.startswith(f"run{r:02d},base")
+        )
+        / 3
+        for r in range(14)
+    }
+    assert cp["delta_pct"] == pytest.approx(
+        geo_delta_pct([means[r] for r in range(9)], [means[r] for r in range(9, 14)]), abs=1e-3
+    )
     assert proc.stdout == _changes(str(csv_path), "--seed", "3").stdout
     perm = _changes(str(csv_path), "--seed", "3", "--test", "permutation")
-    assert perm.returncode == 0 and perm.stdout == _changes(str(csv_path), "--seed", "3", "--test", "permutation").stdout
+    assert (
+        perm.returncode == 0 and perm.stdout == _changes(str(csv_path), "--seed", "3", "--test", "permutation").stdout
+    )
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "{f}: file: no such file"),
-    ("run_id,rung\nr1,base\n", "{f}: step_ms: missing column (header has run_id,rung)"),
-    ("run_id,rung,step_ms\nr1,base,12.5\nr2,base,fast\n", "{f}: step_ms: line 3: 'fast' is not a positive number"),
-    ("run_id,rung,step_ms\nr1,base,-1\n", "{f}: step_ms: line 2: '-1' is not a positive number"),
-    ("run_id,rung,step_ms\n,base,12\n", "{f}: run_id: line 2: empty"),
-    ("run_id,rung,step_ms\nr1,base\n", "{f}: row: line 2 has 2 fields, the header 3"),
-    ("", "{f}: header: empty file, expected columns run_id,rung,step_ms"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "{f}: file: no such file"),
+        ("run_id,rung\nr1,base\n", "{f}: step_ms: missing column (header has run_id,rung)"),
+        ("run_id,rung,step_ms\nr1,base,12.5\nr2,base,fast\n", "{f}: step_ms: line 3: 'fast' is not a positive number"),
+        ("run_id,rung,step_ms\nr1,base,-1\n", "{f}: step_ms: line 2: '-1' is not a positive number"),
+        ("run_id,rung,step_ms\n,base,12\n", "{f}: run_id: line 2: empty"),
+        ("run_id,rung,step_ms\nr1,base\n", "{f}: row: line 2 has 2 fields, the header 3"),
+        ("", "{f}: header: empty file, expected columns run_id,rung,step_ms"),
+    ],
+)
 def test_changes_command_rejects_a_bad_file_in_one_line(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "bad.csv"
     if content is not None:

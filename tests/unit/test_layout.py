@@ -34,9 +34,14 @@ def test_shapes_compose_under_one_rung() -> None:
 def _spelled(path: Path) -> list[str]:
     """String constants that are a key name, or a path part of one (``/summary/``, ``x/metrics.json``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in docstrings:
@@ -48,7 +53,11 @@ def _spelled(path: Path) -> list[str]:
             if "." in name:  # an object's name: the literal itself, or the last part of a key
                 hit = text == name or text.endswith(f"/{name}")
             else:  # a folder's name: only as a path part (a dict key "runs" is no key name)
-                hit = f"/{name}/" in text or text.startswith(f"{name}/") or (text.startswith("/") and text.endswith(f"/{name}"))
+                hit = (
+                    f"/{name}/" in text
+                    or text.startswith(f"{name}/")
+                    or (text.startswith("/") and text.endswith(f"/{name}"))
+                )
             if hit:
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {text!r}")
     return found

@@ -30,7 +30,9 @@ def test_seed_plan_shape() -> None:
     assert ids[:3] == ["baseline.none.r0", "baseline.none.r1", "baseline.none.r2"]  # listed in ladder order
     assert {s.lens for s in specs} == {"none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3"}
     assert {s.rung_id for s in specs if s.purpose == "lens"} == {
-        f"recompute_off.{lens}.l{k}" for lens in ("none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3") for k in range(3)
+        f"recompute_off.{lens}.l{k}"
+        for lens in ("none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3")
+        for k in range(3)
     }
     assert build_plan(SEED, run_id="weekly-1") == build_plan(SEED, run_id="weekly-1")  # stable for a run id
 
@@ -91,7 +93,14 @@ def test_seed_reproduces_the_order_and_design_records_it() -> None:
 def test_aa_ladder_rung_differs_from_its_parent_in_name_only() -> None:
     aa = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
     specs = {s.rung_id: s for s in build_plan(aa, seed=1)}
-    assert sorted(specs) == ["aa.none.r0", "aa.none.r1", "aa.none.r2", "baseline.none.r0", "baseline.none.r1", "baseline.none.r2"]
+    assert sorted(specs) == [
+        "aa.none.r0",
+        "aa.none.r1",
+        "aa.none.r2",
+        "baseline.none.r0",
+        "baseline.none.r1",
+        "baseline.none.r2",
+    ]
     base, flipped = specs["baseline.none.r0"], specs["aa.none.r0"]
     assert (flipped.switch, flipped.value, flipped.parent) == ("aa", "b", "baseline")
     assert flipped.additional_context() == base.additional_context()
@@ -137,13 +146,23 @@ def test_spec_json_round_trip() -> None:
 
 
 def test_params_subset_lens_repeats_override() -> None:
-    specs = build_plan(PROXY, rungs=["fusions", "baseline", "fusions"], lens="torch_rank0", repeats=2, override="global_batch=4")
+    specs = build_plan(
+        PROXY, rungs=["fusions", "baseline", "fusions"], lens="torch_rank0", repeats=2, override="global_batch=4"
+    )
     # one lens for every selected rung: `repeats` blocks of profiled runs, none of them measure runs
-    assert [s.rung_id for s in specs] == ["baseline.torch_rank0.p0", "baseline.torch_rank0.p1", "fusions.torch_rank0.p0", "fusions.torch_rank0.p1"]
+    assert [s.rung_id for s in specs] == [
+        "baseline.torch_rank0.p0",
+        "baseline.torch_rank0.p1",
+        "fusions.torch_rank0.p0",
+        "fusions.torch_rank0.p1",
+    ]
     assert {(s.purpose, s.block) for s in specs} == {("profile", 0), ("profile", 1)}
     assert all(s.model_args["global_batch_size"] == 4 and s.model_args["profile"] is True for s in specs)
     unprofiled = build_plan(PROXY, rungs=["baseline"], lens="none", repeats=2)
-    assert [(s.rung_id, s.purpose, s.block) for s in unprofiled] == [("baseline.none.r0", "measure", 0), ("baseline.none.r1", "measure", 1)]
+    assert [(s.rung_id, s.purpose, s.block) for s in unprofiled] == [
+        ("baseline.none.r0", "measure", 0),
+        ("baseline.none.r1", "measure", 1),
+    ]
     with pytest.raises(LadderConfigError, match="rocprofv3' cannot run on the local backend"):
         build_plan(PROXY, lens="rocprofv3")
     with pytest.raises(LadderConfigError, match="unknown rung 'warp'"):
@@ -169,14 +188,21 @@ def test_local_command_runs_the_proxy(tmp_path: Path) -> None:
         ("torch_rank0", ["/workspace/Primus/primus-cli"]),
     ],
 )
-def test_docker_command_wraps_primus_for_the_lens(tmp_path: Path, lens: str, prefix: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docker_command_wraps_primus_for_the_lens(
+    tmp_path: Path, lens: str, prefix: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PRIMUS_PATH", raising=False)
     spec = by_id(build_plan(SEED, repeats=1))[f"recompute_off.{lens}.l0"]
     argv, env = docker_backend.command(spec, tmp_path)
     assert argv[: len(prefix)] == prefix
-    primus = argv[argv.index("/workspace/Primus/primus-cli"):]
+    primus = argv[argv.index("/workspace/Primus/primus-cli") :]
     assert primus[:3] == ["/workspace/Primus/primus-cli", "direct", "--log_file"]
-    assert primus[4:8] == ["train", "pretrain", "--config", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"]
+    assert primus[4:8] == [
+        "train",
+        "pretrain",
+        "--config",
+        "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml",
+    ]
     assert "--config_path" not in primus and "--" not in primus
     assert env["PRIMUS_WORKSPACE"] == str(tmp_path.resolve())
 
@@ -186,7 +212,11 @@ def test_cli_plan_reproduces_a_runs_order() -> None:
     import sys
 
     aa = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
-    proc = subprocess.run([sys.executable, "-m", "traceladder.cli", "plan", "proxy-aa", "--run-id", "manual__1", "--json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceladder.cli", "plan", "proxy-aa", "--run-id", "manual__1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [json.loads(s.to_json()) for s in build_plan(aa, run_id="manual__1")]

@@ -163,7 +163,10 @@ def test_records_come_back_in_iteration_order():
 
 def test_mixed_warmup_then_current_shape_skips_warmup():
     lines = [raw(1, 30000.0, 8.8), raw(2, 900.0, 300.0), raw(3, 560.0, 600.0)]
-    lines += [current(i, ms, 1117.0 + i, 17000.0 + 10 * i) for i, ms in zip(range(4, 11), [241, 239, 240, 238, 260, 239.5, 240.5])]
+    lines += [
+        current(i, ms, 1117.0 + i, 17000.0 + 10 * i)
+        for i, ms in zip(range(4, 11), [241, 239, 240, 238, 260, 239.5, 240.5])
+    ]
     recs = parse_iterations(lines)
     assert len(recs) == 10
     m = summarize(recs, skip_iterations=3)

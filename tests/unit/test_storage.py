@@ -244,7 +244,9 @@ def test_anonymous_and_wrong_credentials_are_refused(s3_server, s3_client):
     store = _store(s3_server, s3_client)
     key = store.put_bytes(f"{store.rung_prefix('r', 'g')}/a.txt", b"secret data")
     anon = boto3.client(
-        "s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1",
+        "s3",
+        endpoint_url=s3_server.endpoint_url,
+        region_name="us-east-1",
         config=Config(signature_version=UNSIGNED, retries={"max_attempts": 1}),
     )
     for call in (
@@ -269,7 +271,12 @@ def test_anonymous_and_wrong_credentials_are_refused(s3_server, s3_client):
 def test_missing_bucket_is_an_error(s3_server, s3_client):
     store = S3ArtifactStore(s3_client, "no-such-bucket-here", "traceladder", _ladder())
     key = f"{store.rung_prefix('r', 'g')}/a.txt"
-    for call in (lambda: store.put_bytes(key, b"x"), lambda: store.get_bytes(key), store.check, lambda: store.exists(key)):
+    for call in (
+        lambda: store.put_bytes(key, b"x"),
+        lambda: store.get_bytes(key),
+        store.check,
+        lambda: store.exists(key),
+    ):
         with pytest.raises(ArtifactStoreError) as ei:
             call()
         _assert_one_line(ei.value, "no-such-bucket-here", s3_server.endpoint_url)
@@ -291,8 +298,11 @@ def test_unreachable_endpoint_is_one_line_error(s3_server):
 def test_env_client_and_airflow_connection(s3_server, monkeypatch):
     env = s3_server.env()
     assert set(env) == {
-        "TRACELADDER_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-        "AWS_DEFAULT_REGION", "TRACELADDER_S3_BUCKET",
+        "TRACELADDER_S3_ENDPOINT",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_DEFAULT_REGION",
+        "TRACELADDER_S3_BUCKET",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -403,23 +413,39 @@ def test_s3_server_cli(tmp_path):
     d = tmp_path / "cli"
     env = dict(os.environ, PYTHONPATH=str(INCLUDE))
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from traceladder.storage.embedded_s3 import main; sys.exit(main(sys.argv[1:]))",
-         "--dir", str(d), "--bucket", "cli-bucket", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from traceladder.storage.embedded_s3 import main; sys.exit(main(sys.argv[1:]))",
+            "--dir",
+            str(d),
+            "--bucket",
+            "cli-bucket",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         line = proc.stdout.readline()
-        assert f"http://127.0.0.1:{port}" in line and "cli-bucket" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        assert f"http://127.0.0.1:{port}" in line and "cli-bucket" in line, (
+            line,
+            proc.stderr.read() if proc.poll() is not None else "",
+        )
         creds_path = d / "credentials.env"
         assert str(creds_path) in line and "AWS_SECRET_ACCESS_KEY" in line
         assert stat.S_IMODE(creds_path.stat().st_mode) == 0o600
-        values = dict(
-            ln.split("=", 1) for ln in creds_path.read_text().splitlines() if ln and not ln.startswith("#")
-        )
+        values = dict(ln.split("=", 1) for ln in creds_path.read_text().splitlines() if ln and not ln.startswith("#"))
         values = {k: v.strip("'") for k, v in values.items()}
         assert values["AWS_SECRET_ACCESS_KEY"] not in line
         assert values["TRACELADDER_S3_ENDPOINT"] == f"http://127.0.0.1:{port}"
-        assert json.loads(values["AIRFLOW_CONN_TRACELADDER_S3"])["extra"]["endpoint_url"] == values["TRACELADDER_S3_ENDPOINT"]
+        assert (
+            json.loads(values["AIRFLOW_CONN_TRACELADDER_S3"])["extra"]["endpoint_url"]
+            == values["TRACELADDER_S3_ENDPOINT"]
+        )
         client = s3_client_from_env(values)
         client.put_object(Bucket="cli-bucket", Key="k", Body=b"v")
         assert client.get_object(Bucket="cli-bucket", Key="k")["Body"].read() == b"v"

@@ -36,41 +36,106 @@ def test_ratio() -> None:
 
 
 # Run-to-run wobble of each (rung, repeat), not additive in block and rung, so the residual is real.
-WOBBLE = {("baseline", 0): -3.0, ("baseline", 1): 1.0, ("baseline", 2): 2.5, ("fusions", 0): 1.5, ("fusions", 1): -2.0,
-          ("fusions", 2): 0.0, ("deepep", 0): -1.0, ("deepep", 1): 2.0, ("deepep", 2): -0.5, ("gbs16", 0): 2.0,
-          ("gbs16", 1): -1.5, ("gbs16", 2): 0.5}
+WOBBLE = {
+    ("baseline", 0): -3.0,
+    ("baseline", 1): 1.0,
+    ("baseline", 2): 2.5,
+    ("fusions", 0): 1.5,
+    ("fusions", 1): -2.0,
+    ("fusions", 2): 0.0,
+    ("deepep", 0): -1.0,
+    ("deepep", 1): 2.0,
+    ("deepep", 2): -0.5,
+    ("gbs16", 0): 2.0,
+    ("gbs16", 1): -1.5,
+    ("gbs16", 2): 0.5,
+}
 
 
-def _result(rung: str, lens: str, k: int, step: float, tokens: float, status: str = "ok", parent: str | None = None,
-            switch: str | None = None, value: Any = None, traces: list[str] | None = None) -> dict[str, Any]:
-    return {"rung_id": f"{rung}.{lens}.r{k}", "rung": rung, "lens": lens, "repeat": k, "status": status, "parent": parent,
-            "switch": switch, "value": value, "step_ms": step if status == "ok" else None,
-            "step_ms_values": [step * f for f in (0.99, 1.0, 1.01, 1.0)] if status == "ok" else None,
-            "tokens_per_sec_per_gpu": tokens if status == "ok" else None, "peak_mem_gb": 1.0 + k / 10,
-            "traces": traces or [], "error": None if status == "ok" else "workload exited 1",
-            "provenance": {"config_hash": "abc", "image": "img", "tools": {"torch": "2.13.0"}}}
+def _result(
+    rung: str,
+    lens: str,
+    k: int,
+    step: float,
+    tokens: float,
+    status: str = "ok",
+    parent: str | None = None,
+    switch: str | None = None,
+    value: Any = None,
+    traces: list[str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "rung_id": f"{rung}.{lens}.r{k}",
+        "rung": rung,
+        "lens": lens,
+        "repeat": k,
+        "status": status,
+        "parent": parent,
+        "switch": switch,
+        "value": value,
+        "step_ms": step if status == "ok" else None,
+        "step_ms_values": [step * f for f in (0.99, 1.0, 1.01, 1.0)] if status == "ok" else None,
+        "tokens_per_sec_per_gpu": tokens if status == "ok" else None,
+        "peak_mem_gb": 1.0 + k / 10,
+        "traces": traces or [],
+        "error": None if status == "ok" else "workload exited 1",
+        "provenance": {"config_hash": "abc", "image": "img", "tools": {"torch": "2.13.0"}},
+    }
 
 
-RUNGS = [("baseline", None, None, None, 500.0), ("fusions", "baseline", "fusions", True, 340.0),
-         ("deepep", "fusions", "deepep", True, 341.0), ("gbs16", "deepep", "global_batch", 16, 600.0)]
+RUNGS = [
+    ("baseline", None, None, None, 500.0),
+    ("fusions", "baseline", "fusions", True, 340.0),
+    ("deepep", "fusions", "deepep", True, 341.0),
+    ("gbs16", "deepep", "global_batch", 16, 600.0),
+]
 
 
-def make_run(run_id: str = "r1", scale: float = 1.0, fail_fusions: bool = False, repeats: int = 3) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def make_run(
+    run_id: str = "r1", scale: float = 1.0, fail_fusions: bool = False, repeats: int = 3
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     specs, results = [], {}
     for rung, parent, switch, value, step in RUNGS:
         for k in range(repeats):
-            spec = {"rung": rung, "parent": parent, "switch": switch, "value": value, "lens": "none", "repeat": k,
-                    "rung_id": f"{rung}.none.r{k}", "storage_prefix": "traceladder"}
+            spec = {
+                "rung": rung,
+                "parent": parent,
+                "switch": switch,
+                "value": value,
+                "lens": "none",
+                "repeat": k,
+                "rung_id": f"{rung}.none.r{k}",
+                "storage_prefix": "traceladder",
+            }
             specs.append(spec)
             ms = step * scale + k * 2.0 - 2.0 + WOBBLE[(rung, k)]
             tokens = 4096 * (16 if rung == "gbs16" else 8) / 8 / (ms / 1000)
             status = "failed" if fail_fusions and rung == "fusions" and k == 1 else "ok"
             results[spec["rung_id"]] = _result(rung, "none", k, ms, tokens, status, parent, switch, value)
     for k in range(repeats):
-        specs.append({"rung": "deepep", "parent": "fusions", "switch": "deepep", "value": True, "lens": "torch_rank0",
-                      "repeat": k, "rung_id": f"deepep.torch_rank0.r{k}", "storage_prefix": "traceladder"})
-        results[f"deepep.torch_rank0.r{k}"] = _result("deepep", "torch_rank0", k, 372.0 + k, 100.0, parent="fusions",
-                                                      switch="deepep", value=True, traces=[f"t/deepep.torch_rank0.r{k}/traces/rank0.pt.trace.json.gz"])
+        specs.append(
+            {
+                "rung": "deepep",
+                "parent": "fusions",
+                "switch": "deepep",
+                "value": True,
+                "lens": "torch_rank0",
+                "repeat": k,
+                "rung_id": f"deepep.torch_rank0.r{k}",
+                "storage_prefix": "traceladder",
+            }
+        )
+        results[f"deepep.torch_rank0.r{k}"] = _result(
+            "deepep",
+            "torch_rank0",
+            k,
+            372.0 + k,
+            100.0,
+            parent="fusions",
+            switch="deepep",
+            value=True,
+            traces=[f"t/deepep.torch_rank0.r{k}/traces/rank0.pt.trace.json.gz"],
+        )
     return {"ladder": "mini", "run_id": run_id, "specs": specs}, results
 
 
@@ -86,15 +151,32 @@ def by_hand(results: dict[str, dict[str, Any]], rung: str, parent: str, field: s
     se = math.sqrt(2 * mse / y.shape[0])
     t975, t80 = scipy_stats.t.ppf(0.975, df), scipy_stats.t.ppf(0.80, df)
     level = math.exp(y[:, names.index(parent)].mean())
-    return {"delta": level * math.expm1(d), "lo": level * math.expm1(d - t975 * se), "hi": level * math.expm1(d + t975 * se),
-            "delta_pct": 100 * math.expm1(d), "mde_pct": 100 * math.expm1((t975 + t80) * se), "df": df}
+    return {
+        "delta": level * math.expm1(d),
+        "lo": level * math.expm1(d - t975 * se),
+        "hi": level * math.expm1(d + t975 * se),
+        "delta_pct": 100 * math.expm1(d),
+        "mde_pct": 100 * math.expm1((t975 + t80) * se),
+        "df": df,
+    }
 
 
 def test_ladder_table_block_model_verdicts() -> None:
     plan, results = make_run()
-    analysis = {"rank": 0, "device": "cpu", "timeline": {"computation_time": 80.0, "exposed_comm_time": 5.0, "idle_time": 15.0, "total_time": 100.0},
-                "timeline_percent": {"computation_time": 80.0, "exposed_comm_time": 5.0, "idle_time": 15.0, "total_time": 100.0},
-                "top_ops": [{"name": "aten::mm", "time_ms": 30.0, "percent": 37.5, "count": 12}], "categories": [], "regions": {"moe_experts": 20.0}}
+    analysis = {
+        "rank": 0,
+        "device": "cpu",
+        "timeline": {"computation_time": 80.0, "exposed_comm_time": 5.0, "idle_time": 15.0, "total_time": 100.0},
+        "timeline_percent": {
+            "computation_time": 80.0,
+            "exposed_comm_time": 5.0,
+            "idle_time": 15.0,
+            "total_time": 100.0,
+        },
+        "top_ops": [{"name": "aten::mm", "time_ms": 30.0, "percent": 37.5, "count": 12}],
+        "categories": [],
+        "regions": {"moe_experts": 20.0},
+    }
     summary = build_summary(plan, results, {"t/deepep.torch_rank0.r0/traces/rank0.pt.trace.json.gz": analysis})
     rows = {r["rung"]: r for r in summary["rungs"]}
     assert "vs_parent" not in rows["baseline"]
@@ -109,22 +191,38 @@ def test_ladder_table_block_model_verdicts() -> None:
     assert dee["verdict"] == "no_change" and dee["ci95"][0] < 0 < dee["ci95"][1]  # 341 vs 340: nothing to see
     assert dee["mde_pct"] == pytest.approx(by_hand(results, "deepep", "fusions")["mde_pct"])
     tok = by_hand(results, "gbs16", "deepep", "tokens_per_sec_per_gpu")
-    assert gbs["metric"] == "tokens_per_sec_per_gpu" and gbs["verdict"] == "faster" and gbs["delta"] == pytest.approx(tok["delta"])
+    assert (
+        gbs["metric"] == "tokens_per_sec_per_gpu"
+        and gbs["verdict"] == "faster"
+        and gbs["delta"] == pytest.approx(tok["delta"])
+    )
     assert rows["baseline"]["step_ms"]["ci95"] is not None and rows["baseline"]["step_ms"]["n"] == 3
     lens = summary["lenses"][0]
-    ratios = [results[f"deepep.torch_rank0.r{k}"]["step_ms"] / results[f"deepep.none.r{k}"]["step_ms"] for k in range(3)]
+    ratios = [
+        results[f"deepep.torch_rank0.r{k}"]["step_ms"] / results[f"deepep.none.r{k}"]["step_ms"] for k in range(3)
+    ]
     assert lens["lens"] == "torch_rank0"  # paired by repeat in a plan without lens blocks
     assert lens["overhead_ratio"]["mean"] == pytest.approx(math.exp(np.mean(np.log(ratios))))
     assert lens["overhead_ratio"]["ci95"][0] < lens["overhead_ratio"]["mean"] < lens["overhead_ratio"]["ci95"][1]
     assert summary["profile"]["timeline_percent"]["exposed_comm_time"] == 5.0
     text = "\n".join(summary["findings"])
-    assert "fusions (fusions=True) is faster than baseline" in text and "No change detected" in text and "deepep (MDE" in text
+    assert (
+        "fusions (fusions=True) is faster than baseline" in text
+        and "No change detected" in text
+        and "deepep (MDE" in text
+    )
     assert "exposed communication 5.0%" in text
 
     md = to_markdown(summary)
-    assert "| fusions | fusions=True | " in md and f"faster: {fus['delta']:+.1f} ms" in md and f"MDE {dee['mde_pct']:.1f}%" in md
+    assert (
+        "| fusions | fusions=True | " in md
+        and f"faster: {fus['delta']:+.1f} ms" in md
+        and f"MDE {dee['mde_pct']:.1f}%" in md
+    )
     charts = render_charts(summary)
-    assert set(charts) == {"waterfall.png", "lens_overhead.png"} and all(p[:8] == b"\x89PNG\r\n\x1a\n" for p in charts.values())
+    assert set(charts) == {"waterfall.png", "lens_overhead.png"} and all(
+        p[:8] == b"\x89PNG\r\n\x1a\n" for p in charts.values()
+    )
     html = to_html(summary, charts)
     assert 'id="ladder-table"' in html and html.count("data:image/png;base64,") == 2
     assert f"MDE {dee['mde_pct']:.1f}%" in html
@@ -135,7 +233,9 @@ def test_single_run_gets_no_verdict() -> None:
     summary = build_summary(plan, results, {})
     for row in summary["rungs"][1:]:
         vs = row["vs_parent"]
-        assert vs["verdict"] == "single_run" and vs["mde_pct"] is None and vs["ci95"] is None and vs["delta"] is not None
+        assert (
+            vs["verdict"] == "single_run" and vs["mde_pct"] is None and vs["ci95"] is None and vs["delta"] is not None
+        )
     assert "single run: no verdict" in to_markdown(summary)
 
 
@@ -155,19 +255,52 @@ def test_blocked_plan_purposes_lens_blocks_and_profile_runs() -> None:
     """A plan with the block design: measure blocks make the model, lens blocks pair each lens with
     their own unprofiled run, profile runs (every-rung lens) stay out of every step figure."""
     plan, results = make_run()
-    specs = [dict(s, block=s["repeat"], position=i % 4, purpose="measure") for i, s in enumerate(plan["specs"]) if s["lens"] == "none"]
+    specs = [
+        dict(s, block=s["repeat"], position=i % 4, purpose="measure")
+        for i, s in enumerate(plan["specs"])
+        if s["lens"] == "none"
+    ]
     for k in range(2):  # two lens blocks: deepep unprofiled (+ wobble) and under torch_rank0
         for lens, ms in (("none", 345.0 + 3 * k), ("torch_rank0", 380.0 + 3 * k + k * k)):
             rid = f"deepep.{lens}.l{k}"
-            specs.append({"rung": "deepep", "parent": "fusions", "switch": "deepep", "value": True, "lens": lens, "repeat": k,
-                          "rung_id": rid, "block": 3 + k, "position": 0 if lens == "none" else 1, "purpose": "lens",
-                          "storage_prefix": "traceladder"})
-            results[rid] = dict(_result("deepep", lens, k, ms, 100.0, parent="fusions", switch="deepep", value=True), rung_id=rid)
+            specs.append(
+                {
+                    "rung": "deepep",
+                    "parent": "fusions",
+                    "switch": "deepep",
+                    "value": True,
+                    "lens": lens,
+                    "repeat": k,
+                    "rung_id": rid,
+                    "block": 3 + k,
+                    "position": 0 if lens == "none" else 1,
+                    "purpose": "lens",
+                    "storage_prefix": "traceladder",
+                }
+            )
+            results[rid] = dict(
+                _result("deepep", lens, k, ms, 100.0, parent="fusions", switch="deepep", value=True), rung_id=rid
+            )
     for rung, parent, switch, value, _ in RUNGS:  # profile block: ten times slower, must change nothing
         rid = f"{rung}.torch_rank0.p0"
-        specs.append({"rung": rung, "parent": parent, "switch": switch, "value": value, "lens": "torch_rank0", "repeat": 0,
-                      "rung_id": rid, "block": 5, "position": 0, "purpose": "profile", "storage_prefix": "traceladder"})
-        results[rid] = dict(_result(rung, "torch_rank0", 0, 5000.0, 1.0, parent=parent, switch=switch, value=value), rung_id=rid)
+        specs.append(
+            {
+                "rung": rung,
+                "parent": parent,
+                "switch": switch,
+                "value": value,
+                "lens": "torch_rank0",
+                "repeat": 0,
+                "rung_id": rid,
+                "block": 5,
+                "position": 0,
+                "purpose": "profile",
+                "storage_prefix": "traceladder",
+            }
+        )
+        results[rid] = dict(
+            _result(rung, "torch_rank0", 0, 5000.0, 1.0, parent=parent, switch=switch, value=value), rung_id=rid
+        )
     plan = {**plan, "specs": specs, "design": {"seed": 1, "blocks": []}}
     for k in range(3):  # the old-style lens runs are gone from this plan
         results.pop(f"deepep.torch_rank0.r{k}")

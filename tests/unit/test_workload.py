@@ -25,27 +25,98 @@ import pytest
 from traceladder.workload.settings import Settings, SettingsError, parse, split_overrides
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
-GATES = ("PRIMUS_RMSNORM_TRITON", "PRIMUS_ROPE_TRITON", "PRIMUS_SINKHORN_TRITON", "PRIMUS_HC_TRITON",
-         "PRIMUS_V4_ROUTER_TRITON")
+GATES = (
+    "PRIMUS_RMSNORM_TRITON",
+    "PRIMUS_ROPE_TRITON",
+    "PRIMUS_SINKHORN_TRITON",
+    "PRIMUS_HC_TRITON",
+    "PRIMUS_V4_ROUTER_TRITON",
+)
 
 # Tiny model, every override syntax Primus takes, and unmodelled keys from the seed ladder.
-TINY = ["--num_layers", "2", "--compress_ratios=[0,4]", "hidden_size=32", "--num_attention_heads", "2",
-        "--num_experts", "8", "--moe_router_topk", "2", "--moe_ffn_hidden_size", "8", "--seq_length", "64",
-        "--attn_sliding_window", "16", "--vocab_size", "64", "--seed", "7",
-        "--config_path", "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml",
-        "--mock_data", "True", "--rope_type", "rope", "--index_topk", "512"]
+TINY = [
+    "--num_layers",
+    "2",
+    "--compress_ratios=[0,4]",
+    "hidden_size=32",
+    "--num_attention_heads",
+    "2",
+    "--num_experts",
+    "8",
+    "--moe_router_topk",
+    "2",
+    "--moe_ffn_hidden_size",
+    "8",
+    "--seq_length",
+    "64",
+    "--attn_sliding_window",
+    "16",
+    "--vocab_size",
+    "64",
+    "--seed",
+    "7",
+    "--config_path",
+    "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml",
+    "--mock_data",
+    "True",
+    "--rope_type",
+    "rope",
+    "--index_topk",
+    "512",
+]
 UNMODELLED = "[proxy] ignoring unmodelled keys: config_path, mock_data, rope_type, index_topk"
 # Record iteration 2 of 3 (Primus's window is [start, end), 1-based).
-WINDOW = ["--train_iters", "3", "--profile", "True", "--use_pytorch_profiler", "True",
-          "--profile_step_start", "2", "--profile_step_end", "3", "--exp_name", "t"]
+WINDOW = [
+    "--train_iters",
+    "3",
+    "--profile",
+    "True",
+    "--use_pytorch_profiler",
+    "True",
+    "--profile_step_start",
+    "2",
+    "--profile_step_end",
+    "3",
+    "--exp_name",
+    "t",
+]
 W1 = [*TINY, *WINDOW, "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
 W2 = [*TINY, *WINDOW, "--expert_model_parallel_size", "2", "--global_batch_size", "2"]
 # Long sequence, full-causal op-by-op attention: the saved [heads, S, S + S/4] scores dominate memory.
-MEM = ["--expert_model_parallel_size", "1", "--global_batch_size", "1", "--num_layers", "4",
-       "--compress_ratios", "[0,4]", "--hidden_size", "64", "--num_attention_heads", "4", "--num_experts", "8",
-       "--moe_router_topk", "2", "--moe_ffn_hidden_size", "32", "--seq_length", "2048",
-       "--attn_sliding_window", "2048", "--vocab_size", "256", "--train_iters", "1",
-       "--log_avg_skip_iterations", "0", "--recompute_granularity", "full", "--recompute_method", "block"]
+MEM = [
+    "--expert_model_parallel_size",
+    "1",
+    "--global_batch_size",
+    "1",
+    "--num_layers",
+    "4",
+    "--compress_ratios",
+    "[0,4]",
+    "--hidden_size",
+    "64",
+    "--num_attention_heads",
+    "4",
+    "--num_experts",
+    "8",
+    "--moe_router_topk",
+    "2",
+    "--moe_ffn_hidden_size",
+    "32",
+    "--seq_length",
+    "2048",
+    "--attn_sliding_window",
+    "2048",
+    "--vocab_size",
+    "256",
+    "--train_iters",
+    "1",
+    "--log_avg_skip_iterations",
+    "0",
+    "--recompute_granularity",
+    "full",
+    "--recompute_method",
+    "block",
+]
 
 # Single-rank profiled runs go through one Python process (run_rank per config, as the CLI does
 # for world size 1): it saves ~3 s of torch + profiler import per config on a 2-core box.
@@ -56,8 +127,20 @@ IN_PROCESS: dict[str, tuple[list[str], dict[str, str]]] = {
     "gluon_v3": ([*W1, "--use_v4_attention_backend", "gluon_v3"], {}),
     "turbo": ([*W1, "--use_v4_attention_backend", "turbo", "--use_v4_csa_attention_backend", "turbo"], {}),
     "grouped": ([*W1, "--use_turbo_grouped_gemm", "True"], {}),
-    "recompute": ([*W1, "--recompute_granularity", "full", "--recompute_method", "block",
-                   "--recompute_num_layers", "1", "--torch_profiler_use_gzip", "False"], {}),
+    "recompute": (
+        [
+            *W1,
+            "--recompute_granularity",
+            "full",
+            "--recompute_method",
+            "block",
+            "--recompute_num_layers",
+            "1",
+            "--torch_profiler_use_gzip",
+            "False",
+        ],
+        {},
+    ),
     "gbs2": ([*W1, "--global_batch_size", "2"], {}),  # the single-rank twin of the EP=2 runs
 }
 # Real CLI runs: every EP=2 run, and the memory runs (max RSS is per process).
@@ -66,8 +149,20 @@ CLI: dict[str, tuple[list[str], dict[str, str]]] = {
     "ep_deepep": ([*W2, "--profile_ranks", "[0,1]", "--use_turbo_deepep", "True"], {}),
     "ep_mega": ([*W2, "--profile_ranks", "[0]", "--use_turbo_mega_moe", "True"], {}),
     "ep_extra": ([*W2, "--profile_ranks", "[0]", "--extra_work_pct", "50", "--log_avg_skip_iterations", "1"], {}),
-    "ep_unprofiled": ([*TINY, "--train_iters", "3", "--expert_model_parallel_size", "2", "--global_batch_size", "2",
-                       "--log_avg_skip_iterations", "1"], {}),
+    "ep_unprofiled": (
+        [
+            *TINY,
+            "--train_iters",
+            "3",
+            "--expert_model_parallel_size",
+            "2",
+            "--global_batch_size",
+            "2",
+            "--log_avg_skip_iterations",
+            "1",
+        ],
+        {},
+    ),
     "mem_recompute_off": ([*MEM, "--recompute_num_layers", "0"], {}),
     "mem_recompute_on": ([*MEM, "--recompute_num_layers", "4"], {}),
 }
@@ -88,12 +183,14 @@ LINE_FULL = re.compile(
     r"number of skipped iterations: +0 \| number of nan iterations: +0 \| "
     r"hip mem usage/free/total/usage_ratio: ([\d.]+)GB/([\d.]+)GB/([\d.]+)GB/([\d.]+)%  \| "
     r"rocm mem usage/free/total/usage_ratio: [\d.]+GB/[\d.]+GB/[\d.]+GB/[\d.]+% \| "
-    r"rank-(\d+) rocm max mem usage/usage_ratio: ([\d.]+)GB/([\d.]+)%$")
+    r"rank-(\d+) rocm max mem usage/usage_ratio: ([\d.]+)GB/([\d.]+)%$"
+)
 LINE_RAW = re.compile(
     r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] iteration +(\d+)/ +(\d+) \| consumed samples: +(\d+) \| "
     r"elapsed time per iteration \(ms\): ([\d.]+) \| learning rate: ([\d.E+-]+) \| global batch size: +(\d+) \| "
     r"lm loss: ([\d.E+-]+) \| loss scale: 1\.0 \| grad norm: ([\d.]+) \| number of skipped iterations: +0 \| "
-    r"number of nan iterations: +0 \|$")
+    r"number of nan iterations: +0 \|$"
+)
 TRACE_NAME = re.compile(r"^primus-megatron-exp\[t\]-rank\[(\d)\]\.(\d{13})\.pt\.trace\.json(\.gz)?$")
 
 
@@ -152,20 +249,34 @@ def _env(workspace: Path, extra: dict[str, str]) -> dict[str, str]:
 def launch(args: list[str], env_extra: dict[str, str], workspace: Path, timeout: float = 120) -> Run:
     t0 = time.monotonic()
     cwd = workspace.parent if workspace.parent.is_dir() else None
-    proc = subprocess.run([sys.executable, "-m", "traceladder.workload", *args], env=_env(workspace, env_extra),
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceladder.workload", *args],
+        env=_env(workspace, env_extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
     return Run(proc.returncode, proc.stdout, proc.stderr, workspace, time.monotonic() - t0)
 
 
 def launch_in_process(specs: dict[str, tuple[list[str], dict[str, str]]], base: Path) -> dict[str, Run]:
-    items = [{"args": args, "env": {"PRIMUS_WORKSPACE": str(base / name), **env}, "out": str(base / f"{name}.out")}
-             for name, (args, env) in specs.items()]
+    items = [
+        {"args": args, "env": {"PRIMUS_WORKSPACE": str(base / name), **env}, "out": str(base / f"{name}.out")}
+        for name, (args, env) in specs.items()
+    ]
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", _BATCH], input=json.dumps(items), env=_env(base, {}),
-                          capture_output=True, text=True, timeout=300, cwd=base)
+    proc = subprocess.run(
+        [sys.executable, "-c", _BATCH],
+        input=json.dumps(items),
+        env=_env(base, {}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=base,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {name: Run(0, (base / f"{name}.out").read_text(), "", base / name, time.monotonic() - t0)
-            for name in specs}
+    return {name: Run(0, (base / f"{name}.out").read_text(), "", base / name, time.monotonic() - t0) for name in specs}
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +292,28 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 
 def elementwise(ops: Counter) -> int:
-    names = ("add", "sub", "mul", "div", "pow", "mean", "rsqrt", "exp", "neg", "reciprocal", "sigmoid",
-             "log1p", "relu", "abs", "sqrt", "sum", "amax", "softplus", "softmax", "rms_norm")
+    names = (
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "mean",
+        "rsqrt",
+        "exp",
+        "neg",
+        "reciprocal",
+        "sigmoid",
+        "log1p",
+        "relu",
+        "abs",
+        "sqrt",
+        "sum",
+        "amax",
+        "softplus",
+        "softmax",
+        "rms_norm",
+    )
     return sum(n for op, n in ops.items() if op.removeprefix("aten::").rstrip("_") in names)
 
 
@@ -193,14 +324,20 @@ def sdpa_key_lengths(run: Run) -> set[int]:
 # ------------------------------------------------------------------ switches change the executed ops
 
 
-@pytest.mark.parametrize(("gate", "on_sign", "off_sign"), [
-    ("PRIMUS_RMSNORM_TRITON", "autograd::engine::evaluate_function: _FusedRMSNormBackward",
-     "autograd::engine::evaluate_function: RsqrtBackward0"),
-    ("PRIMUS_ROPE_TRITON", "aten::view_as_complex", "aten::stack"),
-    ("PRIMUS_SINKHORN_TRITON", "aten::softmax", "aten::amax"),
-    ("PRIMUS_HC_TRITON", "aten::baddbmm", "aten::neg"),
-    ("PRIMUS_V4_ROUTER_TRITON", "aten::softplus", "aten::log1p"),
-])
+@pytest.mark.parametrize(
+    ("gate", "on_sign", "off_sign"),
+    [
+        (
+            "PRIMUS_RMSNORM_TRITON",
+            "autograd::engine::evaluate_function: _FusedRMSNormBackward",
+            "autograd::engine::evaluate_function: RsqrtBackward0",
+        ),
+        ("PRIMUS_ROPE_TRITON", "aten::view_as_complex", "aten::stack"),
+        ("PRIMUS_SINKHORN_TRITON", "aten::softmax", "aten::amax"),
+        ("PRIMUS_HC_TRITON", "aten::baddbmm", "aten::neg"),
+        ("PRIMUS_V4_ROUTER_TRITON", "aten::softplus", "aten::log1p"),
+    ],
+)
 def test_each_fusion_gate_swaps_its_chain(runs: dict[str, Run], gate: str, on_sign: str, off_sign: str) -> None:
     on, off = runs["base"].ops(), runs[f"gate_off_{gate}"].ops()
     assert on[on_sign] > off[on_sign], (gate, on[on_sign], off[on_sign])
@@ -295,7 +432,9 @@ def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run])
     start, end = inside[0]["ts"], inside[0]["ts"] + inside[0]["dur"]
     assert any(e["name"] == "aten::mm" and start <= e["ts"] <= end for e in run.events())
     assert "extra_work_pct=50" in run.stdout
-    assert re.search(r"^\[proxy\] extra_work: [\d.]+ GFLOP per iteration \(50% of the [\d.]+ ms warm-up step\)$", run.stdout, re.M)
+    assert re.search(
+        r"^\[proxy\] extra_work: [\d.]+ GFLOP per iteration \(50% of the [\d.]+ ms warm-up step\)$", run.stdout, re.M
+    )
 
 
 def test_extra_work_is_sized_from_the_warm_up_step() -> None:
@@ -318,7 +457,9 @@ def test_extra_work_is_sized_from_the_warm_up_step() -> None:
 def test_ranks_pin_their_compute_thread(runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
     from traceladder.workload import quiet
 
-    assert re.search(r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", runs["ep_unprofiled"].stdout, re.M)
+    assert re.search(
+        r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", runs["ep_unprofiled"].stdout, re.M
+    )
     assert quiet.rank_core(0, {4, 5}) == 4 and quiet.rank_core(1, {4, 5}) == 5 and quiet.rank_core(2, {4, 5}) == 4
     monkeypatch.setenv(quiet.PIN_ENV, "0")
     assert quiet.pin_rank(0) == "unpinned" and not quiet.pinning_enabled()
@@ -377,8 +518,14 @@ def test_log_lines_have_primus_shapes(runs: dict[str, Run]) -> None:
     out = run.stdout.splitlines()
     assert sum(ln.startswith("[proxy] world_size=2 layers=2 experts=8 topk=2") for ln in out) == 1
     header = next(ln for ln in out if ln.startswith("[proxy]"))
-    for part in ("fusions=on", "attention=triton_v1", "dispatcher=allgather", "grouped_gemm=False",
-                 "mega_moe=False", "recompute_num_layers=0"):
+    for part in (
+        "fusions=on",
+        "attention=triton_v1",
+        "dispatcher=allgather",
+        "grouped_gemm=False",
+        "mega_moe=False",
+        "recompute_num_layers=0",
+    ):
         assert part in header
     lines = run.iteration_lines  # only the last rank prints: one line per iteration
     assert [int(re.search(r"iteration +(\d+)/", ln).group(1)) for ln in lines] == [1, 2, 3]
@@ -425,9 +572,25 @@ def test_a_failing_rank_stops_the_run(tmp_path: Path) -> None:
     # for it in the next collective forever if the launcher did not stop it.
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
-    args = [*TINY, "--expert_model_parallel_size", "2", "--global_batch_size", "2", "--train_iters", "6",
-            "--profile", "True", "--use_pytorch_profiler", "True", "--profile_ranks", "[1]",
-            "--profile_step_start", "1", "--profile_step_end", "2"]
+    args = [
+        *TINY,
+        "--expert_model_parallel_size",
+        "2",
+        "--global_batch_size",
+        "2",
+        "--train_iters",
+        "6",
+        "--profile",
+        "True",
+        "--use_pytorch_profiler",
+        "True",
+        "--profile_ranks",
+        "[1]",
+        "--profile_step_start",
+        "1",
+        "--profile_step_end",
+        "2",
+    ]
     run = launch(args, {}, blocker / "ws", timeout=60)
     assert run.rc != 0
     assert "rank 1 failed" in run.stderr
@@ -440,8 +603,23 @@ def test_a_failing_rank_stops_the_run(tmp_path: Path) -> None:
 def test_override_syntaxes_and_types() -> None:
     raw = split_overrides(["train", "pretrain", "--a", "1", "--b=[0,1]", "c=True", "--flag", "--d", "x", "--a", "2"])
     assert raw == {"a": "2", "b": "[0,1]", "c": "True", "flag": "true", "d": "x"}
-    s = parse(["--num_layers=3", "compress_ratios=[0,4,128]", "--profile_ranks", "[0,1]", "--profile", "true",
-               "--use_turbo_deepep", "False", "--moe_grouped_gemm", "True", "--recompute_granularity", "null"], env={})
+    s = parse(
+        [
+            "--num_layers=3",
+            "compress_ratios=[0,4,128]",
+            "--profile_ranks",
+            "[0,1]",
+            "--profile",
+            "true",
+            "--use_turbo_deepep",
+            "False",
+            "--moe_grouped_gemm",
+            "True",
+            "--recompute_granularity",
+            "null",
+        ],
+        env={},
+    )
     assert (s.num_layers, s.compress_ratios, s.profile_ranks, s.profile) == (3, (0, 4, 128), (0, 1), True)
     assert s.grouped_gemm and not s.use_turbo_deepep and s.recompute_granularity is None
     assert s.ignored_keys == ()
@@ -453,8 +631,13 @@ def test_settings_defaults_and_environment() -> None:
     assert (s.num_layers, s.num_experts, s.moe_router_topk, s.world_size, s.train_iters) == (8, 256, 6, 2, 10)
     assert s.compress_ratios == (0, 0, 4, 128, 4, 128, 4, 0) and s.fusions.describe() == "on"
     assert s.workspace == "./output" and s.exp_name == "proxy" and s.torch_profiler_use_gzip
-    env = {"PRIMUS_RMSNORM_TRITON": "0", "PRIMUS_HC_TRITON": "1", "PRIMUS_WORKSPACE": "/w",
-           "PRIMUS_USE_V4_ATTENTION_BACKEND": "gluon_v3", "PRIMUS_USE_TURBO_DEEPEP": "true"}
+    env = {
+        "PRIMUS_RMSNORM_TRITON": "0",
+        "PRIMUS_HC_TRITON": "1",
+        "PRIMUS_WORKSPACE": "/w",
+        "PRIMUS_USE_V4_ATTENTION_BACKEND": "gluon_v3",
+        "PRIMUS_USE_TURBO_DEEPEP": "true",
+    }
     s = parse(["--use_v4_csa_attention_backend", "turbo"], env=env)
     assert not s.fusions.rmsnorm and s.fusions.hc and s.workspace == "/w"
     assert (s.attention_backend, s.csa_attention_backend, s.dispatcher) == ("gluon_v3", "turbo", "alltoall")
@@ -464,11 +647,19 @@ def test_settings_defaults_and_environment() -> None:
     assert parse(["--use_turbo_mega_moe", "True", "--use_turbo_deepep", "True"], env={}).dispatcher == "mega_moe"
 
 
-@pytest.mark.parametrize("argv", [
-    ["--num_layers", "abc"], ["--compress_ratios", "[0,x]"], ["--use_turbo_deepep", "maybe"],
-    ["--use_v4_attention_backend", "flash"], ["--global_batch_size", "3"], ["--tensor_model_parallel_size", "2"],
-    ["--num_experts", "7"], ["stray"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--num_layers", "abc"],
+        ["--compress_ratios", "[0,x]"],
+        ["--use_turbo_deepep", "maybe"],
+        ["--use_v4_attention_backend", "flash"],
+        ["--global_batch_size", "3"],
+        ["--tensor_model_parallel_size", "2"],
+        ["--num_experts", "7"],
+        ["stray"],
+    ],
+)
 def test_bad_settings_name_the_key(argv: list[str]) -> None:
     with pytest.raises(SettingsError) as err:
         parse(argv, env={})

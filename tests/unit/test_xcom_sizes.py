@@ -39,9 +39,18 @@ def _pushed(repeats: int) -> dict[str, int]:
     for key, slot in slots.items():
         sizes[f"plan/{key}"] = _xcom_bytes(slot)
     for spec in specs:
-        traces = [f"traceladder/proxy-local/manual__2026-11-30T10-00-00-00-00/{spec['rung_id']}/traces/rank{r}.pt.trace.json.gz" for r in range(8)]
-        result = {k: None for k in RESULT_KEYS} | {"rung_id": spec["rung_id"], "status": "ok", "step_ms": 812.25,
-                                                  "tokens_per_sec_per_gpu": 1234.5, "peak_mem_gb": 1.9, "traces": traces}
+        traces = [
+            f"traceladder/proxy-local/manual__2026-11-30T10-00-00-00-00/{spec['rung_id']}/traces/rank{r}.pt.trace.json.gz"
+            for r in range(8)
+        ]
+        result = {k: None for k in RESULT_KEYS} | {
+            "rung_id": spec["rung_id"],
+            "status": "ok",
+            "step_ms": 812.25,
+            "tokens_per_sec_per_gpu": 1234.5,
+            "peak_mem_gb": 1.9,
+            "traces": traces,
+        }
         sizes[f"rung/{spec['rung_id']}"] = _xcom_bytes(result)
     return sizes
 

@@ -48,7 +48,9 @@ def _ladder_arg(fixed_ladder: str | None) -> str:
     return str(get_current_context()["params"]["ladder"])
 
 
-def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, grid: Grid, retry: RetryPolicy | None = None) -> None:
+def _build_tasks(
+    fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, grid: Grid, retry: RetryPolicy | None = None
+) -> None:
     """The task graph, inside an open DAG context. `fixed_ladder` is None for the trigger DAG
     (the ladder comes from its Params); `grid` gives each host's slots per block; `retry` the ladder's
     retry policy (airflow/retries.py)."""
@@ -63,7 +65,6 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     @task(execution_timeout=timedelta(seconds=rung_timeout_s + 300), **rung_retry)
     def run_rung(slot: list[dict[str, Any]]) -> dict[str, Any]:
         return tasks.run_local_rung(tasks.slot_spec(slot), _run_id())
-
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def collect_traces() -> list[dict[str, str]]:
@@ -110,7 +111,9 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
                         op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
                     else:
                         # queue=<host>: under CeleryExecutor only that host's worker takes its rungs (README)
-                        op = run_rung.override(task_id=task_id, pool=host.pool, queue=host.name, trigger_rule=rule)(spec)
+                        op = run_rung.override(task_id=task_id, pool=host.pool, queue=host.name, trigger_rule=rule)(
+                            spec
+                        )
                     if previous is None and before is not None:
                         before >> op
                     elif previous is not None:
@@ -133,8 +136,14 @@ def _build_tasks(fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: in
     ladder_status(summary_ref, publish(summary_ref))
 
 
-def _docker_rungs(host: Host, rung_timeout_s: int, task_id: str, trigger_rule: TriggerRule, spec: Any,
-                 rung_retry: dict[str, Any] | None = None):
+def _docker_rungs(
+    host: Host,
+    rung_timeout_s: int,
+    task_id: str,
+    trigger_rule: TriggerRule,
+    spec: Any,
+    rung_retry: dict[str, Any] | None = None,
+):
     """A docker host's rung slot: the runner image on the host's daemon, in its pool. The
     task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
     partial artifacts before Airflow removes the container."""
@@ -155,8 +164,15 @@ def _docker_rungs(host: Host, rung_timeout_s: int, task_id: str, trigger_rule: T
     )
 
 
-def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], description: str, rung_timeout_s: int, grid: Grid,
-                     retry: RetryPolicy | None = None) -> DAG:
+def build_weekly_dag(
+    ladder_name: str,
+    schedule: str | None,
+    hosts: list[Host],
+    description: str,
+    rung_timeout_s: int,
+    grid: Grid,
+    retry: RetryPolicy | None = None,
+) -> DAG:
     """One DAG per ladder file, on the ladder's own schedule; `grid` is its default plan's shape
     (`blocks.weekly_grid`), `retry` the ladder's retry policy."""
     with DAG(
@@ -173,16 +189,44 @@ def build_weekly_dag(ladder_name: str, schedule: str | None, hosts: list[Host], 
     return dag
 
 
-def build_trigger_dag(ladder_names: list[str], lens_names: list[str], hosts: list[Host], rung_timeout_s: int, grid: Grid) -> DAG:
+def build_trigger_dag(
+    ladder_names: list[str], lens_names: list[str], hosts: list[Host], rung_timeout_s: int, grid: Grid
+) -> DAG:
     """A manual DAG with a Params form: ladder, rungs, lens, repeats, one switch override and the
     block-order seed. `grid` (`blocks.trigger_grid`) fits the largest plan the form can ask for."""
     params = {
-        "ladder": Param(ladder_names[0] if ladder_names else "", enum=ladder_names or [""], description="Ladder file (include/configs/ladders)"),
-        "rungs": Param([], type="array", items={"type": "string"}, description="Rung names to run; empty runs every rung"),
-        "lens": Param("ladder", enum=["ladder", *lens_names], description="'ladder' runs the ladder's own lenses; a lens name profiles every selected rung with it"),
-        "repeats": Param(None, type=["null", "integer"], minimum=1, maximum=TRIGGER_MAX_REPEATS, description="Repeats (blocks) per rung; empty keeps the ladder's"),
-        "override": Param("", type="string", pattern=r"^$|^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+$", description="One switch override SWITCH=VALUE for every rung, e.g. global_batch=16"),
-        "seed": Param(None, type=["null", "integer"], minimum=0, description="Seed of the block order; empty derives one from the ladder and the run id"),
+        "ladder": Param(
+            ladder_names[0] if ladder_names else "",
+            enum=ladder_names or [""],
+            description="Ladder file (include/configs/ladders)",
+        ),
+        "rungs": Param(
+            [], type="array", items={"type": "string"}, description="Rung names to run; empty runs every rung"
+        ),
+        "lens": Param(
+            "ladder",
+            enum=["ladder", *lens_names],
+            description="'ladder' runs the ladder's own lenses; a lens name profiles every selected rung with it",
+        ),
+        "repeats": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            maximum=TRIGGER_MAX_REPEATS,
+            description="Repeats (blocks) per rung; empty keeps the ladder's",
+        ),
+        "override": Param(
+            "",
+            type="string",
+            pattern=r"^$|^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+$",
+            description="One switch override SWITCH=VALUE for every rung, e.g. global_batch=16",
+        ),
+        "seed": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            description="Seed of the block order; empty derives one from the ladder and the run id",
+        ),
     }
     with DAG(
         dag_id="traceladder-trigger",

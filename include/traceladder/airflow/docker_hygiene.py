@@ -86,9 +86,20 @@ def container_paths(devices: Iterable[str]) -> list[str]:
     return out
 
 
-def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], min_free_gb: float, labels: dict[str, str],
-              pull: bool = True, gpus_per_node: int | None = None, environment: dict[str, str] | None = None,
-              group_add: list[str] | None = None) -> dict[str, Any]:
+def preflight(
+    cli: Any,
+    *,
+    host: str,
+    url: str,
+    image: str,
+    devices: list[str],
+    min_free_gb: float,
+    labels: dict[str, str],
+    pull: bool = True,
+    gpus_per_node: int | None = None,
+    environment: dict[str, str] | None = None,
+    group_add: list[str] | None = None,
+) -> dict[str, Any]:
     """Check the daemon, the image, the devices and the free disk and, with ``gpus_per_node``,
     that the GPUs are visible (amd-smi or rocm-smi), that there are that many, and that no
     process holds one; raise HostCheckError.
@@ -110,7 +121,9 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
                 pass
             image_info = cli.inspect_image(image)
         except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
-            raise HostCheckError(host, f"image {image} is not present and could not be pulled", _one_line(exc)) from None
+            raise HostCheckError(
+                host, f"image {image} is not present and could not be pulled", _one_line(exc)
+            ) from None
     container = None
     try:
         container = cli.create_container(
@@ -119,15 +132,21 @@ def preflight(cli: Any, *, host: str, url: str, image: str, devices: list[str], 
             command=["gpus" if gpus_per_node else "-", *container_paths(devices)],
             environment=dict(environment or {}),
             labels={**labels, "traceladder.purpose": "preflight"},
-            host_config=cli.create_host_config(devices=list(devices), network_mode="none", auto_remove=False,
-                                               group_add=list(group_add) if group_add else None),
+            host_config=cli.create_host_config(
+                devices=list(devices),
+                network_mode="none",
+                auto_remove=False,
+                group_add=list(group_add) if group_add else None,
+            ),
         )
         cli.start(container["Id"])
         status = cli.wait(container["Id"], timeout=120)
         out = cli.logs(container["Id"], stdout=True, stderr=False).decode("utf-8", "replace").strip().splitlines()
         if status.get("StatusCode") != 0 or not out:
             err = cli.logs(container["Id"], stdout=False, stderr=True).decode("utf-8", "replace")
-            raise HostCheckError(host, "the check container failed", err.strip().splitlines()[-1] if err.strip() else str(status))
+            raise HostCheckError(
+                host, "the check container failed", err.strip().splitlines()[-1] if err.strip() else str(status)
+            )
         found = json.loads(out[-1])
     except HostCheckError:
         raise
@@ -176,7 +195,9 @@ def managed_containers(cli: Any, host: str, extra_labels: dict[str, str] | None 
     return cli.containers(all=True, filters={"label": filters})
 
 
-def remove_orphans(cli: Any, host: str, *, keep: Iterable[str] = (), running_too: dict[str, str] | None = None, log: Any = None) -> list[str]:
+def remove_orphans(
+    cli: Any, host: str, *, keep: Iterable[str] = (), running_too: dict[str, str] | None = None, log: Any = None
+) -> list[str]:
     """Remove this host's traceladder containers that are not running (exited, created, dead),
     except ``keep`` ids. ``running_too`` (labels) also removes running ones that match them, e.g.
     a previous try of the same rung. Returns the removed names."""

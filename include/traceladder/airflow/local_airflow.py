@@ -39,7 +39,11 @@ def pools_document() -> dict[str, dict[str, Any]]:
     pools = {}
     for name, cluster in load_clusters().clusters.items():
         for host in cluster.hosts:
-            pools[host.pool] = {"slots": 1, "description": f"traceladder: rungs on {host.name} ({name})", "include_deferred": False}
+            pools[host.pool] = {
+                "slots": 1,
+                "description": f"traceladder: rungs on {host.name} ({name})",
+                "include_deferred": False,
+            }
     return pools
 
 

@@ -40,9 +40,24 @@ class LocalRedis:
         self.port = free_port()
         log = open(self.dir / "redis.log", "ab")
         self._proc = subprocess.Popen(
-            [_binary("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), "--daemonize", "no"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                _binary("redis-server"),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+                "--daemonize",
+                "no",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + 30
@@ -107,7 +122,19 @@ class LocalPostgres:
         self.port = free_port()
         self._run(_binary("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync")
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        self._run(_binary("pg_ctl"), "-D", str(data), "-o", options, "-l", str(self.dir / "postgres.log"), "-w", "-t", "60", "start")
+        self._run(
+            _binary("pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(self.dir / "postgres.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         self._run(_binary("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", self.database)
         return self
 

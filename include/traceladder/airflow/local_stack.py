@@ -177,7 +177,9 @@ class LocalStack:
     # ---- lifecycle -----------------------------------------------------------------------------
     def airflow(self, *args: str, timeout: float = 300) -> str:
         """Run one `airflow` CLI command in the stack's environment; its stdout."""
-        proc = subprocess.run([AIRFLOW_BIN, *args], env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [AIRFLOW_BIN, *args], env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout
+        )
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             raise StackError(f"airflow {' '.join(args)} exited {proc.returncode}: {' | '.join(tail)}")
@@ -218,18 +220,33 @@ class LocalStack:
         if name in self._procs and self._procs[name].poll() is None:
             raise StackError(f"{name} is already running (pid {self._procs[name].pid})")
         if name.startswith(CELERY_WORKER):
-            queue = name[len(CELERY_WORKER):]
+            queue = name[len(CELERY_WORKER) :]
             # --skip-serve-logs: several workers on one machine would fight over the log port.
-            command = ["celery", "worker", "--queues", queue, "--concurrency", "1",
-                       "--celery-hostname", f"{queue}@%h", "--skip-serve-logs", *args]
+            command = [
+                "celery",
+                "worker",
+                "--queues",
+                queue,
+                "--concurrency",
+                "1",
+                "--celery-hostname",
+                f"{queue}@%h",
+                "--skip-serve-logs",
+                *args,
+            ]
         else:
             command = [name, *args]
         log_path = self.log_path(name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._logs[name] = open(log_path, "ab")
         self._procs[name] = subprocess.Popen(
-            [AIRFLOW_BIN, *command], env=self.env, cwd=self.home, stdin=subprocess.DEVNULL,
-            stdout=self._logs[name], stderr=subprocess.STDOUT, start_new_session=True,
+            [AIRFLOW_BIN, *command],
+            env=self.env,
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            stdout=self._logs[name],
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         return self._procs[name]
 
@@ -298,7 +315,11 @@ class LocalStack:
                 resp = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5)
                 if resp.status_code == 200:
                     health = resp.json()
-                    sick = [c for n, c in wanted.items() if n in self._procs and (health.get(c) or {}).get("status") != "healthy"]
+                    sick = [
+                        c
+                        for n, c in wanted.items()
+                        if n in self._procs and (health.get(c) or {}).get("status") != "healthy"
+                    ]
                     if not sick:
                         return health
                     last = f"not yet healthy: {', '.join(sick)}"
@@ -307,7 +328,9 @@ class LocalStack:
             except httpx.HTTPError as exc:
                 last = type(exc).__name__
             time.sleep(0.5)
-        raise StackError(f"stack on {self.url} not healthy after {self.startup_timeout_s:.0f} s ({last}); api-server log: {self.log_tail()}")
+        raise StackError(
+            f"stack on {self.url} not healthy after {self.startup_timeout_s:.0f} s ({last}); api-server log: {self.log_tail()}"
+        )
 
     # ---- REST clients --------------------------------------------------------------------------
     def token(self, user: str) -> str:
@@ -315,7 +338,9 @@ class LocalStack:
         cached = self._tokens.get(user)
         if cached and cached[1] > time.monotonic():
             return cached[0]
-        resp = self._retrying(lambda http: http.post(f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]}))
+        resp = self._retrying(
+            lambda http: http.post(f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]})
+        )
         if resp.status_code != 201:
             raise StackError(f"POST /auth/token for {user}: HTTP {resp.status_code} {resp.text[:200]}")
         self._tokens[user] = (resp.json()["access_token"], time.monotonic() + 600)
@@ -358,7 +383,9 @@ class LocalStack:
         run_id = f"manual__{time.strftime('%Y-%m-%dT%H-%M-%S', time.gmtime())}-{secrets.token_hex(3)}"
         body = {"dag_run_id": run_id, "logical_date": None, "conf": conf or {}}
         headers = {"Authorization": f"Bearer {self.token('admin')}"}
-        resp = self._retrying(lambda http: http.post(f"{self.url}/api/v2/dags/{dag_id}/dagRuns", headers=headers, json=body))
+        resp = self._retrying(
+            lambda http: http.post(f"{self.url}/api/v2/dags/{dag_id}/dagRuns", headers=headers, json=body)
+        )
         if resp.status_code not in (200, 409):  # 409: an earlier attempt got through
             raise StackError(f"POST /api/v2/dags/{dag_id}/dagRuns: HTTP {resp.status_code} {resp.text[:300]}")
         return run_id
@@ -386,8 +413,11 @@ class LocalStack:
         """Every task instance of a run (mapped ones one row per map index)."""
         rows: list[dict[str, Any]] = []
         while True:
-            page = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances",
-                              params={"limit": 100, "offset": len(rows)})
+            page = self._call(
+                "GET",
+                f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances",
+                params={"limit": 100, "offset": len(rows)},
+            )
             rows.extend(page["task_instances"])
             if not page["task_instances"] or len(rows) >= page["total_entries"]:
                 return rows

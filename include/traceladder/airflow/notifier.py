@@ -54,7 +54,9 @@ class RegressionNotifier(BaseNotifier):
         if not url.startswith(("https://", "http://")):
             log.warning("%s (the %r connection is not an http(s) URL: logged only)", text, self.conn_id)
             return
-        request = urllib.request.Request(url, data=json.dumps({"text": text}).encode(), headers={"Content-Type": "application/json"})  # noqa: S310 - scheme checked above
+        body = json.dumps({"text": text}).encode()
+        headers = {"Content-Type": "application/json"}
+        request = urllib.request.Request(url, data=body, headers=headers)  # noqa: S310 - scheme checked above
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - scheme checked above
             log.info("regression notice sent through %r: HTTP %s", self.conn_id, response.status)
 

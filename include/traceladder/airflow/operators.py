@@ -50,10 +50,10 @@ def default_nofile() -> int:
     return int(os.environ.get("TRACELADDER_CONTAINER_NOFILE", DEFAULT_NOFILE))
 
 
-
 def _text_lines(logs: Sequence[str | bytes] | None) -> list[str]:
     """The provider's log lines (str, or bytes from some docker-py paths) as text."""
     return [x.decode(errors="replace") if isinstance(x, bytes) else x for x in logs or []]
+
 
 class RocmDockerOperator(DockerOperator):
     """Run a command in a container on a ROCm host (AMD Instinct), as madengine's ROCm runs do.
@@ -113,7 +113,9 @@ class RocmDockerOperator(DockerOperator):
             ipc_mode=ipc_mode,
             network_mode=network_mode,
             shm_size=shm_size,
-            ulimits=ulimits if ulimits is not None else [Ulimit(name="nofile", soft=default_nofile(), hard=default_nofile())],
+            ulimits=ulimits
+            if ulimits is not None
+            else [Ulimit(name="nofile", soft=default_nofile(), hard=default_nofile())],
             mount_tmp_dir=mount_tmp_dir,
             auto_remove=auto_remove,  # type: ignore[arg-type]  # the provider types it as a Literal; ours is a checked str
             labels={**labels, **(kwargs.pop("labels", None) or {})},
@@ -128,12 +130,28 @@ class RocmDockerOperator(DockerOperator):
     def hook(self) -> RocmDockerHook:
         """The host's RocmDockerHook: the client (devices, group_add, security_opt in its host
         configs), TLS from ``tls_conn_id``, the preflight and the image lookup."""
-        tls_config = None if self.tls_conn_id else DockerHook.construct_tls_config(
-            ca_cert=self.tls_ca_cert, client_cert=self.tls_client_cert, client_key=self.tls_client_key, verify=self.tls_verify,
+        tls_config = (
+            None
+            if self.tls_conn_id
+            else DockerHook.construct_tls_config(
+                ca_cert=self.tls_ca_cert,
+                client_cert=self.tls_client_cert,
+                client_key=self.tls_client_key,
+                verify=self.tls_verify,
+            )
         )
-        return RocmDockerHook(docker_conn_id=self.docker_conn_id, base_url=self.docker_url, version=self.api_version, tls=tls_config,
-                              timeout=self.timeout, host_name=self.host_name, tls_conn_id=self.tls_conn_id, devices=self.devices,
-                              group_add=self.group_add, security_opt=self.security_opt)
+        return RocmDockerHook(
+            docker_conn_id=self.docker_conn_id,
+            base_url=self.docker_url,
+            version=self.api_version,
+            tls=tls_config,
+            timeout=self.timeout,
+            host_name=self.host_name,
+            tls_conn_id=self.tls_conn_id,
+            devices=self.devices,
+            group_add=self.group_add,
+            security_opt=self.security_opt,
+        )
 
     @property
     def container_evidence(self) -> dict[str, Any] | None:
@@ -168,7 +186,11 @@ def storage_environment(storage: Any) -> tuple[dict[str, str], dict[str, str]]:
         "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
         **({"TRACELADDER_S3_ENDPOINT": str(endpoint)} if endpoint else {}),
     }
-    private = {"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password} if conn.login and conn.password else {}
+    private = (
+        {"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password}
+        if conn.login and conn.password
+        else {}
+    )
     return env, private
 
 
@@ -237,7 +259,9 @@ class RungDockerOperator(RocmDockerOperator):
         super().__init__(image=image, **kwargs)
         self.spec = spec
         self.run_id = run_id
-        self.min_free_gb = float(min_free_gb if min_free_gb is not None else os.environ.get("TRACELADDER_MIN_FREE_GB", 20))
+        self.min_free_gb = float(
+            min_free_gb if min_free_gb is not None else os.environ.get("TRACELADDER_MIN_FREE_GB", 20)
+        )
         self.preflight = preflight
         self.gpu_preflight = gpu_preflight
 
@@ -258,7 +282,9 @@ class RungDockerOperator(RocmDockerOperator):
         env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
         self.image = spec.image
         run_key = safe_key_part(self.run_id)
-        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode(), usedforsecurity=False).hexdigest()[:10]
+        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode(), usedforsecurity=False).hexdigest()[
+            :10
+        ]
         self.container_name = f"traceladder-{safe_key_part(spec.rung_id)}-{run_hash}"
         self.labels = {
             **(self.labels if isinstance(self.labels, dict) else {}),
@@ -290,7 +316,10 @@ class RungDockerOperator(RocmDockerOperator):
                 pass
             if self.preflight:
                 found = self.hook.preflight(
-                    url=str(self.docker_url), image=self.image, min_free_gb=self.min_free_gb, labels=dict(self.labels) if isinstance(self.labels, dict) else {},
+                    url=str(self.docker_url),
+                    image=self.image,
+                    min_free_gb=self.min_free_gb,
+                    labels=dict(self.labels) if isinstance(self.labels, dict) else {},
                     gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
                     environment=dict(spec.docker_env_vars),
                 )
@@ -301,12 +330,17 @@ class RungDockerOperator(RocmDockerOperator):
             self._record_refused(spec, str(exc))
             raise AirflowException(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - the daemon is unreachable before the check ran
-            message = str(hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc)))
+            message = str(
+                hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc))
+            )
             self._record_refused(spec, message)
             raise AirflowException(message) from None
         # what ran, from the daemon: the runner records these in metrics.json (provenance)
-        self.environment = {**self.environment, "TRACELADDER_IMAGE_ID": str(found["image_id"]),
-                            **({"TRACELADDER_IMAGE_DIGEST": str(found["image_digest"])} if found.get("image_digest") else {})}
+        self.environment = {
+            **self.environment,
+            "TRACELADDER_IMAGE_ID": str(found["image_id"]),
+            **({"TRACELADDER_IMAGE_DIGEST": str(found["image_digest"])} if found.get("image_digest") else {}),
+        }
         lines: list[str] = []
         try:
             lines = list(super()._execute_with_daemon(context) or [])  # xcom_all: every output line
@@ -322,7 +356,9 @@ class RungDockerOperator(RocmDockerOperator):
         result = result_from_lines(lines)
         if result is None:
             tail = lines[-1] if lines else "(no output)"
-            raise AirflowException(f"rung {spec.rung_id} on host {self.host_name}: the runner printed no result ({tail[:300]})")
+            raise AirflowException(
+                f"rung {spec.rung_id} on host {self.host_name}: the runner printed no result ({tail[:300]})"
+            )
         if result.get("status") != "ok":  # the workload failed: no retry (only infrastructure retries)
             from airflow.sdk.exceptions import AirflowFailException
 
@@ -362,10 +398,21 @@ class TracelensDockerOperator(RocmDockerOperator):
     container's last line when TraceLens fails. Returns the container's result (the keys it stored).
     """
 
-    def __init__(self, *, ladder: str, trace_key: str, out_prefix: str, image: str = "traceladder/tracelens", **kwargs: Any) -> None:
+    def __init__(
+        self, *, ladder: str, trace_key: str, out_prefix: str, image: str = "traceladder/tracelens", **kwargs: Any
+    ) -> None:
         kwargs.setdefault("task_id", "tracelens")
-        super().__init__(image=image, devices=[], group_add=None, security_opt=None, cap_add=None, ipc_mode=None,
-                         shm_size=None, host_name="tracelens", **kwargs)
+        super().__init__(
+            image=image,
+            devices=[],
+            group_add=None,
+            security_opt=None,
+            cap_add=None,
+            ipc_mode=None,
+            shm_size=None,
+            host_name="tracelens",
+            **kwargs,
+        )
         self.ladder, self.trace_key, self.out_prefix = ladder, trace_key, out_prefix
 
     def execute(self, context: Context) -> Any:
@@ -375,8 +422,14 @@ class TracelensDockerOperator(RocmDockerOperator):
 
         cluster = open_ladder(self.ladder).cluster
         if cluster.tracelens is None:
-            raise AirflowException(f"ladder {self.ladder}: engine tracelens needs a tracelens entry (docker_url) in its cluster of clusters.yaml")
-        self.docker_url, self.tls_conn_id, self.image = cluster.tracelens.docker_url, cluster.tracelens.tls_conn_id, cluster.tracelens.image
+            raise AirflowException(
+                f"ladder {self.ladder}: engine tracelens needs a tracelens entry (docker_url) in its cluster of clusters.yaml"
+            )
+        self.docker_url, self.tls_conn_id, self.image = (
+            cluster.tracelens.docker_url,
+            cluster.tracelens.tls_conn_id,
+            cluster.tracelens.image,
+        )
         env, private = storage_environment(cluster.storage)
         self.environment = {**(self.environment or {}), **env}
         self._private_environment = {**self._private_environment, **private}
@@ -388,7 +441,9 @@ class TracelensDockerOperator(RocmDockerOperator):
             lines = list(super().execute(context) or [])
         except DockerContainerFailedException as exc:
             tail = [line for line in _text_lines(exc.logs) if line.strip()]
-            raise AirflowException(f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}") from None
+            raise AirflowException(
+                f"TraceLens on {self.trace_key} failed: {tail[-1].strip() if tail else exc}"
+            ) from None
         for line in reversed(lines):
             if line.strip().startswith("{"):
                 return json.loads(line)

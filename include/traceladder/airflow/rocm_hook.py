@@ -44,7 +44,17 @@ from airflow.providers.docker.hooks.docker import DockerHook
 from traceladder.airflow import docker_hygiene as hygiene
 
 _CA_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-_EVIDENCE_KEYS = ("Devices", "GroupAdd", "SecurityOpt", "IpcMode", "ShmSize", "NetworkMode", "CapAdd", "Ulimits", "AutoRemove")
+_EVIDENCE_KEYS = (
+    "Devices",
+    "GroupAdd",
+    "SecurityOpt",
+    "IpcMode",
+    "ShmSize",
+    "NetworkMode",
+    "CapAdd",
+    "Ulimits",
+    "AutoRemove",
+)
 
 
 class RocmClient:
@@ -52,7 +62,9 @@ class RocmClient:
     ``group_add`` and ``security_opt`` (unless the caller gives its own), and each container it
     starts is inspected once, so the daemon's word on what it applied is kept."""
 
-    def __init__(self, client: Any, *, devices: list[str], group_add: list[str], security_opt: list[str], log: Any) -> None:
+    def __init__(
+        self, client: Any, *, devices: list[str], group_add: list[str], security_opt: list[str], log: Any
+    ) -> None:
         self._client = client
         self._extra = {"devices": devices or None, "group_add": group_add or None, "security_opt": security_opt or None}
         self._log = log
@@ -90,15 +102,27 @@ class RocmDockerHook(DockerHook):
     ``tls_conn_id`` (replaces ``tls``), ``devices``, ``group_add``, ``security_opt`` and
     ``host_name`` (clusters.yaml; names the host in every error). Call ``close()`` when done."""
 
-    def __init__(self, *args: Any, host_name: str = "docker-host", tls_conn_id: str | None = None, devices: list[str] | None = None,
-                 group_add: list[str] | None = None, security_opt: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        host_name: str = "docker-host",
+        tls_conn_id: str | None = None,
+        devices: list[str] | None = None,
+        group_add: list[str] | None = None,
+        security_opt: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._tls_dir: str | None = None
         if tls_conn_id:
             kwargs["tls"] = self._tls_from_connection(tls_conn_id)
         self._uses_tls = bool(kwargs.get("tls"))
         super().__init__(*args, **kwargs)
         self.host_name = host_name
-        self._rocm = {"devices": list(devices or []), "group_add": list(group_add or []), "security_opt": list(security_opt or [])}
+        self._rocm = {
+            "devices": list(devices or []),
+            "group_add": list(group_add or []),
+            "security_opt": list(security_opt or []),
+        }
 
     def _tls_from_connection(self, conn_id: str) -> Any:
         from airflow.sdk import BaseHook
@@ -119,8 +143,12 @@ class RocmDockerHook(DockerHook):
             with os.fdopen(fd, "w") as f:
                 f.write(str(extra[name]).strip() + "\n")
             paths[name] = path
-        return DockerHook.construct_tls_config(ca_cert=paths["ca_cert"], client_cert=paths["client_cert"],
-                                               client_key=paths["client_key"], verify=bool(extra.get("verify", True)))
+        return DockerHook.construct_tls_config(
+            ca_cert=paths["ca_cert"],
+            client_cert=paths["client_cert"],
+            client_key=paths["client_key"],
+            verify=bool(extra.get("verify", True)),
+        )
 
     def close(self) -> None:
         """Remove the TLS material written for this hook (the client cannot reconnect after)."""
@@ -147,12 +175,29 @@ class RocmDockerHook(DockerHook):
         """``{"image_id": Id, "image_digest": RepoDigests[0] or None}`` from the daemon."""
         return hygiene.image_provenance(self.api_client.inspect_image(image))
 
-    def preflight(self, *, url: str, image: str, min_free_gb: float, labels: dict[str, str], gpus_per_node: int | None,
-                  environment: dict[str, str] | None = None) -> dict[str, Any]:
+    def preflight(
+        self,
+        *,
+        url: str,
+        image: str,
+        min_free_gb: float,
+        labels: dict[str, str],
+        gpus_per_node: int | None,
+        environment: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """The host and GPU check with this host's devices; raises ``HostCheckError``."""
-        return hygiene.preflight(self.api_client, host=self.host_name, url=url, image=image, devices=self._rocm["devices"],
-                                 min_free_gb=min_free_gb, labels=labels, gpus_per_node=gpus_per_node,
-                                 environment=environment, group_add=self._rocm["group_add"])
+        return hygiene.preflight(
+            self.api_client,
+            host=self.host_name,
+            url=url,
+            image=image,
+            devices=self._rocm["devices"],
+            min_free_gb=min_free_gb,
+            labels=labels,
+            gpus_per_node=gpus_per_node,
+            environment=environment,
+            group_add=self._rocm["group_add"],
+        )
 
     def remove_orphans(self, *, running_too: dict[str, str] | None = None, log: Any = None) -> list[str]:
         return hygiene.remove_orphans(self.api_client, self.host_name, running_too=running_too, log=log)

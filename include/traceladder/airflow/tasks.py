@@ -16,7 +16,9 @@ from traceladder.storage.artifacts import ArtifactSink, run_prefix
 PLAN_OBJECT = layout.PLAN_OBJECT
 
 
-def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def plan_run(
+    ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
     """Plan the run in randomised blocks, store plan.json (with its `design`: seed and block
     order), and hand every slot of the DAG's grid its spec (`[spec]`, or `[]` to skip it)."""
     from traceladder.airflow.blocks import PlanDoesNotFit, fill_slots
@@ -41,10 +43,18 @@ def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[
 
         raise AirflowException(str(exc)) from None
     plan_doc = {
-        "schema": 1, "ladder": loaded.ladder.ladder, "run_id": run_id, "params": params,
-        "design": plan_design(specs, seed), "specs": spec_dicts,
+        "schema": 1,
+        "ladder": loaded.ladder.ladder,
+        "run_id": run_id,
+        "params": params,
+        "design": plan_design(specs, seed),
+        "specs": spec_dicts,
     }
-    store.put_bytes(f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}", json.dumps(plan_doc, indent=1).encode(), "application/json")
+    store.put_bytes(
+        f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}",
+        json.dumps(plan_doc, indent=1).encode(),
+        "application/json",
+    )
     return slots
 
 
@@ -159,8 +169,12 @@ def check_rungs(summary_ref: dict[str, Any] | None, published: dict[str, Any] | 
     elif published.get("notify_error"):
         problems.append(f"the summary was published, but the regression notice failed: {published['notify_error']}")
     if summary_ref.get("failed_rungs"):
-        problems.append(f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: {', '.join(summary_ref['failed_rungs'])}")
+        problems.append(
+            f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: {', '.join(summary_ref['failed_rungs'])}"
+        )
     if summary_ref.get("unanalysed_traces"):
-        problems.append(f"{len(summary_ref['unanalysed_traces'])} trace(s) have no analysis: {', '.join(summary_ref['unanalysed_traces'])}")
+        problems.append(
+            f"{len(summary_ref['unanalysed_traces'])} trace(s) have no analysis: {', '.join(summary_ref['unanalysed_traces'])}"
+        )
     if problems:
         raise AirflowException("; ".join(problems))

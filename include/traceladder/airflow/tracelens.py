@@ -18,8 +18,13 @@ def run_tracelens(ladder: str, trace_key: str) -> dict[str, Any]:
     from traceladder.analysis.stored import tracelens_prefix
 
     if PYTORCH_MARK not in trace_key.rsplit("/", 1)[-1]:
-        return {"trace": trace_key, "skipped": "TraceLens's PyTorch report reads PyTorch profiler traces; the builtin engine read this one"}
-    op = TracelensDockerOperator(task_id="tracelens", ladder=ladder, trace_key=trace_key, out_prefix=tracelens_prefix(trace_key))
+        return {
+            "trace": trace_key,
+            "skipped": "TraceLens's PyTorch report reads PyTorch profiler traces; the builtin engine read this one",
+        }
+    op = TracelensDockerOperator(
+        task_id="tracelens", ladder=ladder, trace_key=trace_key, out_prefix=tracelens_prefix(trace_key)
+    )
     from airflow.sdk import get_current_context
 
     return op.execute(get_current_context())  # the same operator class, run inside the analyze task

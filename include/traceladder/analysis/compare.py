@@ -33,23 +33,50 @@ import pandas as pd
 
 from traceladder.storage.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
 
-__all__ = ["CompareError", "Reports", "Comparison", "load_reports", "reports_from_dir", "compare_reports",
-           "write_comparison", "compare_paths", "GAP_ROW", "OUTPUT_FILES"]
+__all__ = [
+    "CompareError",
+    "Reports",
+    "Comparison",
+    "load_reports",
+    "reports_from_dir",
+    "compare_reports",
+    "write_comparison",
+    "compare_paths",
+    "GAP_ROW",
+    "OUTPUT_FILES",
+]
 
 TAGS = ("base", "new")
 GAP_ROW = "(gap to busy time)"
 TOP = 10
-OUTPUT_FILES = ("compare_ops_summary_by_category.csv", "compare_ops_summary.csv", "compare_kernel_summary.csv",
-                "compare_gpu_timeline.csv", COMPARE_OBJECT)
+OUTPUT_FILES = (
+    "compare_ops_summary_by_category.csv",
+    "compare_ops_summary.csv",
+    "compare_kernel_summary.csv",
+    "compare_gpu_timeline.csv",
+    COMPARE_OBJECT,
+)
 _TIME_MS = "total_direct_kernel_time_ms"
 # TraceLens's SHEETS_COMPARE_CONFIG entries we mirror (keys, compared columns, dropped columns)
 _OPS = (["name"], [_TIME_MS, "Count"], ["total_direct_kernel_time_sum"])
 _CATS = (["op category"], [_TIME_MS, "Count"], [])  # no TraceLens sheet: same convention as ops
-_KERNELS = (["Kernel name"], ["Kernel duration (µs)_sum", "Kernel duration (µs)_mean", "Kernel duration (µs)_count"],
-            ["Kernel duration (µs)_min", "Kernel duration (µs)_max", "Parent op category"])
-_KERNELS_LEGACY = (["name"], ["Total Kernel Time (ms)", "Mean Kernel Time (µs)", "Count"],
-                   ["Total Kernel Time (µs)", "Median Kernel Time (µs)", "Std Kernel Time (µs)", "Min Kernel Time (µs)",
-                    "Max Kernel Time (µs)", "Category"])
+_KERNELS = (
+    ["Kernel name"],
+    ["Kernel duration (µs)_sum", "Kernel duration (µs)_mean", "Kernel duration (µs)_count"],
+    ["Kernel duration (µs)_min", "Kernel duration (µs)_max", "Parent op category"],
+)
+_KERNELS_LEGACY = (
+    ["name"],
+    ["Total Kernel Time (ms)", "Mean Kernel Time (µs)", "Count"],
+    [
+        "Total Kernel Time (µs)",
+        "Median Kernel Time (µs)",
+        "Std Kernel Time (µs)",
+        "Min Kernel Time (µs)",
+        "Max Kernel Time (µs)",
+        "Category",
+    ],
+)
 _TIMELINE = (["type"], ["time ms"], [])
 
 
@@ -120,7 +147,12 @@ def load_reports(read: Callable[[str], bytes | None], label: str) -> Reports:
         kernels = _csv(read, "kernel_summary.csv", label, required=False)
         kernel_us = None
         if kernels is not None:
-            _need(kernels, ["Kernel name", "Kernel duration (µs)_sum", "Kernel duration (µs)_count"], "kernel_summary.csv", label)
+            _need(
+                kernels,
+                ["Kernel name", "Kernel duration (µs)_sum", "Kernel duration (µs)_count"],
+                "kernel_summary.csv",
+                label,
+            )
             kernels = _by_kernel_name(kernels)
             kernel_us = kernels["Kernel duration (µs)_sum"].astype(float)
         return Reports(label, analysis, ops, cats, timeline, kernels, kernel_us, False, steps, notes)
@@ -130,8 +162,14 @@ def load_reports(read: Callable[[str], bytes | None], label: str) -> Reports:
     cats = _csv(read, "kernel_summary_by_category.csv", label)
     _need(cats, ["op category", _TIME_MS, "Count"], "kernel_summary_by_category.csv", label)
     kernel_us = kernels["Total Kernel Time (ms)"].astype(float)
-    ops = pd.DataFrame({"name": kernels["name"], _TIME_MS: kernel_us / 1e3, "Count": kernels["Count"],
-                        "Categories": kernels.get("Category")})
+    ops = pd.DataFrame(
+        {
+            "name": kernels["name"],
+            _TIME_MS: kernel_us / 1e3,
+            "Count": kernels["Count"],
+            "Categories": kernels.get("Category"),
+        }
+    )
     cats = cats.assign(**{_TIME_MS: cats[_TIME_MS].astype(float) / 1e3})
     notes.append(f"{label}: rocprof reports: kernels stand in for ops; per-step times undo the µs/ms label quirk")
     return Reports(label, analysis, ops, cats, timeline, kernels, kernel_us, True, steps, notes)
@@ -141,13 +179,20 @@ def _by_kernel_name(k: pd.DataFrame) -> pd.DataFrame:
     """kernel_summary.csv has a row per (category, parent op, kernel, stream); TraceLens's compare
     keys on the kernel name alone, so fold the rows of one name first (no cross-product rows)."""
     sums = k.groupby("Kernel name", sort=False).agg(
-        **{"Parent cpu_op": ("Parent cpu_op", "first") if "Parent cpu_op" in k else ("Kernel name", "first"),
-           "Kernel duration (µs)_sum": ("Kernel duration (µs)_sum", "sum"),
-           "Kernel duration (µs)_count": ("Kernel duration (µs)_count", "sum")})
+        **{
+            "Parent cpu_op": ("Parent cpu_op", "first") if "Parent cpu_op" in k else ("Kernel name", "first"),
+            "Kernel duration (µs)_sum": ("Kernel duration (µs)_sum", "sum"),
+            "Kernel duration (µs)_count": ("Kernel duration (µs)_count", "sum"),
+        }
+    )
     sums["Kernel duration (µs)_mean"] = sums["Kernel duration (µs)_sum"] / sums["Kernel duration (µs)_count"]
     total = sums["Kernel duration (µs)_sum"].sum()
     sums["Percent of kernels time (%)"] = sums["Kernel duration (µs)_sum"] / total * 100 if total else 0.0
-    return sums.reset_index().sort_values("Kernel duration (µs)_sum", ascending=False, kind="stable").reset_index(drop=True)
+    return (
+        sums.reset_index()
+        .sort_values("Kernel duration (µs)_sum", ascending=False, kind="stable")
+        .reset_index(drop=True)
+    )
 
 
 def reports_from_dir(folder: Path, label: str | None = None) -> Reports:
@@ -160,8 +205,16 @@ def reports_from_dir(folder: Path, label: str | None = None) -> Reports:
     return load_reports(read, label or str(folder))
 
 
-def _side_by_side(base: pd.DataFrame, new: pd.DataFrame, spec: tuple, base_us: pd.Series, new_us: pd.Series,
-                  base_steps: int, new_steps: int, sort: bool = True) -> pd.DataFrame:
+def _side_by_side(
+    base: pd.DataFrame,
+    new: pd.DataFrame,
+    spec: tuple,
+    base_us: pd.Series,
+    new_us: pd.Series,
+    base_steps: int,
+    new_steps: int,
+    sort: bool = True,
+) -> pd.DataFrame:
     """TraceLens's build_df_dff for two reports, plus status and per-step columns."""
     keys, diff_cols, drop = spec
     b = base.drop(columns=drop, errors="ignore").assign(_us=base_us.values / base_steps)
@@ -207,9 +260,19 @@ class Comparison:
 
 def _movers(df: pd.DataFrame, key: str, top: int = TOP) -> list[dict[str, Any]]:
     moved = df.loc[df["per_step_us__new_diff"] != 0]
-    moved = moved.reindex(moved["per_step_us__new_diff"].abs().sort_values(ascending=False, kind="stable").index).head(top)
-    return [{"name": str(r[key]), "base_us": float(r["base::per_step_us"]), "new_us": float(r["new::per_step_us"]),
-             "delta_us": float(r["per_step_us__new_diff"]), "status": r["status"]} for _, r in moved.iterrows()]
+    moved = moved.reindex(moved["per_step_us__new_diff"].abs().sort_values(ascending=False, kind="stable").index).head(
+        top
+    )
+    return [
+        {
+            "name": str(r[key]),
+            "base_us": float(r["base::per_step_us"]),
+            "new_us": float(r["new::per_step_us"]),
+            "delta_us": float(r["per_step_us__new_diff"]),
+            "status": r["status"],
+        }
+        for _, r in moved.iterrows()
+    ]
 
 
 def _named(df: pd.DataFrame, key: str, status: str) -> list[str]:
@@ -222,12 +285,28 @@ def compare_reports(base: Reports, new: Reports) -> Comparison:
     if base.legacy_kernels != new.legacy_kernels:
         raise CompareError(f"{new.label}: cannot compare a rocprof report set with a PyTorch one ({base.label})")
     bs, ns = base.steps, new.steps
-    ops = _side_by_side(base.ops, new.ops, _OPS, base.ops[_TIME_MS].astype(float) * 1e3,
-                        new.ops[_TIME_MS].astype(float) * 1e3, bs, ns)
-    cats = _side_by_side(base.categories, new.categories, _CATS, base.categories[_TIME_MS].astype(float) * 1e3,
-                         new.categories[_TIME_MS].astype(float) * 1e3, bs, ns)
-    tl = _side_by_side(base.timeline, new.timeline, _TIMELINE, base.timeline["time ms"].astype(float) * 1e3,
-                       new.timeline["time ms"].astype(float) * 1e3, bs, ns, sort=False)
+    ops = _side_by_side(
+        base.ops, new.ops, _OPS, base.ops[_TIME_MS].astype(float) * 1e3, new.ops[_TIME_MS].astype(float) * 1e3, bs, ns
+    )
+    cats = _side_by_side(
+        base.categories,
+        new.categories,
+        _CATS,
+        base.categories[_TIME_MS].astype(float) * 1e3,
+        new.categories[_TIME_MS].astype(float) * 1e3,
+        bs,
+        ns,
+    )
+    tl = _side_by_side(
+        base.timeline,
+        new.timeline,
+        _TIMELINE,
+        base.timeline["time ms"].astype(float) * 1e3,
+        new.timeline["time ms"].astype(float) * 1e3,
+        bs,
+        ns,
+        sort=False,
+    )
     tl = tl.drop(columns="status")
     kernels = None
     if base.kernels is not None and new.kernels is not None:
@@ -242,8 +321,17 @@ def compare_reports(base: Reports, new: Reports) -> Comparison:
     kernel_delta = total_new - total_base
     busy_delta = per_step(new, "busy_time") - per_step(base, "busy_time")
     gap_base, gap_new = per_step(base, "busy_time") - total_base, per_step(new, "busy_time") - total_new
-    gap = pd.DataFrame([{"op category": GAP_ROW, "status": "both", "base::per_step_us": gap_base,
-                         "new::per_step_us": gap_new, "per_step_us__new_diff": gap_new - gap_base}])
+    gap = pd.DataFrame(
+        [
+            {
+                "op category": GAP_ROW,
+                "status": "both",
+                "base::per_step_us": gap_base,
+                "new::per_step_us": gap_new,
+                "per_step_us__new_diff": gap_new - gap_base,
+            }
+        ]
+    )
     cats = pd.concat([cats, gap], ignore_index=True)[cats.columns]
     real = cats.loc[cats["op category"] != GAP_ROW]
     key_ops = "name"
@@ -265,12 +353,16 @@ def compare_reports(base: Reports, new: Reports) -> Comparison:
         "residual_us": busy_delta - kernel_delta,
         "categories": {str(r["op category"]): float(r["per_step_us__new_diff"]) for _, r in real.iterrows()},
         "timeline": {str(r["type"]): float(r["per_step_us__new_diff"]) for _, r in tl.iterrows()},
-        "regions": {k: (float(regions_n.get(k, 0.0)) / ns - float(regions_b.get(k, 0.0)) / bs) * 1e3
-                    for k in list(regions_b) + [k for k in regions_n if k not in regions_b]},
+        "regions": {
+            k: (float(regions_n.get(k, 0.0)) / ns - float(regions_b.get(k, 0.0)) / bs) * 1e3
+            for k in list(regions_b) + [k for k in regions_n if k not in regions_b]
+        },
         "appeared": appeared,
         "vanished": vanished,
         "top_ops": _movers(ops, key_ops),
-        "top_kernels": _movers(kernels, "name" if base.legacy_kernels else "Kernel name") if kernels is not None else [],
+        "top_kernels": _movers(kernels, "name" if base.legacy_kernels else "Kernel name")
+        if kernels is not None
+        else [],
         "notes": base.notes + new.notes,
     }
     return Comparison(ops, cats, kernels, tl, doc)
@@ -279,8 +371,12 @@ def compare_reports(base: Reports, new: Reports) -> Comparison:
 def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    frames = {"compare_ops_summary_by_category.csv": c.categories, "compare_ops_summary.csv": c.ops,
-              "compare_kernel_summary.csv": c.kernels, "compare_gpu_timeline.csv": c.timeline}
+    frames = {
+        "compare_ops_summary_by_category.csv": c.categories,
+        "compare_ops_summary.csv": c.ops,
+        "compare_kernel_summary.csv": c.kernels,
+        "compare_gpu_timeline.csv": c.timeline,
+    }
     written = []
     for name, df in frames.items():
         if df is not None:

@@ -185,8 +185,16 @@ def _analyze(trace_path: Path, out_dir: Path) -> dict:
         from .reports import rocprof_reports as heavy_reports
 
         part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
-        result = {"schema": SCHEMA, "trace": trace_path.name, "device": part["device"], "rank": _rank(t), "steps": _steps(t)}
-        result.update((k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes"))
+        result = {
+            "schema": SCHEMA,
+            "trace": trace_path.name,
+            "device": part["device"],
+            "rank": _rank(t),
+            "steps": _steps(t),
+        }
+        result.update(
+            (k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes")
+        )
         (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
         return result
     notes: list[str] = []
@@ -235,7 +243,9 @@ def _analyze(trace_path: Path, out_dir: Path) -> dict:
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
         if gemm_rates:
-            notes.append("CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)")
+            notes.append(
+                "CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)"
+            )
 
     top = [
         {

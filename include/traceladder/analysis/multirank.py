@@ -76,6 +76,8 @@ REPORT_FILES = (
     "nccl_long.csv",
     "nccl_implicit_sync.csv",
 )
+
+
 def _fmt(v: Any) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "none"
@@ -93,7 +95,11 @@ def _check_sequences(df: pd.DataFrame, by_rank: dict[int, dict], simplified: boo
         if simplified:
             expected = set(ranks_all)
         else:
-            members = [v for v in sub["Process Group Ranks"].tolist() if v is not None and not (isinstance(v, float) and v != v)]
+            members = [
+                v
+                for v in sub["Process Group Ranks"].tolist()
+                if v is not None and not (isinstance(v, float) and v != v)
+            ]
             if members:
                 expected |= {r for r in nr.parse_pg_ranks(members[0]) if r in by_rank}
         names = {r: tuple(n for n, _ in seqs.get(r, [])) for r in expected}
@@ -154,7 +160,9 @@ def _summary(df_long: pd.DataFrame, by_rank: dict[int, dict], sync: pd.DataFrame
     """Per Collective name: count, latency, bandwidth, skews, waits and the straggler."""
     bw: dict[str, tuple[Any, Any, Any]] = {}
     if not sync.empty:
-        for cid, full, a, b in zip(sync["collective_id"], sync["Full msg size (MB)"], sync["algo bw (GB/s)"], sync["bus bw (GB/s)"]):
+        for cid, full, a, b in zip(
+            sync["collective_id"], sync["Full msg size (MB)"], sync["algo bw (GB/s)"], sync["bus bw (GB/s)"]
+        ):
             bw[cid] = (finite(full), finite(a), finite(b))
     types: dict[str, dict[str, Any]] = {}
     for cid, g in df_long.groupby("collective_id", sort=False):
@@ -315,7 +323,9 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
             "record_shapes (Input Dims / Input type); names as PyTorch's NCCL backend records the same call"
         )
     if simplified:
-        notes.append("no process-group metadata: collectives matched by their order on each rank (TraceLens simplified mode)")
+        notes.append(
+            "no process-group metadata: collectives matched by their order on each rank (TraceLens simplified mode)"
+        )
     strag = reports["straggler_summary"]
     overall = None
     if strag is not None and not strag.empty:
@@ -336,7 +346,12 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         "gpus_per_node_source": None if gpn is None else ("given" if gpus_per_node is not None else "deviceProperties"),
         "device": devices[0] if len(devices) == 1 else "mixed",
         "ranks": [
-            {"rank": r, "file": str(by_rank[r]["path"]), "device": by_rank[r]["device"], "collectives": int(counts.get(r, 0))}
+            {
+                "rank": r,
+                "file": str(by_rank[r]["path"]),
+                "device": by_rank[r]["device"],
+                "collectives": int(counts.get(r, 0)),
+            }
             for r in sorted(by_rank)
         ],
         "process_groups": sorted(str(x) for x in pd.unique(df_long["Process Group Name"])) if n_coll else [],
@@ -370,8 +385,12 @@ def _complete(df_long: pd.DataFrame, by_rank: dict[int, dict], simplified: bool)
 def main(traces: list[str], out: str, gpus_per_node: int | None = None, jobs: int | None = None) -> int:
     """The ``analyze-ranks`` command: 0, or 2 with one ``error: ...`` line on stderr."""
     try:
-        res = analyze_ranks([Path(p) for p in traces], Path(out), gpus_per_node,
-                            jobs=default_jobs(len(traces)) if jobs is None else jobs)
+        res = analyze_ranks(
+            [Path(p) for p in traces],
+            Path(out),
+            gpus_per_node,
+            jobs=default_jobs(len(traces)) if jobs is None else jobs,
+        )
     except MultiRankError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -380,8 +399,7 @@ def main(traces: list[str], out: str, gpus_per_node: int | None = None, jobs: in
         return 2
     m = res["matched"]
     print(
-        f"{len(res['ranks'])} ranks, {m['collectives']} collectives matched "
-        f"({m['events']} events) -> {out}",
+        f"{len(res['ranks'])} ranks, {m['collectives']} collectives matched ({m['events']} events) -> {out}",
         file=sys.stderr,
     )
     return 0

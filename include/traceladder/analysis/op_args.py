@@ -81,8 +81,9 @@ class OpArgs:
             sep = b"\x00"  # never inside raw JSON
             structs = self.t.decode_args(todo, type=_Five)
             raws = self._raw
-            codes = [raws.setdefault(sep.join((s.dims, s.types, s.strides, s.concrete, s.out)), len(raws))
-                     for s in structs]
+            codes = [
+                raws.setdefault(sep.join((s.dims, s.types, s.strides, s.concrete, s.out)), len(raws)) for s in structs
+            ]
             key.update(zip(todo, codes))
         return [key[i] for i in idx.tolist()]
 
@@ -99,13 +100,13 @@ class OpArgs:
         raw, idx = self.t.raw_args, cpu.tolist()
         vals = np.empty(cpu.size, dtype=np.int64)
         for lo in range(0, len(idx), _BLOCK):
-            part = idx[lo:lo + _BLOCK]
+            part = idx[lo : lo + _BLOCK]
             buf = _joined(raw, part)
             try:
-                vals[lo:lo + len(part)] = np.fromiter(map(_G_SEQ, _SEQ.decode(buf)), dtype=np.int64, count=len(part))
+                vals[lo : lo + len(part)] = np.fromiter(map(_G_SEQ, _SEQ.decode(buf)), dtype=np.int64, count=len(part))
             except (msgspec.ValidationError, OverflowError):  # an explicit null, or a huge number
                 got = [s.seq for s in self.t.decode_args(part, type=_SeqAny)]
-                vals[lo:lo + len(part)] = MISSING
+                vals[lo : lo + len(part)] = MISSING
                 self.seq.update((i, v) for i, v in zip(part, got) if v is not None)
         has = vals != MISSING
         self.seq.update(zip(cpu[has].tolist(), vals[has].tolist()))

@@ -10,6 +10,7 @@ from typing import Any
 from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink
 
+
 def analysis_prefix(trace_key: str) -> str:
     from traceladder.analysis.engine import output_stem
 
@@ -69,4 +70,8 @@ def analyze_stored_ranks(store: ArtifactSink, rung_prefix: str, trace_keys: list
         for path in sorted(out_dir.iterdir()):
             store.put_file(f"{out_prefix}/{path.name}", path)
     store.write_manifest(out_prefix)
-    return {"rung_prefix": rung_prefix, "collectives": collectives_key(rung_prefix), "world_size": collectives.get("world_size")}
+    return {
+        "rung_prefix": rung_prefix,
+        "collectives": collectives_key(rung_prefix),
+        "world_size": collectives.get("world_size"),
+    }

@@ -142,12 +142,22 @@ def load_ladder(path: Path | str, clusters: Clusters | None = None) -> LoadedLad
     clusters = clusters or load_clusters()
     cluster = clusters.clusters.get(ladder.cluster)
     if cluster is None:
-        raise LadderConfigError("cluster", f"unknown cluster {ladder.cluster!r}; {clusters_file()} has {sorted(clusters.clusters)}", str(path))
+        raise LadderConfigError(
+            "cluster",
+            f"unknown cluster {ladder.cluster!r}; {clusters_file()} has {sorted(clusters.clusters)}",
+            str(path),
+        )
     if cluster.backend != ladder.backend:
-        raise LadderConfigError("backend", f"{ladder.backend!r} but cluster {ladder.cluster!r} is {cluster.backend!r}", str(path))
+        raise LadderConfigError(
+            "backend", f"{ladder.backend!r} but cluster {ladder.cluster!r} is {cluster.backend!r}", str(path)
+        )
     if ladder.engine == "tracelens" and cluster.tracelens is None:
-        raise LadderConfigError("engine", f"'tracelens' needs clusters.{ladder.cluster}.tracelens.docker_url in {clusters_file()} "
-                                          "(the Docker daemon that runs the TraceLens image)", str(path))
+        raise LadderConfigError(
+            "engine",
+            f"'tracelens' needs clusters.{ladder.cluster}.tracelens.docker_url in {clusters_file()} "
+            "(the Docker daemon that runs the TraceLens image)",
+            str(path),
+        )
     return LoadedLadder(path, ladder, assignments, hashlib.sha256(raw).hexdigest(), cluster)
 
 

@@ -153,7 +153,12 @@ class Cluster(Strict):
 
     def launch_env(self) -> dict[str, str]:
         """Environment that primus-cli direct reads for torchrun; it beats the ladder's values."""
-        env = {"NNODES": str(self.nnodes), "NODE_RANK": "0", "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)}
+        env = {
+            "NNODES": str(self.nnodes),
+            "NODE_RANK": "0",
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+        }
         if self.gpus_per_node is not None:
             env["GPUS_PER_NODE"] = str(self.gpus_per_node)
         return env

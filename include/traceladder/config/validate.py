@@ -65,12 +65,14 @@ def resolve_assignments(ladder: Ladder) -> dict[str, Assignment]:
             raise LadderConfigError(f"rungs[{name}].parent", f"unknown parent {rung.parent!r}")
         chain = (*path, name)
         if rung.parent in chain:
-            cycle = " -> ".join((*chain[chain.index(rung.parent):], rung.parent))
+            cycle = " -> ".join((*chain[chain.index(rung.parent) :], rung.parent))
             raise LadderConfigError(f"rungs[{name}].parent", f"cycle: {cycle}")
         parent = resolve(rung.parent, chain)
         for key in rung.set:
             if key not in ladder.switches:
-                raise LadderConfigError(f"rungs[{name}].set.{key}", f"unknown switch; switches are {sorted(ladder.switches)}")
+                raise LadderConfigError(
+                    f"rungs[{name}].set.{key}", f"unknown switch; switches are {sorted(ladder.switches)}"
+                )
         if LENS_SWITCH in rung.set:
             raise LadderConfigError(f"rungs[{name}].set.{LENS_SWITCH}", "lenses are chosen in `lenses`, not by a rung")
         changed = [k for k, v in rung.set.items() if not same_value(parent[k], v)]
@@ -122,7 +124,9 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
     """Check every cross-field rule; returns the rung assignments."""
     for name, switch in ladder.switches.items():
         if find_value(switch.values, switch.default) is None:
-            raise LadderConfigError(f"switches.{name}.default", f"{switch.default!r} is not one of its values {list(switch.values)}")
+            raise LadderConfigError(
+                f"switches.{name}.default", f"{switch.default!r} is not one of its values {list(switch.values)}"
+            )
     if ladder.schedule is not None and ladder.schedule not in _PRESETS and not croniter.is_valid(ladder.schedule):
         raise LadderConfigError("schedule", f"not a cron expression or preset: {ladder.schedule!r}")
 
@@ -131,16 +135,21 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         for key, value in rung.set.items():
             if find_value(ladder.switches[key].values, value) is None:
                 raise LadderConfigError(
-                    f"rungs[{rung.name}].set.{key}", f"{value!r} is not a value of switch {key!r} ({list(ladder.switches[key].values)})"
+                    f"rungs[{rung.name}].set.{key}",
+                    f"{value!r} is not a value of switch {key!r} ({list(ladder.switches[key].values)})",
                 )
 
     lens_switch = ladder.switches.get(LENS_SWITCH)
     if lens_switch is None:
-        raise LadderConfigError(f"switches.{LENS_SWITCH}", "a ladder declares the lens switch (at least its `none` value)")
+        raise LadderConfigError(
+            f"switches.{LENS_SWITCH}", "a ladder declares the lens switch (at least its `none` value)"
+        )
     allowed = LENSES_BY_BACKEND[ladder.backend]
     for value in lens_switch.values:
         if value not in LENS_NAMES:
-            raise LadderConfigError(f"switches.{LENS_SWITCH}.values.{value}", f"unknown lens; lenses are {list(LENS_NAMES)}")
+            raise LadderConfigError(
+                f"switches.{LENS_SWITCH}.values.{value}", f"unknown lens; lenses are {list(LENS_NAMES)}"
+            )
     if lens_switch.default != "none":
         raise LadderConfigError(f"switches.{LENS_SWITCH}.default", "must be 'none': unprofiled rungs are the reference")
     if ladder.lenses is not None:
@@ -151,26 +160,39 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         every = ladder.lenses.every_rung
         if every is not None:
             if every == "none" or every not in LENS_NAMES:
-                raise LadderConfigError("lenses.every_rung", f"expected a profiling lens, one of {[lens_name for lens_name in LENS_NAMES if lens_name != 'none']}")
+                raise LadderConfigError(
+                    "lenses.every_rung",
+                    f"expected a profiling lens, one of {[lens_name for lens_name in LENS_NAMES if lens_name != 'none']}",
+                )
             if every not in allowed:
-                raise LadderConfigError("lenses.every_rung", f"lens {every!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})")
+                raise LadderConfigError(
+                    "lenses.every_rung",
+                    f"lens {every!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})",
+                )
             if find_value(lens_switch.values, every) is None:
-                raise LadderConfigError("lenses.every_rung", f"lens {every!r} has no entry under switches.{LENS_SWITCH}.values")
+                raise LadderConfigError(
+                    "lenses.every_rung", f"lens {every!r} has no entry under switches.{LENS_SWITCH}.values"
+                )
         for i, lens in enumerate(ladder.lenses.use):
             if lens not in LENS_NAMES:
                 raise LadderConfigError(f"lenses.use[{i}]", f"unknown lens {lens!r}; lenses are {list(LENS_NAMES)}")
             if lens not in allowed:
                 raise LadderConfigError(
-                    f"lenses.use[{i}]", f"lens {lens!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})"
+                    f"lenses.use[{i}]",
+                    f"lens {lens!r} cannot run on the {ladder.backend} backend (it runs {list(allowed)})",
                 )
             if find_value(lens_switch.values, lens) is None:
-                raise LadderConfigError(f"lenses.use[{i}]", f"lens {lens!r} has no entry under switches.{LENS_SWITCH}.values")
+                raise LadderConfigError(
+                    f"lenses.use[{i}]", f"lens {lens!r} has no entry under switches.{LENS_SWITCH}.values"
+                )
         if len(set(ladder.lenses.use)) != len(ladder.lenses.use):
             raise LadderConfigError("lenses.use", "duplicate lens")
 
     for assignment in assignments.values():
         for lens_value in lens_switch.values:
-            check_profile_window(ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}")
+            check_profile_window(
+                ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}"
+            )
     return assignments
 
 
@@ -191,9 +213,7 @@ def check_profile_window(ladder: Ladder, assignment: Assignment, field: str) -> 
     if not 1 <= start < end:
         raise LadderConfigError(f"{field}.model_args", f"profile window [{start}, {end}) is empty or starts before 1")
     if end > train_iters:
-        raise LadderConfigError(
-            f"{field}.model_args.profile_step_end", f"{end} is beyond train_iters {train_iters}"
-        )
+        raise LadderConfigError(f"{field}.model_args.profile_step_end", f"{end} is beyond train_iters {train_iters}")
     if start <= ladder.warmup_iters:
         raise LadderConfigError(
             f"{field}.model_args.profile_step_start", f"{start} falls in the {ladder.warmup_iters} warm-up iterations"

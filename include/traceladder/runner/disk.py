@@ -28,5 +28,7 @@ def disk_full(root: Path, write_errors: list[OSError]) -> str | None:
         return "disk full: the rung's workspace {root} is unreadable" if full else None
     if not full and free >= NEARLY_FULL_BYTES:
         return None
-    return (f"disk full: {mount_point(root)} (the rung's workspace {root}) has {free} of {total} bytes free; "
-            "the log up to that point is kept")
+    return (
+        f"disk full: {mount_point(root)} (the rung's workspace {root}) has {free} of {total} bytes free; "
+        "the log up to that point is kept"
+    )

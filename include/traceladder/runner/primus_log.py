@@ -234,10 +234,7 @@ def summarize(
             raise PrimusLogError(f"empty iteration window [{start}, {end})")
         window = (start, end)
     used = [
-        r
-        for r in recs
-        if r.iteration > skip_iterations
-        and (window is None or window[0] <= r.iteration < window[1])
+        r for r in recs if r.iteration > skip_iterations and (window is None or window[0] <= r.iteration < window[1])
     ]
     if not used:
         seen = (

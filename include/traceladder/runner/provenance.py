@@ -115,11 +115,18 @@ def collect(backend: str, env: dict[str, str], primus_path: Path | None) -> dict
     out: dict[str, Any] = {
         "image_digest": env.get("TRACELADDER_IMAGE_DIGEST") or None,
         "image_id": env.get("TRACELADDER_IMAGE_ID") or None,
-        "rocm_version": None, "gpu": None, "primus_commit": None, "tools": tools,
+        "rocm_version": None,
+        "gpu": None,
+        "primus_commit": None,
+        "tools": tools,
     }
     if backend == "docker":
         tools["rocprofv3"] = tool_version("rocprofv3")
         tools["rtl"] = tool_version("rtl")
-        out.update(rocm_version=rocm_version(env), gpu=gpu_info(), primus_commit=primus_commit(primus_path) if primus_path else None)
+        out.update(
+            rocm_version=rocm_version(env),
+            gpu=gpu_info(),
+            primus_commit=primus_commit(primus_path) if primus_path else None,
+        )
     out["tools"] = {k: v for k, v in tools.items() if v is not None}
     return out

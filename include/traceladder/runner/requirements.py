@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 
-_BOTO3_FIX = ("put boto3 and its dependencies in docker/wheels/ (pip download boto3 -d docker/wheels) and rebuild the runner "
-              "image, or use a BASE_IMAGE that has boto3")
+_BOTO3_FIX = (
+    "put boto3 and its dependencies in docker/wheels/ (pip download boto3 -d docker/wheels) and rebuild the runner "
+    "image, or use a BASE_IMAGE that has boto3"
+)
 # module -> the fix; the S3 upload needs boto3, the trace readers sqlite3 and gzip
 REQUIRED = {
     "boto3": _BOTO3_FIX,

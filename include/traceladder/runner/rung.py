@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (
 
     RungSpec = _PlanSpec | RunnerSpec
 
+
 def _echo_line(echo: TextIO | None) -> Callable[[str], None] | None:
     """A line logger onto the rung's echo stream (the task log), or None without one."""
     if echo is None:
@@ -68,8 +69,15 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
             continue
 
 
-def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, deadline_s: float, echo: TextIO | None,
-            write_errors: list[OSError] | None = None) -> tuple[int | None, bool]:
+def execute(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    log_path: Path,
+    deadline_s: float,
+    echo: TextIO | None,
+    write_errors: list[OSError] | None = None,
+) -> tuple[int | None, bool]:
     """Run argv, teeing its output to log_path (and echo); returns (exit code, timed out). A log
     write that fails (a full disk) goes to write_errors; the output is still drained."""
     errors = write_errors if write_errors is not None else []
@@ -78,8 +86,14 @@ def execute(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, dea
     try:
         try:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, errors="replace", start_new_session=True,
+                argv,
+                cwd=cwd,
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
             )
         except OSError as exc:
             log.write(f"[traceladder] cannot start {argv[0]}: {exc}\n")
@@ -155,7 +169,9 @@ def run_rung(
         if done is not None:  # the rung finished before; only its upload failed: upload, never rerun
             count = spool.flush(prefix)
             if echo is not None:
-                echo.write(f"[traceladder] {spec.rung_id}: uploaded {count} spooled artifacts; the rung was not run again\n")
+                echo.write(
+                    f"[traceladder] {spec.rung_id}: uploaded {count} spooled artifacts; the rung was not run again\n"
+                )
             return done
         spool.discard(prefix)
         sink = spool
@@ -190,20 +206,40 @@ def run_rung(
         full = disk_full(root, write_errors) if (code is not None and code != 0) or write_errors else None
 
         result: dict[str, Any] = {
-            "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
-            "lens": spec.lens, "repeat": spec.repeat, "block": spec.block, "position": spec.position,
-            "purpose": spec.purpose, "switch": spec.switch, "value": spec.value,
-            "parent": spec.parent, "status": "ok", "exit_code": code, "step_ms": None, "step_ms_values": [],
-            "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
-            "traces": [], "error": None, "prefix": prefix,
+            "run_id": run_id,
+            "ladder": spec.ladder,
+            "rung": spec.rung,
+            "rung_id": spec.rung_id,
+            "lens": spec.lens,
+            "repeat": spec.repeat,
+            "block": spec.block,
+            "position": spec.position,
+            "purpose": spec.purpose,
+            "switch": spec.switch,
+            "value": spec.value,
+            "parent": spec.parent,
+            "status": "ok",
+            "exit_code": code,
+            "step_ms": None,
+            "step_ms_values": [],
+            "tokens_per_sec_per_gpu": None,
+            "tflops": None,
+            "peak_mem_gb": None,
+            "iterations_used": [],
+            "traces": [],
+            "error": None,
+            "prefix": prefix,
         }
         try:
             records = parse_iterations(log_path.read_text(encoding="utf-8", errors="replace").splitlines())
             metrics = summarize(records, skip_iterations=spec.warmup_iters, window=spec.profile_window)
             result.update(
-                step_ms=metrics.step_ms, step_ms_values=metrics.step_ms_values,
-                tokens_per_sec_per_gpu=metrics.tokens_per_sec_per_gpu, tflops=metrics.tflops,
-                peak_mem_gb=metrics.peak_mem_gb, iterations_used=metrics.iterations_used,
+                step_ms=metrics.step_ms,
+                step_ms_values=metrics.step_ms_values,
+                tokens_per_sec_per_gpu=metrics.tokens_per_sec_per_gpu,
+                tflops=metrics.tflops,
+                peak_mem_gb=metrics.peak_mem_gb,
+                iterations_used=metrics.iterations_used,
             )
         except PrimusLogError as exc:
             result["error"] = f"log: {exc}"
@@ -226,7 +262,11 @@ def run_rung(
         result["wall_s"] = round(time.monotonic() - started, 3)
         result["started_at"], result["ended_at"] = round(started_at, 6), round(time.time(), 6)
         result["provenance"] = provenance(spec)
-        sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+        sink.put_bytes(
+            f"{prefix}/{layout.METRICS_OBJECT}",
+            json.dumps(result, indent=2, sort_keys=True).encode(),
+            "application/json",
+        )
         sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
         sink.write_manifest(prefix)
         if isinstance(sink, SpoolingSink):
@@ -244,13 +284,30 @@ def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str,
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
     result: dict[str, Any] = {
-        "run_id": run_id, "ladder": spec.ladder, "rung": spec.rung, "rung_id": spec.rung_id,
-        "lens": spec.lens, "repeat": spec.repeat, "switch": spec.switch, "value": spec.value,
-        "parent": spec.parent, "status": status, "exit_code": None, "step_ms": None, "step_ms_values": [],
-        "tokens_per_sec_per_gpu": None, "tflops": None, "peak_mem_gb": None, "iterations_used": [],
-        "traces": [], "error": error, "prefix": prefix,
+        "run_id": run_id,
+        "ladder": spec.ladder,
+        "rung": spec.rung,
+        "rung_id": spec.rung_id,
+        "lens": spec.lens,
+        "repeat": spec.repeat,
+        "switch": spec.switch,
+        "value": spec.value,
+        "parent": spec.parent,
+        "status": status,
+        "exit_code": None,
+        "step_ms": None,
+        "step_ms_values": [],
+        "tokens_per_sec_per_gpu": None,
+        "tflops": None,
+        "peak_mem_gb": None,
+        "iterations_used": [],
+        "traces": [],
+        "error": error,
+        "prefix": prefix,
     }
-    sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json")
+    sink.put_bytes(
+        f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json"
+    )
     sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
     sink.write_manifest(prefix)
     return result
@@ -267,7 +324,9 @@ def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, wor
 
 
 def _last_error_line(log_path: Path) -> str:
-    lines = [line.strip() for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    lines = [
+        line.strip() for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
+    ]
     for line in reversed(lines):
         if "Error" in line or "error" in line:
             return line[:300]

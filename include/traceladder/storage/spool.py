@@ -83,8 +83,13 @@ def with_backoff(op: Callable[[], Any], deadline: float, what: str, log: Callabl
 class SpoolingSink(ArtifactSink):
     """Writes go to the host's spool; ``flush`` moves a rung's folder to ``target``."""
 
-    def __init__(self, target: ArtifactSink, root: Path | None = None, budget_s: float | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        target: ArtifactSink,
+        root: Path | None = None,
+        budget_s: float | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__(target.prefix, target.ladder)
         self.target = target
         self.root = Path(root or spool_root())
@@ -155,7 +160,9 @@ class SpoolingSink(ArtifactSink):
             except ArtifactStoreError as exc:
                 raise ArtifactStoreError(
                     f"S3 still failing after {self.budget_s:.0f} s of retries ({exc}); "
-                    f"{len(files)} artifacts wait in {folder} and the task's retry uploads them", key, exc.code
+                    f"{len(files)} artifacts wait in {folder} and the task's retry uploads them",
+                    key,
+                    exc.code,
                 ) from None
         shutil.rmtree(folder, ignore_errors=True)
         self._marker(rung_prefix).unlink(missing_ok=True)

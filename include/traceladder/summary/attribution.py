@@ -121,8 +121,10 @@ def sentence(e: dict[str, Any]) -> str:
             bits.append(f"{e['n_appeared']} appeared ({_names(e['appeared'])})")
         parts.append(" and ".join(bits))
     t = e["timeline_us"]
-    parts.append(f"compute {fmt_us(t['computation_time'])}, exposed communication {fmt_us(t['exposed_comm_time'])}, "
-                 f"idle {fmt_us(t['idle_time'])}")
+    parts.append(
+        f"compute {fmt_us(t['computation_time'])}, exposed communication {fmt_us(t['exposed_comm_time'])}, "
+        f"idle {fmt_us(t['idle_time'])}"
+    )
     text = "; ".join(parts) + "."
     if e["indicative"]:
         text += f" Indicative: {e['indicative']}."
@@ -137,22 +139,40 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
     movers = doc["top_kernels"] if by_kernel else doc["top_ops"]
     ops_side = c.kernels if by_kernel else c.ops
     key = "Kernel name" if "Kernel name" in ops_side.columns else "name"
-    appeared = [str(x) for x in ops_side.loc[ops_side["status"] == "appeared"].sort_values("new::per_step_us", ascending=False)[key]]
-    vanished = [str(x) for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]]
+    appeared = [
+        str(x)
+        for x in ops_side.loc[ops_side["status"] == "appeared"].sort_values("new::per_step_us", ascending=False)[key]
+    ]
+    vanished = [
+        str(x)
+        for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]
+    ]
     largest = max((abs(v) for _, v in cats), default=0.0)
     e: dict[str, Any] = {
-        "rung": row["rung"], "parent": row["parent"], "switch": row.get("switch"), "value": row.get("value"),
-        "lens": lens, "base_trace": base_key, "new_trace": new_key, "device": "gpu" if gpu else "cpu",
+        "rung": row["rung"],
+        "parent": row["parent"],
+        "switch": row.get("switch"),
+        "value": row.get("value"),
+        "lens": lens,
+        "base_trace": base_key,
+        "new_trace": new_key,
+        "device": "gpu" if gpu else "cpu",
         "steps": doc["steps"],
-        "kernel_time_delta_us": doc["total_kernel_time_delta_us"], "busy_time_delta_us": doc["busy_time_delta_us"],
+        "kernel_time_delta_us": doc["total_kernel_time_delta_us"],
+        "busy_time_delta_us": doc["busy_time_delta_us"],
         "residual_us": doc["residual_us"],
         "category_deltas_us": dict(doc["categories"]),
         "categories": [{"name": k, "delta_us": v} for k, v in cats[:TOP]],
         "moved": [{k: m[k] for k in ("name", "delta_us", "status")} for m in movers[:TOP]],
-        "regions": [{"name": k, "delta_us": v} for k, v in sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))][:TOP]
-        if not gpu else [],
-        "appeared": appeared[:TOP], "n_appeared": len(appeared),
-        "vanished": vanished[:TOP], "n_vanished": len(vanished),
+        "regions": [{"name": k, "delta_us": v} for k, v in sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))][
+            :TOP
+        ]
+        if not gpu
+        else [],
+        "appeared": appeared[:TOP],
+        "n_appeared": len(appeared),
+        "vanished": vanished[:TOP],
+        "n_vanished": len(vanished),
         "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
         "indicative": _indicative(row, largest),
         "notes": doc["notes"],
@@ -161,9 +181,13 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
     return e
 
 
-def attribute(summary: dict[str, Any], results: dict[str, dict[str, Any]], purposes: dict[str, str],
-              load: Callable[[str], Reports | None],
-              keep: Callable[[str, Comparison], str | None] | None = None) -> list[dict[str, Any]]:
+def attribute(
+    summary: dict[str, Any],
+    results: dict[str, dict[str, Any]],
+    purposes: dict[str, str],
+    load: Callable[[str], Reports | None],
+    keep: Callable[[str, Comparison], str | None] | None = None,
+) -> list[dict[str, Any]]:
     """One entry per rung whose trace and parent's trace (same lens) both have reports.
     `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
     store the comparison's files and return where."""
@@ -182,7 +206,14 @@ def attribute(summary: dict[str, Any], results: dict[str, dict[str, Any]], purpo
         parent = row.get("parent")
         if not parent or row["rung"] not in traces or parent not in traces:
             continue
-        lens = next((lens_name for lens_name in TRACE_LENSES if lens_name in traces[row["rung"]] and lens_name in traces[parent]), None)
+        lens = next(
+            (
+                lens_name
+                for lens_name in TRACE_LENSES
+                if lens_name in traces[row["rung"]] and lens_name in traces[parent]
+            ),
+            None,
+        )
         if lens is None:
             continue
         base_key, new_key = traces[parent][lens], traces[row["rung"]][lens]
@@ -200,8 +231,9 @@ def attribute(summary: dict[str, Any], results: dict[str, dict[str, Any]], purpo
     return out
 
 
-def attribute_stored(store: Any, summary_prefix: str, plan: dict[str, Any], summary: dict[str, Any],
-                     results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def attribute_stored(
+    store: Any, summary_prefix: str, plan: dict[str, Any], summary: dict[str, Any], results: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """`attribute` over the artifact store: reports read from each trace's analysis folder, each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
     from traceladder.analysis.compare import CompareError, load_reports, write_comparison

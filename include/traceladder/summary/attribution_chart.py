@@ -48,15 +48,29 @@ def draw(entries: list[dict[str, Any]], ladder: str, png: Callable[[Any], bytes]
             if not v:
                 continue
             bottom = up if v > 0 else down
-            ax.bar(i, v, bottom=bottom, color="#d0d7de" if name == GAP else colours(j % 10), alpha=alpha,
-                   hatch="//" if name == GAP else None, edgecolor="white", linewidth=0.5,
-                   label=name if i == 0 or not any(rows[k].get(name) for k in range(i)) else None)
+            ax.bar(
+                i,
+                v,
+                bottom=bottom,
+                color="#d0d7de" if name == GAP else colours(j % 10),
+                alpha=alpha,
+                hatch="//" if name == GAP else None,
+                edgecolor="white",
+                linewidth=0.5,
+                label=name if i == 0 or not any(rows[k].get(name) for k in range(i)) else None,
+            )
             if v > 0:
                 up += v
             else:
                 down += v
-        ax.plot(i, e["busy_time_delta_us"] / 1e3, "o", color="black", markersize=5,
-                label="busy-time delta" if i == 0 else None)
+        ax.plot(
+            i,
+            e["busy_time_delta_us"] / 1e3,
+            "o",
+            color="black",
+            markersize=5,
+            label="busy-time delta" if i == 0 else None,
+        )
     ax.axhline(0, color="black", linewidth=0.8)
     labels = [f"{e['rung']}\nvs {e['parent']}" + ("\n(indicative)" if e.get("indicative") else "") for e in entries]
     ax.set_xticks(range(len(entries)), labels, rotation=30, ha="right", fontsize=8)

@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from traceladder.summary.stats import Estimate, estimate, ratio
-from traceladder.summary.verdicts import BATCH_SWITCHES, lens_overheads, measured, rung_verdicts, spec_purpose, verdict_findings
+from traceladder.summary.verdicts import (
+    BATCH_SWITCHES,
+    lens_overheads,
+    measured,
+    rung_verdicts,
+    spec_purpose,
+    verdict_findings,
+)
 
 SUMMARY_SCHEMA = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
 
@@ -74,15 +81,26 @@ def build_summary(
     if lens_rung:
         overheads = lens_overheads(plan, results, lens_rung)  # paired within lens blocks
         for lens in sorted({s["lens"] for s in specs if s["rung"] == lens_rung and s["lens"] != "none"}):
-            runs = [results[s["rung_id"]] for s in specs if s["rung"] == lens_rung and s["lens"] == lens
-                    and spec_purpose(s) == "lens" and s["rung_id"] in results]
+            runs = [
+                results[s["rung_id"]]
+                for s in specs
+                if s["rung"] == lens_rung
+                and s["lens"] == lens
+                and spec_purpose(s) == "lens"
+                and s["rung_id"] in results
+            ]
             lens_step = estimate(_ok(runs, "step_ms"))
-            lenses.append({
-                "lens": lens, "rung": lens_rung, "runs": len(runs), "ok": sum(r["status"] == "ok" for r in runs),
-                "step_ms": _est(lens_step),
-                "overhead_ratio": overheads.get(lens),
-                "traces": sum(len(r.get("traces") or []) for r in runs),
-            })
+            lenses.append(
+                {
+                    "lens": lens,
+                    "rung": lens_rung,
+                    "runs": len(runs),
+                    "ok": sum(r["status"] == "ok" for r in runs),
+                    "step_ms": _est(lens_step),
+                    "overhead_ratio": overheads.get(lens),
+                    "traces": sum(len(r.get("traces") or []) for r in runs),
+                }
+            )
 
     failed = [r["rung_id"] for r in results.values() if r["status"] != "ok"]
     profile = _profile(results, analyses)
@@ -98,7 +116,11 @@ def build_summary(
         "profile": profile,
         "collectives": _collectives(collectives or {}),
         "failed_rungs": failed,
-        "failures": [{"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")} for r in results.values() if r["status"] != "ok"],
+        "failures": [
+            {"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")}
+            for r in results.values()
+            if r["status"] != "ok"
+        ],
         "provenance": _provenance(results),
     }
     summary["findings"] = findings(summary)
@@ -123,9 +145,23 @@ def _profile(results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, A
             for key in result.get("traces") or []:
                 analysis = analyses.get(key)
                 if analysis and analysis.get("rank") in (0, None):
-                    return {"lens": lens, "rung_id": result["rung_id"], "trace": key, **{
-                        k: analysis.get(k) for k in ("device", "timeline", "timeline_percent", "top_ops", "categories", "regions", "notes")
-                    }}
+                    return {
+                        "lens": lens,
+                        "rung_id": result["rung_id"],
+                        "trace": key,
+                        **{
+                            k: analysis.get(k)
+                            for k in (
+                                "device",
+                                "timeline",
+                                "timeline_percent",
+                                "top_ops",
+                                "categories",
+                                "regions",
+                                "notes",
+                            )
+                        },
+                    }
     return None
 
 
@@ -138,16 +174,29 @@ def _collectives(by_rung: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     rows = []
     for name, c in sorted(doc.get("collectives", {}).items()):
         straggler = c.get("straggler") or {}
-        rows.append({
-            "name": name, "count": c["count"], "device": c.get("device"),
-            "latency_mean_us": c["latency_us"]["mean"], "bus_bw_gbs_mean": (c.get("bus_bw_gbs") or {}).get("mean"),
-            "algo_bw_gbs_mean": (c.get("algo_bw_gbs") or {}).get("mean"), "start_skew_mean_us": c["start_skew_us"]["mean"],
-            "start_skew_max_us": c["start_skew_us"]["max"], "straggler_rank": straggler.get("rank"),
-            "others_waited_ms": (straggler.get("others_waited_total_us") or 0.0) / 1000.0,
-        })
+        rows.append(
+            {
+                "name": name,
+                "count": c["count"],
+                "device": c.get("device"),
+                "latency_mean_us": c["latency_us"]["mean"],
+                "bus_bw_gbs_mean": (c.get("bus_bw_gbs") or {}).get("mean"),
+                "algo_bw_gbs_mean": (c.get("algo_bw_gbs") or {}).get("mean"),
+                "start_skew_mean_us": c["start_skew_us"]["mean"],
+                "start_skew_max_us": c["start_skew_us"]["max"],
+                "straggler_rank": straggler.get("rank"),
+                "others_waited_ms": (straggler.get("others_waited_total_us") or 0.0) / 1000.0,
+            }
+        )
     worst = max(rows, key=lambda r: r["others_waited_ms"], default=None)
-    return {"rung_id": rung_id, "device": doc.get("device"), "world_size": doc.get("world_size"),
-            "matched": doc.get("matched"), "by_collective": rows, "worst_straggler": worst}
+    return {
+        "rung_id": rung_id,
+        "device": doc.get("device"),
+        "world_size": doc.get("world_size"),
+        "matched": doc.get("matched"),
+        "by_collective": rows,
+        "worst_straggler": worst,
+    }
 
 
 def findings(summary: dict[str, Any]) -> list[str]:
@@ -156,7 +205,9 @@ def findings(summary: dict[str, Any]) -> list[str]:
     final = [r for r in summary["rungs"] if r["speedup_vs_root"] and r["kind"] == "optimisation"]
     if final:
         last = final[-1]
-        out.append(f"{last['rung']} runs at {last['speedup_vs_root']['mean']:.2f}x the tokens/s/GPU of {summary['root']}.")
+        out.append(
+            f"{last['rung']} runs at {last['speedup_vs_root']['mean']:.2f}x the tokens/s/GPU of {summary['root']}."
+        )
     for lens in summary["lenses"]:
         if lens["overhead_ratio"]:
             o = lens["overhead_ratio"]

@@ -70,8 +70,17 @@ def changes(path: str, seed: int = 0, test: str = DEFAULT_TEST) -> dict[str, Any
     out = []
     for rung, (runs, means) in read_series(path).items():
         for c in detect(means, test=test, seed=seed):
-            out.append({"rung": rung, "run_id": runs[c.index], "direction": c.direction, "delta_pct": round(c.delta_pct, 3),
-                        "_ci": c.ci95_pct, "_p": c.p_value, "_runs": len(runs)})
+            out.append(
+                {
+                    "rung": rung,
+                    "run_id": runs[c.index],
+                    "direction": c.direction,
+                    "delta_pct": round(c.delta_pct, 3),
+                    "_ci": c.ci95_pct,
+                    "_p": c.p_value,
+                    "_runs": len(runs),
+                }
+            )
     return {"change_points": out}
 
 
@@ -83,9 +92,15 @@ def main(path: str, seed: int, test: str) -> int:
         return 2
     for c in result["change_points"]:
         lo, hi = c["_ci"]
-        print(f"{c['rung']}: {c['direction']} from run {c['run_id']}: {c['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%), "
-              f"p={c['_p']:.2g}, {c['_runs']} runs")
+        print(
+            f"{c['rung']}: {c['direction']} from run {c['run_id']}: {c['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%), "
+            f"p={c['_p']:.2g}, {c['_runs']} runs"
+        )
     if not result["change_points"]:
         print("no change point")
-    print(json.dumps({"change_points": [{k: v for k, v in c.items() if not k.startswith("_")} for c in result["change_points"]]}))
+    print(
+        json.dumps(
+            {"change_points": [{k: v for k, v in c.items() if not k.startswith("_")} for c in result["change_points"]]}
+        )
+    )
     return 0

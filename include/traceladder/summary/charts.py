@@ -29,11 +29,20 @@ def waterfall_png(summary: dict[str, Any]) -> bytes | None:
     root = rows.get(summary.get("root") or "")
     if not root or not root["step_ms"]:
         return None
-    chain = [r for r in summary["rungs"] if r["kind"] == "optimisation" and (r.get("vs_parent") or {}).get("delta") is not None
-             and r["step_ms"]]
+    chain = [
+        r
+        for r in summary["rungs"]
+        if r["kind"] == "optimisation" and (r.get("vs_parent") or {}).get("delta") is not None and r["step_ms"]
+    ]
     if not chain:
         return None
-    labels, bottoms, heights, colours, errors = [root["rung"]], [0.0], [root["step_ms"]["mean"]], [TOTAL], [root["step_ms"].get("ci95") or 0]
+    labels, bottoms, heights, colours, errors = (
+        [root["rung"]],
+        [0.0],
+        [root["step_ms"]["mean"]],
+        [TOTAL],
+        [root["step_ms"].get("ci95") or 0],
+    )
     level = root["step_ms"]["mean"]
     tops: list[tuple[int, float, float, float]] = []  # bar index, delta end, interval below/above it
     for row in chain:
@@ -61,8 +70,15 @@ def waterfall_png(summary: dict[str, Any]) -> bytes | None:
     ends = [0, len(labels) - 1]  # only the two step times carry an interval; the steps are deltas
     ax.errorbar(ends, [heights[i] for i in ends], yerr=[errors[i] for i in ends], fmt="none", capsize=4, color="black")
     if tops:  # each step's delta interval, drawn at the level the step ends on
-        ax.errorbar([t[0] for t in tops], [t[1] for t in tops], yerr=[[t[2] for t in tops], [t[3] for t in tops]],
-                    fmt="none", capsize=3, color="#4b5563", linewidth=0.8)
+        ax.errorbar(
+            [t[0] for t in tops],
+            [t[1] for t in tops],
+            yerr=[[t[2] for t in tops], [t[3] for t in tops]],
+            fmt="none",
+            capsize=3,
+            color="#4b5563",
+            linewidth=0.8,
+        )
     ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("ms / step")
     ax.set_title(f"{summary['ladder']}: ms removed per rung vs parent, 95% CI (grey: no change detected)")
@@ -77,8 +93,10 @@ def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
     names = ["none"] + [lens["lens"] for lens in lenses]
     values = [1.0] + [lens["overhead_ratio"]["mean"] for lens in lenses]
     cis = [lens["overhead_ratio"].get("ci95") for lens in lenses]
-    errors = [[0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
-              [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)]]
+    errors = [
+        [0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
+        [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)],
+    ]
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(names)), 3.5))
     ax.bar(names, values, yerr=errors, capsize=4, color=[TOTAL] + [WIN] * len(lenses))
     ax.axhline(1.0, color="black", linewidth=0.8)
@@ -92,8 +110,12 @@ def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
     from traceladder.summary.trend_chart import trend_png
 
-    charts = {"waterfall.png": waterfall_png(summary), "lens_overhead.png": lens_overhead_png(summary),
-              "attribution.png": attribution_png(summary), "trend.png": trend_png(summary.get("history"), _png)}
+    charts = {
+        "waterfall.png": waterfall_png(summary),
+        "lens_overhead.png": lens_overhead_png(summary),
+        "attribution.png": attribution_png(summary),
+        "trend.png": trend_png(summary.get("history"), _png),
+    }
     return {name: png for name, png in charts.items() if png}
 
 

@@ -25,7 +25,11 @@ def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[st
             error = "the rung stored no result (its task died first)"
         results[spec["rung_id"]] = {
             **{k: spec[k] for k in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")},
-            "status": "failed", "error": error, "traces": [],
-            "step_ms": None, "tokens_per_sec_per_gpu": None, "peak_mem_gb": None,
+            "status": "failed",
+            "error": error,
+            "traces": [],
+            "step_ms": None,
+            "tokens_per_sec_per_gpu": None,
+            "peak_mem_gb": None,
         }
     return results

@@ -49,8 +49,18 @@ TESTS = ("t", "permutation")
 DEFAULT_TEST = "t"
 # image_id/image_digest come from the Docker daemon (a re-pushed tag changes them), the rest from
 # the tools in the container (runner/provenance.py)
-PROVENANCE_FIELDS = ("image", "image_digest", "image_id", "rocm_version", "gpu", "primus_commit", "config_hash", "tools",
-                     "traceladder_version", "model_tag")
+PROVENANCE_FIELDS = (
+    "image",
+    "image_digest",
+    "image_id",
+    "rocm_version",
+    "gpu",
+    "primus_commit",
+    "config_hash",
+    "tools",
+    "traceladder_version",
+    "model_tag",
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,7 @@ def _pooled_var(z: np.ndarray, cps: list[int]) -> tuple[float, int]:
     ss = sum(float(((z[a:b] - z[a:b].mean()) ** 2).sum()) for a, b in segs)
     df = len(z) - len(segs)
     diffs = np.concatenate([np.diff(z[a:b]) for a, b in segs])
-    mssd = float(np.mean(diffs ** 2)) / 2 if len(diffs) else 0.0  # von Neumann, within segments
+    mssd = float(np.mean(diffs**2)) / 2 if len(diffs) else 0.0  # von Neumann, within segments
     return max(ss / df if df > 0 else 0.0, mssd), df
 
 
@@ -107,7 +117,7 @@ def _consistent(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], va
     """A short segment must show the change in each of its runs, not only on average: every run
     beyond the other segment's mean, in the change's direction, by CONFIRM_SIGMA[length] noise
     sds. One outlying week next to an ordinary one is then no change."""
-    lz, rz = z[left[0]:left[1]], z[right[0]:right[1]]
+    lz, rz = z[left[0] : left[1]], z[right[0] : right[1]]
     sign = 1.0 if rz.mean() > lz.mean() else -1.0
     sd = math.sqrt(var)
     right_ok = np.all(sign * (rz - lz.mean()) >= CONFIRM_SIGMA.get(len(rz), 0.0) * sd)
@@ -118,7 +128,7 @@ def _consistent(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], va
 def _t_p(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], var: float, df: int) -> float:
     from scipy.special import stdtr  # the t CDF as a plain ufunc: stats.t.sf is 100x slower here
 
-    diff = z[right[0]:right[1]].mean() - z[left[0]:left[1]].mean()
+    diff = z[right[0] : right[1]].mean() - z[left[0] : left[1]].mean()
     if df <= 0:
         return 1.0
     se = math.sqrt(var * (1 / (left[1] - left[0]) + 1 / (right[1] - right[0])))
@@ -148,7 +158,7 @@ def _perm_p(z: np.ndarray, cps: list[int], i: int, rng: np.random.Generator, per
     """Residual permutation (Freedman-Lane): fit the series without change point `i`, shuffle its
     residuals over the whole series, and see how often the t statistic at `i` is as large. Using
     every run (not just the two segments) lets a short newest segment reach small p-values."""
-    null_cps = cps[:i] + cps[i + 1:]
+    null_cps = cps[:i] + cps[i + 1 :]
     fitted = np.empty_like(z)
     for a, b in _segments(len(z), null_cps):
         fitted[a:b] = z[a:b].mean()
@@ -183,14 +193,17 @@ def detect(
         segs = _segments(len(z), cps)
         pvals = [
             (_t_p(z, segs[i], segs[i + 1], var, df) if test == "t" else _perm_p(z, cps, i, rng, permutations))
-            if _consistent(z, segs[i], segs[i + 1], var) else 1.0
+            if _consistent(z, segs[i], segs[i + 1], var)
+            else 1.0
             for i in range(len(cps))
         ]
         # The newest few runs are tested at ALPHA_RECENT: that is where a fresh change must be
         # seen within a few runs; everywhere else evidence accumulates and a stricter level keeps
         # old noise from being called week after week.
-        limits = [alpha_recent if segs[i + 1][1] == len(z) and segs[i + 1][1] - segs[i + 1][0] <= RECENT_RUNS else alpha
-                  for i in range(len(cps))]
+        limits = [
+            alpha_recent if segs[i + 1][1] == len(z) and segs[i + 1][1] - segs[i + 1][0] <= RECENT_RUNS else alpha
+            for i in range(len(cps))
+        ]
         ratios = [p / a for p, a in zip(pvals, limits)]
         worst = int(np.argmax(ratios))
         if ratios[worst] < 1.0:
@@ -199,11 +212,17 @@ def detect(
     return []
 
 
-def _describe(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], index: int, p: float, var: float, df: int) -> ChangePoint:
+def _describe(
+    z: np.ndarray, left: tuple[int, int], right: tuple[int, int], index: int, p: float, var: float, df: int
+) -> ChangePoint:
     from scipy.special import stdtrit
 
-    diff = float(z[right[0]:right[1]].mean() - z[left[0]:left[1]].mean())
-    half = float(stdtrit(df, 0.975)) * math.sqrt(var * (1 / (left[1] - left[0]) + 1 / (right[1] - right[0]))) if df > 0 else 0.0
+    diff = float(z[right[0] : right[1]].mean() - z[left[0] : left[1]].mean())
+    half = (
+        float(stdtrit(df, 0.975)) * math.sqrt(var * (1 / (left[1] - left[0]) + 1 / (right[1] - right[0])))
+        if df > 0
+        else 0.0
+    )
 
     def pct(x: float) -> float:
         return 100.0 * math.expm1(x)
@@ -220,6 +239,7 @@ def new_regressions(now: list[ChangePoint], previous: list[ChangePoint]) -> list
 # ---------------------------------------------------------------------------------------
 # A ladder's history: the series per rung, from published run entries (oldest first)
 
+
 @dataclass
 class RungHistory:
     rung: str
@@ -232,8 +252,11 @@ def run_points(summary: dict[str, Any]) -> dict[str, Any]:
     """What one run contributes to the history (stored in its index entry, so a history needs
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
     return {
-        "rungs": {r["rung"]: {"step_ms": r.get("step_ms"), "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu")}
-                  for r in summary.get("rungs", []) if r.get("step_ms")},
+        "rungs": {
+            r["rung"]: {"step_ms": r.get("step_ms"), "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu")}
+            for r in summary.get("rungs", [])
+            if r.get("step_ms")
+        },
         "provenance": {k: (summary.get("provenance") or {}).get(k) for k in PROVENANCE_FIELDS},
     }
 
@@ -271,18 +294,39 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
         fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
         points = []
         for c in now:
-            near = [x for j in (c.index - 1, c.index, c.index + 1) if 0 <= j < len(h.run_ids) for x in prov_at.get(h.run_ids[j], [])]
-            point = {**c.as_dict(), "rung": h.rung, "run_id": h.run_ids[c.index], "provenance_changes": near, "regression": c.index in fresh}
+            near = [
+                x
+                for j in (c.index - 1, c.index, c.index + 1)
+                if 0 <= j < len(h.run_ids)
+                for x in prov_at.get(h.run_ids[j], [])
+            ]
+            point = {
+                **c.as_dict(),
+                "rung": h.rung,
+                "run_id": h.run_ids[c.index],
+                "provenance_changes": near,
+                "regression": c.index in fresh,
+            }
             points.append(point)
             if point["regression"]:
                 regressions.append(point)
-        out_rungs.append({"rung": h.rung, "run_ids": h.run_ids, "step_ms": h.step_ms, "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
-                          "change_points": points})
+        out_rungs.append(
+            {
+                "rung": h.rung,
+                "run_ids": h.run_ids,
+                "step_ms": h.step_ms,
+                "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
+                "change_points": points,
+            }
+        )
     return {
         "runs": [e["run_id"] for e in entries],
         "logical_dates": [e.get("logical_date") for e in entries],
         "provenance_changes": prov,
-        "test": test, "alpha": ALPHA, "alpha_recent": ALPHA_RECENT, "recent_runs": RECENT_RUNS,
+        "test": test,
+        "alpha": ALPHA,
+        "alpha_recent": ALPHA_RECENT,
+        "recent_runs": RECENT_RUNS,
         "rungs": out_rungs,
         "regressions": regressions,
         "since_last": since_last(entries),
@@ -290,7 +334,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
 
 
 def since_last(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """"Since last week": the newest run against the one before, figures only (the calls come
+    """ "Since last week": the newest run against the one before, figures only (the calls come
     from the change points above, not from two runs)."""
     if len(entries) < 2:
         return None
@@ -300,8 +344,20 @@ def since_last(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
         old = before["points"]["rungs"].get(name)
         if old and old.get("step_ms") and p.get("step_ms"):
             a, b = old["step_ms"]["mean"], p["step_ms"]["mean"]
-            rows.append({"rung": name, "previous": old["step_ms"], "current": p["step_ms"], "delta_ms": b - a, "delta_pct": 100.0 * (b / a - 1)})
-    return {"previous_run_id": before["run_id"], "rungs": rows, "provenance_changes": provenance_changes([before, now])[1]}
+            rows.append(
+                {
+                    "rung": name,
+                    "previous": old["step_ms"],
+                    "current": p["step_ms"],
+                    "delta_ms": b - a,
+                    "delta_pct": 100.0 * (b / a - 1),
+                }
+            )
+    return {
+        "previous_run_id": before["run_id"],
+        "rungs": rows,
+        "provenance_changes": provenance_changes([before, now])[1],
+    }
 
 
 def regression_lines(history: dict[str, Any] | None) -> list[str]:
@@ -309,8 +365,14 @@ def regression_lines(history: dict[str, Any] | None) -> list[str]:
     out = []
     for r in (history or {}).get("regressions", []):
         lo, hi = r["ci95_pct"]
-        prov = f"; coincides with a provenance change ({'; '.join(r['provenance_changes'])})" if r["provenance_changes"] else "; no provenance change"
-        out.append(f"{r['rung']}: step time {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) from run {r['run_id']} on{prov}.")
+        prov = (
+            f"; coincides with a provenance change ({'; '.join(r['provenance_changes'])})"
+            if r["provenance_changes"]
+            else "; no provenance change"
+        )
+        out.append(
+            f"{r['rung']}: step time {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) from run {r['run_id']} on{prov}."
+        )
     return out
 
 

@@ -24,12 +24,19 @@ def change_rows(history: dict[str, Any]) -> list[dict[str, str]]:
     for rung in history["rungs"]:
         for c in rung["change_points"]:
             lo, hi = c["ci95_pct"]
-            rows.append({
-                "rung": c["rung"], "run_id": c["run_id"], "direction": c["direction"],
-                "size": f"{c['delta_pct']:+.1f}% ({lo:+.1f}% to {hi:+.1f}%)", "p": f"{c['p_value']:.1g}",
-                "provenance": "; ".join(c["provenance_changes"]) or "-",
-                "call": "REGRESSION (new)" if c["regression"] else ("earlier" if c["direction"] == "slower" else "-"),
-            })
+            rows.append(
+                {
+                    "rung": c["rung"],
+                    "run_id": c["run_id"],
+                    "direction": c["direction"],
+                    "size": f"{c['delta_pct']:+.1f}% ({lo:+.1f}% to {hi:+.1f}%)",
+                    "p": f"{c['p_value']:.1g}",
+                    "provenance": "; ".join(c["provenance_changes"]) or "-",
+                    "call": "REGRESSION (new)"
+                    if c["regression"]
+                    else ("earlier" if c["direction"] == "slower" else "-"),
+                }
+            )
     return rows
 
 
@@ -39,15 +46,28 @@ def history_markdown(history: dict[str, Any] | None) -> list[str]:
     parts = ["", f"## History ({len(history['runs'])} full runs, change points, {_levels(history)})"]
     rows = change_rows(history)
     if rows:
-        parts += ["| rung | first run after | direction | step time change (95% CI) | p | provenance change | call |", "|---|---|---|---|---|---|---|"]
-        parts += [f"| {r['rung']} | {r['run_id']} | {r['direction']} | {r['size']} | {r['p']} | {r['provenance']} | {r['call']} |" for r in rows]
+        parts += [
+            "| rung | first run after | direction | step time change (95% CI) | p | provenance change | call |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        parts += [
+            f"| {r['rung']} | {r['run_id']} | {r['direction']} | {r['size']} | {r['p']} | {r['provenance']} | {r['call']} |"
+            for r in rows
+        ]
     else:
         parts.append("No change point in any rung's step time.")
     last = history.get("since_last")
     if last:
-        parts += ["", f"### Since {last['previous_run_id']} (figures; the calls are the change points above)",
-                  "| rung | before ms | now ms | change |", "|---|---|---|---|"]
-        parts += [f"| {r['rung']} | {_est(r['previous'])} | {_est(r['current'])} | {r['delta_pct']:+.1f}% |" for r in last["rungs"]]
+        parts += [
+            "",
+            f"### Since {last['previous_run_id']} (figures; the calls are the change points above)",
+            "| rung | before ms | now ms | change |",
+            "|---|---|---|---|",
+        ]
+        parts += [
+            f"| {r['rung']} | {_est(r['previous'])} | {_est(r['current'])} | {r['delta_pct']:+.1f}% |"
+            for r in last["rungs"]
+        ]
         parts += [f"- provenance changed: {p}" for p in last["provenance_changes"]]
     return parts
 

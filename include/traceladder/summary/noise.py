@@ -65,9 +65,13 @@ class NoiseModel:
         """The same shape with every log-scale part scaled so that run_sd equals `run_sd`
         (e.g. GPU-like 1-2% noise for week-over-week replays)."""
         k = run_sd / self.run_sd
-        return replace(self, sigma_eta=self.sigma_eta * k, sigma_white=self.sigma_white * k,
-                       position_effects=tuple(p * k for p in self.position_effects),
-                       residuals=tuple(r * k for r in self.residuals))
+        return replace(
+            self,
+            sigma_eta=self.sigma_eta * k,
+            sigma_white=self.sigma_white * k,
+            position_effects=tuple(p * k for p in self.position_effects),
+            residuals=tuple(r * k for r in self.residuals),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -78,9 +82,15 @@ class NoiseModel:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> NoiseModel:
-        return cls(level=d["level"], phi=d["phi"], sigma_eta=d["sigma_eta"], sigma_white=d["sigma_white"],
-                   position_effects=tuple(d["position_effects"]), residuals=tuple(d["residuals"]),
-                   iterations=int(d["iterations"]))
+        return cls(
+            level=d["level"],
+            phi=d["phi"],
+            sigma_eta=d["sigma_eta"],
+            sigma_white=d["sigma_white"],
+            position_effects=tuple(d["position_effects"]),
+            residuals=tuple(d["residuals"]),
+            iterations=int(d["iterations"]),
+        )
 
 
 def _median_var(pool: np.ndarray, m: int, draws: int = 20000) -> float:
@@ -145,13 +155,24 @@ def fit_noise(runs: Sequence[Sequence[float]], block_size: int) -> NoiseModel:
     assert best is not None
     phi, s_eta, s_w = math.tanh(best.x[0]), math.exp(best.x[1]), math.exp(best.x[2])
     # A white part below 1e-4 (0.01%) is the optimiser's way of saying zero.
-    return NoiseModel(level=level, phi=phi, sigma_eta=s_eta, sigma_white=s_w if s_w > 1e-4 else 0.0,
-                      position_effects=tuple(float(e) for e in effects), residuals=tuple(float(r) for r in pool),
-                      iterations=m)
+    return NoiseModel(
+        level=level,
+        phi=phi,
+        sigma_eta=s_eta,
+        sigma_white=s_w if s_w > 1e-4 else 0.0,
+        position_effects=tuple(float(e) for e in effects),
+        residuals=tuple(float(r) for r in pool),
+        iterations=m,
+    )
 
 
-def simulate_runs(model: NoiseModel, schedule: Sequence[Slot], effects: dict[str, float], rng: np.random.Generator,
-                  iterations: int | None = None) -> list[Run]:
+def simulate_runs(
+    model: NoiseModel,
+    schedule: Sequence[Slot],
+    effects: dict[str, float],
+    rng: np.random.Generator,
+    iterations: int | None = None,
+) -> list[Run]:
     """One ladder's runs under the model: `effects` maps a treatment to its true log shift."""
     n = len(schedule)
     m = iterations or model.iterations
@@ -164,11 +185,17 @@ def simulate_runs(model: NoiseModel, schedule: Sequence[Slot], effects: dict[str
     white = rng.normal(0.0, model.sigma_white, size=n) if model.sigma_white else np.zeros(n)
     iters = rng.choice(np.asarray(model.residuals), size=(n, m))
     pe = model.position_effects
-    base = model.level + u + white + np.array([effects.get(s.treatment, 0.0) + (pe[s.position % len(pe)] if pe else 0.0)
-                                               for s in schedule])
+    base = (
+        model.level
+        + u
+        + white
+        + np.array([effects.get(s.treatment, 0.0) + (pe[s.position % len(pe)] if pe else 0.0) for s in schedule])
+    )
     logs = base[:, None] + iters
     medians = np.median(logs, axis=1)
-    return [Run(slot.block, slot.treatment, float(medians[t]), tuple(logs[t].tolist())) for t, slot in enumerate(schedule)]
+    return [
+        Run(slot.block, slot.treatment, float(medians[t]), tuple(logs[t].tolist())) for t, slot in enumerate(schedule)
+    ]
 
 
 def blocked_schedule(treatments: Sequence[str], blocks: int, seed: int) -> list[Slot]:

@@ -18,11 +18,37 @@ import re
 import statistics
 from typing import Any
 
-HEADER = ["model", "n_gpus", "nnodes", "gpus_per_node", "training_precision", "pipeline", "args", "tags", "docker_file",
-          "base_docker", "docker_sha", "docker_image", "git_commit", "machine_name", "deployment_type", "launcher",
-          "gpu_architecture", "performance", "metric", "relative_change", "status", "build_duration", "test_duration",
-          "dataname", "data_provider_type", "data_size", "data_download_duration", "build_number",
-          "additional_docker_run_options"]
+HEADER = [
+    "model",
+    "n_gpus",
+    "nnodes",
+    "gpus_per_node",
+    "training_precision",
+    "pipeline",
+    "args",
+    "tags",
+    "docker_file",
+    "base_docker",
+    "docker_sha",
+    "docker_image",
+    "git_commit",
+    "machine_name",
+    "deployment_type",
+    "launcher",
+    "gpu_architecture",
+    "performance",
+    "metric",
+    "relative_change",
+    "status",
+    "build_duration",
+    "test_duration",
+    "dataname",
+    "data_provider_type",
+    "data_size",
+    "data_download_duration",
+    "build_number",
+    "additional_docker_run_options",
+]
 METRICS = (("tokens_per_second", "tokens_per_sec_per_gpu"), ("tflops", "tflops"))
 _PRECISION = re.compile(r"(?:^|[-_/])(BF16|FP8|FP16|FP32|MXFP8|MXFP4)(?:[-_/]|$)", re.I)
 
@@ -46,23 +72,45 @@ def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
         prov = next((r.get("provenance") for r in runs if r.get("provenance")), None) or {}
         env = first.get("docker_env_vars") or {}
         gpus, nnodes = int(env.get("GPUS_PER_NODE") or 1), int(env.get("NNODES") or 1)
-        model_tag, backend, image = first.get("model_tag") or plan["ladder"], first.get("backend", ""), first.get("image", "")
+        model_tag, backend, image = (
+            first.get("model_tag") or plan["ladder"],
+            first.get("backend", ""),
+            first.get("image", ""),
+        )
         precision = _PRECISION.search(model_tag)
         walls = [float(r["wall_s"]) for r in ok if r.get("wall_s") is not None]
         base = {
-            "model": f"{model_tag}/{rung}", "n_gpus": gpus * nnodes, "nnodes": nnodes, "gpus_per_node": gpus,
-            "training_precision": precision.group(1).upper() if precision else "", "pipeline": "traceladder",
-            "args": " ".join(_args(first)), "tags": plan["ladder"], "docker_file": "docker/runner/Dockerfile" if backend == "docker" else "",
-            "base_docker": image, "docker_sha": prov.get("image_digest") or prov.get("image_id") or "",
-            "docker_image": image, "git_commit": prov.get("primus_commit") or "", "machine_name": prov.get("host") or first.get("host", ""),
-            "deployment_type": backend, "launcher": "primus-cli direct" if backend == "docker" else "cpu-proxy",
-            "gpu_architecture": (prov.get("gpu") or {}).get("arch") or "", "relative_change": "",
-            "test_duration": f"{_mean(walls):.3f}" if walls else "", "build_number": plan["run_id"],
+            "model": f"{model_tag}/{rung}",
+            "n_gpus": gpus * nnodes,
+            "nnodes": nnodes,
+            "gpus_per_node": gpus,
+            "training_precision": precision.group(1).upper() if precision else "",
+            "pipeline": "traceladder",
+            "args": " ".join(_args(first)),
+            "tags": plan["ladder"],
+            "docker_file": "docker/runner/Dockerfile" if backend == "docker" else "",
+            "base_docker": image,
+            "docker_sha": prov.get("image_digest") or prov.get("image_id") or "",
+            "docker_image": image,
+            "git_commit": prov.get("primus_commit") or "",
+            "machine_name": prov.get("host") or first.get("host", ""),
+            "deployment_type": backend,
+            "launcher": "primus-cli direct" if backend == "docker" else "cpu-proxy",
+            "gpu_architecture": (prov.get("gpu") or {}).get("arch") or "",
+            "relative_change": "",
+            "test_duration": f"{_mean(walls):.3f}" if walls else "",
+            "build_number": plan["run_id"],
         }
         for metric, field in METRICS:
             value = _mean([float(r[field]) for r in ok if r.get(field) is not None])
-            writer.writerow({**base, "performance": f"{value:.6g}" if value is not None else "", "metric": metric,
-                             "status": "SUCCESS" if value is not None else "FAILURE"})
+            writer.writerow(
+                {
+                    **base,
+                    "performance": f"{value:.6g}" if value is not None else "",
+                    "metric": metric,
+                    "status": "SUCCESS" if value is not None else "FAILURE",
+                }
+            )
     return out.getvalue()
 
 

@@ -58,7 +58,9 @@ def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) ->
     return found
 
 
-def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any], logical_date: str | None = None) -> dict[str, Any]:
+def write_summary(
+    store: ArtifactSink, run_prefix: str, plan: dict[str, Any], logical_date: str | None = None
+) -> dict[str, Any]:
     from traceladder.summary.charts import render_charts
     from traceladder.summary.html import to_html
 
@@ -71,7 +73,12 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any], lo
     logical_date = logical_date or datetime.now(timezone.utc).isoformat(timespec="seconds")
     points = run_points(summary)
     if not _what_if(plan.get("params")):
-        current = {"run_id": plan["run_id"], "logical_date": logical_date, "published_at": logical_date, "points": points}
+        current = {
+            "run_id": plan["run_id"],
+            "logical_date": logical_date,
+            "published_at": logical_date,
+            "points": points,
+        }
         summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
         summary["findings"] = findings(summary)
     base = layout.summary_prefix(run_prefix)
@@ -81,16 +88,22 @@ def write_summary(store: ArtifactSink, run_prefix: str, plan: dict[str, Any], lo
     store.put_bytes(f"{base}/{layout.SUMMARY_JSON}", json.dumps(summary, indent=1).encode(), "application/json")
     store.put_bytes(f"{base}/{layout.SUMMARY_MD}", to_markdown(summary).encode(), "text/markdown")
     store.put_bytes(f"{base}/{layout.REPORT_HTML}", to_html(summary, charts).encode(), "text/html")
-    store.put_bytes(f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv")  # madengine's, for its dashboards
+    store.put_bytes(
+        f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv"
+    )  # madengine's, for its dashboards
     store.write_manifest(base)
     history = summary.get("history") or {}
     unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]
     return {
         "params": {k: v for k, v in (plan.get("params") or {}).items() if _what_if({k: v})},
         "unanalysed_traces": unanalysed,
-        "run_id": plan["run_id"], "summary_json": f"{base}/{layout.SUMMARY_JSON}", "summary_md": f"{base}/{layout.SUMMARY_MD}",
-        "report_html": f"{base}/{layout.REPORT_HTML}", "failed_rungs": summary["failed_rungs"],
-        "logical_date": logical_date, "points": points,
+        "run_id": plan["run_id"],
+        "summary_json": f"{base}/{layout.SUMMARY_JSON}",
+        "summary_md": f"{base}/{layout.SUMMARY_MD}",
+        "report_html": f"{base}/{layout.REPORT_HTML}",
+        "failed_rungs": summary["failed_rungs"],
+        "logical_date": logical_date,
+        "points": points,
         "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
         "regression_calls": regression_lines(history),
         "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),

@@ -22,16 +22,22 @@ def ladder_table(summary: dict[str, Any]) -> str:
         )
     model = summary.get("model", {}).get("step_ms")
     if model and model.get("df"):
-        lines += ["", f"vs parent: randomised block model on log step time (tokens/s/GPU for batch rungs), "
-                      f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
-                      f"{model['run_sd_pct']:.1f}%; MDE at 80% power."]
+        lines += [
+            "",
+            f"vs parent: randomised block model on log step time (tokens/s/GPU for batch rungs), "
+            f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
+            f"{model['run_sd_pct']:.1f}%; MDE at 80% power.",
+        ]
     return "\n".join(lines)
 
 
 def lens_table(summary: dict[str, Any]) -> str:
     if not summary["lenses"]:
         return "(no lenses in this run)"
-    lines = ["| lens | step ms (95% CI) | overhead vs unprofiled (paired, 95% CI) | traces | runs ok |", "|---|---|---|---|---|"]
+    lines = [
+        "| lens | step ms (95% CI) | overhead vs unprofiled (paired, 95% CI) | traces | runs ok |",
+        "|---|---|---|---|---|",
+    ]
     for lens in summary["lenses"]:
         lines.append(
             f"| {lens['lens']} | {fmt_est(lens['step_ms'])} | {fmt_est(lens['overhead_ratio'], 2)} | {lens['traces']} | {lens['ok']}/{lens['runs']} |"
@@ -52,26 +58,38 @@ def to_markdown(summary: dict[str, Any]) -> str:
     profile = summary.get("profile")
     if profile and profile.get("timeline"):
         tl, tp = profile["timeline"], profile.get("timeline_percent") or {}
-        parts += ["", f"## Where the time went ({profile['lens']}, {profile['rung_id']}, {profile.get('device', 'gpu').upper()} timeline)",
-                  "| part | ms | % |", "|---|---|---|"]
+        parts += [
+            "",
+            f"## Where the time went ({profile['lens']}, {profile['rung_id']}, {profile.get('device', 'gpu').upper()} timeline)",
+            "| part | ms | % |",
+            "|---|---|---|",
+        ]
         for key in ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "idle_time", "total_time"):
             if key in tl:
                 parts.append(f"| {key} | {tl[key]:.2f} | {tp.get(key, 0):.1f} |")
         if profile.get("regions"):
-            parts += ["", "| region | ms |", "|---|---|"] + [f"| {k} | {v:.2f} |" for k, v in sorted(profile["regions"].items(), key=lambda kv: -kv[1])]
+            parts += ["", "| region | ms |", "|---|---|"] + [
+                f"| {k} | {v:.2f} |" for k, v in sorted(profile["regions"].items(), key=lambda kv: -kv[1])
+            ]
         if profile.get("top_ops"):
             parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
-                f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |" for op in profile["top_ops"][:10]
+                f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |"
+                for op in profile["top_ops"][:10]
             ]
     coll = summary.get("collectives")
     if coll and coll["by_collective"]:
-        parts += ["", f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()})",
-                  "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler | others waited ms |",
-                  "|---|---|---|---|---|---|---|"]
+        parts += [
+            "",
+            f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()})",
+            "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler | others waited ms |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for c in coll["by_collective"]:
             bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
-            parts.append(f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} | {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
-                         f"| rank {c['straggler_rank']} | {c['others_waited_ms']:.1f} |")
+            parts.append(
+                f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} | {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
+                f"| rank {c['straggler_rank']} | {c['others_waited_ms']:.1f} |"
+            )
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(summary.get("attribution") or [])
@@ -80,5 +98,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
     parts += history_markdown(summary.get("history"))
     parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]
     if summary["failures"]:
-        parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]]
+        parts += ["", "## Failed runs"] + [
+            f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]
+        ]
     return "\n".join(parts) + "\n"

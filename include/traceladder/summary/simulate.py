@@ -47,9 +47,15 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
     return LadderShape(pairs, tuple(out), from_plan)
 
 
-def simulate_verdicts(model: NoiseModel, shape: LadderShape, ladders: int, seed: int,
-                      effects: dict[str, float] | None = None, drop: float = 0.0,
-                      pairs: Sequence[tuple[str, str]] | None = None) -> list[dict[str, dict[str, object]]]:
+def simulate_verdicts(
+    model: NoiseModel,
+    shape: LadderShape,
+    ladders: int,
+    seed: int,
+    effects: dict[str, float] | None = None,
+    drop: float = 0.0,
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> list[dict[str, dict[str, object]]]:
     """Per simulated ladder, rung → its vs_parent (on log step time; delta in units of the parent's
     level). `effects` maps a rung to its true log shift; `drop` fails each run with that
     probability (missing cells)."""
@@ -66,7 +72,9 @@ def simulate_verdicts(model: NoiseModel, shape: LadderShape, ladders: int, seed:
     return out
 
 
-def call_rate(verdicts: list[dict[str, dict[str, object]]], rung: str, calls: tuple[str, ...] = ("faster", "slower")) -> tuple[int, int]:
+def call_rate(
+    verdicts: list[dict[str, dict[str, object]]], rung: str, calls: tuple[str, ...] = ("faster", "slower")
+) -> tuple[int, int]:
     """(ladders whose `rung` got one of `calls`, ladders)."""
     return sum(v[rung]["verdict"] in calls for v in verdicts), len(verdicts)
 
@@ -81,7 +89,9 @@ def one_per_ladder(verdicts: list[dict[str, dict[str, object]]], seed: int) -> t
 
 def every_call(verdicts: list[dict[str, dict[str, object]]]) -> tuple[int, int]:
     """(faster/slower calls over every judged rung, comparisons): not independent within a ladder."""
-    return sum(x["verdict"] in ("faster", "slower") for v in verdicts for x in v.values()), sum(len(v) for v in verdicts)
+    return sum(x["verdict"] in ("faster", "slower") for v in verdicts for x in v.values()), sum(
+        len(v) for v in verdicts
+    )
 
 
 def log_shift(pct: float) -> float:

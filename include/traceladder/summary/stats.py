@@ -37,6 +37,7 @@ def t_quantile(p: float, df: float) -> float:
 
 # --- per-rung figures for the table ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Estimate:
     mean: float
@@ -78,6 +79,7 @@ def ratio(num: Estimate, den: Estimate) -> Estimate:
 
 
 # --- the block model --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Run:
@@ -164,12 +166,16 @@ class BlockFit:
         diff = float(c @ self.coef)
         estimable = np.allclose(self.xtx @ (self.xtx_pinv @ c), c, atol=1e-8)
         var = self.run_var
-        if n_a < 2 or n_b < 2 or not var or self.df < 1 or not estimable:  # var 0: runs agree exactly, no interval claimed
+        if (
+            n_a < 2 or n_b < 2 or not var or self.df < 1 or not estimable
+        ):  # var 0: runs agree exactly, no interval claimed
             return Contrast(diff, None, self.df, n_a, n_b)
         return Contrast(diff, math.sqrt(var * float(c @ self.xtx_pinv @ c)), self.df, n_a, n_b)
 
 
-def _design_row(blocks: tuple[Hashable, ...], treatments: tuple[str, ...], block: Hashable, treatment: str) -> np.ndarray:
+def _design_row(
+    blocks: tuple[Hashable, ...], treatments: tuple[str, ...], block: Hashable, treatment: str
+) -> np.ndarray:
     """Intercept, block effects (first block the reference), treatment effects (first the reference)."""
     row = np.zeros(1 + len(blocks) - 1 + len(treatments) - 1)
     row[0] = 1.0
@@ -208,20 +214,46 @@ def fit_blocks(runs: list[Run]) -> BlockFit:
             iters.append(len(v))
     iter_var = iter_ss / iter_df if iter_df else None
     cells = {(r.block, r.treatment) for r in runs}
-    return BlockFit(treatments, blocks, coef, xtx, xtx_pinv, counts, df, mse, iter_var, iter_df,
-                    float(np.mean(iters)) if iters else 0.0, len(blocks) * len(treatments) - len(cells))
+    return BlockFit(
+        treatments,
+        blocks,
+        coef,
+        xtx,
+        xtx_pinv,
+        counts,
+        df,
+        mse,
+        iter_var,
+        iter_df,
+        float(np.mean(iters)) if iters else 0.0,
+        len(blocks) * len(treatments) - len(cells),
+    )
 
 
 # --- verdicts ---------------------------------------------------------------------------------------
+
 
 def verdict(contrast: Contrast, level_b: float, metric: str, higher_is_better: bool) -> dict[str, object]:
     """The summary's `vs_parent` for a contrast "rung minus parent" on the log scale; `level_b` is
     the parent's level (exp of its LS mean), so `delta` is in the metric's unit."""
     if not math.isfinite(contrast.diff):
-        return {"metric": metric, "delta": None, "ci95": None, "delta_pct": None, "verdict": "single_run", "mde_pct": None}
+        return {
+            "metric": metric,
+            "delta": None,
+            "ci95": None,
+            "delta_pct": None,
+            "verdict": "single_run",
+            "mde_pct": None,
+        }
     delta = level_b * math.expm1(contrast.diff)
-    out: dict[str, object] = {"metric": metric, "delta": delta, "ci95": None,
-                              "delta_pct": 100 * math.expm1(contrast.diff), "verdict": "single_run", "mde_pct": None}
+    out: dict[str, object] = {
+        "metric": metric,
+        "delta": delta,
+        "ci95": None,
+        "delta_pct": 100 * math.expm1(contrast.diff),
+        "verdict": "single_run",
+        "mde_pct": None,
+    }
     interval, mde = contrast.interval(), contrast.mde()
     if interval is None or mde is None:
         return out
@@ -242,6 +274,7 @@ def is_call(v: dict[str, object]) -> bool:
 
 # --- two samples (week over week) -------------------------------------------------------------------
 
+
 def two_sample(a: list[float], b: list[float], pooled_var: float | None = None, pooled_df: int = 0) -> Contrast:
     """b minus a on run-level log figures (pass logs). The variance is pooled from the two samples,
     and from `pooled_var` with `pooled_df` degrees of freedom where a ladder's block fit gives a
@@ -260,8 +293,13 @@ def two_sample(a: list[float], b: list[float], pooled_var: float | None = None, 
     return Contrast(diff, math.sqrt(ss / df * (1 / na + 1 / nb)), df, nb, na)
 
 
-def compare_samples(before: list[float], after: list[float], metric: str = "step_ms", pooled_var: float | None = None,
-                    pooled_df: int = 0) -> dict[str, object]:
+def compare_samples(
+    before: list[float],
+    after: list[float],
+    metric: str = "step_ms",
+    pooled_var: float | None = None,
+    pooled_df: int = 0,
+) -> dict[str, object]:
     """`after` against `before` (run-level figures in the metric's unit, not logs) as a vs_parent-
     shaped verdict: delta in the unit against the geometric mean of `before`."""
     a = [math.log(v) for v in before if v and v > 0]
@@ -281,6 +319,17 @@ def log_or_none(value: float | None) -> float | None:
 
 
 __all__ = [
-    "BlockFit", "Contrast", "Estimate", "Run", "clopper_pearson", "compare_samples", "estimate", "fit_blocks", "is_call", "ratio", "t_quantile",
-    "two_sample", "verdict",
+    "BlockFit",
+    "Contrast",
+    "Estimate",
+    "Run",
+    "clopper_pearson",
+    "compare_samples",
+    "estimate",
+    "fit_blocks",
+    "is_call",
+    "ratio",
+    "t_quantile",
+    "two_sample",
+    "verdict",
 ]

@@ -28,15 +28,21 @@ def trend_png(history: dict[str, Any] | None, png: Callable[[Any], bytes]) -> by
         ax.errorbar(x, y, yerr=err, fmt="o-", ms=3, lw=1, capsize=2, color=POINT)
         for c in rung["change_points"]:
             at = order[c["run_id"]] - 0.5
-            ax.axvline(at, color=SLOWER if c["direction"] == "slower" else FASTER,
-                       linestyle="-" if c["regression"] or c["direction"] == "faster" else "--", lw=1.2)
+            ax.axvline(
+                at,
+                color=SLOWER if c["direction"] == "slower" else FASTER,
+                linestyle="-" if c["regression"] or c["direction"] == "faster" else "--",
+                lw=1.2,
+            )
             ax.annotate(f"{c['delta_pct']:+.1f}%", (at, max(y)), fontsize=7, ha="left", va="top")
         ax.set_title(rung["rung"], fontsize=9)
         ax.set_ylabel("ms / step", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(rungs):]:
+    for ax in list(axes.flat)[len(rungs) :]:
         ax.axis("off")
-    fig.suptitle(f"Step time per run ({len(history['runs'])} full runs, oldest left; lines: change points)", fontsize=10)
+    fig.suptitle(
+        f"Step time per run ({len(history['runs'])} full runs, oldest left; lines: change points)", fontsize=10
+    )
     fig.tight_layout()
     return png(fig)

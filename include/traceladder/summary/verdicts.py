@@ -24,8 +24,13 @@ def spec_block(spec: dict[str, Any]) -> int:
     return int(spec["block"] if spec.get("block") is not None else spec["repeat"])
 
 
-def _runs(plan: dict[str, Any], results: dict[str, dict[str, Any]], keep: Callable[[dict[str, Any]], bool],
-          metric: str, treatment: Callable[[dict[str, Any]], str] = lambda s: s["rung"]) -> list[Run]:
+def _runs(
+    plan: dict[str, Any],
+    results: dict[str, dict[str, Any]],
+    keep: Callable[[dict[str, Any]], bool],
+    metric: str,
+    treatment: Callable[[dict[str, Any]], str] = lambda s: s["rung"],
+) -> list[Run]:
     """The ok runs whose spec `keep` accepts, as design cells; `treatment(spec)` names the cell.
     A failed run is simply a missing cell."""
     out = []
@@ -55,16 +60,24 @@ def _model(fit: BlockFit) -> dict[str, Any]:
         return None if var is None else 100 * math.sqrt(var)
 
     return {
-        "df": fit.df, "runs": sum(fit.counts.values()), "blocks": len(fit.blocks), "missing_cells": fit.missing,
+        "df": fit.df,
+        "runs": sum(fit.counts.values()),
+        "blocks": len(fit.blocks),
+        "missing_cells": fit.missing,
         "t975": t_quantile(0.5 + CONFIDENCE / 2, fit.df) if fit.df > 0 else None,
         "t80": t_quantile(POWER, fit.df) if fit.df > 0 else None,
-        "residual_ms": fit.mse, "iteration_var": fit.iter_var, "iterations_per_run": fit.mean_iters,
-        "run_sd_pct": pct(fit.run_var), "between_run_sd_pct": pct(fit.between_run_var),
+        "residual_ms": fit.mse,
+        "iteration_var": fit.iter_var,
+        "iterations_per_run": fit.mean_iters,
+        "run_sd_pct": pct(fit.run_var),
+        "between_run_sd_pct": pct(fit.between_run_var),
         "iteration_sd_pct": pct(fit.iter_var),
     }
 
 
-def rung_verdicts(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def rung_verdicts(
+    plan: dict[str, Any], results: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """rung → vs_parent for every rung with a parent, and the model's figures per metric."""
     fits = {metric: fit_blocks(_runs(plan, results, _measure, metric)) for metric in (STEP, TOKENS)}
     info: dict[str, dict[str, Any]] = {}
@@ -84,10 +97,14 @@ def rung_verdicts(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> t
     return out, {metric: _model(fit) for metric, fit in fits.items()}
 
 
-def lens_overheads(plan: dict[str, Any], results: dict[str, dict[str, Any]], lens_rung: str) -> dict[str, dict[str, Any]]:
+def lens_overheads(
+    plan: dict[str, Any], results: dict[str, dict[str, Any]], lens_rung: str
+) -> dict[str, dict[str, Any]]:
     """lens → step-time ratio to the unprofiled run of the same block, with its 95% interval.
     Lens blocks hold a `none` run of the lens rung; plans without lens blocks pair by repeat."""
-    runs = _runs(plan, results, lambda s: s["rung"] == lens_rung and spec_purpose(s) == "lens", STEP, lambda s: s["lens"])
+    runs = _runs(
+        plan, results, lambda s: s["rung"] == lens_rung and spec_purpose(s) == "lens", STEP, lambda s: s["lens"]
+    )
     if not any(r.treatment == "none" for r in runs):  # an older plan: the measure runs pair by repeat
         runs += _runs(plan, results, lambda s: s["rung"] == lens_rung and _measure(s), STEP, lambda s: "none")
     fit = fit_blocks(runs)
@@ -97,8 +114,12 @@ def lens_overheads(plan: dict[str, Any], results: dict[str, dict[str, Any]], len
             continue
         c = fit.contrast(lens, "none")
         interval = c.interval()
-        out[lens] = {"mean": math.exp(c.diff), "ci95": [math.exp(interval[0]), math.exp(interval[1])] if interval else None,
-                     "n": c.n_a, "df": c.df}
+        out[lens] = {
+            "mean": math.exp(c.diff),
+            "ci95": [math.exp(interval[0]), math.exp(interval[1])] if interval else None,
+            "n": c.n_a,
+            "df": c.df,
+        }
     return out
 
 
@@ -115,12 +136,17 @@ def verdict_findings(summary: dict[str, Any]) -> list[str]:
         v = r["vs_parent"]
         what = "step time" if v["metric"] == STEP else "tokens/s/GPU"
         unit = "ms/step" if v["metric"] == STEP else "tokens/s/GPU"
-        out.append(f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
-                   f"{v['delta_pct']:+.1f}% ({v['delta']:+.1f} {unit}, 95% CI {v['ci95'][0]:+.1f} to {v['ci95'][1]:+.1f}).")
+        out.append(
+            f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
+            f"{v['delta_pct']:+.1f}% ({v['delta']:+.1f} {unit}, 95% CI {v['ci95'][0]:+.1f} to {v['ci95'][1]:+.1f})."
+        )
     quiet = [r for r in rows if r["vs_parent"]["verdict"] == "no_change"]
     if quiet:
-        out.append("No change detected against the parent (smallest change these runs could see at 80% power): "
-                   + ", ".join(f"{r['rung']} (MDE {r['vs_parent']['mde_pct']:.1f}%)" for r in quiet) + ".")
+        out.append(
+            "No change detected against the parent (smallest change these runs could see at 80% power): "
+            + ", ".join(f"{r['rung']} (MDE {r['vs_parent']['mde_pct']:.1f}%)" for r in quiet)
+            + "."
+        )
     single = [r["rung"] for r in rows if r["vs_parent"]["verdict"] == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")

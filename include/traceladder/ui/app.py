@@ -37,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, data
+
 RUNS_SHOWN = 20
 SELF_CALL_TIMEOUT_S = 30
 
@@ -153,8 +154,15 @@ def _storage_status(entries: list[data.LadderEntry]) -> dict[tuple[str, str], st
 
 def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[str, Any]:
     """A run's summary, its summary folder (charts first) and, on the run page, every artifact."""
-    view: dict[str, Any] = {"run_id": run_id, "summary": None, "error": None, "summary_files": [], "charts": [],
-                            "artifacts": {}, "artifacts_truncated": False}
+    view: dict[str, Any] = {
+        "run_id": run_id,
+        "summary": None,
+        "error": None,
+        "summary_files": [],
+        "charts": [],
+        "artifacts": {},
+        "artifacts_truncated": False,
+    }
     try:
         view["summary"] = store.summary(run_id)
     except ArtifactStoreError as exc:
@@ -197,7 +205,9 @@ def _ladder_view(entry: data.LadderEntry, s3_error: str | None, runs_shown: int 
     return view
 
 
-def _page_context(request: Request, user: Any, entries: list[data.LadderEntry], runs_shown: int | None) -> dict[str, Any]:
+def _page_context(
+    request: Request, user: Any, entries: list[data.LadderEntry], runs_shown: int | None
+) -> dict[str, Any]:
     status = _storage_status(entries)
     s3_errors = sorted({f"S3 is unreachable: {msg}" for msg in status.values() if msg})
     ladders = [_ladder_view(e, status.get(e.storage_key) if e.storage_key else None, runs_shown) for e in entries]
@@ -236,12 +246,16 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
         rungs += [r for r in _LIST_SPLIT.split(str(item)) if r]
     unknown = [r for r in rungs if r not in entry.rungs]
     if unknown:
-        raise HTTPException(400, f"ladder {entry.name} has no rung(s) {', '.join(unknown)}; it has {', '.join(entry.rungs)}")
+        raise HTTPException(
+            400, f"ladder {entry.name} has no rung(s) {', '.join(unknown)}; it has {', '.join(entry.rungs)}"
+        )
     lens = str(form.get("lens") or "ladder")
     if lens not in ("ladder", *LENS_NAMES):
         raise HTTPException(400, f"unknown lens {lens[:40]!r}")
     if lens != "ladder" and lens not in entry.lenses:
-        raise HTTPException(400, f"ladder {entry.name} runs on a backend without lens {lens!r}; it runs {', '.join(entry.lenses)}")
+        raise HTTPException(
+            400, f"ladder {entry.name} runs on a backend without lens {lens!r}; it runs {', '.join(entry.lenses)}"
+        )
     repeats_raw = form.get("repeats")
     repeats: int | None = None
     if repeats_raw not in (None, ""):
@@ -254,7 +268,13 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
         if not 1 <= repeats <= TRIGGER_MAX_REPEATS:
             raise HTTPException(400, f"repeats must be between 1 and {TRIGGER_MAX_REPEATS}")
     override = str(form.get("override") or "").strip()
-    return {"ladder": entry.name, "rungs": list(dict.fromkeys(rungs)), "lens": lens, "repeats": repeats, "override": override}
+    return {
+        "ladder": entry.name,
+        "rungs": list(dict.fromkeys(rungs)),
+        "lens": lens,
+        "repeats": repeats,
+        "override": override,
+    }
 
 
 async def _read_form(request: Request) -> tuple[dict[str, Any], bool]:
@@ -333,14 +353,22 @@ def create_app() -> FastAPI:
         openapi_url=None,
     )
     can_read_runs = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.RUN))
-    can_trigger = Depends(requires_access_dag(method="POST", access_entity=DagAccessEntity.RUN, param_dag_id=TRIGGER_DAG_ID))
+    can_trigger = Depends(
+        requires_access_dag(method="POST", access_entity=DagAccessEntity.RUN, param_dag_id=TRIGGER_DAG_ID)
+    )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         detail = data.scrub(exc.detail)
         if "text/html" in request.headers.get("accept", ""):
-            return _render("error.html", exc.status_code, base=_base(request), api_root=_api_root(request),
-                           status=exc.status_code, detail=detail)
+            return _render(
+                "error.html",
+                exc.status_code,
+                base=_base(request),
+                api_root=_api_root(request),
+                status=exc.status_code,
+                detail=detail,
+            )
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.get("/", response_class=HTMLResponse, dependencies=[can_read_runs])
@@ -366,8 +394,15 @@ def create_app() -> FastAPI:
         try:
             store.check()
         except ArtifactStoreError as exc:
-            return _render("run.html", 503, base=_base(request), user=user.get_name(), entry=entry,
-                           run=None, s3_error=f"S3 is unreachable: {data.scrub(exc)}")
+            return _render(
+                "run.html",
+                503,
+                base=_base(request),
+                user=user.get_name(),
+                entry=entry,
+                run=None,
+                s3_error=f"S3 is unreachable: {data.scrub(exc)}",
+            )
         run = _run_view(store, run_id, with_files=True)
         if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
@@ -387,8 +422,18 @@ def create_app() -> FastAPI:
                 except ArtifactKeyError:
                     raise HTTPException(400, "invalid run id") from None
         store = data.LadderStore(entry)
-        context: dict[str, Any] = {"base": _base(request), "user": user.get_name(), "entry": entry, "runs": [], "a": a, "b": b,
-                                   "rows": [], "provenance": [], "errors": [], "s3_error": None}
+        context: dict[str, Any] = {
+            "base": _base(request),
+            "user": user.get_name(),
+            "entry": entry,
+            "runs": [],
+            "a": a,
+            "b": b,
+            "rows": [],
+            "provenance": [],
+            "errors": [],
+            "s3_error": None,
+        }
         try:
             context["runs"] = store.runs()
         except ArtifactStoreError as exc:
@@ -438,12 +483,12 @@ def create_app() -> FastAPI:
             media_type = _INLINE_TYPES[ext]
             if ext in (".html", ".svg"):
                 headers["Content-Security-Policy"] = _SANDBOX_CSP  # a stored page runs no script here
-            headers["Content-Disposition"] = f"inline; filename=\"{name}\""
+            headers["Content-Disposition"] = f'inline; filename="{name}"'
         else:
             media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
             if ext == ".gz":
                 media_type = "application/gzip"
-            headers["Content-Disposition"] = f"attachment; filename=\"{name}\""
+            headers["Content-Disposition"] = f'attachment; filename="{name}"'
         return StreamingResponse(chunks, media_type=media_type, headers=headers)
 
     @app.post("/trigger", dependencies=[can_trigger])
@@ -453,7 +498,9 @@ def create_app() -> FastAPI:
         if not token:
             raise HTTPException(401, "Not authenticated")
         if from_cookie and not hmac.compare_digest(str(form.get("csrf") or ""), csrf_token(token)):
-            raise HTTPException(403, "the form is stale or did not come from the Ladders page; reload the page and submit again")
+            raise HTTPException(
+                403, "the form is stale or did not come from the Ladders page; reload the page and submit again"
+            )
         import anyio
 
         entries = await anyio.to_thread.run_sync(data.list_ladders)
@@ -465,6 +512,8 @@ def create_app() -> FastAPI:
         result = {"dag_id": TRIGGER_DAG_ID, "dag_run_id": run_id, "state": payload.get("state"), "conf": conf}
         if is_json or "text/html" not in request.headers.get("accept", ""):
             return JSONResponse(result, status_code=200)
-        return _render("triggered.html", base=_base(request), api_root=_api_root(request), user=user.get_name(), result=result)
+        return _render(
+            "triggered.html", base=_base(request), api_root=_api_root(request), user=user.get_name(), result=result
+        )
 
     return app

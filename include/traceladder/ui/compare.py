@@ -20,11 +20,16 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     for name in names:
         ra, rb = rows_a.get(name) or {}, rows_b.get(name) or {}
         sa, sb = _mean(ra.get("step_ms")), _mean(rb.get("step_ms"))
-        out.append({
-            "rung": name, "step_a": ra.get("step_ms"), "step_b": rb.get("step_ms"),
-            "tokens_a": ra.get("tokens_per_sec_per_gpu"), "tokens_b": rb.get("tokens_per_sec_per_gpu"),
-            "delta_pct": 100.0 * (sb / sa - 1) if sa and sb else None,
-        })
+        out.append(
+            {
+                "rung": name,
+                "step_a": ra.get("step_ms"),
+                "step_b": rb.get("step_ms"),
+                "tokens_a": ra.get("tokens_per_sec_per_gpu"),
+                "tokens_b": rb.get("tokens_per_sec_per_gpu"),
+                "delta_pct": 100.0 * (sb / sa - 1) if sa and sb else None,
+            }
+        )
     return out
 
 

@@ -367,7 +367,9 @@ class LadderStore:
         try:
             data = json.loads(store.get_verified(key))
         except ArtifactIntegrityError as exc:
-            raise ArtifactStoreError(scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key) from None
+            raise ArtifactStoreError(
+                scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key
+            ) from None
         except ValueError as exc:
             raise ArtifactStoreError(f"s3://{self.bucket}/{key} is not valid JSON: {exc}", key) from None
         if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):

@@ -103,13 +103,14 @@ class Attention(nn.Module):
         vals = v if vc is None else torch.cat([vc, v], 2)
         mask = full_mask(seq, self.ratio, self.window)
         if self.backend == "triton_v1":
-            scores = torch.matmul(q, keys.transpose(-1, -2)).mul(self.head_dim ** -0.5)
+            scores = torch.matmul(q, keys.transpose(-1, -2)).mul(self.head_dim**-0.5)
             scores = scores.masked_fill(~mask, float("-inf"))
             return torch.matmul(torch.softmax(scores, -1), vals)
         return F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask)
 
-    def _chunked(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 kc: torch.Tensor | None, vc: torch.Tensor | None) -> torch.Tensor:
+    def _chunked(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kc: torch.Tensor | None, vc: torch.Tensor | None
+    ) -> torch.Tensor:
         b, h, seq, d = q.shape
         w, n = self.window, seq // self.window
 

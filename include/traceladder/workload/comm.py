@@ -38,8 +38,14 @@ class Comm:
         dist.all_gather(parts, t)
         return torch.cat(parts, 0)
 
-    def all_to_all(self, t: torch.Tensor, out_splits: list[int], in_splits: list[int],
-                   async_op: bool = False, out: torch.Tensor | None = None) -> tuple[torch.Tensor, Any]:
+    def all_to_all(
+        self,
+        t: torch.Tensor,
+        out_splits: list[int],
+        in_splits: list[int],
+        async_op: bool = False,
+        out: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, Any]:
         """Exact-split all_to_all_single along dim 0; returns (output, work-or-None)."""
         if not self.distributed:
             res = t.clone() if out is None else out.copy_(t)
@@ -97,8 +103,7 @@ class _ReduceScatter(torch.autograd.Function):
 
 class _AllToAll(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, comm: Comm, out_splits: list[int],
-                in_splits: list[int]) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, comm: Comm, out_splits: list[int], in_splits: list[int]) -> torch.Tensor:
         ctx.comm, ctx.out_splits, ctx.in_splits = comm, out_splits, in_splits
         return comm.all_to_all(x, out_splits, in_splits)[0]
 

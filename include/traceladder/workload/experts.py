@@ -52,8 +52,7 @@ class Experts(nn.Module):
         # unbind once: indexing w1[e] per expert would make autograd allocate a full-size
         # gradient per expert in backward.
         w1s, w2s = self.w1.unbind(0), self.w2.unbind(0)
-        outs = [ops.swiglu(chunk @ w1s[e]) @ w2s[e]
-                for e, chunk in enumerate(torch.split(rows, counts)) if counts[e]]
+        outs = [ops.swiglu(chunk @ w1s[e]) @ w2s[e] for e, chunk in enumerate(torch.split(rows, counts)) if counts[e]]
         return torch.cat(outs) if outs else rows.new_zeros(rows.shape)
 
     def _grouped(self, rows: torch.Tensor, local_e: torch.Tensor) -> torch.Tensor:

@@ -64,8 +64,10 @@ def spawn(settings: Settings) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     ctx = multiprocessing.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=_rank_entry, args=(r, settings, port), name=f"proxy-rank{r}", daemon=True)
-             for r in range(world)]
+    procs = [
+        ctx.Process(target=_rank_entry, args=(r, settings, port), name=f"proxy-rank{r}", daemon=True)
+        for r in range(world)
+    ]
     for p in procs:
         p.start()
 

@@ -32,8 +32,9 @@ class _Plan:
 _Saved = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]  # buckets, fc1 out, slots
 
 
-def _expert_fwd(x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
-                n_local: int) -> tuple[torch.Tensor, _Saved, int]:
+def _expert_fwd(
+    x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int
+) -> tuple[torch.Tensor, _Saved, int]:
     if not x.numel():
         return x.new_zeros(x.shape), (None, None, None), 0
     slot, cap, _ = bucket_slots(local_e, n_local)
@@ -45,8 +46,16 @@ def _expert_fwd(x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: to
     return y.view(-1, hid).index_select(0, slot), (xb, h, slot), cap
 
 
-def _expert_bwd(gy: torch.Tensor, saved: _Saved, cap: int, w1: torch.Tensor, w2: torch.Tensor,
-                gw1: torch.Tensor, gw2: torch.Tensor, n_local: int) -> torch.Tensor:
+def _expert_bwd(
+    gy: torch.Tensor,
+    saved: _Saved,
+    cap: int,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    gw1: torch.Tensor,
+    gw2: torch.Tensor,
+    n_local: int,
+) -> torch.Tensor:
     """SwiGLU MLP backward by hand on the padded buckets; accumulates into gw1/gw2."""
     xb, h, slot = saved
     if xb is None or h is None or slot is None:
@@ -63,8 +72,13 @@ def _expert_bwd(gy: torch.Tensor, saved: _Saved, cap: int, w1: torch.Tensor, w2:
     return torch.bmm(dh, w1.transpose(1, 2)).view(-1, hid).index_select(0, slot)
 
 
-def _pipeline(src: torch.Tensor, plan: _Plan, post_payload: Callable[[torch.Tensor, int, int], torch.Tensor],
-              compute: Callable[[int, torch.Tensor], torch.Tensor], out: torch.Tensor) -> None:
+def _pipeline(
+    src: torch.Tensor,
+    plan: _Plan,
+    post_payload: Callable[[torch.Tensor, int, int], torch.Tensor],
+    compute: Callable[[int, torch.Tensor], torch.Tensor],
+    out: torch.Tensor,
+) -> None:
     """Chunked dispatch/compute/combine: chunk c+1 travels while chunk c computes."""
     comm, n = plan.comm, len(plan.bounds)
 
@@ -96,8 +110,9 @@ class _MegaMoE(torch.autograd.Function):
     # needs no dtype juggling (Primus's MegaMoE is bf16-only; the proxy's is precision-agnostic).
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
-    def forward(ctx: Any, rows: torch.Tensor, local_ids: torch.Tensor, w1: torch.Tensor,
-                w2: torch.Tensor, plan: _Plan) -> torch.Tensor:
+    def forward(
+        ctx: Any, rows: torch.Tensor, local_ids: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, plan: _Plan
+    ) -> torch.Tensor:
         saved: list[torch.Tensor | None] = []
         caps: list[int] = []
 
@@ -136,8 +151,9 @@ class _MegaMoE(torch.autograd.Function):
         return grad_rows, None, gw1, gw2, None
 
 
-def mega_moe(x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, experts: Experts, comm: Comm,
-             chunks: int) -> torch.Tensor:
+def mega_moe(
+    x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, experts: Experts, comm: Comm, chunks: int
+) -> torch.Tensor:
     n_tok, k = idx.shape
     n_local, world = experts.n_local, comm.world
     with record_function("moe_dispatch"):
@@ -154,8 +170,7 @@ def mega_moe(x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, experts: Exper
         rows = x.index_select(0, order // k)
         sizes = send.sum(1).tolist()
         starts = [sum(sizes[:c]) for c in range(n_chunks)]
-        plan = _Plan(comm, n_local, [(a, a + n) for a, n in zip(starts, sizes)],
-                     send.tolist(), recv.t().tolist())
+        plan = _Plan(comm, n_local, [(a, a + n) for a, n in zip(starts, sizes)], send.tolist(), recv.t().tolist())
     y_rows = _MegaMoE.apply(rows, sorted_e - dest * n_local, experts.w1, experts.w2, plan)
     with record_function("moe_combine"):
         return unpermute(y_rows, order, w, n_tok, k)

@@ -77,14 +77,17 @@ class IterationLog:
     def __post_init__(self) -> None:
         self.flops = model_flops_per_step(self.s)
 
-    def line(self, it: int, seconds: float, lr: float, loss: float, grad_norm: float,
-             mem_rank: int, mem_max: float) -> str:
+    def line(
+        self, it: int, seconds: float, lr: float, loss: float, grad_norm: float, mem_rank: int, mem_max: float
+    ) -> str:
         s = self.s
         ts = datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
         head = f"[{ts}] iteration {it:8d}/{s.train_iters:8d} | consumed samples: {it * s.global_batch_size:12d} |"
-        tail = (f" learning rate: {lr:.6E} | global batch size: {s.global_batch_size:5d} | lm loss: {loss:.6E} |"
-                f" loss scale: 1.0 | grad norm: {grad_norm:.3f} | number of skipped iterations: {0:3d} |"
-                f" number of nan iterations: {0:3d} |")
+        tail = (
+            f" learning rate: {lr:.6E} | global batch size: {s.global_batch_size:5d} | lm loss: {loss:.6E} |"
+            f" loss scale: 1.0 | grad norm: {grad_norm:.3f} | number of skipped iterations: {0:3d} |"
+            f" number of nan iterations: {0:3d} |"
+        )
         ms = seconds * 1000.0
         if it <= s.log_avg_skip_iterations:
             return f"{head} elapsed time per iteration (ms): {ms:.1f} |{tail}"
@@ -95,10 +98,12 @@ class IterationLog:
         avail, total = meminfo_bytes()
         used = current_rss_bytes()
         mem = f"{used / GiB:.2f}GB/{avail / GiB:.2f}GB/{total / GiB:.2f}GB/{100.0 * used / total:.2f}%"
-        return (f"{head} elapsed time per iteration (ms): {ms:.1f}/{avg * 1000.0:.1f} |"
-                f" compute per GPU (TFLOP/s/GPU): {_tflops(self.flops / seconds / 1e12)}"
-                f" (avg {_tflops(self.flops / avg / 1e12)}) |"
-                f" tokens/s/GPU inst/harmonic mean: {tokens / seconds:.1f}/{harmonic:.1f} |{tail}"
-                f" hip mem usage/free/total/usage_ratio: {mem}  | rocm mem usage/free/total/usage_ratio: {mem} |"
-                f" rank-{mem_rank} rocm max mem usage/usage_ratio: "
-                f"{mem_max / GiB:.2f}GB/{100.0 * mem_max / total:.2f}%")
+        return (
+            f"{head} elapsed time per iteration (ms): {ms:.1f}/{avg * 1000.0:.1f} |"
+            f" compute per GPU (TFLOP/s/GPU): {_tflops(self.flops / seconds / 1e12)}"
+            f" (avg {_tflops(self.flops / avg / 1e12)}) |"
+            f" tokens/s/GPU inst/harmonic mean: {tokens / seconds:.1f}/{harmonic:.1f} |{tail}"
+            f" hip mem usage/free/total/usage_ratio: {mem}  | rocm mem usage/free/total/usage_ratio: {mem} |"
+            f" rank-{mem_rank} rocm max mem usage/usage_ratio: "
+            f"{mem_max / GiB:.2f}GB/{100.0 * mem_max / total:.2f}%"
+        )

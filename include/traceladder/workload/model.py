@@ -33,8 +33,9 @@ class HyperConnection(nn.Module):
         # Start near the plain residual: strong diagonal in the stream mix.
         self.bias = nn.Parameter(torch.cat([torch.zeros(2 * n), 4.0 * torch.eye(n).flatten()]))
 
-    def forward(self, streams: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor],
-                norm_w: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, streams: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor], norm_w: torch.Tensor
+    ) -> torch.Tensor:
         t, n, _ = streams.shape
         f = self.fusions
         z = ops.rms_norm(streams.reshape(t, -1), self.norm, self.eps, f.rmsnorm)

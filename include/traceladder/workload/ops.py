@@ -95,8 +95,9 @@ def hc_pre(h_pre: torch.Tensor, streams: torch.Tensor, fused: bool) -> torch.Ten
     return h_pre.unsqueeze(-1).mul(streams).sum(1)
 
 
-def hc_post(h_res: torch.Tensor, h_post: torch.Tensor, streams: torch.Tensor, y: torch.Tensor,
-            fused: bool) -> torch.Tensor:
+def hc_post(
+    h_res: torch.Tensor, h_post: torch.Tensor, streams: torch.Tensor, y: torch.Tensor, fused: bool
+) -> torch.Tensor:
     """streams' = H_res @ streams + h_post ⊗ y   ([T,n,n], [T,n], [T,n,H], [T,H] → [T,n,H])."""
     if fused:
         return torch.baddbmm(torch.bmm(h_res, streams), h_post.unsqueeze(-1), y.unsqueeze(1))

@@ -11,8 +11,7 @@ class AdamW:
     def __init__(self, groups: list[dict], lr: float, betas: tuple[float, float], eps: float = 1e-8) -> None:
         self.param_groups = [{"lr": lr, **g, "params": [p for p in g["params"] if p.requires_grad]} for g in groups]
         self.beta1, self.beta2, self.eps, self.steps = betas[0], betas[1], eps, 0
-        self.state = {id(p): (torch.zeros_like(p), torch.zeros_like(p))
-                      for g in self.param_groups for p in g["params"]}
+        self.state = {id(p): (torch.zeros_like(p), torch.zeros_like(p)) for g in self.param_groups for p in g["params"]}
 
     @torch.no_grad()
     def step(self) -> None:

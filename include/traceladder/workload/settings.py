@@ -362,23 +362,40 @@ def cpu_has_bf16() -> bool:
 
 
 def _validate(s: Settings, bf16_ok: bool) -> Settings:
-    positive = ["num_layers", "hidden_size", "num_attention_heads", "vocab_size", "num_experts",
-                "moe_router_topk", "moe_ffn_hidden_size", "seq_length", "micro_batch_size",
-                "global_batch_size", "train_iters", "expert_model_parallel_size", "hc_mult",
-                "attn_sliding_window", "mega_moe_chunks"]
+    positive = [
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "vocab_size",
+        "num_experts",
+        "moe_router_topk",
+        "moe_ffn_hidden_size",
+        "seq_length",
+        "micro_batch_size",
+        "global_batch_size",
+        "train_iters",
+        "expert_model_parallel_size",
+        "hc_mult",
+        "attn_sliding_window",
+        "mega_moe_chunks",
+    ]
     for key in positive:
         if getattr(s, key) <= 0:
             raise SettingsError(key, f"must be positive, got {getattr(s, key)}")
     if s.hidden_size % s.num_attention_heads or (s.hidden_size // s.num_attention_heads) % 2:
-        raise SettingsError("num_attention_heads",
-                            "hidden_size / num_attention_heads must be an even integer (RoPE pairs)")
+        raise SettingsError(
+            "num_attention_heads", "hidden_size / num_attention_heads must be an even integer (RoPE pairs)"
+        )
     if s.num_experts % s.world_size:
         raise SettingsError("num_experts", f"{s.num_experts} experts do not split over {s.world_size} EP ranks")
     if s.moe_router_topk > s.num_experts:
         raise SettingsError("moe_router_topk", "larger than num_experts")
     if s.global_batch_size % (s.micro_batch_size * s.world_size):
-        raise SettingsError("global_batch_size", f"{s.global_batch_size} is not a multiple of micro_batch_size x "
-                            f"data-parallel size ({s.micro_batch_size} x {s.world_size})")
+        raise SettingsError(
+            "global_batch_size",
+            f"{s.global_batch_size} is not a multiple of micro_batch_size x "
+            f"data-parallel size ({s.micro_batch_size} x {s.world_size})",
+        )
     if any(r < 0 for r in s.compress_ratios):
         raise SettingsError("compress_ratios", "ratios must be >= 0")
     if not 0 <= s.extra_work_pct <= 1000:
@@ -391,11 +408,16 @@ def _validate(s: Settings, bf16_ok: bool) -> Settings:
         raise SettingsError("lr_decay_style", "expected cosine, linear or constant")
     if s.profiling:
         if s.profile_step_start < 1 or s.profile_step_end <= s.profile_step_start:
-            raise SettingsError("profile_step_end", f"need 1 <= profile_step_start < profile_step_end, got "
-                                f"{s.profile_step_start}..{s.profile_step_end}")
+            raise SettingsError(
+                "profile_step_end",
+                f"need 1 <= profile_step_start < profile_step_end, got {s.profile_step_start}..{s.profile_step_end}",
+            )
         if s.profile_step_end > s.train_iters:
-            raise SettingsError("profile_step_end", f"{s.profile_step_end} > train_iters {s.train_iters}: "
-                                "the trace is written when iteration profile_step_end starts")
+            raise SettingsError(
+                "profile_step_end",
+                f"{s.profile_step_end} > train_iters {s.train_iters}: "
+                "the trace is written when iteration profile_step_end starts",
+            )
     if s.bf16 and not bf16_ok:
         return dataclasses.replace(s, bf16=False)  # the caller warns: see bf16_fallback()
     return s

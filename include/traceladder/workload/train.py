@@ -52,12 +52,17 @@ def make_profiler(s: Settings, rank: int) -> Any:
     importlib.import_module("torch._inductor.config")
     start, end = s.profile_step_start, s.profile_step_end
     # prof.step() closes each iteration, so iteration i is profiler step i-1.
-    schedule = torch.profiler.schedule(wait=max(start - 2, 0), warmup=1 if start >= 2 else 0,
-                                       active=end - start, repeat=1)
-    handler = _trace_writer(os.path.join(s.workspace, "tensorboard"),
-                            f"primus-megatron-exp[{s.exp_name}]-rank[{rank}]", s.torch_profiler_use_gzip)
-    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
-                                  schedule=schedule, on_trace_ready=handler)
+    schedule = torch.profiler.schedule(
+        wait=max(start - 2, 0), warmup=1 if start >= 2 else 0, active=end - start, repeat=1
+    )
+    handler = _trace_writer(
+        os.path.join(s.workspace, "tensorboard"),
+        f"primus-megatron-exp[{s.exp_name}]-rank[{rank}]",
+        s.torch_profiler_use_gzip,
+    )
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, schedule=schedule, on_trace_ready=handler
+    )
 
 
 def _trace_writer(directory: str, worker: str, use_gzip: bool) -> Any:
@@ -112,8 +117,11 @@ def _optimizer(model: Model, s: Settings) -> AdamW:
     # Megatron: no weight decay on norms and biases (the 1-D parameters).
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return AdamW([{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                 lr=lr_at(s, 0), betas=(s.adam_beta1, s.adam_beta2))
+    return AdamW(
+        [{"params": decay, "weight_decay": s.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr_at(s, 0),
+        betas=(s.adam_beta1, s.adam_beta2),
+    )
 
 
 def run_rank(rank: int, s: Settings, port: int) -> None:
@@ -121,8 +129,13 @@ def run_rank(rank: int, s: Settings, port: int) -> None:
     comm = Comm(rank, s.world_size)
     if comm.distributed:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=s.world_size,
-                                timeout=datetime.timedelta(minutes=s.distributed_timeout_minutes))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=s.world_size,
+            timeout=datetime.timedelta(minutes=s.distributed_timeout_minutes),
+        )
     placement = pin_rank(rank)  # after the process group: gloo's own threads keep floating
     try:
         _train(rank, s, comm, f"[proxy] rank {rank}: {placement}, {threads} intra-op thread(s)")
@@ -174,13 +187,18 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
             if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
                 extra.calibrate(seconds, comm)
                 if last:
-                    print(f"[proxy] extra_work: {extra.flops / 1e9:.3f} GFLOP per iteration "
-                          f"({s.extra_work_pct:g}% of the {seconds * 1000:.1f} ms warm-up step)", flush=True)
+                    print(
+                        f"[proxy] extra_work: {extra.flops / 1e9:.3f} GFLOP per iteration "
+                        f"({s.extra_work_pct:g}% of the {seconds * 1000:.1f} ms warm-up step)",
+                        flush=True,
+                    )
                 clock.lap()  # the calibration itself is in no iteration's time
             if last:
                 top = int(stats[:, 1].argmax())
-                print(log.line(it, seconds, lr_at(s, it), float(stats[:, 0].sum()), grad_norm, top,
-                               float(stats[top, 1])), flush=True)
+                print(
+                    log.line(it, seconds, lr_at(s, it), float(stats[:, 0].sum()), grad_norm, top, float(stats[top, 1])),
+                    flush=True,
+                )
             prof.step()
     sys.stdout.flush()
 

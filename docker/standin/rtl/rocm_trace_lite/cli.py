@@ -95,8 +95,16 @@ def main():
         os.unlink(out)
     db = sqlite3.connect(out)
     db.executescript(SCHEMA)
-    strings = ["", "KernelExecution", "UserMarker", "CopyDeviceToDevice", "hipLaunchKernel",
-               "Cijk_Ailk_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1", "void at::native::elementwise_kernel<128, 4>", "hipMemcpyAsync"]
+    strings = [
+        "",
+        "KernelExecution",
+        "UserMarker",
+        "CopyDeviceToDevice",
+        "hipLaunchKernel",
+        "Cijk_Ailk_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1",
+        "void at::native::elementwise_kernel<128, 4>",
+        "hipMemcpyAsync",
+    ]
     db.executemany("INSERT INTO rocpd_string(id, string) VALUES (?, ?)", list(enumerate(strings, start=1)))
     span = max(t1 - t0, 1_000_000)
     n = 30
@@ -104,19 +112,34 @@ def main():
         start = t0 + span * k // (n + 1)
         end = start + span // (3 * n)
         name_id = 6 if k % 2 == 0 else 7
-        db.execute("INSERT INTO rocpd_api VALUES (?,?,?,?,?,?,?)", (k + 1, proc.pid, proc.pid, start - 4000, start - 1000, 5, 1))
+        db.execute(
+            "INSERT INTO rocpd_api VALUES (?,?,?,?,?,?,?)",
+            (k + 1, proc.pid, proc.pid, start - 4000, start - 1000, 5, 1),
+        )
         db.execute("INSERT INTO rocpd_op VALUES (?,?,?,?,?,?,?,?,?)", (k + 1, 0, 0, k, "0x0", start, end, name_id, 2))
         db.execute("INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (?, ?)", (k + 1, k + 1))
-        db.execute("INSERT INTO rocpd_kernelapi VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                   (k + 1, "0x1", 262144, 1, 1, 256, 1, 1, 0, 0, "0x0", "", "", 0, name_id))
+        db.execute(
+            "INSERT INTO rocpd_kernelapi VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (k + 1, "0x1", 262144, 1, 1, 256, 1, 1, 0, 0, "0x0", "", "", 0, name_id),
+        )
     db.execute("INSERT INTO rocpd_op VALUES (?,?,?,?,?,?,?,?,?)", (n + 1, -1, -1, 0, "", t0, t1, 1, 3))
     db.execute("INSERT INTO rocpd_api VALUES (?,?,?,?,?,?,?)", (n + 1, proc.pid, proc.pid, t0 + 10, t0 + 900, 8, 1))
     db.execute("INSERT INTO rocpd_op VALUES (?,?,?,?,?,?,?,?,?)", (n + 2, 0, 0, n, "0x0", t0 + 1000, t0 + 60000, 8, 4))
     db.execute("INSERT INTO rocpd_api_ops(api_id, op_id) VALUES (?, ?)", (n + 1, n + 2))
-    db.execute("INSERT INTO rocpd_copyapi VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", (n + 1, "0x1", 1 << 20, 0, 0, 1, "0x2", "0x3", 0, 0, 0, 0))
-    db.executemany("INSERT INTO rocpd_metadata(tag, value) VALUES (?, ?)",
-                   [("schema_version", "2"), ("tool", "rocm-trace-lite"), ("version", VERSION), ("mode", mode),
-                    ("note", "lite mode skips packets that carry a completion signal; RCCL kernels are likely missing")])
+    db.execute(
+        "INSERT INTO rocpd_copyapi VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (n + 1, "0x1", 1 << 20, 0, 0, 1, "0x2", "0x3", 0, 0, 0, 0),
+    )
+    db.executemany(
+        "INSERT INTO rocpd_metadata(tag, value) VALUES (?, ?)",
+        [
+            ("schema_version", "2"),
+            ("tool", "rocm-trace-lite"),
+            ("version", VERSION),
+            ("mode", mode),
+            ("note", "lite mode skips packets that carry a completion signal; RCCL kernels are likely missing"),
+        ],
+    )
     db.execute("INSERT INTO rocpd_monitor VALUES (1, 'gpu', 0, 'sclk', ?, ?, '2100')", (t0, t1))
     db.commit()
     db.close()

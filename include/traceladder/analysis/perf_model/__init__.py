@@ -31,27 +31,67 @@ def _plain(fn):
 _UNARY = Model("UnaryElementwise", elementwise.unary_params, _plain(elementwise.unary_metrics))
 _BINARY = Model("BinaryElementwise", elementwise.binary_params, _plain(elementwise.binary_metrics))
 _NORM = Model("Normalization", norm.params, lambda name, p, bwd=False: norm.metrics(name, p))
-_REDUCE = Model("Reduce", reduce.params, lambda name, p, bwd=False: (reduce.metrics_bwd if bwd else reduce.metrics)(p), True)
+_REDUCE = Model(
+    "Reduce", reduce.params, lambda name, p, bwd=False: (reduce.metrics_bwd if bwd else reduce.metrics)(p), True
+)
 _SDPA = Model("SDPA", sdpa.params, lambda name, p, bwd=False: (sdpa.metrics_bwd if bwd else sdpa.metrics)(p), True)
 _CONV = Model("CONV", conv.params, conv.metrics, True)
 
 MODELS: dict[str, Model] = {}
-for _op in ("aten::copy", "aten::copy_", "aten::clamp_min", "aten::clamp_min_", "aten::clamp_max",
-            "aten::clamp_max_", "aten::sigmoid", "aten::rsqrt", "aten::silu", "aten::neg", "aten::pow"):
+for _op in (
+    "aten::copy",
+    "aten::copy_",
+    "aten::clamp_min",
+    "aten::clamp_min_",
+    "aten::clamp_max",
+    "aten::clamp_max_",
+    "aten::sigmoid",
+    "aten::rsqrt",
+    "aten::silu",
+    "aten::neg",
+    "aten::pow",
+):
     MODELS[_op] = _UNARY
-for _op in ("aten::div", "aten::div_", "aten::mul", "aten::mul_", "aten::add", "aten::add_",
-            "aten::sigmoid_backward", "aten::threshold_backward"):
+for _op in (
+    "aten::div",
+    "aten::div_",
+    "aten::mul",
+    "aten::mul_",
+    "aten::add",
+    "aten::add_",
+    "aten::sigmoid_backward",
+    "aten::threshold_backward",
+):
     MODELS[_op] = _BINARY
 for _kind in ("batch_norm", "layer_norm", "group_norm", "instance_norm"):
     for _pre in ("", "native_", "miopen_", "cudnn_"):
         MODELS[f"aten::{_pre}{_kind}"] = _NORM
         if _kind != "instance_norm":  # TraceLens's InstanceNormBwd always fails
             MODELS[f"aten::{_pre}{_kind}_backward"] = _NORM
-for _op in ("aten::_fused_rms_norm", "aten::rms_norm_backward", "aten::native_rms_norm_backward",
-            "aten::miopen_rms_norm_backward", "aten::cudnn_rms_norm_backward", "aten::_fused_rms_norm_backward"):
+for _op in (
+    "aten::_fused_rms_norm",
+    "aten::rms_norm_backward",
+    "aten::native_rms_norm_backward",
+    "aten::miopen_rms_norm_backward",
+    "aten::cudnn_rms_norm_backward",
+    "aten::_fused_rms_norm_backward",
+):
     MODELS[_op] = _NORM
-for _op in ("aten::sum", "aten::mean", "aten::max", "aten::min", "aten::norm", "aten::linalg_norm",
-            "aten::std", "aten::var", "aten::logsumexp", "aten::cumsum", "aten::cumprod", "aten::amin", "aten::amax"):
+for _op in (
+    "aten::sum",
+    "aten::mean",
+    "aten::max",
+    "aten::min",
+    "aten::norm",
+    "aten::linalg_norm",
+    "aten::std",
+    "aten::var",
+    "aten::logsumexp",
+    "aten::cumsum",
+    "aten::cumprod",
+    "aten::amin",
+    "aten::amax",
+):
     MODELS[_op] = _REDUCE
 for _op in sdpa.SDPA_OPS:
     MODELS[_op] = _SDPA

@@ -15,16 +15,33 @@ for _n, _names in {
     8: ["double", "long int"],
     4: ["float", "scalar", "int"],
     2: ["c10::half", "c10::bfloat16"],
-    1: ["c10::float8_e4m3fnuz", "c10::float8_e4m3fn", "c10::float8_e5m2", "c10::float8_e8m0fnu",
-        "unsigned char", "signed char", "fp8", "c10::float4_e2m1fn_x2", "fp4"],
+    1: [
+        "c10::float8_e4m3fnuz",
+        "c10::float8_e4m3fn",
+        "c10::float8_e5m2",
+        "c10::float8_e8m0fnu",
+        "unsigned char",
+        "signed char",
+        "fp8",
+        "c10::float4_e2m1fn_x2",
+        "fp4",
+    ],
 }.items():
     for _d in _names:
         _BPE[_d] = _n
 
 _PRECISION = {
-    "float": "fp32", "double": "fp64", "c10::half": "fp16", "c10::bfloat16": "bf16",
-    "c10::float8_e4m3fnuz": "fp8", "unsigned char": "fp8", "fp8": "fp8", "fp4": "fp4", "mxfp4": "fp4",
-    "c10::float4_e2m1fn_x2": "fp4", "c10::float8_e4m3fn": "fp8",
+    "float": "fp32",
+    "double": "fp64",
+    "c10::half": "fp16",
+    "c10::bfloat16": "bf16",
+    "c10::float8_e4m3fnuz": "fp8",
+    "unsigned char": "fp8",
+    "fp8": "fp8",
+    "fp4": "fp4",
+    "mxfp4": "fp4",
+    "c10::float4_e2m1fn_x2": "fp4",
+    "c10::float8_e4m3fn": "fp8",
 }
 
 

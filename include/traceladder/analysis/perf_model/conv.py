@@ -38,7 +38,7 @@ def params(name: str, args: dict) -> dict[str, Any]:
     transposed = {"True": True, "False": False}[ci[c + 3].strip()]
     out_pad = arg(4, 0)
     groups = int(ci[c + 5])
-    dt = tuple(ty[o:o + 2])
+    dt = tuple(ty[o : o + 2])
     if dt[0] != dt[1]:
         raise ValueError(f"input and weight dtypes differ: {dt}")
     try:
@@ -49,10 +49,19 @@ def params(name: str, args: dict) -> dict[str, Any]:
     if conv is None:
         raise ValueError(f"unknown convolution dimension {len(x)}")
     return {
-        "convNd": conv, "input_shape": x, "filter_shape": w, "dtype_input_weight": dt,
-        "input_stride": xs, "weight_stride": ws, "bias": bias, "stride": stride,
-        "padding": padding, "dilation": dilation, "transposed_conv": transposed,
-        "output_padding": out_pad, "groups": groups,
+        "convNd": conv,
+        "input_shape": x,
+        "filter_shape": w,
+        "dtype_input_weight": dt,
+        "input_stride": xs,
+        "weight_stride": ws,
+        "bias": bias,
+        "stride": stride,
+        "padding": padding,
+        "dilation": dilation,
+        "transposed_conv": transposed,
+        "output_padding": out_pad,
+        "groups": groups,
     }
 
 

@@ -42,7 +42,7 @@ def params(name: str, args: dict) -> dict[str, Any]:
     kind = name.rsplit("::", 1)[-1]
     for pre in ("native_", "miopen_", "cudnn_", "_fused_"):
         if kind.startswith(pre):
-            kind = kind[len(pre):]
+            kind = kind[len(pre) :]
             break
     if kind == "batch_norm":
         return _base(d, ty, st, 0, d[0][1], True, d[2] is not None, bool(ci[5]))

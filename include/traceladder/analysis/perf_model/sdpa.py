@@ -40,8 +40,16 @@ def params(name: str, args: dict) -> dict[str, Any]:
     c = ci[drop_i + 1]
     causal = c.lower() == "true" if c not in ("", "None") else False
     return {
-        "B": bq, "N_Q": nq, "H_Q": hq, "N_KV": nk, "H_KV": hk, "d_h_qk": dq, "d_h_v": dv,
-        "dropout": _float(ci[drop_i]), "causal": causal, "flash_impl": flash,
+        "B": bq,
+        "N_Q": nq,
+        "H_Q": hq,
+        "N_KV": nk,
+        "H_KV": hk,
+        "d_h_qk": dq,
+        "d_h_v": dv,
+        "dropout": _float(ci[drop_i]),
+        "causal": causal,
+        "flash_impl": flash,
         "dtype_A_B": tuple(args["Input type"][:2]),
     }
 
@@ -69,6 +77,13 @@ def metrics_bwd(p: dict) -> tuple[float, float | None, str]:
     flops += B * hq * (2 * nq * nk * dqk)
     flops += B * hq * (2 * nk * nq * dqk) + B * nk * dqk * (hq // hk - 1)
     flops = _causal(p, flops)
-    elems = (B * nq * hq * dqk + B * nk * hk * dqk + B * nk * hk * dv + B * nq * hq * dv
-             + B * nq * hq * dqk + B * nk * hk * dqk + B * nk * hk * dv)
+    elems = (
+        B * nq * hq * dqk
+        + B * nk * hk * dqk
+        + B * nk * hk * dv
+        + B * nq * hq * dv
+        + B * nq * hq * dqk
+        + B * nk * hk * dqk
+        + B * nk * hk * dv
+    )
     return flops, elems * 2, spec("matrix", p["dtype_A_B"][0])

@@ -329,7 +329,9 @@ def _load(paths: list[Path], want_gpn: bool, jobs: int = 1) -> tuple[dict[int, d
             raise MultiRankError(res["error"], rank_from_name(p), p)
         r = res["rank"]
         if r is None:
-            raise MultiRankError("no distributedInfo.rank and no rank in the file name (rank[R], rank-R, rank_R, rankR)", None, p)
+            raise MultiRankError(
+                "no distributedInfo.rank and no rank in the file name (rank[R], rank-R, rank_R, rankR)", None, p
+            )
         if r in by_rank:
             raise MultiRankError(f"duplicated rank: {by_rank[r]['path']} is rank {r} too", r, p)
         if res["world_size"] is not None:

@@ -120,9 +120,9 @@ def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
                 if mapped and size > 2:
                     return mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
                 data = bytearray(size)
-                data[:len(head)] = head
-                n = fh.readinto(memoryview(data)[len(head):]) if size > len(head) else 0
-                del data[len(head) + (n or 0):]
+                data[: len(head)] = head
+                n = fh.readinto(memoryview(data)[len(head) :]) if size > len(head) else 0
+                del data[len(head) + (n or 0) :]
     except EOFError:
         raise TraceError(path, "truncated gzip stream") from None
     except (zlib.error, gzip.BadGzipFile) as exc:
@@ -141,7 +141,7 @@ def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
 
 def looks_like_pytorch_json(data: bytes) -> bool:
     head = data[:4096].lstrip()
-    return head.startswith(b"{") and b"traceEvents" in data[:1 << 20] if head else False
+    return head.startswith(b"{") and b"traceEvents" in data[: 1 << 20] if head else False
 
 
 def _floats(it, n: int) -> np.ndarray:
@@ -162,8 +162,10 @@ class _Columns:
         self.pid_i = _Interner()
         self.tid_i = _Interner()
         self.stream_i = _Interner()
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in
-            ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")}
+        self.parts: dict[str, list[np.ndarray]] = {
+            k: []
+            for k in ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")
+        }
         self.raw_args: list = []
         self.no_link_codes: set[int] = set()
         self.meta_idx: list[int] = []
@@ -292,7 +294,7 @@ def _decode_slice(buf: bytearray, start: int, end: int) -> list[_Event]:
     buf[start - 1] = 0x5B  # [
     buf[end] = 0x5D  # ]
     try:
-        return msgspec.json.decode(memoryview(buf)[start - 1:end + 1], type=list[_Event])
+        return msgspec.json.decode(memoryview(buf)[start - 1 : end + 1], type=list[_Event])
     finally:
         buf[start - 1] = b0
         buf[end] = b1
@@ -347,7 +349,7 @@ def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
             if array_end < 0:
                 pos = nxt
     try:
-        rest = bytes(buf[:key_start]) + b'"traceEvents":[]' + bytes(buf[array_end + 1:])
+        rest = bytes(buf[:key_start]) + b'"traceEvents":[]' + bytes(buf[array_end + 1 :])
         doc = msgspec.json.decode(rest, type=_Trace)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
@@ -412,8 +414,13 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
     thread_names: dict[tuple[Any, Any], str] = {}
     process_names: dict[Any, str] = {}
     by_pid_tid: dict[Any, dict[Any, dict[str, Any]]] = {}
-    _ARG_OF = {"process_name": "name", "thread_name": "name", "process_labels": "labels",
-               "process_sort_index": "sort_index", "thread_sort_index": "sort_index"}
+    _ARG_OF = {
+        "process_name": "name",
+        "thread_name": "name",
+        "process_labels": "labels",
+        "process_sort_index": "sort_index",
+        "thread_sort_index": "sort_index",
+    }
     for i in cols.meta_idx:
         nm = name_i.values[name[i]]
         key = _ARG_OF.get(nm)

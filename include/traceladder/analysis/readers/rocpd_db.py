@@ -93,18 +93,21 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         raise TraceError(path, "rocpd database without rocpd_kernel_dispatch, rocpd_info_kernel_symbol or rocpd_string")
     cols = _columns(con, kd)
     if not {"start", "end", "kernel_id"} <= cols:
-        raise TraceError(path, f"rocpd schema_version {version}: kernel dispatches carry no start/end columns; "
-                               "rerun rocprofv3 with --output-format json")
+        raise TraceError(
+            path,
+            f"rocpd schema_version {version}: kernel dispatches carry no start/end columns; "
+            "rerun rocprofv3 with --output-format json",
+        )
     name_col = "COALESCE(NULLIF(s.display_name, ''), s.kernel_name, '')"
     kern = con.execute(
-        f"SELECT k.start, k.\"end\", k.agent_id, k.stream_id, {name_col}, k.kernel_id FROM {kd} k "
+        f'SELECT k.start, k."end", k.agent_id, k.stream_id, {name_col}, k.kernel_id FROM {kd} k '
         f"LEFT JOIN {syms} s ON s.id = k.kernel_id ORDER BY k.start, k.id"
     ).fetchall()
     copies = []
     mc = _source(names, "rocpd_memory_copy")
     if mc is not None:
         copies = con.execute(
-            f"SELECT c.start, c.\"end\", c.dst_agent_id, c.stream_id, str.string FROM {mc} c "
+            f'SELECT c.start, c."end", c.dst_agent_id, c.stream_id, str.string FROM {mc} c '
             f"LEFT JOIN {strings} str ON str.id = c.name_id ORDER BY c.start, c.id"
         ).fetchall()
     if not kern and not copies:

@@ -46,8 +46,13 @@ def _frame(path: Path, data: bytes, need: tuple[str, ...], want: tuple[str, ...]
         raise TraceError(path, f"broken rocprofv3 CSV: header lacks {', '.join(missing)}")
     use = [c for c in need + want if c in cols]
     try:
-        df = pd.read_csv(io.BytesIO(text), usecols=use, dtype={c: str for c in use if c not in ("Start_Timestamp", "End_Timestamp")},
-                         keep_default_na=False, engine="c")
+        df = pd.read_csv(
+            io.BytesIO(text),
+            usecols=use,
+            dtype={c: str for c in use if c not in ("Start_Timestamp", "End_Timestamp")},
+            keep_default_na=False,
+            engine="c",
+        )
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
         raise TraceError(path, f"broken rocprofv3 CSV ({str(exc).splitlines()[0]})") from None
     for c in ("Start_Timestamp", "End_Timestamp"):
@@ -76,9 +81,16 @@ def _memcpy_sibling(kpath: Path) -> Path | None:
 
 
 def _kernel_part(path: Path, data: bytes) -> dict:
-    df = _frame(path, data, ("Kernel_Name", "Start_Timestamp", "End_Timestamp"), ("Stream_Id", "Agent_Id", "Correlation_Id", "Queue_Id"))
+    df = _frame(
+        path,
+        data,
+        ("Kernel_Name", "Start_Timestamp", "End_Timestamp"),
+        ("Stream_Id", "Agent_Id", "Correlation_Id", "Queue_Id"),
+    )
     n = len(df)
-    stream = df["Stream_Id"].tolist() if "Stream_Id" in df else (df["Queue_Id"].tolist() if "Queue_Id" in df else [0] * n)
+    stream = (
+        df["Stream_Id"].tolist() if "Stream_Id" in df else (df["Queue_Id"].tolist() if "Queue_Id" in df else [0] * n)
+    )
     return {
         "cat": "kernel",
         "names": df["Kernel_Name"].tolist(),
@@ -91,7 +103,9 @@ def _kernel_part(path: Path, data: bytes) -> dict:
 
 
 def _copy_part(path: Path, data: bytes) -> dict:
-    df = _frame(path, data, ("Start_Timestamp", "End_Timestamp"), ("Direction", "Kind", "Stream_Id", "Destination_Agent_Id"))
+    df = _frame(
+        path, data, ("Start_Timestamp", "End_Timestamp"), ("Direction", "Kind", "Stream_Id", "Destination_Agent_Id")
+    )
     n = len(df)
     names = df["Direction"].tolist() if "Direction" in df else ["MEMORY_COPY"] * n
     stream = df["Stream_Id"].tolist() if "Stream_Id" in df else [0] * n
@@ -144,7 +158,9 @@ def read_rocprof_csv(path: Path, data: bytes) -> EventTable:
     path = Path(path)
     if not _is_kernel_csv(data):
         if b"Direction" in data[:65536].split(b"\n", 1)[0] or path.name.lower().endswith((_M, _M + ".gz")):
-            raise TraceError(path, "a rocprofv3 memory copy trace alone has no kernels: pass its kernel_trace.csv or the folder")
+            raise TraceError(
+                path, "a rocprofv3 memory copy trace alone has no kernels: pass its kernel_trace.csv or the folder"
+            )
         raise TraceError(path, "unrecognised rocprofv3 CSV (no Kernel_Name column): only kernel_trace.csv is an input")
     return _table(path, [(path, data)], [])
 

@@ -83,11 +83,17 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         hint = ""
         if any(t.startswith("rocpd_info") or t.startswith("rocpd_kernel_dispatch") for t in tables):
             hint = " (this looks like a rocprofv3 rocpd database: rerun rocprofv3 with --output-format json or csv)"
-        raise TraceError(path, f"SQLite database is neither rocm-trace-lite nor rpd schema: no {', '.join(sorted(need - tables))} table{hint}")
+        raise TraceError(
+            path,
+            f"SQLite database is neither rocm-trace-lite nor rpd schema: no {', '.join(sorted(need - tables))} table{hint}",
+        )
     op_cols = _columns(con, "rocpd_op")
     missing = [c for c in ("start", "end", "description_id", "opType_id") if c not in op_cols]
     if missing or not {"id", "string"} <= _columns(con, "rocpd_string"):
-        raise TraceError(path, f"SQLite database is neither rocm-trace-lite nor rpd schema: rocpd_op lacks {', '.join(missing) or 'nothing'}")
+        raise TraceError(
+            path,
+            f"SQLite database is neither rocm-trace-lite nor rpd schema: rocpd_op lacks {', '.join(missing) or 'nothing'}",
+        )
     meta: dict[str, str] = {}
     if "rocpd_metadata" in tables and {"tag", "value"} <= _columns(con, "rocpd_metadata"):
         meta = {str(t): str(v) for t, v in con.execute("SELECT tag, value FROM rocpd_metadata")}
@@ -148,5 +154,12 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         part("gpu_memset", fill, [r[6] for r in fill]),
     ]
     source = "rocm-trace-lite trace.db (lite mode)" if lite else f"RPD-style SQLite (schema v{schema})"
-    heavy = {"source": source, "init_time": None, "fini_time": None, "lite": lite, "schema_version": schema, "notes": []}
+    heavy = {
+        "source": source,
+        "init_time": None,
+        "fini_time": None,
+        "lite": lite,
+        "schema_version": schema,
+        "notes": [],
+    }
     return build_table(path, "rpd_sqlite", parts, heavy)

@@ -35,5 +35,11 @@ def _stats(a: np.ndarray) -> dict[str, float]:
     s = np.sort(a)
     h = n // 2
     med = float(s[h]) if n % 2 else float((s[h - 1] + s[h]) / 2)
-    return {"mean": float(a.mean()), "median": med, "std": float(a.std(ddof=1)) if n > 1 else math.nan,
-            "min": float(s[0]), "max": float(s[-1]), "sum": float(a.sum())}
+    return {
+        "mean": float(a.mean()),
+        "median": med,
+        "std": float(a.std(ddof=1)) if n > 1 else math.nan,
+        "min": float(s[0]),
+        "max": float(s[-1]),
+        "sum": float(a.sum()),
+    }

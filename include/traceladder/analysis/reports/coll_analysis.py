@@ -52,7 +52,15 @@ METADATA_FIELDS = [
     "stream",
 ]
 DTYPE_BYTES = {
-    "Float": 4, "Int": 4, "Long": 8, "BFloat16": 2, "Bool": 1, "Byte": 1, "Double": 8, "Half": 2, "Short": 2,
+    "Float": 4,
+    "Int": 4,
+    "Long": 8,
+    "BFloat16": 2,
+    "Bool": 1,
+    "Byte": 1,
+    "Double": 8,
+    "Half": 2,
+    "Short": 2,
 }
 EVENT_COLUMNS = ["rank", "ts", "dur", *METADATA_FIELDS, "In msg size (MB)", "Out msg size (MB)", "name", "event"]
 #: one rank's collectives grouped by what identifies them (rank, then every metadata field)
@@ -155,7 +163,12 @@ def coll_analysis_frame(events):
     df["Process Group Name"] = "all" if (pg_missing and one_stream) else pg.where(pg.notna(), "Unknown_Group")
     df = df.infer_objects()
     g = df.groupby(_GROUP).agg(
-        {"In msg size (MB)": "first", "Out msg size (MB)": "first", "dur": ["sum", "mean", "std", "min", "max"], "ts": "count"}
+        {
+            "In msg size (MB)": "first",
+            "Out msg size (MB)": "first",
+            "dur": ["sum", "mean", "std", "min", "max"],
+            "ts": "count",
+        }
     )
     g.columns = ["_".join(c).strip() for c in g.columns.values]
     g = g.rename(columns={"ts_count": "operation_count"})
@@ -184,7 +197,8 @@ def coll_analysis_table(records: list[dict[str, Any]]) -> Table:
     label = "all" if (pg_missing and one_stream) else None
     # a key column holding numbers and missing cells is float64 in pandas: it stays so
     float_cols = frozenset(
-        c for c in _GROUP
+        c
+        for c in _GROUP
         if any(is_missing(r[c]) for r in records)
         and all(isinstance(r[c], (int, float)) and not isinstance(r[c], bool) for r in records if not is_missing(r[c]))
         and any(not is_missing(r[c]) for r in records)

@@ -82,7 +82,7 @@ def _params(name: str, args: dict) -> dict[str, Any]:
     dims = args["Input Dims"]
     A, Bm = dims[a], dims[a + 1]
     types = args["Input type"]
-    dtype_A_B = tuple(types[a:a + 2])
+    dtype_A_B = tuple(types[a : a + 2])
     strides = args.get("Input Strides")
     if strides is None:
         stride_A = stride_B = None
@@ -91,10 +91,27 @@ def _params(name: str, args: dict) -> dict[str, Any]:
     if kind == _BATCHED:
         b, m, k = A
         n = Bm[2]
-        return {"B": b, "M": m, "N": n, "K": k, "bias": bias, "stride_A": stride_A, "stride_B": stride_B, "dtype_A_B": dtype_A_B}
+        return {
+            "B": b,
+            "M": m,
+            "N": n,
+            "K": k,
+            "bias": bias,
+            "stride_A": stride_A,
+            "stride_B": stride_B,
+            "dtype_A_B": dtype_A_B,
+        }
     if kind == _SCALED:
         bias = len(dims) == 3
-    return {"M": A[0], "N": Bm[1], "K": A[1], "bias": bias, "stride_A": stride_A, "stride_B": stride_B, "dtype_A_B": dtype_A_B}
+    return {
+        "M": A[0],
+        "N": Bm[1],
+        "K": A[1],
+        "bias": bias,
+        "stride_A": stride_A,
+        "stride_B": stride_B,
+        "dtype_A_B": dtype_A_B,
+    }
 
 
 def _flops_bytes(name: str, p: dict) -> tuple[float, float | None]:
@@ -194,7 +211,7 @@ def _compute_per_event(t: EventTable, cpu_time: bool = False) -> list[dict]:
             p = _params(name, a)
         except Exception:  # noqa: BLE001, S112 - TraceLens drops ops whose perf model fails
             continue
-        kl = k_sorted[bounds[j]:bounds[j + 1]]
+        kl = k_sorted[bounds[j] : bounds[j + 1]]
         if "B" not in p:
             p["B"] = 1
         for kn in t.names_of(kl):
@@ -262,9 +279,19 @@ def _kernel_stats(t: EventTable, kernel_lists: list[np.ndarray]) -> list[dict]:
     res = []
     for (nm, s), ds in out.items():
         st = _stats(ds)
-        res.append({"name": nm, "stream": s, "count": len(ds), "total_duration_us": float(sum(ds)),
-                    "mean_duration_us": st["mean"], "median_duration_us": st["median"],
-                    "std_dev_duration_us": st["std"], "min_duration_us": st["min"], "max_duration_us": st["max"]})
+        res.append(
+            {
+                "name": nm,
+                "stream": s,
+                "count": len(ds),
+                "total_duration_us": float(sum(ds)),
+                "mean_duration_us": st["mean"],
+                "median_duration_us": st["median"],
+                "std_dev_duration_us": st["std"],
+                "min_duration_us": st["min"],
+                "max_duration_us": st["max"],
+            }
+        )
     return res
 
 
@@ -298,10 +325,20 @@ def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
         rec["Compute Spec"] = _first([r["Compute Spec"] for r in rs])
         ks = _kernel_stats(t, [r["kernels"] for r in rs])
         rec["kernel_details__summarize_kernel_stats"] = str(ks) if ks else None
-        rec["trunc_kernel_details"] = str([
-            {"name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"], "stream": k["stream"],
-             "mean_duration_us": round(k["mean_duration_us"], 2)} for k in ks
-        ]) if ks else None
+        rec["trunc_kernel_details"] = (
+            str(
+                [
+                    {
+                        "name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"],
+                        "stream": k["stream"],
+                        "mean_duration_us": round(k["mean_duration_us"], 2),
+                    }
+                    for k in ks
+                ]
+            )
+            if ks
+            else None
+        )
         for c in _ARG_COLS:
             rec[f"{c}_first"] = _first([r[c] for r in rs])
         kt = [r["Kernel Time (µs)"] for r in rs]
@@ -332,17 +369,19 @@ def gemm_rates(t: EventTable, cpu_time: bool = False, top: int = 10, rows_frame:
     for r in df.records(top):
         tf = r["TFLOPS/s_mean"]
         dt = r.get("param: dtype_A_B")
-        res.append({
-            "name": str(r["name"]),
-            "M": _int(r.get("param: M")),
-            "N": _int(r.get("param: N")),
-            "K": _int(r.get("param: K")),
-            "B": _int(r.get("param: B")),
-            "dtype": _dtype(dt),
-            "count": int(r["name_count"]),
-            "time_ms": float(r["Kernel Time (µs)_sum"]) / 1e3,
-            "tflops_mean": float(tf) if isinstance(tf, float) and math.isfinite(tf) else None,
-        })
+        res.append(
+            {
+                "name": str(r["name"]),
+                "M": _int(r.get("param: M")),
+                "N": _int(r.get("param: N")),
+                "K": _int(r.get("param: K")),
+                "B": _int(r.get("param: B")),
+                "dtype": _dtype(dt),
+                "count": int(r["name_count"]),
+                "time_ms": float(r["Kernel Time (µs)_sum"]) / 1e3,
+                "tflops_mean": float(tf) if isinstance(tf, float) and math.isfinite(tf) else None,
+            }
+        )
     return res
 
 

@@ -70,7 +70,11 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
         else:
             lname = t.names[t.name[r]]
             low = lname.lower()
-            cat = "graph" if ("cudagraph" in low or "graphlaunch" in low) else ("runtime" if lname and low != "nan" else None)
+            cat = (
+                "graph"
+                if ("cudagraph" in low or "graphlaunch" in low)
+                else ("runtime" if lname and low != "nan" else None)
+            )
             res = (cat, lname)
         memo[r] = res
         return res
@@ -90,7 +94,9 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
     group_cols = GROUP_COLS if with_parent else [c for c in GROUP_COLS if c != "Parent cpu_op"]
     # groupby(dropna=False): None is a key like any other
     groups: dict[tuple, list[int]] = {}
-    for j, key in enumerate(zip(cats, parents, t.names_of(kidx), streams) if with_parent else zip(cats, t.names_of(kidx), streams)):
+    for j, key in enumerate(
+        zip(cats, parents, t.names_of(kidx), streams) if with_parent else zip(cats, t.names_of(kidx), streams)
+    ):
         groups.setdefault(key, []).append(j)
     dur = t.dur[kidx]
     total_k = float(dur.sum())
@@ -98,14 +104,23 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
     for key, members in groups.items():
         d = dur[members]
         sm = math.fsum(d.tolist())  # pandas' group sums are compensated (Kahan)
-        rows.append([*key, sm, len(members), sm / len(members), float(d.min()), float(d.max()),
-                     sm / total_k * 100 if total_k > 0 else float("nan"),
-                     sm / total_time_us * 100 if total_time_us else float("nan")])
+        rows.append(
+            [
+                *key,
+                sm,
+                len(members),
+                sm / len(members),
+                float(d.min()),
+                float(d.max()),
+                sm / total_k * 100 if total_k > 0 else float("nan"),
+                sm / total_time_us * 100 if total_time_us else float("nan"),
+            ]
+        )
     nk = len(group_cols)
     # streams: ints, or float64 when some kernel has none (pandas' dtype for the key)
     float_cols = frozenset({"Kernel stream"}) if any(s is None for s in streams) else frozenset()
     rows = [rows[i] for i in pandas_desc_order([r[nk] for r in rows]).tolist()]
-    return Table(group_cols + COLUMNS[len(GROUP_COLS):], rows, float_cols)
+    return Table(group_cols + COLUMNS[len(GROUP_COLS) :], rows, float_cols)
 
 
 def write_csv(t: EventTable, tl: Timeline, out_dir: Path, launchers: Launchers | None = None) -> Table:

@@ -160,8 +160,14 @@ EMPTY_COLUMNS = {
     + [f"dur_{a}" for a in _LONG_AGG]
     + ["operation_count"],
     "nccl_implicit_sync": _SYNC_GENERAL,
-    "nccl_summary_implicit_sync": ["Collective name", "dtype", "In msg nelems", "Process Group Name", "Group size",
-                                   "Full msg size (MB)"]
+    "nccl_summary_implicit_sync": [
+        "Collective name",
+        "dtype",
+        "In msg nelems",
+        "Process Group Name",
+        "Group size",
+        "Full msg size (MB)",
+    ]
     + [f"{m}_{a}" for m in ("comm_latency", "skew in start time", "skew in end time") for a in SUMMARY_AGG]
     + ["count", "Total comm latency (ms)"],
     "straggler_summary": _STRAGGLER_COLUMNS,
@@ -203,9 +209,7 @@ def build_long(rows: list[dict]) -> tuple[pd.DataFrame, bool]:
         df["collective_id"] = df["index_in_group"].astype(str)
     else:
         df["Process Group Name"] = df["Process Group Name"].fillna("Unknown_Group")
-        df["index_in_group"] = (
-            df.groupby(["Process Group Name", "rank"])["ts"].rank(method="first").astype(int) - 1
-        )
+        df["index_in_group"] = df.groupby(["Process Group Name", "rank"])["ts"].rank(method="first").astype(int) - 1
         df["collective_id"] = df["Process Group Name"].astype(str) + "_" + df["index_in_group"].astype(str)
     return df[LONG_COLUMNS], simplified
 
@@ -435,7 +439,9 @@ def all2allv(df_long: pd.DataFrame) -> pd.DataFrame:
         row["max_rank_dur (us)"] = max(durs)
         row["min_rank_dur (us)"] = min(durs)
         row["avg_rank_dur (us)"] = sum(durs) / len(ranks)
-        row["throughput (GB/s)"] = (row["total data communicated (MB)"] / 1024) / (wall / 1e6) if wall > 0 else float("nan")
+        row["throughput (GB/s)"] = (
+            (row["total data communicated (MB)"] / 1024) / (wall / 1e6) if wall > 0 else float("nan")
+        )
         tps = [(s / 1024) / (d / 1e6) for s, d in zip(sizes, durs) if s > 0 and d > 0]
         row["max_rank_throughput (GB/s)"] = max(tps) if tps else float("nan")
         row["min_rank_throughput (GB/s)"] = min(tps) if tps else float("nan")
@@ -512,4 +518,3 @@ def add_node_columns(df: pd.DataFrame, gpus_per_node: int) -> pd.DataFrame:
         spans = {v: _span(v, gpus_per_node) for v in df["Process Group Ranks"].unique()}
         df["node_span"] = df["Process Group Ranks"].map(spans)
     return df
-

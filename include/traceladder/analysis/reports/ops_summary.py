@@ -61,6 +61,7 @@ BY_CATEGORY_COLUMNS = [
     "Cumulative Percentage (%)",
 ]
 
+
 @dataclass
 class Launchers:
     """One row per launcher event, in launcher start-time order (TraceLens's order)."""
@@ -155,7 +156,7 @@ def gpu_launchers(t: EventTable) -> Launchers:
     korder = np.lexsort((t.ts[gpu_idx], g))  # stable within launcher, kernels in file order
     sorted_k = gpu_idx[korder]
     bounds = np.searchsorted(g[korder], np.arange(nL + 1))
-    kernel_lists = [sorted_k[bounds[i]:bounds[i + 1]] for i in range(nL)]
+    kernel_lists = [sorted_k[bounds[i] : bounds[i + 1]] for i in range(nL)]
     names = t.names_of(order)
     cats = []
     for i in range(nL):
@@ -239,15 +240,21 @@ def ops_summary_table(launchers: Launchers) -> Table:
     recs = []
     for nm in sorted(groups):
         m = groups[nm]
-        recs.append((nm, math.fsum(direct[m].tolist()), math.fsum(subtree[m].tolist()), len(m),
-                     str(sorted({launchers.categories[i] for i in m}))))
+        recs.append(
+            (
+                nm,
+                math.fsum(direct[m].tolist()),
+                math.fsum(subtree[m].tolist()),
+                len(m),
+                str(sorted({launchers.categories[i] for i in m})),
+            )
+        )
     recs = [recs[i] for i in pandas_desc_order([r[1] for r in recs]).tolist()]
     ms = [r[1] / 1000 for r in recs]
     total_ms = float(np.sum(ms))
     pct = [x / total_ms * 100 for x in ms]
     cum = _cumulative(pct)
-    rows = [[nm, d, sub, d / 1000, sub / 1000, c, cats, p, cp]
-            for (nm, d, sub, c, cats), p, cp in zip(recs, pct, cum)]
+    rows = [[nm, d, sub, d / 1000, sub / 1000, c, cats, p, cp] for (nm, d, sub, c, cats), p, cp in zip(recs, pct, cum)]
     return Table(list(OPS_SUMMARY_COLUMNS), rows)
 
 

@@ -65,7 +65,9 @@ def _summarize_kernels(t: EventTable, lists: list[np.ndarray], flat: np.ndarray)
     tmpl = lists[0]
     m = len(tmpl)
     same = lists if all(len(k) == m for k in lists) else [k for k in lists if len(k) == m]
-    d = np.ascontiguousarray(t.dur[flat if same is lists else np.concatenate(same)].reshape(len(same), m).T)  # positions x rows
+    d = np.ascontiguousarray(
+        t.dur[flat if same is lists else np.concatenate(same)].reshape(len(same), m).T
+    )  # positions x rows
     total, mean, med, std = np.sum(d, axis=1), np.mean(d, axis=1), np.median(d, axis=1), np.std(d, axis=1)
     lo, hi = np.min(d, axis=1), np.max(d, axis=1)
     names = t.names_of(tmpl)
@@ -73,17 +75,19 @@ def _summarize_kernels(t: EventTable, lists: list[np.ndarray], flat: np.ndarray)
     out = []
     for i in range(len(tmpl)):
         s = streams[i]
-        out.append({
-            "name": names[i],
-            "stream": None if s < 0 else t.streams[s],
-            "count": len(same),
-            "total_duration_us": total[i],
-            "mean_duration_us": mean[i],
-            "median_duration_us": med[i],
-            "std_dev_duration_us": std[i],
-            "min_duration_us": lo[i],
-            "max_duration_us": hi[i],
-        })
+        out.append(
+            {
+                "name": names[i],
+                "stream": None if s < 0 else t.streams[s],
+                "count": len(same),
+                "total_duration_us": total[i],
+                "mean_duration_us": mean[i],
+                "median_duration_us": med[i],
+                "std_dev_duration_us": std[i],
+                "min_duration_us": lo[i],
+                "max_duration_us": hi[i],
+            }
+        )
     out.sort(key=lambda x: (x["total_duration_us"], x["name"]))
     return out
 
@@ -91,11 +95,19 @@ def _summarize_kernels(t: EventTable, lists: list[np.ndarray], flat: np.ndarray)
 def _trunc(ks: list[dict] | None) -> list[dict] | None:
     if not ks:
         return None
-    return [{"name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"], "stream": k["stream"],
-             "mean_duration_us": round(k["mean_duration_us"], 2)} for k in ks]
+    return [
+        {
+            "name": k["name"][:64] + "..." if len(k["name"]) > 64 else k["name"],
+            "stream": k["stream"],
+            "mean_duration_us": round(k["mean_duration_us"], 2),
+        }
+        for k in ks
+    ]
 
 
-def group_by_args(t: EventTable, idx: np.ndarray, names: list[str], cats: list[str]) -> tuple[list[tuple], list[list[int]]]:
+def group_by_args(
+    t: EventTable, idx: np.ndarray, names: list[str], cats: list[str]
+) -> tuple[list[tuple], list[list[int]]]:
     """TraceLens's grouping of rows by the ``str`` of name, category, process/thread
     names and the four args: (values of each group, positions of its rows in order).
 
@@ -116,9 +128,14 @@ def group_by_args(t: EventTable, idx: np.ndarray, names: list[str], cats: list[s
             pid, tid = t.pids[pids[j]], t.tids[tids[j]]
             pm = meta.get(pid, {})
             a = oa.args(k)
-            v = (names[j], cats[j], pm.get(0, {}).get("process_name", "Unknown"),
-                 pm.get(0, {}).get("process_labels", "Unknown"), pm.get(tid, {}).get("thread_name", "Unknown"),
-                 *(_tuple(a[c]) if c in a else None for c in _ARGS))
+            v = (
+                names[j],
+                cats[j],
+                pm.get(0, {}).get("process_name", "Unknown"),
+                pm.get(0, {}).get("process_labels", "Unknown"),
+                pm.get(tid, {}).get("thread_name", "Unknown"),
+                *(_tuple(a[c]) if c in a else None for c in _ARGS),
+            )
             tk = tuple(str(x) for x in v)
             g = groups.get(tk)
             if g is None:
@@ -140,7 +157,9 @@ def unique_args_frame(t: EventTable, la: Launchers) -> Table:
     values, members = group_by_args(t, la.idx, la.names, la.categories)
     recs = []
     for v, js in zip(values, members):
-        rec: dict[str, Any] = dict(zip(("name", "op category", "process_name", "process_label", "thread_name") + _ARGS, v))
+        rec: dict[str, Any] = dict(
+            zip(("name", "op category", "process_name", "process_label", "thread_name") + _ARGS, v)
+        )
         rec["operation_count"] = len(js)
         d = stats(la.direct_us[js])
         s = stats(la.subtree_us[js])

@@ -158,7 +158,7 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
         gi, kernels = _subtree_kernels(t, ops)
         keep = np.ones(n, dtype=bool)
     busy, k_sorted, bounds = _kernels_by_op(t, n, gi, kernels)
-    klists = [k_sorted[bounds[j]:bounds[j + 1]] for j in range(n)]
+    klists = [k_sorted[bounds[j] : bounds[j + 1]] for j in range(n)]
     sel = np.flatnonzero(keep)
     return Rows(ops[sel], grp[sel], busy[sel], [klists[j] for j in sel.tolist()], groups)
 
@@ -220,7 +220,7 @@ def summarize(t: EventTable, rows: Rows) -> Table:
     order = np.argsort(sg, kind="stable")
     bounds = np.searchsorted(sg[order], np.arange(len(sg_key) + 1))
     for key, s in sg_key.items():
-        js = order[bounds[s]:bounds[s + 1]]  # ops of this row, UID order
+        js = order[bounds[s] : bounds[s + 1]]  # ops of this row, UID order
         rec: dict[str, Any] = {"name": key[0]}
         for k, v in zip(keys, key[1:]):
             rec[f"param: {k}"] = v
@@ -287,7 +287,9 @@ def perf_frames(t: EventTable) -> dict[str, Table]:
         if not sel.size:
             continue
         rows = _subset(all_rows, row_fam == sheet)
-        is_bwd_op = np.isin(t.name[rows.ops], np.asarray([t.names.index(n) for n in pm.BWD_OPS if n in t.names] or [-1]))
+        is_bwd_op = np.isin(
+            t.name[rows.ops], np.asarray([t.names.index(n) for n in pm.BWD_OPS if n in t.names] or [-1])
+        )
         out[f"{sheet}_fwd"] = summarize(t, _subset(rows, ~is_bwd_op))
         skip = {n for n in pm.FWD_ONLY_OPS | pm.BWD_OPS}
         bsel = np.asarray([j for j in sel.tolist() if names[j] not in skip], dtype=np.int64)
@@ -297,7 +299,9 @@ def perf_frames(t: EventTable) -> dict[str, Table]:
             if links:
                 bwd_df = summarize(t, _rows(t, ops[bsel], True, links))
         tail = summarize(t, _subset(rows, is_bwd_op))
-        out[f"{sheet}_bwd"] = concat(bwd_df, tail) if not bwd_df.empty and not tail.empty else (tail if bwd_df.empty else bwd_df)
+        out[f"{sheet}_bwd"] = (
+            concat(bwd_df, tail) if not bwd_df.empty and not tail.empty else (tail if bwd_df.empty else bwd_df)
+        )
     return {k: v for k, v in out.items() if not v.empty}
 
 
@@ -312,6 +316,7 @@ def headlines(frames: dict[str, Table]) -> dict[str, dict[str, Any]]:
     """analysis.json's ``perf_sheets``: per sheet, the op count, kernel time and the
     achieved rates over the whole sheet (total modelled work / total kernel time)."""
     res: dict[str, dict[str, Any]] = {}
+
     def col(df: Table, c: str) -> np.ndarray:
         return np.asarray([np.nan if v is None else v for v in df.column(c)], dtype=np.float64)
 
@@ -329,7 +334,10 @@ def headlines(frames: dict[str, Table]) -> dict[str, dict[str, Any]]:
             "kernel_time_ms": secs * 1e3,
             "tflops_per_s": gflop / 1e3 / secs if secs > 0 else None,
             "tb_per_s": tbytes / secs if secs > 0 and known.any() else None,
-            "top": {"name": str(top["name"]), "count": int(top["name_count"]),
-                    "kernel_time_ms": float(top["Kernel Time (µs)_sum"]) / 1e3},
+            "top": {
+                "name": str(top["name"]),
+                "count": int(top["name_count"]),
+                "kernel_time_ms": float(top["Kernel Time (µs)_sum"]) / 1e3,
+            },
         }
     return res

@@ -36,8 +36,12 @@ THRESHOLD_US = 10.0
 BINS = 100
 HIST_COLUMNS = ["bin_start", "bin_end", "count"]
 _SUM = "Short Kernel duration (µs) sum"
-STAT_COLUMNS = [_SUM, "Short Kernel count", "Short Kernel duration (µs) mean",
-                "Short Kernel duration (µs) percent of total time"]
+STAT_COLUMNS = [
+    _SUM,
+    "Short Kernel count",
+    "Short Kernel duration (µs) mean",
+    "Short Kernel duration (µs) percent of total time",
+]
 KEY_COLUMNS = ["Parent cpu_op", "Input dims", "Input strides", "Concrete Inputs", "Kernel name"]
 
 
@@ -75,8 +79,9 @@ def _as_tuple(v):
     return tuple(_as_tuple(x) for x in v) if isinstance(v, list) else v
 
 
-def short_kernel_tables(t: EventTable, total_time_us: float, gpu_only: bool,
-                        threshold_us: float = THRESHOLD_US, bins: int = BINS):
+def short_kernel_tables(
+    t: EventTable, total_time_us: float, gpu_only: bool, threshold_us: float = THRESHOLD_US, bins: int = BINS
+):
     """(histogram rows, summary header, summary rows), rows as lists of Python values."""
     kidx = np.flatnonzero(t.is_cat("kernel"))
     dur = t.dur[kidx]

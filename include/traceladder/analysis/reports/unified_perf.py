@@ -70,7 +70,7 @@ class _Tree:
 
     def kids(self, e: int) -> list[int]:
         """cpu_op children of e, by start time."""
-        return self._kid[self._kid_lo[e]:self._kid_hi[e]].tolist()
+        return self._kid[self._kid_lo[e] : self._kid_hi[e]].tolist()
 
     def __init__(self, t: EventTable):
         self.t = t
@@ -248,7 +248,7 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
 
     # kernels per collected op, in link order; perf metrics of the modelled ones
     bounds = np.searchsorted(g, np.arange(ev.size + 1))
-    klists = [k[bounds[j]:bounds[j + 1]] for j in range(ev.size)]
+    klists = [k[bounds[j] : bounds[j + 1]] for j in range(ev.size)]
     busy = grouped_busy(g, t.ts[k], t.ts[k] + t.dur[k], ev.size)
     nev = len(events)
     all_idx = np.asarray(events + [p for p, _ in synth], dtype=np.int64)
@@ -260,7 +260,7 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
     klist = list(klists)
     kts = np.empty(n)
     kts[:nev] = busy
-    for (p_, kern) in synth:
+    for p_, kern in synth:
         names.append(f"{t.name_of(p_)}->{t.name_of(kern)} (Synthetic Op)")
         klist.append(np.asarray([kern], dtype=np.int64))
     if ns:
@@ -301,7 +301,9 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
     specs: list[str | None] = [None] * n
     any_metrics = False
 
-    def fill(rows_ops: np.ndarray, arr: dict, grp_params: list, grp_specs: list, key: np.ndarray, sel: np.ndarray) -> bool:
+    def fill(
+        rows_ops: np.ndarray, arr: dict, grp_params: list, grp_specs: list, key: np.ndarray, sel: np.ndarray
+    ) -> bool:
         """Copy the metrics of ``rows_ops`` into the ops at ``sel`` whose ``key`` event
         is among them."""
         pos = np.full(len(t), -1, dtype=np.int64)
@@ -328,8 +330,14 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
         grows = gemm._per_event(t)
         if grows:
             garr = {c: np.asarray([r[c] for r in grows], dtype=np.float64) for c in _METRIC_COLS}
-            any_metrics |= fill(np.asarray([r["UID"] for r in grows], dtype=np.int64), garr,
-                                [r["params"] for r in grows], [r["Compute Spec"] for r in grows], evs, np.flatnonzero(is_gemm))
+            any_metrics |= fill(
+                np.asarray([r["UID"] for r in grows], dtype=np.int64),
+                garr,
+                [r["params"] for r in grows],
+                [r["Compute Spec"] for r in grows],
+                evs,
+                np.flatnonzero(is_gemm),
+            )
     model_sel = np.flatnonzero(own & ~is_gemm)
     if model_sel.size:
         mr = ps.model_rows(t)
@@ -356,9 +364,18 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
                 rec[c] = ps._first_of(cols[c][js])
             rec["Compute Spec"] = _first([specs[j] for j in js])
             tb, tf = stats(cols["TB/s"][js]), stats(cols["TFLOPS/s"][js])
-            rec["TB/s_mean"], rec["TB/s_std"], rec["TFLOPS/s_mean"], rec["TFLOPS/s_std"] = tb["mean"], tb["std"], tf["mean"], tf["std"]
+            rec["TB/s_mean"], rec["TB/s_std"], rec["TFLOPS/s_mean"], rec["TFLOPS/s_std"] = (
+                tb["mean"],
+                tb["std"],
+                tf["mean"],
+                tf["std"],
+            )
         kt = stats(kts[js])
-        rec["Kernel Time (µs)_mean"], rec["Kernel Time (µs)_std"], rec["Kernel Time (µs)_sum"] = kt["mean"], kt["std"], kt["sum"]
+        rec["Kernel Time (µs)_mean"], rec["Kernel Time (µs)_std"], rec["Kernel Time (µs)_sum"] = (
+            kt["mean"],
+            kt["std"],
+            kt["sum"],
+        )
         for s_ in ("median", "min", "max"):
             rec[f"duration_us_{s_}"] = d[s_]
         if has_model:

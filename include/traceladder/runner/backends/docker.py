@@ -33,9 +33,15 @@ if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerS
 DEFAULT_PRIMUS_PATH = "/workspace/Primus"
 # lens -> (the executable its wrapper needs, the one-line fix when the runner image lacks it)
 LENS_TOOLS = {
-    "rocprofv3": ("rocprofv3", "rocprofv3 is not on PATH in the runner image (it ships with ROCm in rocm/primus; check BASE_IMAGE)"),
-    "rocm_trace_lite": ("rtl", "rtl is not in the runner image: put the rocm_trace_lite wheel (GitHub release) in docker/wheels/ "
-                               "or pass --build-arg RTL_WHEEL=<wheel URL>, and rebuild the runner image"),
+    "rocprofv3": (
+        "rocprofv3",
+        "rocprofv3 is not on PATH in the runner image (it ships with ROCm in rocm/primus; check BASE_IMAGE)",
+    ),
+    "rocm_trace_lite": (
+        "rtl",
+        "rtl is not in the runner image: put the rocm_trace_lite wheel (GitHub release) in docker/wheels/ "
+        "or pass --build-arg RTL_WHEEL=<wheel URL>, and rebuild the runner image",
+    ),
 }
 
 
@@ -61,7 +67,15 @@ def lens_preflight(spec: RungSpec) -> None:
 def lens_wrapper(spec: RungSpec, workspace: Path) -> list[str]:
     """The collector prefix: madengine prepends each tool's command (the last tool outermost)."""
     if spec.lens == "rocprofv3":
-        return ["rocprofv3", "--runtime-trace", "--output-format", "json", "-d", str(collector_dir(workspace, spec.lens)), "--"]
+        return [
+            "rocprofv3",
+            "--runtime-trace",
+            "--output-format",
+            "json",
+            "-d",
+            str(collector_dir(workspace, spec.lens)),
+            "--",
+        ]
     if spec.lens == "rocm_trace_lite":
         return ["rtl", "trace", "--mode", "lite", "-o", str(collector_dir(workspace, spec.lens) / "trace.db")]
     return []  # torch lenses are Primus's own profiler keys, already in model_args
