@@ -5,10 +5,13 @@
   random, so the trials are independent and the Clopper-Pearson interval applies.
 - verdicts_aa_real: real A/A ladders (two rungs with identical settings, 3 shuffled blocks),
   each from its own disjoint runs: the 48 stored runs of proxy_noise.json and fresh runs.
-- verdicts_power: fraction of `slower` verdicts at +5% and +10% step time at the default repeats,
-  and the repeats that give 80% at +10%; under the fitted model and under the same model scaled
-  to the issue's 4% run-level target. Calibrated through the noise model: the proxy has no
-  `extra_work_pct` positive control on this branch.
+- verdicts_power_real: power from real runs of the positive control. Real ladders of
+  proxy-power.yaml (baseline, +5% and +10% extra matmul work) at the default 3 shuffled blocks, each
+  judged by the summary's own code (summary/verdicts.py): the fraction of `slower` verdicts per
+  rung, the step-time change the control really made (all ladders' runs pooled, >= 30 per rung),
+  and the repeats that would give 80% power at +10% from the residual the real runs showed.
+- verdicts_power: the same fractions from the noise model, under the fitted model and under the
+  same model scaled to the issue's 4% run-level target.
 - verdicts_mde: the MDE of every rung of proxy-local at its default repeats.
 
 The machine these run on is shared: the fitted noise is that machine's, busy or not (the stored
@@ -31,6 +34,7 @@ from benchmarks.common import REPO, Context, Row
 SIM_LADDERS = 2000
 POWER_LADDERS = 1000
 REAL_FRESH_LADDERS = int(os.environ.get("TRACELADDER_BENCH_AA_LADDERS", "4"))  # 6 proxy runs each
+POWER_REAL_LADDERS = int(os.environ.get("TRACELADDER_BENCH_POWER_LADDERS", "12"))  # 9 proxy runs each
 AA_BLOCKS = 3
 TARGET_UPPER = 0.065
 
@@ -190,6 +194,98 @@ def _repeats_for(model, pct: float, ladders: int, limit: int = 24) -> int | None
     return hi
 
 
+def _power_ladder(k: int, out: str) -> tuple[dict, dict[str, dict]]:
+    """One real proxy-power ladder: its plan (seed k) and every run's result, in execution order."""
+    from traceladder.config.loader import ladders_dir, load_ladder
+    from traceladder.plan import build_plan, execution_order
+
+    specs = execution_order(build_plan(load_ladder(ladders_dir() / "proxy-power.yaml"), seed=k))
+    results = {}
+    for spec in specs:
+        argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", f"power{k}", "--out", out]
+        proc = subprocess.run(
+            [sys.executable, "-m", "traceladder.cli", *argv],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": str(REPO / "include")},
+        )
+        results[spec.rung_id] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"specs": [json.loads(s.to_json()) for s in specs]}, results
+
+
+def _pooled(ladders: list[tuple[dict, dict[str, dict]]]) -> tuple[dict, dict[str, dict]]:
+    """All ladders as one design whose blocks are (ladder, block): the control's real step-time
+    change from every run, with each block's drift removed."""
+    specs, results = [], {}
+    for k, (plan, ladder_results) in enumerate(ladders):
+        for spec in plan["specs"]:
+            rid = f"{k}/{spec['rung_id']}"
+            specs.append({**spec, "rung_id": rid, "block": k * 100 + spec["block"]})
+            results[rid] = ladder_results[spec["rung_id"]]
+    return {"specs": specs}, results
+
+
+def bench_verdicts_power_real(ctx: Context) -> list[Row]:
+    from traceladder.summary.stats import t_quantile
+    from traceladder.summary.verdicts import rung_verdicts
+
+    count = 2 if ctx.quick else POWER_REAL_LADDERS
+    with tempfile.TemporaryDirectory(prefix="traceladder-power-") as tmp:
+        ladders = [_power_ladder(k, tmp) for k in range(count)]
+    calls: dict[str, list[str]] = {"extra5": [], "extra10": []}
+    for plan, results in ladders:
+        verdicts, _ = rung_verdicts(plan, results)
+        for rung, seen in calls.items():
+            seen.append(str(verdicts[rung]["verdict"]))
+    plan, results = _pooled(ladders)
+    pooled, model = rung_verdicts(plan, results)
+    run_sd = model["step_ms"]["run_sd_pct"] / 100
+    rungs = 10  # proxy-local's: its block model's residual df at n blocks is (n - 1)(rungs - 1)
+
+    def mde(n: int) -> float:
+        df = (n - 1) * (rungs - 1)
+        return (t_quantile(0.975, df) + t_quantile(0.8, df)) * run_sd * math.sqrt(2 / n)
+
+    need = next((n for n in range(2, 1000) if mde(n) <= math.log1p(0.10)), 1000)
+    load = open("/proc/loadavg").read().split()[0]
+    rows = []
+    for rung, pct in (("extra5", 5), ("extra10", 10)):
+        k, n = sum(v == "slower" for v in calls[rung]), len(calls[rung])
+        lo, hi = _ci(k, n)
+        cal = pooled[rung]
+        runs = sum(1 for s in plan["specs"] if s["rung"] == rung and results[s["rung_id"]].get("status") == "ok")
+        parent_ms = 100 * cal["delta"] / cal["delta_pct"] if cal["delta_pct"] else math.nan  # delta = parent * pct/100
+        ci = [100 * c / parent_ms for c in cal["ci95"]] if cal["ci95"] else [math.nan, math.nan]
+        gate = pct == 10
+        rows.append(
+            Row(
+                "verdicts",
+                f"power at +{pct}% (real runs)",
+                100 * k / n,
+                "%",
+                ">= 80" if gate else "",
+                (k / n >= 0.8) if gate else None,
+                f"{k}/{n} real ladders called `slower` at 3 blocks, 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; the control "
+                f"really added {cal['delta_pct']:+.1f}% (95% CI {ci[0]:+.1f} to {ci[1]:+.1f}%) over {runs} runs; "
+                f"other verdicts {sorted(set(calls[rung]) - {'slower'})}; load {load}",
+            )
+        )
+    rows.append(
+        Row(
+            "verdicts",
+            "repeats for 80% power at +10% (real runs)",
+            float(need),
+            "",
+            "",
+            None,
+            f"run sd {100 * run_sd:.1f}% from {model['step_ms']['runs']} real runs (df {model['step_ms']['df']}); "
+            "MDE(n) = (t.975 + t.80)[df = 9(n - 1)] * sd * sqrt(2 / n) <= ln 1.10 for proxy-local's 10 rungs",
+        )
+    )
+    return rows
+
+
 def bench_verdicts_power(ctx: Context) -> list[Row]:
     from traceladder.summary.simulate import ladder_shape
     from traceladder.summary.noise import load_proxy_noise
@@ -213,7 +309,7 @@ def bench_verdicts_power(ctx: Context) -> list[Row]:
                     ">= 80" if pct == 10 and label == "4% target" else "",
                     (k / n >= 0.8) if pct == 10 and label == "4% target" else None,
                     f"{k}/{n} `slower` at {repeats} repeats, 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; run sd "
-                    f"{100 * model.run_sd:.1f}%; via the noise model (no extra_work_pct control yet)",
+                    f"{100 * model.run_sd:.1f}%; via the noise model",
                 )
             )
         n_sim = _repeats_for(model, 10.0, 100 if ctx.quick else 300)
@@ -267,4 +363,10 @@ def _mde_at(model, shape, rung: str, ctx: Context) -> float:
     return float(np.median([float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]))
 
 
-SECTIONS = [bench_verdicts_aa_simulated, bench_verdicts_aa_real, bench_verdicts_power, bench_verdicts_mde]
+SECTIONS = [
+    bench_verdicts_aa_simulated,
+    bench_verdicts_aa_real,
+    bench_verdicts_power_real,
+    bench_verdicts_power,
+    bench_verdicts_mde,
+]
