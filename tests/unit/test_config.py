@@ -64,7 +64,10 @@ def error_of(tmp_path: Path, mutate) -> LadderConfigError:
     return info.value
 
 
-@pytest.mark.parametrize("path", [p for p in LADDERS if p.name != "proxy-aa.yaml"], ids=lambda p: p.name)
+CONTROL_LADDERS = {"proxy-aa.yaml", "proxy-power.yaml"}  # the verdicts' A/A and positive controls
+
+
+@pytest.mark.parametrize("path", [p for p in LADDERS if p.name not in CONTROL_LADDERS], ids=lambda p: p.name)
 def test_seed_ladders_validate(path: Path) -> None:
     loaded = load_ladder(path)
     names = [r.name for r in loaded.ladder.rungs]
@@ -92,6 +95,18 @@ def test_aa_ladder_validates_with_a_switch_whose_values_set_the_same() -> None:
         ("baseline", None, {}),
         ("aa", "baseline", {"aa": "b"}),
     ]
+    assert loaded.ladder.schedule is None and loaded.ladder.lenses is None
+
+
+def test_power_ladder_adds_known_work_to_the_root_and_nothing_else() -> None:
+    loaded = load_ladder(CONFIG_DIR / "ladders" / "proxy-power.yaml")
+    assert [(r.name, r.parent, r.set) for r in loaded.ladder.rungs] == [
+        ("baseline", None, {}),
+        ("extra5", "baseline", {"extra_work": 5}),
+        ("extra10", "baseline", {"extra_work": 10}),
+    ]
+    extra = loaded.ladder.switches["extra_work"].values
+    assert extra[5].model_args == {"extra_work_pct": 5} and extra[10].model_args == {"extra_work_pct": 10}
     assert loaded.ladder.schedule is None and loaded.ladder.lenses is None
 
 
