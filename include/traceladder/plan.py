@@ -228,11 +228,18 @@ def build_plan(
     for b, block in enumerate(blocks):
         for position, (rung_name, lens_name, purpose, k) in enumerate(block):
             rung = rung_by_name[rung_name]
-            key = f"{rung_name}/{lens_name}"
+            key = f"{rung_name}/{lens_name}/{purpose}"
             if key not in cache:
                 assignment = {**loaded.assignments[rung_name], **extra, LENS_SWITCH: lens_name}
                 window = check_profile_window(ladder, assignment, f"switches.{LENS_SWITCH}.values.{lens_name}")
-                cache[key] = (settings_for(ladder, assignment), window)
+                settings = settings_for(ladder, assignment)
+                every_steps = ladder.lenses.every_rung_steps if ladder.lenses is not None else None
+                if purpose == "profile" and lens == LADDER_LENSES and every_steps and window:
+                    window = (max(window[0], window[1] - every_steps), window[1])
+                    settings = settings.model_copy(
+                        update={"model_args": {**settings.model_args, "profile_step_start": window[0]}}
+                    )
+                cache[key] = (settings, window)
             settings, window = cache[key]
             changed = next(iter(rung.set.items()), (None, None))
             # One host runs one rung at a time; a block's positions are dealt over the hosts.

@@ -66,12 +66,15 @@ class Rung(Strict):
 class LensPlan(Strict):
     """Which rung the lenses run on, and which lenses (`none` is the rung itself); each lens
     repeat is its own block. `every_rung` adds one profiled run of every rung, in a block of its
-    own, for rung-to-rung attribution (left out of the step-time estimates)."""
+    own, for rung-to-rung attribution (left out of the step-time estimates). `every_rung_steps`
+    profiles only the last N steps of that lens's window there: attribution compares per step, and
+    each profiled step's trace export costs seconds."""
 
     rung: Name | None = None
     use: list[str] = Field(default_factory=lambda: ["none"])
     repeats: int | None = Field(default=None, ge=1, le=MAX_REPEATS)
     every_rung: str | None = None
+    every_rung_steps: int | None = Field(default=None, ge=1)
 
 
 class RetryPolicy(Strict):
