@@ -295,8 +295,8 @@ def plan_table(specs: list[RungSpec]) -> str:
     for spec in execution_order(specs):
         change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"
         lines.append(
-            f"{spec.rung_id:<34} block={spec.block}.{spec.position:<3} {spec.purpose:<8} parent={spec.parent or '-':<14} "
-            f"{change:<22} host={spec.host}"
+            f"{spec.rung_id:<34} block={spec.block}.{spec.position:<3} {spec.purpose:<8} "
+            f"parent={spec.parent or '-':<14} {change:<22} host={spec.host}"
         )
         lines.append("    --additional-context " + json.dumps(spec.additional_context(), separators=(",", ":")))
     return "\n".join(lines)

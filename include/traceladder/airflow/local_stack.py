@@ -152,7 +152,9 @@ class LocalStack:
             "AIRFLOW__CORE__EXECUTOR": self.executor,
             "AIRFLOW__CORE__PARALLELISM": str(self._parallelism),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
             "AIRFLOW__API__HOST": self.host,
             "AIRFLOW__API__PORT": str(self.port),
@@ -329,7 +331,8 @@ class LocalStack:
                 last = type(exc).__name__
             time.sleep(0.5)
         raise StackError(
-            f"stack on {self.url} not healthy after {self.startup_timeout_s:.0f} s ({last}); api-server log: {self.log_tail()}"
+            f"stack on {self.url} not healthy after {self.startup_timeout_s:.0f} s ({last}); "
+            f"api-server log: {self.log_tail()}"
         )
 
     # ---- REST clients --------------------------------------------------------------------------

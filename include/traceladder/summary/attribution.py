@@ -66,7 +66,10 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
         if vs.get("metric") == "step_ms" and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
             width_ms = float(ci[1]) - float(ci[0])
             if largest_us / 1e3 < width_ms:
-                return f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width of the step-time 95% interval"
+                return (
+                    f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width "
+                    "of the step-time 95% interval"
+                )
         return None
     change = row.get("tokens_gained") if row.get("kind") == "batch" else row.get("ms_removed")
     if not change:

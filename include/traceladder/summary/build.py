@@ -229,7 +229,8 @@ def findings(summary: dict[str, Any]) -> list[str]:
         w = coll["worst_straggler"]
         out.append(
             f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()}): "
-            f"rank {w['straggler_rank']} is the straggler in {w['name']}; the others waited {w['others_waited_ms']:.1f} ms for it."
+            f"rank {w['straggler_rank']} is the straggler in {w['name']}; "
+            f"the others waited {w['others_waited_ms']:.1f} ms for it."
         )
     if summary.get("history"):
         from traceladder.summary.history import history_findings
