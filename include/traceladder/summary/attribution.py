@@ -138,9 +138,9 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
-    by_kernel = gpu and c.kernels is not None  # GPU traces: kernels; the CPU proxy: ops
-    movers = doc["top_kernels"] if by_kernel else doc["top_ops"]
-    ops_side = c.kernels if by_kernel else c.ops
+    kernels = c.kernels if gpu else None  # GPU traces: kernels; the CPU proxy: ops
+    movers = doc["top_kernels"] if kernels is not None else doc["top_ops"]
+    ops_side = kernels if kernels is not None else c.ops
     key = "Kernel name" if "Kernel name" in ops_side.columns else "name"
     appeared = [
         str(x)
