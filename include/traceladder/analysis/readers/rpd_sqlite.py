@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         part("gpu_memset", fill, [r[6] for r in fill]),
     ]
     source = "rocm-trace-lite trace.db (lite mode)" if lite else f"RPD-style SQLite (schema v{schema})"
-    heavy = {
+    heavy: dict[str, Any] = {
         "source": source,
         "init_time": None,
         "fini_time": None,
