@@ -182,7 +182,8 @@ def bench_analyze(ctx: Context) -> list[Row]:
     detail = (
         f"{size_mb:.0f} MB trace; orjson.loads {o:.2f} s, `traceladder analyze` {a:.2f} s whole process "
         f"(medians of {ctx.repeats}; runs {_spread(orj)} / {_spread(ana)} s; pairwise ratios {_spread(ratios)}; "
-        f"CPU-time ratios {_spread(sorted(cpu_ratios))}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+        f"CPU-time ratios {_spread(sorted(cpu_ratios))}; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
     )
     return [
         Row(
@@ -241,7 +242,8 @@ def bench_analyze_paths(ctx: Context) -> list[Row]:
             "x",
             f"<= {JOBS2_OVER_IDEAL_MAX}",
             ratio <= JOBS2_OVER_IDEAL_MAX,
-            f"{m['secs']:.2f} s whole process vs ideal {ideal:.2f} s (warm single-trace times {_spread(warm['per'])} s, sum / {jobs}); {why}",
+            f"{m['secs']:.2f} s whole process vs ideal {ideal:.2f} s "
+            f"(warm single-trace times {_spread(warm['per'])} s, sum / {jobs}); {why}",
         ),
         Row(
             "analyze_paths",
@@ -250,7 +252,8 @@ def bench_analyze_paths(ctx: Context) -> list[Row]:
             "x",
             f"<= {JOBS2_OVER_IDEAL_MAX}",
             ratio_r <= JOBS2_OVER_IDEAL_MAX,
-            f"{r['secs']:.2f} s whole process vs ideal {ideal_ranks:.2f} s (warm per-rank reads {_spread(warm['per_rank'])} s, sum / {jobs}); {why_r}",
+            f"{r['secs']:.2f} s whole process vs ideal {ideal_ranks:.2f} s "
+            f"(warm per-rank reads {_spread(warm['per_rank'])} s, sum / {jobs}); {why_r}",
         ),
         Row(
             "analyze_paths",

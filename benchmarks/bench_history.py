@@ -97,7 +97,8 @@ def bench_false_alarms(ctx: Context) -> list[Row]:
                     "%",
                     "<= 5",
                     rate <= 5,
-                    f"{alarmed}/{n} histories raised any regression, weeks {FIRST_WEEK}-{LAST_WEEK}; σ={sigma * 100:.1f}%",
+                    f"{alarmed}/{n} histories raised any regression, weeks {FIRST_WEEK}-{LAST_WEEK}; "
+                    f"σ={sigma * 100:.1f}%",
                 )
             )
     # The detector works on log step time and estimates the noise, so it is scale-free: every

@@ -71,7 +71,10 @@ def bench_rocprof(ctx: Context) -> list[Row]:
         ana.append(m["secs"])
         rss.append(m["rss_mb"])
     o, a = statistics.median(orj), statistics.median(ana)
-    detail = f"{trace.stat().st_size / 1e6:.0f} MB rocprofv3 JSON; orjson.loads {o:.2f} s, analyze_trace {a:.2f} s (median of {ctx.repeats})"
+    detail = (
+        f"{trace.stat().st_size / 1e6:.0f} MB rocprofv3 JSON; orjson.loads {o:.2f} s, "
+        f"analyze_trace {a:.2f} s (median of {ctx.repeats})"
+    )
     return [
         Row("rocprof", "analyze_trace / orjson.loads", a / o, "x", "", None, detail),
         Row(

@@ -69,8 +69,8 @@ def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
             "%",
             f"CI upper <= {100 * TARGET_UPPER:.1f}",
             hi <= TARGET_UPPER,
-            f"{k}/{n} ladders (one random rung each), 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; every rung {100 * e / m:.1f}% "
-            f"of {m}; {source}; fitted run sd {100 * model.run_sd:.1f}%",
+            f"{k}/{n} ladders (one random rung each), 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; "
+            f"every rung {100 * e / m:.1f}% of {m}; {source}; fitted run sd {100 * model.run_sd:.1f}%",
         ),
     ]
 

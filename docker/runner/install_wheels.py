@@ -29,7 +29,8 @@ def install(wheel: Path, target: Path, bindir: Path) -> list[str]:
             module, _, func = ref.partition(":")
             path = bindir / name
             path.write_text(
-                f"#!{sys.executable}\nimport sys\nfrom {module.strip()} import {func.strip()}\nsys.exit({func.strip()}())\n"
+                f"#!{sys.executable}\nimport sys\n"
+                f"from {module.strip()} import {func.strip()}\nsys.exit({func.strip()}())\n"
             )
             os.chmod(path, 0o755)  # noqa: S103 - a console script must be executable by all
             scripts.append(name)

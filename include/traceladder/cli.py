@@ -28,7 +28,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     loaded = _load(args.file)
     ladder = loaded.ladder
     print(
-        f"{loaded.path}: ok: ladder {ladder.ladder}, {len(ladder.rungs)} rungs, {len(ladder.switches)} switches, backend {ladder.backend}"
+        f"{loaded.path}: ok: ladder {ladder.ladder}, {len(ladder.rungs)} rungs, "
+        f"{len(ladder.switches)} switches, backend {ladder.backend}"
     )
     return 0
 

@@ -29,7 +29,8 @@ def run_demo(ladder: str = "proxy-local") -> int:
     loaded = load_ladder(find_ladder(ladder))
     storage = loaded.cluster.storage
     say(
-        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats} repeats, lenses {loaded.ladder.lenses.use if loaded.ladder.lenses else []}"
+        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats} repeats, "
+        f"lenses {loaded.ladder.lenses.use if loaded.ladder.lenses else []}"
     )
     say("starting the embedded S3 server (SeaweedFS)")
     with EmbeddedS3(STATE_DIR / "s3", bucket=storage.bucket) as s3:

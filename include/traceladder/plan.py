@@ -18,9 +18,9 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from traceladder.config.loader import LoadedLadder
 from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Tool
@@ -30,53 +30,28 @@ from traceladder.config.validate import (
     find_value,
     settings_for,
 )
-from traceladder.rung_spec import render_arg, render_overrides
+from traceladder.rung_spec import Purpose, SpecFields, check_spec, json_name, render_arg
 
 LADDER_LENSES = "ladder"  # the Params value meaning "the lenses the ladder file names"
-Purpose = Literal["measure", "lens", "profile"]
-PURPOSES: tuple[str, ...] = ("measure", "lens", "profile")
+PURPOSES: tuple[str, ...] = get_args(Purpose)
 
 
-class RungSpec(BaseModel):
-    """Everything one run of one rung needs; serialises to the JSON the runner reads."""
+class RungSpec(BaseModel, SpecFields, frozen=True):
+    """Everything one run of one rung needs; serialises to the JSON the runner reads.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    The fields, their order, defaults and limits are `rung_spec.SpecFields` (the one schema, which
+    the runner image reads without pydantic); this model narrows `model_args` and `tools` to the
+    config's types and runs the schema's checks (`check_spec`)."""
 
-    schema_: int = Field(default=1, alias="schema")
-    ladder: str
-    rung: str
-    parent: str | None
-    switch: str | None  # the one switch this rung changed against its parent
-    value: bool | int | str | None
-    lens: str
-    repeat: int
-    block: int  # the randomised complete block this run belongs to (execution order of blocks)
-    position: int  # 0-based place inside its block
-    purpose: Purpose  # measure: step-time estimates; lens: a lens block; profile: every-rung lens
-    rung_id: str
-    backend: str
-    host: str
-    pool: str
-    image: str
-    model_tag: str
+    model_config = ConfigDict(extra="forbid", alias_generator=json_name)  # frozen: a class argument, for mypy
+
     model_args: dict[str, ArgValue]
-    docker_env_vars: dict[str, str]
     tools: list[Tool]
-    train_iters: int
-    warmup_iters: int
-    profile_window: tuple[int, int] | None
-    timeout_s: int
-    config_hash: str
-    engine: str
-    storage_prefix: str
 
-    @property
-    def profiled(self) -> bool:
-        return self.lens != "none"
-
-    def primus_args(self) -> list[str]:
-        """Primus command-line overrides, `--key value`, as madengine's run.sh passes them."""
-        return render_overrides(self.model_args)
+    @model_validator(mode="after")
+    def _runnable(self) -> RungSpec:
+        check_spec(self)
+        return self
 
     def additional_context(self) -> dict[str, Any]:
         """madengine's `--additional-context` for this rung."""
@@ -302,8 +277,8 @@ def plan_table(specs: list[RungSpec]) -> str:
     for spec in execution_order(specs):
         change = f"{spec.switch}={render_arg(spec.value)}" if spec.switch else "(root)"
         lines.append(
-            f"{spec.rung_id:<34} block={spec.block}.{spec.position:<3} {spec.purpose:<8} parent={spec.parent or '-':<14} "
-            f"{change:<22} host={spec.host}"
+            f"{spec.rung_id:<34} block={spec.block}.{spec.position:<3} {spec.purpose:<8} "
+            f"parent={spec.parent or '-':<14} {change:<22} host={spec.host}"
         )
         lines.append("    --additional-context " + json.dumps(spec.additional_context(), separators=(",", ":")))
     return "\n".join(lines)

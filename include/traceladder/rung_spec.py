@@ -1,62 +1,187 @@
-"""The rung spec as the runner reads it: standard library only.
+"""The rung spec's schema, and the runner's reader of it: standard library only.
 
-Inside the runner image (``docker/runner``, on ``rocm/primus:v26.7`` or on the test stand-in) the
-runner may import only the standard library and boto3: the base images carry no pydantic 2 (Debian
-bookworm ships pydantic 1, and Primus's own environment pins what it pins), so ``traceladder
-run-rung --spec/--spec-json`` parses the spec here instead of through ``traceladder.plan.RungSpec``.
+``SpecFields`` is the one definition of a rung spec: its fields in JSON key order, their types,
+their defaults and their limits. Two classes are built on it:
 
-``RunnerSpec`` has the attributes and methods the runner uses (``primus_args``, ``profiled``,
-``to_json``, ...), checks the same keys and basic types as ``RungSpec`` (unknown and missing keys
-are errors naming the field), and renders Primus overrides exactly like ``plan.render_arg`` (a
-unit test compares the two on every spec of the shipped ladders).
+- ``plan.RungSpec`` (pydantic), which the planner writes and the Airflow side reads: it takes the
+  fields from ``SpecFields`` and narrows two types to the config's (``model_args`` values,
+  ``tools``);
+- ``RunnerSpec`` here, which ``traceladder run-rung --spec/--spec-json`` reads inside the runner
+  image (``docker/runner``, on ``rocm/primus:v26.7`` or on the test stand-in). There the runner
+  may import only the standard library and boto3: the base images carry no pydantic 2 (Debian
+  bookworm ships pydantic 1, and Primus's own environment pins what it pins).
+
+Both refuse the same specs: unknown and missing keys, wrong JSON types and the limits below are
+errors naming the field (``check_spec``). Both write the same JSON, byte for byte (a test compares
+them on every spec of the shipped ladders).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+import types
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+Purpose = Literal["measure", "lens", "profile"]
+Backend = Literal["local", "docker"]
 
 
 class SpecError(ValueError):
     """A rung spec that does not parse; the message is one line, ``<field>: <reason>``."""
 
 
-# field -> accepted JSON types (None means null is allowed)
-_FIELDS: dict[str, tuple[type | None, ...]] = {
-    "schema": (int,),
-    "ladder": (str,),
-    "rung": (str,),
-    "parent": (str, None),
-    "switch": (str, None),
-    "value": (bool, int, str, None),
-    "lens": (str,),
-    "repeat": (int,),
-    "block": (int,),
-    "position": (int,),
-    "purpose": (str,),
-    "rung_id": (str,),
-    "backend": (str,),
-    "host": (str,),
-    "pool": (str,),
-    "image": (str,),
-    "model_tag": (str,),
-    "model_args": (dict,),
-    "docker_env_vars": (dict,),
-    "tools": (list,),
-    "train_iters": (int,),
-    "warmup_iters": (int,),
-    "profile_window": (list, None),
-    "timeout_s": (int,),
-    "config_hash": (str,),
-    "engine": (str,),
-    "storage_prefix": (str,),
-}
-# Specs written before randomised blocks lack these; such a run was repeat k of a plain ladder.
-_OPTIONAL = {"schema": 1, "block": 0, "position": 0, "purpose": "measure"}
-_BACKENDS = ("local", "docker")
-# names that become key parts or the command's identity: empty would fail later, mid-run
-_NON_EMPTY = ("ladder", "rung", "rung_id", "lens", "storage_prefix")
+def _limit(*, key: str | None = None, least: int | None = None, non_empty: bool = False) -> dict[str, Any]:
+    """A field's metadata: its JSON key where it differs from the attribute, its least value, and
+    whether it must hold more than slashes (names that become key parts or the command's identity:
+    empty would fail later, mid-run)."""
+    out: dict[str, Any] = {"non_empty": non_empty}
+    if key is not None:
+        out["json"] = key
+    if least is not None:
+        out["min"] = least
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecFields:
+    """Everything one run of one rung needs. The field order is the JSON key order. A default marks
+    a key that specs written before randomised blocks lack (such a run was repeat k of a plain
+    ladder)."""
+
+    # `schema` would shadow pydantic's BaseModel.schema; the JSON key stays "schema"
+    schema_: int = field(default=1, metadata=_limit(key="schema"))
+    ladder: str = field(metadata=_limit(non_empty=True))
+    rung: str = field(metadata=_limit(non_empty=True))
+    parent: str | None
+    switch: str | None  # the one switch this rung changed against its parent
+    value: bool | int | str | None
+    lens: str = field(metadata=_limit(non_empty=True))
+    repeat: int = field(metadata=_limit(least=0))
+    block: int = 0  # the randomised complete block this run belongs to (execution order of blocks)
+    position: int = 0  # 0-based place inside its block
+    purpose: Purpose = "measure"  # measure: step-time estimates; lens: a lens block; profile: every-rung lens
+    rung_id: str = field(metadata=_limit(non_empty=True))
+    backend: Backend
+    host: str
+    pool: str
+    image: str
+    model_tag: str
+    model_args: dict[str, Any]  # Primus overrides (config.models.ArgValue values)
+    docker_env_vars: dict[str, str]
+    tools: list[Any]  # madengine tool entries (config.models.Tool; dicts in the runner)
+    train_iters: int = field(metadata=_limit(least=0))
+    warmup_iters: int = field(metadata=_limit(least=0))
+    profile_window: tuple[int, int] | None
+    timeout_s: int = field(metadata=_limit(least=1))
+    config_hash: str
+    engine: str
+    storage_prefix: str = field(metadata=_limit(non_empty=True))
+
+    @property
+    def profiled(self) -> bool:
+        return self.lens != "none"
+
+    def primus_args(self) -> list[str]:
+        """Primus command-line overrides, `--key value`, as madengine's run.sh passes them."""
+        return render_overrides(self.model_args)
+
+
+def json_name(attr: str) -> str:
+    """A field's JSON key (pydantic's alias generator for ``RungSpec``)."""
+    return str(_schema()[attr].metadata.get("json", attr))
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    return {f.name: f for f in fields(SpecFields)}
+
+
+@cache
+def _hints() -> dict[str, Any]:
+    return get_type_hints(SpecFields)
+
+
+def _json_types(hint: Any) -> tuple[type | None, ...]:
+    """The JSON types a field's annotation accepts (None: null)."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return tuple(t for arg in get_args(hint) for t in _json_types(arg))
+    if hint is type(None):
+        return (None,)
+    if origin is Literal:
+        return tuple(dict.fromkeys(type(v) for v in get_args(hint)))
+    if origin in (list, tuple):
+        return (list,)
+    if origin is dict:
+        return (dict,)
+    return (hint,)
+
+
+def _is_tuple(hint: Any) -> bool:
+    args = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+    return any(get_origin(arg) is tuple for arg in args)
+
+
+def _type_ok(value: Any, allowed: tuple[type | None, ...]) -> bool:
+    if value is None:
+        return None in allowed
+    if isinstance(value, bool):
+        return bool in allowed
+    return any(t is not None and t is not bool and isinstance(value, t) for t in allowed)
+
+
+def _shape_error(hint: Any, value: Any) -> str | None:
+    """What the JSON type alone does not say: a Literal's values, a dict's value type, a tuple's
+    length and item type."""
+    for arg in get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,):
+        origin = get_origin(arg)
+        if origin is Literal and isinstance(value, str) and value not in get_args(arg):
+            return f"must be one of {', '.join(get_args(arg))}, got {value!r}"
+        if origin is dict and isinstance(value, dict) and get_args(arg)[1] is str:
+            if not all(isinstance(v, str) for v in value.values()):
+                return "values must be strings"
+        if origin is tuple and isinstance(value, list):
+            items = get_args(arg)
+            if len(value) != len(items) or not all(_type_ok(v, (t,)) for v, t in zip(value, items)):
+                return "expected [" + ", ".join(t.__name__ for t in items) + "]"
+    return None
+
+
+def _nul_field(value: Any, where: str) -> str | None:
+    """The first field holding a NUL byte: the OS refuses it in argv and the environment."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for k, v in items:
+        if isinstance(k, str) and "\x00" in k:
+            return f"{where}.{k!r}"
+        found = _nul_field(v, f"{where}.{k}" if isinstance(value, dict) else f"{where}[{k}]")
+        if found:
+            return found
+    return None
+
+
+def check_spec(spec: SpecFields) -> None:
+    """The schema's limits, and what the runner would otherwise trip over after it started (found
+    by fuzzing, issue 19). Both spec classes run it."""
+    for name, f in _schema().items():
+        value = getattr(spec, name)
+        key = json_name(name)
+        if f.metadata.get("non_empty") and not value.strip("/"):
+            raise SpecError(f"{key}: must not be empty")
+        low = f.metadata.get("min")
+        if low is not None and value < low:
+            raise SpecError(f"{key}: must not be negative" if low == 0 else f"{key}: must be positive")
+        found = _nul_field(value, key)
+        if found:
+            raise SpecError(f"{found}: contains a NUL byte")
+    for env in spec.docker_env_vars:
+        if not env or "=" in env:
+            raise SpecError(f"docker_env_vars: bad variable name {env!r}")
+    if any(not k for k in spec.model_args):
+        raise SpecError("model_args: empty argument name")
 
 
 def render_arg(value: Any) -> str:
@@ -76,76 +201,13 @@ def render_overrides(model_args: dict[str, Any]) -> list[str]:
     return out
 
 
-def _nul_field(value: Any, where: str) -> str | None:
-    """The first field holding a NUL byte: the OS refuses it in argv and the environment."""
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for k, v in items:
-        if isinstance(k, str) and "\x00" in k:
-            return f"{where}.{k!r}"
-        found = _nul_field(v, f"{where}.{k}" if isinstance(value, dict) else f"{where}[{k}]")
-        if found:
-            return found
-    return None
-
-
-def _check_runnable(full: dict[str, Any]) -> None:
-    """What the runner would otherwise trip over after it started (found by fuzzing, issue 19)."""
-    if full["backend"] not in _BACKENDS:
-        raise SpecError(f"backend: must be one of {', '.join(_BACKENDS)}, got {full['backend']!r}")
-    for key in _NON_EMPTY:
-        if not full[key].strip("/"):
-            raise SpecError(f"{key}: must not be empty")
-    for key in full:
-        found = _nul_field(full[key], key)
-        if found:
-            raise SpecError(f"{found}: contains a NUL byte")
-    for name in full["docker_env_vars"]:
-        if not name or "=" in name:
-            raise SpecError(f"docker_env_vars: bad variable name {name!r}")
-    if any(not k for k in full["model_args"]):
-        raise SpecError("model_args: empty argument name")
-    for key in ("warmup_iters", "train_iters", "repeat"):
-        if full[key] < 0:
-            raise SpecError(f"{key}: must not be negative")
-
-
-def _type_ok(value: Any, allowed: tuple[type | None, ...]) -> bool:
-    if value is None:
-        return None in allowed
-    if isinstance(value, bool):
-        return bool in allowed
-    return any(t is not None and t is not bool and isinstance(value, t) for t in allowed)
-
-
-@dataclass(frozen=True)
-class RunnerSpec:
+@dataclass(frozen=True, kw_only=True)
+class RunnerSpec(SpecFields):
     """One rung run, parsed from the JSON ``RungSpec.to_json()`` writes."""
 
-    data: dict[str, Any] = field(repr=False)
-
-    def __getattr__(self, name: str) -> Any:
-        key = "schema" if name == "schema_" else name
-        try:
-            return self.__dict__["data"][key]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    @property
-    def profile_window(self) -> tuple[int, int] | None:
-        window = self.data.get("profile_window")
-        return (int(window[0]), int(window[1])) if window else None
-
-    @property
-    def profiled(self) -> bool:
-        return self.data["lens"] != "none"
-
-    def primus_args(self) -> list[str]:
-        return render_overrides(self.data["model_args"])
-
     def to_json(self) -> str:
-        return json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
+        doc = {json_name(name): getattr(self, name) for name in _schema()}
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunnerSpec:
@@ -155,23 +217,22 @@ class RunnerSpec:
             raise SpecError(f"(json): {exc}") from None
         if not isinstance(data, dict):
             raise SpecError("(top level): expected a JSON object")
-        unknown = sorted(set(data) - set(_FIELDS))
+        attrs = {json_name(name): name for name in _schema()}
+        unknown = sorted(set(data) - set(attrs))
         if unknown:
             raise SpecError(f"{unknown[0]}: unknown key")
-        full = {**_OPTIONAL, **data}
-        for key, allowed in _FIELDS.items():
-            if key not in full:
+        values: dict[str, Any] = {}
+        for key, name in attrs.items():
+            f, hint = _schema()[name], _hints()[name]
+            if key not in data and f.default is MISSING:
                 raise SpecError(f"{key}: missing")
-            if not _type_ok(full[key], allowed):
-                raise SpecError(f"{key}: wrong type {type(full[key]).__name__}")
-        if not all(isinstance(v, str) for v in full["docker_env_vars"].values()):
-            raise SpecError("docker_env_vars: values must be strings")
-        window = full["profile_window"]
-        if window is not None and (len(window) != 2 or not all(isinstance(v, int) for v in window)):
-            raise SpecError("profile_window: expected [start, end]")
-        if full["timeout_s"] < 1:
-            raise SpecError("timeout_s: must be positive")
-        _check_runnable(full)
-        # keep the key order RungSpec writes (its field order), so spec.json is byte-identical
-        ordered = {key: full[key] for key in _FIELDS}
-        return cls(ordered)
+            value = data.get(key, f.default)
+            if not _type_ok(value, _json_types(hint)):
+                raise SpecError(f"{key}: wrong type {type(value).__name__}")
+            problem = _shape_error(hint, value)
+            if problem:
+                raise SpecError(f"{key}: {problem}")
+            values[name] = tuple(value) if isinstance(value, list) and _is_tuple(hint) else value
+        spec = cls(**values)
+        check_spec(spec)
+        return spec

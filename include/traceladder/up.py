@@ -43,11 +43,13 @@ def run_up(state_dir: Path = STATE_DIR, port: int | None = None) -> int:
         print(f"Airflow:  {stack.url}  (up in {time.monotonic() - started:.0f} s)", flush=True)
         print(f"Ladders:  {stack.url}/plugin/ladders", flush=True)
         print(
-            f"S3:       {stack.s3.endpoint_url}  bucket {stack.s3.bucket}  (credentials in {stack.s3.dir}/s3_identities.json)",
+            f"S3:       {stack.s3.endpoint_url}  bucket {stack.s3.bucket}  "
+            f"(credentials in {stack.s3.dir}/s3_identities.json)",
             flush=True,
         )
         print(
-            f"DAGs:     traceladder-trigger (unpaused: its form runs a ladder now); {', '.join(ladders)} (paused until you unpause)",
+            f"DAGs:     traceladder-trigger (unpaused: its form runs a ladder now); "
+            f"{', '.join(ladders)} (paused until you unpause)",
             flush=True,
         )
         print(f"Logs:     {stack.home}/logs/stack/   Ctrl-C stops everything started here.", flush=True)

@@ -55,7 +55,8 @@ def test_cut_within_the_retry_budget_finishes(s3_server, proxy: CutProxy, tmp_pa
     assert {"log.txt.gz", "metrics.json", "spec.json", "traces/rank0.pt.trace.json.gz"} <= set(objects)
     assert not any((tmp_path / "spool").rglob("*.gz")), "the spool is emptied after the upload"
     print(
-        f"fault 1 (within budget): cut for {proxy.healed_at - proxy.cut_at:.1f} s, done {time.monotonic() - proxy.cut_at:.2f} s after the cut"
+        f"fault 1 (within budget): cut for {proxy.healed_at - proxy.cut_at:.1f} s, "
+        f"done {time.monotonic() - proxy.cut_at:.2f} s after the cut"
     )
 
 

@@ -452,14 +452,18 @@ def test_standin_is_as_strict_as_the_release_image(standin_images) -> None:
 set -u
 command -v primus-cli >/dev/null && echo ON_PATH
 export PRIMUS_WORKSPACE=/tmp/ws
-cd / && /workspace/Primus/primus-cli direct --log_file /tmp/a.txt train pretrain --config {cfg} --train_iters 3 >/dev/null 2>/tmp/e0; echo "root:$?"
+cd / && /workspace/Primus/primus-cli direct --log_file /tmp/a.txt train pretrain --config {cfg} --train_iters 3 \
+>/dev/null 2>/tmp/e0; echo "root:$?"
 grep -c "requirements.txt" /tmp/e0 || true
 mkdir -p /tmp/x && touch /tmp/x/requirements.txt && cd /tmp/x
-/workspace/Primus/primus-cli direct --log_file /tmp/a.txt train pretrain --config {cfg} --train_iters 3 >/dev/null 2>/tmp/e1; echo "other:$?"
+/workspace/Primus/primus-cli direct --log_file /tmp/a.txt train pretrain --config {cfg} --train_iters 3 >/dev/null \
+2>/tmp/e1; echo "other:$?"
 grep -c FileNotFoundError /tmp/e1 || true
-cd /workspace/Primus && ./primus-cli direct --log_file /tmp/b.txt train pretrain --train_iters 3 >/dev/null 2>/tmp/e2; echo "noconfig:$?"
+cd /workspace/Primus && ./primus-cli direct --log_file /tmp/b.txt train pretrain --train_iters 3 >/dev/null \
+2>/tmp/e2; echo "noconfig:$?"
 grep -c "the following arguments are required: --config" /tmp/e2 || true
-rtl trace --mode lite -o /tmp/rtl/trace.db /workspace/Primus/primus-cli direct --log_file /tmp/c.txt -- train pretrain --config {cfg} --train_iters 3 > /tmp/o3 2>&1; echo "rtl:$?"
+rtl trace --mode lite -o /tmp/rtl/trace.db /workspace/Primus/primus-cli direct --log_file /tmp/c.txt -- train \
+pretrain --config {cfg} --train_iters 3 > /tmp/o3 2>&1; echo "rtl:$?"
 grep -o 'argv=.*' /tmp/o3 | head -1
 """
     out = docker_cli(

@@ -144,7 +144,8 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
         assert [(lens["lens"], lens["ok"]) for lens in summary["lenses"]] == [("torch_rank0", 1)], summary["lenses"]
         names = sorted
         print(
-            f"faults 2+3: in flight at the restart: {names(in_flight)} (tries {[rungs[i]['try_number'] for i in in_flight]}); done before: {names(done_ids)}; "
+            f"faults 2+3: in flight at the restart: {names(in_flight)} "
+            f"(tries {[rungs[i]['try_number'] for i in in_flight]}); done before: {names(done_ids)}; "
             f"run finished {recovery_s:.0f} s after the scheduler was killed"
         )
     finally:

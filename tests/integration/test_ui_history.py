@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_server import AirflowApiServer
-from test_ui_ladders import CHROMIUM, LADDER, PREFIX, _browser_or_skip, _plan, _results
+from test_ui_ladders import LADDER, PREFIX, _plan, _results
+from ui_session import api_server, browser_or_skip, signed_in_page
 
 WEEKS, SLOW_FROM = 13, 9
 RUN_IDS = [f"scheduled__2026-{w + 1:02d}-05T03-00-00-00-00" for w in range(WEEKS)]
@@ -60,14 +57,8 @@ def history(own_s3) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def server(own_s3, history):
-    home = Path(tempfile.mkdtemp(prefix="traceladder-ui-history-"))
-    srv = AirflowApiServer(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": own_s3.airflow_conn_uri_json()})
-    try:
-        srv.start()
+    with api_server("ui-history", own_s3.airflow_conn_uri_json()) as srv:
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -121,40 +112,19 @@ def test_compare_page_puts_two_runs_side_by_side(viewer, history, own_s3) -> Non
 
 
 def test_browser_shows_trend_and_compare(server, history, tmp_path) -> None:
-    _browser_or_skip()
-    from playwright.sync_api import expect, sync_playwright
+    browser_or_skip()
+    from playwright.sync_api import expect
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-            viewport={"width": 1400, "height": 1000},
+    with signed_in_page(server, "viewer", f"/traceladder/ladders/{LADDER}", tmp_path / "chromium-profile") as page:
+        trend = page.locator('img.chart[alt="trend.png"]')
+        trend.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 0", arg=trend.element_handle(), timeout=15_000
         )
-        try:
-            page = browser.new_page()
-            page.goto(f"{server.url}/auth/login?next=/traceladder/ladders/{LADDER}")
-            page.fill("input[name=username]", "viewer")
-            page.fill("input[name=password]", server.passwords["viewer"])
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(f"{server.url}/traceladder/ladders/{LADDER}", timeout=30_000)
-            trend = page.locator('img.chart[alt="trend.png"]')
-            trend.scroll_into_view_if_needed()
-            page.wait_for_function(
-                "img => img.complete && img.naturalWidth > 0", arg=trend.element_handle(), timeout=15_000
-            )
-            assert trend.evaluate("img => img.naturalWidth") > 400
-            page.locator("a.compare-link").first.click()
-            expect(page.locator("table.compare-table tbody tr")).to_have_count(10)
-            page.locator("select[name=a]").select_option(RUN_IDS[0])
-            page.get_by_role("button", name="Compare").click()
-            expect(page.locator("table.compare-table")).to_have_attribute("data-a", RUN_IDS[0])
-            expect(page.locator("table.compare-table tbody tr", has_text="baseline")).to_contain_text("+")
-        finally:
-            browser.close()
+        assert trend.evaluate("img => img.naturalWidth") > 400
+        page.locator("a.compare-link").first.click()
+        expect(page.locator("table.compare-table tbody tr")).to_have_count(10)
+        page.locator("select[name=a]").select_option(RUN_IDS[0])
+        page.get_by_role("button", name="Compare").click()
+        expect(page.locator("table.compare-table")).to_have_attribute("data-a", RUN_IDS[0])
+        expect(page.locator("table.compare-table tbody tr", has_text="baseline")).to_contain_text("+")

@@ -12,11 +12,8 @@ import gzip
 import http.client
 import io
 import json
-import os
 import random
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ import httpx
 import pytest
 
 from airflow_server import AirflowApiServer
-from needs import unavailable
+from ui_session import api_server, browser_or_skip, signed_in_page
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -176,14 +173,8 @@ def published(s3_server) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(s3_server, published):
-    home = Path(tempfile.mkdtemp(prefix="traceladder-ui-airflow-"))
-    srv = AirflowApiServer(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": s3_server.airflow_conn_uri_json()})
-    try:
-        srv.start()
+    with api_server("ui-airflow", s3_server.airflow_conn_uri_json()) as srv:
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -501,75 +492,37 @@ def test_page_lists_ladders_when_s3_is_down(server, s3_server):
 
 
 # ---- browser ------------------------------------------------------------------------------------
-CHROMIUM = "/usr/bin/chromium"
-
-
-def _browser_or_skip():
-    missing = []
-    try:
-        from playwright.sync_api import sync_playwright  # noqa: F401 - only: is playwright installed
-    except ImportError:
-        missing.append("playwright (pip install playwright==1.65.*)")
-    if not os.access(CHROMIUM, os.X_OK):
-        missing.append(f"{CHROMIUM} (apt-get install -y chromium)")
-    if missing:
-        unavailable("browser test needs " + " and ".join(missing))
-
-
 @pytest.mark.browser
 def test_browser_renders_table_and_chart(server, published, tmp_path):
-    _browser_or_skip()
-    from playwright.sync_api import expect, sync_playwright
+    browser_or_skip()
+    from playwright.sync_api import expect
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        # a fresh profile folder per run (playwright takes it as user_data_dir, not as an argument)
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-            viewport={"width": 1400, "height": 1000},
+    with signed_in_page(server, "admin", "/traceladder/", tmp_path / "chromium-profile") as page:
+        table = page.locator(f'table.ladder-table[data-run="{NEW_RUN}"]')
+        expect(table).to_be_visible()
+        expect(table.locator("tbody tr")).to_have_count(10)
+        expect(table.locator("tbody tr", has_text="deepep")).to_contain_text("FAILED")
+        chart = page.locator(f'section[data-ladder="{LADDER}"] img.chart').first
+        chart.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 0", arg=chart.element_handle(), timeout=15_000
         )
-        try:
-            page = browser.new_page()
-            page.goto(f"{server.url}/auth/login?next=/traceladder/")
-            page.fill("input[name=username]", "admin")
-            page.fill("input[name=password]", server.passwords["admin"])
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_url(f"{server.url}/traceladder/", timeout=30_000)
+        assert chart.evaluate("img => img.naturalWidth") == 560  # 7 in x 80 dpi
+        page.screenshot(path=str(ARTIFACTS / "ui-ladders.png"), full_page=True)
 
-            table = page.locator(f'table.ladder-table[data-run="{NEW_RUN}"]')
-            expect(table).to_be_visible()
-            expect(table.locator("tbody tr")).to_have_count(10)
-            expect(table.locator("tbody tr", has_text="deepep")).to_contain_text("FAILED")
-            chart = page.locator(f'section[data-ladder="{LADDER}"] img.chart').first
-            chart.scroll_into_view_if_needed()
-            page.wait_for_function(
-                "img => img.complete && img.naturalWidth > 0", arg=chart.element_handle(), timeout=15_000
-            )
-            assert chart.evaluate("img => img.naturalWidth") == 560  # 7 in x 80 dpi
-            page.screenshot(path=str(ARTIFACTS / "ui-ladders.png"), full_page=True)
+        # the trigger form, as a signed-in admin would use it
+        section = page.locator(f'section[data-ladder="{LADDER}"]')
+        section.locator("details.trigger > summary").click()
+        section.locator('input[name=rungs][value="baseline"]').check()
+        section.locator("select[name=lens]").select_option("none")
+        section.locator("input[name=repeats]").fill("1")
+        section.get_by_role("button", name="Trigger").click()
+        expect(page.locator("p.triggered")).to_contain_text("Queued run")
 
-            # the trigger form, as a signed-in admin would use it
-            section = page.locator(f'section[data-ladder="{LADDER}"]')
-            section.locator("details.trigger > summary").click()
-            section.locator('input[name=rungs][value="baseline"]').check()
-            section.locator("select[name=lens]").select_option("none")
-            section.locator("input[name=repeats]").fill("1")
-            section.get_by_role("button", name="Trigger").click()
-            expect(page.locator("p.triggered")).to_contain_text("Queued run")
-
-            # the same page inside Airflow's UI: Browse > Ladders opens /plugin/ladders
-            page.goto(f"{server.url}/plugin/ladders")
-            frame = page.frame_locator("iframe")
-            expect(frame.locator(f'table.ladder-table[data-run="{NEW_RUN}"]')).to_be_visible(timeout=30_000)
-            page.screenshot(path=str(ARTIFACTS / "ui-ladders-in-airflow.png"))
-        finally:
-            browser.close()
+        # the same page inside Airflow's UI: Browse > Ladders opens /plugin/ladders
+        page.goto(f"{server.url}/plugin/ladders")
+        frame = page.frame_locator("iframe")
+        expect(frame.locator(f'table.ladder-table[data-run="{NEW_RUN}"]')).to_be_visible(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "ui-ladders-in-airflow.png"))
     assert (ARTIFACTS / "ui-ladders.png").stat().st_size > 10_000

@@ -38,3 +38,24 @@ def test_the_ui_reads_a_verified_summary_and_refuses_a_tampered_one(s3_server) -
     with pytest.raises(ArtifactStoreError, match="fails its manifest check") as err:
         ui.summary(safe_key_part(RUN))
     assert "\n" not in str(err.value) and "manifest" in str(err.value)
+
+
+def test_the_ui_lists_streams_and_fails_through_the_artifact_store(s3_server) -> None:
+    store, key = _publish(s3_server, {"schema": 2, "ladder": LADDER, "rungs": []})
+    run = safe_key_part(RUN)
+    base = f"{PREFIX}/{LADDER}"
+    for i in range(4):
+        store.put_bytes(f"{base}/{run}/r{i}/metrics.json", json.dumps({"i": i}).encode())
+    entry = LadderEntry(
+        file=LADDER, path=Path(f"{LADDER}.yaml"), name=LADDER, conn_id="unused", bucket=s3_server.bucket, prefix=PREFIX
+    )
+    ui = LadderStore(entry, client=s3_server.client())
+    everything = sorted(k[len(base) + 1 :] for k in store.list(f"{base}/{run}"))
+    assert ui.run_files(run) == (everything, False)
+    assert ui.list(run, limit=3) == (everything[:3], True)  # the page says the listing stopped
+    chunks, length = ui.open(key[len(base) + 1 :])
+    body = b"".join(chunks)
+    assert length == len(body) and json.loads(body)["ladder"] == LADDER
+    with pytest.raises(ArtifactStoreError) as err:  # the store's one line: the key and the endpoint
+        ui.get_json(f"{run}/r9/metrics.json")
+    assert f"{base}/{run}/r9/metrics.json" in str(err.value) and s3_server.endpoint_url in str(err.value)

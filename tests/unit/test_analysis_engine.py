@@ -270,7 +270,8 @@ def test_analyze_path_never_imports_pandas(tmp_path):
     trace = REF / "mi300" / "resnet_act_checkpoint.json.gz"
     code = (
         "import sys; from traceladder.analysis.engine import analyze_trace; "
-        f"analyze_trace({str(trace)!r}, {str(tmp_path)!r}); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))"
+        f"analyze_trace({str(trace)!r}, {str(tmp_path)!r}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert res.stdout.strip() == "[]", res.stdout

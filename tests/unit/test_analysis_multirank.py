@@ -394,7 +394,9 @@ def worker(rank, world, out, port):
             dist.all_to_all_single(o, y)
             # uneven splits: rank 0 sends 64 to itself and 192 to rank 1; rank 1 sends 128 and 128
             o2 = torch.empty(192 if rank == 0 else 320)
-            dist.all_to_all_single(o2, y, [64, 128] if rank == 0 else [192, 128], [64, 192] if rank == 0 else [128, 128])
+            dist.all_to_all_single(
+                o2, y, [64, 128] if rank == 0 else [192, 128], [64, 192] if rank == 0 else [128, 128]
+            )
             parts = [torch.empty(32, dtype=torch.float64) for _ in range(world)]
             dist.all_gather(parts, torch.ones(32, dtype=torch.float64))
     p.export_chrome_trace(f"{out}/gloo-rank{rank}.json")

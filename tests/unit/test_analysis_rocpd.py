@@ -32,23 +32,30 @@ UUID = "_0195f2a1_7c3e_7d40_9a1b_3c5d7e9f1a2b"
 TABLES = {
     "rocpd_metadata": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "tag" TEXT NOT NULL, "value" TEXT NOT NULL',
     "rocpd_string": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "string" TEXT NOT NULL UNIQUE',
-    "rocpd_info_node": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "hash" BIGINT NOT NULL UNIQUE, "machine_id" TEXT NOT NULL UNIQUE, "hostname" TEXT',
-    "rocpd_info_process": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "ppid" INTEGER, "pid" INTEGER NOT NULL, '
+    "rocpd_info_node": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "hash" BIGINT NOT NULL UNIQUE, '
+    '"machine_id" TEXT NOT NULL UNIQUE, "hostname" TEXT',
+    "rocpd_info_process": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"ppid" INTEGER, "pid" INTEGER NOT NULL, '
     '"init" BIGINT, "fini" BIGINT, "start" BIGINT, "end" BIGINT, "command" TEXT',
-    "rocpd_info_agent": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, "type" TEXT, '
-    '"absolute_index" INTEGER, "name" TEXT, "product_name" TEXT',
-    "rocpd_info_queue": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, "name" TEXT',
-    "rocpd_info_stream": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, "name" TEXT',
-    "rocpd_info_code_object": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, "uri" TEXT',
-    "rocpd_info_kernel_symbol": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, '
-    '"code_object_id" INTEGER NOT NULL, "kernel_name" TEXT, "display_name" TEXT',
-    "rocpd_kernel_dispatch": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, "tid" INTEGER, '
+    "rocpd_info_agent": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "type" TEXT, "absolute_index" INTEGER, "name" TEXT, "product_name" TEXT',
+    "rocpd_info_queue": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "name" TEXT',
+    "rocpd_info_stream": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "name" TEXT',
+    "rocpd_info_code_object": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "uri" TEXT',
+    "rocpd_info_kernel_symbol": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "code_object_id" INTEGER NOT NULL, "kernel_name" TEXT, "display_name" TEXT',
+    "rocpd_kernel_dispatch": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "tid" INTEGER, '
     '"agent_id" INTEGER NOT NULL, "kernel_id" INTEGER NOT NULL, "dispatch_id" INTEGER NOT NULL, '
     '"queue_id" INTEGER NOT NULL, "stream_id" INTEGER NOT NULL, "start" BIGINT NOT NULL, "end" BIGINT NOT NULL, '
     '"workgroup_size_x" INTEGER NOT NULL, "workgroup_size_y" INTEGER NOT NULL, "workgroup_size_z" INTEGER NOT NULL, '
     '"grid_size_x" INTEGER NOT NULL, "grid_size_y" INTEGER NOT NULL, "grid_size_z" INTEGER NOT NULL, '
     '"region_name_id" INTEGER, "event_id" INTEGER',
-    "rocpd_memory_copy": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, "pid" INTEGER NOT NULL, "tid" INTEGER, '
+    "rocpd_memory_copy": '"id" INTEGER PRIMARY KEY AUTOINCREMENT, "guid" TEXT, "nid" INTEGER NOT NULL, '
+    '"pid" INTEGER NOT NULL, "tid" INTEGER, '
     '"start" BIGINT NOT NULL, "end" BIGINT NOT NULL, "name_id" INTEGER NOT NULL, "dst_agent_id" INTEGER, '
     '"src_agent_id" INTEGER, "size" INTEGER NOT NULL, "queue_id" INTEGER, "stream_id" INTEGER, "event_id" INTEGER',
 }
@@ -75,7 +82,8 @@ def write_rocpd(path: Path, doc: dict, views: bool = True) -> Path:
     agents = sorted({d["dispatch_info"]["agent_id"]["handle"] for d in br["kernel_dispatch"]})
     agent_id = {h: i + 1 for i, h in enumerate(agents)}
     con.executemany(
-        f"INSERT INTO {t['rocpd_info_agent']} (id, nid, pid, type, absolute_index, name) VALUES (?, 1, 1, 'GPU', ?, 'gfx942')",
+        f"INSERT INTO {t['rocpd_info_agent']} (id, nid, pid, type, absolute_index, name) "
+        "VALUES (?, 1, 1, 'GPU', ?, 'gfx942')",
         [(i, i - 1) for i in agent_id.values()],
     )
     queues = sorted({d["dispatch_info"]["queue_id"]["handle"] for d in br["kernel_dispatch"]})
@@ -89,12 +97,15 @@ def write_rocpd(path: Path, doc: dict, views: bool = True) -> Path:
     )
     con.execute(f"INSERT INTO {t['rocpd_info_code_object']} (id, nid, pid, uri) VALUES (1, 1, 1, 'file:///x.co')")
     con.executemany(
-        f"INSERT INTO {t['rocpd_info_kernel_symbol']} (id, nid, pid, code_object_id, kernel_name, display_name) VALUES (?, 1, 1, 1, ?, ?)",
+        f"INSERT INTO {t['rocpd_info_kernel_symbol']} (id, nid, pid, code_object_id, kernel_name, display_name) "
+        "VALUES (?, 1, 1, 1, ?, ?)",
         [(k["kernel_id"] + 1, k["kernel_name"], k["formatted_kernel_name"]) for k in tool["kernel_symbols"]],
     )
     con.executemany(
-        f'INSERT INTO {t["rocpd_kernel_dispatch"]} (nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, stream_id, start, "end", '
-        "workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z) VALUES (1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO {t['rocpd_kernel_dispatch']} (nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, "
+        'stream_id, start, "end", '
+        "workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z) "
+        "VALUES (1, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 d["thread_id"],
@@ -164,7 +175,8 @@ def test_gzipped_rocpd_database_and_a_newer_schema(tmp_path, doc):
     con.execute("CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT)")
     con.execute("CREATE TABLE rocpd_info_kernel_symbol (id INTEGER PRIMARY KEY, kernel_name TEXT, display_name TEXT)")
     con.execute(
-        "CREATE TABLE rocpd_kernel_dispatch (id INTEGER PRIMARY KEY, track_id INTEGER, kernel_id INTEGER, start_id INTEGER, end_id INTEGER)"
+        "CREATE TABLE rocpd_kernel_dispatch (id INTEGER PRIMARY KEY, track_id INTEGER, kernel_id INTEGER, "
+        "start_id INTEGER, end_id INTEGER)"
     )
     con.execute("CREATE TABLE rocpd_metadata (id INTEGER PRIMARY KEY, tag TEXT, value TEXT)")
     con.execute("INSERT INTO rocpd_metadata (tag, value) VALUES ('schema_version', '4.0.0')")

@@ -297,7 +297,8 @@ def test_comparison_catches_a_wrong_rocprof_report(json_out, tmp_path):
 def test_truncate_name_rules():
     assert (
         truncate_name(
-            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>) [clone .kd]"
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+            "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>) [clone .kd]"
         )
         == "vectorized_elementwise_kernel"
     )

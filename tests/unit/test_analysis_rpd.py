@@ -57,42 +57,49 @@ def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, 
             "apiName_id integer, args_id integer, category_id integer, domain_id integer)"
         )
         c.execute(
-            "CREATE TABLE rocpd_kernelapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), gridX integer, gridY integer, "
-            "gridZ integer, workgroupX integer, workgroupY integer, workgroupZ integer, groupSegmentSize integer, "
-            "privateSegmentSize integer, kernelName_id integer)"
+            "CREATE TABLE rocpd_kernelapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), gridX integer, "
+            "gridY integer, gridZ integer, workgroupX integer, workgroupY integer, workgroupZ integer, "
+            "groupSegmentSize integer, privateSegmentSize integer, kernelName_id integer)"
         )
         c.execute(
-            "CREATE TABLE rocpd_copyapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), size integer, width integer, "
-            "height integer, kind integer, dst varchar(18), src varchar(18), dstDevice integer, srcDevice integer, sync bool, pinned bool)"
+            "CREATE TABLE rocpd_copyapi (api_ptr_id integer PRIMARY KEY, stream varchar(18), size integer, "
+            "width integer, height integer, kind integer, dst varchar(18), src varchar(18), dstDevice integer, "
+            "srcDevice integer, sync bool, pinned bool)"
         )
         c.execute("CREATE TABLE rocpd_ustring (id integer PRIMARY KEY, string text)")
     else:
         c.execute(
-            "CREATE TABLE rocpd_api (id INTEGER PRIMARY KEY, pid INTEGER, tid INTEGER, start INTEGER, end INTEGER, apiName_id INTEGER, args_id INTEGER)"
+            "CREATE TABLE rocpd_api (id INTEGER PRIMARY KEY, pid INTEGER, tid INTEGER, start INTEGER, end INTEGER, "
+            "apiName_id INTEGER, args_id INTEGER)"
         )
         c.execute(
-            "CREATE TABLE rocpd_kernelapi (api_id INTEGER PRIMARY KEY, stream TEXT, gridX INTEGER, gridY INTEGER, gridZ INTEGER, "
-            "workgroupX INTEGER, workgroupY INTEGER, workgroupZ INTEGER, groupSegmentSize INTEGER, privateSegmentSize INTEGER, kernelName_id INTEGER)"
+            "CREATE TABLE rocpd_kernelapi (api_id INTEGER PRIMARY KEY, stream TEXT, gridX INTEGER, gridY INTEGER, "
+            "gridZ INTEGER, workgroupX INTEGER, workgroupY INTEGER, workgroupZ INTEGER, groupSegmentSize INTEGER, "
+            "privateSegmentSize INTEGER, kernelName_id INTEGER)"
         )
         c.execute(
-            "CREATE TABLE rocpd_copyapi (api_id INTEGER PRIMARY KEY, stream TEXT, size INTEGER, dst TEXT, src TEXT, kind INTEGER, sync INTEGER)"
+            "CREATE TABLE rocpd_copyapi (api_id INTEGER PRIMARY KEY, stream TEXT, size INTEGER, dst TEXT, src TEXT, "
+            "kind INTEGER, sync INTEGER)"
         )
     c.execute("CREATE TABLE rocpd_api_ops (id INTEGER PRIMARY KEY, api_id INTEGER, op_id INTEGER)")
     c.execute("CREATE TABLE rocpd_metadata (id INTEGER PRIMARY KEY, tag TEXT, value TEXT)")
     c.execute(
-        "CREATE TABLE rocpd_monitor (id INTEGER PRIMARY KEY, deviceType TEXT, deviceId INTEGER, monitorType TEXT, start INTEGER, end INTEGER, value TEXT)"
+        "CREATE TABLE rocpd_monitor (id INTEGER PRIMARY KEY, deviceType TEXT, deviceId INTEGER, monitorType TEXT, "
+        "start INTEGER, end INTEGER, value TEXT)"
     )
     if flavour == "v2":
         c.execute(
             "CREATE TABLE rocpd_kernelcodeobject (id integer PRIMARY KEY, vgpr integer, sgpr integer, fbar integer)"
         )
         c.execute(
-            "CREATE TABLE rocpd_barrierop (op_ptr_id integer PRIMARY KEY, signalCount integer, aquireFence varchar(8), releaseFence varchar(8))"
+            "CREATE TABLE rocpd_barrierop (op_ptr_id integer PRIMARY KEY, signalCount integer, "
+            "aquireFence varchar(8), releaseFence varchar(8))"
         )
         c.execute("CREATE TABLE rocpd_op_inputSignals (id integer PRIMARY KEY, from_op_id integer, to_op_id integer)")
     if flavour == "rtl":
         c.execute(
-            "CREATE VIEW top AS SELECT s.string AS Name, COUNT(*) AS Calls FROM rocpd_op o JOIN rocpd_string s ON o.description_id = s.id GROUP BY s.string"
+            "CREATE VIEW top AS SELECT s.string AS Name, COUNT(*) AS Calls "
+            "FROM rocpd_op o JOIN rocpd_string s ON o.description_id = s.id GROUP BY s.string"
         )
     strings: dict[str, int] = {}
 
@@ -157,7 +164,8 @@ def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, 
     )
     if flavour == "v3":
         c.executemany(
-            "INSERT INTO rocpd_op (id, gpuId, queueId, sequenceId, start, end, description_id, opType_id) VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO rocpd_op (id, gpuId, queueId, sequenceId, start, end, description_id, opType_id) "
+            "VALUES (?,?,?,?,?,?,?,?)",
             [o[:4] + o[5:] for o in ops],
         )
         c.execute("INSERT INTO rocpd_metadata (tag, value) VALUES ('schema_version', '3')")

@@ -110,7 +110,10 @@ def test_amd_smi_shapes_and_primus_commit_without_git(tmp_path: Path, monkeypatc
 
 def test_runner_import_check_is_one_line() -> None:
     assert missing_import() is None  # this venv has boto3
-    code = "import sys; sys.modules['boto3'] = None; from traceladder.runner.requirements import missing_import; print(missing_import())"
+    code = (
+        "import sys; sys.modules['boto3'] = None; "
+        "from traceladder.runner.requirements import missing_import; print(missing_import())"
+    )
     # find_spec of a module set to None in sys.modules raises ValueError: reported as missing
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ}, check=True)
     assert out.stdout.strip().startswith(

@@ -50,16 +50,21 @@ if want_gpus:
                 info = p.get("process_info") if isinstance(p, dict) else None
                 if isinstance(info, dict):
                     busy.append({"gpu": row.get("gpu"), "pid": info.get("pid"), "name": info.get("name")})
-        out["gpus"] = {"tool": "amd-smi", "count": len(rows) if isinstance(rows, list) else None, "busy": busy, "error": err or perr}
+        count = len(rows) if isinstance(rows, list) else None
+        out["gpus"] = {"tool": "amd-smi", "count": count, "busy": busy, "error": err or perr}
     elif shutil.which("rocm-smi"):
         doc, err = smi("rocm-smi", "--showid", "--json")
         cards = [k for k in (doc or {}) if k.startswith("card")] if isinstance(doc, dict) else []
         pids, perr = smi("rocm-smi", "--showpids", "--json")
-        busy = [{"gpu": None, "pid": k[3:], "name": str(v).split(",")[0]} for k, v in ((pids or {}).get("system") or {}).items()
-                if k.startswith("PID")] if isinstance(pids, dict) else []
-        out["gpus"] = {"tool": "rocm-smi", "count": len(cards) if doc is not None else None, "busy": busy, "error": err or perr}
+        system = ((pids or {}).get("system") or {}) if isinstance(pids, dict) else {}
+        busy = [
+            {"gpu": None, "pid": k[3:], "name": str(v).split(",")[0]} for k, v in system.items() if k.startswith("PID")
+        ]
+        count = len(cards) if doc is not None else None
+        out["gpus"] = {"tool": "rocm-smi", "count": count, "busy": busy, "error": err or perr}
     else:
-        out["gpus"] = {"tool": None, "count": None, "busy": [], "error": "neither amd-smi nor rocm-smi is on PATH in the image"}
+        msg = "neither amd-smi nor rocm-smi is on PATH in the image"
+        out["gpus"] = {"tool": None, "count": None, "busy": [], "error": msg}
 print(json.dumps(out))
 """
 

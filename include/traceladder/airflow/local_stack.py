@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from traceladder.airflow.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
+from traceladder.process_group import start_group, stop_group
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 CELERY_WORKER = "celery-worker:"  # + queue: a component that is a Celery worker on that one queue
@@ -152,7 +153,9 @@ class LocalStack:
             "AIRFLOW__CORE__EXECUTOR": self.executor,
             "AIRFLOW__CORE__PARALLELISM": str(self._parallelism),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__AUTH_MANAGER": (
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+            ),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
             "AIRFLOW__API__HOST": self.host,
             "AIRFLOW__API__PORT": str(self.port),
@@ -239,35 +242,14 @@ class LocalStack:
         log_path = self.log_path(name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._logs[name] = open(log_path, "ab")
-        self._procs[name] = subprocess.Popen(
-            [AIRFLOW_BIN, *command],
-            env=self.env,
-            cwd=self.home,
-            stdin=subprocess.DEVNULL,
-            stdout=self._logs[name],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self._procs[name] = start_group([AIRFLOW_BIN, *command], self._logs[name], self.home, self.env)
         return self._procs[name]
 
     def stop_component(self, name: str, sig: int = signal.SIGTERM, grace_s: float = 20) -> None:
         """Signal one component's process group; SIGKILL it after ``grace_s``."""
         proc = self._procs.pop(name, None)
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
-        if proc is not None:
-            try:  # children that outlived the leader (task runners) go with the group
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+        if proc is not None:  # children that outlived the leader (task runners) go with the group
+            stop_group(proc, grace_s, sig)
         log = self._logs.pop(name, None)
         if log is not None:
             log.close()
@@ -329,7 +311,8 @@ class LocalStack:
                 last = type(exc).__name__
             time.sleep(0.5)
         raise StackError(
-            f"stack on {self.url} not healthy after {self.startup_timeout_s:.0f} s ({last}); api-server log: {self.log_tail()}"
+            f"stack on {self.url} not healthy after {self.startup_timeout_s:.0f} s ({last}); "
+            f"api-server log: {self.log_tail()}"
         )
 
     # ---- REST clients --------------------------------------------------------------------------

@@ -78,9 +78,9 @@ class RocmDockerOperator(DockerOperator):
     Defaults that differ from DockerOperator's, all overridable through its own parameters:
     ``cap_add=["SYS_PTRACE"]``, ``ipc_mode="host"``, ``network_mode="host"`` (madengine's
     ``--network host``; also how containers reach S3 with ``--bridge=none``),
-    ``shm_size=128 GiB``, ``ulimits=[nofile 1048576]`` (``TRACELADDER_CONTAINER_NOFILE``), ``mount_tmp_dir=False`` (the daemon is
-    remote), ``auto_remove="force"`` (the container is removed whatever happened, also on
-    ``execution_timeout``).
+    ``shm_size=128 GiB``, ``ulimits=[nofile 1048576]`` (``TRACELADDER_CONTAINER_NOFILE``),
+    ``mount_tmp_dir=False`` (the daemon is remote), ``auto_remove="force"`` (the container is
+    removed whatever happened, also on ``execution_timeout``).
 
     Secrets go through ``private_environment`` only: ``environment`` is a template field and is
     rendered into the UI.
@@ -213,8 +213,9 @@ class RungDockerOperator(RocmDockerOperator):
     ``traceladder run-rung --spec-json '<spec>' --run-id <run_id>`` on the rung's worker host.
 
     :param spec: The rung spec (``RungSpec`` as a dict), or a block-grid slot's list of zero or
-        one spec (``plan``'s XCom for the slot; empty = skip). Its ``image`` is the runner image (the cluster's ``runner_image``), its ``ladder``
-        finds the cluster's storage settings, and its ``timeout_s`` is the runner's own deadline.
+        one spec (``plan``'s XCom for the slot; empty = skip). Its ``image`` is the runner image
+        (the cluster's ``runner_image``), its ``ladder`` finds the cluster's storage settings, and
+        its ``timeout_s`` is the runner's own deadline.
     :param run_id: The ladder run's id (the artifact key part; default: Airflow's run id). (templated)
     :param min_free_gb: Free space the host's Docker data root needs before a rung starts
         (default 20 GiB, or ``TRACELADDER_MIN_FREE_GB``).
@@ -423,7 +424,8 @@ class TracelensDockerOperator(RocmDockerOperator):
         cluster = open_ladder(self.ladder).cluster
         if cluster.tracelens is None:
             raise AirflowException(
-                f"ladder {self.ladder}: engine tracelens needs a tracelens entry (docker_url) in its cluster of clusters.yaml"
+                f"ladder {self.ladder}: engine tracelens needs a tracelens entry (docker_url) "
+                "in its cluster of clusters.yaml"
             )
         self.docker_url, self.tls_conn_id, self.image = (
             cluster.tracelens.docker_url,

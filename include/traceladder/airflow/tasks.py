@@ -170,11 +170,13 @@ def check_rungs(summary_ref: dict[str, Any] | None, published: dict[str, Any] | 
         problems.append(f"the summary was published, but the regression notice failed: {published['notify_error']}")
     if summary_ref.get("failed_rungs"):
         problems.append(
-            f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: {', '.join(summary_ref['failed_rungs'])}"
+            f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: "
+            f"{', '.join(summary_ref['failed_rungs'])}"
         )
     if summary_ref.get("unanalysed_traces"):
         problems.append(
-            f"{len(summary_ref['unanalysed_traces'])} trace(s) have no analysis: {', '.join(summary_ref['unanalysed_traces'])}"
+            f"{len(summary_ref['unanalysed_traces'])} trace(s) have no analysis: "
+            f"{', '.join(summary_ref['unanalysed_traces'])}"
         )
     if problems:
         raise AirflowException("; ".join(problems))

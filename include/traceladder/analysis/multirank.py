@@ -138,7 +138,8 @@ def _check_sequences(df: pd.DataFrame, by_rank: dict[int, dict], simplified: boo
                 if _fmt(v) != ref_v:
                     ref_r = next(rr for rr, vv in zip(g["rank"].tolist(), vals) if _fmt(vv) == ref_v)
                     raise MultiRankError(
-                        f"collective sequence differs from rank {ref_r}'s: {cid} ({name}) has {f} {_fmt(v)}, rank {ref_r} has {ref_v}",
+                        f"collective sequence differs from rank {ref_r}'s: "
+                        f"{cid} ({name}) has {f} {_fmt(v)}, rank {ref_r} has {ref_v}",
                         int(r),
                         by_rank[int(r)]["path"],
                     )

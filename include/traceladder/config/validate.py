@@ -162,7 +162,8 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
             if every == "none" or every not in LENS_NAMES:
                 raise LadderConfigError(
                     "lenses.every_rung",
-                    f"expected a profiling lens, one of {[lens_name for lens_name in LENS_NAMES if lens_name != 'none']}",
+                    "expected a profiling lens, one of "
+                    f"{[lens_name for lens_name in LENS_NAMES if lens_name != 'none']}",
                 )
             if every not in allowed:
                 raise LadderConfigError(

@@ -248,6 +248,12 @@ class ArtifactSink(abc.ABC):
     def exists(self, key: str) -> bool:
         return self._exists(check_key(key))
 
+    def list_first(self, prefix: str, limit: int) -> tuple[list[str], bool]:
+        """The first ``limit`` keys under ``prefix`` (sorted), and whether the listing stopped at
+        ``limit`` (the UI shows a folder that far)."""
+        keys = self.list(prefix)
+        return keys[:limit], len(keys) >= limit
+
     def list(self, prefix: str = "") -> list[str]:
         """Every key under ``prefix`` (a folder-like prefix; sorted)."""
         if prefix == "":
@@ -406,6 +412,23 @@ class S3ArtifactStore(ArtifactSink):
         except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("get", key, exc) from None
 
+    def open(self, key: str) -> tuple[Iterator[bytes], int | None]:
+        """A streaming body of ``key`` (1 MiB chunks) and its length, for the UI's downloads."""
+        k = check_key(key)
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=k)
+        except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
+            raise self._error("get", k, exc) from None
+        body = resp["Body"]
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                yield from body.iter_chunks(_CHUNK)
+            finally:
+                body.close()
+
+        return chunks(), resp.get("ContentLength")
+
     def get_file(self, key: str, path: str | os.PathLike[str]) -> Path:
         """Download ``key`` to ``path`` (streaming)."""
         k = check_key(key)
@@ -430,15 +453,23 @@ class S3ArtifactStore(ArtifactSink):
             self._bucket_checked = True
         return False
 
-    def _list(self, prefix: str) -> list[str]:
+    def _list(self, prefix: str, limit: int | None = None) -> list[str]:
         keys: list[str] = []
         try:
             paginator = self.client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 keys.extend(obj["Key"] for obj in page.get("Contents", []) or [])
+                if limit is not None and len(keys) >= limit:
+                    return keys[:limit]
         except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("list", prefix, exc) from None
         return keys
+
+    def list_first(self, prefix: str, limit: int) -> tuple[list[str], bool]:
+        # S3 lists in key order: stop paginating at `limit` instead of listing a huge folder.
+        p = _check_prefix_arg(prefix) + "/"
+        keys = self._list(p, limit)
+        return sorted(keys), len(keys) >= limit
 
 
 class DirArtifactSink(ArtifactSink):

@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from traceladder.process_group import signal_group, start_group, stop_group
+
 log = logging.getLogger(__name__)
 
 DEFAULT_BUCKET = "traceladder"
@@ -398,14 +400,9 @@ class EmbeddedS3:
             f"\n==== traceladder: starting weed server at {time.strftime('%Y-%m-%dT%H:%M:%S')}"
             f" ports {json.dumps(self.ports, sort_keys=True)}\n".encode()
         )
-        self._proc = subprocess.Popen(
-            cmd,
-            cwd=self.dir,  # weed looks for security.toml etc. in the working directory
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: a Ctrl+C in our terminal is ours to relay
-        )
+        # cwd: weed looks for security.toml etc. in the working directory; its own process group:
+        # a Ctrl+C in our terminal is ours to relay
+        self._proc = start_group(cmd, self._log_file, self.dir)
         self._wait_ready()
 
     def _wait_ready(self) -> None:
@@ -475,33 +472,14 @@ class EmbeddedS3:
             if self._proc is None:
                 return
             t0 = time.monotonic()
-            if self._proc.poll() is None:
-                self._signal(signal.SIGTERM)
-                try:
-                    self._proc.wait(timeout=self.stop_grace_s)
-                except subprocess.TimeoutExpired:
-                    pass
-            self._kill()
+            self._kill(self.stop_grace_s)
             self.stop_seconds = time.monotonic() - t0
             log.info("SeaweedFS S3 stopped in %.1f s", self.stop_seconds)
 
-    def _signal(self, sig: int) -> None:
-        assert self._proc is not None
-        try:
-            os.killpg(self._proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            try:
-                self._proc.send_signal(sig)
-            except ProcessLookupError:
-                pass
-
-    def _kill(self) -> None:
+    def _kill(self, grace_s: float = 0) -> None:
+        """SIGTERM and ``grace_s`` for weed to exit (none: SIGKILL at once), then SIGKILL."""
         if self._proc is not None:
-            if self._proc.poll() is None:
-                self._signal(signal.SIGKILL)
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            if not stop_group(self._proc, grace_s, signal.SIGTERM if grace_s else signal.SIGKILL):
                 log.warning("weed server (pid %s) did not exit after SIGKILL", self._proc.pid)
             self._proc = None
         if self._log_file is not None:
@@ -531,10 +509,7 @@ class EmbeddedS3:
     def __del__(self) -> None:  # a forgotten server must not outlive the interpreter's objects
         proc = getattr(self, "_proc", None)
         if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            signal_group(proc, signal.SIGKILL)
 
     # ---- CLI helpers --------------------------------------------------------------------------
     def write_credentials_env(self) -> Path:

@@ -66,7 +66,10 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
         if vs.get("metric") == "step_ms" and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
             width_ms = float(ci[1]) - float(ci[0])
             if largest_us / 1e3 < width_ms:
-                return f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width of the step-time 95% interval"
+                return (
+                    f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width "
+                    "of the step-time 95% interval"
+                )
         return None
     change = row.get("tokens_gained") if row.get("kind") == "batch" else row.get("ms_removed")
     if not change:
@@ -135,9 +138,9 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
-    by_kernel = gpu and c.kernels is not None  # GPU traces: kernels; the CPU proxy: ops
-    movers = doc["top_kernels"] if by_kernel else doc["top_ops"]
-    ops_side = c.kernels if by_kernel else c.ops
+    kernels = c.kernels if gpu else None  # GPU traces: kernels; the CPU proxy: ops
+    movers = doc["top_kernels"] if kernels is not None else doc["top_ops"]
+    ops_side = kernels if kernels is not None else c.ops
     key = "Kernel name" if "Kernel name" in ops_side.columns else "name"
     appeared = [
         str(x)

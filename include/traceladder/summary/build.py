@@ -55,6 +55,7 @@ def build_summary(
         spec = info[name]
         parent = spec["parent"]
         batch = spec["switch"] in BATCH_SWITCHES
+        own, base = tokens[name], (tokens.get(root) if root else None)
         row = {
             "rung": name,
             "parent": parent,
@@ -70,9 +71,7 @@ def build_summary(
             "kind": "batch" if batch else "optimisation",
             # Batch rungs do more work per step: they are judged on tokens/s/GPU (README "Statistical model").
             **({"vs_parent": vs_parent[name]} if parent is not None else {}),
-            "speedup_vs_root": (
-                ratio(tokens[name], tokens[root]).as_dict() if root and tokens.get(root) and tokens[name] else None
-            ),
+            "speedup_vs_root": ratio(own, base).as_dict() if own and base else None,
         }
         rows.append(row)
 
@@ -229,7 +228,8 @@ def findings(summary: dict[str, Any]) -> list[str]:
         w = coll["worst_straggler"]
         out.append(
             f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()}): "
-            f"rank {w['straggler_rank']} is the straggler in {w['name']}; the others waited {w['others_waited_ms']:.1f} ms for it."
+            f"rank {w['straggler_rank']} is the straggler in {w['name']}; "
+            f"the others waited {w['others_waited_ms']:.1f} ms for it."
         )
     if summary.get("history"):
         from traceladder.summary.history import history_findings

@@ -93,8 +93,8 @@ def main(path: str, seed: int, test: str) -> int:
     for c in result["change_points"]:
         lo, hi = c["_ci"]
         print(
-            f"{c['rung']}: {c['direction']} from run {c['run_id']}: {c['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%), "
-            f"p={c['_p']:.2g}, {c['_runs']} runs"
+            f"{c['rung']}: {c['direction']} from run {c['run_id']}: {c['delta_pct']:+.1f}% "
+            f"(95% CI {lo:+.1f}% to {hi:+.1f}%), p={c['_p']:.2g}, {c['_runs']} runs"
         )
     if not result["change_points"]:
         print("no change point")

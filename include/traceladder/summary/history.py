@@ -103,8 +103,9 @@ def _segments(n: int, cps: list[int]) -> list[tuple[int, int]]:
 
 
 def _pooled_var(z: np.ndarray, cps: list[int]) -> tuple[float, int]:
-    """Residual variance over every segment, floored by half the mean squared successive difference within segments: many short segments
-    fitted to noise would otherwise shrink it and make every candidate look significant."""
+    """Residual variance over every segment, floored by half the mean squared successive difference
+    within segments: many short segments fitted to noise would otherwise shrink it and make every
+    candidate look significant."""
     segs = _segments(len(z), cps)
     ss = sum(float(((z[a:b] - z[a:b].mean()) ** 2).sum()) for a, b in segs)
     df = len(z) - len(segs)
@@ -371,7 +372,8 @@ def regression_lines(history: dict[str, Any] | None) -> list[str]:
             else "; no provenance change"
         )
         out.append(
-            f"{r['rung']}: step time {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) from run {r['run_id']} on{prov}."
+            f"{r['rung']}: step time {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
+            f"from run {r['run_id']} on{prov}."
         )
     return out
 

@@ -51,7 +51,8 @@ def history_markdown(history: dict[str, Any] | None) -> list[str]:
             "|---|---|---|---|---|---|---|",
         ]
         parts += [
-            f"| {r['rung']} | {r['run_id']} | {r['direction']} | {r['size']} | {r['p']} | {r['provenance']} | {r['call']} |"
+            f"| {r['rung']} | {r['run_id']} | {r['direction']} | {r['size']} | {r['p']} | "
+            f"{r['provenance']} | {r['call']} |"
             for r in rows
         ]
     else:
@@ -74,11 +75,17 @@ def history_markdown(history: dict[str, Any] | None) -> list[str]:
 
 _HTML = """<h2>History <small>({{ h.runs | length }} full runs; change points, {{ levels }})</small></h2>
 {% if trend %}<img alt="trend.png" src="{{ trend }}">{% endif %}
-{% if rows %}<table id="change-points"><tr><th>rung</th><th>first run after</th><th>direction</th><th>step time change (95% CI)</th><th>p</th><th>provenance change</th><th>call</th></tr>
-{% for r in rows %}<tr><td>{{ r.rung }}</td><td>{{ r.run_id }}</td><td>{{ r.direction }}</td><td>{{ r.size }}</td><td>{{ r.p }}</td><td>{{ r.provenance }}</td><td{% if r.call.startswith('REGRESSION') %} class="failed"{% endif %}>{{ r.call }}</td></tr>{% endfor %}</table>
+{% if rows %}<table id="change-points"><tr><th>rung</th><th>first run after</th><th>direction</th>\
+<th>step time change (95% CI)</th><th>p</th><th>provenance change</th><th>call</th></tr>
+{% for r in rows %}<tr><td>{{ r.rung }}</td><td>{{ r.run_id }}</td><td>{{ r.direction }}</td><td>{{ r.size }}</td>\
+<td>{{ r.p }}</td><td>{{ r.provenance }}</td><td{% if r.call.startswith('REGRESSION') %} class="failed"{% endif %}>\
+{{ r.call }}</td></tr>{% endfor %}</table>
 {% else %}<p>No change point in any rung's step time.</p>{% endif %}
-{% if h.since_last %}<h3>Since {{ h.since_last.previous_run_id }} <small>(figures; the calls are the change points above)</small></h3>
-<table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for r in h.since_last.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.previous | est }}</td><td>{{ r.current | est }}</td><td>{{ '%+.1f%%' % r.delta_pct }}</td></tr>{% endfor %}</table>
+{% if h.since_last %}<h3>Since {{ h.since_last.previous_run_id }} <small>(figures; the calls are the change points \
+above)</small></h3>
+<table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for r in h.since_last.rungs %}<tr>\
+<td>{{ r.rung }}</td><td>{{ r.previous | est }}</td><td>{{ r.current | est }}</td><td>{{ '%+.1f%%' % r.delta_pct }}\
+</td></tr>{% endfor %}</table>
 {% for p in h.since_last.provenance_changes %}<p class="failed">Provenance changed: {{ p }}</p>{% endfor %}{% endif %}
 """
 _ENV = Environment(autoescape=select_autoescape(default=True))

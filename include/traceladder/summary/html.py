@@ -22,32 +22,53 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 </style></head><body>
 <h1>{{ s.ladder }} <small>run {{ s.run_id }}</small></h1>
 <h2>Ladder</h2>
-<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th><th>tokens/s/GPU</th><th>vs parent (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
+<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th><th>tokens/s/GPU</th>\
+<th>vs parent (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
 {% for r in s.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.switch ~ '=' ~ r.value if r.switch else '(root)' }}</td>
 <td>{{ r.step_ms | est }}</td><td>{{ r.tokens_per_sec_per_gpu | est(0) }}</td>
-<td{% if r.vs_parent and r.vs_parent.verdict in ('no_change', 'single_run') %} class="noise"{% endif %}>{{ r.vs_parent | change }}</td>
-<td>{{ '%.2fx' % r.speedup_vs_root.mean if r.speedup_vs_root else '-' }}</td><td>{{ '%.2f' % r.peak_mem_gb if r.peak_mem_gb is not none else '-' }}</td>
-<td{% if r.ok != r.runs %} class="failed"{% endif %}>{{ r.ok }}/{{ r.runs }}{% if r.ok != r.runs %} FAILED{% endif %}</td></tr>
+<td{% if r.vs_parent and r.vs_parent.verdict in ('no_change', 'single_run') %} class="noise"{% endif %}>\
+{{ r.vs_parent | change }}</td>
+<td>{{ '%.2fx' % r.speedup_vs_root.mean if r.speedup_vs_root else '-' }}</td><td>\
+{{ '%.2f' % r.peak_mem_gb if r.peak_mem_gb is not none else '-' }}</td>
+<td{% if r.ok != r.runs %} class="failed"{% endif %}>{{ r.ok }}/{{ r.runs }}\
+{% if r.ok != r.runs %} FAILED{% endif %}</td></tr>
 {% endfor %}</table>
 {% for name, uri in charts %}<img alt="{{ name }}" src="{{ uri }}">{% endfor %}
 <h2>Lenses{% if s.lens_rung %} (on {{ s.lens_rung }}){% endif %}</h2>
-{% if s.lenses %}<table><tr><th>lens</th><th>step ms (95% CI)</th><th>overhead vs unprofiled (paired, 95% CI)</th><th>traces</th><th>runs ok</th></tr>
-{% for l in s.lenses %}<tr><td>{{ l.lens }}</td><td>{{ l.step_ms | est }}</td><td>{{ l.overhead_ratio | est(2) }}</td><td>{{ l.traces }}</td><td>{{ l.ok }}/{{ l.runs }}</td></tr>{% endfor %}
+{% if s.lenses %}<table><tr><th>lens</th><th>step ms (95% CI)</th><th>overhead vs unprofiled (paired, 95% CI)</th>\
+<th>traces</th><th>runs ok</th></tr>
+{% for l in s.lenses %}<tr><td>{{ l.lens }}</td><td>{{ l.step_ms | est }}</td><td>{{ l.overhead_ratio | est(2) }}\
+</td><td>{{ l.traces }}</td><td>{{ l.ok }}/{{ l.runs }}</td></tr>{% endfor %}
 </table>{% else %}<p>No lenses in this run.</p>{% endif %}
-{% if s.profile and s.profile.timeline %}<h2>Where the time went ({{ s.profile.lens }}, {{ s.profile.rung_id }}, {{ (s.profile.device or 'gpu') | upper }} timeline)</h2>
-<table><tr><th>part</th><th>ms</th><th>%</th></tr>{% for k in ['computation_time','exposed_comm_time','exposed_memcpy_time','idle_time','total_time'] if k in s.profile.timeline %}
-<tr><td>{{ k }}</td><td>{{ '%.2f' % s.profile.timeline[k] }}</td><td>{{ '%.1f' % (s.profile.timeline_percent or {}).get(k, 0) }}</td></tr>{% endfor %}</table>
-{% if s.profile.regions %}<table><tr><th>region</th><th>ms</th></tr>{% for k, v in s.profile.regions | dictsort(by='value', reverse=true) %}<tr><td>{{ k }}</td><td>{{ '%.2f' % v }}</td></tr>{% endfor %}</table>{% endif %}
-{% if s.profile.top_ops %}<table><tr><th>top op</th><th>ms</th><th>%</th><th>count</th></tr>{% for op in s.profile.top_ops[:10] %}<tr><td>{{ op.name }}</td><td>{{ '%.2f' % op.time_ms }}</td><td>{{ '%.1f' % op.percent }}</td><td>{{ op.count }}</td></tr>{% endfor %}</table>{% endif %}
+{% if s.profile and s.profile.timeline %}\
+<h2>Where the time went ({{ s.profile.lens }}, {{ s.profile.rung_id }}, {{ (s.profile.device or 'gpu') | upper }} \
+timeline)</h2>
+<table><tr><th>part</th><th>ms</th><th>%</th></tr>\
+{% for k in ['computation_time','exposed_comm_time','exposed_memcpy_time','idle_time','total_time'] if k in \
+s.profile.timeline %}
+<tr><td>{{ k }}</td><td>{{ '%.2f' % s.profile.timeline[k] }}</td><td>\
+{{ '%.1f' % (s.profile.timeline_percent or {}).get(k, 0) }}</td></tr>{% endfor %}</table>
+{% if s.profile.regions %}<table><tr><th>region</th><th>ms</th></tr>\
+{% for k, v in s.profile.regions | dictsort(by='value', reverse=true) %}<tr><td>{{ k }}</td><td>{{ '%.2f' % v }}\
+</td></tr>{% endfor %}</table>{% endif %}
+{% if s.profile.top_ops %}<table><tr><th>top op</th><th>ms</th><th>%</th><th>count</th></tr>\
+{% for op in s.profile.top_ops[:10] %}<tr><td>{{ op.name }}</td><td>{{ '%.2f' % op.time_ms }}</td><td>\
+{{ '%.1f' % op.percent }}</td><td>{{ op.count }}</td></tr>{% endfor %}</table>{% endif %}
 {% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step)</h2>
-<table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th><th>top categories</th><th>vanished / appeared</th></tr>
-{% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>{{ e.parent }}</td><td>{{ e.lens }}</td><td>{{ e.kernel_time_delta_us | us }}</td><td>{{ e.busy_time_delta_us | us }}</td>
-<td>{% for c in e.categories[:3] %}{{ c.name }} {{ c.delta_us | us }}{% if not loop.last %}; {% endif %}{% endfor %}</td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td></tr>{% endfor %}</table>
-<ul>{% for e in s.attribution %}<li{% if e.indicative %} class="noise"{% endif %}>{{ e.sentence }}</li>{% endfor %}</ul>{% endif %}
+<table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
+<th>top categories</th><th>vanished / appeared</th></tr>
+{% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>\
+{{ e.parent }}</td><td>{{ e.lens }}</td><td>{{ e.kernel_time_delta_us | us }}</td><td>\
+{{ e.busy_time_delta_us | us }}</td>
+<td>{% for c in e.categories[:3] %}{{ c.name }} {{ c.delta_us | us }}{% if not loop.last %}; {% endif %}{% endfor %}\
+</td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td></tr>{% endfor %}</table>
+<ul>{% for e in s.attribution %}<li{% if e.indicative %} class="noise"{% endif %}>{{ e.sentence }}</li>{% endfor %}\
+</ul>{% endif %}
 {{ history | safe }}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
-{% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">{{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
+{% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">\
+{{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
 </body></html>
 """
 

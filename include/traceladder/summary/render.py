@@ -8,7 +8,10 @@ from traceladder.summary.fmt import fmt_change, fmt_est
 
 
 def ladder_table(summary: dict[str, Any]) -> str:
-    head = "| rung | change | step ms (95% CI) | tokens/s/GPU | vs parent (95% CI) | speedup vs root | peak mem GB | runs ok |"
+    head = (
+        "| rung | change | step ms (95% CI) | tokens/s/GPU | vs parent (95% CI) | speedup vs root "
+        "| peak mem GB | runs ok |"
+    )
     lines = [head, "|---" * 8 + "|"]
     for row in summary["rungs"]:
         change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
@@ -40,7 +43,8 @@ def lens_table(summary: dict[str, Any]) -> str:
     ]
     for lens in summary["lenses"]:
         lines.append(
-            f"| {lens['lens']} | {fmt_est(lens['step_ms'])} | {fmt_est(lens['overhead_ratio'], 2)} | {lens['traces']} | {lens['ok']}/{lens['runs']} |"
+            f"| {lens['lens']} | {fmt_est(lens['step_ms'])} | {fmt_est(lens['overhead_ratio'], 2)} "
+            f"| {lens['traces']} | {lens['ok']}/{lens['runs']} |"
         )
     return "\n".join(lines)
 
@@ -60,7 +64,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
         tl, tp = profile["timeline"], profile.get("timeline_percent") or {}
         parts += [
             "",
-            f"## Where the time went ({profile['lens']}, {profile['rung_id']}, {profile.get('device', 'gpu').upper()} timeline)",
+            f"## Where the time went ({profile['lens']}, {profile['rung_id']}, "
+            f"{profile.get('device', 'gpu').upper()} timeline)",
             "| part | ms | % |",
             "|---|---|---|",
         ]
@@ -80,14 +85,17 @@ def to_markdown(summary: dict[str, Any]) -> str:
     if coll and coll["by_collective"]:
         parts += [
             "",
-            f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()})",
-            "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler | others waited ms |",
+            f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, "
+            f"{(coll.get('device') or 'gpu').upper()})",
+            "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler "
+            "| others waited ms |",
             "|---|---|---|---|---|---|---|",
         ]
         for c in coll["by_collective"]:
             bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
             parts.append(
-                f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} | {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
+                f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} "
+                f"| {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
                 f"| rank {c['straggler_rank']} | {c['others_waited_ms']:.1f} |"
             )
     from traceladder.summary.attribution import markdown as attribution_md

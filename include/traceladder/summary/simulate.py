@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
     takes_run_id = "run_id" in inspect.signature(build_plan).parameters
     out, from_plan = [], True
     for i in range(schedules):
-        kwargs = {"run_id": f"sim{i}"} if takes_run_id else {}
+        kwargs: dict[str, Any] = {"run_id": f"sim{i}"} if takes_run_id else {}
         specs = [json.loads(s.to_json()) for s in build_plan(loaded, repeats=repeats, **kwargs)]
         slots, randomised = schedule_from_plan({"specs": specs})
         if not randomised:

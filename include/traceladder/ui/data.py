@@ -9,8 +9,9 @@ Every S3 key this module reads is built from the ladder's prefix ``<prefix>/<lad
 relative key that passed ``check_key`` (``[A-Za-z0-9._-]`` parts, no ``.``/``..``/empty parts, not
 absolute), so nothing outside ``<prefix>/<ladder>/`` can be read, whatever the URL held.
 
-S3 failures become ``ArtifactStoreError`` / ``ArtifactNotFoundError`` with one-line messages;
-``scrub`` removes the connection's credentials from any message before it is shown.
+``LadderStore`` reads through the artifact store (``storage.artifacts.S3ArtifactStore``), so S3
+failures become its one-line ``ArtifactStoreError`` / ``ArtifactNotFoundError``; ``scrub`` removes
+the connection's credentials from any message before it is shown.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ import builtins  # LadderStore.list shadows the builtin inside the class
 import json
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from traceladder.storage.artifacts import (
+    ArtifactIntegrityError,
     ArtifactKeyError,
     ArtifactNotFoundError,
     ArtifactStoreError,
+    S3ArtifactStore,
     check_key,
     ladder_prefix,
     safe_key_part,
@@ -215,17 +219,18 @@ def _make_client(conn_id: str) -> Any:
 CLIENTS = _ClientCache()
 
 
-def _explain(exc: BaseException) -> tuple[str, str]:
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        err = response.get("Error") or {}
-        code = str(err.get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode") or "")
-        return code, f"{code}: {err.get('Message') or type(exc).__name__}"
-    return type(exc).__name__, f"{type(exc).__name__}: {exc}"
+@contextmanager
+def _scrubbed() -> Iterator[None]:
+    """The store's one-line errors, with the connection's credentials scrubbed from them."""
+    try:
+        yield
+    except ArtifactStoreError as exc:
+        raise type(exc)(scrub(exc), exc.key, exc.code) from None
 
 
 class LadderStore:
-    """Read-only access to one ladder's ``<prefix>/<ladder>/`` in S3."""
+    """Read-only access to one ladder's ``<prefix>/<ladder>/`` in S3, through the artifact store
+    (``S3ArtifactStore``: its listing, streaming, error wording and manifest check)."""
 
     def __init__(self, entry: LadderEntry, client: Any | None = None) -> None:
         if entry.storage_key is None:
@@ -234,6 +239,7 @@ class LadderStore:
         self.bucket = entry.bucket or ""
         self.base = entry.s3_prefix  # <prefix>/<ladder>
         self._client = client
+        self._store: S3ArtifactStore | None = None
 
     @property
     def client(self) -> Any:
@@ -242,6 +248,12 @@ class LadderStore:
             self._client = CLIENTS.get(self.entry.conn_id)
         return self._client
 
+    @property
+    def store(self) -> S3ArtifactStore:
+        if self._store is None:
+            self._store = S3ArtifactStore(self.client, self.bucket, self.entry.prefix or "", self.entry.name or "")
+        return self._store
+
     def full_key(self, rel: str) -> str:
         """``<prefix>/<ladder>/<rel>``; ``ArtifactKeyError`` unless ``rel`` is clean."""
         key = f"{self.base}/{relative_key(rel)}"
@@ -249,71 +261,36 @@ class LadderStore:
             raise ArtifactKeyError(f"key {rel!r} is outside {self.base}/")
         return check_key(key)
 
-    def _error(self, op: str, key: str | None, exc: BaseException) -> ArtifactStoreError:
-        code, reason = _explain(exc)
-        where = f"s3://{self.bucket}/{key}" if key else f"bucket {self.bucket}"
-        cls = ArtifactNotFoundError if code in ("NoSuchKey", "404", "NotFound") else ArtifactStoreError
-        return cls(scrub(f"S3 {op} failed for {where}: {reason}"), key, code)
-
     def check(self) -> None:
         """Raise ``ArtifactStoreError`` unless the bucket answers."""
-        try:
-            self.client.head_bucket(Bucket=self.bucket)
-        except ArtifactStoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
-            err = self._error("head_bucket", None, exc)
-            raise ArtifactStoreError(str(err), None, err.code) from None
+        with _scrubbed():
+            self.store.check()
 
     def get_bytes(self, rel: str) -> bytes:
         key = self.full_key(rel)
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except ArtifactStoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
-            raise self._error("get", key, exc) from None
+        with _scrubbed():
+            return self.store.get_bytes(key)
 
     def get_json(self, rel: str) -> Any:
-        data = self.get_bytes(rel)
-        try:
-            return json.loads(data)
-        except ValueError as exc:
-            raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{rel} is not valid JSON: {exc}", rel) from None
+        key = self.full_key(rel)
+        with _scrubbed():
+            try:
+                return self.store.get_json(key)
+            except ArtifactIntegrityError as exc:  # not JSON: for the page, a store error like any other
+                raise ArtifactStoreError(str(exc), key) from None
 
     def list(self, rel_folder: str, limit: int = MAX_LISTED_KEYS) -> tuple[list[str], bool]:
         """Keys under ``<base>/<rel_folder>/``, relative to the base, sorted; and whether the
         listing stopped at ``limit``."""
-        folder = self.full_key(rel_folder.rstrip("/")) + "/"
-        keys: list[str] = []
-        try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=folder):
-                for obj in page.get("Contents", []):
-                    keys.append(obj["Key"][len(self.base) + 1 :])
-                    if len(keys) >= limit:
-                        return sorted(keys), True
-        except ArtifactStoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
-            raise self._error("list", folder, exc) from None
-        return sorted(keys), False
+        with _scrubbed():
+            keys, truncated = self.store.list_first(self.full_key(rel_folder.rstrip("/")), limit)
+        return [k[len(self.base) + 1 :] for k in keys], truncated
 
     def open(self, rel: str) -> tuple[Iterator[bytes], int | None]:
         """A streaming body of ``<base>/<rel>`` and its length."""
         key = self.full_key(rel)
-        try:
-            resp = self.client.get_object(Bucket=self.bucket, Key=key)
-        except Exception as exc:  # noqa: BLE001 - any S3 or transport failure is one line on the page
-            raise self._error("get", key, exc) from None
-        body = resp["Body"]
-
-        def chunks() -> Iterator[bytes]:
-            try:
-                yield from body.iter_chunks(1 << 20)
-            finally:
-                body.close()
-
-        return chunks(), resp.get("ContentLength")
+        with _scrubbed():
+            return self.store.open(key)
 
     # ---- the published runs
     def _run_entries(self) -> builtins.list[Any]:
@@ -360,12 +337,10 @@ class LadderStore:
 
     def summary(self, run_id: str) -> dict[str, Any]:
         """The run's summary.json, checked against the manifest beside it (as the pipeline reads it)."""
-        from traceladder.storage.artifacts import ArtifactIntegrityError, S3ArtifactStore
-
         key = self.full_key(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
-        store = S3ArtifactStore(self.client, self.bucket, self.entry.prefix or "", self.entry.name or "")
         try:
-            data = json.loads(store.get_verified(key))
+            with _scrubbed():
+                data = json.loads(self.store.get_verified(key))
         except ArtifactIntegrityError as exc:
             raise ArtifactStoreError(
                 scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key

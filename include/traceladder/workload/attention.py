@@ -54,6 +54,11 @@ def chunk_mask(seq: int, ratio: int, window: int, heads: int) -> torch.Tensor:
 
 
 class Attention(nn.Module):
+    # buffers (register_buffer): declared so that type checkers see tensors, not Tensor | Module
+    cos: torch.Tensor
+    sin: torch.Tensor
+    freqs: torch.Tensor
+
     def __init__(self, s: Settings, ratio: int, backend: str) -> None:
         super().__init__()
         h = s.hidden_size

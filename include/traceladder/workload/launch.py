@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
@@ -82,7 +83,7 @@ def spawn(settings: Settings) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _monitor(procs: list[BaseProcess]) -> int:
+def _monitor(procs: Sequence[BaseProcess]) -> int:
     alive = list(procs)
     while alive:
         multiprocessing.connection.wait([p.sentinel for p in alive])
@@ -96,7 +97,7 @@ def _monitor(procs: list[BaseProcess]) -> int:
     return 0
 
 
-def _terminate(procs: list[BaseProcess]) -> None:
+def _terminate(procs: Sequence[BaseProcess]) -> None:
     for p in procs:
         if p.is_alive():
             p.terminate()

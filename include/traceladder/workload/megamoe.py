@@ -92,6 +92,7 @@ def _pipeline(
     for c in range(n):
         with record_function("moe_dispatch"):
             nxt = post(c + 1) if c + 1 < n else None
+            assert inflight is not None  # chunk c was posted: post(0) above, post(c) in the last round
             buf, work = inflight
             work.wait()
         with record_function("moe_experts"):

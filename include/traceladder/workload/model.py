@@ -9,6 +9,7 @@ so a rank creates only its own experts and still matches the single-rank model.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -80,6 +81,10 @@ class Model(nn.Module):
         self.segments = _segments(s)
         self._init(s, comm)
 
+    def block_list(self) -> list[Block]:
+        """The blocks, typed (``nn.ModuleList`` hands out plain modules)."""
+        return [cast(Block, b) for b in self.blocks]
+
     def _init(self, s: Settings, comm: Comm) -> None:
         gen = torch.Generator().manual_seed(s.seed)
         with torch.no_grad():
@@ -87,7 +92,7 @@ class Model(nn.Module):
                 if ".experts." in name or p.dim() < 2:
                     continue  # norms and biases keep their constructor values
                 p.normal_(0.0, s.init_method_std, generator=gen)
-            for layer, blk in enumerate(self.blocks):
+            for layer, blk in enumerate(self.block_list()):
                 ex = blk.moe.experts
                 for e in range(ex.n_local):
                     g = torch.Generator().manual_seed(s.seed * 1_000_003 + layer * 65_537 + comm.rank * ex.n_local + e)
@@ -97,8 +102,9 @@ class Model(nn.Module):
     def forward(self, tokens: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens).reshape(-1, self.settings.hidden_size)
         streams = x.unsqueeze(1).expand(-1, self.n, -1).contiguous()
+        blocks = self.block_list()
         for layers, recomputed in self.segments:
-            run = _run_layers([self.blocks[i] for i in layers])
+            run = _run_layers([blocks[i] for i in layers])
             if recomputed:
                 # Megatron "full" recompute: keep only the segment input, replay it in backward.
                 streams = recompute(run, streams, token_ids)

@@ -25,8 +25,10 @@ _OP_CATEGORY_NAMES = {
         "_C_custom_ar::all_reduce",
         "_C_custom_ar::qr_all_reduce",
         "aiter::all_gather_reg",
-        "aiter::allgather_lastdim<std::bfloat16_t, 2>(aiter::RankData*, aiter::RankSignals, aiter::Signal*, std::bfloat16_t*, int, int, int) (Synthetic Op)",
-        "aiter::allgather_lastdim<std::bfloat16_t, 4>(aiter::RankData*, aiter::RankSignals, aiter::Signal*, std::bfloat16_t*, int, int, int) (Synthetic Op)",
+        "aiter::allgather_lastdim<std::bfloat16_t, 2>(aiter::RankData*, aiter::RankSignals, aiter::Signal*, "
+        "std::bfloat16_t*, int, int, int) (Synthetic Op)",
+        "aiter::allgather_lastdim<std::bfloat16_t, 4>(aiter::RankData*, aiter::RankSignals, aiter::Signal*, "
+        "std::bfloat16_t*, int, int, int) (Synthetic Op)",
         "aiter::fused_allreduce_rmsnorm",
         "aiter::fused_allreduce_rmsnorm_",
         "aiter::reduce_scatter",
@@ -119,8 +121,10 @@ _OP_CATEGORY_NAMES = {
         "aiter::pa_sparse_prefill_opus_fwd",
         "aiter::v4_attention_with_output->_swa_write_kernel (Synthetic Op)",
         "aiter::v4_attention_with_output->_update_compressor_states_kernel (Synthetic Op)",
-        "aiter::v4_attention_with_output->fused_compress_attn_D128_RD64_R4_OVL_SS8_KB32_Q_ue8m0_psh_rmsbf16_pf_flydsl (Synthetic Op)",
-        "aiter::v4_attention_with_output->fused_compress_attn_D512_RD64_R4_OVL_SS8_KB32_rmsbf16_pf_flydsl (Synthetic Op)",
+        "aiter::v4_attention_with_output->"
+        "fused_compress_attn_D128_RD64_R4_OVL_SS8_KB32_Q_ue8m0_psh_rmsbf16_pf_flydsl (Synthetic Op)",
+        "aiter::v4_attention_with_output->"
+        "fused_compress_attn_D512_RD64_R4_OVL_SS8_KB32_rmsbf16_pf_flydsl (Synthetic Op)",
         "aiter::v4_attention_with_output->hca_compress_forward_D512_R128_NW4_SL256_S128_flydsl (Synthetic Op)",
         "aiter::v4_attention_with_output->hca_compress_forward_D512_R128_NW8_SL128_S128_flydsl (Synthetic Op)",
         "hipModuleLaunchKernel->kv_indices_generate_kernel (Synthetic Op)",

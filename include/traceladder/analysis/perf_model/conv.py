@@ -41,6 +41,8 @@ def params(name: str, args: dict) -> dict[str, Any]:
     dt = tuple(ty[o : o + 2])
     if dt[0] != dt[1]:
         raise ValueError(f"input and weight dtypes differ: {dt}")
+    xs: tuple[Any, ...] | None
+    ws: tuple[Any, ...] | None
     try:
         xs, ws = tuple(args["Input Strides"][o]), tuple(args["Input Strides"][o + 1])
     except KeyError:

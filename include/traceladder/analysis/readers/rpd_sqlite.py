@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,14 +86,16 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
             hint = " (this looks like a rocprofv3 rocpd database: rerun rocprofv3 with --output-format json or csv)"
         raise TraceError(
             path,
-            f"SQLite database is neither rocm-trace-lite nor rpd schema: no {', '.join(sorted(need - tables))} table{hint}",
+            "SQLite database is neither rocm-trace-lite nor rpd schema: "
+            f"no {', '.join(sorted(need - tables))} table{hint}",
         )
     op_cols = _columns(con, "rocpd_op")
     missing = [c for c in ("start", "end", "description_id", "opType_id") if c not in op_cols]
     if missing or not {"id", "string"} <= _columns(con, "rocpd_string"):
         raise TraceError(
             path,
-            f"SQLite database is neither rocm-trace-lite nor rpd schema: rocpd_op lacks {', '.join(missing) or 'nothing'}",
+            "SQLite database is neither rocm-trace-lite nor rpd schema: "
+            f"rocpd_op lacks {', '.join(missing) or 'nothing'}",
         )
     meta: dict[str, str] = {}
     if "rocpd_metadata" in tables and {"tag", "value"} <= _columns(con, "rocpd_metadata"):
@@ -154,7 +157,7 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         part("gpu_memset", fill, [r[6] for r in fill]),
     ]
     source = "rocm-trace-lite trace.db (lite mode)" if lite else f"RPD-style SQLite (schema v{schema})"
-    heavy = {
+    heavy: dict[str, Any] = {
         "source": source,
         "init_time": None,
         "fini_time": None,

@@ -135,8 +135,7 @@ def _flops_bytes(name: str, p: dict) -> tuple[float, float | None]:
 
 
 def _compute_spec(p: dict) -> str:
-    dt = p.get("dtype_A_B") or (None,)
-    d = dt[0] if dt else None
+    d = (p.get("dtype_A_B") or (None,))[0]
     prec = precision(d) if isinstance(d, str) and d else None
     return f"matrix_{prec}" if prec else ""
 

@@ -246,9 +246,8 @@ def cpu_timeline(t: EventTable, sel: CpuSelection | None = None) -> Timeline:
     m["idle_time"] = total - m["busy_time"]
     notes = [
         "CPU-only trace: the timeline is CPU-based (computation = time in cpu_ops on the main "
-        "thread, c10d collective stubs excluded; communication = gloo:* ranges on the gloo threads; total = span of the "
-        + ("ProfilerStep ranges" if sel.step_idx.size else "profiled ops")
-        + ")"
+        "thread, c10d collective stubs excluded; communication = gloo:* ranges on the gloo threads; "
+        "total = span of the " + ("ProfilerStep ranges" if sel.step_idx.size else "profiled ops") + ")"
     ]
     return Timeline(m, "cpu", notes)
 

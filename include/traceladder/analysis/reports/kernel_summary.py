@@ -62,6 +62,8 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
         cur = r
         while cur >= 0 and t.cat[cur] != cpu_op:
             cur = int(host_parent[cur])
+        cat: str | None
+        res: tuple[str | None, str | None]
         if cur >= 0:
             name = t.names[t.name[cur]]
             cat = launcher_cat.get(cur) or categorize_op(name)

@@ -1,0 +1,61 @@
+"""A server's process group (traceladder.process_group), on real processes: the group's children
+go down with the leader, a leader that ignores SIGTERM is killed after the grace period."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from traceladder.process_group import start_group, stop_group
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0) until its parent (init, here) reaps it
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _child_pid(path: Path) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text.strip():
+            return int(text)
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never got the child's pid")
+
+
+def test_the_group_goes_down_with_its_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    # the child ignores SIGTERM and is not waited for: only the group's SIGKILL reaches it
+    script = f"trap '' TERM; sleep 300 & echo $! > {pidfile}; exit 0"
+    with open(tmp_path / "log", "ab") as log:
+        proc = start_group(["sh", "-c", script], log, tmp_path)
+    child = _child_pid(pidfile)
+    proc.wait(timeout=10)  # the leader is gone; its child still runs in the group
+    assert os.getpgid(child) == proc.pid and _alive(child)
+    assert stop_group(proc, grace_s=0.5)
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_a_leader_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    with open(tmp_path / "log", "ab") as log:
+        proc = start_group(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.1; done"], log, tmp_path)
+    while not ready.exists():
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    assert stop_group(proc, grace_s=1.0)
+    assert 1.0 <= time.monotonic() - t0 < 10
+    assert proc.returncode == -signal.SIGKILL
