@@ -23,13 +23,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-from benchmarks.common import REPO, Context, Row
+from benchmarks.common import Context, Row, run_rung
 
 SIM_LADDERS = 2000
 POWER_LADDERS = 1000
@@ -76,30 +74,10 @@ def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
 
 
 def _proxy_runs(count: int, out: str) -> list[dict]:
-    runs = []
-    for k in range(count):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "traceladder.cli",
-                "run-rung",
-                "--ladder",
-                "proxy-local",
-                "--rung",
-                "recompute_off",
-                "--run-id",
-                f"aab{k}",
-                "--out",
-                out,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "PYTHONPATH": str(REPO / "include")},
-        )
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    return runs
+    return [
+        run_rung("--ladder", "proxy-local", "--rung", "recompute_off", "--run-id", f"aab{k}", out=out)
+        for k in range(count)
+    ]
 
 
 def _aa_ladders(step_values: list[list[float]], seed: int) -> list[str]:
@@ -200,17 +178,9 @@ def _power_ladder(k: int, out: str) -> tuple[dict, dict[str, dict]]:
     from traceladder.plan import build_plan, execution_order
 
     specs = execution_order(build_plan(load_ladder(ladders_dir() / "proxy-power.yaml"), seed=k))
-    results = {}
-    for spec in specs:
-        argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", f"power{k}", "--out", out]
-        proc = subprocess.run(
-            [sys.executable, "-m", "traceladder.cli", *argv],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "PYTHONPATH": str(REPO / "include")},
-        )
-        results[spec.rung_id] = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = {
+        spec.rung_id: run_rung("--spec-json", spec.to_json(), "--run-id", f"power{k}", out=out) for spec in specs
+    }
     return {"specs": [json.loads(s.to_json()) for s in specs]}, results
 
 

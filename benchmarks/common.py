@@ -39,6 +39,19 @@ class Context:
     single_times: list[float] = field(default_factory=list)
 
 
+def run_rung(*args: str, out: str) -> dict:
+    """One real proxy run, `traceladder run-rung ARGS --out OUT` in a fresh process, as a ladder's
+    slot runs it; its result line (status, step_ms, step_ms_values, ...)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceladder.cli", "run-rung", *args, "--out", out],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO / "include")},
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 # ---------------------------------------------------------------------------------
 # subprocess measurements
 _MEASURE = r"""

@@ -14,13 +14,11 @@ import argparse
 import json
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO
+from benchmarks.common import REPO, run_rung
 
 TARGET = REPO / "include" / "traceladder" / "summary" / "proxy_noise.json"
 COMMAND = (
@@ -33,27 +31,8 @@ BLOCK_SIZE = 10  # proxy-local's rungs: one block of the ladder
 def run_once(k: int, out: str) -> dict:
     t0 = time.time()
     load = open("/proc/loadavg").read().split()[:3]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "traceladder.cli",
-            "run-rung",
-            "--ladder",
-            "proxy-local",
-            "--rung",
-            "recompute_off",
-            "--run-id",
-            f"aa{k}",
-            "--out",
-            out,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(REPO / "include")},
-    )
-    return {"k": k, "t0": t0, "loadavg": " ".join(load), "result": json.loads(proc.stdout.strip().splitlines()[-1])}
+    result = run_rung("--ladder", "proxy-local", "--rung", "recompute_off", "--run-id", f"aa{k}", out=out)
+    return {"k": k, "t0": t0, "loadavg": " ".join(load), "result": result}
 
 
 def write(lines: list[dict], note: str) -> dict:
