@@ -256,11 +256,27 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return USER_ERRORS
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush cannot raise again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is no real file (captured in tests)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
+        return code
+    except BrokenPipeError:  # `traceladder plan --json | head`: the reader left; not an error of ours
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except UserError as exc:
         print(f"traceladder: {exc}", file=sys.stderr)
     except KeyboardInterrupt:

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.hooks.docker import DockerHook
 from airflow.providers.docker.operators.docker import DockerOperator
-from docker.types import Ulimit
+from docker.types import Mount, Ulimit
 
 from traceladder.airflow import docker_hygiene as hygiene
 from traceladder.airflow.rocm_hook import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
+from traceladder.storage.spool import ENV_BUDGET, ENV_SPOOL
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -48,6 +49,27 @@ def default_nofile() -> int:
     """The containers' nofile limit: 1048576 (Primus's docs), or TRACELADDER_CONTAINER_NOFILE where
     the daemon's own hard limit is lower (a sandboxed CI runner)."""
     return int(os.environ.get("TRACELADDER_CONTAINER_NOFILE", DEFAULT_NOFILE))
+
+
+# Without TRACELADDER_SPOOL_DIR on the worker, docker rungs spool in this named volume of the daemon
+SPOOL_VOLUME, SPOOL_IN_VOLUME = "traceladder-spool", "/var/lib/traceladder/spool"
+
+
+def spool_mount(env: dict[str, str] | None = None) -> tuple[Mount, str]:
+    """The mount that keeps a docker rung's spool on the host, and its path in the container.
+
+    Artifacts that S3 refused past the retry budget must outlive the container (removed when the
+    rung ends) so that the task's retry, a new container, uploads them (storage/spool.py). The
+    worker's ``TRACELADDER_SPOOL_DIR`` (an absolute path on the Docker host: the worker's own host
+    under a per-host queue) is bind-mounted at the same path; without it, the daemon's named
+    volume ``traceladder-spool`` is. Either way the runner gets the path as TRACELADDER_SPOOL_DIR."""
+    env = dict(os.environ) if env is None else env
+    path = env.get(ENV_SPOOL, "")
+    if not path:
+        return Mount(target=SPOOL_IN_VOLUME, source=SPOOL_VOLUME, type="volume"), SPOOL_IN_VOLUME
+    if not os.path.isabs(path):
+        raise ValueError(f"{ENV_SPOOL}: {path!r} is not an absolute path (it is bind-mounted into rung containers)")
+    return Mount(target=path, source=path, type="bind"), path
 
 
 def _text_lines(logs: Sequence[str | bytes] | None) -> list[str]:
@@ -230,7 +252,11 @@ class RungDockerOperator(RocmDockerOperator):
     ``private_environment`` are set from the spec at run time:
 
     * ``environment``: ``TRACELADDER_S3_ENDPOINT`` (the cluster's ``storage.worker_endpoint_url``,
-      or the S3 connection's ``endpoint_url``), ``TRACELADDER_S3_BUCKET``, ``AWS_DEFAULT_REGION``;
+      or the S3 connection's ``endpoint_url``), ``TRACELADDER_S3_BUCKET``, ``AWS_DEFAULT_REGION``,
+      ``TRACELADDER_SPOOL_DIR`` (and the worker's ``TRACELADDER_S3_RETRY_BUDGET_S`` if set);
+    * ``mounts``: the spool on the host (``spool_mount``): the worker's ``TRACELADDER_SPOOL_DIR``
+      bind-mounted at the same path, else the daemon's named volume ``traceladder-spool``, so
+      artifacts S3 refused outlive the container and the task's retry uploads them;
     * ``private_environment``: ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` from the
       cluster's S3 connection (``storage.conn_id``), masked in logs;
     * ``cap_add``: ``SYS_PTRACE``, plus ``SYS_ADMIN`` for the rocprofv3 and rocm_trace_lite lenses.
@@ -298,6 +324,13 @@ class RungDockerOperator(RocmDockerOperator):
             caps.add("SYS_ADMIN")
         self.cap_add = sorted(caps)
         self.environment = {**(self.environment or {}), **env}
+        mount, spool = spool_mount()
+        if mount["Type"] == "bind":
+            os.makedirs(spool, exist_ok=True)  # a bind source must exist (the daemon is on this host)
+        self.mounts = [*(self.mounts or []), mount]
+        self.environment[ENV_SPOOL] = spool
+        if os.environ.get(ENV_BUDGET):
+            self.environment[ENV_BUDGET] = os.environ[ENV_BUDGET]
         self._private_environment = {**self._private_environment, **private}
         self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
         self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result

@@ -10,7 +10,9 @@ Routes (relative to the mount):
 ``POST /trigger``                               trigger ``traceladder-trigger`` through Airflow's REST API
 
 Auth: every route needs an authenticated Airflow user (the app-wide dependency; no token is 401,
-a bad token 403). Reading needs permission to read DAG runs, triggering to create runs of
+a bad token 403). Reading needs permission to read DAG runs, and each ladder is listed and
+served only to users whom the auth manager lets read its own DAG's runs (``ui/access.py``: per
+DAG, a direct URL for another ladder is 403); triggering needs permission to create runs of
 ``traceladder-trigger``; the trigger is then made by Airflow's own ``POST
 /api/v2/dags/traceladder-trigger/dagRuns`` with the caller's token, so Airflow validates the
 Params and checks the permission again. A form POST authenticated by the session cookie must
@@ -36,7 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
-from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, data
+from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, access, data
 
 RUNS_SHOWN = 20
 SELF_CALL_TIMEOUT_S = 30
@@ -130,10 +132,15 @@ def _can_trigger(user: Any) -> bool:
 
 
 # ---- page data ---------------------------------------------------------------------------------
-def _entry_or_404(file: str) -> data.LadderEntry:
+def _entry_or_404(file: str, user: Any) -> data.LadderEntry:
+    """The ladder file, if the user may read its DAG (404 when there is no such file, else 403)."""
     entry = data.find_entry(file)
     if entry is None:
         raise HTTPException(404, f"no ladder file {file[:80]!r}")
+    if not access.can_read(entry, user):
+        raise HTTPException(
+            403, f"you may not read ladder {entry.file}: no read access to DAG {access.ladder_dag_id(entry)}"
+        )
     return entry
 
 
@@ -373,17 +380,17 @@ def create_app() -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse, dependencies=[can_read_runs])
     def index(request: Request, user: GetUserDep) -> HTMLResponse:
-        entries = data.list_ladders()
+        entries = access.readable(data.list_ladders(), user)
         return _render("ladders.html", **_page_context(request, user, entries, RUNS_SHOWN), single=None)
 
     @app.get("/ladders/{file}", response_class=HTMLResponse, dependencies=[can_read_runs])
     def ladder_page(file: str, request: Request, user: GetUserDep) -> HTMLResponse:
-        entry = _entry_or_404(file)
+        entry = _entry_or_404(file, user)
         return _render("ladders.html", **_page_context(request, user, [entry], None), single=entry.file)
 
     @app.get("/ladders/{file}/runs/{run_id}", response_class=HTMLResponse, dependencies=[can_read_runs])
     def run_page(file: str, run_id: str, request: Request, user: GetUserDep) -> HTMLResponse:
-        entry = _entry_or_404(file)
+        entry = _entry_or_404(file, user)
         try:
             data.clean_run_id(run_id)
         except ArtifactKeyError:
@@ -412,7 +419,7 @@ def create_app() -> FastAPI:
     def compare_page(file: str, request: Request, user: GetUserDep, a: str = "", b: str = "") -> HTMLResponse:
         from traceladder.ui.compare import compare_rows, provenance_diff
 
-        entry = _entry_or_404(file)
+        entry = _entry_or_404(file, user)
         if entry.error:
             raise HTTPException(404, f"ladder file {entry.file} does not load: {entry.error}")
         for run_id in (a, b):
@@ -456,8 +463,8 @@ def create_app() -> FastAPI:
         return _render("compare.html", 404 if context["errors"] else 200, **context)
 
     @app.get("/ladders/{file}/artifacts/{key:path}", dependencies=[can_read_runs])
-    def artifact(file: str, key: str, request: Request) -> Response:
-        entry = _entry_or_404(file)
+    def artifact(file: str, key: str, request: Request, user: GetUserDep) -> Response:
+        entry = _entry_or_404(file, user)
         raw = request.scope.get("raw_path", b"") or b""
         if b"%25" in raw or b"\\" in raw:  # double-encoded or backslash: never a key this app wrote
             raise HTTPException(400, "invalid artifact path")
@@ -503,7 +510,8 @@ def create_app() -> FastAPI:
             )
         import anyio
 
-        entries = await anyio.to_thread.run_sync(data.list_ladders)
+        # only the ladders the caller may read can be triggered from here
+        entries = await anyio.to_thread.run_sync(lambda: access.readable(data.list_ladders(), user))
         conf = _trigger_conf(form, entries)
         status_code, payload = await _post_dag_run(request, token, conf)
         if status_code >= 400:
