@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 
 from .common.vec import LastWins, dense_codes
+from .host_tree import host_parents
 
 __all__ = [
     "MISSING",
@@ -243,27 +244,11 @@ class CallTree:
         idx = np.flatnonzero(host_mask)
         if idx.size == 0:
             return
-        order = idx[np.argsort(t.ts[idx], kind="stable")]
-        ts = t.ts[order].tolist()
-        te = (t.ts[order] + t.dur[order]).tolist()
-        key = (t.pid[order].astype(np.int64) * (1 << 32) + t.tid[order].astype(np.int64)).tolist()
-        parent_out = np.full(order.size, -1, dtype=np.int64)
-        stacks: dict[int, list[int]] = {}
-        for j in range(order.size):
-            st = stacks.get(key[j])
-            if st is None:
-                st = stacks[key[j]] = []
-            t0 = ts[j]
-            while st and t0 >= te[st[-1]]:
-                st.pop()
-            if st and te[j] > te[st[-1]]:
-                if te[st[-1]] - t0 < 1.0 and len(st) >= 2:
-                    st.pop()
-                else:
-                    continue
-            if st:
-                parent_out[j] = st[-1]
-            st.append(j)
+        key = t.pid[idx].astype(np.int64) * (1 << 32) + t.tid[idx].astype(np.int64)
+        perm = np.lexsort((t.ts[idx], key))  # by thread, then start (ties in file order)
+        order = idx[perm]
+        ts = t.ts[order]
+        parent_out = host_parents(ts, ts + t.dur[order], key[perm])
         has = parent_out >= 0
         self.host_parent[order[has]] = order[parent_out[has]]
 
