@@ -34,8 +34,43 @@ def _build(t: EventTable) -> dict[int, list[int]]:
     is_eval = np.isin(t.name, np.asarray(codes, dtype=np.int32))
     oa = op_args(t)
     oa.all_cpu_ops()
+    if oa.seq_slow:  # odd Sequence numbers (null, beyond int64) somewhere: by the rule itself
+        seq = dict(zip(oa.seq_events.tolist(), oa.seq_values.tolist()))
+        seq.update(oa.seq_slow)
+        return _by_rule(t, is_eval, sorted(seq.items()))
+    ev, sv = oa.seq_events, oa.seq_values  # file order
+    # each group's backward event: its first evaluate_function event
+    e = is_eval[ev]
+    bseq, bfirst = np.unique(sv[e], return_index=True)
+    if not bseq.size:
+        return {}
+    bwd = ev[e][bfirst]
+    # the members of those groups, less those on the backward event's pid/tid
+    at = np.searchsorted(bseq, sv)
+    at[at >= bseq.size] = 0
+    m = bseq[at] == sv
+    mev, mb = ev[m], bwd[at[m]]
+    ok = ~((t.pid[mev] == t.pid[mb]) & (t.tid[mev] == t.tid[mb])) & (t.ts[mev] > -1.0)
+    mev, mgrp = mev[ok], at[m][ok]
+    # the forward op: the latest start in the group, the first one (file order) on ties
+    order = np.lexsort((mev, -t.ts[mev], mgrp))
+    g_sorted = mgrp[order]
+    first = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]]) if g_sorted.size else g_sorted
+    leaf = np.full(bseq.size, -1, dtype=np.int64)
+    leaf[g_sorted[first]] = mev[order[first]]
+    # groups in order of first appearance, as the rule walks them
+    uall, gfirst = np.unique(sv, return_index=True)
+    appear = np.argsort(gfirst[np.searchsorted(uall, bseq)], kind="stable")
+    links: dict[int, list[int]] = {}
+    for g in appear.tolist():
+        if leaf[g] >= 0:
+            links.setdefault(int(leaf[g]), []).append(int(bwd[g]))
+    return links
+
+
+def _by_rule(t: EventTable, is_eval: np.ndarray, seq_items: list[tuple[int, int]]) -> dict[int, list[int]]:
     groups: dict[int, list[int]] = {}
-    for i, s in sorted(oa.seq.items()):
+    for i, s in seq_items:
         groups.setdefault(s, []).append(i)
     links: dict[int, list[int]] = {}
     ts = t.ts

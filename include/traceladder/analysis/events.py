@@ -22,6 +22,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from .common.vec import LastWins, dense_codes
+from .host_tree import host_parents
+
 __all__ = [
     "MISSING",
     "TraceError",
@@ -241,27 +244,11 @@ class CallTree:
         idx = np.flatnonzero(host_mask)
         if idx.size == 0:
             return
-        order = idx[np.argsort(t.ts[idx], kind="stable")]
-        ts = t.ts[order].tolist()
-        te = (t.ts[order] + t.dur[order]).tolist()
-        key = (t.pid[order].astype(np.int64) * (1 << 32) + t.tid[order].astype(np.int64)).tolist()
-        parent_out = np.full(order.size, -1, dtype=np.int64)
-        stacks: dict[int, list[int]] = {}
-        for j in range(order.size):
-            st = stacks.get(key[j])
-            if st is None:
-                st = stacks[key[j]] = []
-            t0 = ts[j]
-            while st and t0 >= te[st[-1]]:
-                st.pop()
-            if st and te[j] > te[st[-1]]:
-                if te[st[-1]] - t0 < 1.0 and len(st) >= 2:
-                    st.pop()
-                else:
-                    continue
-            if st:
-                parent_out[j] = st[-1]
-            st.append(j)
+        key = t.pid[idx].astype(np.int64) * (1 << 32) + t.tid[idx].astype(np.int64)
+        perm = np.lexsort((t.ts[idx], key))  # by thread, then start (ties in file order)
+        order = idx[perm]
+        ts = t.ts[order]
+        parent_out = host_parents(ts, ts + t.dur[order], key[perm])
         has = parent_out >= 0
         self.host_parent[order[has]] = order[parent_out[has]]
 
@@ -273,65 +260,62 @@ class CallTree:
                 return "correlation" if t.corr[i] != MISSING else "External id"
         return "External id"
 
-    # TraceLens TraceToTree.add_gpu_ops_to_tree
+    # TraceLens TraceToTree.add_gpu_ops_to_tree, for all runtime calls at once
     def _link_gpu(self) -> None:
         t = self.t
         link = self.link
         is_flow = t.is_cat("ac2g")
         flow_idx = np.flatnonzero(is_flow)
-        starts: dict[int, int] = {}
-        ends: dict[int, int] = {}
+        fph, ffid = t.ph[flow_idx], t.flow_id[flow_idx]
         ph_s = t.phs.index("s") if "s" in t.phs else -2
         ph_f = t.phs.index("f") if "f" in t.phs else -2
-        for i, ph, fid in zip(flow_idx.tolist(), t.ph[flow_idx].tolist(), t.flow_id[flow_idx].tolist()):
-            if ph == ph_s:
-                starts[fid] = i
-            elif ph == ph_f:
-                ends[fid] = i
-        # (pid, tid, link id) -> last event (not a flow) with args carrying the link id
-        cand = np.flatnonzero(~is_flow & t.has_args & (link != MISSING))
-        pt_map: dict[tuple[int, int, int], int] = {}
-        for i, p, q, lk in zip(cand.tolist(), t.pid[cand].tolist(), t.tid[cand].tolist(), link[cand].tolist()):
-            pt_map[(p, q, lk)] = i
+        starts = LastWins(ffid[fph == ph_s], flow_idx[fph == ph_s])
+        ends = LastWins(ffid[fph == ph_f], flow_idx[fph == ph_f])
         gpu_mask = t.is_cat(*GPU_CATS)
-        # link id -> GPU events (for graph launches)
-        graph_codes = [t.names.index(n) for n in _GRAPH_LAUNCH_NAMES if n in t.names]
         rt_idx = np.flatnonzero(t.is_cat(*RUNTIME_CATS))
-        by_link: dict[int, list[int]] | None = None
-        pairs_rt: list[int] = []
-        pairs_gpu: list[int] = []
-        rt_links = link[rt_idx].tolist()
-        rt_names = t.name[rt_idx].tolist()
-        pid = t.pid
-        tid = t.tid
-        fid_arr = t.flow_id
-        for r, lid, nm in zip(rt_idx.tolist(), rt_links, rt_names):
-            if nm in graph_codes:
-                if lid == MISSING:
-                    continue
-                if by_link is None:
-                    by_link = {}
-                    gi = np.flatnonzero(gpu_mask & (link != MISSING))
-                    for g, lk in zip(gi.tolist(), link[gi].tolist()):
-                        by_link.setdefault(lk, []).append(g)
-                for g in by_link.get(lid, ()):
-                    pairs_rt.append(r)
-                    pairs_gpu.append(g)
-                continue
-            if lid == MISSING or lid not in starts:
-                continue
-            e = ends.get(lid)
-            if e is None:
-                continue
-            g = pt_map.get((int(pid[e]), int(tid[e]), int(fid_arr[e])))
-            if g is None or not gpu_mask[g]:
-                # TraceLens would attach any event found here; only GPU events matter
-                # to the reports, and attaching a host event can loop forever there.
-                continue
-            pairs_rt.append(r)
-            pairs_gpu.append(g)
-        self.pairs_rt = np.asarray(pairs_rt, dtype=np.int64)
-        self.pairs_gpu = np.asarray(pairs_gpu, dtype=np.int64)
+        graph_codes = [t.names.index(n) for n in _GRAPH_LAUNCH_NAMES if n in t.names]
+        is_graph = np.isin(t.name[rt_idx], graph_codes) if graph_codes else np.zeros(rt_idx.size, bool)
+        # plain launches: runtime -> flow start/end by link id -> the last event (not a
+        # flow) on the flow end's pid/tid whose args carry that id
+        rt = rt_idx[~is_graph]
+        lid = link[rt]
+        ok = (lid != MISSING) & starts.has(lid)
+        e = ends.get(lid)
+        ok &= e >= 0
+        rt, e = rt[ok], e[ok]
+        cand = np.flatnonzero(~is_flow & t.has_args & (link != MISSING))
+        nc = cand.size
+        # (pid, tid, link id) -> one dense code, for the candidates and the queries together
+        code = dense_codes(
+            np.concatenate([t.pid[cand], t.pid[e]]),
+            np.concatenate([t.tid[cand], t.tid[e]]),
+            np.concatenate([link[cand], t.flow_id[e]]),
+        )
+        g = LastWins(code[:nc], cand).get(code[nc:])
+        # TraceLens would attach any event found here; only GPU events matter to the
+        # reports, and attaching a host event can loop forever there
+        ok = g >= 0
+        ok[ok] = gpu_mask[g[ok]]
+        pairs_rt, pairs_gpu = rt[ok], g[ok]
+        if is_graph.any():  # graph launches: every GPU event with the launch's link id
+            gi = np.flatnonzero(gpu_mask & (link != MISSING))
+            by_link: dict[int, list[int]] = {}
+            for k, lk in zip(gi.tolist(), link[gi].tolist()):
+                by_link.setdefault(lk, []).append(k)
+            grt: list[int] = []
+            ggpu: list[int] = []
+            for r in rt_idx[is_graph].tolist():
+                lk = int(link[r])
+                for k in by_link.get(lk, ()) if lk != MISSING else ():
+                    grt.append(r)
+                    ggpu.append(k)
+            # merged in runtime (file) order, a graph launch's events in link order
+            pairs_rt = np.concatenate([pairs_rt, np.asarray(grt, dtype=np.int64)])
+            pairs_gpu = np.concatenate([pairs_gpu, np.asarray(ggpu, dtype=np.int64)])
+            order = np.argsort(pairs_rt, kind="stable")
+            pairs_rt, pairs_gpu = pairs_rt[order], pairs_gpu[order]
+        self.pairs_rt = pairs_rt.astype(np.int64, copy=False)
+        self.pairs_gpu = pairs_gpu.astype(np.int64, copy=False)
         if self.pairs_gpu.size:
             # a GPU event reached twice keeps its last link, as in TraceLens
             rev_gpu = self.pairs_gpu[::-1]

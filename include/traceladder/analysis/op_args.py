@@ -69,8 +69,11 @@ class OpArgs:
         self._raw: dict[bytes, int] = {}
         self._vals: list[bytes] = []
         self._decoded: dict[int, dict[str, Any]] = {}
-        #: ``Sequence number`` of every cpu_op that has one (filled by :meth:`all_cpu_ops`)
-        self.seq: dict[int, int] = {}
+        #: the cpu_ops that have an int64 ``Sequence number``, and those numbers
+        #: (filled by :meth:`all_cpu_ops`); :attr:`seq_slow`: any other int ones
+        self.seq_events = np.empty(0, dtype=np.int64)
+        self.seq_values = np.empty(0, dtype=np.int64)
+        self.seq_slow: dict[int, int] = {}
         self._all_cpu_done = False
 
     def keys(self, idx: np.ndarray) -> list[int]:
@@ -88,7 +91,8 @@ class OpArgs:
         return [key[i] for i in idx.tolist()]
 
     def all_cpu_ops(self) -> None:
-        """Read every cpu_op's ``Sequence number`` into :attr:`seq`."""
+        """Read every cpu_op's ``Sequence number`` into :attr:`seq_events` (event
+        indices, ascending) and :attr:`seq_values`."""
         if self._all_cpu_done:
             return
         self._all_cpu_done = True
@@ -99,6 +103,7 @@ class OpArgs:
         # buffer costs more in fresh pages than its decode)
         raw, idx = self.t.raw_args, cpu.tolist()
         vals = np.empty(cpu.size, dtype=np.int64)
+        slow: dict[int, int] = {}
         for lo in range(0, len(idx), _BLOCK):
             part = idx[lo : lo + _BLOCK]
             buf = _joined(raw, part)
@@ -107,9 +112,11 @@ class OpArgs:
             except (msgspec.ValidationError, OverflowError):  # an explicit null, or a huge number
                 got = [s.seq for s in self.t.decode_args(part, type=_SeqAny)]
                 vals[lo : lo + len(part)] = MISSING
-                self.seq.update((i, v) for i, v in zip(part, got) if v is not None)
+                slow.update((i, v) for i, v in zip(part, got) if v is not None)
         has = vals != MISSING
-        self.seq.update(zip(cpu[has].tolist(), vals[has].tolist()))
+        self.seq_events, self.seq_values = cpu[has], vals[has]
+        if slow:  # values beyond int64 (or MISSING itself): Python ints, in event order
+            self.seq_slow = slow
 
     def args(self, k: int) -> dict[str, Any]:
         got = self._decoded.get(k)

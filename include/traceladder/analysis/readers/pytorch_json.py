@@ -407,6 +407,11 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
     name_i = cols.name_i
     if not all(type(v) is str for v in name_i.values):
         name_i.values[:] = [v if isinstance(v, str) else str(v) for v in name_i.values]
+        canon: dict[str, int] = {}
+        remap = np.asarray([canon.setdefault(v, len(canon)) for v in name_i.values], dtype=np.int32)
+        if len(canon) < len(name_i.values):  # 5 and "5": one name (reports group by name codes)
+            name = remap[name]
+            name_i.values[:] = list(canon)
     raw_args = cols.raw_args
 
     # metadata ("M" events): process / thread names and labels, per (pid, tid)

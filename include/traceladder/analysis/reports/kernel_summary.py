@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from ..events import EventTable
 from ..table import Table, pandas_desc_order
 from .gpu_timeline import Timeline
 from ..common.op_categories import categorize_op
+from ..common.vec import dense_codes, first_up
 from .ops_summary import Launchers
 
 __all__ = ["COLUMNS", "kernel_summary_table", "write_csv"]
@@ -50,25 +52,23 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
     launcher_cat: dict[int, str] = {}
     if launchers is not None:
         launcher_cat = dict(zip(launchers.idx.tolist(), launchers.categories))
-    cpu_op = t.cat_code("cpu_op")
-    host_parent = tree.host_parent
-    memo: dict[int, tuple[str | None, str | None]] = {}
-    with_cpu_op: list[int] = []  # the column exists only when a kernel has a cpu_op parent
-
-    def parent_info(r: int) -> tuple[str | None, str | None]:
-        got = memo.get(r)
-        if got is not None:
-            return got
-        cur = r
-        while cur >= 0 and t.cat[cur] != cpu_op:
-            cur = int(host_parent[cur])
-        cat: str | None
-        res: tuple[str | None, str | None]
-        if cur >= 0:
-            name = t.names[t.name[cur]]
-            cat = launcher_cat.get(cur) or categorize_op(name)
-            res = (cat, name)
-            with_cpu_op.append(cur)
+    # parent info per distinct launch call: the first cpu_op at or above it
+    rt = tree.gpu_runtime[kidx]
+    rts, inv = np.unique(rt, return_inverse=True)
+    linked = rts >= 0
+    cpu = np.full(rts.shape, -1, dtype=np.int64)
+    cpu[linked] = first_up(tree.host_parent, rts[linked], t.cat == t.cat_code("cpu_op"))
+    with_parent = bool((cpu >= 0).any())  # the column exists only when a kernel has a cpu_op parent
+    info: dict[tuple[str | None, str | None], int] = {}
+    rt_code = np.empty(rts.size, dtype=np.int64)
+    rts_l = cast(list[int], rts.tolist())
+    cpu_l = cast(list[int], cpu.tolist())
+    for j, (r, c) in enumerate(zip(rts_l, cpu_l)):
+        if r < 0:  # unlinked kernel
+            key: tuple[str | None, str | None] = (None, None)
+        elif c >= 0:
+            name = t.names[t.name[c]]
+            key = (launcher_cat.get(c) or categorize_op(name), name)
         else:
             lname = t.names[t.name[r]]
             low = lname.lower()
@@ -77,50 +77,46 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
                 if ("cudagraph" in low or "graphlaunch" in low)
                 else ("runtime" if lname and low != "nan" else None)
             )
-            res = (cat, lname)
-        memo[r] = res
-        return res
-
-    cats: list[str | None] = []
-    parents: list[str | None] = []
-    for r in tree.gpu_runtime[kidx].tolist():
-        if r < 0:
-            cats.append(None)
-            parents.append(None)
-        else:
-            c, p = parent_info(r)
-            cats.append(c)
-            parents.append(p)
-    streams = [None if s < 0 else t.streams[s] for s in t.stream[kidx].tolist()]
-    with_parent = bool(with_cpu_op)
-    group_cols = GROUP_COLS if with_parent else [c for c in GROUP_COLS if c != "Parent cpu_op"]
-    # groupby(dropna=False): None is a key like any other
-    groups: dict[tuple, list[int]] = {}
-    for j, key in enumerate(
-        zip(cats, parents, t.names_of(kidx), streams) if with_parent else zip(cats, t.names_of(kidx), streams)
-    ):
-        groups.setdefault(key, []).append(j)
+            key = (cat, lname)
+        if not with_parent:
+            key = (key[0], None)
+        rt_code[j] = info.setdefault(key, len(info))
+    infos = list(info)
+    stream = t.stream[kidx]
+    # groupby(dropna=False) on (parent info, kernel name, stream): None is a key like any other
+    gcode = dense_codes(rt_code[inv.reshape(-1)], t.name[kidx], stream)
+    _, first, ginv = np.unique(gcode, return_index=True, return_inverse=True)
+    ginv = ginv.reshape(-1)
+    by_first = np.argsort(first, kind="stable")  # groups in order of first appearance
     dur = t.dur[kidx]
     total_k = float(dur.sum())
+    order = np.argsort(ginv, kind="stable")
+    bounds = np.searchsorted(ginv[order], np.arange(first.size + 1))
     rows = []
-    for key, members in groups.items():
-        d = dur[members]
+    for gi in by_first.tolist():
+        j0 = int(first[gi])
+        d = dur[order[bounds[gi] : bounds[gi + 1]]]
+        n = d.size
         sm = math.fsum(d.tolist())  # pandas' group sums are compensated (Kahan)
+        cat, parent = infos[rt_code[inv[j0]]]
+        s = int(stream[j0])
+        row_key = (cat, parent, t.names[t.name[kidx[j0]]], None if s < 0 else t.streams[s])
         rows.append(
             [
-                *key,
+                *(row_key if with_parent else (row_key[0], *row_key[2:])),
                 sm,
-                len(members),
-                sm / len(members),
+                n,
+                sm / n,
                 float(d.min()),
                 float(d.max()),
                 sm / total_k * 100 if total_k > 0 else float("nan"),
                 sm / total_time_us * 100 if total_time_us else float("nan"),
             ]
         )
+    group_cols = GROUP_COLS if with_parent else [c for c in GROUP_COLS if c != "Parent cpu_op"]
     nk = len(group_cols)
     # streams: ints, or float64 when some kernel has none (pandas' dtype for the key)
-    float_cols = frozenset({"Kernel stream"}) if any(s is None for s in streams) else frozenset()
+    float_cols = frozenset({"Kernel stream"}) if bool((stream < 0).any()) else frozenset()
     rows = [rows[i] for i in pandas_desc_order([r[nk] for r in rows]).tolist()]
     return Table(group_cols + COLUMNS[len(GROUP_COLS) :], rows, float_cols)
 

@@ -28,6 +28,7 @@ from ..common.op_categories import categorize_op
 from ..events import GPU_CATS, EventTable
 from ..table import Table, pandas_desc_order
 from ..common.intervals import grouped_busy
+from ..common.vec import first_up
 from .gpu_timeline import CpuSelection, cpu_selection, gpu_event_classes
 
 __all__ = [
@@ -93,38 +94,19 @@ def gpu_launchers(t: EventTable) -> Launchers:
     cls = gpu_event_classes(t)
     gpu_idx = np.flatnonzero(t.is_cat(*GPU_CATS) & (tree.gpu_runtime >= 0))
     gpu_idx = gpu_idx[~cls["comm"][t.name[gpu_idx]]]
-    cpu_op = t.cat_code("cpu_op")
-    pyfn = t.cat_code("python_function")
-    execute = t.names.index("execute") if "execute" in t.names else -2
     host_parent = tree.host_parent
-    cat = t.cat
-    name = t.name
-    memo: dict[int, int] = {}
-
-    def launcher_of(r: int) -> int:
-        got = memo.get(r)
-        if got is not None:
-            return got
-        cur = int(host_parent[r])
-        found = -1
-        while cur >= 0:
-            c = cat[cur]
-            if c == cpu_op:
-                if name[cur] == execute:
-                    cur = int(host_parent[cur])
-                    continue
-                found = cur
-                break
-            if c == pyfn:
-                cur = int(host_parent[cur])
-                continue
-            break
-        res = found if found >= 0 else r
-        memo[r] = res
-        return res
-
-    rts = tree.gpu_runtime[gpu_idx].tolist()
-    k_launcher = np.fromiter((launcher_of(r) for r in rts), dtype=np.int64, count=len(rts))
+    # each launch call's launcher: the first cpu_op above it, through pass-through
+    # ``execute`` ops (and python functions); the call itself when another event (or
+    # none) comes first
+    cpu = t.cat == t.cat_code("cpu_op")
+    through = t.cat == t.cat_code("python_function")
+    if "execute" in t.names:
+        execute = t.name == t.names.index("execute")
+        through |= cpu & execute
+        cpu &= ~execute
+    rts, inv = np.unique(tree.gpu_runtime[gpu_idx], return_inverse=True)
+    found = first_up(host_parent, host_parent[rts], cpu, through)
+    k_launcher = np.where(found >= 0, found, rts)[inv.reshape(-1)]
     # launcher order: first appearance (kernel file order), then stable sort by start
     uniq, first_pos = np.unique(k_launcher, return_index=True)
     by_first = uniq[np.argsort(first_pos, kind="stable")]
@@ -139,18 +121,23 @@ def gpu_launchers(t: EventTable) -> Launchers:
     count = np.bincount(g, minlength=nL)
 
     # subtree: every (runtime, GPU event) link is charged to the runtime and to all of
-    # its host ancestors; keep the launchers among them
-    is_launcher = pos >= 0
-    chain_memo: dict[int, list[int]] = {}
-    sg: list[int] = []
-    sk: list[int] = []
-    for r, k in zip(tree.pairs_rt.tolist(), tree.pairs_gpu.tolist()):
-        for L in _chain_iter(r, host_parent, is_launcher, pos, chain_memo):
-            sg.append(L)
-            sk.append(k)
-    sk_a = np.asarray(sk, dtype=np.int64)
+    # its host ancestors; keep the launchers among them (one tree level per step; the
+    # busy time does not depend on the order of a group's intervals)
+    sg: list[np.ndarray] = []
+    sk: list[np.ndarray] = []
+    cur, kern = tree.pairs_rt, tree.pairs_gpu
+    while cur.size:
+        p = pos[cur]
+        hit = p >= 0
+        sg.append(p[hit])
+        sk.append(kern[hit])
+        nxt = host_parent[cur]
+        up = nxt >= 0
+        cur, kern = nxt[up], kern[up]
+    sk_a = np.concatenate(sk) if sk else np.empty(0, np.int64)
+    sg_a = np.concatenate(sg) if sg else np.empty(0, np.int64)
     ss = t.ts[sk_a]
-    subtree = grouped_busy(np.asarray(sg, dtype=np.int64), ss, ss + t.dur[sk_a], nL)
+    subtree = grouped_busy(sg_a, ss, ss + t.dur[sk_a], nL)
 
     # kernel details: direct kernels of each launcher by start time (stable)
     korder = np.lexsort((t.ts[gpu_idx], g))  # stable within launcher, kernels in file order
@@ -158,37 +145,18 @@ def gpu_launchers(t: EventTable) -> Launchers:
     bounds = np.searchsorted(g[korder], np.arange(nL + 1))
     kernel_lists = [sorted_k[bounds[i] : bounds[i + 1]] for i in range(nL)]
     names = t.names_of(order)
+    # op category per distinct (launcher name, first kernel name)
+    firstk = np.full(nL, -1, dtype=np.int64)
+    has = bounds[1:] > bounds[:-1]
+    firstk[has] = t.name[sorted_k[bounds[:-1][has]]]
+    memo: dict[tuple[int, int], str] = {}
     cats = []
-    for i in range(nL):
-        kl = kernel_lists[i]
-        first = t.names[t.name[kl[0]]] if kl.size else None
-        cats.append(categorize_op(names[i], first))
+    for nc, fk, nm in zip(t.name[order].tolist(), firstk.tolist(), names):
+        c = memo.get((nc, fk))
+        if c is None:
+            c = memo[(nc, fk)] = categorize_op(nm, t.names[fk] if fk >= 0 else None)
+        cats.append(c)
     return Launchers(order, direct, subtree, count, names, cats, kernel_lists)
-
-
-def _chain_iter(r, host_parent, is_launcher, pos, memo):
-    got = memo.get(r)
-    if got is not None:
-        return got
-    chain = []
-    cur = r
-    visited = []
-    while cur >= 0:
-        hit = memo.get(cur)
-        if hit is not None:
-            chain.extend(hit)
-            break
-        visited.append(cur)
-        if is_launcher[cur]:
-            chain.append(int(pos[cur]))
-        cur = int(host_parent[cur])
-    # memoise every node on the walked path (suffixes of the chain)
-    suffix = chain
-    for v in visited:
-        memo[v] = suffix
-        if is_launcher[v]:
-            suffix = suffix[1:]
-    return chain
 
 
 def cpu_launchers(t: EventTable, sel: CpuSelection | None = None) -> Launchers:

@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from ..common.vec import dense_codes
 from ..events import EventTable
 
 __all__ = ["THRESHOLD_US", "BINS", "is_gpu_only", "parent_cpu_ops", "short_kernel_tables", "write_csvs"]
@@ -92,15 +93,15 @@ def short_kernel_tables(
     counts, edges = np.histogram(dur, bins=bins)
     hist = [list(r) for r in zip(edges[:-1].tolist(), edges[1:].tolist(), counts.tolist())]
 
-    knames = t.names_of(kidx)
     if gpu_only:
         header = ["Kernel name"] + STAT_COLUMNS
-        keys = [(n,) for n in knames]
+        kcode = t.name[kidx].astype(np.int64)
+        keep = np.ones(kidx.size, dtype=bool)
+        shown_of: list[tuple] = []
     else:
         header = KEY_COLUMNS + STAT_COLUMNS
         parents = parent_cpu_ops(t, kidx)
-        uniq = np.unique(parents[parents >= 0])
-        shown: dict[int, tuple | None] = {}
+        uniq, pinv = np.unique(parents, return_inverse=True)
         text: dict[bytes, str | None] = {}
 
         def cell(raw) -> str | None:
@@ -113,34 +114,40 @@ def short_kernel_tables(
                 got = text[b] = None if v is None else str(_as_tuple(v))
             return got
 
-        for p, a in zip(uniq.tolist(), t.decode_args(uniq.tolist(), type=_ShapeArgs)):
+        # each distinct (parent name, shown args) gets a code; -1: the row is dropped
+        shown: dict[tuple, int] = {}
+        pcode = np.full(uniq.size, -1, dtype=np.int64)
+        real = np.flatnonzero(uniq >= 0)
+        for j, p, a in zip(real.tolist(), uniq[real].tolist(), t.decode_args(uniq[real].tolist(), type=_ShapeArgs)):
             vals = (cell(a.dims), cell(a.strides), cell(a.concrete))
             # a missing (None) key part drops the row, as pandas' groupby does
-            shown[p] = None if None in vals else vals
-        keys = []
-        for p, kn in zip(parents.tolist(), knames):
-            s = shown.get(p) if p >= 0 else None
-            keys.append(None if s is None else (t.names[t.name[p]], *s, kn))
-    groups: dict[tuple, int] = {}
-    sums: list[float] = []
-    cnts: list[int] = []
-    for key, d in zip(keys, dur.tolist()):
-        if key is None:
-            continue
-        g = groups.get(key)
-        if g is None:
-            groups[key] = len(sums)
-            sums.append(d)
-            cnts.append(1)
-        else:
-            sums[g] += d
-            cnts[g] += 1
-    total_ms = total_time_us / 1e3  # TraceLens goes through the timeline's ms
+            if None not in vals:
+                pcode[j] = shown.setdefault((t.names[t.name[p]], *vals), len(shown))
+        shown_of = list(shown)
+        kp = pcode[pinv.reshape(-1)]
+        keep = kp >= 0
+        kcode = dense_codes(kp, t.name[kidx])
     rows = []
-    for key, g in groups.items():  # first-appearance order, as groupby(sort=False)
-        s, c = sums[g], cnts[g]
-        pct = s / (total_ms * 1e3) * 100 if total_ms else float("nan")
-        rows.append([*key, s, c, s / c, pct])
+    if keep.any():
+        kk, kd, kc = kidx[keep], dur[keep], kcode[keep]
+        _, first, ginv = np.unique(kc, return_index=True, return_inverse=True)
+        ginv = ginv.reshape(-1)
+        cnts = np.bincount(ginv, minlength=first.size)
+        # sequential sums in kernel order (as ``+=`` in a loop): each group starts from
+        # its first value, then np.add.at adds the rest one by one, in index order
+        sums = kd[first].copy()
+        rest = np.ones(kd.size, dtype=bool)
+        rest[first] = False
+        np.add.at(sums, ginv[rest], kd[rest])
+        total_ms = total_time_us / 1e3  # TraceLens goes through the timeline's ms
+        kpk = kp[keep] if not gpu_only else kc
+        for gi in np.argsort(first, kind="stable").tolist():  # first-appearance order, as groupby(sort=False)
+            j0 = int(first[gi])
+            kn = t.names[t.name[kk[j0]]]
+            key = (kn,) if gpu_only else (*shown_of[int(kpk[j0])], kn)
+            sm, c = float(sums[gi]), int(cnts[gi])
+            pct = sm / (total_ms * 1e3) * 100 if total_ms else float("nan")
+            rows.append([*key, sm, c, sm / c, pct])
     nk = len(header) - len(STAT_COLUMNS)
     # sum descending, then count, mean, percent ascending (a stable sort)
     rows.sort(key=lambda r: (-r[nk], r[nk + 1], r[nk + 2], r[nk + 3]))
