@@ -127,6 +127,40 @@ def test_args_that_are_no_object_link_nothing(bert: dict[str, Any], tmp: Path) -
     assert result["timeline"]["total_time"] > 0
 
 
+def test_an_unhashable_name_pid_or_tid_is_kept_as_text(bert: dict[str, Any], tmp: Path) -> None:
+    """Found by the fuzzer run with random seeds (issue 19's flaky event-records test): a name, pid
+    or tid that is a JSON object or array made the reader's interning raise TypeError (unhashable),
+    an internal error; such a value now stands for itself as text."""
+    events = copy.deepcopy(bert["traceEvents"])
+    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel"]
+    runtime = next(e for e in events if isinstance(e, dict) and e.get("cat") == "cuda_runtime")
+    kernels[0]["tid"] = {"stream": 7}
+    kernels[1]["name"] = ["Cijk_gemm"]
+    runtime["pid"] = [1, 2]
+    path = tmp / "unhashable.json"
+    path.write_text(json.dumps({**bert, "traceEvents": events}))
+    result = analyze_trace(path, tmp / "out-unhashable")
+    assert result["timeline"]["total_time"] > 0
+
+
+@pytest.mark.parametrize("value", [2**65, 2**63, -(2**64), 1e300, "0x1" + "0" * 20, {"x": 1}])
+def test_an_id_past_int64_or_of_no_scalar_type_links_nothing(bert: dict[str, Any], tmp: Path, value: Any) -> None:
+    """Found by the fuzzer run with random seeds: a flow ``id``, ``correlation`` or ``External id``
+    past int64 (or infinite, or an object) raised OverflowError / TypeError in the reader, an
+    internal error; such an id now counts as absent."""
+    events = copy.deepcopy(bert["traceEvents"])
+    flow = next(e for e in events if isinstance(e, dict) and e.get("cat") == "ac2g")
+    kernel = next(e for e in events if isinstance(e, dict) and e.get("cat") == "kernel")
+    runtime = next(e for e in events if isinstance(e, dict) and e.get("cat") == "cuda_runtime")
+    flow["id"] = value
+    kernel["args"] = {**kernel.get("args", {}), "correlation": value, "stream": value}
+    runtime["args"] = {**runtime.get("args", {}), "External id": value}
+    path = tmp / "big-id.json"
+    path.write_text(json.dumps({**bert, "traceEvents": events}))
+    result = analyze_trace(path, tmp / "out-big-id")
+    assert result["timeline"]["total_time"] > 0
+
+
 CSV_HEADER = [
     "Kind",
     "Agent_Id",

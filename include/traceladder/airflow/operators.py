@@ -389,9 +389,9 @@ class RungDockerOperator(RocmDockerOperator):
                 self.log.warning("host %s: orphan cleanup failed: %s", self.host_name, exc)
         result = result_from_lines(lines)
         if result is None:
-            tail = lines[-1] if lines else "(no output)"
+            tail = lines[-1] if lines else "(no output)"  # the runner's one-line error (it names the spool)
             raise AirflowException(
-                f"rung {spec.rung_id} on host {self.host_name}: the runner printed no result ({tail[:300]})"
+                f"rung {spec.rung_id} on host {self.host_name}: the runner printed no result ({tail[:1000]})"
             )
         if result.get("status") != "ok":  # the workload failed: no retry (only infrastructure retries)
             from airflow.sdk.exceptions import AirflowFailException

@@ -14,7 +14,9 @@ id) are built once, on demand, by :meth:`EventTable.call_tree`.
 
 from __future__ import annotations
 
+import math
 import weakref
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,20 +61,28 @@ class _Links(msgspec.Struct, gc=False):
     external_id: Any = msgspec.field(name="External id", default=None)
 
 
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
 def as_int(v: Any) -> int:
-    """An id arg as the int the columns hold: MISSING for null, bool, NaN or non-numeric text."""
+    """An id arg as the int the columns hold: MISSING for null, bool, NaN, infinity, non-numeric
+    text, or a number outside int64 (the columns' type)."""
     if isinstance(v, bool) or v is None:
         return MISSING
     if isinstance(v, int):
-        return v
-    if isinstance(v, float):
-        return int(v) if v == v else MISSING
-    if isinstance(v, str):
+        n = v
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            return MISSING
+        n = int(v)
+    elif isinstance(v, str):
         try:
-            return int(v, 0)
+            n = int(v, 0)
         except ValueError:
             return MISSING
-    return MISSING
+    else:
+        return MISSING
+    return n if _I64_MIN <= n <= _I64_MAX else MISSING
 
 
 class _CodeDict(dict):
@@ -102,7 +112,11 @@ class _Interner:
 
     def encode(self, seq) -> np.ndarray:
         """Codes for a whole column, in one pass (map over the dict's C-level lookup)."""
-        return np.fromiter(map(self.codes.__getitem__, seq), dtype=np.int32, count=len(seq))
+        try:
+            return np.fromiter(map(self.codes.__getitem__, seq), dtype=np.int32, count=len(seq))
+        except TypeError:  # a list or an object where a name or an id belongs (a broken trace): its text
+            keys = [v if isinstance(v, Hashable) else str(v) for v in seq]
+            return np.fromiter(map(self.codes.__getitem__, keys), dtype=np.int32, count=len(keys))
 
 
 @dataclass

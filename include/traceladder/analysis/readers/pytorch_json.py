@@ -205,7 +205,7 @@ class _Columns:
         try:
             flow = np.fromiter(map(_G_ID, evs), dtype=np.int64, count=n)
         except (TypeError, ValueError, OverflowError):
-            flow = np.fromiter((v if type(v) is int else as_int(v) for v in map(_G_ID, evs)), dtype=np.int64, count=n)
+            flow = np.fromiter(map(as_int, map(_G_ID, evs)), dtype=np.int64, count=n)
         P["flow_id"].append(flow)
         raws = list(map(_G_ARGS, evs))
         has_args = np.fromiter(map(len, raws), dtype=np.int64, count=n) > 0
@@ -236,9 +236,14 @@ class _Columns:
             except msgspec.DecodeError as exc:
                 raise TraceError(path, f"malformed event args ({exc})") from None
             if fast is not None:
-                corr[idx] = np.fromiter(map(_G_CORR, fast), dtype=np.int64, count=idx.size)
-                ext[idx] = np.fromiter(map(_G_EXT, fast), dtype=np.int64, count=idx.size)
-                s_raw = np.fromiter(map(_G_STREAM, fast), dtype=np.int64, count=idx.size)
+                try:
+                    f_corr = np.fromiter(map(_G_CORR, fast), dtype=np.int64, count=idx.size)
+                    f_ext = np.fromiter(map(_G_EXT, fast), dtype=np.int64, count=idx.size)
+                    s_raw = np.fromiter(map(_G_STREAM, fast), dtype=np.int64, count=idx.size)
+                except OverflowError:  # an id past int64 (msgspec's int goes to uint64): the slow path
+                    fast = None
+            if fast is not None:
+                corr[idx], ext[idx] = f_corr, f_ext
                 has_s = s_raw != -1
                 if has_s.any():
                     sv = s_raw[has_s]
@@ -251,10 +256,10 @@ class _Columns:
                     link = msgspec.json.decode(buf, type=list[_LinkArgs])
                 except msgspec.ValidationError:  # an args that is no object (null, a string): no links
                     link = [_link_args_or_none(raws[i]) for i in idx.tolist()]
-                corr[idx] = [c if type(c) is int else as_int(c) for c in map(_G_CORR, link)]
-                ext[idx] = [c if type(c) is int else as_int(c) for c in map(_G_EXT, link)]
+                corr[idx] = list(map(as_int, map(_G_CORR, link)))
+                ext[idx] = list(map(as_int, map(_G_EXT, link)))
                 stream[idx] = [
-                    -1 if s is None else self.stream_i.code(s if not isinstance(s, list) else str(s))
+                    -1 if s is None else self.stream_i.code(str(s) if isinstance(s, (list, dict)) else s)
                     for s in map(_G_STREAM, link)
                 ]
         P["corr"].append(corr)
