@@ -11,9 +11,10 @@ their defaults and their limits. Two classes are built on it:
   may import only the standard library and boto3: the base images carry no pydantic 2 (Debian
   bookworm ships pydantic 1, and Primus's own environment pins what it pins).
 
-Both refuse the same specs: unknown and missing keys, wrong JSON types and the limits below are
-errors naming the field (``check_spec``). Both write the same JSON, byte for byte (a test compares
-them on every spec of the shipped ladders).
+Both refuse unknown and missing keys, wrong types and the schema's limits (``check_spec``), with
+an error naming the field; the runner is the stricter about JSON types (pydantic's lax mode takes
+``"10"`` for an int, ``RunnerSpec`` does not). Both write the same JSON, byte for byte (a test
+compares them on every spec of the shipped ladders).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, overload
 
 import pandas as pd
 
@@ -59,7 +59,8 @@ OUTPUT_FILES = (
 _TIME_MS = "total_direct_kernel_time_ms"
 # TraceLens's SHEETS_COMPARE_CONFIG entries we mirror (keys, compared columns, dropped columns)
 _OPS = (["name"], [_TIME_MS, "Count"], ["total_direct_kernel_time_sum"])
-_CATS = (["op category"], [_TIME_MS, "Count"], [])  # no TraceLens sheet: same convention as ops
+_Sheet = tuple[list[str], list[str], list[str]]  # keys, compared columns, dropped columns
+_CATS: _Sheet = (["op category"], [_TIME_MS, "Count"], [])  # no TraceLens sheet: same convention as ops
 _KERNELS = (
     ["Kernel name"],
     ["Kernel duration (µs)_sum", "Kernel duration (µs)_mean", "Kernel duration (µs)_count"],
@@ -77,7 +78,7 @@ _KERNELS_LEGACY = (
         "Category",
     ],
 )
-_TIMELINE = (["type"], ["time ms"], [])
+_TIMELINE: _Sheet = (["type"], ["time ms"], [])
 
 
 class CompareError(ValueError):
@@ -105,7 +106,12 @@ class Reports:
         return float(hit.iloc[0]) if len(hit) else 0.0
 
 
+@overload
+def _csv(read: Callable[[str], bytes | None], name: str, label: str) -> pd.DataFrame: ...
+@overload
+def _csv(read: Callable[[str], bytes | None], name: str, label: str, required: bool) -> pd.DataFrame | None: ...
 def _csv(read: Callable[[str], bytes | None], name: str, label: str, required: bool = True) -> pd.DataFrame | None:
+    """A report CSV; a missing one is an error unless ``required=False`` (then None)."""
     data = read(name)
     if data is None:
         if required:

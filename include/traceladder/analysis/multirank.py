@@ -39,6 +39,7 @@ import json
 import math
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ def _check_sequences(df: pd.DataFrame, by_rank: dict[int, dict], simplified: boo
 
 
 # -- collectives.json --------------------------------------------------------------------
-def _stats(vals: list[float], total: bool = False) -> dict[str, float | None]:
+def _stats(vals: Sequence[float | None], total: bool = False) -> dict[str, float | None]:
     v = [x for x in vals if x is not None and math.isfinite(x)]
     if not v:
         out: dict[str, float | None] = {"mean": None, "min": None, "max": None}
@@ -276,7 +277,7 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
     Raises :class:`MultiRankError` (one line naming the rank and the file) for a missing,
     duplicated or unreadable rank, or a rank whose collective sequence differs.
     """
-    if gpus_per_node is not None and (not isinstance(gpus_per_node, int) or gpus_per_node <= 0):
+    if gpus_per_node is not None and (type(gpus_per_node) is not int or gpus_per_node <= 0):
         raise MultiRankError(f"--gpus-per-node must be a positive integer, got {gpus_per_node}")
     paths = [Path(p) for p in paths]
     out_dir = Path(out_dir)
