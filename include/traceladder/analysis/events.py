@@ -100,9 +100,10 @@ class _Interner:
     def code(self, value: Any) -> int:
         return self.codes[value]
 
-    def encode(self, seq) -> np.ndarray:
-        """Codes for a whole column, in one pass (map over the dict's C-level lookup)."""
-        return np.fromiter(map(self.codes.__getitem__, seq), dtype=np.int32, count=len(seq))
+    def encode(self, seq, n: int | None = None) -> np.ndarray:
+        """Codes for a whole column, in one pass (map over the dict's C-level lookup);
+        ``seq`` may be an iterator of ``n`` values (no list is built)."""
+        return np.fromiter(map(self.codes.__getitem__, seq), dtype=np.int32, count=len(seq) if n is None else n)
 
 
 @dataclass
