@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..common.vec import dense_codes
-from ..events import EventTable
+from ..events import EventTable, _Interner
 from ..op_args import op_args
 from ..table import Table, add_percentages, sort_desc_then_asc
 from .aggregates import stats
@@ -120,10 +120,8 @@ def group_by_args(
     n = len(names)
     if n == 0:
         return [], []
-    ncode: dict[str, int] = {}
-    ccode: dict[str, int] = {}
-    nc = np.fromiter((ncode.setdefault(x, len(ncode)) for x in names), dtype=np.int64, count=n)
-    cc = np.fromiter((ccode.setdefault(x, len(ccode)) for x in cats), dtype=np.int64, count=n)
+    nc = _Interner().encode(names)
+    cc = _Interner().encode(cats)
     pids, tids = t.pid[idx], t.tid[idx]
     _, bfirst, binv = np.unique(dense_codes(nc, cc, pids, tids, keys), return_index=True, return_inverse=True)
     groups: dict[tuple, int] = {}

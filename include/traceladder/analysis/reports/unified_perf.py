@@ -69,7 +69,7 @@ class _Tree:
     """The host tree views the walk needs (cpu_op children, GPU work below each event)."""
 
     def kids(self, e: int) -> list[int]:
-        """cpu_op children of e, by start time."""
+        """cpu_op children of e with GPU work below them, by start time."""
         return self._kid[self._kid_lo[e] : self._kid_hi[e]].tolist()
 
     def __init__(self, t: EventTable):
@@ -89,7 +89,8 @@ class _Tree:
             nxt = np.unique(nxt[nxt >= 0])
             cur = nxt[~self.has_gpu[nxt]]
         # cpu_op children by start time
-        ci = np.flatnonzero(cpu & (self.hp >= 0))
+        # (only children with GPU work below: the walks skip every other subtree)
+        ci = np.flatnonzero(cpu & (self.hp >= 0) & self.has_gpu)
         ci = ci[cpu[self.hp[ci]]]
         order = np.lexsort((t.ts[ci], self.hp[ci]))
         self._kid = ci[order]
@@ -97,7 +98,7 @@ class _Tree:
         every = np.arange(n)
         self._kid_lo = np.searchsorted(kp, every, side="left")
         self._kid_hi = np.searchsorted(kp, every, side="right")
-        roots = np.flatnonzero(cpu & (self.hp < 0))
+        roots = np.flatnonzero(cpu & (self.hp < 0) & self.has_gpu)
         self.roots = roots[np.argsort(t.ts[roots], kind="stable")].tolist()
         # leaf cpu_op: launches through cuda_runtime calls only (TraceLens _is_leaf_cpu_op)
         rt_code = t.cat_code("cuda_runtime")
@@ -138,7 +139,7 @@ class _Tree:
             cur = nxt[~self.has_comm[nxt]]
 
 
-def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
+def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int], memo: dict[int, int | None]) -> int | None:
     """The linked forward op when ``e`` is the only backward op of its autograd node."""
     t = tr.t
     cur, wrapper = e, -1
@@ -152,23 +153,28 @@ def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
         cur = p
     if wrapper < 0:
         return None
+    if wrapper in memo:  # the answer depends on the wrapper alone
+        return memo[wrapper]
     f = fwd_of[wrapper]
-    if not _has_model(t.name_of(f)) or _bwd_category(t.name_of(f)) is None:
-        return None
-    wname = t.name_of(wrapper)
-    main = wname.split(": ", 1)[1] if ": " in wname else None
-    hits, stack = 0, list(tr.kids(wrapper))
-    while stack:
-        c = stack.pop()
-        if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
-            hits += 1
-        stack.extend(tr.kids(c))
-    return f if hits == 1 else None
+    res: int | None = None
+    if _has_model(t.name_of(f)) and _bwd_category(t.name_of(f)) is not None:
+        wname = t.name_of(wrapper)
+        main = wname.split(": ", 1)[1] if ": " in wname else None
+        hits, stack = 0, list(tr.kids(wrapper))
+        while stack:
+            c = stack.pop()
+            if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
+                hits += 1
+            stack.extend(tr.kids(c))
+        res = f if hits == 1 else None
+    memo[wrapper] = res
+    return res
 
 
 def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, int]]:
     out: list[int] = []
     sole: dict[int, int] = {}
+    memo: dict[int, int | None] = {}
     stack = list(reversed(tr.roots))
     while stack:
         e = stack.pop()
@@ -177,7 +183,7 @@ def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, in
         if tr.model[e]:
             out.append(e)
             continue
-        f = _sole_bwd(tr, e, fwd_of) if fwd_of else None
+        f = _sole_bwd(tr, e, fwd_of, memo) if fwd_of else None
         kids = tr.kids(e)
         if f is not None and not tr.model_below[e]:
             sole[e] = f
