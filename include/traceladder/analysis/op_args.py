@@ -118,6 +118,12 @@ class OpArgs:
         if slow:  # values beyond int64 (or MISSING itself): Python ints, in event order
             self.seq_slow = slow
 
+    def raw_parts(self, k: int) -> list[bytes]:
+        """Key k's five fields as raw JSON, in :data:`FIELDS` order (b"": absent)."""
+        if len(self._vals) < len(self._raw):
+            self._vals = list(self._raw)  # insertion order = code order
+        return self._vals[k].split(b"\x00")
+
     def args(self, k: int) -> dict[str, Any]:
         got = self._decoded.get(k)
         if got is None:
