@@ -118,6 +118,14 @@ class _Interner:
             keys = [v if isinstance(v, Hashable) else str(v) for v in seq]
             return np.fromiter(map(self.codes.__getitem__, keys), dtype=np.int32, count=len(keys))
 
+    def encode_field(self, get, records: list) -> np.ndarray:
+        """Codes of one field of every record, in one pass with no list built; a value that
+        cannot be a key falls back to `encode` (its text)."""
+        try:
+            return np.fromiter(map(self.codes.__getitem__, map(get, records)), dtype=np.int32, count=len(records))
+        except TypeError:
+            return self.encode(list(map(get, records)))
+
 
 @dataclass
 class EventTable:

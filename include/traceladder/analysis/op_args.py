@@ -65,7 +65,7 @@ class OpArgs:
 
     def __init__(self, t: EventTable):
         self.t = t
-        self._key: dict[int, int] = {}
+        self._key = np.full(len(t), -1, dtype=np.int64)  # per event; -1: not read yet
         self._raw: dict[bytes, int] = {}
         self._vals: list[bytes] = []
         self._decoded: dict[int, dict[str, Any]] = {}
@@ -76,19 +76,19 @@ class OpArgs:
         self.seq_slow: dict[int, int] = {}
         self._all_cpu_done = False
 
-    def keys(self, idx: np.ndarray) -> list[int]:
+    def keys(self, idx: np.ndarray) -> np.ndarray:
+        """The key of each event in ``idx`` (events not seen before are read now)."""
         idx = np.asarray(idx, dtype=np.int64)
         key = self._key
-        todo = sorted({i for i in idx.tolist() if i not in key})
-        if todo:
+        todo = np.unique(idx[key[idx] < 0])
+        if todo.size:
             sep = b"\x00"  # never inside raw JSON
-            structs = self.t.decode_args(todo, type=_Five)
+            structs = self.t.decode_args(todo.tolist(), type=_Five)
             raws = self._raw
-            codes = [
+            key[todo] = [
                 raws.setdefault(sep.join((s.dims, s.types, s.strides, s.concrete, s.out)), len(raws)) for s in structs
             ]
-            key.update(zip(todo, codes))
-        return [key[i] for i in idx.tolist()]
+        return key[idx]
 
     def all_cpu_ops(self) -> None:
         """Read every cpu_op's ``Sequence number`` into :attr:`seq_events` (event
@@ -117,6 +117,12 @@ class OpArgs:
         self.seq_events, self.seq_values = cpu[has], vals[has]
         if slow:  # values beyond int64 (or MISSING itself): Python ints, in event order
             self.seq_slow = slow
+
+    def raw_parts(self, k: int) -> list[bytes]:
+        """Key k's five fields as raw JSON, in :data:`FIELDS` order (b"": absent)."""
+        if len(self._vals) < len(self._raw):
+            self._vals = list(self._raw)  # insertion order = code order
+        return self._vals[k].split(b"\x00")
 
     def args(self, k: int) -> dict[str, Any]:
         got = self._decoded.get(k)

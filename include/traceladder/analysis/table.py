@@ -32,6 +32,15 @@ def _py(v: Any) -> Any:
 
 
 def column_text(values: Sequence[Any], force_float: bool = False) -> list[str]:
+    kinds = set(map(type, values))
+    if len(kinds) == 1:  # the common columns, without a test per cell
+        k = kinds.pop()
+        if k is str:
+            return list(values)
+        if k is float and not any(map(math.isnan, values)):
+            return list(map(float.__repr__, values))
+        if k is int:
+            return list(map(float.__repr__, map(float, values))) if force_float else list(map(int.__repr__, values))
     vals = [_py(v) for v in values]
     present = [v for v in vals if not is_missing(v)]
     nums = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)

@@ -144,12 +144,11 @@ def looks_like_pytorch_json(data: bytes) -> bool:
     return head.startswith(b"{") and b"traceEvents" in data[: 1 << 20] if head else False
 
 
-def _floats(it, n: int) -> np.ndarray:
-    vals = list(it)
+def _floats(evs: list, get, n: int) -> np.ndarray:
     try:
-        return np.fromiter(vals, dtype=np.float64, count=n)
+        return np.fromiter(map(get, evs), dtype=np.float64, count=n)
     except (TypeError, ValueError):  # an explicit null (or a string) somewhere
-        return np.array([v if isinstance(v, (int, float)) else math.nan for v in vals], dtype=np.float64)
+        return np.array([v if isinstance(v, (int, float)) else math.nan for v in map(get, evs)], dtype=np.float64)
 
 
 class _Columns:
@@ -178,7 +177,7 @@ class _Columns:
         if n == 0:
             return
         P = self.parts
-        cat = self.cat_i.encode(list(map(_G_CAT, evs)))
+        cat = self.cat_i.encode_field(_G_CAT, evs)
         skip = [c for c, v in enumerate(self.cat_i.values) if v in SKIP_CATS]
         if skip:
             drop = np.isin(cat, skip) if len(skip) > 1 else cat == skip[0]
@@ -194,14 +193,14 @@ class _Columns:
         for c in range(len(self.cat_i.values)):
             if self.cat_i.values[c] in _NO_LINK_ARGS:
                 self.no_link_codes.add(c)
-        ph = self.ph_i.encode(list(map(_G_PH, evs)))
+        ph = self.ph_i.encode_field(_G_PH, evs)
         P["cat"].append(cat)
         P["ph"].append(ph)
-        P["name"].append(self.name_i.encode(list(map(_G_NAME, evs))))
-        P["pid"].append(self.pid_i.encode(list(map(_G_PID, evs))))
-        P["tid"].append(self.tid_i.encode(list(map(_G_TID, evs))))
-        P["ts"].append(_floats(map(_G_TS, evs), n))
-        P["dur"].append(_floats(map(_G_DUR, evs), n))
+        P["name"].append(self.name_i.encode_field(_G_NAME, evs))
+        P["pid"].append(self.pid_i.encode_field(_G_PID, evs))
+        P["tid"].append(self.tid_i.encode_field(_G_TID, evs))
+        P["ts"].append(_floats(evs, _G_TS, n))
+        P["dur"].append(_floats(evs, _G_DUR, n))
         try:
             flow = np.fromiter(map(_G_ID, evs), dtype=np.int64, count=n)
         except (TypeError, ValueError, OverflowError):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
@@ -49,39 +48,56 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
     kidx = np.flatnonzero(t.is_cat("kernel") & ~np.isnan(t.dur))
     if kidx.size == 0:
         return Table(list(COLUMNS))
-    launcher_cat: dict[int, str] = {}
-    if launchers is not None:
-        launcher_cat = dict(zip(launchers.idx.tolist(), launchers.categories))
-    # parent info per distinct launch call: the first cpu_op at or above it
+    # parent info per distinct launch call: the first cpu_op at or above it, as
+    # (category, name) codes into ``strs`` (-1: None)
     rt = tree.gpu_runtime[kidx]
     rts, inv = np.unique(rt, return_inverse=True)
     linked = rts >= 0
     cpu = np.full(rts.shape, -1, dtype=np.int64)
     cpu[linked] = first_up(tree.host_parent, rts[linked], t.cat == t.cat_code("cpu_op"))
     with_parent = bool((cpu >= 0).any())  # the column exists only when a kernel has a cpu_op parent
-    info: dict[tuple[str | None, str | None], int] = {}
-    rt_code = np.empty(rts.size, dtype=np.int64)
-    rts_l = cast(list[int], rts.tolist())
-    cpu_l = cast(list[int], cpu.tolist())
-    for j, (r, c) in enumerate(zip(rts_l, cpu_l)):
-        if r < 0:  # unlinked kernel
-            key: tuple[str | None, str | None] = (None, None)
-        elif c >= 0:
-            name = t.names[t.name[c]]
-            key = (launcher_cat.get(c) or categorize_op(name), name)
-        else:
-            lname = t.names[t.name[r]]
+    strs: dict[str, int] = {}
+    catc = np.full(rts.size, -1, dtype=np.int64)
+    namec = np.full(rts.size, -1, dtype=np.int64)
+    has = cpu >= 0
+    if has.any():
+        # a launcher's category as annotated (its first-kernel fallback), else by name
+        lc = np.full(len(t), -1, dtype=np.int64)
+        if launchers is not None and launchers.idx.size:
+            lc[launchers.idx] = [strs.setdefault(c, len(strs)) if c else -1 for c in launchers.categories]
+        c = cpu[has]
+        cc = lc[c]
+        by_name = cc < 0
+        if by_name.any():
+            u, ui = np.unique(t.name[c[by_name]], return_inverse=True)
+            ucat = [strs.setdefault(categorize_op(t.names[x]), len(strs)) for x in u.tolist()]
+            cc[by_name] = np.asarray(ucat, dtype=np.int64)[ui.reshape(-1)]
+        catc[has] = cc
+        namec[has] = t.name[c]
+    rt_only = linked & ~has
+    if rt_only.any():  # launched with no cpu_op above: graph / runtime, by the launch call's name
+        u, ui = np.unique(t.name[rts[rt_only]], return_inverse=True)
+        ucat = []
+        for x in u.tolist():
+            lname = t.names[x]
             low = lname.lower()
             cat = (
                 "graph"
                 if ("cudagraph" in low or "graphlaunch" in low)
                 else ("runtime" if lname and low != "nan" else None)
             )
-            key = (cat, lname)
-        if not with_parent:
-            key = (key[0], None)
-        rt_code[j] = info.setdefault(key, len(info))
-    infos = list(info)
+            ucat.append(-1 if cat is None else strs.setdefault(cat, len(strs)))
+        catc[rt_only] = np.asarray(ucat, dtype=np.int64)[ui.reshape(-1)]
+        namec[rt_only] = t.name[rts[rt_only]]
+    if not with_parent:
+        namec[:] = -1
+    rt_code = dense_codes(catc, namec)
+    names_of = list(strs)
+    info: dict[int, tuple[str | None, str | None]] = {}
+    uc, ufirst = np.unique(rt_code, return_index=True)
+    for code, ca, na in zip(uc.tolist(), catc[ufirst].tolist(), namec[ufirst].tolist()):
+        info[code] = (None if ca < 0 else names_of[ca], None if na < 0 else t.names[na])
+    infos = info
     stream = t.stream[kidx]
     # groupby(dropna=False) on (parent info, kernel name, stream): None is a key like any other
     gcode = dense_codes(rt_code[inv.reshape(-1)], t.name[kidx], stream)
@@ -100,10 +116,10 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
         sm = math.fsum(d.tolist())  # pandas' group sums are compensated (Kahan)
         cat, parent = infos[rt_code[inv[j0]]]
         s = int(stream[j0])
-        row_key = (cat, parent, t.names[t.name[kidx[j0]]], None if s < 0 else t.streams[s])
+        key = (cat, parent, t.names[t.name[kidx[j0]]], None if s < 0 else t.streams[s])
         rows.append(
             [
-                *(row_key if with_parent else (row_key[0], *row_key[2:])),
+                *(key if with_parent else (key[0], *key[2:])),
                 sm,
                 n,
                 sm / n,

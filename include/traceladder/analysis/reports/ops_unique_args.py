@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..events import EventTable
+from ..common.vec import dense_codes
+from ..events import EventTable, _Interner
 from ..op_args import op_args
 from ..table import Table, add_percentages, sort_desc_then_asc
 from .aggregates import stats
@@ -111,42 +112,47 @@ def group_by_args(
     """TraceLens's grouping of rows by the ``str`` of name, category, process/thread
     names and the four args: (values of each group, positions of its rows in order).
 
-    Rows are first bucketed by (name, category, pid, tid, raw args) -- cheap tuples --
-    and each bucket's text key is built once."""
+    Rows are first bucketed by (name, category, pid, tid, raw args) as int codes, with
+    numpy, and each bucket's text key is built once."""
     oa = op_args(t)
-    keys = oa.keys(idx)
+    keys = np.asarray(oa.keys(idx), dtype=np.int64)
     meta = t.metadata.get("by_pid_tid", {})
-    pids, tids = t.pid[idx].tolist(), t.tid[idx].tolist()
-    bucket: dict[tuple, int] = {}
+    n = len(names)
+    if n == 0:
+        return [], []
+    nc = _Interner().encode(names)
+    cc = _Interner().encode(cats)
+    pids, tids = t.pid[idx], t.tid[idx]
+    _, bfirst, binv = np.unique(dense_codes(nc, cc, pids, tids, keys), return_index=True, return_inverse=True)
     groups: dict[tuple, int] = {}
     values: list[tuple] = []
-    members: list[list[int]] = []
-    for j, k in enumerate(keys):
-        b = (names[j], cats[j], pids[j], tids[j], k)
-        g = bucket.get(b)
+    g_of = np.empty(bfirst.size, dtype=np.int64)
+    for b in np.argsort(bfirst, kind="stable").tolist():  # buckets in order of first row
+        j = int(bfirst[b])
+        pid, tid = t.pids[pids[j]], t.tids[tids[j]]
+        pm = meta.get(pid, {})
+        a = oa.args(int(keys[j]))
+        v = (
+            names[j],
+            cats[j],
+            pm.get(0, {}).get("process_name", "Unknown"),
+            pm.get(0, {}).get("process_labels", "Unknown"),
+            pm.get(tid, {}).get("thread_name", "Unknown"),
+            *(_tuple(a[c]) if c in a else None for c in _ARGS),
+        )
+        tk = tuple(str(x) for x in v)
+        g = groups.get(tk)
         if g is None:
-            pid, tid = t.pids[pids[j]], t.tids[tids[j]]
-            pm = meta.get(pid, {})
-            a = oa.args(k)
-            v = (
-                names[j],
-                cats[j],
-                pm.get(0, {}).get("process_name", "Unknown"),
-                pm.get(0, {}).get("process_labels", "Unknown"),
-                pm.get(tid, {}).get("thread_name", "Unknown"),
-                *(_tuple(a[c]) if c in a else None for c in _ARGS),
-            )
-            tk = tuple(str(x) for x in v)
-            g = groups.get(tk)
-            if g is None:
-                g = groups[tk] = len(values)
-                values.append(v)
-                members.append([])
-            else:  # args "first": the first row that has the field
-                old = values[g]
-                values[g] = old[:5] + tuple(o if o is not None else n for o, n in zip(old[5:], v[5:]))
-            bucket[b] = g
-        members[g].append(j)
+            g = groups[tk] = len(values)
+            values.append(v)
+        else:  # args "first": the first row that has the field
+            old = values[g]
+            values[g] = old[:5] + tuple(o if o is not None else w for o, w in zip(old[5:], v[5:]))
+        g_of[b] = g
+    row_g = g_of[binv.reshape(-1)]
+    order = np.argsort(row_g, kind="stable")  # rows of each group, in order
+    bounds = np.searchsorted(row_g[order], np.arange(len(values) + 1))
+    members = [order[bounds[g] : bounds[g + 1]].tolist() for g in range(len(values))]
     return values, members
 
 

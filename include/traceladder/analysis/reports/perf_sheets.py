@@ -39,6 +39,7 @@ from ..table import Table, concat, sort_desc_then_asc
 from .aggregates import stats
 from .gemm import _ARG_COLS, _subtree_kernels
 from ..common.intervals import grouped_busy
+from ..common.vec import dense_codes
 from .ops_unique_args import _kernel_summary, _trunc
 
 __all__ = ["perf_frames", "write_csvs"]
@@ -105,8 +106,14 @@ class Rows:
     ops: np.ndarray  # event index, UID order
     grp: np.ndarray  # model group of each op
     busy: np.ndarray  # kernel busy time (us)
-    kernels: list[np.ndarray]  # GPU events of each op, by start
+    kall: np.ndarray  # GPU events of all ops: op j's are kall[klo[j]:khi[j]], by start
+    klo: np.ndarray
+    khi: np.ndarray
     groups: list[tuple[str, dict, float, float | None, str, dict]]  # name, params, GFLOPS, bytes, spec, args
+
+    def kernels(self, js: list[int]) -> list[np.ndarray]:
+        k, lo, hi = self.kall, self.klo, self.khi
+        return [k[lo[j] : hi[j]] for j in js]
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Per-op TraceLens perf metrics (``compute_perf_metrics``), as arrays."""
@@ -128,26 +135,25 @@ class Rows:
 def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
     """Perf-model rows for ``ops`` (UID order); ops whose model fails are dropped."""
     oa = op_args(t)
-    keys = oa.keys(ops)
-    codes = t.name[ops].tolist()
-    cache: dict[tuple[int, int], int] = {}
+    keys = np.asarray(oa.keys(ops), dtype=np.int64)
+    codes = t.name[ops]
     groups: list[tuple] = []
-    grp = np.full(ops.size, -1, dtype=np.int64)
-    for j, (c, k) in enumerate(zip(codes, keys)):
-        g = cache.get((c, k))
-        if g is None:
-            name = t.names[c]
-            a = oa.args(k)
-            model = pm.MODELS[name]
-            try:
-                p = model.params(name, a)
-                flops, nbytes, cspec = model.metrics(name, p, bwd)
-                g = len(groups)
-                groups.append((name, p, flops / 1e9, nbytes, cspec, a))
-            except Exception:  # noqa: BLE001 - TraceLens drops ops whose perf model fails
-                g = -1
-            cache[(c, k)] = g
-        grp[j] = g
+    # one model evaluation per distinct (name, raw args), in order of first appearance
+    _, first, inv = np.unique(dense_codes(codes, keys), return_index=True, return_inverse=True)
+    gof = np.full(first.size, -1, dtype=np.int64)
+    for u in np.argsort(first, kind="stable").tolist():
+        j = int(first[u])
+        name = t.names[codes[j]]
+        a = oa.args(int(keys[j]))
+        model = pm.MODELS[name]
+        try:
+            p = model.params(name, a)
+            flops, nbytes, cspec = model.metrics(name, p, bwd)
+            gof[u] = len(groups)
+            groups.append((name, p, flops / 1e9, nbytes, cspec, a))
+        except Exception:  # noqa: BLE001, S112 - TraceLens drops ops whose perf model fails
+            continue
+    grp = gof[inv.reshape(-1)] if ops.size else np.empty(0, np.int64)
     keep = grp >= 0
     ops, grp = ops[keep], grp[keep]
     n = ops.size
@@ -158,9 +164,8 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
         gi, kernels = _subtree_kernels(t, ops)
         keep = np.ones(n, dtype=bool)
     busy, k_sorted, bounds = _kernels_by_op(t, n, gi, kernels)
-    klists = [k_sorted[bounds[j] : bounds[j + 1]] for j in range(n)]
     sel = np.flatnonzero(keep)
-    return Rows(ops[sel], grp[sel], busy[sel], [klists[j] for j in sel.tolist()], groups)
+    return Rows(ops[sel], grp[sel], busy[sel], k_sorted, bounds[:-1][sel], bounds[1:][sel], groups)
 
 
 def _missing(v: Any) -> bool:
@@ -238,7 +243,7 @@ def summarize(t: EventTable, rows: Rows) -> Table:
         rec["process_label_first"] = pmeta.get(0, {}).get("process_labels", "Unknown")
         rec["thread_name_first"] = pmeta.get(tid, {}).get("thread_name", "Unknown")
         rec["Compute Spec"] = rows.groups[int(rows.grp[js[0]])][4]
-        ks = _kernel_summary(t, [rows.kernels[j] for j in js.tolist()])
+        ks = _kernel_summary(t, rows.kernels(js.tolist()))
         rec["kernel_details__summarize_kernel_stats"] = str(ks) if ks else None
         trk = _trunc(ks)
         rec["trunc_kernel_details"] = str(trk) if trk else None
@@ -257,7 +262,7 @@ def summarize(t: EventTable, rows: Rows) -> Table:
 
 def _subset(rows: Rows, mask: np.ndarray) -> Rows:
     sel = np.flatnonzero(mask)
-    return Rows(rows.ops[sel], rows.grp[sel], rows.busy[sel], [rows.kernels[j] for j in sel.tolist()], rows.groups)
+    return Rows(rows.ops[sel], rows.grp[sel], rows.busy[sel], rows.kall, rows.klo[sel], rows.khi[sel], rows.groups)
 
 
 def model_rows(t: EventTable) -> Rows:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..common.vec import dense_codes
 from ..events import EventTable
+from ..op_args import op_args
 
 __all__ = ["THRESHOLD_US", "BINS", "is_gpu_only", "parent_cpu_ops", "short_kernel_tables", "write_csvs"]
 
@@ -44,15 +45,6 @@ STAT_COLUMNS = [
     "Short Kernel duration (µs) percent of total time",
 ]
 KEY_COLUMNS = ["Parent cpu_op", "Input dims", "Input strides", "Concrete Inputs", "Kernel name"]
-
-
-class _ShapeArgs(msgspec.Struct, gc=False):
-    """The three args shown, kept raw: equal JSON gives an equal cell, so each distinct
-    value is turned into its tuple text once."""
-
-    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
-    strides: msgspec.Raw = msgspec.field(name="Input Strides", default=msgspec.Raw(b""))
-    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
 
 
 def is_gpu_only(t: EventTable) -> bool:
@@ -104,8 +96,7 @@ def short_kernel_tables(
         uniq, pinv = np.unique(parents, return_inverse=True)
         text: dict[bytes, str | None] = {}
 
-        def cell(raw) -> str | None:
-            b = bytes(raw)
+        def cell(b: bytes) -> str | None:
             if not b:  # absent
                 return None
             got = text.get(b, 0)
@@ -114,15 +105,24 @@ def short_kernel_tables(
                 got = text[b] = None if v is None else str(_as_tuple(v))
             return got
 
-        # each distinct (parent name, shown args) gets a code; -1: the row is dropped
+        # each distinct (parent name, shown args) gets a code; -1: the row is dropped.  The
+        # parents' args are read through the shared op-args keys (one decode per trace)
         shown: dict[tuple, int] = {}
         pcode = np.full(uniq.size, -1, dtype=np.int64)
         real = np.flatnonzero(uniq >= 0)
-        for j, p, a in zip(real.tolist(), uniq[real].tolist(), t.decode_args(uniq[real].tolist(), type=_ShapeArgs)):
-            vals = (cell(a.dims), cell(a.strides), cell(a.concrete))
-            # a missing (None) key part drops the row, as pandas' groupby does
-            if None not in vals:
-                pcode[j] = shown.setdefault((t.names[t.name[p]], *vals), len(shown))
+        if real.size:
+            oa = op_args(t)
+            pk = oa.keys(uniq[real])
+            pn = t.name[uniq[real]]
+            _, cfirst, cinv = np.unique(dense_codes(pn, pk), return_index=True, return_inverse=True)
+            ccode = np.full(cfirst.size, -1, dtype=np.int64)
+            for c, j in enumerate(cfirst.tolist()):
+                parts = oa.raw_parts(int(pk[j]))
+                vals = (cell(parts[0]), cell(parts[2]), cell(parts[3]))  # dims, strides, concrete
+                # a missing (None) key part drops the row, as pandas' groupby does
+                if None not in vals:
+                    ccode[c] = shown.setdefault((t.names[pn[j]], *vals), len(shown))
+            pcode[real] = ccode[cinv.reshape(-1)]
         shown_of = list(shown)
         kp = pcode[pinv.reshape(-1)]
         keep = kp >= 0

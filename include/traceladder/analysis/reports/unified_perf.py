@@ -69,7 +69,7 @@ class _Tree:
     """The host tree views the walk needs (cpu_op children, GPU work below each event)."""
 
     def kids(self, e: int) -> list[int]:
-        """cpu_op children of e, by start time."""
+        """cpu_op children of e with GPU work below them, by start time."""
         return self._kid[self._kid_lo[e] : self._kid_hi[e]].tolist()
 
     def __init__(self, t: EventTable):
@@ -89,7 +89,8 @@ class _Tree:
             nxt = np.unique(nxt[nxt >= 0])
             cur = nxt[~self.has_gpu[nxt]]
         # cpu_op children by start time
-        ci = np.flatnonzero(cpu & (self.hp >= 0))
+        # (only children with GPU work below: the walks skip every other subtree)
+        ci = np.flatnonzero(cpu & (self.hp >= 0) & self.has_gpu)
         ci = ci[cpu[self.hp[ci]]]
         order = np.lexsort((t.ts[ci], self.hp[ci]))
         self._kid = ci[order]
@@ -97,7 +98,7 @@ class _Tree:
         every = np.arange(n)
         self._kid_lo = np.searchsorted(kp, every, side="left")
         self._kid_hi = np.searchsorted(kp, every, side="right")
-        roots = np.flatnonzero(cpu & (self.hp < 0))
+        roots = np.flatnonzero(cpu & (self.hp < 0) & self.has_gpu)
         self.roots = roots[np.argsort(t.ts[roots], kind="stable")].tolist()
         # leaf cpu_op: launches through cuda_runtime calls only (TraceLens _is_leaf_cpu_op)
         rt_code = t.cat_code("cuda_runtime")
@@ -138,59 +139,78 @@ class _Tree:
             cur = nxt[~self.has_comm[nxt]]
 
 
-def _sole_bwd(tr: _Tree, e: int, fwd_of: dict[int, int]) -> int | None:
-    """The linked forward op when ``e`` is the only backward op of its autograd node."""
-    t = tr.t
-    cur, wrapper = e, -1
+def _wrappers(tr: _Tree, fwd_of: dict[int, int]) -> np.ndarray:
+    """Per event: the first of its (up to 5) ancestors that is a linked autograd
+    backward event (-1: none), for all events at once."""
+    n = len(tr.t)
+    is_wrap = np.zeros(n, dtype=bool)
+    bw = np.fromiter((b for b, f in fwd_of.items() if f), dtype=np.int64)  # a forward op 0 links nothing
+    is_wrap[bw] = True
+    out = np.full(n, -1, dtype=np.int64)
+    cur = tr.hp.copy()
+    active = np.flatnonzero(cur >= 0)
     for _ in range(5):
-        p = int(tr.hp[cur])
-        if p < 0:
+        if not active.size:
             break
-        if fwd_of.get(p):
-            wrapper = p
-            break
-        cur = p
-    if wrapper < 0:
-        return None
+        c = cur[active]
+        hit = is_wrap[c]
+        out[active[hit]] = c[hit]
+        active = active[~hit]
+        nxt = tr.hp[cur[active]]
+        cur[active] = nxt
+        active = active[nxt >= 0]
+    return out
+
+
+def _sole_bwd(tr: _Tree, wrapper: int, fwd_of: dict[int, int], memo: dict[int, int | None]) -> int | None:
+    """The linked forward op when the event under ``wrapper`` (its autograd node) is
+    the node's only backward op; decided once per wrapper."""
+    if wrapper in memo:
+        return memo[wrapper]
+    t = tr.t
     f = fwd_of[wrapper]
-    if not _has_model(t.name_of(f)) or _bwd_category(t.name_of(f)) is None:
-        return None
-    wname = t.name_of(wrapper)
-    main = wname.split(": ", 1)[1] if ": " in wname else None
-    hits, stack = 0, list(tr.kids(wrapper))
-    while stack:
-        c = stack.pop()
-        if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
-            hits += 1
-        stack.extend(tr.kids(c))
-    return f if hits == 1 else None
+    res: int | None = None
+    if _has_model(t.name_of(f)) and _bwd_category(t.name_of(f)) is not None:
+        wname = t.name_of(wrapper)
+        main = wname.split(": ", 1)[1] if ": " in wname else None
+        hits, stack = 0, list(tr.kids(wrapper))
+        while stack:
+            c = stack.pop()
+            if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
+                hits += 1
+            stack.extend(tr.kids(c))
+        res = f if hits == 1 else None
+    memo[wrapper] = res
+    return res
 
 
 def _collect(tr: _Tree, fwd_of: dict[int, int]) -> tuple[list[int], dict[int, int]]:
     out: list[int] = []
     sole: dict[int, int] = {}
-    stack = list(reversed(tr.roots))
+    memo: dict[int, int | None] = {}
+    wrap = _wrappers(tr, fwd_of).tolist() if fwd_of else None
+    model, model_below, leaf, has_comm = tr.model, tr.model_below, tr.leaf, tr.has_comm
+    stack = list(reversed(tr.roots))  # (roots and kids: only events with GPU work below)
     while stack:
         e = stack.pop()
-        if not tr.has_gpu[e]:
-            continue
-        if tr.model[e]:
+        if model[e]:
             out.append(e)
             continue
-        f = _sole_bwd(tr, e, fwd_of) if fwd_of else None
+        w = wrap[e] if wrap is not None else -1
+        f = _sole_bwd(tr, w, fwd_of, memo) if w >= 0 else None
         kids = tr.kids(e)
-        if f is not None and not tr.model_below[e]:
+        if f is not None and not model_below[e]:
             sole[e] = f
             out.append(e)
             continue
-        if tr.model_below[e]:
+        if model_below[e]:
             stack.extend(reversed(kids))
             continue
-        if tr.leaf[e]:
-            mk = [c for c in kids if tr.model[c] and tr.has_gpu[c]]
+        if leaf[e]:
+            mk = [c for c in kids if model[c]]
             if mk:
                 stack.extend(reversed(mk))
-            elif not tr.has_comm[e]:
+            elif not has_comm[e]:
                 out.append(e)
             continue
         stack.extend(reversed(kids))
