@@ -13,8 +13,6 @@ SimpleAuthManager, the default, answers by role only, so it cannot express this.
 from __future__ import annotations
 
 import secrets
-import shutil
-import tempfile
 from pathlib import Path
 
 import httpx
@@ -22,6 +20,7 @@ import pytest
 
 from airflow_server import AirflowApiServer
 from needs import unavailable
+from ui_session import api_server
 
 pytestmark = pytest.mark.faults
 
@@ -63,14 +62,8 @@ def server(s3_server):
     for ladder in (MINE, OTHER):
         key = f"{PREFIX}/{ladder}/{PROBE_RUN}/plan.json"
         client.put_object(Bucket=s3_server.bucket, Key=key, Body=f'{{"ladder": "{ladder}"}}'.encode())
-    home = Path(tempfile.mkdtemp(prefix="traceladder-fab-airflow-"))
-    srv = FabApiServer(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": s3_server.airflow_conn_uri_json()})
-    try:
-        srv.start()
+    with api_server("fab-airflow", s3_server.airflow_conn_uri_json(), FabApiServer) as srv:
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def _pages(ladder: str) -> list[str]:

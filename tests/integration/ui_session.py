@@ -18,11 +18,13 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 @contextmanager
-def api_server(name: str, s3_conn_json: str) -> Iterator[AirflowApiServer]:
-    """A started api-server in a temporary AIRFLOW_HOME (removed afterwards), whose
-    ``traceladder_s3`` connection is ``s3_conn_json``."""
+def api_server(
+    name: str, s3_conn_json: str, server_class: type[AirflowApiServer] = AirflowApiServer
+) -> Iterator[AirflowApiServer]:
+    """A started api-server (``server_class``) in a temporary AIRFLOW_HOME (removed afterwards),
+    whose ``traceladder_s3`` connection is ``s3_conn_json``."""
     home = Path(tempfile.mkdtemp(prefix=f"traceladder-{name}-"))
-    srv = AirflowApiServer(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": s3_conn_json})
+    srv = server_class(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": s3_conn_json})
     try:
         srv.start()
         yield srv
