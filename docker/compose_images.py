@@ -35,7 +35,20 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from images import CACHE, HERE, REPO, SUITE, debian_mirror, hash_inputs, image_exists, image_id, log, run
+from images import (
+    CACHE,
+    CHECKOUT,
+    HERE,
+    REPO,
+    SUITE,
+    debian_mirror,
+    docker,
+    hash_inputs,
+    image_exists,
+    image_id,
+    log,
+    run,
+)
 
 BASE_PACKAGES = ("python3", "python3-venv", "curl", "ca-certificates", "postgresql", "redis-server", "socat")
 UID, HOME, VENV = 50000, "/home/airflow", "/home/airflow/.venv"
@@ -207,6 +220,7 @@ def local_base() -> str:
         "ENV PIP_DISABLE_PIP_VERSION_CHECK=1",
         "USER airflow",
         "WORKDIR /opt/airflow",
+        f"LABEL traceladder.checkout={CHECKOUT}",
     ]
     argv = ["docker", "import", *(a for c in changes for a in ("--change", c)), "-", tag]
     log(f"$ docker import - {tag} < {tarball}")
@@ -221,7 +235,7 @@ def build(tag_repo: str, base: str, context: Path, dockerfile: Path | None = Non
         log(f"{tag} is present")
         return tag
     argv = ["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}"]
-    argv += ["--build-arg", f"AIRFLOW_IMAGE={base}", "-t", tag]
+    argv += ["--build-arg", f"AIRFLOW_IMAGE={base}", "--label", f"traceladder.checkout={CHECKOUT}", "-t", tag]
     if dockerfile is not None:
         argv += ["-f", str(dockerfile)]
     run([*argv, str(context)], stdout=subprocess.DEVNULL)
@@ -250,13 +264,35 @@ def airflow_image(base: str) -> str:
     return build("traceladder/airflow-local", base, ctx, dockerfile, *(REPO / p for p in parts))
 
 
+def drop_stale(keep: list[str]) -> None:
+    """Remove the tags of older inputs that this checkout built (same repository, other hash);
+    other checkouts sharing the daemon keep theirs."""
+    for tag in keep:
+        repo = tag.rsplit(":", 1)[0]
+        listed = docker(
+            "images",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+            "--filter",
+            f"label=traceladder.checkout={CHECKOUT}",
+            repo,
+            capture=True,
+        ).stdout.split()
+        for stale in listed:
+            if stale not in keep:
+                docker("rmi", stale, capture=True, check=False)
+
+
 def main() -> int:
-    base = local_base()
-    print(f"TRACELADDER_LOCAL_BASE_IMAGE={base}")
-    print(f"TRACELADDER_AIRFLOW_IMAGE={airflow_image(base)}")
+    tags = {"TRACELADDER_LOCAL_BASE_IMAGE": local_base()}
+    tags["TRACELADDER_AIRFLOW_IMAGE"] = airflow_image(tags["TRACELADDER_LOCAL_BASE_IMAGE"])
     for service in SERVICES:
-        tag = build(f"traceladder/local-{service}", base, HERE / "local" / service)
-        print(f"TRACELADDER_{service.upper()}_IMAGE={tag}")
+        tags[f"TRACELADDER_{service.upper()}_IMAGE"] = build(
+            f"traceladder/local-{service}", tags["TRACELADDER_LOCAL_BASE_IMAGE"], HERE / "local" / service
+        )
+    drop_stale(list(tags.values()))
+    for name, tag in tags.items():
+        print(f"{name}={tag}")
     return 0
 
 
