@@ -13,16 +13,11 @@ def tiny_spec(ladder: str, **env: str):
     from traceladder.plan import build_plan
 
     spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=["baseline"], lens="torch_rank0", repeats=1)[0]
+    from tiny_proxy import TINY_MODEL
+
     args = {
         **spec.model_args,
-        "num_layers": 1,
-        "compress_ratios": [0],
-        "num_experts": 4,
-        "moe_router_topk": 2,
-        "seq_length": 32,
-        "max_position_embeddings": 32,
-        "index_topk": 8,
-        "train_iters": 4,
+        **TINY_MODEL,
         "profile_step_start": 2,
         "profile_step_end": 4,
     }

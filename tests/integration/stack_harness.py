@@ -21,20 +21,11 @@ import yaml
 from needs import unavailable
 from traceladder.airflow.local_stack import AIRFLOW_BIN, LocalStack
 from traceladder.config.loader import CONFIG_DIR
+from tiny_proxy import TINY_MODEL
 
 # The shipped proxy ladder, shrunk to what a scheduler test needs (the fault tests' sizes): one
 # layer, four experts, a 32-token sequence, four iterations, a short profiler window, one repeat.
 # The scheduler tests check scheduling, not the proxy, so its 8-layer, 256-expert model is waste.
-TINY_MODEL = {
-    "num_layers": 1,
-    "compress_ratios": [0],
-    "num_experts": 4,
-    "moe_router_topk": 2,
-    "seq_length": 32,
-    "max_position_embeddings": 32,
-    "index_topk": 8,
-    "train_iters": 4,
-}
 TINY = {
     "schema": 1,
     "extends": str(CONFIG_DIR / "ladders" / "proxy-local.yaml"),

@@ -16,19 +16,9 @@ from traceladder.storage.artifacts import safe_key_part
 
 from ladder_checks import objects, task_states
 from test_ladder_e2e import ladders_dir, write_ladder  # noqa: F401 - ladders_dir is a fixture, requested by name
+from tiny_proxy import TINY_MODEL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
-
-TINY = {
-    "num_layers": 1,
-    "compress_ratios": [0],
-    "num_experts": 4,
-    "moe_router_topk": 2,
-    "seq_length": 32,
-    "max_position_embeddings": 32,
-    "index_topk": 8,
-    "train_iters": 4,
-}
 
 
 def test_no_secret_anywhere_in_a_ladder_run(
@@ -50,7 +40,7 @@ def test_no_secret_anywhere_in_a_ladder_run(
         ladders_dir,
         "e2e-canary",
         {
-            "base": {"model_args": TINY},
+            "base": {"model_args": TINY_MODEL},
             "rungs": [{"name": "baseline"}],
             "lenses": {"rung": "baseline", "use": ["none", "torch_rank0"]},
         },

@@ -22,24 +22,15 @@ import pytest
 
 from ladder_checks import check_manifests, objects
 from stack_harness import keep_logs, start_stack
+from tiny_proxy import TINY_MODEL
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.faults]
 
 LADDER = "faults-sched"
 DAG = f"traceladder-{LADDER}"
-TINY_ARGS = {
-    "num_layers": 1,
-    "compress_ratios": [0],
-    "num_experts": 4,
-    "moe_router_topk": 2,
-    "seq_length": 32,
-    "max_position_embeddings": 32,
-    "index_topk": 8,
-    "train_iters": 4,
-}
 FIELDS = {
     "schedule": None,
-    "base": {"model_args": TINY_ARGS},
+    "base": {"model_args": TINY_MODEL},
     "lenses": {"rung": "fusions", "use": ["none", "torch_rank0"]},
     "retries": {"tasks": 3, "rung_infra": 2, "delay_s": 2, "max_delay_s": 10},
 }
