@@ -34,6 +34,9 @@ def run_up(state_dir: Path = STATE_DIR, port: int | None = None) -> int:
         port = DEFAULT_PORT if port_free(DEFAULT_PORT) else None  # None: a free port
     stack = LocalStack(state_dir, port=port, extra_env={k: os.environ[k] for k in PASS_THROUGH if k in os.environ})
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Ctrl-C stops us even when we were started with SIGINT ignored (a background job of a
+    # non-interactive shell, nohup): Python then leaves SIGINT ignored, and Ctrl-C did nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     say(f"state in {state_dir} (delete it to start afresh)")
     say("starting S3, migrating Airflow, importing pools, serializing the DAGs, then the four components ...")
     started = time.monotonic()
