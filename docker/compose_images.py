@@ -42,6 +42,7 @@ from images import (
     REPO,
     SUITE,
     debian_mirror,
+    debootstrap_tarball,
     docker,
     hash_inputs,
     image_exists,
@@ -102,28 +103,7 @@ def rootfs_tarball() -> Path:
     """debootstrap of BASE_PACKAGES (cached tarball; the package lists and caches dropped)."""
     mirror = debian_mirror()
     key = hash_inputs(SUITE, ",".join(BASE_PACKAGES), "minbase", mirror)
-    tarball = CACHE / f"local-rootfs-{key}.tar"
-    if tarball.exists():
-        return tarball
-    if not shutil.which("debootstrap"):
-        raise SystemExit("compose_images: debootstrap is missing: apt-get install -y debootstrap")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="local-root-", dir=CACHE))
-    try:
-        run(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
-            stdout=subprocess.DEVNULL,
-        )
-        for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for p in (root / sub).glob("*"):
-                if p.is_file():
-                    p.unlink()
-        part = tarball.with_suffix(".tar.part")
-        run(["tar", "-C", str(root), "-cf", str(part), "."])
-        part.replace(tarball)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return tarball
+    return debootstrap_tarball(CACHE / f"local-rootfs-{key}.tar", BASE_PACKAGES, mirror, "compose_images")
 
 
 def wheelhouse(requirements: str, python_version: str) -> Path:

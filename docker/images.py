@@ -105,6 +105,32 @@ def debian_mirror() -> str:
 
 
 # ---- stand-in base ------------------------------------------------------------------------------
+def debootstrap_tarball(tarball: Path, packages: tuple[str, ...], mirror: str, who: str) -> Path:
+    """A minbase debootstrap of SUITE with ``packages``, as a tar (cached at ``tarball``); apt's
+    lists and caches, which no image needs, are dropped. ``who`` names the caller in errors."""
+    if tarball.exists():
+        return tarball
+    if not shutil.which("debootstrap"):
+        raise SystemExit(f"{who}: debootstrap is missing: apt-get install -y debootstrap")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=f"{who}-root-", dir=CACHE))
+    try:
+        run(
+            ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(root), mirror],
+            stdout=subprocess.DEVNULL,
+        )
+        for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for p in (root / sub).glob("*"):
+                if p.is_file():
+                    p.unlink()
+        part = tarball.with_suffix(".tar.part")
+        run(["tar", "-C", str(root), "-cf", str(part), "."])
+        part.replace(tarball)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return tarball
+
+
 def standin_base() -> str:
     mirror = debian_mirror()
     key = hash_inputs(SUITE, ",".join(BASE_PACKAGES), "minbase", mirror)
@@ -112,27 +138,7 @@ def standin_base() -> str:
     if image_exists(tag):
         log(f"{tag} is present")
         return tag
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tarball = CACHE / f"standin-base-{key}.tar"
-    if not tarball.exists():
-        if not shutil.which("debootstrap"):
-            raise SystemExit("images: debootstrap is missing: apt-get install -y debootstrap")
-        root = Path(tempfile.mkdtemp(prefix="standin-root-", dir=CACHE))
-        try:
-            run(
-                ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
-                stdout=subprocess.DEVNULL,
-            )
-            # apt lists and caches are not needed in the image
-            for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
-                for p in (root / sub).glob("*"):
-                    if p.is_file():
-                        p.unlink()
-            part = tarball.with_suffix(".tar.part")
-            run(["tar", "-C", str(root), "-cf", str(part), "."])
-            part.replace(tarball)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+    tarball = debootstrap_tarball(CACHE / f"standin-base-{key}.tar", BASE_PACKAGES, mirror, "images")
     with tarball.open("rb") as f:
         log(f"$ docker import - {tag} < {tarball}")
         subprocess.run(["docker", "import", "-", tag], stdin=f, check=True, stdout=subprocess.DEVNULL)
