@@ -272,3 +272,46 @@ def test_analyze_paths_jobs_progress(tmp_path, capsys):
     for s in srcs[:2]:
         d = tmp_path / "out" / engine.output_stem(s)
         assert (d / "GEMM.csv").exists() and (d / "analysis.json").exists()
+
+
+def _seen_init(seen: list):
+    base = pj._Slicer
+
+    def init(self, buf):
+        base.__init__(self, buf)
+        seen.append(self)
+
+    return init
+
+
+def test_tagged_decode_equals_plain(tmp_path, monkeypatch):
+    """Chunks decode by category type while every event has a known category; a chunk with
+    an unknown category or none (metadata, instant events) takes the plain decode; both
+    give the same table."""
+    monkeypatch.setattr(pj, "CHUNK_BYTES", 256)
+    evs: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python3"}}]
+    cats = ["cpu_op", "python_function", "cuda_runtime", "kernel", "ac2g", "my_new_cat", "user_annotation"]
+    for i in range(300):
+        ev = {"ph": "X", "cat": cats[i % len(cats)], "name": f"op{i % 11}", "pid": 1, "tid": 2 + i % 3}
+        ev.update(ts=float(i), dur=0.5, args={"correlation": i, "External id": i, "stream": 7})
+        if i % 50 == 25:  # an instant event with no category, mid-trace
+            ev = {"ph": "i", "name": "Iteration Start: PyTorch Profiler", "pid": 1, "tid": 2, "ts": float(i), "s": "g"}
+        evs.append(ev)
+    p = _write(tmp_path, evs)
+    slicers: list = []
+    monkeypatch.setattr(pj, "_Slicer", type("Seen", (pj._Slicer,), {"__init__": _seen_init(slicers)}))
+    tagged = pj.read_pytorch_json(p)
+    assert slicers[0].hits > 0 and slicers[0].misses > 0  # both decodes were used
+    monkeypatch.setattr(pj, "TAGGED_DECODE", False)
+    plain = pj.read_pytorch_json(p)
+    n_skipped = sum(e.get("cat") == "python_function" for e in evs)
+    assert len(tagged) == len(plain) == len(evs) - n_skipped
+    assert tagged.metadata["skipped_events"] == plain.metadata["skipped_events"] == n_skipped
+    for k, a in _columns(plain).items():
+        b = getattr(tagged, k)
+        np.testing.assert_array_equal(a, b, err_msg=k)
+    for k in ("names", "phs", "pids", "tids", "streams"):
+        assert getattr(tagged, k) == getattr(plain, k), k
+    assert [tagged.cats[c] for c in tagged.cat.tolist()] == [plain.cats[c] for c in plain.cat.tolist()]
+    assert [bytes(r) for r in tagged.raw_args] == [bytes(r) for r in plain.raw_args]
+    assert tagged.metadata == plain.metadata

@@ -19,7 +19,7 @@ import re
 import zlib
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -41,6 +41,64 @@ class _Event(msgspec.Struct, gc=False):
     dur: float | None = math.nan
     id: Any = MISSING
     args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _Tagged(msgspec.Struct, gc=False, tag_field="cat"):
+    """An event of a known category, decoded as its own Struct type (the tag is ``cat``):
+    the category comes from the type, with no string made or hashed per event."""
+
+    ph: str = ""
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: float | None = math.nan
+    dur: float | None = math.nan
+    id: Any = MISSING
+    args: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _Skipped(msgspec.Struct, gc=False, tag_field="cat", tag="python_function"):
+    """A :data:`SKIP_CATS` event: no fields, so msgspec skips its body without making objects."""
+
+
+#: kineto's categories (``ActivityType`` names and its flow / trace events); an event of
+#: any other category, or with none, makes its chunk take the plain :class:`_Event` decode
+KNOWN_CATS = (
+    "cpu_op",
+    "user_annotation",
+    "gpu_user_annotation",
+    "gpu_memcpy",
+    "gpu_memset",
+    "kernel",
+    "external_correlation",
+    "cuda_runtime",
+    "cuda_driver",
+    "cpu_instant_event",
+    "overhead",
+    "cuda_sync",
+    "cuda_profiler_range",
+    "privateuse1_runtime",
+    "privateuse1_driver",
+    "mtia_runtime",
+    "mtia_ccp_events",
+    "hpu_op",
+    "xpu_runtime",
+    "collective_comm",
+    "gpu_pm_counter",
+    "ac2g",
+    "fwdbwd",
+    "Trace",
+)
+_TAGGED_TYPES: dict[type, str] = {_Skipped: "python_function"}
+for _cat in KNOWN_CATS:
+    _TAGGED_TYPES[type(f"_Tagged_{_cat}", (_Tagged,), {"__module__": __name__}, tag=_cat)] = _cat
+_TAGGED_LIST: Any = list[Union[tuple(_TAGGED_TYPES)]]  # type: ignore[misc]
+#: the tagged decode is no longer tried once more than this many slices, and more than
+#: half of those tried, fell back to the plain one (metadata and instant events have no
+#: category; a trace of another tool's categories would miss every time)
+_TAGGED_MISSES = 4
+#: False: every slice takes the plain decode (the tests compare the two)
+TAGGED_DECODE = True
 
 
 class _Trace(msgspec.Struct):
@@ -171,13 +229,19 @@ class _Columns:
         self.n = 0
         self.skipped = 0
         self.deferred: list[np.ndarray] = []
+        #: Struct type of a tagged decode -> its category code
+        self.type_codes = {typ: self.cat_i.code(cat) for typ, cat in _TAGGED_TYPES.items()}
 
-    def add(self, path: Path, evs: list[_Event]) -> None:
+    def add(self, path: Path, evs: list) -> None:
+        """Append decoded events: all :class:`_Event`, or all tagged (:data:`_TAGGED_LIST`)."""
         n = len(evs)
         if n == 0:
             return
         P = self.parts
-        cat = self.cat_i.encode_field(_G_CAT, evs)
+        if type(evs[0]) is _Event:
+            cat = self.cat_i.encode_field(_G_CAT, evs)
+        else:
+            cat = np.fromiter(map(self.type_codes.__getitem__, map(type, evs)), dtype=np.int32, count=n)
         skip = [c for c, v in enumerate(self.cat_i.values) if v in SKIP_CATS]
         if skip:
             drop = np.isin(cat, skip) if len(skip) > 1 else cat == skip[0]
@@ -287,21 +351,44 @@ def _decode_error(path: Path, exc: Exception) -> TraceError:
     return TraceError(path, f"invalid JSON ({msg})")
 
 
-def _decode_slice(buf: bytearray, start: int, end: int) -> list[_Event]:
-    """Decode the events buf[start:end] (``{...}, ... {...}``) as one JSON array.
+class _Slicer:
+    """Decodes slices of the traceEvents array, tagged by category while that works."""
 
-    The byte before ``start`` and the byte at ``end`` lie between events (a comma,
-    whitespace or the array's own brackets): they become ``[`` and ``]`` for the
-    decode and are put back after.  Raw args stay views into ``buf``.
-    """
-    b0, b1 = buf[start - 1], buf[end]
-    buf[start - 1] = 0x5B  # [
-    buf[end] = 0x5D  # ]
-    try:
-        return msgspec.json.decode(memoryview(buf)[start - 1 : end + 1], type=list[_Event])
-    finally:
-        buf[start - 1] = b0
-        buf[end] = b1
+    def __init__(self, buf: bytearray) -> None:
+        self.buf = buf
+        self.hits = 0
+        self.misses = 0
+
+    def decode(self, start: int, end: int) -> list:
+        """Decode the events buf[start:end] (``{...}, ... {...}``) as one JSON array.
+
+        The byte before ``start`` and the byte at ``end`` lie between events (a comma,
+        whitespace or the array's own brackets): they become ``[`` and ``]`` for the
+        decode and are put back after.  Raw args stay views into ``buf``.  The tagged
+        decode is tried first; a slice it refuses (an unknown or missing category) is
+        decoded plainly (see :data:`_TAGGED_MISSES`).  A slice that is no JSON array of
+        events raises msgspec's error.
+        """
+        buf = self.buf
+        b0, b1 = buf[start - 1], buf[end]
+        buf[start - 1] = 0x5B  # [
+        buf[end] = 0x5D  # ]
+        view = memoryview(buf)[start - 1 : end + 1]
+        try:
+            if TAGGED_DECODE and self.misses <= max(_TAGGED_MISSES, self.hits):
+                try:
+                    evs = msgspec.json.decode(view, type=_TAGGED_LIST)
+                    self.hits += 1
+                    return evs
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    pass
+                evs = msgspec.json.decode(view, type=list[_Event])
+                self.misses += 1  # only a slice that decodes plainly counts
+                return evs
+            return msgspec.json.decode(view, type=list[_Event])
+        finally:
+            buf[start - 1] = b0
+            buf[end] = b1
 
 
 def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
@@ -319,6 +406,7 @@ def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
         if buf[pos] != 0x7B:
             return None
         array_end = -1
+        slicer = _Slicer(buf)
         while array_end < 0:
             target = pos + CHUNK_BYTES
             evs = None
@@ -327,7 +415,7 @@ def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
                 tries = 0
                 while sep is not None and tries < _MAX_RETRIES:
                     try:
-                        evs = _decode_slice(buf, pos, sep.start() + 1)
+                        evs = slicer.decode(pos, sep.start() + 1)
                         nxt = sep.end() - 1
                         break
                     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -340,7 +428,7 @@ def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
                 tries = 0
                 while end is not None and tries < _MAX_RETRIES:
                     try:
-                        evs = _decode_slice(buf, pos, end.start() + 1)
+                        evs = slicer.decode(pos, end.start() + 1)
                         array_end = end.end() - 1
                         break
                     except (msgspec.DecodeError, msgspec.ValidationError):
