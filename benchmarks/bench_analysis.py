@@ -37,6 +37,8 @@ ANALYZE_OVER_ORJSON_MAX = 0.55
 PEAK_RSS_MB_MAX = 450.0
 JOBS2_OVER_IDEAL_MAX = 1.2
 
+#: bumped when scale_trace's output changes, so cached traces are made again
+SCALED_VERSION = "v2"
 _ID_ARGS = ("External id", "correlation", "Python id", "Python parent id", "Ev Idx")
 
 
@@ -48,7 +50,9 @@ def scale_trace(base: Path, target_bytes: int, out: Path) -> Path:
     Copy k shifts every timestamp by k * (span + 1 ms) and offsets every id that links
     events (flow ``id``, args ``External id`` / ``correlation`` / ``Python id`` /
     ``Python parent id``) by k * (max id + 1), so each copy links only to itself.
-    Metadata (``ph: M``) events are written once.
+    Metadata (``ph: M``) events are written once, first, and the category-less trailer
+    events (kineto's ``Iteration Start`` / ``Record Window End`` instants) once, last, as
+    in one long capture.
     """
     import orjson
 
@@ -56,7 +60,8 @@ def scale_trace(base: Path, target_bytes: int, out: Path) -> Path:
     doc = orjson.loads(raw)
     events = doc["traceEvents"]
     meta = [e for e in events if e.get("ph") == "M"]
-    body = [e for e in events if e.get("ph") != "M"]
+    body = [e for e in events if e.get("ph") != "M" and "cat" in e]
+    trailer = [e for e in events if e.get("ph") != "M" and "cat" not in e]
     t0 = min(e["ts"] for e in body if "ts" in e)
     t1 = max(e["ts"] + e.get("dur", 0) for e in body if "ts" in e)
     shift = (t1 - t0) + 1000.0
@@ -108,6 +113,11 @@ def scale_trace(base: Path, target_bytes: int, out: Path) -> Path:
                     break
             if fh.tell() >= target_bytes:
                 done = True
+        for e in trailer:
+            e2 = dict(e)
+            if "ts" in e2:
+                e2["ts"] = e2["ts"] + k * shift
+            fh.write(sep + orjson.dumps(e2))
         fh.write(b"]")
         for k, v in head.items():
             fh.write(b"," + orjson.dumps(k) + b":" + orjson.dumps(v))
@@ -121,13 +131,13 @@ def scaled_trace(ctx: Context, n: int = 0) -> Path:
     if not BASE_TRACE.is_file():
         raise SystemExit(f"bench: reference trace not found: {BASE_TRACE}")
     ctx.cache.mkdir(parents=True, exist_ok=True)
-    first = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-0.json"
+    first = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-{SCALED_VERSION}-0.json"
     if not first.is_file() or first.stat().st_mtime < BASE_TRACE.stat().st_mtime:
         print(f"bench: generating {first} ...", file=sys.stderr, flush=True)
         scale_trace(BASE_TRACE, TARGET_BYTES, first)
     if n == 0:
         return first
-    p = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-{n}.json"
+    p = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-{SCALED_VERSION}-{n}.json"
     if not p.is_file() or p.stat().st_size != first.stat().st_size:
         try:
             os.link(first, p)
@@ -142,7 +152,7 @@ def rank_trace(ctx: Context, rank: int) -> Path:
     """A copy of the scaled trace that says it is ``rank`` (its distributedInfo.rank),
     so that ``analyze-ranks`` takes the copies as one job's ranks."""
     first = scaled_trace(ctx, 0)
-    p = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-rank{rank}.json"
+    p = ctx.cache / f"scaled-{TARGET_BYTES // 1_000_000}MB-{SCALED_VERSION}-rank{rank}.json"
     if p.is_file() and p.stat().st_size == first.stat().st_size and p.stat().st_mtime >= first.stat().st_mtime:
         return p
     data = bytearray(first.read_bytes())

@@ -24,6 +24,7 @@ the same call still get their reports.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
@@ -37,6 +38,8 @@ import numpy as np
 
 from traceladder.storage.layout import ANALYSIS_OBJECT
 
+from .autograd_links import bwd_links
+from .beside import beside, spare_cpu
 from .events import GPU_CATS, EventTable, TraceError
 from .readers.heavy import HEAVY_FORMATS, read_heavy, sniff
 from .readers.pytorch_json import load_bytes, read_pytorch_json
@@ -49,6 +52,7 @@ from .reports import ops_unique_args as oua
 from .reports import perf_sheets
 from .reports import unified_perf
 from .reports import short_kernels as sk
+from .table import Table
 
 __all__ = [
     "SCHEMA",
@@ -142,8 +146,11 @@ def _clean(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
+def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
     """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
+
+    ``split=True``: a forked child writes ``unified_perf_summary.csv`` while this process
+    writes the rest (:mod:`.beside`); the files are the same either way.  Only for a caller with no threads of its own.
 
     analysis.json (schema 1)::
 
@@ -173,13 +180,56 @@ def analyze_trace(trace_path: Path, out_dir: Path) -> dict:
     gc_on = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(Path(trace_path), Path(out_dir))
+        return _analyze(Path(trace_path), Path(out_dir), split)
     finally:
         if gc_on:
             gc.enable()
 
 
-def _analyze(trace_path: Path, out_dir: Path) -> dict:
+def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> dict[str, Any]:
+    """``unified_perf_summary.csv``: the report that :func:`beside` can move to a second
+    process (it needs only the table, the launchers and the shared caches)."""
+    unified_perf.write_csv(t, launchers, out_dir)
+    return {}
+
+
+def _reports(
+    t: EventTable,
+    tl: gt.Timeline,
+    launchers: ops.Launchers,
+    out_dir: Path,
+    has_gpu: bool,
+    gpu_only: bool,
+    notes: list[str],
+) -> tuple[Table, Table, list[dict[str, Any]], dict[str, Any]]:
+    """Every report but :func:`_unified_report`: (ops summary, by category, GEMM rates, perf-sheet headlines)."""
+    gemm_rates: list[dict[str, Any]] = []
+    perf_heads: dict[str, Any] = {}
+    gt.write_csv(tl, out_dir)
+    if launchers.idx.size:
+        ops_df, cat_df = ops.write_csvs(launchers, out_dir)
+    else:  # TraceLens writes no empty ops sheets (none at all on a GPU-only trace)
+        ops_df, cat_df = ops.ops_summary_table(launchers), ops.ops_summary_by_category_table(launchers)
+    if has_gpu:
+        ks.write_csv(t, tl, out_dir, launchers)
+        sk.write_csvs(t, tl.metrics_us["total_time"], out_dir, gpu_only)  # --short_kernel_study
+        if not gpu_only:
+            gemm_df = gemm.write_csv(t, out_dir)  # GEMM.csv (TraceLens's perf-model sheet)
+            gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
+            coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
+            # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
+            perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
+            oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
+    else:
+        gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
+        if gemm_rates:
+            notes.append(
+                "CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)"
+            )
+    return ops_df, cat_df, gemm_rates, perf_heads
+
+
+def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
     t = read_trace(trace_path)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
         from .reports import rocprof_reports as heavy_reports
@@ -198,7 +248,6 @@ def _analyze(trace_path: Path, out_dir: Path) -> dict:
         (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
         return result
     notes: list[str] = []
-    perf_heads: dict[str, Any] = {}
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
     gpu_only = has_gpu and sk.is_gpu_only(t)
     try:
@@ -219,33 +268,19 @@ def _analyze(trace_path: Path, out_dir: Path) -> dict:
         raise TraceError(trace_path, f"cannot analyse: {exc}") from None
     notes.extend(tl.notes)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    gt.write_csv(tl, out_dir)
     if launchers is None:
         launchers = ops.Launchers(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, np.int64), [], [])
-    if launchers.idx.size:
-        ops_df, cat_df = ops.write_csvs(launchers, out_dir)
-    else:  # TraceLens writes no empty ops sheets (none at all on a GPU-only trace)
-        ops_df, cat_df = ops.ops_summary_table(launchers), ops.ops_summary_by_category_table(launchers)
-    if has_gpu:
-        ks.write_csv(t, tl, out_dir, launchers)
-        sk.write_csvs(t, tl.metrics_us["total_time"], out_dir, gpu_only)  # --short_kernel_study
-        if gpu_only:
-            gemm_rates = []
-        else:
-            gemm_df = gemm.write_csv(t, out_dir)  # GEMM.csv (TraceLens's perf-model sheet)
-            gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
-            coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
-            # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
-            perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
-            oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
-            unified_perf.write_csv(t, launchers, out_dir)  # unified_perf_summary.csv
-    else:
-        gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
-        if gemm_rates:
-            notes.append(
-                "CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)"
-            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with_unified = has_gpu and not gpu_only
+    split = split and with_unified
+    if split:  # the caches both processes read, built once before the fork
+        perf_sheets.model_rows(t)
+        bwd_links(t)
+    work = functools.partial(_unified_report, t, launchers, out_dir)
+    with beside(work, trace_path, enabled=split) as unified_side:
+        ops_df, cat_df, gemm_rates, perf_heads = _reports(t, tl, launchers, out_dir, has_gpu, gpu_only, notes)
+        if with_unified:
+            unified_side.result()
 
     top = [
         {
@@ -300,11 +335,11 @@ def _unique_dirs(paths: list[Path], out_root: Path) -> list[Path]:
     return out
 
 
-def _one(args: tuple[str, str]) -> tuple[str, str | None, float]:
+def _one(args: tuple[str, str], split: bool = False) -> tuple[str, str | None, float]:
     path, out = args
     t0 = time.perf_counter()
     try:
-        analyze_trace(Path(path), Path(out))
+        analyze_trace(Path(path), Path(out), split=split)
         return path, None, time.perf_counter() - t0
     except TraceError as exc:
         return path, str(exc), time.perf_counter() - t0
@@ -313,7 +348,12 @@ def _one(args: tuple[str, str]) -> tuple[str, str | None, float]:
 
 
 def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
-    """Analyse many traces into out_root/<stem>/; 0 when all good, else 2."""
+    """Analyse many traces into out_root/<stem>/; 0 when all good, else 2.
+
+    ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
+    default), each trace's reports are split over two processes when a second CPU is free
+    (:mod:`.beside`).  For the CLI only: it forks, so the caller must have no threads.
+    """
     paths = [Path(p) for p in paths]
     out_root = Path(out_root)
     dirs = _unique_dirs(paths, out_root)
@@ -332,8 +372,9 @@ def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
             print(f"error: {msg}", file=err, flush=True)
 
     if jobs <= 1 or total <= 1:
+        split = spare_cpu()
         for i, w in enumerate(work, 1):
-            report(i, _one(w), w[1])
+            report(i, _one(w, split), w[1])
     else:
         # one trace per worker at a time (memory per worker = one trace's peak, about
         # 2.4x its JSON size); progress is printed as each trace finishes

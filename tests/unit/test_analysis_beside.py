@@ -1,0 +1,86 @@
+"""The reports split over two processes (analysis/beside.py): the same files as one process,
+and a failure in the child is raised in the parent, with no child left behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from traceladder.analysis import engine
+from traceladder.analysis.beside import Beside, beside, spare_cpu
+from traceladder.analysis.engine import analyze_trace
+from traceladder.analysis.events import TraceError
+
+REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+TRACE = REF / "mi300" / "resnet_act_checkpoint.json.gz"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_split_writes_the_same_files(tmp_path):
+    assert TRACE.is_file(), "reference traces not found"
+    one = analyze_trace(TRACE, tmp_path / "one", split=False)
+    two = analyze_trace(TRACE, tmp_path / "two", split=True)
+    assert one == two
+    a, b = _files(tmp_path / "one"), _files(tmp_path / "two")
+    assert "unified_perf_summary.csv" in b and len(b) > 10
+    assert a == b
+
+
+def test_child_trace_error_is_raised_in_parent(tmp_path):
+    def work():
+        raise TraceError("x.json", "bad shapes")
+
+    with beside(work, Path("/data/t.json"), enabled=True) as side:
+        assert side.pid > 0
+        with pytest.raises(TraceError, match=r"^/data/t.json: bad shapes$"):
+            side.result()
+
+
+def test_child_crash_is_raised_in_parent():
+    def work():
+        raise ValueError("boom")
+
+    with beside(work, Path("t.json"), enabled=True) as side:
+        with pytest.raises(RuntimeError, match=r"in the report process: ValueError: boom"):
+            side.result()
+
+    def die():
+        os._exit(3)
+
+    with beside(die, Path("t.json"), enabled=True) as side:
+        with pytest.raises(RuntimeError, match=r"no result \(exit code 3\)"):
+            side.result()
+
+
+def test_parent_failure_stops_the_child():
+    side = None
+    with pytest.raises(KeyError):
+        with beside(lambda: {"slept": time.sleep(30)}, Path("t.json"), enabled=True) as side:
+            raise KeyError("parent failed first")
+    assert side is not None and side.pid == 0 and side.fd == -1  # killed and reaped
+
+
+def test_disabled_runs_inline():
+    calls = []
+    side = Beside(lambda: calls.append(1) or {"n": len(calls)}, Path("t.json"), enabled=False)
+    assert side.pid == 0 and calls == []
+    assert side.result() == {"n": 1}
+
+
+def test_cli_splits_only_one_trace_at_a_time(tmp_path, monkeypatch):
+    seen: list[bool] = []
+    real = engine.analyze_trace
+
+    def spy(trace, out, split=False):
+        seen.append(split)
+        return real(trace, out, split=split)
+
+    monkeypatch.setattr(engine, "analyze_trace", spy)
+    assert engine.analyze_paths([TRACE], tmp_path / "a") == 0
+    assert seen == [spare_cpu()]
