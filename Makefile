@@ -14,6 +14,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
+	$(BIN)/python -m compileall -q include/traceladder  # bytecode, as pip gives an installed package
 	@touch $(STAMP)
 
 demo: setup

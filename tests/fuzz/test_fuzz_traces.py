@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from traceladder.analysis.engine import analyze_trace
 from traceladder.analysis.events import TraceError
+from traceladder.analysis.readers import pytorch_json as pj
 
 from .common import assert_one_line, cli_contract, fuzz_settings
 
@@ -226,3 +227,37 @@ def test_rocprofv3_csv_rows(tmp: Path, data: st.DataObject) -> None:
     _contract(path, tmp / "out-csv")
     if data.draw(st.integers(0, 9)) == 0:  # and, now and then, through the CLI itself
         cli_contract(["analyze", str(path), "--out", str(tmp / "out-cli")], "error: " + str(path))
+
+
+def _table_or_error(path: Path, split: bool) -> tuple:
+    try:
+        t = pj.read_pytorch_json(path, split=split)
+    except TraceError as exc:
+        return ("error", str(exc))
+    cols = tuple(
+        getattr(t, k).tolist() for k in ("cat", "ph", "name", "pid", "tid", "flow_id", "corr", "ext", "stream")
+    )
+    times = tuple(repr(x) for x in t.ts.tolist() + t.dur.tolist())  # repr: nan == nan
+    tables = (t.cats, t.phs, t.names, t.pids, t.tids, t.streams)
+    return ("table", cols, times, repr(tables), [bytes(r) for r in t.raw_args], repr(t.metadata))
+
+
+@fuzz_settings(40)
+@given(data=st.data())
+def test_split_read_equals_one_process(bert: dict[str, Any], tmp: Path, data: st.DataObject) -> None:
+    """Fuzzed records, read by two processes (pytorch_json._read_split) and by one: the same
+    table, or the same error."""
+    events = copy.deepcopy(bert["traceEvents"])
+    for _ in range(data.draw(st.integers(1, 6))):
+        i = data.draw(st.integers(0, len(events) - 1))
+        ev = events[i]
+        if isinstance(ev, dict):
+            ev[data.draw(st.sampled_from(EVENT_KEYS))] = data.draw(VALUES)
+        else:
+            events[i] = data.draw(VALUES)
+    path = tmp / "split.json"
+    path.write_text(json.dumps({**bert, "traceEvents": events}, allow_nan=True))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pj, "SPLIT_MIN_BYTES", 0)
+        mp.setattr(pj, "CHUNK_BYTES", 64 << 10)
+        assert _table_or_error(path, True) == _table_or_error(path, False)

@@ -47,7 +47,7 @@ def test_child_crash_is_raised_in_parent():
         raise ValueError("boom")
 
     with beside(work, Path("t.json"), enabled=True) as side:
-        with pytest.raises(RuntimeError, match=r"in the report process: ValueError: boom"):
+        with pytest.raises(RuntimeError, match=r"in the second analysis process: ValueError: boom"):
             side.result()
 
     def die():

@@ -315,3 +315,45 @@ def test_tagged_decode_equals_plain(tmp_path, monkeypatch):
     assert [tagged.cats[c] for c in tagged.cat.tolist()] == [plain.cats[c] for c in plain.cat.tolist()]
     assert [bytes(r) for r in tagged.raw_args] == [bytes(r) for r in plain.raw_args]
     assert tagged.metadata == plain.metadata
+
+
+def test_split_read_equals_one_process(monkeypatch):
+    """Two processes (the second half's events decoded in a forked child, recoded into the
+    first's value tables) give the table one process gives, byte for byte."""
+    assert RESNET.exists(), "reference traces not found"
+    one = pj.read_pytorch_json(RESNET)
+    monkeypatch.setattr(pj, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(pj, "CHUNK_BYTES", 1 << 20)  # several chunks in each half
+    halves: list[int] = []
+    real_absorb = pj._Columns.absorb
+    monkeypatch.setattr(
+        pj._Columns, "absorb", lambda self, part, raw: halves.append(part["n"]) or real_absorb(self, part, raw)
+    )
+    two = pj.read_pytorch_json(RESNET, split=True)
+    assert len(halves) == 1 and 0 < halves[0] < len(one)  # the child really read a part
+    for k, a in _columns(one).items():
+        np.testing.assert_array_equal(a, getattr(two, k), err_msg=k)
+    np.testing.assert_array_equal(one.deferred_links, two.deferred_links)
+    for k in ("cats", "names", "phs", "pids", "tids", "streams", "metadata"):
+        assert getattr(one, k) == getattr(two, k), k
+    assert [bytes(r) for r in one.raw_args] == [bytes(r) for r in two.raw_args]
+
+
+def test_split_read_falls_back_on_an_odd_layout(tmp_path, monkeypatch):
+    """A half that does not decode (here: the split point inside a string) sends the read
+    back to one process, which reads the trace as it always has."""
+    monkeypatch.setattr(pj, "SPLIT_MIN_BYTES", 0)
+    evs = [
+        {"ph": "X", "cat": "cpu_op", "name": "a" * 40 + "}, {" + "b" * 40, "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0}
+    ]
+    p = _write(tmp_path, evs)
+    split_results: list = []
+    real_split = pj._read_split
+    monkeypatch.setattr(pj, "_read_split", lambda *a: split_results.append(real_split(*a)) or split_results[-1])
+    t = pj.read_pytorch_json(p, split=True)
+    assert split_results == [None]  # the split gave up ...
+    assert t.names == ["a" * 40 + "}, {" + "b" * 40]  # ... and one process read it
+    bad = _write(tmp_path, [{"ph": "X", "cat": "cpu_op", "name": "k", "ts": 1, "dur": 1}] * 50, name="bad.json")
+    bad.write_bytes(bad.read_bytes()[:-40])
+    with pytest.raises(TraceError, match="truncated JSON"):
+        pj.read_pytorch_json(bad, split=True)

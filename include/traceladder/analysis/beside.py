@@ -1,20 +1,22 @@
 """Write some of a trace's reports in a forked child while the parent writes the others.
 
 After the read, a trace's reports are independent of one another.  On a machine with a
-spare CPU, :func:`beside` forks once: the child shares the parent's event table (copy on
-write, nothing pickled), writes its reports into the same folder and sends back a small
-JSON result through a pipe, while the parent writes the rest.  With ``enabled=False``
+spare CPU, :func:`beside` forks once: the child shares the parent's memory (copy on
+write: the event table, or the trace's bytes), does its part (writes its reports into
+the same folder, or decodes half of the events) and sends its result back pickled
+through a pipe, while the parent does the rest.  With ``enabled=False``
 (one CPU, no ``fork``, or a caller with threads of its own) the work runs in the parent,
 in ``result()``, with the same outputs.
 
 Only the CLI turns it on (``traceladder analyze`` on one trace at a time): an Airflow task
 or a pool worker keeps to one process, as forking a process with threads is unsafe.
+The same program is on both ends of the pipe, so its pickles are trusted.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,7 +41,7 @@ def spare_cpu() -> bool:
 class Beside:
     """The work running beside the caller: a forked child, or a call kept for later."""
 
-    def __init__(self, work: Callable[[], dict[str, Any]], trace: Path, enabled: bool) -> None:
+    def __init__(self, work: Callable[[], Any], trace: Path, enabled: bool) -> None:
         self.work = work
         self.trace = trace
         self.pid = 0
@@ -60,7 +62,7 @@ class Beside:
             except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
                 msg = {"error": f"{type(exc).__name__}: {exc}"}
             try:
-                data = json.dumps(msg).encode()
+                data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(write_fd, view) :]
@@ -71,24 +73,22 @@ class Beside:
         os.close(write_fd)
         self.pid, self.fd = pid, read_fd
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> Any:
         """The work's result; its TraceError or failure is raised here, in the caller."""
         if not self.pid:
             return self.work()
-        chunks = []
         with os.fdopen(self.fd, "rb") as fh:
             self.fd = -1
-            while block := fh.read(1 << 16):
-                chunks.append(block)
+            data = fh.read()
         _, status = os.waitpid(self.pid, 0)
         self.pid = 0
-        if not chunks:
-            raise RuntimeError(f"the report process stopped with no result ({_status_text(status)})")
-        msg = json.loads(b"".join(chunks))
+        if not data:
+            raise RuntimeError(f"the second analysis process stopped with no result ({_status_text(status)})")
+        msg = pickle.loads(data)  # noqa: S301 - from our own forked child
         if "trace_error" in msg:
             raise TraceError(self.trace, msg["trace_error"])
         if "error" in msg:
-            raise RuntimeError(f"in the report process: {msg['error']}")
+            raise RuntimeError(f"in the second analysis process: {msg['error']}")
         return msg["result"]
 
     def stop(self) -> None:
@@ -112,7 +112,7 @@ def _status_text(status: int) -> str:
 
 
 @contextmanager
-def beside(work: Callable[[], dict[str, Any]], trace: Path, enabled: bool) -> Iterator[Beside]:
+def beside(work: Callable[[], Any], trace: Path, enabled: bool) -> Iterator[Beside]:
     """Start ``work`` beside the caller; ``result()`` inside the block collects it, and
     leaving the block by an exception stops it."""
     side = Beside(work, trace, enabled)

@@ -93,8 +93,9 @@ def output_stem(path: Path) -> str:
     return name
 
 
-def read_trace(path: Path) -> EventTable:
-    """Read any supported trace into an EventTable; bad input raises TraceError only."""
+def read_trace(path: Path, split: bool = False) -> EventTable:
+    """Read any supported trace into an EventTable; bad input raises TraceError only.
+    ``split``: a big PyTorch JSON trace is decoded by two processes (the CLI only)."""
     path = Path(path)
     # rocprofv3 JSON/CSV (a CSV folder too) and RPD-style SQLite, detected from content
     data = None if path.is_dir() else load_bytes(path, mapped=True)
@@ -107,7 +108,7 @@ def read_trace(path: Path) -> EventTable:
     for suf, what in _UNSUPPORTED.items():
         if low.endswith(suf) and not bytes(data[:4096]).lstrip()[:1] == b"{":
             raise TraceError(path, f"unsupported format: {what} ({suf}); only PyTorch profiler JSON is read")
-    t = read_pytorch_json(path, data)
+    t = read_pytorch_json(path, data, split=split)
     timed = ~np.isnan(t.ts) & ~np.isnan(t.dur)
     if not timed.any():
         raise TraceError(path, "no events with a start time and duration")
@@ -149,8 +150,9 @@ def _clean(x: float) -> float | None:
 def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
     """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
 
-    ``split=True``: a forked child writes ``unified_perf_summary.csv`` while this process
-    writes the rest (:mod:`.beside`); the files are the same either way.  Only for a caller with no threads of its own.
+    ``split=True``: a forked child decodes half of a big trace's events, and another
+    writes ``unified_perf_summary.csv`` while this process writes the rest
+    (:mod:`.beside`); the files are the same either way.  Only for a caller with no threads of its own.
 
     analysis.json (schema 1)::
 
@@ -230,7 +232,7 @@ def _reports(
 
 
 def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
-    t = read_trace(trace_path)
+    t = read_trace(trace_path, split)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
         from .reports import rocprof_reports as heavy_reports
 

@@ -24,6 +24,7 @@ from typing import Any, Union
 import msgspec
 import numpy as np
 
+from ..beside import beside
 from ..events import MISSING, EventTable, TraceError, _Interner, as_int
 
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
@@ -137,6 +138,8 @@ _EVENT_SEP = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 #: bytes of events decoded at a time (the Structs of one chunk are alive at once)
 CHUNK_BYTES = 4 << 20
+#: the smallest trace that :func:`read_pytorch_json` splits over two processes
+SPLIT_MIN_BYTES = 32 << 20
 _MAX_RETRIES = 64
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -209,6 +212,21 @@ def _floats(evs: list, get, n: int) -> np.ndarray:
         return np.array([v if isinstance(v, (int, float)) else math.nan for v in map(get, evs)], dtype=np.float64)
 
 
+class _TypeCodes(dict):
+    """Tagged Struct type -> category code, coded on first sight (first-appearance order,
+    as the plain decode codes the category strings)."""
+
+    __slots__ = ("cat_i",)
+
+    def __init__(self, cat_i: _Interner) -> None:
+        super().__init__()
+        self.cat_i = cat_i
+
+    def __missing__(self, typ: type) -> int:
+        code = self[typ] = self.cat_i.code(_TAGGED_TYPES[typ])
+        return code
+
+
 class _Columns:
     """Accumulates the columns of successive chunks of decoded events."""
 
@@ -230,7 +248,7 @@ class _Columns:
         self.skipped = 0
         self.deferred: list[np.ndarray] = []
         #: Struct type of a tagged decode -> its category code
-        self.type_codes = {typ: self.cat_i.code(cat) for typ, cat in _TAGGED_TYPES.items()}
+        self.type_codes = _TypeCodes(self.cat_i)
 
     def add(self, path: Path, evs: list) -> None:
         """Append decoded events: all :class:`_Event`, or all tagged (:data:`_TAGGED_LIST`)."""
@@ -330,12 +348,69 @@ class _Columns:
         P["stream"].append(stream)
         self.n += n
 
+    def export(self, shm: mmap.mmap) -> dict[str, Any]:
+        """Everything read so far, for :meth:`absorb` in another process: the columns, the
+        value tables and the raw args, which go into ``shm`` (shared memory) end to end."""
+        raws = self.raw_args
+        lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+        shm.write(b"".join(raws))
+        return {
+            "columns": {k: self.column(k, _COLUMN_TYPES[k]) for k in _COLUMN_TYPES},
+            "tables": {f: getattr(self, f"{f}_i").values for f in _CODED},
+            "lengths": lengths,
+            "meta_idx": self.meta_idx,
+            "deferred": np.concatenate(self.deferred) if self.deferred else np.empty(0, np.int64),
+            "n": self.n,
+            "skipped": self.skipped,
+        }
+
+    def absorb(self, part: dict[str, Any], raw: memoryview) -> None:
+        """Append what :meth:`export` sent (events after this one's), recoding its values
+        into this one's tables: the codes come out as one process would have made them."""
+        cols = part["columns"]
+        for f in _CODED:
+            interner: _Interner = getattr(self, f"{f}_i")
+            recode = np.asarray([interner.code(v) for v in part["tables"][f]], dtype=np.int32)
+            codes = cols[f]
+            if f == "stream":
+                has = codes >= 0
+                codes[has] = recode[codes[has]]
+            elif codes.size:
+                codes = recode[codes]
+            self.parts[f].append(codes)
+        for k in _COLUMN_TYPES:
+            if k not in _CODED:
+                self.parts[k].append(cols[k])
+        ends = np.cumsum(part["lengths"])
+        self.raw_args.extend(map(raw.__getitem__, map(slice, (ends - part["lengths"]).tolist(), ends.tolist())))
+        self.meta_idx.extend(i + self.n for i in part["meta_idx"])
+        self.deferred.append(part["deferred"] + self.n)
+        self.skipped += part["skipped"]
+        self.n += part["n"]
+
     def column(self, key: str, dtype) -> np.ndarray:
         parts = self.parts[key]
         out = np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
         parts.clear()
         return out.astype(dtype, copy=False)
 
+
+#: every column, with its type; :data:`_CODED`: those holding codes into a value table
+_COLUMN_TYPES = {
+    "cat": np.int32,
+    "ph": np.int32,
+    "name": np.int32,
+    "pid": np.int32,
+    "tid": np.int32,
+    "ts": np.float64,
+    "dur": np.float64,
+    "flow_id": np.int64,
+    "corr": np.int64,
+    "ext": np.int64,
+    "stream": np.int64,
+    "has_args": bool,
+}
+_CODED = ("cat", "ph", "name", "pid", "tid", "stream")
 
 _G_CAT, _G_PH, _G_NAME, _G_PID, _G_TID = (attrgetter(k) for k in ("cat", "ph", "name", "pid", "tid"))
 _G_TS, _G_DUR, _G_ID, _G_ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "args"))
@@ -391,64 +466,121 @@ class _Slicer:
             buf[end] = b1
 
 
-def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
-    """Decode traceEvents chunk by chunk; None when the layout is not the plain one
-    (the caller then decodes the whole document at once)."""
+def _array_start(buf) -> tuple[int, int] | None:
+    """(where the ``"traceEvents"`` key starts, where its first event's ``{`` is, or the
+    ``]`` of an empty array); None when the layout is not the plain one."""
     m = _ARRAY_START.search(buf)
     if m is None or (m.start() > 0 and buf[m.start() - 1] == 0x5C):
         return None
-    key_start, pos = m.start(), m.end()
-    if pos >= len(buf):
+    pos = m.end()
+    if pos >= len(buf) or buf[pos] not in (0x5D, 0x7B):
         return None
-    if buf[pos] == 0x5D:  # empty array
-        array_end = pos
-    else:
-        if buf[pos] != 0x7B:
+    return m.start(), pos
+
+
+def _decode_range(path: Path, slicer: _Slicer, cols: _Columns, pos: int, stop: int | None) -> int | None:
+    """Decode the events from ``pos`` (an event's ``{``) up to ``stop`` (just past an
+    event's ``}``; None: to the end of the array), chunk by chunk, into ``cols``.
+
+    Returns ``stop``, or the index of the array's ``]``; None when the layout is not the
+    plain one (the caller then decodes the whole document at once).
+    """
+    buf = slicer.buf
+    limit = len(buf) if stop is None else stop
+    while True:
+        evs = None
+        tries = 0
+        target = pos + CHUNK_BYTES
+        sep = _EVENT_SEP.search(buf, target, limit) if target < limit else None
+        while sep is not None and tries < _MAX_RETRIES:
+            try:
+                evs = slicer.decode(pos, sep.start() + 1)
+                nxt = sep.end() - 1
+                break
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                tries += 1
+                sep = _EVENT_SEP.search(buf, sep.end() - 1, limit)
+        if evs is None and tries >= _MAX_RETRIES:
             return None
-        array_end = -1
-        slicer = _Slicer(buf)
-        while array_end < 0:
-            target = pos + CHUNK_BYTES
-            evs = None
-            if target < len(buf):
-                sep = _EVENT_SEP.search(buf, target)
-                tries = 0
-                while sep is not None and tries < _MAX_RETRIES:
-                    try:
-                        evs = slicer.decode(pos, sep.start() + 1)
-                        nxt = sep.end() - 1
-                        break
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        tries += 1
-                        sep = _EVENT_SEP.search(buf, sep.end() - 1)
-                if evs is None and (sep is not None or tries >= _MAX_RETRIES):
-                    return None
-            if evs is None:  # the last chunk: up to the array's closing bracket
-                end = _ARRAY_END.search(buf, pos)
-                tries = 0
-                while end is not None and tries < _MAX_RETRIES:
-                    try:
-                        evs = slicer.decode(pos, end.start() + 1)
-                        array_end = end.end() - 1
-                        break
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        tries += 1
-                        end = _ARRAY_END.search(buf, end.end() - 1)
-                if evs is None:
-                    return None
+        if evs is not None:
             cols.add(path, evs)
-            del evs
-            if array_end < 0:
-                pos = nxt
+            pos = nxt
+            continue
+        # the last chunk: up to stop, or to the array's closing bracket
+        if stop is not None:
+            try:
+                cols.add(path, slicer.decode(pos, stop))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return None
+            return stop
+        end = _ARRAY_END.search(buf, pos)
+        tries = 0
+        while end is not None and tries < _MAX_RETRIES:
+            try:
+                evs = slicer.decode(pos, end.start() + 1)
+                cols.add(path, evs)
+                return end.end() - 1
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                tries += 1
+                end = _ARRAY_END.search(buf, end.end() - 1)
+        return None
+
+
+def _rest_of_document(buf, key_start: int, array_end: int) -> _Trace | None:
+    """The document less its events (distributedInfo, deviceProperties, ...)."""
     try:
         rest = bytes(buf[:key_start]) + b'"traceEvents":[]' + bytes(buf[array_end + 1 :])
-        doc = msgspec.json.decode(rest, type=_Trace)
+        return msgspec.json.decode(rest, type=_Trace)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return doc
 
 
-def read_pytorch_json(path: Path, data: bytes | bytearray | None = None) -> EventTable:
+def _read_split(path: Path, buf, cols: _Columns) -> _Trace | None:
+    """:func:`_read_chunked` in two processes: a forked child decodes the second half of
+    the events (its raw args go through shared memory, the rest through a pipe) while
+    this one decodes the first; None when either half is not the plain layout."""
+    start = _array_start(buf)
+    if start is None or buf[start[1]] != 0x7B:
+        return None
+    key_start, pos = start
+    mid = _EVENT_SEP.search(buf, pos + (len(buf) - pos) // 2)
+    if mid is None:
+        return None
+    stop, second = mid.start() + 1, mid.end() - 1
+    shm = mmap.mmap(-1, len(buf) - second)  # the second half's args fit in its bytes
+
+    def second_half() -> dict[str, Any] | None:
+        part_cols = _Columns()
+        array_end = _decode_range(path, _Slicer(buf), part_cols, second, None)
+        return None if array_end is None else {"array_end": array_end, **part_cols.export(shm)}
+
+    try:
+        with beside(second_half, path, enabled=True) as side:
+            first_end = _decode_range(path, _Slicer(buf), cols, pos, stop)
+            part = side.result()
+    except TraceError:
+        return None  # the one-process read raises it again, or reads what the split could not
+    if first_end is None or part is None:
+        return None
+    cols.absorb(part, memoryview(shm))
+    return _rest_of_document(buf, key_start, part["array_end"])
+
+
+def _read_chunked(path: Path, buf: bytearray, cols: _Columns) -> _Trace | None:
+    """Decode traceEvents chunk by chunk; None when the layout is not the plain one
+    (the caller then decodes the whole document at once)."""
+    start = _array_start(buf)
+    if start is None:
+        return None
+    key_start, pos = start
+    array_end = pos if buf[pos] == 0x5D else _decode_range(path, _Slicer(buf), cols, pos, None)
+    return None if array_end is None else _rest_of_document(buf, key_start, array_end)
+
+
+def read_pytorch_json(path: Path, data: bytes | bytearray | None = None, split: bool = False) -> EventTable:
+    """Read a PyTorch profiler trace.  ``split=True``: a trace of :data:`SPLIT_MIN_BYTES` or
+    more is decoded by two processes (:func:`_read_split`); the table is the same.  Only
+    for a caller with no threads of its own (it forks)."""
     path = Path(path)
     if data is None:
         data = load_bytes(path)
@@ -462,15 +594,18 @@ def read_pytorch_json(path: Path, data: bytes | bytearray | None = None) -> Even
     gc_on = gc.isenabled()
     gc.disable()
     try:
-        return _read(path, buf)
+        return _read(path, buf, split and len(buf) >= SPLIT_MIN_BYTES)
     finally:
         if gc_on:
             gc.enable()
 
 
-def _read(path: Path, buf) -> EventTable:
+def _read(path: Path, buf, split: bool) -> EventTable:
     cols = _Columns()
-    doc = _read_chunked(path, buf, cols)
+    doc = _read_split(path, buf, cols) if split else None
+    if doc is None:
+        cols = _Columns()
+        doc = _read_chunked(path, buf, cols)
     if doc is None:  # unusual layout, or bad JSON: one whole-document decode
         cols = _Columns()
         try:
