@@ -3,7 +3,9 @@
 * ``analyze`` (P1): ``traceladder analyze`` on a ~145 MB PyTorch trace, the whole
   process as a user runs it (start-up and imports included), over a bare
   ``orjson.loads`` of the same (uncompressed) bytes, and the process's peak RSS.  Each
-  measurement runs in a fresh subprocess; the two alternate, ``--repeats`` times.
+  measurement runs in a fresh subprocess; the two alternate, ``--repeats`` times.  The
+  CLI uses a second process where a second CPU is free (``analysis/beside.py``); the
+  same CLI pinned to one CPU is measured beside it, for information.
 * ``analyze_paths`` (P2): 8 rank copies of that trace through ``traceladder analyze
   --jobs N`` and ``traceladder analyze-ranks --jobs N`` (N = CPUs, at most 8), each over
   its ideal: the sum of the single-trace times inside one warm process, divided by N
@@ -177,7 +179,7 @@ def bench_analyze(ctx: Context) -> list[Row]:
     alternately in the same run."""
     trace = scaled_trace(ctx, 0)
     size_mb = trace.stat().st_size / 1e6
-    orj, ana, rss, cpu_ratios = [], [], [], []
+    orj, ana, one, rss, cpu_ratios = [], [], [], [], []
     for i in range(ctx.repeats):
         mo = measure(ctx, "orjson", str(trace), "-")
         orj.append(mo["secs"])
@@ -185,6 +187,7 @@ def bench_analyze(ctx: Context) -> list[Row]:
         ana.append(m["secs"])
         rss.append(m["children_rss_mb"])
         cpu_ratios.append(m["cpu"] / mo["cpu"])
+        one.append(measure(ctx, "cli-1cpu", f"analyze,{trace},--out,{ctx.scratch / f'one-{i}'}", "-")["secs"])
     o, a = statistics.median(orj), statistics.median(ana)
     ratio = a / o
     peak = max(rss)
@@ -204,6 +207,15 @@ def bench_analyze(ctx: Context) -> list[Row]:
             f"<= {ANALYZE_OVER_ORJSON_MAX}",
             ratio <= ANALYZE_OVER_ORJSON_MAX,
             detail,
+        ),
+        Row(
+            "analyze",
+            "the same on one CPU (one process) / orjson.loads",
+            statistics.median(one) / o,
+            "x",
+            "",
+            None,
+            f"pinned to one CPU, the CLI reads and reports in one process; runs {_spread(one)} s",
         ),
         Row(
             "analyze",

@@ -71,10 +71,13 @@ elif mode == "paths":
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc
-elif mode == "cli":
+elif mode in ("cli", "cli-1cpu"):
     # the whole `traceladder ...` process as a user runs it (start-up and imports
-    # included), timed from here; path = the CLI arguments, comma-separated
-    import subprocess
+    # included), timed from here; path = the CLI arguments, comma-separated.
+    # cli-1cpu: pinned to one CPU (the CLI then keeps to one process)
+    import os, subprocess
+    if mode == "cli-1cpu":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "traceladder.cli", *path.split(",")], capture_output=True, text=True)
     t1 = time.perf_counter()

@@ -140,6 +140,9 @@ _ARRAY_END = re.compile(rb"\}\s*\]")
 CHUNK_BYTES = 4 << 20
 #: the smallest trace that :func:`read_pytorch_json` splits over two processes
 SPLIT_MIN_BYTES = 32 << 20
+#: the share of the events' bytes the parent decodes: a little over half, as the child
+#: also packs its part up for the parent
+SPLIT_FIRST_SHARE = 0.57
 _MAX_RETRIES = 64
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -543,7 +546,7 @@ def _read_split(path: Path, buf, cols: _Columns) -> _Trace | None:
     if start is None or buf[start[1]] != 0x7B:
         return None
     key_start, pos = start
-    mid = _EVENT_SEP.search(buf, pos + (len(buf) - pos) // 2)
+    mid = _EVENT_SEP.search(buf, pos + int((len(buf) - pos) * SPLIT_FIRST_SHARE))
     if mid is None:
         return None
     stop, second = mid.start() + 1, mid.end() - 1
