@@ -4,6 +4,7 @@ and a failure in the child is raised in the parent, with no child left behind.""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -84,3 +85,61 @@ def test_cli_splits_only_one_trace_at_a_time(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "analyze_trace", spy)
     assert engine.analyze_paths([TRACE], tmp_path / "a") == 0
     assert seen == [spare_cpu()]
+
+
+def _open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def test_failed_fork_runs_the_work_here(monkeypatch):
+    before = _open_fds()
+
+    def no_fork():
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    with beside(lambda: {"ran": os.getpid()}, Path("t.json"), enabled=True) as side:
+        assert side.pid == 0
+        assert side.result() == {"ran": os.getpid()}
+    assert _open_fds() == before  # the pipe was closed
+
+
+def test_child_killed_mid_way_is_no_result():
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    with beside(die, Path("t.json"), enabled=True) as side:
+        with pytest.raises(RuntimeError, match=r"no result \(signal 9\)"):
+            side.result()
+        with pytest.raises(RuntimeError, match="already taken"):
+            side.result()
+
+
+def test_read_split_falls_back_when_its_child_dies(monkeypatch, tmp_path):
+    """A reader child killed (say, by the out-of-memory killer) costs the split, not the trace."""
+    from traceladder.analysis.readers import pytorch_json as pj
+
+    monkeypatch.setattr(pj, "SPLIT_MIN_BYTES", 0)
+    real = pj._Columns.export
+
+    def killed(self, shm):
+        os.kill(os.getpid(), signal.SIGKILL)
+        return real(self, shm)
+
+    monkeypatch.setattr(pj._Columns, "export", killed)
+    t = pj.read_pytorch_json(TRACE, split=True)
+    monkeypatch.setattr(pj._Columns, "export", real)
+    assert len(t) == len(pj.read_pytorch_json(TRACE))
+
+
+def test_parent_failure_leaves_no_unified_part(tmp_path, monkeypatch):
+    from traceladder.analysis.reports import short_kernels
+
+    def broken(*args, **kwargs):
+        time.sleep(0.5)  # the child is mid-way or done
+        raise ValueError("a report failed")
+
+    monkeypatch.setattr(short_kernels, "write_csvs", broken)
+    with pytest.raises(ValueError, match="a report failed"):
+        analyze_trace(TRACE, tmp_path / "out", split=True)
+    assert not [p.name for p in (tmp_path / "out").iterdir() if "unified" in p.name]

@@ -357,3 +357,35 @@ def test_split_read_falls_back_on_an_odd_layout(tmp_path, monkeypatch):
     bad.write_bytes(bad.read_bytes()[:-40])
     with pytest.raises(TraceError, match="truncated JSON"):
         pj.read_pytorch_json(bad, split=True)
+
+
+def test_stream_codes_in_order_of_first_appearance(tmp_path, monkeypatch):
+    """Streams are coded as they first appear in the file, whatever the chunk bounds."""
+    evs = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 9 if i < 130 else 3, "ts": float(i), "dur": 1.0}
+        | {"args": {"correlation": i, "stream": 9 if i < 130 else 3}}
+        for i in range(200)
+    ]
+    p = _write(tmp_path, evs)
+    whole = pj.read_pytorch_json(p)
+    monkeypatch.setattr(pj, "CHUNK_BYTES", 4 << 10)
+    for split in (False, True):
+        monkeypatch.setattr(pj, "SPLIT_MIN_BYTES", 0)
+        t = pj.read_pytorch_json(p, split=split)
+        assert t.streams == whole.streams == [9, 3]
+        assert t.stream.tolist() == whole.stream.tolist()
+
+
+def test_skipped_events_are_checked_as_before(tmp_path, monkeypatch):
+    """A python_function event is dropped, but a broken one fails the read as in the plain
+    decode (the tagged decode type-checks the same fields)."""
+    evs = [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0}]
+    evs.append({"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": "oops", "dur": 1.0})
+    p = _write(tmp_path, evs)
+    errors = []
+    for tagged in (True, False):
+        monkeypatch.setattr(pj, "TAGGED_DECODE", tagged)
+        with pytest.raises(TraceError, match="unexpected trace structure") as exc:
+            pj.read_pytorch_json(p)
+        errors.append(str(exc.value))
+    assert errors[0] == errors[1]

@@ -1,20 +1,22 @@
-"""Write some of a trace's reports in a forked child while the parent writes the others.
+"""Do part of one trace's analysis in a forked child while the parent does the rest.
 
-After the read, a trace's reports are independent of one another.  On a machine with a
-spare CPU, :func:`beside` forks once: the child shares the parent's memory (copy on
-write: the event table, or the trace's bytes), does its part (writes its reports into
-the same folder, or decodes half of the events) and sends its result back pickled
-through a pipe, while the parent does the rest.  With ``enabled=False``
-(one CPU, no ``fork``, or a caller with threads of its own) the work runs in the parent,
-in ``result()``, with the same outputs.
+On a machine with a spare CPU, :func:`beside` forks once: the child shares the parent's
+memory (copy on write: the event table, or the trace's bytes), does its part (decodes
+half of the events, or writes a report) and sends its result back pickled through a
+pipe, while the parent does the rest.  With ``enabled=False`` (one CPU, no ``fork``, or
+a caller with threads of its own), or when ``fork`` itself fails, the work runs in the
+parent, in ``result()``, with the same outputs.
 
 Only the CLI turns it on (``traceladder analyze`` on one trace at a time): an Airflow task
 or a pool worker keeps to one process, as forking a process with threads is unsafe.
-The same program is on both ends of the pipe, so its pickles are trusted.
+The same program is on both ends of the pipe, so its pickles are trusted.  The child
+dies with the parent (``PR_SET_PDEATHSIG`` on Linux), and a parent that fails first
+kills and reaps it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import signal
@@ -27,15 +29,25 @@ from .events import TraceError
 
 __all__ = ["Beside", "beside", "spare_cpu"]
 
+_PR_SET_PDEATHSIG = 1
+
 
 def spare_cpu() -> bool:
-    """True when this process may run on more than one CPU and can fork."""
+    """True when this process can fork and may use more than one CPU (its affinity, and
+    its cgroup's CPU quota where there is one)."""
     if not hasattr(os, "fork"):
         return False
     try:
-        return len(os.sched_getaffinity(0)) > 1
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # no sched_getaffinity (macOS)
-        return (os.cpu_count() or 1) > 1
+        cpus = os.cpu_count() or 1
+    try:  # cgroup v2: "<quota> <period>", or "max <period>"
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, int(quota) // int(period))
+    except (OSError, ValueError):
+        pass
+    return cpus > 1
 
 
 class Beside:
@@ -46,35 +58,45 @@ class Beside:
         self.trace = trace
         self.pid = 0
         self.fd = -1
+        self.done = False
         if enabled:
             self._fork()
 
     def _fork(self) -> None:
+        parent = os.getpid()
         read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: do the work, send the result, exit without cleanup
+        # no Ctrl-C between the fork and the parent knowing its child (or in the child
+        # before it is inside its own exit path)
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            pid = os.fork()
+        except OSError:  # no memory or no process slot: the work runs here instead
             os.close(read_fd)
-            code = 0
+            os.close(write_fd)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            return
+        if pid == 0:
             try:
-                msg: dict[str, Any] = {"result": self.work()}
-            except TraceError as exc:
-                msg = {"trace_error": exc.reason}
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-                msg = {"error": f"{type(exc).__name__}: {exc}"}
-            try:
-                data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(write_fd, view) :]
-            except BaseException:  # noqa: BLE001 - the parent sees no result and says so
-                code = 1
-            # os._exit: no atexit handlers, no flush of buffers inherited from the parent
-            os._exit(code)
-        os.close(write_fd)
+                _die_with(parent)
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+                os.close(read_fd)
+                _child(self.work, write_fd)
+            finally:
+                # no atexit handlers, no flush of buffers inherited from the parent
+                os._exit(0)
         self.pid, self.fd = pid, read_fd
+        try:
+            os.close(write_fd)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # a held Ctrl-C is raised here
+        except BaseException:
+            self.stop()
+            raise
 
     def result(self) -> Any:
         """The work's result; its TraceError or failure is raised here, in the caller."""
+        if self.done:
+            raise RuntimeError("result() was already taken")
+        self.done = True
         if not self.pid:
             return self.work()
         with os.fdopen(self.fd, "rb") as fh:
@@ -82,7 +104,7 @@ class Beside:
             data = fh.read()
         _, status = os.waitpid(self.pid, 0)
         self.pid = 0
-        if not data:
+        if not data or status != 0:
             raise RuntimeError(f"the second analysis process stopped with no result ({_status_text(status)})")
         msg = pickle.loads(data)  # noqa: S301 - from our own forked child
         if "trace_error" in msg:
@@ -97,12 +119,39 @@ class Beside:
             os.close(self.fd)
             self.fd = -1
         if self.pid:
+            pid, self.pid = self.pid, 0
             try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):  # already gone
                 pass
-            os.waitpid(self.pid, 0)
-            self.pid = 0
+
+
+def _child(work: Callable[[], Any], write_fd: int) -> None:
+    """In the child: do the work and write its pickled outcome; a result that cannot be
+    written reaches the parent as no result."""
+    try:
+        msg: dict[str, Any] = {"result": work()}
+    except TraceError as exc:
+        msg = {"trace_error": exc.reason}
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        msg = {"error": f"{type(exc).__name__}: {exc}"}
+    try:
+        view = memoryview(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        while view:
+            view = view[os.write(write_fd, view) :]
+    except BaseException:  # noqa: BLE001
+        os._exit(1)
+
+
+def _die_with(parent: int) -> None:
+    """Linux: SIGKILL this process when its parent dies (no orphan keeps writing)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _status_text(status: int) -> str:

@@ -28,6 +28,7 @@ import functools
 import gc
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -65,6 +66,7 @@ __all__ = [
 ]
 
 SCHEMA = 1
+UNIFIED_CSV = "unified_perf_summary.csv"
 TOP_OPS = 10
 TRACE_SUFFIXES = (
     ".pt.trace.json.gz",
@@ -190,9 +192,11 @@ def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
 
 def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> dict[str, Any]:
     """``unified_perf_summary.csv``: the report that :func:`beside` can move to a second
-    process (it needs only the table, the launchers and the shared caches)."""
-    unified_perf.write_csv(t, launchers, out_dir)
-    return {}
+    process (it needs only the table, the launchers and the shared caches).  It is written
+    under a temporary name, which the caller renames once every report is written, so a
+    run that fails leaves no part of it."""
+    part = out_dir / f".{UNIFIED_CSV}.{os.getpid()}.part"
+    return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
 
 
 def _reports(
@@ -279,10 +283,17 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
         perf_sheets.model_rows(t)
         bwd_links(t)
     work = functools.partial(_unified_report, t, launchers, out_dir)
-    with beside(work, trace_path, enabled=split) as unified_side:
-        ops_df, cat_df, gemm_rates, perf_heads = _reports(t, tl, launchers, out_dir, has_gpu, gpu_only, notes)
-        if with_unified:
-            unified_side.result()
+    try:
+        with beside(work, trace_path, enabled=split) as unified_side:
+            ops_df, cat_df, gemm_rates, perf_heads = _reports(t, tl, launchers, out_dir, has_gpu, gpu_only, notes)
+            if with_unified:
+                written = unified_side.result()["part"]
+                if written:
+                    os.replace(written, out_dir / UNIFIED_CSV)
+    except BaseException:
+        for unfinished in out_dir.glob(f".{UNIFIED_CSV}.*.part"):  # a stopped child's, or unrenamed
+            unfinished.unlink(missing_ok=True)
+        raise
 
     top = [
         {

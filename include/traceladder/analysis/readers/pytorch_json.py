@@ -59,7 +59,12 @@ class _Tagged(msgspec.Struct, gc=False, tag_field="cat"):
 
 
 class _Skipped(msgspec.Struct, gc=False, tag_field="cat", tag="python_function"):
-    """A :data:`SKIP_CATS` event: no fields, so msgspec skips its body without making objects."""
+    """A :data:`SKIP_CATS` event: only the fields that :class:`_Event` type-checks (a broken
+    one fails as it does there); msgspec skips the rest of its body without making objects."""
+
+    ph: str = ""
+    ts: float | None = None
+    dur: float | None = None
 
 
 #: kineto's categories (``ActivityType`` names and its flow / trace events); an event of
@@ -331,9 +336,11 @@ class _Columns:
                 has_s = s_raw != -1
                 if has_s.any():
                     sv = s_raw[has_s]
-                    uniq, inv = np.unique(sv, return_inverse=True)
-                    codes = np.asarray([self.stream_i.code(int(u)) for u in uniq.tolist()], dtype=np.int64)
-                    s_raw[has_s] = codes[inv]
+                    uniq, first, inv = np.unique(sv, return_index=True, return_inverse=True)
+                    codes = np.empty(uniq.size, dtype=np.int64)
+                    for u in np.argsort(first).tolist():  # new streams coded in order of first appearance
+                        codes[u] = self.stream_i.code(int(uniq[u]))
+                    s_raw[has_s] = codes[inv.reshape(-1)]
                 stream[idx] = s_raw
             else:
                 try:
@@ -561,8 +568,8 @@ def _read_split(path: Path, buf, cols: _Columns) -> _Trace | None:
         with beside(second_half, path, enabled=True) as side:
             first_end = _decode_range(path, _Slicer(buf), cols, pos, stop)
             part = side.result()
-    except TraceError:
-        return None  # the one-process read raises it again, or reads what the split could not
+    except Exception:  # noqa: BLE001 - bad input, or a child that died (out of memory): the
+        return None  # one-process read raises the error again, or reads what the split could not
     if first_end is None or part is None:
         return None
     cols.absorb(part, memoryview(shm))

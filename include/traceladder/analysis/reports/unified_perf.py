@@ -424,8 +424,9 @@ def _first(vals: list) -> Any:
     return None
 
 
-def write_csv(t: EventTable, la: Launchers, out_dir: Path) -> Table:
+def write_csv(t: EventTable, la: Launchers, path: Path) -> Table:
+    """Write ``unified_perf_summary.csv`` to ``path`` when it has rows."""
     df = unified_frame(t, la)
     if not df.empty:
-        df.write_csv(Path(out_dir) / "unified_perf_summary.csv")
+        df.write_csv(Path(path))
     return df
