@@ -30,9 +30,10 @@ from ..events import MISSING, EventTable, TraceError, _Interner, as_int
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
 
 
-class _Event(msgspec.Struct, gc=False):
+class _Fields(msgspec.Struct, gc=False):
+    """The fields of an event that the table keeps (its category aside)."""
+
     ph: str = ""
-    cat: str | None = None
     name: Any = ""
     pid: Any = None
     tid: Any = None
@@ -44,18 +45,15 @@ class _Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw(b"")
 
 
-class _Tagged(msgspec.Struct, gc=False, tag_field="cat"):
+class _Event(_Fields, gc=False):
+    """An event of any category, or of none (the plain decode)."""
+
+    cat: str | None = None
+
+
+class _Tagged(_Fields, gc=False, tag_field="cat"):
     """An event of a known category, decoded as its own Struct type (the tag is ``cat``):
     the category comes from the type, with no string made or hashed per event."""
-
-    ph: str = ""
-    name: Any = ""
-    pid: Any = None
-    tid: Any = None
-    ts: float | None = math.nan
-    dur: float | None = math.nan
-    id: Any = MISSING
-    args: msgspec.Raw = msgspec.Raw(b"")
 
 
 class _Skipped(msgspec.Struct, gc=False, tag_field="cat", tag="python_function"):
