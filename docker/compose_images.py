@@ -43,7 +43,7 @@ from images import (
     SUITE,
     debian_mirror,
     debootstrap_tarball,
-    docker,
+    drop_stale,
     hash_inputs,
     image_exists,
     image_id,
@@ -242,25 +242,6 @@ def airflow_image(base: str) -> str:
         shutil.copytree(src, dest, ignore=ignore) if src.is_dir() else shutil.copy2(src, dest)
     dockerfile = HERE / "airflow" / "Dockerfile"
     return build("traceladder/airflow-local", base, ctx, dockerfile, *(REPO / p for p in parts))
-
-
-def drop_stale(keep: list[str]) -> None:
-    """Remove the tags of older inputs that this checkout built (same repository, other hash);
-    other checkouts sharing the daemon keep theirs."""
-    for tag in keep:
-        repo = tag.rsplit(":", 1)[0]
-        listed = docker(
-            "images",
-            "--format",
-            "{{.Repository}}:{{.Tag}}",
-            "--filter",
-            f"label=traceladder.checkout={CHECKOUT}",
-            repo,
-            capture=True,
-        ).stdout.split()
-        for stale in listed:
-            if stale not in keep:
-                docker("rmi", stale, capture=True, check=False)
 
 
 def main() -> int:

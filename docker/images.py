@@ -314,22 +314,23 @@ def runner(base: str, tag: str | None, extra_wheels: list[Path] | None = None, r
     return tag
 
 
-def drop_stale_runners(keep: list[str]) -> None:
-    """Drop the test runner images of older inputs that this checkout built (same repository, other
-    hash); other checkouts sharing the daemon keep theirs."""
-    repo = keep[0].rsplit(":", 1)[0]
-    old = docker(
-        "images",
-        "--format",
-        "{{.Repository}}:{{.Tag}}",
-        "--filter",
-        f"label=traceladder.checkout={CHECKOUT}",
-        repo,
-        capture=True,
-    ).stdout.split()
-    for stale in old:
-        if stale not in keep and stale.startswith(f"{repo}:{VERSION}-"):
-            docker("rmi", stale, capture=True, check=False)
+def drop_stale(keep: list[str], tag_prefix: str = "") -> None:
+    """Remove the tags of older inputs that this checkout built in the repositories of ``keep``
+    (same repository, a tag starting with ``tag_prefix``, another hash); other checkouts sharing
+    the daemon keep theirs."""
+    for repo in dict.fromkeys(tag.rsplit(":", 1)[0] for tag in keep):
+        listed = docker(
+            "images",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+            "--filter",
+            f"label=traceladder.checkout={CHECKOUT}",
+            repo,
+            capture=True,
+        ).stdout.split()
+        for stale in listed:
+            if stale not in keep and stale.startswith(f"{repo}:{tag_prefix}"):
+                docker("rmi", stale, capture=True, check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"STANDIN_BASE={base}")
         print(f"STANDIN_PRIMUS={primus}")
         pair = [runner(primus, None, [build_rtl_standin_wheel()]), runner(primus, None, [])]
-        drop_stale_runners(pair)
+        drop_stale(pair, tag_prefix=f"{VERSION}-")  # the test runners of older inputs
         print(f"RUNNER_IMAGE={pair[0]}")
         print(f"RUNNER_IMAGE_NO_RTL={pair[1]}")
         print(f"STANDIN_TRACELENS={standin_tracelens(base)}")
