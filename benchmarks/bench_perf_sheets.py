@@ -40,7 +40,7 @@ for _ in range(repeats):
     def new():
         perf_sheets.write_csvs(t, out)
         ops_unique_args.write_csv(t, la, out)
-        unified_perf.write_csv(t, la, out / "unified_perf_summary.csv")
+        unified_perf.write_csv(t, la, out / unified_perf.CSV_NAME)
     clock("new", new)
     del t, la
 print(json.dumps(best))

@@ -66,7 +66,6 @@ __all__ = [
 ]
 
 SCHEMA = 1
-UNIFIED_CSV = "unified_perf_summary.csv"
 TOP_OPS = 10
 TRACE_SUFFIXES = (
     ".pt.trace.json.gz",
@@ -152,7 +151,7 @@ def _clean(x: float) -> float | None:
 def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
     """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
 
-    ``split=True``: a forked child decodes half of a big trace's events, and another
+    ``split=True``: a forked child decodes part of a big trace's events, and another
     writes ``unified_perf_summary.csv`` while this process writes the rest
     (:mod:`.beside`); the files are the same either way.  Only for a caller with no threads of its own.
 
@@ -195,7 +194,7 @@ def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> d
     process (it needs only the table, the launchers and the shared caches).  It is written
     under a temporary name, which the caller renames once every report is written, so a
     run that fails leaves no part of it."""
-    part = out_dir / f".{UNIFIED_CSV}.{os.getpid()}.part"
+    part = out_dir / f".{unified_perf.CSV_NAME}.{os.getpid()}.part"
     return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
 
 
@@ -289,9 +288,9 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
             if with_unified:
                 written = unified_side.result()["part"]
                 if written:
-                    os.replace(written, out_dir / UNIFIED_CSV)
+                    os.replace(written, out_dir / unified_perf.CSV_NAME)
     except BaseException:
-        for unfinished in out_dir.glob(f".{UNIFIED_CSV}.*.part"):  # a stopped child's, or unrenamed
+        for unfinished in out_dir.glob(f".{unified_perf.CSV_NAME}.*.part"):  # a stopped child's, or unrenamed
             unfinished.unlink(missing_ok=True)
         raise
 

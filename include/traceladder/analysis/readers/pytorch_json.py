@@ -361,16 +361,15 @@ class _Columns:
         value tables and the raw args, which go into ``shm`` (shared memory) as one JSON
         array of the non-empty ones (msgspec makes ``Raw`` views of it far faster than
         Python slices it)."""
+        columns = {k: self.column(k, _COLUMN_TYPES[k]) for k in _COLUMN_TYPES}
         raws = self.raw_args
-        lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
-        full = np.flatnonzero(lengths).tolist()
+        full = np.flatnonzero(columns["has_args"]).tolist()  # has_args: a non-empty raw args
         if full:
             shm.write(b"[" + b",".join([raws[full[0]]] if len(full) == 1 else itemgetter(*full)(raws)) + b"]")
         return {
             "args_bytes": shm.tell(),
-            "columns": {k: self.column(k, _COLUMN_TYPES[k]) for k in _COLUMN_TYPES},
+            "columns": columns,
             "tables": {f: getattr(self, f"{f}_i").values for f in _CODED},
-            "lengths": lengths,
             "meta_idx": self.meta_idx,
             "deferred": np.concatenate(self.deferred) if self.deferred else np.empty(0, np.int64),
             "n": self.n,
@@ -394,7 +393,7 @@ class _Columns:
         for k in _COLUMN_TYPES:
             if k not in _CODED:
                 self.parts[k].append(cols[k])
-        has = part["lengths"] > 0
+        has = cols["has_args"]
         if has.any():
             views = iter(msgspec.json.decode(raw[: part["args_bytes"]], type=list[msgspec.Raw]))
             self.raw_args.extend([next(views) if h else _NO_ARGS for h in has.tolist()])

@@ -43,7 +43,9 @@ from ..common.op_categories import categorize_op
 from .ops_summary import Launchers
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 
-__all__ = ["unified_frame", "write_csv"]
+__all__ = ["CSV_NAME", "unified_frame", "write_csv"]
+
+CSV_NAME = "unified_perf_summary.csv"
 
 _ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 _KEYS = ("name", "op category", "process_name", "process_label", "thread_name") + _ARGS
@@ -425,7 +427,7 @@ def _first(vals: list) -> Any:
 
 
 def write_csv(t: EventTable, la: Launchers, path: Path) -> Table:
-    """Write ``unified_perf_summary.csv`` to ``path`` when it has rows."""
+    """Write the table (:data:`CSV_NAME`'s content) to ``path`` when it has rows."""
     df = unified_frame(t, la)
     if not df.empty:
         df.write_csv(Path(path))
