@@ -52,15 +52,23 @@ class LastWins:
         return self.keys[at] == q
 
 
-def first_up(parent: np.ndarray, start: np.ndarray, stop: np.ndarray, through: np.ndarray | None = None) -> np.ndarray:
+def first_up(
+    parent: np.ndarray,
+    start: np.ndarray,
+    stop: np.ndarray,
+    through: np.ndarray | None = None,
+    max_steps: int | None = None,
+) -> np.ndarray:
     """For each event in ``start``, the first event at or above it (following ``parent``)
     where ``stop`` is True; -1 when the walk reaches a root first.  With ``through``,
     the walk also ends (with -1) at the first event that is neither ``stop`` nor
-    ``through``."""
+    ``through``; with ``max_steps``, after that many events looked at."""
     cur = np.asarray(start, dtype=np.int64).copy()
     out = np.full(cur.shape, -1, dtype=np.int64)
     active = np.flatnonzero(cur >= 0)
-    while active.size:
+    steps = 0
+    while active.size and (max_steps is None or steps < max_steps):
+        steps += 1
         c = cur[active]
         hit = stop[c]
         out[active[hit]] = c[hit]

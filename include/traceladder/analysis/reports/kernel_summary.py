@@ -55,12 +55,12 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
     linked = rts >= 0
     cpu = np.full(rts.shape, -1, dtype=np.int64)
     cpu[linked] = first_up(tree.host_parent, rts[linked], t.cat == t.cat_code("cpu_op"))
-    with_parent = bool((cpu >= 0).any())  # the column exists only when a kernel has a cpu_op parent
+    has = cpu >= 0
+    with_parent = bool(has.any())  # the column exists only when a kernel has a cpu_op parent
     strs: dict[str, int] = {}
     catc = np.full(rts.size, -1, dtype=np.int64)
     namec = np.full(rts.size, -1, dtype=np.int64)
-    has = cpu >= 0
-    if has.any():
+    if with_parent:
         # a launcher's category as annotated (its first-kernel fallback), else by name
         lc = np.full(len(t), -1, dtype=np.int64)
         if launchers is not None and launchers.idx.size:
@@ -97,7 +97,6 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
     uc, ufirst = np.unique(rt_code, return_index=True)
     for code, ca, na in zip(uc.tolist(), catc[ufirst].tolist(), namec[ufirst].tolist()):
         info[code] = (None if ca < 0 else names_of[ca], None if na < 0 else t.names[na])
-    infos = info
     stream = t.stream[kidx]
     # groupby(dropna=False) on (parent info, kernel name, stream): None is a key like any other
     gcode = dense_codes(rt_code[inv.reshape(-1)], t.name[kidx], stream)
@@ -114,7 +113,7 @@ def kernel_summary_table(t: EventTable, total_time_us: float, launchers: Launche
         d = dur[order[bounds[gi] : bounds[gi + 1]]]
         n = d.size
         sm = math.fsum(d.tolist())  # pandas' group sums are compensated (Kahan)
-        cat, parent = infos[rt_code[inv[j0]]]
+        cat, parent = info[rt_code[inv[j0]]]
         s = int(stream[j0])
         key = (cat, parent, t.names[t.name[kidx[j0]]], None if s < 0 else t.streams[s])
         rows.append(

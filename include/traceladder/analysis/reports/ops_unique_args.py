@@ -115,7 +115,7 @@ def group_by_args(
     Rows are first bucketed by (name, category, pid, tid, raw args) as int codes, with
     numpy, and each bucket's text key is built once."""
     oa = op_args(t)
-    keys = np.asarray(oa.keys(idx), dtype=np.int64)
+    keys = oa.keys(idx)
     meta = t.metadata.get("by_pid_tid", {})
     n = len(names)
     if n == 0:

@@ -135,7 +135,7 @@ class Rows:
 def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
     """Perf-model rows for ``ops`` (UID order); ops whose model fails are dropped."""
     oa = op_args(t)
-    keys = np.asarray(oa.keys(ops), dtype=np.int64)
+    keys = oa.keys(ops)
     codes = t.name[ops]
     groups: list[tuple] = []
     # one model evaluation per distinct (name, raw args), in order of first appearance

@@ -40,6 +40,7 @@ from .aggregates import stats
 from ..common.intervals import grouped_busy
 from .gpu_timeline import is_comm_name
 from ..common.op_categories import categorize_op
+from ..common.vec import first_up
 from .ops_summary import Launchers
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 
@@ -148,20 +149,7 @@ def _wrappers(tr: _Tree, fwd_of: dict[int, int]) -> np.ndarray:
     is_wrap = np.zeros(n, dtype=bool)
     bw = np.fromiter((b for b, f in fwd_of.items() if f), dtype=np.int64)  # a forward op 0 links nothing
     is_wrap[bw] = True
-    out = np.full(n, -1, dtype=np.int64)
-    cur = tr.hp.copy()
-    active = np.flatnonzero(cur >= 0)
-    for _ in range(5):
-        if not active.size:
-            break
-        c = cur[active]
-        hit = is_wrap[c]
-        out[active[hit]] = c[hit]
-        active = active[~hit]
-        nxt = tr.hp[cur[active]]
-        cur[active] = nxt
-        active = active[nxt >= 0]
-    return out
+    return first_up(tr.hp, tr.hp, is_wrap, max_steps=5)
 
 
 def _sole_bwd(tr: _Tree, wrapper: int, fwd_of: dict[int, int], memo: dict[int, int | None]) -> int | None:
@@ -178,7 +166,7 @@ def _sole_bwd(tr: _Tree, wrapper: int, fwd_of: dict[int, int], memo: dict[int, i
         hits, stack = 0, list(tr.kids(wrapper))
         while stack:
             c = stack.pop()
-            if tr.has_gpu[c] and (main is None or t.name_of(c) == main):
+            if main is None or t.name_of(c) == main:  # kids() lists only events with GPU work below
                 hits += 1
             stack.extend(tr.kids(c))
         res = f if hits == 1 else None
