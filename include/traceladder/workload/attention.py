@@ -1,11 +1,13 @@
 """V4-shaped hybrid attention: sliding window (ratio 0) or a pooled/compressed KV (ratio r > 0)
 plus the local window, behind three backends that compute the same masked attention:
 
-- triton_v1: op by op (matmul, scale, masked_fill, softmax, matmul) over the full key set;
-- gluon_v3:  one SDPA call with an explicit [S, keys] boolean mask;
-- turbo:     the cheapest path: SDPA with is_causal where the window covers the sequence, else
-             SDPA over window-sized query chunks that only see [compressed | previous | own chunk]
-             (O(S·(S/r + 2w)) instead of O(S·(S/r + S))).
+- triton_v1: op by op (matmul, scale, masked_fill, softmax, matmul);
+- gluon_v3:  one SDPA call with an explicit boolean mask;
+- turbo:     as gluon_v3, and SDPA with is_causal where the window covers the sequence.
+
+All three see the same keys: where the window divides the sequence, window-sized query chunks
+see only [compressed | previous | own chunk] (O(S·(S/r + 2w)) instead of O(S·(S/r + S))), as
+every V4 backend is sparse; the backends differ in the kernel, as the seed's do (within 3%).
 """
 
 from __future__ import annotations
@@ -99,14 +101,16 @@ class Attention(nn.Module):
     def core(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         seq = q.shape[2]
         kc, vc = self.compressed(k), self.compressed(v)
-        if self.backend == "turbo":
-            if kc is None and seq <= self.window:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            if seq % self.window == 0 and seq > self.window:
-                return self._chunked(q, k, v, kc, vc)
+        if self.backend == "turbo" and kc is None and seq <= self.window:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if seq % self.window == 0 and seq > self.window:
+            return self._chunked(q, k, v, kc, vc)
         keys = k if kc is None else torch.cat([kc, k], 2)
         vals = v if vc is None else torch.cat([vc, v], 2)
-        mask = full_mask(seq, self.ratio, self.window)
+        return self._masked(q, keys, vals, full_mask(seq, self.ratio, self.window))
+
+    def _masked(self, q: torch.Tensor, keys: torch.Tensor, vals: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The backend's kernel: op by op (triton_v1) or one SDPA call (gluon_v3, turbo)."""
         if self.backend == "triton_v1":
             scores = torch.matmul(q, keys.transpose(-1, -2)).mul(self.head_dim**-0.5)
             scores = scores.masked_fill(~mask, float("-inf"))
@@ -126,6 +130,5 @@ class Attention(nn.Module):
                 keys = torch.cat([comp.unsqueeze(2).expand(b, h, n, comp.shape[2], d), keys], 3)
             return keys.reshape(b, h * n, -1, d)
 
-        mask = chunk_mask(seq, self.ratio, w, h)
-        out = F.scaled_dot_product_attention(q.reshape(b, h * n, w, d), local(k, kc), local(v, vc), attn_mask=mask)
+        out = self._masked(q.reshape(b, h * n, w, d), local(k, kc), local(v, vc), chunk_mask(seq, self.ratio, w, h))
         return out.view(b, h, seq, d)

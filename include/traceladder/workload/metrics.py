@@ -78,7 +78,15 @@ class IterationLog:
         self.flops = model_flops_per_step(self.s)
 
     def line(
-        self, it: int, seconds: float, lr: float, loss: float, grad_norm: float, mem_rank: int, mem_max: float
+        self,
+        it: int,
+        seconds: float,
+        lr: float,
+        loss: float,
+        grad_norm: float,
+        mem_rank: int,
+        mem_max: float,
+        cpu_seconds: float,
     ) -> str:
         s = self.s
         ts = datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -89,8 +97,10 @@ class IterationLog:
             f" number of nan iterations: {0:3d} |"
         )
         ms = seconds * 1000.0
+        # Not in Primus's line: the slowest rank's compute-thread CPU time (`metric: cpu`).
+        cpu = f" step cpu time per iteration (ms): {cpu_seconds * 1000.0:.1f} |"
         if it <= s.log_avg_skip_iterations:
-            return f"{head} elapsed time per iteration (ms): {ms:.1f} |{tail}"
+            return f"{head} elapsed time per iteration (ms): {ms:.1f} |{cpu}{tail}"
         self.times.append(seconds)
         avg = sum(self.times) / len(self.times)
         tokens = s.global_batch_size * s.seq_length / s.world_size
@@ -99,7 +109,7 @@ class IterationLog:
         used = current_rss_bytes()
         mem = f"{used / GiB:.2f}GB/{avail / GiB:.2f}GB/{total / GiB:.2f}GB/{100.0 * used / total:.2f}%"
         return (
-            f"{head} elapsed time per iteration (ms): {ms:.1f}/{avg * 1000.0:.1f} |"
+            f"{head} elapsed time per iteration (ms): {ms:.1f}/{avg * 1000.0:.1f} |{cpu}"
             f" compute per GPU (TFLOP/s/GPU): {_tflops(self.flops / seconds / 1e12)}"
             f" (avg {_tflops(self.flops / avg / 1e12)}) |"
             f" tokens/s/GPU inst/harmonic mean: {tokens / seconds:.1f}/{harmonic:.1f} |{tail}"

@@ -13,6 +13,7 @@ from typing import cast
 
 import torch
 import torch.nn as nn
+from torch.autograd.profiler import record_function
 from .recompute import recompute
 
 from . import ops
@@ -100,8 +101,9 @@ class Model(nn.Module):
                     ex.w2[e].normal_(0.0, s.init_method_std, generator=g)
 
     def forward(self, tokens: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens).reshape(-1, self.settings.hidden_size)
-        streams = x.unsqueeze(1).expand(-1, self.n, -1).contiguous()
+        with record_function("embedding"):
+            x = self.embed(tokens).reshape(-1, self.settings.hidden_size)
+            streams = x.unsqueeze(1).expand(-1, self.n, -1).contiguous()
         blocks = self.block_list()
         for layers, recomputed in self.segments:
             run = _run_layers([blocks[i] for i in layers])
@@ -110,8 +112,11 @@ class Model(nn.Module):
                 streams = recompute(run, streams, token_ids)
             else:
                 streams = run(streams, token_ids)
-        h = ops.rms_norm(streams.mean(1), self.final_norm, self.settings.norm_epsilon, self.settings.fusions.rmsnorm)
-        return self.head(h)
+        with record_function("output_head"):
+            h = ops.rms_norm(
+                streams.mean(1), self.final_norm, self.settings.norm_epsilon, self.settings.fusions.rmsnorm
+            )
+            return self.head(h)
 
     def expert_parameters(self) -> list[nn.Parameter]:
         return [p for n, p in self.named_parameters() if ".experts." in n]

@@ -7,6 +7,7 @@ possible (the proxy's stand-in for one Triton kernel; torch.compile is too slow 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -70,15 +71,57 @@ def sigmoid(x: torch.Tensor, fused: bool) -> torch.Tensor:
     return x.neg().exp().add(1.0).reciprocal()
 
 
+@functools.lru_cache(maxsize=8)
+def _group_sums(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[n*n, n*n] 0/1 matrices: x.view(T, n*n) @ M gives each entry its row's (or column's) sum,
+    already broadcast back, so a half-iteration is one small matmul and one same-shape divide."""
+    i = torch.arange(n * n)
+    rows = (i.unsqueeze(1) // n == i.unsqueeze(0) // n).float()
+    cols = (i.unsqueeze(1) % n == i.unsqueeze(0) % n).float()
+    return rows, cols
+
+
+class _FusedSinkhorn(torch.autograd.Function):
+    """Sinkhorn with hand-written forward and backward, one autograd node: what the Triton kernel
+    pair does (the n x n tile stays in one flat row). Forward keeps each half-iteration's output
+    and broadcast sums; backward walks them in reverse (y = x / s → dx = (dy - (dy * y) @ M) / s),
+    then the first softmax."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx: Any, logits: torch.Tensor, iters: int) -> torch.Tensor:
+        n = logits.shape[-1]
+        rows, cols = (m.to(logits.dtype) for m in _group_sums(n))
+        p = torch.softmax(logits, -1)
+        flat = p.reshape(-1, n * n)
+        saved = [p]
+        for _ in range(iters):
+            for m in (cols, rows):
+                s = flat @ m
+                flat = flat / s
+                saved += [flat, s]
+        ctx.iters, ctx.n = iters, n
+        ctx.save_for_backward(*saved)
+        return flat.view(p.shape)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        first, *rest = ctx.saved_tensors
+        rows, cols = (m.to(grad.dtype) for m in _group_sums(ctx.n))
+        mats = [cols, rows] * ctx.iters
+        g = grad.reshape(-1, ctx.n * ctx.n)
+        for k in range(len(mats) - 1, -1, -1):
+            y, s = rest[2 * k], rest[2 * k + 1]
+            g = (g - (g * y) @ mats[k]) / s
+        g = g.view(first.shape)
+        return first * (g - (g * first).sum(-1, keepdim=True)), None
+
+
 def sinkhorn(logits: torch.Tensor, iters: int, fused: bool, eps: float = 1e-6) -> torch.Tensor:
     """Doubly-stochastic projection of exp(logits) over the last two dims (mHC's residual mix)."""
     if fused:
-        # softmax is exp + the first row normalisation in one op; then 2 ops per half-iteration.
-        p = torch.softmax(logits, -1)
-        for _ in range(iters):
-            p = p / p.sum(-2, keepdim=True)
-            p = p / p.sum(-1, keepdim=True)
-        return p
+        return _FusedSinkhorn.apply(logits, iters)
     p = logits.sub(logits.amax(-1, keepdim=True)).exp()
     p = p.mul(p.sum(-1, keepdim=True).add(eps).reciprocal())
     for _ in range(iters):

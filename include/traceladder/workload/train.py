@@ -23,7 +23,7 @@ from .extra import ExtraWork
 from .metrics import IterationLog, max_rss_bytes
 from .model import Model
 from .optim import AdamW
-from .quiet import fix_threads, pin_rank
+from .quiet import fix_threads, pin_rank, steady_malloc
 from .settings import Settings
 
 # Fault injection for testing the platform's failure handling: rank 0 raises at this iteration.
@@ -126,6 +126,7 @@ def _optimizer(model: Model, s: Settings) -> AdamW:
 
 def run_rank(rank: int, s: Settings, port: int) -> None:
     threads = fix_threads(s.world_size)
+    steady_malloc()
     comm = Comm(rank, s.world_size)
     if comm.distributed:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -181,8 +182,12 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
                 grad_norm = _clip(dense, experts, s.clip_grad, comm)
                 opt.step()
                 opt.zero_grad()
-            # One small collective for the log: every rank's loss share and its peak RSS.
-            stats = comm.all_gather(torch.tensor([[float(loss_sum), float(max_rss_bytes())]], dtype=torch.float64))
+            cpu_seconds = clock.cpu_lap()  # before the log's collective, as the wall lap below
+            # One small collective for the log: every rank's loss share, its peak RSS and its
+            # compute-thread CPU time (the slowest rank sets a synchronous step).
+            stats = comm.all_gather(
+                torch.tensor([[float(loss_sum), float(max_rss_bytes()), cpu_seconds]], dtype=torch.float64)
+            )
             seconds = clock.lap()
             if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
                 extra.calibrate(seconds, comm)
@@ -193,10 +198,20 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
                         flush=True,
                     )
                 clock.lap()  # the calibration itself is in no iteration's time
+                clock.cpu_lap()
             if last:
                 top = int(stats[:, 1].argmax())
                 print(
-                    log.line(it, seconds, lr_at(s, it), float(stats[:, 0].sum()), grad_norm, top, float(stats[top, 1])),
+                    log.line(
+                        it,
+                        seconds,
+                        lr_at(s, it),
+                        float(stats[:, 0].sum()),
+                        grad_norm,
+                        top,
+                        float(stats[top, 1]),
+                        float(stats[:, 2].max()),
+                    ),
                     flush=True,
                 )
             prof.step()
@@ -204,12 +219,20 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
 
 
 class _Clock:
-    """Megatron's interval timer: wall time between consecutive iteration ends."""
+    """Megatron's interval timer: wall time between consecutive iteration ends; and the compute
+    thread's own CPU time over the same span (CLOCK_THREAD_CPUTIME_ID: gloo's threads and the
+    wait for a peer are not in it)."""
 
     def __init__(self) -> None:
         self._t = time.perf_counter()
+        self._cpu = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
 
     def lap(self) -> float:
         t = time.perf_counter()
         dt, self._t = t - self._t, t
         return dt
+
+    def cpu_lap(self) -> float:
+        c = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+        dc, self._cpu = c - self._cpu, c
+        return dc
