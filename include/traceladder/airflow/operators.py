@@ -294,14 +294,14 @@ class RungDockerOperator(RocmDockerOperator):
 
     def execute(self, context: Context) -> Any:
         if isinstance(self.spec, list):  # a slot of the block grid: skip an empty one before any host contact
-            from traceladder.airflow.blocks import slot_spec
+            from traceladder.plan.grid import slot_spec
 
             self.spec = slot_spec(self.spec)
         return super().execute(context)
 
     def _configure(self, context: Context) -> dict[str, Any]:
         from traceladder.airflow.ladders import open_ladder
-        from traceladder.plan import RungSpec
+        from traceladder.plan.build import RungSpec
         from traceladder.storage.artifacts import safe_key_part
 
         spec = RungSpec.model_validate(self.spec)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
-    from traceladder.plan import RungSpec
+    from traceladder.plan.build import RungSpec
 
 from traceladder.limits import TRIGGER_MAX_REPEATS
 
@@ -53,7 +53,7 @@ def host_counts(specs: list[RungSpec]) -> Grid:
 
 def weekly_grid(loaded: LoadedLadder) -> Grid:
     """The exact shape of the ladder's default plan (the shape does not depend on the seed)."""
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     grid = host_counts(build_plan(loaded, seed=0))
     for host in loaded.cluster.hosts:
@@ -65,7 +65,7 @@ def trigger_grid(ladders: list[LoadedLadder], hosts: list[str]) -> Grid:
     """A rectangle per host: the most blocks and the widest block any offered ladder can plan
     from the form (lens `ladder` at its default or at TRIGGER_MAX_REPEATS repeats; a single lens
     makes no more blocks than that)."""
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     n_blocks = 0
     width: dict[str, int] = {h: 0 for h in hosts}
