@@ -1,4 +1,4 @@
-"""The one-value fast path of ``aggregates.stats`` gives numpy's own numbers, bit for bit."""
+"""The one-value fast path of ``reports._shared.stats`` gives numpy's own numbers, bit for bit."""
 
 from __future__ import annotations
 

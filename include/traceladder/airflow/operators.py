@@ -294,7 +294,7 @@ class RungDockerOperator(RocmDockerOperator):
 
     def execute(self, context: Context) -> Any:
         if isinstance(self.spec, list):  # a slot of the block grid: skip an empty one before any host contact
-            from traceladder.plan.grid import slot_spec
+            from traceladder.airflow.blocks import slot_spec
 
             self.spec = slot_spec(self.spec)
         return super().execute(context)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traceladder.plan.grid import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
+from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.storage import layout

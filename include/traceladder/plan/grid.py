@@ -99,12 +99,3 @@ def fill_slots(specs: list[dict[str, Any]], grid: Grid) -> dict[str, list[dict[s
             )
         slots[key] = [spec]
     return slots
-
-
-def slot_spec(slot: list[dict[str, Any]]) -> dict[str, Any]:
-    """The spec of a rung slot, or a skip when the plan left the slot empty."""
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    if not slot:
-        raise AirflowSkipException("no run in this slot of the plan")
-    return slot[0]

@@ -1,1 +1,2 @@
-"""What the analysis reports share and the readers do not: interval arithmetic and value helpers."""
+"""The trace model the readers build and the reports read: the event table, host tree, op args,
+autograd links, the CSV table, and the shared helpers (intervals, op categories, values, vectors)."""
