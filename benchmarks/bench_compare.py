@@ -27,8 +27,8 @@ def _median(fn, repeats: int) -> float:
 
 def bench_compare(ctx: Context) -> list[Row]:
     """Load two traces' stored reports and compare them, vs analysing the two traces again."""
-    from traceladder.analysis.compare import compare_reports, reports_from_dir, write_comparison
-    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.analyzers.diff import compare_reports, reports_from_dir, write_comparison
+    from traceladder.analysis.analyzers.trace import analyze_trace
 
     if not BASE.is_file() or not NEW.is_file():
         raise SystemExit(f"bench: reference traces not found under {SHARED_REF}")

@@ -1,6 +1,6 @@
 """Week-over-week change points, replayed as production runs them: simulated weekly histories of
 one rung, evaluated at every week from 10 to 52 with the history so far, recording the regression
-calls (summary/history.py). Figures: false alarms on flat histories (with and without a single
+calls (stats/history.py). Figures: false alarms on flat histories (with and without a single
 +3σ week), and recall and delay of 3/5/10% step shifts at a random week.
 
 σ is the standard deviation of the weekly rung estimate (the mean of the week's repeats, log
@@ -28,7 +28,7 @@ SEED = 20261130
 
 # Run-level CV of the proxy's run medians: 10% measured on an idle 2-core layout (README, "Proxy
 # noise"); 5% and 13% bracket the range the verdicts issue measured. The fitted execution-order model
-# (summary/proxy_noise.json) was gathered on a loaded machine (51% run sd) and would say nothing here.
+# (stats/simulation/proxy_noise.json) was gathered on a loaded machine (51% run sd) and would say nothing here.
 PROXY_RUN_CVS = (0.05, 0.10, 0.13)
 
 
@@ -59,7 +59,7 @@ def simulate(
 
 def replay(series: np.ndarray, test: str = "t") -> list[tuple[int, int]]:
     """(evaluation week, change-point index) of every regression call from week 10 to 52."""
-    from traceladder.summary.history import detect, new_regressions
+    from traceladder.stats.history import detect, new_regressions
 
     calls = []
     previous = detect(series[:FIRST_WEEK], test=test)
@@ -125,7 +125,7 @@ def bench_false_alarms(ctx: Context) -> list[Row]:
 
 
 def bench_detection(ctx: Context) -> list[Row]:
-    from traceladder.summary.history import MATCH_RUNS
+    from traceladder.stats.history import MATCH_RUNS
 
     rng = np.random.default_rng(SEED + 1)
     rows = []

@@ -21,7 +21,7 @@ _SCRIPT = r"""
 import json, sys, tempfile, time
 from pathlib import Path
 import orjson
-from traceladder.analysis.engine import read_trace
+from traceladder.analysis.analyzers.trace import read_trace
 from traceladder.analysis.reports import ops_summary, ops_unique_args, perf_sheets, unified_perf
 path, repeats = Path(sys.argv[1]), int(sys.argv[2])
 out = Path(tempfile.mkdtemp())

@@ -32,7 +32,7 @@ SIGMA_TARGET = 0.04
 def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], int]:
     """argv, environment and warm-up iterations of one proxy-local rung, as the runner builds them."""
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
     from traceladder.runner.backends import local as local_backend
 
     spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=[rung], lens="none", repeats=1, seed=0)[0]

@@ -7,7 +7,7 @@
   each from its own disjoint runs: the 48 stored runs of proxy_noise.json and fresh runs.
 - verdicts_power_real: power from real runs of the positive control. Real ladders of
   proxy-power.yaml (baseline, +5% and +10% extra matmul work) at the default 3 shuffled blocks, each
-  judged by the summary's own code (summary/verdicts.py): the fraction of `slower` verdicts per
+  judged by the summary's own code (stats/verdicts.py): the fraction of `slower` verdicts per
   rung, the step-time change the control really made (all ladders' runs pooled, >= 30 per rung),
   and the repeats that would give 80% power at +10% from the residual the real runs showed.
 - verdicts_power: the same fractions from the noise model, under the fitted model and under the
@@ -38,14 +38,14 @@ TARGET_UPPER = 0.065
 
 
 def _ci(k: int, n: int) -> tuple[float, float]:
-    from traceladder.summary.stats import clopper_pearson
+    from traceladder.stats.model import clopper_pearson
 
     return clopper_pearson(k, n)
 
 
 def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
-    from traceladder.summary.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
-    from traceladder.summary.noise import load_proxy_noise
+    from traceladder.stats.simulation.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
+    from traceladder.stats.simulation.noise import load_proxy_noise
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=200)
@@ -83,7 +83,7 @@ def _proxy_runs(count: int, out: str) -> list[dict]:
 def _aa_ladders(step_values: list[list[float]], seed: int) -> list[str]:
     """Disjoint A/A ladders from runs in execution order: each consecutive pair of runs is a block
     holding rungs a and b in a shuffled order; AA_BLOCKS blocks per ladder."""
-    from traceladder.summary.stats import Run, fit_blocks, verdict
+    from traceladder.stats.model import Run, fit_blocks, verdict
 
     rng = np.random.default_rng(seed)
     per = 2 * AA_BLOCKS
@@ -102,7 +102,7 @@ def _aa_ladders(step_values: list[list[float]], seed: int) -> list[str]:
 def bench_verdicts_aa_real(ctx: Context) -> list[Row]:
     from importlib import resources
 
-    doc = json.loads(resources.files("traceladder.summary").joinpath("proxy_noise.json").read_text())
+    doc = json.loads(resources.files("traceladder.stats.simulation").joinpath("proxy_noise.json").read_text())
     stored = _aa_ladders([r["step_ms_values"] for r in doc["runs"]], seed=3)
     fresh: list[str] = []
     fresh_n = 1 if ctx.quick else REAL_FRESH_LADDERS
@@ -129,7 +129,7 @@ def bench_verdicts_aa_real(ctx: Context) -> list[Row]:
 
 def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int, float]:
     """(slower calls, ladders, median MDE in log units) for recompute_off made pct% slower."""
-    from traceladder.summary.simulate import call_rate, log_shift, simulate_verdicts
+    from traceladder.stats.simulation.simulate import call_rate, log_shift, simulate_verdicts
 
     rung = "recompute_off"
     verdicts = simulate_verdicts(
@@ -142,7 +142,7 @@ def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int,
 def _formula_repeats(mde_log: float, repeats: int, pct: float, rungs: int = 10) -> int:
     """Repeats at which the MDE formula reaches pct, with the residual variance the simulated
     ladders showed at `repeats` (se = sqrt(2 V / n), df = (n - 1)(rungs - 1))."""
-    from traceladder.summary.stats import t_quantile
+    from traceladder.stats.model import t_quantile
 
     def mde(n: int) -> float:
         df = (n - 1) * (rungs - 1)
@@ -155,7 +155,7 @@ def _formula_repeats(mde_log: float, repeats: int, pct: float, rungs: int = 10) 
 
 def _repeats_for(model, pct: float, ladders: int, limit: int = 24) -> int | None:
     """The smallest repeats whose simulated power at +pct% is >= 80% (None beyond `limit`)."""
-    from traceladder.summary.simulate import ladder_shape
+    from traceladder.stats.simulation.simulate import ladder_shape
 
     def ok(n: int) -> bool:
         k, m, _ = _power(model, ladder_shape("proxy-local", repeats=n, schedules=10), pct, ladders, seed=100 + n)
@@ -175,7 +175,7 @@ def _repeats_for(model, pct: float, ladders: int, limit: int = 24) -> int | None
 def _power_ladder(k: int, out: str) -> tuple[dict, dict[str, dict]]:
     """One real proxy-power ladder: its plan (seed k) and every run's result, in execution order."""
     from traceladder.config.loader import ladders_dir, load_ladder
-    from traceladder.plan import build_plan, execution_order
+    from traceladder.plan.build import build_plan, execution_order
 
     specs = execution_order(build_plan(load_ladder(ladders_dir() / "proxy-power.yaml"), seed=k))
     results = {
@@ -197,8 +197,8 @@ def _pooled(ladders: list[tuple[dict, dict[str, dict]]]) -> tuple[dict, dict[str
 
 
 def bench_verdicts_power_real(ctx: Context) -> list[Row]:
-    from traceladder.summary.stats import t_quantile
-    from traceladder.summary.verdicts import rung_verdicts
+    from traceladder.stats.model import t_quantile
+    from traceladder.stats.verdicts import rung_verdicts
 
     count = 2 if ctx.quick else POWER_REAL_LADDERS
     with tempfile.TemporaryDirectory(prefix="traceladder-power-") as tmp:
@@ -257,8 +257,8 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
 
 
 def bench_verdicts_power(ctx: Context) -> list[Row]:
-    from traceladder.summary.simulate import ladder_shape
-    from traceladder.summary.noise import load_proxy_noise
+    from traceladder.stats.simulation.simulate import ladder_shape
+    from traceladder.stats.simulation.noise import load_proxy_noise
 
     fitted = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=100)
@@ -300,8 +300,8 @@ def bench_verdicts_power(ctx: Context) -> list[Row]:
 
 
 def bench_verdicts_mde(ctx: Context) -> list[Row]:
-    from traceladder.summary.simulate import ladder_shape, simulate_verdicts
-    from traceladder.summary.noise import load_proxy_noise
+    from traceladder.stats.simulation.simulate import ladder_shape, simulate_verdicts
+    from traceladder.stats.simulation.noise import load_proxy_noise
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=50)
@@ -325,7 +325,7 @@ def bench_verdicts_mde(ctx: Context) -> list[Row]:
 
 
 def _mde_at(model, shape, rung: str, ctx: Context) -> float:
-    from traceladder.summary.simulate import simulate_verdicts
+    from traceladder.stats.simulation.simulate import simulate_verdicts
 
     verdicts = simulate_verdicts(
         model, shape, 50 if ctx.quick else 200, seed=6, pairs=[p for p in shape.pairs if p[0] == rung]

@@ -64,10 +64,10 @@ if mode == "orjson":
     t0 = time.perf_counter(); doc = orjson.loads(data); t1 = time.perf_counter()
     cpu = time.process_time() - c0
 elif mode == "analyze":
-    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.analyzers.trace import analyze_trace
     t0 = time.perf_counter(); analyze_trace(path, out); t1 = time.perf_counter()
 elif mode == "paths":
-    from traceladder.analysis.engine import analyze_paths
+    from traceladder.analysis.analyzers.trace import analyze_paths
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc
@@ -87,7 +87,7 @@ elif mode in ("cli", "cli-1cpu"):
 elif mode == "warm":
     # single-trace times inside one warm process (imports done once, before timing):
     # the per-trace cost that a parallel run spreads over its workers
-    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.analyzers.trace import analyze_trace
     from traceladder.analysis.readers.collectives import _load_one
     per, per_rank, per_cpu, per_rank_cpu = [], [], [], []
     for i, p in enumerate(path.split(",")):

@@ -1,5 +1,5 @@
 """Gather back-to-back real proxy runs and fit the execution-order noise model to them, into
-include/traceladder/summary/proxy_noise.json (the runs, how they were made, and the fit).
+include/traceladder/stats/simulation/proxy_noise.json (the runs, how they were made, and the fit).
 
     PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --runs 48
     PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --from-jsonl runs.jsonl
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import REPO, run_rung
 
-TARGET = REPO / "include" / "traceladder" / "summary" / "proxy_noise.json"
+TARGET = REPO / "include" / "traceladder" / "stats" / "simulation" / "proxy_noise.json"
 COMMAND = (
     "PYTHONPATH=$PWD/include nice -n 10 python -m traceladder.cli run-rung --ladder proxy-local "
     "--rung recompute_off --run-id aaK --out DIR"
@@ -36,13 +36,13 @@ def run_once(k: int, out: str) -> dict:
 
 
 def write(lines: list[dict], note: str) -> dict:
-    from traceladder.summary.noise import refit
+    from traceladder.stats.simulation.noise import refit
 
     ok = [line for line in lines if line["result"]["status"] == "ok"]
     doc = {
         "how": (
             f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
-            f"{note}. Fit: python -m traceladder.summary.noise THIS_FILE (README 'Noise model')."
+            f"{note}. Fit: python -m traceladder.stats.simulation.noise THIS_FILE (README 'Noise model')."
         ),
         "command": COMMAND,
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, shared with other jobs (load average per run below)",

@@ -1,6 +1,6 @@
 """`traceladder-trigger`: run any ladder, or part of one, from the Params form in the UI."""
 
-from traceladder.airflow.blocks import trigger_grid
+from traceladder.plan.grid import trigger_grid
 from traceladder.airflow.dags import build_trigger_dag
 from traceladder.airflow.discovery import discover
 from traceladder.config.models import LENS_NAMES

@@ -1,6 +1,6 @@
 """One scheduled DAG per ladder file in include/configs/ladders (`traceladder-<ladder>`)."""
 
-from traceladder.airflow.blocks import weekly_grid
+from traceladder.plan.grid import weekly_grid
 from traceladder.airflow.dags import build_weekly_dag
 from traceladder.airflow.discovery import discover
 

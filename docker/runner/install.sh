@@ -31,7 +31,7 @@ else
   cat > /usr/local/bin/traceladder <<LAUNCH
 #!$PY
 import sys
-from traceladder.cli import main
+from traceladder.cli.main import main
 sys.exit(main())
 LAUNCH
   chmod 0755 /usr/local/bin/traceladder
@@ -70,7 +70,7 @@ if command -v rtl >/dev/null; then echo "install.sh: rtl: $(rtl --version 2>&1 |
 "$PY" - <<'CHECK'
 import sys
 import boto3  # noqa: F401
-import traceladder.cli, traceladder.runner.rung, traceladder.rung_spec  # noqa: F401
+import traceladder.cli.main, traceladder.runner.rung, traceladder.rung_spec  # noqa: F401
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pydantic", "yaml", "numpy", "pandas", "torch", "airflow"})
 assert not heavy, f"the runner path imported {heavy}"
 print("install.sh: runner imports ok")

@@ -1,7 +1,7 @@
 """A server process in a process group of its own: start it, stop it with its children.
 
-The embedded S3 server (``storage/embedded_s3.py``) and the local Airflow stack
-(``airflow/local_stack.py``) run their servers this way: a Ctrl+C in our terminal is ours to relay,
+The embedded S3 server (``dev/embedded_s3.py``) and the local Airflow stack
+(``dev/local_stack.py``) run their servers this way: a Ctrl+C in our terminal is ours to relay,
 and children that outlive the leader (Airflow's task runners) go down with the group. Standard
 library only (the base layer).
 """

@@ -87,7 +87,7 @@ def test_blocks_run_one_after_the_other_in_a_fixed_order(dagbag) -> None:
     """The order is structural: slot j+1 of a block waits for slot j (after a success or a failure
     alike; an empty slot skips the rest of its chain), each block ends in a `done` join that waits
     for all of its chains whatever happened, and every first slot of block k+1 waits for it."""
-    from traceladder.airflow.blocks import weekly_grid
+    from traceladder.plan.grid import weekly_grid
     from traceladder.config import find_ladder, load_ladder
 
     dag = dagbag.dags["traceladder-proxy-local"]
@@ -110,10 +110,10 @@ def test_blocks_run_one_after_the_other_in_a_fixed_order(dagbag) -> None:
 
 
 def test_trigger_dag_has_room_for_the_largest_form_plan(dagbag) -> None:
-    from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS, fill_slots, trigger_grid
+    from traceladder.plan.grid import TRIGGER_MAX_REPEATS, fill_slots, trigger_grid
     from traceladder.airflow.discovery import discover
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     found = discover()
     grid = trigger_grid(found.ladders, [h.name for h in found.all_hosts])

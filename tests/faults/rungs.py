@@ -10,7 +10,7 @@ from typing import Any
 
 def tiny_spec(ladder: str, **env: str):
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=["baseline"], lens="torch_rank0", repeats=1)[0]
     from tiny_proxy import TINY_MODEL

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.stored import analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore, run_prefix
 from traceladder.summary.publish import write_summary

@@ -36,7 +36,7 @@ def assert_one_line(message: str, starts_with: str | None = None) -> None:
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     """``traceladder`` in-process (the console script's own ``main``): (exit code, stdout, stderr)."""
-    from traceladder.cli import main
+    from traceladder.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

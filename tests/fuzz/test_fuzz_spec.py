@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.fuzz]
 
 def _real_specs() -> list[dict[str, Any]]:
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     out = []
     for name in ("proxy-local", "deepseek-v4-flash-mi350x"):

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from traceladder.analysis.engine import analyze_trace
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.analyzers.trace import analyze_trace
+from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.readers import pytorch_json as pj
 
 from .common import assert_one_line, cli_contract, fuzz_settings

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from traceladder.config import LadderConfigError, find_ladder, load_ladder
-from traceladder.plan import build_plan
+from traceladder.plan.build import build_plan
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.storage.artifacts import check_key, ladder_prefix, rung_prefix, safe_key_part

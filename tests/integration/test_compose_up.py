@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from needs import unavailable
-from traceladder.airflow.local_stack import free_port
+from traceladder.dev.local_stack import free_port
 from traceladder.storage.artifacts import safe_key_part
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]

@@ -25,7 +25,7 @@ DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/de
 
 def test_runner_spec_reader_matches_rungspec_on_every_shipped_spec() -> None:
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
     from traceladder.rung_spec import RunnerSpec, SpecError
 
     count = 0
@@ -157,7 +157,7 @@ def test_runner_image_imports_only_stdlib_and_boto3(standin_images) -> None:
         standin_images.runner,
         "python3",
         "-c",
-        "import sys, traceladder.cli, traceladder.runner.rung; "
+        "import sys, traceladder.cli.main, traceladder.runner.rung; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'yaml', 'numpy', 'airflow'}))",
     )
     assert out.stdout.strip() == "[]"
@@ -244,7 +244,7 @@ def docker_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home, s
 
     from traceladder.config import find_ladder, load_ladder
     from traceladder.config.loader import CONFIG_DIR
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     clusters = {
         "schema": 1,

@@ -42,7 +42,7 @@ def spool_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home, s3
     through ``proxy`` (clusters + ladders in tmp)."""
     from traceladder.config import find_ladder, load_ladder
     from traceladder.config.loader import CONFIG_DIR
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     storage = {"conn_id": "traceladder_s3", "bucket": s3_server.bucket, "prefix": "traceladder"}
     host = {"name": HOST, "pool": f"traceladder-{HOST}", "docker_url": "unix:///var/run/docker.sock"}

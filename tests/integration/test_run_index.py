@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix, s3_client_from_env
-from traceladder.summary import run_index
+from traceladder.summary import index as run_index
 
 PREFIX = "traceladder"
 WORKERS, RUNS_EACH = 4, 3
@@ -139,7 +139,7 @@ def test_published_summaries_carry_history_verdicts_and_the_trend(s3_server, tmp
 def own_s3(tmp_path: Path):
     """A SeaweedFS of this test's own: it publishes proxy-local runs, which the Ladders page tests
     of the session's server must not see."""
-    from traceladder.storage.embedded_s3 import EmbeddedS3
+    from traceladder.dev.embedded_s3 import EmbeddedS3
 
     server = EmbeddedS3(tmp_path / "s3", bucket="traceladder")
     server.start()

@@ -52,7 +52,7 @@ LENS_COST = {"torch_rank0": 1.31, "torch_all_ranks": 1.62}
 # ---- data: a published run, written with the project's own builders ---------------------------
 def _plan(run_id: str) -> dict[str, Any]:
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     specs = [json.loads(s.to_json()) for s in build_plan(load_ladder(find_ladder(LADDER)))]
     return {"schema": 1, "ladder": LADDER, "run_id": run_id, "params": {}, "specs": specs}
@@ -118,7 +118,7 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix
     from traceladder.summary.build import build_summary
     from traceladder.summary.publish import publish_latest
-    from traceladder.summary.render import to_markdown
+    from traceladder.summary.render.markdown import to_markdown
 
     store = S3ArtifactStore(client, bucket, PREFIX, LADDER)
     plan = _plan(run_id)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from stack_harness import write_ladders
-from traceladder.airflow.local_stack import free_port
+from traceladder.dev.local_stack import free_port
 
 pytestmark = pytest.mark.scheduler
 

@@ -1,4 +1,4 @@
-"""The one-value fast path of ``aggregates.stats`` gives numpy's own numbers, bit for bit."""
+"""The one-value fast path of ``reports._shared.stats`` gives numpy's own numbers, bit for bit."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from traceladder.analysis.reports.aggregates import _stats, stats
+from traceladder.analysis.reports._shared import _stats, stats
 
 
 def _bits(v: float) -> str:
@@ -52,7 +52,7 @@ def _busy_reference(groups, starts, ends, ngroups):
 
 
 def test_grouped_busy_matches_a_plain_union_bit_for_bit():
-    from traceladder.analysis.common.intervals import grouped_busy
+    from traceladder.analysis.model.intervals import grouped_busy
 
     rng = np.random.default_rng(11)
     for trial in range(30):

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from traceladder.analysis import autograd_links as al
-from traceladder.analysis.engine import read_trace
-from traceladder.analysis.op_args import op_args
+from traceladder.analysis.model import autograd_links as al
+from traceladder.analysis.analyzers.trace import read_trace
+from traceladder.analysis.model.op_args import op_args
 
 EVAL = "autograd::engine::evaluate_function: MulBackward0"
 

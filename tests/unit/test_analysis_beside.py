@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis import engine
+from traceladder.analysis.analyzers import trace as engine
 from traceladder.analysis.beside import Beside, beside, spare_cpu
-from traceladder.analysis.engine import analyze_trace
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.analyzers.trace import analyze_trace
+from traceladder.analysis.model.events import TraceError
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
 TRACE = REF / "mi300" / "resnet_act_checkpoint.json.gz"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.engine import analyze_paths, analyze_trace, output_stem, read_trace
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.analyzers.trace import analyze_paths, analyze_trace, output_stem, read_trace
+from traceladder.analysis.model.events import TraceError
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
 
@@ -269,7 +269,7 @@ def test_analyze_path_never_imports_pandas(tmp_path):
     )
     trace = REF / "mi300" / "resnet_act_checkpoint.json.gz"
     code = (
-        "import sys; from traceladder.analysis.engine import analyze_trace; "
+        "import sys; from traceladder.analysis.analyzers.trace import analyze_trace; "
         f"analyze_trace({str(trace)!r}, {str(tmp_path)!r}); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))"
     )

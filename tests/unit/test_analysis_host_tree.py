@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceladder.analysis.host_tree import host_parents
+from traceladder.analysis.model.host_tree import host_parents
 
 
 def rule(ts: list[float], te: list[float], thread: list[int]) -> list[int]:

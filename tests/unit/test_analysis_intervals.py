@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceladder.analysis.common.intervals import _subtract_walk, merge_intervals, subtract_intervals
+from traceladder.analysis.model.intervals import _subtract_walk, merge_intervals, subtract_intervals
 
 
 def _random(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

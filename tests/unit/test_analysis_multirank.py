@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.multirank import MultiRankError, analyze_ranks
+from traceladder.analysis.analyzers.ranks import MultiRankError, analyze_ranks
 from traceladder.analysis.readers.collectives import collective_events
-from traceladder.analysis.engine import read_trace
-from traceladder.cli import main as cli_main
+from traceladder.analysis.analyzers.trace import read_trace
+from traceladder.cli.main import main as cli_main
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable

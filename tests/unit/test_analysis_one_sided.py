@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.engine import analyze_trace
+from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.reports.gpu_timeline import COLUMNS, ROWS
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "reference"

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from traceladder.analysis import engine
-from traceladder.analysis.events import MISSING, TraceError
+from traceladder.analysis.analyzers import trace as engine
+from traceladder.analysis.model.events import MISSING, TraceError
 from traceladder.analysis.readers import pytorch_json as pj
 from traceladder.analysis.reports import coll_analysis as ca
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from traceladder.analysis.engine import analyze_trace, read_trace
-from traceladder.analysis.events import MISSING
+from traceladder.analysis.analyzers.trace import analyze_trace, read_trace
+from traceladder.analysis.model.events import MISSING
 
 
 def _ext_linked_trace(path: Path) -> Path:

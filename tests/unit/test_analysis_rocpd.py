@@ -18,8 +18,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from traceladder.analysis.engine import analyze_trace, read_trace
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.analyzers.trace import analyze_trace, read_trace
+from traceladder.analysis.model.events import TraceError
 
 _here = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("rocprof_tests", _here / "test_analysis_rocprof.py")

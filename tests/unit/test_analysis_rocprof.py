@@ -22,8 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from traceladder.analysis.engine import analyze_paths, analyze_trace, read_trace
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.analyzers.trace import analyze_paths, analyze_trace, read_trace
+from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.readers.heavy import sniff
 from traceladder.analysis.readers.rocm_common import tracelens_kernel_names, truncate_name
 

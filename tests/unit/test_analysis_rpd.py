@@ -20,8 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from traceladder.analysis.engine import analyze_paths, analyze_trace, read_trace
-from traceladder.analysis.events import TraceError
+from traceladder.analysis.analyzers.trace import analyze_paths, analyze_trace, read_trace
+from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.reports.rocprof_reports import LITE_NOTE
 
 _here = Path(__file__).resolve().parent
@@ -313,7 +313,7 @@ def test_bad_databases(tmp_path, capsys):
 
 
 def test_cli_analyze_accepts_all_formats(tmp_path, doc):
-    from traceladder.cli import main
+    from traceladder.cli.main import main
 
     k = rp.dispatch_rows(doc)[:500]
     files = [

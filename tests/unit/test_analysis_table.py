@@ -1,4 +1,4 @@
-"""analysis/table.py writes the CSV text pandas writes, without pandas; checked against
+"""analysis/model/table.py writes the CSV text pandas writes, without pandas; checked against
 pandas itself on the value mixes the reports produce."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceladder.analysis.table import Table, add_percentages, concat, pandas_desc_order, sort_desc_then_asc
+from traceladder.analysis.model.table import Table, add_percentages, concat, pandas_desc_order, sort_desc_then_asc
 
 COLUMNS = {
     "ints": [3, 1, 2, 7],

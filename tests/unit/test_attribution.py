@@ -20,10 +20,10 @@ from traceladder.analysis.stored import analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import attribute_stored, fmt_abs_us
 from traceladder.summary.build import build_summary
-from traceladder.summary.charts import render_charts
-from traceladder.summary.html import to_html
+from traceladder.summary.render.charts import render_charts
+from traceladder.summary.render.html import to_html
 from traceladder.summary.publish import write_summary
-from traceladder.summary.render import to_markdown
+from traceladder.summary.render.markdown import to_markdown
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 GATES = (
@@ -292,8 +292,8 @@ def test_the_summary_task_publishes_the_attribution(stored) -> None:
 
 def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
     """bert-small on MI300 as the parent, on H100 as the rung: GPU entries name kernels."""
-    from traceladder.analysis.compare import reports_from_dir
-    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.analyzers.diff import reports_from_dir
+    from traceladder.analysis.analyzers.trace import analyze_trace
     from traceladder.summary.attribution import attribute
 
     ref = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from traceladder.summary.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
-from traceladder.summary.stats import (
+from traceladder.stats.simulation.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
+from traceladder.stats.model import (
     MEDIAN_EFFICIENCY,
     Run,
     clopper_pearson,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from traceladder.airflow.blocks import PlanDoesNotFit, fill_slots, host_counts, slot_key, trigger_grid, weekly_grid
+from traceladder.plan.grid import PlanDoesNotFit, fill_slots, host_counts, slot_key, trigger_grid, weekly_grid
 from traceladder.config import find_ladder, load_ladder
-from traceladder.plan import build_plan, execution_order
+from traceladder.plan.build import build_plan, execution_order
 
 PROXY = load_ladder(find_ladder("proxy-local"))
 

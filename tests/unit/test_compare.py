@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.compare import GAP_ROW
-from traceladder.cli import main
+from traceladder.analysis.analyzers.diff import GAP_ROW
+from traceladder.cli.main import main
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
 BERT_MI300 = REF / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz"

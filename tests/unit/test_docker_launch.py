@@ -14,12 +14,12 @@ from pathlib import Path
 
 from traceladder.config import find_ladder, load_ladder
 from traceladder.config.loader import load_clusters
-from traceladder.plan import build_plan
+from traceladder.plan.build import build_plan
 from traceladder.runner import provenance
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.requirements import missing_import
-from traceladder.summary.history import provenance_changes, run_points
-from traceladder.summary.perf_csv import HEADER, perf_csv
+from traceladder.stats.history import provenance_changes, run_points
+from traceladder.summary.render.perf_csv import HEADER, perf_csv
 
 
 def seed_specs():

@@ -1,4 +1,4 @@
-"""Change points over a ladder's history (summary/history.py): the detector on known series,
+"""Change points over a ladder's history (stats/history.py): the detector on known series,
 regression calls across evaluations, provenance and "since last week", and `traceladder changes`."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.summary.history import detect, evaluate, new_regressions, regression_lines
+from traceladder.stats.history import detect, evaluate, new_regressions, regression_lines
 
 REPO = Path(__file__).resolve().parents[2]
 # A fixed noise pattern, ±1.2% at most (GPU-like), so the series are known exactly.

@@ -10,7 +10,7 @@ import pytest
 
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.config.loader import CONFIG_DIR
-from traceladder.plan import RungSpec, build_plan, design_seed, execution_order, plan_design, resolve_seed
+from traceladder.plan.build import RungSpec, build_plan, design_seed, execution_order, plan_design, resolve_seed
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 

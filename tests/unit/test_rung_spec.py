@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from traceladder.config import find_ladder, load_ladder
-from traceladder.plan import RungSpec, build_plan
+from traceladder.plan.build import RungSpec, build_plan
 from traceladder.rung_spec import RunnerSpec, SpecError, SpecFields, json_name
 
 

@@ -31,7 +31,7 @@ from traceladder.storage.artifacts import (
     s3_client_from_env,
     safe_key_part,
 )
-from traceladder.storage.embedded_s3 import EmbeddedS3, EmbeddedS3Error, free_ports
+from traceladder.dev.embedded_s3 import EmbeddedS3, EmbeddedS3Error, free_ports
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
@@ -416,7 +416,7 @@ def test_s3_server_cli(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from traceladder.storage.embedded_s3 import main; sys.exit(main(sys.argv[1:]))",
+            "import sys; from traceladder.dev.embedded_s3 import main; sys.exit(main(sys.argv[1:]))",
             "--dir",
             str(d),
             "--bucket",

@@ -11,10 +11,10 @@ import pytest
 from scipy import stats as scipy_stats
 
 from traceladder.summary.build import build_summary
-from traceladder.summary.charts import render_charts
-from traceladder.summary.html import to_html
-from traceladder.summary.render import to_markdown
-from traceladder.summary.stats import estimate, ratio
+from traceladder.summary.render.charts import render_charts
+from traceladder.summary.render.html import to_html
+from traceladder.summary.render.markdown import to_markdown
+from traceladder.stats.model import estimate, ratio
 
 T_975_2 = 4.302652729749464  # Student t, 97.5th percentile, 2 degrees of freedom
 

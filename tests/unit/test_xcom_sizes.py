@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from traceladder.config import find_ladder, load_ladder
-from traceladder.plan import build_plan
+from traceladder.plan.build import build_plan
 from traceladder.runner.rung import RESULT_KEYS
 
 VALUE_CEILING = 256 * 1024
@@ -29,7 +29,7 @@ def _xcom_bytes(value) -> int:
 
 
 def _pushed(repeats: int) -> dict[str, int]:
-    from traceladder.airflow.blocks import fill_slots, host_counts
+    from traceladder.plan.grid import fill_slots, host_counts
 
     loaded = load_ladder(find_ladder("proxy-local"))
     plan = build_plan(loaded, repeats=repeats)
@@ -66,7 +66,7 @@ def test_ten_rungs_three_repeats_with_lenses_far_below_xcom_limits() -> None:
 
 def test_the_trigger_forms_largest_plan_stays_within_the_ceiling() -> None:
     """The form allows TRIGGER_MAX_REPEATS repeats; each slot's value stays under the ceiling."""
-    from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS
+    from traceladder.plan.grid import TRIGGER_MAX_REPEATS
 
     sizes = _pushed(repeats=TRIGGER_MAX_REPEATS)
     assert max(sizes.values()) < FORM_MAX_VALUE_CEILING, max(sizes.values())

@@ -1,4 +1,4 @@
-"""Build ladder DAGs: plan → rung slots, block after block (`blocks.py`: one task per slot, in
+"""Build ladder DAGs: plan → rung slots, block after block (`plan/grid.py`: one task per slot, in
 the host's pool) → collect traces → analysis (mapped per trace) → summary → publish → status.
 
 The summary and everything after it run whatever happened to the rungs (trigger rules), so a
@@ -15,7 +15,7 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
 
 from traceladder.airflow import tasks
-from traceladder.airflow.blocks import TRIGGER_MAX_REPEATS, Grid, slot_key, slot_task_ids
+from traceladder.plan.grid import TRIGGER_MAX_REPEATS, Grid, slot_key, slot_task_ids
 from traceladder.airflow.retries import rung_task_args, safe_task_args
 from traceladder.config.models import Host, RetryPolicy
 
@@ -174,7 +174,7 @@ def build_weekly_dag(
     retry: RetryPolicy | None = None,
 ) -> DAG:
     """One DAG per ladder file, on the ladder's own schedule; `grid` is its default plan's shape
-    (`blocks.weekly_grid`), `retry` the ladder's retry policy."""
+    (`plan.grid.weekly_grid`), `retry` the ladder's retry policy."""
     with DAG(
         dag_id=f"traceladder-{ladder_name}",
         description=description or f"traceladder ladder {ladder_name}",
@@ -193,7 +193,7 @@ def build_trigger_dag(
     ladder_names: list[str], lens_names: list[str], hosts: list[Host], rung_timeout_s: int, grid: Grid
 ) -> DAG:
     """A manual DAG with a Params form: ladder, rungs, lens, repeats, one switch override and the
-    block-order seed. `grid` (`blocks.trigger_grid`) fits the largest plan the form can ask for."""
+    block-order seed. `grid` (`plan.grid.trigger_grid`) fits the largest plan the form can ask for."""
     params = {
         "ladder": Param(
             ladder_names[0] if ladder_names else "",

@@ -301,7 +301,7 @@ class RungDockerOperator(RocmDockerOperator):
 
     def _configure(self, context: Context) -> dict[str, Any]:
         from traceladder.airflow.ladders import open_ladder
-        from traceladder.plan import RungSpec
+        from traceladder.plan.build import RungSpec
         from traceladder.storage.artifacts import safe_key_part
 
         spec = RungSpec.model_validate(self.spec)

@@ -21,8 +21,8 @@ def plan_run(
 ) -> dict[str, list[dict[str, Any]]]:
     """Plan the run in randomised blocks, store plan.json (with its `design`: seed and block
     order), and hand every slot of the DAG's grid its spec (`[spec]`, or `[]` to skip it)."""
-    from traceladder.airflow.blocks import PlanDoesNotFit, fill_slots
-    from traceladder.plan import build_plan, plan_design, resolve_seed
+    from traceladder.plan.grid import PlanDoesNotFit, fill_slots
+    from traceladder.plan.build import build_plan, plan_design, resolve_seed
 
     loaded, store = ladder_store(ladder)
     seed = resolve_seed(loaded, run_id, params.get("seed"))
@@ -59,7 +59,7 @@ def plan_run(
 
 
 def _spec_store(spec_dict: dict[str, Any]):
-    from traceladder.plan import RungSpec
+    from traceladder.plan.build import RungSpec
 
     spec = RungSpec.model_validate(spec_dict)
     return spec, ladder_store(spec.ladder)[1]
@@ -101,7 +101,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
     and no retry: retrying cannot mend it. An S3 outage raises as is, so the task retries."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from traceladder.analysis.events import TraceError
+    from traceladder.analysis.model.events import TraceError
     from traceladder.analysis.stored import analyze_stored
     from traceladder.storage.artifacts import ArtifactIntegrityError
 

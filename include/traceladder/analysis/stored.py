@@ -12,7 +12,7 @@ from traceladder.storage.artifacts import ArtifactSink
 
 
 def analysis_prefix(trace_key: str) -> str:
-    from traceladder.analysis.engine import output_stem
+    from traceladder.analysis.analyzers.trace import output_stem
 
     rung, _, name = trace_key.rpartition(f"/{layout.TRACES_FOLDER}/")
     return layout.analysis_prefix(rung, output_stem(Path(name)))
@@ -20,7 +20,7 @@ def analysis_prefix(trace_key: str) -> str:
 
 def tracelens_prefix(trace_key: str) -> str:
     """Where `engine: tracelens` stores TraceLens's own CSVs: beside the builtin ones."""
-    from traceladder.analysis.engine import output_stem
+    from traceladder.analysis.analyzers.trace import output_stem
 
     rung, _, name = trace_key.rpartition(f"/{layout.TRACES_FOLDER}/")
     return layout.tracelens_prefix(rung, output_stem(Path(name)))
@@ -31,7 +31,7 @@ def analysis_key(trace_key: str) -> str:
 
 
 def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
-    from traceladder.analysis.engine import TraceError, analyze_trace
+    from traceladder.analysis.analyzers.trace import TraceError, analyze_trace
 
     out_prefix = analysis_prefix(trace_key)
     with tempfile.TemporaryDirectory(prefix="traceladder-analysis-") as tmp:
@@ -56,7 +56,7 @@ def collectives_key(rung_prefix: str) -> str:
 
 def analyze_stored_ranks(store: ArtifactSink, rung_prefix: str, trace_keys: list[str]) -> dict[str, Any]:
     """Join one rung's per-rank traces into TraceLens's multi-rank collective reports."""
-    from traceladder.analysis.multirank import analyze_ranks
+    from traceladder.analysis.analyzers.ranks import analyze_ranks
 
     out_prefix = layout.ranks_prefix(rung_prefix)
     with tempfile.TemporaryDirectory(prefix="traceladder-ranks-") as tmp:

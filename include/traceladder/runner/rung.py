@@ -33,7 +33,7 @@ from traceladder.storage.artifacts import ArtifactSink, S3ArtifactStore, rung_pr
 from traceladder.storage.spool import SpoolingSink
 
 if TYPE_CHECKING:  # the runner image has no pydantic: specs may be RunnerSpec (rung_spec.py)
-    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.plan.build import RungSpec as _PlanSpec
     from traceladder.rung_spec import RunnerSpec
 
     RungSpec = _PlanSpec | RunnerSpec

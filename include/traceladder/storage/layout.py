@@ -2,7 +2,7 @@
 the runner image, the Airflow tasks, the analysis, the summary and the UI all spell keys through it).
 
     <prefix>/<ladder>/
-        runs/<run_id>.json            one index entry per published run (run_index.py)
+        runs/<run_id>.json            one index entry per published run (summary/index.py)
         index.json                    the older shared index, still read
         latest.json                   the newest full run
         <run_id>/

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from traceladder.storage.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
-    from traceladder.analysis.compare import Comparison, Reports
+    from traceladder.analysis.analyzers.diff import Comparison, Reports
 
 # lenses whose traces have ops and categories, best first (the per-rank window of the method)
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
@@ -194,7 +194,7 @@ def attribute(
     """One entry per rung whose trace and parent's trace (same lens) both have reports.
     `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
     store the comparison's files and return where."""
-    from traceladder.analysis.compare import CompareError, compare_reports
+    from traceladder.analysis.analyzers.diff import CompareError, compare_reports
 
     traces = profiled_traces(results, purposes)
     cache: dict[str, Reports | None] = {}
@@ -239,7 +239,7 @@ def attribute_stored(
 ) -> list[dict[str, Any]]:
     """`attribute` over the artifact store: reports read from each trace's analysis folder, each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
-    from traceladder.analysis.compare import CompareError, load_reports, write_comparison
+    from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
     from traceladder.analysis.stored import analysis_prefix
 
     purposes = {s["rung_id"]: s.get("purpose") or "" for s in plan.get("specs", [])}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceladder.summary.stats import Estimate, estimate, ratio
-from traceladder.summary.verdicts import (
+from traceladder.stats.model import Estimate, estimate, ratio
+from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
     lens_overheads,
     measured,
@@ -232,7 +232,7 @@ def findings(summary: dict[str, Any]) -> list[str]:
             f"the others waited {w['others_waited_ms']:.1f} ms for it."
         )
     if summary.get("history"):
-        from traceladder.summary.history import history_findings
+        from traceladder.stats.history import history_findings
 
         out += history_findings(summary["history"])
     if summary["failed_rungs"]:

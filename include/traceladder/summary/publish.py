@@ -1,6 +1,6 @@
 """Store a run's summary with the ladder's history verdicts (change points over its published
-runs, summary/history.py); then record the run in the ladder's index and point
-`<prefix>/<ladder>/latest.json` at the newest full run (summary/run_index.py)."""
+runs, stats/history.py); then record the run in the ladder's index and point
+`<prefix>/<ladder>/latest.json` at the newest full run (summary/index.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink
-from traceladder.summary import run_index
+from traceladder.summary import index as run_index
 from traceladder.summary.build import build_summary, findings
 from traceladder.summary.collect import read_results
-from traceladder.summary.history import evaluate, regression_lines, run_points
-from traceladder.summary.perf_csv import perf_csv
-from traceladder.summary.render import to_markdown
+from traceladder.stats.history import evaluate, regression_lines, run_points
+from traceladder.summary.render.perf_csv import perf_csv
+from traceladder.summary.render.markdown import to_markdown
 
 
 def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -61,8 +61,8 @@ def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) ->
 def write_summary(
     store: ArtifactSink, run_prefix: str, plan: dict[str, Any], logical_date: str | None = None
 ) -> dict[str, Any]:
-    from traceladder.summary.charts import render_charts
-    from traceladder.summary.html import to_html
+    from traceladder.summary.render.charts import render_charts
+    from traceladder.summary.render.html import to_html
 
     results = read_results(store, plan)
     analyses = read_analyses(store, results)

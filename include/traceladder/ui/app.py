@@ -61,7 +61,7 @@ _INLINE_TYPES = {
 def _templates():
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    from traceladder.summary.fmt import fmt_change, fmt_est
+    from traceladder.summary.render.fmt import fmt_change, fmt_est
 
     env = Environment(
         loader=PackageLoader("traceladder.ui", "templates"),

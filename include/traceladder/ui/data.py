@@ -295,7 +295,7 @@ class LadderStore:
     # ---- the published runs
     def _run_entries(self) -> builtins.list[Any]:
         """The published runs' index entries: one object per run under ``runs/``
-        (summary/run_index.py), plus those of an older ``index.json``."""
+        (summary/index.py), plus those of an older ``index.json``."""
 
         entries: list[Any] = []
         try:

@@ -1,7 +1,7 @@
 """The reader half of the multi-rank analysis: each rank's collectives out of its trace (NCCL/RCCL
 ``record_param_comms`` on GPU traces, gloo's ``gloo:*`` annotations on CPU traces), the rank and
 GPUs per node a trace belongs to, and the parallel load of every rank's trace.
-:mod:`traceladder.analysis.multirank` joins what this returns into the reports."""
+:mod:`traceladder.analysis.analyzers.ranks` joins what this returns into the reports."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 
-from ..events import EventTable, TraceError
+from ..model.events import EventTable, TraceError
 from .pytorch_json import load_bytes, read_pytorch_json
 from ..reports import coll_analysis as ca
 from ..reports import nccl_reports as nr

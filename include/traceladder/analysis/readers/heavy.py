@@ -2,7 +2,7 @@
 
 The heavy lenses are rocprofv3 (JSON and CSV output) and the RPD-style SQLite
 databases (rocm-trace-lite's ``trace.db``, rpd's ``trace.rpd``).  Each reader fills the
-same :class:`~traceladder.analysis.events.EventTable` as the PyTorch reader:
+same :class:`~traceladder.analysis.model.events.EventTable` as the PyTorch reader:
 
 * ``cat``: ``kernel`` (kernel dispatches), ``gpu_memcpy`` (memory copies),
   ``gpu_memset`` (RPD ``FillBuffer`` ops), ``hip_api`` / ``hsa_api`` (host API calls);
@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..events import EventTable, TraceError
+from ..model.events import EventTable, TraceError
 
 __all__ = ["HEAVY_FORMATS", "sniff", "read_heavy"]
 

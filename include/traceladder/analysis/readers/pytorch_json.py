@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 
 from ..beside import beside
-from ..events import MISSING, EventTable, TraceError, _Interner, as_int
+from ..model.events import MISSING, EventTable, TraceError, _Interner, as_int
 
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
 

@@ -1,5 +1,5 @@
 """What the ROCm readers (rocprofv3 JSON/CSV, rocpd, RPD SQLite) share: TraceLens's kernel
-names and the construction of their :class:`~traceladder.analysis.events.EventTable`.
+names and the construction of their :class:`~traceladder.analysis.model.events.EventTable`.
 :mod:`.heavy` only detects the format and dispatches; the readers import from here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..events import MISSING, EventTable, TraceError, _Interner
+from ..model.events import MISSING, EventTable, TraceError, _Interner
 
 __all__ = ["truncate_name", "tracelens_kernel_names", "build_table"]
 

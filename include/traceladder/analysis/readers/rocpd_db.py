@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..events import EventTable, TraceError
+from ..model.events import EventTable, TraceError
 from .rocm_common import build_table, tracelens_kernel_names
 
 __all__ = ["is_rocpd", "sqlite_names", "read_rocpd"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..events import EventTable, TraceError
+from ..model.events import EventTable, TraceError
 from .rocm_common import build_table, tracelens_kernel_names
 
 __all__ = ["read_rocprof_csv", "read_rocprof_csv_dir"]

@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ..events import EventTable, TraceError
+from ..model.events import EventTable, TraceError
 from .rocm_common import build_table
 
 __all__ = ["read_rocprof_json"]

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..events import EventTable, TraceError
+from ..model.events import EventTable, TraceError
 from .rocm_common import build_table, tracelens_kernel_names
 
 __all__ = ["read_rpd", "is_lite"]

@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-from ..common.values import tupled
-from ..events import MISSING, EventTable
-from ..table import Table, is_missing
+from ..model.values import tupled
+from ..model.events import MISSING, EventTable
+from ..model.table import Table, is_missing
 
 __all__ = [
     "METADATA_FIELDS",

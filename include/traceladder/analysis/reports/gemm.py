@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from ..events import GPU_CATS, EventTable
-from ..table import Table
-from ..common.intervals import grouped_busy
+from ..model.events import GPU_CATS, EventTable
+from ..model.table import Table
+from ..model.intervals import grouped_busy
 from ..perf_model.common import bpe, precision
 
 __all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common.intervals import merge_intervals, subtract_intervals
-from ..common.intervals import length as _length
-from ..events import GPU_CATS, EventTable
-from ..table import Table
+from ..model.intervals import merge_intervals, subtract_intervals
+from ..model.intervals import length as _length
+from ..model.events import GPU_CATS, EventTable
+from ..model.table import Table
 
 __all__ = [
     "COLUMNS",

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..events import EventTable
-from ..table import Table, pandas_desc_order
+from ..model.events import EventTable
+from ..model.table import Table, pandas_desc_order
 from .gpu_timeline import Timeline
-from ..common.op_categories import categorize_op
-from ..common.vec import dense_codes, first_up
+from ..model.op_categories import categorize_op
+from ..model.vec import dense_codes, first_up
 from .ops_summary import Launchers
 
 __all__ = ["COLUMNS", "kernel_summary_table", "write_csv"]

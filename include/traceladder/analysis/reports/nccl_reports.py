@@ -1,7 +1,7 @@
 """TraceLens v1.0.0's multi-rank collective reports (``NcclAnalyser``), as pandas frames.
 
 Input: the per-rank "long" rows (one dict per collective event per rank, see
-:func:`traceladder.analysis.multirank.collective_events`).  Output frames carry
+:func:`traceladder.analysis.analyzers.ranks.collective_events`).  Output frames carry
 TraceLens's sheet names, columns, row order and numbers:
 
 * ``nccl_long``                 -- ``build_df_long``
@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 # The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
-from traceladder.analysis.common.values import tupled
+from traceladder.analysis.model.values import tupled
 from traceladder.analysis.reports.coll_analysis import METADATA_FIELDS
 
 __all__ = [

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common.op_categories import categorize_op
-from ..events import GPU_CATS, EventTable
-from ..table import Table, pandas_desc_order
-from ..common.intervals import grouped_busy
-from ..common.vec import first_up
+from ..model.op_categories import categorize_op
+from ..model.events import GPU_CATS, EventTable
+from ..model.table import Table, pandas_desc_order
+from ..model.intervals import grouped_busy
+from ..model.vec import first_up
 from .gpu_timeline import CpuSelection, cpu_selection, gpu_event_classes
 
 __all__ = [

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..common.vec import dense_codes
-from ..events import EventTable, _Interner
-from ..op_args import op_args
-from ..table import Table, add_percentages, sort_desc_then_asc
-from .aggregates import stats
+from ..model.vec import dense_codes
+from ..model.events import EventTable, _Interner
+from ..model.op_args import op_args
+from ..model.table import Table, add_percentages, sort_desc_then_asc
+from ._shared import stats
 from .ops_summary import Launchers
 
 __all__ = ["unique_args_frame", "write_csv"]

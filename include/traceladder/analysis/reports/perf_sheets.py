@@ -14,7 +14,7 @@ build_df_perf_metrics`` / ``summarize_df_perf_metrics``; formulas in
 * ``_fwd`` tables: the family's ops with their forward model, except
   ``aten::convolution_backward``, which TraceLens moves to ``CONV_bwd``;
 * ``_bwd`` tables: ops that own autograd backward events (see
-  :mod:`traceladder.analysis.autograd_links`), timed by the kernels below the backward
+  :mod:`traceladder.analysis.model.autograd_links`), timed by the kernels below the backward
   events linked anywhere in the op's subtree, with the backward model; forward conv
   ops are dropped from ``CONV_bwd``, then the ``convolution_backward`` rows follow;
 * summary: grouped by name + the ``param:`` columns as text (pandas 3 ``astype(str)``:
@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from .. import perf_model as pm
-from ..autograd_links import bwd_links
-from ..events import EventTable
-from ..op_args import op_args
-from ..table import Table, concat, sort_desc_then_asc
-from .aggregates import stats
+from ..model.autograd_links import bwd_links
+from ..model.events import EventTable
+from ..model.op_args import op_args
+from ..model.table import Table, concat, sort_desc_then_asc
+from ._shared import stats
 from .gemm import _ARG_COLS, _subtree_kernels
-from ..common.intervals import grouped_busy
-from ..common.vec import dense_codes
+from ..model.intervals import grouped_busy
+from ..model.vec import dense_codes
 from .ops_unique_args import _kernel_summary, _trunc
 
 __all__ = ["perf_frames", "write_csvs"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..events import EventTable
+from ..model.events import EventTable
 from .gpu_timeline import is_comm_name
 
 __all__ = ["COLUMNS", "categorize_kernel", "kernel_frame", "kernel_summary_frame", "write_csv"]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..events import EventTable
+from ..model.events import EventTable
 from . import gpu_timeline as gt
 from . import rocprof_kernel_category as kc
 from . import rocprof_kernel_summary as ks

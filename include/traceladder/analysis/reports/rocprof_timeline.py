@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..events import EventTable
+from ..model.events import EventTable
 
 __all__ = ["ROWS", "COLUMNS", "RocprofTimeline", "rocprof_timeline", "write_csv", "merged_length_us"]
 

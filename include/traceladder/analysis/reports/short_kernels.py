@@ -28,9 +28,9 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from ..common.vec import dense_codes
-from ..events import EventTable
-from ..op_args import op_args
+from ..model.vec import dense_codes
+from ..model.events import EventTable
+from ..model.op_args import op_args
 
 __all__ = ["THRESHOLD_US", "BINS", "is_gpu_only", "parent_cpu_ops", "short_kernel_tables", "write_csvs"]
 

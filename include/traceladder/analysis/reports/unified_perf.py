@@ -31,16 +31,16 @@ from typing import Any
 import numpy as np
 
 from .. import perf_model as pm
-from ..autograd_links import bwd_links
-from ..events import GPU_CATS, EventTable
-from ..table import Table, add_percentages, sort_desc_then_asc
+from ..model.autograd_links import bwd_links
+from ..model.events import GPU_CATS, EventTable
+from ..model.table import Table, add_percentages, sort_desc_then_asc
 from . import gemm
 from . import perf_sheets as ps
-from .aggregates import stats
-from ..common.intervals import grouped_busy
+from ._shared import stats
+from ..model.intervals import grouped_busy
 from .gpu_timeline import is_comm_name
-from ..common.op_categories import categorize_op
-from ..common.vec import first_up
+from ..model.op_categories import categorize_op
+from ..model.vec import first_up
 from .ops_summary import Launchers
 from .ops_unique_args import _kernel_summary, _trunc, group_by_args
 

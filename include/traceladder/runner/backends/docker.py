@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from traceladder.rung_spec import render_overrides
 
 if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerSpec too
-    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.plan.build import RungSpec as _PlanSpec
     from traceladder.rung_spec import RunnerSpec
 
     RungSpec = _PlanSpec | RunnerSpec  # the runner image reads RunnerSpec

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from traceladder.plan import RungSpec as _PlanSpec
+    from traceladder.plan.build import RungSpec as _PlanSpec
     from traceladder.rung_spec import RunnerSpec
 
     RungSpec = _PlanSpec | RunnerSpec  # the runner image reads RunnerSpec

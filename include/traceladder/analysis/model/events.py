@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .common.vec import LastWins, dense_codes
+from .vec import LastWins, dense_codes
 from .host_tree import host_parents
 
 __all__ = [

@@ -11,7 +11,7 @@ For the run at execution index t, in position p of its block, with m iterations 
 The run's figure is the median of its iterations, so its log is mu + u_t + w_t + pi_p + median_j(r_tj).
 
 `fit_noise` estimates it from back-to-back runs of one rung (`proxy_noise.json` holds 48 real proxy
-runs and the fit: `python -m traceladder.summary.noise FILE` refits it), and `simulate_runs` replays
+runs and the fit: `python -m traceladder.stats.simulation.noise FILE` refits it), and `simulate_runs` replays
 it on a real schedule: the order the plan runs its blocks in.
 """
 
@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from traceladder.summary.stats import Run
+from traceladder.stats.model import Run
 
 DATA_FILE = "proxy_noise.json"
 
@@ -241,7 +241,7 @@ def _purpose(spec: dict[str, Any]) -> str:
 
 def load_proxy_noise() -> NoiseModel:
     """The model fitted to real proxy runs, shipped with the package."""
-    doc = json.loads(resources.files("traceladder.summary").joinpath(DATA_FILE).read_text())
+    doc = json.loads(resources.files("traceladder.stats.simulation").joinpath(DATA_FILE).read_text())
     return NoiseModel.from_dict(doc["fit"])
 
 
@@ -250,9 +250,9 @@ def refit(doc: dict[str, Any]) -> NoiseModel:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m traceladder.summary.noise FILE`: refit FILE's runs and write the fit into it."""
+    """`python -m traceladder.stats.simulation.noise FILE`: refit FILE's runs and write the fit into it."""
     if len(argv) != 1:
-        print("usage: python -m traceladder.summary.noise proxy_noise.json", file=sys.stderr)
+        print("usage: python -m traceladder.stats.simulation.noise proxy_noise.json", file=sys.stderr)
         return 2
     with open(argv[0]) as fh:
         doc = json.load(fh)

@@ -24,8 +24,8 @@ def _collect() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     try:  # not in the runner image
-        from traceladder.airflow.local_airflow import AirflowSetupError
-        from traceladder.storage.embedded_s3 import EmbeddedS3Error
+        from traceladder.dev.local_airflow import AirflowSetupError
+        from traceladder.dev.embedded_s3 import EmbeddedS3Error
 
         errors += [EmbeddedS3Error, AirflowSetupError]
     except ImportError:

@@ -108,7 +108,7 @@ def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
 
 def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
-    from traceladder.summary.trend_chart import trend_png
+    from traceladder.summary.render.trend_chart import trend_png
 
     charts = {
         "waterfall.png": waterfall_png(summary),
@@ -123,6 +123,6 @@ def attribution_png(summary: dict[str, Any]) -> bytes | None:
     """Each profiled rung's change against its parent, split by category (ms/step, stacked up for
     time added, down for time removed), the gap to busy time as its own hatched part, and a dot
     at the busy-time delta. Pale bars: indicative (the rung's step-time change is not resolved)."""
-    from traceladder.summary.attribution_chart import draw
+    from traceladder.summary.render.attribution_chart import draw
 
     return draw(summary.get("attribution") or [], summary.get("ladder", ""), _png)

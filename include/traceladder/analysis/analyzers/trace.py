@@ -39,21 +39,21 @@ import numpy as np
 
 from traceladder.storage.layout import ANALYSIS_OBJECT
 
-from .autograd_links import bwd_links
-from .beside import beside, spare_cpu
-from .events import GPU_CATS, EventTable, TraceError
-from .readers.heavy import HEAVY_FORMATS, read_heavy, sniff
-from .readers.pytorch_json import load_bytes, read_pytorch_json
-from .reports import coll_analysis as coll
-from .reports import gemm
-from .reports import gpu_timeline as gt
-from .reports import kernel_summary as ks
-from .reports import ops_summary as ops
-from .reports import ops_unique_args as oua
-from .reports import perf_sheets
-from .reports import unified_perf
-from .reports import short_kernels as sk
-from .table import Table
+from ..model.autograd_links import bwd_links
+from ..beside import beside, spare_cpu
+from ..model.events import GPU_CATS, EventTable, TraceError
+from ..readers.heavy import HEAVY_FORMATS, read_heavy, sniff
+from ..readers.pytorch_json import load_bytes, read_pytorch_json
+from ..reports import coll_analysis as coll
+from ..reports import gemm
+from ..reports import gpu_timeline as gt
+from ..reports import kernel_summary as ks
+from ..reports import ops_summary as ops
+from ..reports import ops_unique_args as oua
+from ..reports import perf_sheets
+from ..reports import unified_perf
+from ..reports import short_kernels as sk
+from ..model.table import Table
 
 __all__ = [
     "SCHEMA",
@@ -237,7 +237,7 @@ def _reports(
 def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
     t = read_trace(trace_path, split)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
-        from .reports import rocprof_reports as heavy_reports
+        from ..reports import rocprof_reports as heavy_reports
 
         part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
         result = {

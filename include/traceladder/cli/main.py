@@ -35,7 +35,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from traceladder.plan import build_plan, plan_table
+    from traceladder.plan.build import build_plan, plan_table
 
     specs = build_plan(
         _load(args.file),
@@ -82,7 +82,7 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
         except ValueError as exc:  # SpecError: `<file>: <field>: <reason>`, no "traceladder:" prefix
             raise SpecError(f"{source}: {str(exc).splitlines()[0]}") from None
     elif args.ladder and args.rung:
-        from traceladder.plan import build_plan
+        from traceladder.plan.build import build_plan
 
         loaded = _load(args.ladder)
         specs = build_plan(loaded, rungs=[args.rung], lens=args.lens or "none", repeats=args.repeat + 1)
@@ -108,27 +108,27 @@ def _sink(out: str | None, ladder: str, prefix: str):
 
 
 def cmd_s3_server(args: argparse.Namespace) -> int:
-    from traceladder.storage.embedded_s3 import main as s3_main
+    from traceladder.dev.embedded_s3 import main as s3_main
 
     argv = ["--dir", args.dir, "--bucket", args.bucket] + (["--port", str(args.port)] if args.port else [])
     return s3_main(argv)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from traceladder.analysis.engine import analyze_paths
+    from traceladder.analysis.analyzers.trace import analyze_paths
 
     return analyze_paths([Path(p) for p in args.traces], Path(args.out), jobs=args.jobs)
 
 
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
-    from traceladder.analysis.multirank import main as analyze_ranks_main
+    from traceladder.analysis.analyzers.ranks import main as analyze_ranks_main
 
     return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node, jobs=args.jobs)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from traceladder.analysis.compare import CompareError, compare_paths
-    from traceladder.analysis.events import TraceError
+    from traceladder.analysis.analyzers.diff import CompareError, compare_paths
+    from traceladder.analysis.model.events import TraceError
 
     try:
         doc = compare_paths(Path(args.base), Path(args.new), Path(args.out))
@@ -146,19 +146,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from traceladder.demo import run_demo
+    from traceladder.dev.demo import run_demo
 
     return run_demo(ladder=args.ladder)
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
-    from traceladder.summary.changes import main as changes_main
+    from traceladder.cli.changes import main as changes_main
 
     return changes_main(args.file, args.seed, args.test)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from traceladder.up import STATE_DIR, run_up
+    from traceladder.dev.up import STATE_DIR, run_up
 
     return run_up(Path(args.dir) if args.dir else STATE_DIR, port=args.port)
 
@@ -246,7 +246,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """The one-line errors; imported only on an error (they pull in pydantic, storage and
     Airflow helpers: a quarter second that `analyze` does not otherwise need)."""
     try:
-        from traceladder.errors import USER_ERRORS
+        from traceladder.cli.errors import USER_ERRORS
     except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
         from traceladder.runner.primus_log import PrimusLogError
         from traceladder.rung_spec import SpecError

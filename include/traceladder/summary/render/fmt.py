@@ -1,5 +1,5 @@
 """How a summary writes an estimate and a change, in Markdown, HTML and the UI alike (its own
-module, so the history renderer and render.py need not import each other)."""
+module, so the history renderer and markdown.py need not import each other)."""
 
 from __future__ import annotations
 

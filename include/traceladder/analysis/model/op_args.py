@@ -6,7 +6,7 @@ repeat a few shapes, so each event's five fields are read as raw JSON (``msgspec
 no nested lists built) and only each distinct raw value is decoded.  The result is
 cached on the table, so the perf-model sheets, ``ops_unique_args`` and
 ``unified_perf_summary`` share one pass over the ops they report on (a few thousand of a
-trace's cpu_ops).  The autograd links (:mod:`traceladder.analysis.autograd_links`) need
+trace's cpu_ops).  The autograd links (:mod:`traceladder.analysis.model.autograd_links`) need
 every cpu_op's ``Sequence number``: that is read alone, by a one-field Struct decoded
 straight into a numpy column, not through the five fields.
 """

@@ -48,9 +48,9 @@ import pandas as pd
 
 from traceladder.storage.layout import COLLECTIVES_OBJECT
 
-from .common.values import finite
-from .reports import nccl_reports as nr
-from .readers.collectives import (
+from ..model.values import finite
+from ..reports import nccl_reports as nr
+from ..readers.collectives import (
     MultiRankError,
     _load,
     collective_events,

@@ -10,7 +10,7 @@ standard errors grow to match.
 
 Also here: a two-sample comparison of run-level log figures (week over week reuses it), the
 small-sample `Estimate` the table shows per rung. The execution-order noise model lives in
-`summary/noise.py` and is re-exported here.
+`stats/simulation/noise.py` and is re-exported here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any
 
-from traceladder.summary.history import DEFAULT_TEST, detect
+from traceladder.stats.history import DEFAULT_TEST, detect
 
 COLUMNS = ("run_id", "rung", "step_ms")
 

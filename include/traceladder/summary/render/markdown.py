@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceladder.summary.fmt import fmt_change, fmt_est
+from traceladder.summary.render.fmt import fmt_change, fmt_est
 
 
 def ladder_table(summary: dict[str, Any]) -> str:
@@ -101,7 +101,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(summary.get("attribution") or [])
-    from traceladder.summary.history_render import history_markdown
+    from traceladder.summary.render.history import history_markdown
 
     parts += history_markdown(summary.get("history"))
     parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]

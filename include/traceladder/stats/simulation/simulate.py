@@ -1,5 +1,5 @@
 """Simulated ladders under the execution-order noise model: the A/A false-call rate and the power
-of the block model's verdicts, on the schedules plan.py really makes."""
+of the block model's verdicts, on the schedules plan/build.py really makes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from traceladder.summary.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
-from traceladder.summary.stats import Run, fit_blocks, verdict
+from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
+from traceladder.stats.model import Run, fit_blocks, verdict
 
 
 @dataclass(frozen=True)
@@ -21,15 +21,15 @@ class LadderShape:
 
     pairs: tuple[tuple[str, str], ...]  # (rung, parent)
     schedules: tuple[tuple[Slot, ...], ...]
-    from_plan: bool  # False: plan.py records no block design yet, so the schedules are our own shuffle
+    from_plan: bool  # False: plan/build.py records no block design yet, so the schedules are our own shuffle
 
 
 def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -> LadderShape:
-    """`schedules` plans of `ladder` (run ids sim0, sim1, ...), as plan.py builds them."""
+    """`schedules` plans of `ladder` (run ids sim0, sim1, ...), as plan/build.py builds them."""
     import inspect
 
     from traceladder.config.loader import find_ladder, load_ladder
-    from traceladder.plan import build_plan
+    from traceladder.plan.build import build_plan
 
     loaded = load_ladder(find_ladder(ladder))
     pairs = tuple((r.name, r.parent) for r in loaded.ladder.rungs if r.parent)

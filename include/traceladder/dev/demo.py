@@ -21,9 +21,9 @@ def say(message: str) -> None:
 
 
 def run_demo(ladder: str = "proxy-local") -> int:
-    from traceladder.airflow.local_airflow import airflow_env, prepare
+    from traceladder.dev.local_airflow import airflow_env, prepare
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.storage.embedded_s3 import EmbeddedS3
+    from traceladder.dev.embedded_s3 import EmbeddedS3
 
     started = time.monotonic()
     loaded = load_ladder(find_ladder(ladder))
@@ -41,7 +41,7 @@ def run_demo(ladder: str = "proxy-local") -> int:
         prepare(STATE_DIR / "airflow", env)
         dag_id = f"traceladder-{loaded.ladder.ladder}"
         say(f"running DAG {dag_id} with dag.test(); each rung's log follows")
-        from traceladder.airflow.local_airflow import dag_test
+        from traceladder.dev.local_airflow import dag_test
 
         dag_run = dag_test(dag_id)
         say(f"DAG run {dag_run.run_id}: {dag_run.state}")
@@ -51,7 +51,7 @@ def run_demo(ladder: str = "proxy-local") -> int:
 def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
     from traceladder.storage import layout
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
-    from traceladder.summary.render import to_markdown
+    from traceladder.summary.render.markdown import to_markdown
 
     store = S3ArtifactStore(s3.client(), s3.bucket, prefix, ladder)
     latest_key = f"{ladder_prefix(prefix, ladder)}/{layout.LATEST_OBJECT}"

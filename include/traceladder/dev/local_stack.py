@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from traceladder.airflow.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
+from traceladder.dev.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
 from traceladder.process_group import start_group, stop_group
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -107,7 +107,7 @@ class LocalStack:
         self.startup_timeout_s = startup_timeout_s
         self._own_s3 = s3 is None and with_s3
         if self._own_s3:
-            from traceladder.storage.embedded_s3 import EmbeddedS3
+            from traceladder.dev.embedded_s3 import EmbeddedS3
 
             s3 = EmbeddedS3(self.state_dir / "s3", bucket="traceladder")
         self.s3 = s3

@@ -7,7 +7,7 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
-from traceladder.summary.fmt import fmt_est
+from traceladder.summary.render.fmt import fmt_est
 
 
 def _est(est: dict[str, Any] | None) -> str:

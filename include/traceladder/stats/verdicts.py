@@ -1,6 +1,6 @@
 """From a plan and its rung results to the block model's figures: each rung's `vs_parent`, the
 lens overheads paired within lens blocks, and the model's own numbers (df, variances) for the
-summary. The statistics themselves are in summary/stats.py."""
+summary. The statistics themselves are in stats/model.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from traceladder.summary.stats import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
+from traceladder.stats.model import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
 
 BATCH_SWITCHES = {"global_batch"}
 STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"

@@ -9,7 +9,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from traceladder.summary.attribution import fmt_us
-from traceladder.summary.fmt import fmt_change, fmt_est
+from traceladder.summary.render.fmt import fmt_change, fmt_est
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -80,7 +80,7 @@ _REPORT = _ENV.from_string(_TEMPLATE)
 
 
 def to_html(summary: dict[str, Any], charts: dict[str, bytes]) -> str:
-    from traceladder.summary.history_render import history_html
+    from traceladder.summary.render.history import history_html
 
     uris = [(name, "data:image/png;base64," + base64.b64encode(png).decode()) for name, png in sorted(charts.items())]
     trend = next((uri for name, uri in uris if name == "trend.png"), None)

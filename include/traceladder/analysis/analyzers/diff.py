@@ -1,6 +1,6 @@
 """Compare two traces' analysis reports: what moved between a base and a new trace.
 
-Input is what :func:`traceladder.analysis.engine.analyze_trace` already wrote for each trace
+Input is what :func:`traceladder.analysis.analyzers.trace.analyze_trace` already wrote for each trace
 (``ops_summary.csv``, ``ops_summary_by_category.csv``, ``kernel_summary.csv``,
 ``gpu_timeline.csv``, ``analysis.json``; for rocprofv3/RPD traces the rocprof set), so a trace
 is never parsed twice and the summary can compare the reports stored beside each trace.
@@ -394,7 +394,7 @@ def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
 
 def _reports_for(path: Path, work: Path, tag: str) -> Reports:
     """A trace (analysed into `work/tag`), or a folder the engine already wrote (has analysis.json)."""
-    from traceladder.analysis.engine import analyze_trace
+    from traceladder.analysis.analyzers.trace import analyze_trace
 
     if path.is_dir() and (path / ANALYSIS_OBJECT).is_file():
         return reports_from_dir(path, str(path))

@@ -1,0 +1,1 @@
+"""The `traceladder` commands (`main.py`), the one-line user errors (`errors.py`) and `changes`."""

@@ -1,0 +1,1 @@
+"""A summary rendered: markdown, HTML, charts, number formats and the perf CSV."""
