@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import statistics
 
 import pytest
 
@@ -245,3 +246,19 @@ def test_metrics_to_dict_is_json_ready():
     m = summarize(parse_iterations([current(i, 240.0, 1000.0, 17000.0) for i in range(1, 5)]), 1, (2, 4))
     d = json.loads(json.dumps(m.to_dict()))
     assert d["window"] == [2, 4] and d["iterations_used"] == [2, 3] and d["step_ms"] == 240.0
+
+
+def test_the_proxys_cpu_time_is_parsed_beside_the_elapsed_time() -> None:
+    def line(it: int, ms: float, cpu: float) -> str:
+        return current(it, ms, 1.0, 2048.0 / (ms / 1000)).replace(
+            "| compute per GPU", f"| step cpu time per iteration (ms): {cpu:.1f} | compute per GPU"
+        )
+
+    lines = [line(it, 100.0 + it, 50.0 + it) for it in range(1, 6)]
+    m = summarize(parse_iterations(lines), skip_iterations=1)
+    assert m.step_cpu_ms_values == [52.0, 53.0, 54.0, 55.0] and m.step_cpu_ms == pytest.approx(53.5)
+    # tokens per rank per CPU-second: 2048 tokens a step over its CPU seconds
+    assert m.tokens_per_cpu_s_per_gpu == pytest.approx(statistics.median(2048 / (c / 1000) for c in (52, 53, 54, 55)))
+    # Primus's own lines carry no CPU time: no figure, not a zero
+    plain = summarize(parse_iterations([current(it, 100.0, 1.0, 1.0) for it in range(1, 4)]), skip_iterations=1)
+    assert plain.step_cpu_ms is None and plain.step_cpu_ms_values is None and plain.tokens_per_cpu_s_per_gpu is None

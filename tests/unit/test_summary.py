@@ -313,3 +313,41 @@ def test_blocked_plan_purposes_lens_blocks_and_profile_runs() -> None:
     assert summary["lens_rung"] == "deepep" and lens["lens"] == "torch_rank0" and lens["runs"] == 2
     expected = math.exp(np.mean([math.log((380.0 + 3 * k + k * k) / (345.0 + 3 * k)) for k in range(2)]))
     assert lens["overhead_ratio"]["mean"] == pytest.approx(expected) and lens["overhead_ratio"]["df"] == 1
+
+
+def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figures() -> None:
+    # Wall time says fusions changed nothing (a noisy machine); the CPU time says it is 30% faster.
+    plan, results = make_run()
+    plan["metric"] = "cpu"
+    for r in results.values():
+        cpu = r["step_ms"] * (0.7 if r["rung"] != "baseline" else 1.0) * 0.8
+        r["step_cpu_ms"], r["step_cpu_ms_values"] = cpu, [cpu * f for f in (0.99, 1.0, 1.01, 1.0)]
+        per_rank_tokens = r["tokens_per_sec_per_gpu"] * r["step_ms"] / 1000
+        r["tokens_per_cpu_s_per_gpu"] = per_rank_tokens / (cpu / 1000)
+    summary = build_summary(plan, results, {})
+    rows = {r["rung"]: r for r in summary["rungs"]}
+    fus, gbs = rows["fusions"]["vs_parent"], rows["gbs16"]["vs_parent"]
+    hand = by_hand(results, "fusions", "baseline", "step_cpu_ms")
+    assert summary["metric"] == "cpu" and set(summary["model"]) == {"step_cpu_ms", "tokens_per_cpu_s_per_gpu"}
+    assert fus["metric"] == "step_cpu_ms" and fus["delta_pct"] == pytest.approx(hand["delta_pct"])
+    assert fus["mde_pct"] == pytest.approx(hand["mde_pct"]) and fus["verdict"] == "faster"
+    assert gbs["metric"] == "tokens_per_cpu_s_per_gpu"
+    # the wall figures stay beside the verdict
+    assert rows["fusions"]["step_ms"]["mean"] == pytest.approx(
+        np.mean([results[f"fusions.none.r{k}"]["step_ms"] for k in range(3)])
+    )
+    assert rows["fusions"]["step_cpu_ms"]["n"] == 3
+    text = "\n".join(summary["findings"])
+    assert "step CPU time" in text and "blind to communication" in text
+    md = to_markdown(summary)
+    assert "step CPU ms (95% CI)" in md and "vs parent on CPU time" in md and "CPU ms (" in md
+    html = to_html(summary, {})
+    assert "metric: cpu" in html and "step CPU ms (95% CI)" in html
+
+
+def test_a_plan_without_a_metric_is_judged_on_wall_time() -> None:
+    plan, results = make_run()
+    summary = build_summary(plan, results, {})
+    assert summary["metric"] == "wall" and set(summary["model"]) == {"step_ms", "tokens_per_sec_per_gpu"}
+    assert "blind to communication" not in "\n".join(summary["findings"])
+    assert "step CPU ms" not in to_markdown(summary)

@@ -46,6 +46,7 @@ def plan_run(
         "schema": 1,
         "ladder": loaded.ladder.ladder,
         "run_id": run_id,
+        "metric": loaded.ladder.metric,
         "params": params,
         "design": plan_design(specs, seed),
         "specs": spec_dicts,

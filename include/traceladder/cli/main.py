@@ -148,7 +148,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from traceladder.dev.demo import run_demo
 
-    return run_demo(ladder=args.ladder)
+    return run_demo(ladder=args.ladder, list_keys=args.list_keys)
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
@@ -233,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="run a whole ladder through Airflow on the embedded default")
     p.add_argument("--ladder", default="proxy-local")
+    p.add_argument("--list-keys", action="store_true", help="also list every S3 key of the run (before the summary)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("up", help="start S3 and a local Airflow (UI, scheduler, ...) until Ctrl-C")

@@ -102,6 +102,10 @@ class Ladder(Strict):
     seed: int | None = Field(default=None, ge=0)
     # Iterations Primus keeps out of its averages (log_avg_skip_iterations); the runner skips them too.
     warmup_iters: int = Field(default=2, ge=0)
+    # What the verdicts judge: `wall` (step_ms; tokens/s/GPU for batch rungs) or `cpu` (the
+    # slowest rank's compute-thread CPU time, step_cpu_ms; tokens per CPU-second for batch rungs),
+    # which the CPU proxy logs and which the machine's other tenants move far less.
+    metric: Literal["wall", "cpu"] = "wall"
     timeout_s: int = Field(default=1800, ge=10)
     engine: Literal["builtin", "tracelens"] = "builtin"
     base: RungSettings = Field(default_factory=RungSettings)

@@ -1,8 +1,9 @@
 """`traceladder demo`: a whole ladder through real Airflow on the embedded default.
 
 Starts SeaweedFS, prepares an Airflow home under `.traceladder/` (git-ignored), runs the
-ladder's weekly DAG with `dag.test()`, reads the published summary back from S3, prints it with
-the S3 keys, keeps a local copy, and stops what it started."""
+ladder's weekly DAG with `dag.test()`, reads the published summary back from S3, prints it and
+then where the rest is (the report, the S3 prefix and its object count; `--list-keys` lists
+the keys), keeps a local copy, and stops what it started."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def say(message: str) -> None:
     print(f"[demo] {message}", file=sys.stderr, flush=True)
 
 
-def run_demo(ladder: str = "proxy-local") -> int:
+def run_demo(ladder: str = "proxy-local", list_keys: bool = False) -> int:
     from traceladder.dev.local_airflow import airflow_env, prepare
     from traceladder.config import find_ladder, load_ladder
     from traceladder.dev.embedded_s3 import EmbeddedS3
@@ -45,10 +46,24 @@ def run_demo(ladder: str = "proxy-local") -> int:
 
         dag_run = dag_test(dag_id)
         say(f"DAG run {dag_run.run_id}: {dag_run.state}")
-        return _report(s3, storage.prefix, loaded.ladder.ladder, started, dag_run)
+        return _report(s3, storage.prefix, loaded.ladder.ladder, started, dag_run, list_keys)
 
 
-def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
+def where_the_rest_is(
+    bucket: str, run_prefix: str, n_objects: int, local_report: str, latest_line: str, wall_s: float
+) -> list[str]:
+    """What `make demo` prints after the summary: where the rest of the run is, not every key."""
+    return [
+        "",
+        f"report: {local_report}",
+        f"S3: s3://{bucket}/{run_prefix}/ ({n_objects} objects; `traceladder demo --list-keys` lists them)",
+        latest_line,
+        "browse it: make up (the Airflow UI's Ladders page)",
+        f"demo wall time: {wall_s:.0f} s",
+    ]
+
+
+def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bool = False) -> int:
     from traceladder.storage import layout
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
     from traceladder.summary.render.markdown import to_markdown
@@ -69,12 +84,13 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run) -> int:
             target = local / key[len(run_prefix) + 1 :]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(store.get_bytes(key))
+    if list_keys:
+        print(f"S3 objects under s3://{s3.bucket}/{run_prefix}/ ({len(keys)}):")
+        for key in keys:
+            print(f"  {key}")
     print(to_markdown(summary))
-    print(f"S3 objects under s3://{s3.bucket}/{run_prefix}/ ({len(keys)}):")
-    for key in keys:
-        print(f"  {key}")
-    print(f"latest: s3://{s3.bucket}/{latest_key} -> {latest['summary_json']}")
-    print(f"local copy: {local}")
-    print(f"report: {local / layout.SUMMARY_FOLDER / layout.REPORT_HTML}")
-    print(f"demo wall time: {time.monotonic() - started:.0f} s")
+    latest_line = f"latest: s3://{s3.bucket}/{latest_key} -> {latest['summary_json']} (local copy: {local})"
+    report = str(local / layout.SUMMARY_FOLDER / layout.REPORT_HTML)
+    wall_s = time.monotonic() - started
+    print("\n".join(where_the_rest_is(s3.bucket, run_prefix, len(keys), report, latest_line, wall_s)))
     return 0 if str(dag_run.state) == "success" else 1

@@ -57,6 +57,9 @@ class IterationRecord:
     tokens_per_sec_per_gpu_avg: float | None = None  # harmonic mean (current), arithmetic (<=v26.4)
     rocm_mem_gb: float | None = None  # "rocm mem usage" (current)
     max_mem_rank: int | None = None  # the N of "rank-N rocm max mem"
+    # the CPU proxy's "step cpu time per iteration (ms)": the slowest rank's compute-thread CPU
+    # time (CLOCK_THREAD_CPUTIME_ID; not in Primus's own line)
+    step_cpu_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +79,11 @@ class StepMetrics:
     skip_iterations: int = 0
     window: tuple[int, int] | None = None
     peak_mem_source: str | None = None  # "rocm_max_mem" | "hip_mem" | None
+    # over the same iterations as step_ms, where every one of them logged it (the CPU proxy)
+    step_cpu_ms: float | None = None
+    step_cpu_ms_values: list[float] | None = None
+    # tokens per rank per CPU-second of step_cpu_ms (median over the same iterations)
+    tokens_per_cpu_s_per_gpu: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -91,6 +99,7 @@ _LINE_RE = re.compile(
     rf"""
       (?<![\w-])iteration\s+(?P<it>\d{{1,18}})\s*/\s*(?P<iters>\d{{1,18}})(?!\d)
     | elapsed\ time\ per\ iteration\ \(ms\):\s*(?P<el>{_NUM})(?:\s*/\s*(?P<el_avg>{_NUM}))?
+    | step\ cpu\ time\ per\ iteration\ \(ms\):\s*(?P<cpu>{_NUM})
     | (?:compute|throughput)\ per\ GPU\ \(TFLOP/s/GPU\):\s*(?P<tf>{_NUM})
           (?:\s*/\s*(?P<tf_avg>{_NUM})|\s*\(\s*avg\s+(?P<tf_avg2>{_NUM})\s*\))?
     | tokens/s/GPU\ inst/harmonic\ mean:\s*(?P<tok>{_NUM})(?:\s*/\s*(?P<tok_avg>{_NUM}))?
@@ -134,6 +143,8 @@ def _parse_line(line: str) -> IterationRecord | None:
             vals.setdefault("elapsed_ms", float(g["el"]))
             if g["el_avg"] is not None:
                 vals.setdefault("elapsed_ms_avg", float(g["el_avg"]))
+        elif g["cpu"] is not None:
+            vals.setdefault("step_cpu_ms", float(g["cpu"]))
         elif g["tf"] is not None:
             vals.setdefault("tflops", float(g["tf"]))
             avg = g["tf_avg"] if g["tf_avg"] is not None else g["tf_avg2"]
@@ -251,6 +262,9 @@ def summarize(
     step_ms = _median(step_values)
     if step_ms is None:
         raise PrimusLogError("no usable Primus iterations: every elapsed time is NaN")
+    cpu_values = [r.step_cpu_ms for r in used if r.step_cpu_ms is not None]
+    if len(cpu_values) < len(used):
+        cpu_values = []  # a figure over other iterations than step_ms's would not compare
     tokens = _median([r.tokens_per_sec_per_gpu for r in used if r.tokens_per_sec_per_gpu is not None])
     tflops = _median([r.tflops for r in used if r.tflops is not None])
 
@@ -278,4 +292,15 @@ def summarize(
         skip_iterations=skip_iterations,
         window=window,
         peak_mem_source=source,
+        step_cpu_ms=_median(cpu_values) if cpu_values else None,
+        step_cpu_ms_values=cpu_values or None,
+        tokens_per_cpu_s_per_gpu=_median(
+            [
+                r.tokens_per_sec_per_gpu * r.elapsed_ms / r.step_cpu_ms
+                for r in used
+                if r.tokens_per_sec_per_gpu is not None and r.step_cpu_ms
+            ]
+        )
+        if cpu_values
+        else None,
     )

@@ -12,6 +12,31 @@ from traceladder.stats.model import CONFIDENCE, POWER, BlockFit, Run, fit_blocks
 
 BATCH_SWITCHES = {"global_batch"}
 STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"
+CPU_STEP, CPU_TOKENS = "step_cpu_ms", "tokens_per_cpu_s_per_gpu"
+# The ladder's `metric` → (step figure, batch rungs' figure, the per-iteration values of the step figure)
+VERDICT_METRICS = {
+    "wall": (STEP, TOKENS, "step_ms_values"),
+    "cpu": (CPU_STEP, CPU_TOKENS, "step_cpu_ms_values"),
+}
+STEP_METRICS = {STEP, CPU_STEP}
+# How a verdict names its figure: (what, unit)
+METRIC_WORDS = {
+    STEP: ("step time", "ms/step"),
+    TOKENS: ("tokens/s/GPU", "tokens/s/GPU"),
+    CPU_STEP: ("step CPU time", "CPU ms/step"),
+    CPU_TOKENS: ("tokens per CPU-second per GPU", "tokens/CPU-s/GPU"),
+}
+# Where a verdict on `metric: cpu` is shown, it says what that figure cannot see.
+CPU_METRIC_CAVEAT = (
+    "Verdicts judge the slowest rank's compute-thread CPU time (metric: cpu): it is blind to "
+    "communication (collectives run on gloo's thread and the wait for a peer is off-CPU), so it "
+    "cannot see what a dispatcher or overlap change does to communication, nor stragglers."
+)
+
+
+def plan_metric(plan: dict[str, Any]) -> str:
+    """The ladder's verdict metric as the plan records it (plans before it: wall)."""
+    return "cpu" if plan.get("metric") == "cpu" else "wall"
 
 
 def spec_purpose(spec: dict[str, Any]) -> str:
@@ -30,6 +55,7 @@ def _runs(
     keep: Callable[[dict[str, Any]], bool],
     metric: str,
     treatment: Callable[[dict[str, Any]], str] = lambda s: s["rung"],
+    values: str = "step_ms_values",
 ) -> list[Run]:
     """The ok runs whose spec `keep` accepts, as design cells; `treatment(spec)` names the cell.
     A failed run is simply a missing cell."""
@@ -41,7 +67,7 @@ def _runs(
         y = log_or_none(result.get(metric))
         if y is None:
             continue
-        iters = tuple(math.log(v) for v in result.get("step_ms_values") or () if v and v > 0)
+        iters = tuple(math.log(v) for v in result.get(values) or () if v and v > 0)
         out.append(Run(spec_block(spec), treatment(spec), y, iters))
     return out
 
@@ -78,8 +104,10 @@ def _model(fit: BlockFit) -> dict[str, Any]:
 def rung_verdicts(
     plan: dict[str, Any], results: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """rung → vs_parent for every rung with a parent, and the model's figures per metric."""
-    fits = {metric: fit_blocks(_runs(plan, results, _measure, metric)) for metric in (STEP, TOKENS)}
+    """rung → vs_parent for every rung with a parent, and the model's figures per metric (the
+    ladder's verdict metric: wall or cpu)."""
+    step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
+    fits = {metric: fit_blocks(_runs(plan, results, _measure, metric, values=values)) for metric in (step, tokens)}
     info: dict[str, dict[str, Any]] = {}
     for spec in plan["specs"]:
         info.setdefault(spec["rung"], spec)
@@ -88,12 +116,12 @@ def rung_verdicts(
         parent = spec.get("parent")
         if parent is None:
             continue
-        metric = TOKENS if spec.get("switch") in BATCH_SWITCHES else STEP
+        metric = tokens if spec.get("switch") in BATCH_SWITCHES else step
         fit = fits[metric]
         if parent not in fit.counts or rung not in fit.counts:
-            out[rung] = verdict(fit.contrast(rung, parent), math.nan, metric, metric == TOKENS)
+            out[rung] = verdict(fit.contrast(rung, parent), math.nan, metric, metric == tokens)
             continue
-        out[rung] = verdict(fit.contrast(rung, parent), math.exp(fit.level(parent)), metric, metric == TOKENS)
+        out[rung] = verdict(fit.contrast(rung, parent), math.exp(fit.level(parent)), metric, metric == tokens)
     return out, {metric: _model(fit) for metric, fit in fits.items()}
 
 
@@ -134,8 +162,7 @@ def verdict_findings(summary: dict[str, Any]) -> list[str]:
     called = [r for r in rows if r["vs_parent"]["verdict"] in ("faster", "slower")]
     for r in sorted(called, key=lambda r: -abs(r["vs_parent"]["delta_pct"])):
         v = r["vs_parent"]
-        what = "step time" if v["metric"] == STEP else "tokens/s/GPU"
-        unit = "ms/step" if v["metric"] == STEP else "tokens/s/GPU"
+        what, unit = METRIC_WORDS.get(v["metric"], METRIC_WORDS[STEP])
         out.append(
             f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
             f"{v['delta_pct']:+.1f}% ({v['delta']:+.1f} {unit}, 95% CI {v['ci95'][0]:+.1f} to {v['ci95'][1]:+.1f})."
@@ -150,4 +177,6 @@ def verdict_findings(summary: dict[str, Any]) -> list[str]:
     single = [r["rung"] for r in rows if r["vs_parent"]["verdict"] == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
+    if summary.get("metric") == "cpu" and rows:
+        out.append(CPU_METRIC_CAVEAT)
     return out

@@ -63,7 +63,12 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
         if verdict in ("no_change", "single_run"):
             return f"vs_parent verdict is {verdict}"
         ci = vs.get("ci95")
-        if vs.get("metric") == "step_ms" and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
+        if (
+            vs.get("metric") in ("step_ms", "step_cpu_ms")
+            and isinstance(ci, (list, tuple))
+            and len(ci) == 2
+            and None not in ci
+        ):
             width_ms = float(ci[1]) - float(ci[0])
             if largest_us / 1e3 < width_ms:
                 return (

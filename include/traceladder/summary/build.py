@@ -8,8 +8,10 @@ from typing import Any
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
+    CPU_STEP,
     lens_overheads,
     measured,
+    plan_metric,
     rung_verdicts,
     spec_purpose,
     verdict_findings,
@@ -44,6 +46,7 @@ def build_summary(
     vs_parent, model = rung_verdicts(plan, results)
 
     step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
+    cpu_step = {name: estimate(_ok(unprofiled.get(name, []), CPU_STEP)) for name in order}
     tokens = {name: estimate(_ok(unprofiled.get(name, []), "tokens_per_sec_per_gpu")) for name in order}
     root = next((name for name in order if info[name]["parent"] is None), order[0] if order else None)
 
@@ -66,6 +69,7 @@ def build_summary(
             "statuses": sorted({r["status"] for r in runs}),
             "step_ms": _est(step[name]),
             "step_ms_per_repeat": [r.get("step_ms") for r in runs],
+            "step_cpu_ms": _est(cpu_step[name]),
             "tokens_per_sec_per_gpu": _est(tokens[name]),
             "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
             "kind": "batch" if batch else "optimisation",
@@ -109,6 +113,7 @@ def build_summary(
         "run_id": plan["run_id"],
         "root": root,
         "rungs": rows,
+        "metric": plan_metric(plan),
         "model": model,
         "lenses": lenses,
         "lens_rung": lens_rung,

@@ -22,7 +22,8 @@ def fmt_change(vs: dict[str, Any] | None, unit: str | None = None) -> str:
     """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
     if not vs:
         return "-"
-    unit = unit or ("ms" if vs["metric"] == "step_ms" else "tok/s")
+    units = {"step_ms": "ms", "step_cpu_ms": "CPU ms", "tokens_per_cpu_s_per_gpu": "tok/CPU-s"}
+    unit = unit or units.get(vs["metric"], "tok/s")
     if vs["delta"] is None:
         return "single run: no verdict"
     change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"

@@ -22,10 +22,15 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 </style></head><body>
 <h1>{{ s.ladder }} <small>run {{ s.run_id }}</small></h1>
 <h2>Ladder</h2>
-<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th><th>tokens/s/GPU</th>\
-<th>vs parent (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
+{% set cpu = s.metric == 'cpu' %}\
+<p id="verdict-metric">Verdicts judge {% if cpu %}the slowest rank's compute-thread CPU time (metric: cpu); \
+wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif %}</p>
+<table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
+{% if cpu %}<th>step CPU ms (95% CI)</th>{% endif %}<th>tokens/s/GPU</th>\
+<th>vs parent{{ ' on CPU time' if cpu }} (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
 {% for r in s.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.switch ~ '=' ~ r.value if r.switch else '(root)' }}</td>
-<td>{{ r.step_ms | est }}</td><td>{{ r.tokens_per_sec_per_gpu | est(0) }}</td>
+<td>{{ r.step_ms | est }}</td>{% if cpu %}<td>{{ r.step_cpu_ms | est }}</td>{% endif %}\
+<td>{{ r.tokens_per_sec_per_gpu | est(0) }}</td>
 <td{% if r.vs_parent and r.vs_parent.verdict in ('no_change', 'single_run') %} class="noise"{% endif %}>\
 {{ r.vs_parent | change }}</td>
 <td>{{ '%.2fx' % r.speedup_vs_root.mean if r.speedup_vs_root else '-' }}</td><td>\

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS
 from traceladder.summary.render.fmt import fmt_change, fmt_est
 
 
 def ladder_table(summary: dict[str, Any]) -> str:
+    cpu = summary.get("metric") == "cpu"
     head = (
-        "| rung | change | step ms (95% CI) | tokens/s/GPU | vs parent (95% CI) | speedup vs root "
+        "| rung | change | step ms (95% CI) |"
+        + (" step CPU ms (95% CI) |" if cpu else "")
+        + f" tokens/s/GPU | vs parent{' on CPU time' if cpu else ''} (95% CI) | speedup vs root "
         "| peak mem GB | runs ok |"
     )
-    lines = [head, "|---" * 8 + "|"]
+    lines = [head, "|---" * (9 if cpu else 8) + "|"]
     for row in summary["rungs"]:
         change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
         vs_parent = fmt_change(row.get("vs_parent"))
@@ -20,17 +24,27 @@ def ladder_table(summary: dict[str, Any]) -> str:
         speed = f"{row['speedup_vs_root']['mean']:.2f}x" if row["speedup_vs_root"] else "-"
         flag = "" if row["ok"] == row["runs"] else " FAILED"
         lines.append(
-            f"| {row['rung']} | {change} | {fmt_est(row['step_ms'])} | {fmt_est(row['tokens_per_sec_per_gpu'], 0)} "
+            f"| {row['rung']} | {change} | {fmt_est(row['step_ms'])} |"
+            + (f" {fmt_est(row.get('step_cpu_ms'))} |" if cpu else "")
+            + f" {fmt_est(row['tokens_per_sec_per_gpu'], 0)} "
             f"| {vs_parent} | {speed} | {mem} | {row['ok']}/{row['runs']}{flag} |"
         )
-    model = summary.get("model", {}).get("step_ms")
+    step_metric = VERDICT_METRICS["cpu" if cpu else "wall"][0]
+    model = summary.get("model", {}).get(step_metric)
     if model and model.get("df"):
+        what = (
+            "the slowest rank's compute-thread CPU time (tokens per CPU-second for batch rungs)"
+            if cpu
+            else "step time (tokens/s/GPU for batch rungs)"
+        )
         lines += [
             "",
-            f"vs parent: randomised block model on log step time (tokens/s/GPU for batch rungs), "
+            f"vs parent: randomised block model on log {what}, "
             f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
             f"{model['run_sd_pct']:.1f}%; MDE at 80% power.",
         ]
+        if cpu:
+            lines.append(CPU_METRIC_CAVEAT)
     return "\n".join(lines)
 
 

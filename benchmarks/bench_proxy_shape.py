@@ -1,0 +1,166 @@
+"""The proxy's calibration against the seed: each proxy-local rung's effect against its parent.
+
+* ``proxy_shape``: ``SHAPE_BLOCKS`` blocks (``--quick``: 2); each block runs every rung of
+  proxy-local once (lens none, 2 EP ranks, as a ladder's slot runs it) in a shuffled order. Per
+  rung and block: the median over measured iterations of the wall step time and of the slowest
+  rank's compute-thread CPU time (``step cpu time per iteration``), and tokens/s/GPU and tokens
+  per CPU-second for the batch rungs. The effect of a rung is the mean over blocks of its log
+  ratio to its parent in the same block (paired), shown as a percentage with a Student t 95%
+  interval over the blocks. Each is checked against its band (issue 25, item 1), on the metric
+  the ladder judges (``metric: cpu``); the wall effect is beside it. The table goes to
+  ``docs/figures/<date>-proxy_shape.md`` as well, with the CPU model, since the calibration
+  depends on it.
+
+``TRACELADDER_BENCH_SHAPE_BLOCKS`` changes the block count.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+from benchmarks.bench_proxy_noise import proxy_command
+from benchmarks.common import REPO, Context, Row
+
+SHAPE_BLOCKS = int(os.environ.get("TRACELADDER_BENCH_SHAPE_BLOCKS", "5"))
+FIGURES = REPO / "docs" / "figures"
+
+# rung: (parent, seed effect in %, band: (lo, hi) in % of the parent, batch rung?)
+# Step rungs: negative is faster. Batch rungs: tokens/s/GPU gain, positive is better.
+BANDS: dict[str, tuple[str, float, tuple[float, float], bool]] = {
+    "fusions": ("baseline", -38.8, (-100.0, -25.0), False),
+    "attn_gluon_v3": ("fusions", -2.9, (-5.0, 5.0), False),
+    "attn_turbo": ("attn_gluon_v3", -2.4, (-5.0, 5.0), False),
+    "deepep": ("attn_turbo", 1.1, (-5.0, 5.0), False),
+    "grouped_gemm": ("deepep", -10.1, (-100.0, -8.0), False),
+    "megamoe": ("grouped_gemm", -12.0, (-100.0, -8.0), False),
+    "recompute_off": ("megamoe", -7.1, (-100.0, -7.0), False),
+    "gbs16": ("recompute_off", 18.3, (10.0, 1000.0), True),
+    "gbs32": ("recompute_off", 29.5, (15.0, 1000.0), True),
+}
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+@dataclass
+class Measured:
+    wall_ms: float
+    cpu_ms: float
+    tokens_wall: float
+    tokens_cpu: float
+    peak_gb: float
+
+
+def _run(rung: str, python: str) -> Measured:
+    from traceladder.runner.primus_log import parse_iterations, summarize
+
+    args, env, warmup = proxy_command(rung)
+    with tempfile.TemporaryDirectory(prefix="tl-shape-") as tmp:
+        full_env = {
+            **os.environ,
+            **env,
+            "PRIMUS_WORKSPACE": tmp,
+            "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
+        proc = subprocess.run([python, *args], env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{rung}: proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
+    m = summarize(parse_iterations(proc.stdout.splitlines()), skip_iterations=warmup)
+    if m.step_cpu_ms is None or m.tokens_per_sec_per_gpu is None or m.tokens_per_cpu_s_per_gpu is None:
+        raise RuntimeError(f"{rung}: the proxy logged no CPU time")
+    return Measured(m.step_ms, m.step_cpu_ms, m.tokens_per_sec_per_gpu, m.tokens_per_cpu_s_per_gpu, m.peak_mem_gb or 0)
+
+
+def _effect(logs: list[float]) -> tuple[float, float, float]:
+    """(mean %, lo %, hi %) of paired log ratios over blocks."""
+    mean = statistics.fmean(logs)
+    half = T975.get(len(logs) - 1, 2.0) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+    return 100 * math.expm1(mean), 100 * math.expm1(mean - half), 100 * math.expm1(mean + half)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return "unknown"
+    name = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "unknown")
+    flags = "avx512_bf16" if "avx512_bf16" in text else ("avx512f" if "avx512f" in text else "avx2-only")
+    return f"{name} ({flags}, {os.cpu_count()} cpus)"
+
+
+def bench_proxy_shape(ctx: Context) -> list[Row]:
+    blocks = 2 if ctx.quick else SHAPE_BLOCKS
+    rungs = ["baseline", *BANDS]
+    rng = random.Random(25)
+    data: dict[str, list[Measured]] = {r: [] for r in rungs}
+    t0 = time.monotonic()
+    for _ in range(blocks):
+        order = rungs[:]
+        rng.shuffle(order)
+        for rung in order:
+            data[rung].append(_run(rung, ctx.python))
+    cpu = _cpu_model()
+    rows, table = [], []
+    for rung, (parent, seed, (lo, hi), batch) in BANDS.items():
+        if batch:
+            cpu_logs = [math.log(a.tokens_cpu / b.tokens_cpu) for a, b in zip(data[rung], data[parent])]
+            wall_logs = [math.log(a.tokens_wall / b.tokens_wall) for a, b in zip(data[rung], data[parent])]
+        else:
+            cpu_logs = [math.log(a.cpu_ms / b.cpu_ms) for a, b in zip(data[rung], data[parent])]
+            wall_logs = [math.log(a.wall_ms / b.wall_ms) for a, b in zip(data[rung], data[parent])]
+        eff, elo, ehi = _effect(cpu_logs)
+        weff, _, _ = _effect(wall_logs)
+        ok = lo <= eff <= hi
+        what = "tokens/CPU-s gain" if batch else "step CPU time"
+        band = f"{lo:+.0f}%..{hi:+.0f}%".replace("+1000%", "inf").replace("-100%", "-inf")
+        rows.append(
+            Row(
+                "proxy_shape",
+                f"{rung} vs {parent}, {what}",
+                eff,
+                "%",
+                f"in {band} (seed {seed:+.1f}%)",
+                ok,
+                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], wall {weff:+.1f}%, {blocks} blocks",
+            )
+        )
+        table.append(
+            f"| {rung} | {parent} | {seed:+.1f}% | {band} | {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {weff:+.1f}% "
+            f"| {'yes' if ok else 'NO'} |"
+        )
+    peaks = {r: max(m.peak_gb for m in data[r]) for r in ("megamoe", "recompute_off")}
+    wall = time.monotonic() - t0
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    out = FIGURES / f"{time.strftime('%Y-%m-%d')}-proxy_shape.md"
+    out.write_text(
+        "\n".join(
+            [
+                "# The proxy's calibration against the seed (`python -m benchmarks --only proxy_shape`)",
+                "",
+                f"CPU: {cpu}. {blocks} blocks of every proxy-local rung, shuffled, {wall:.0f} s; "
+                f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} at the end.",
+                "Effect: mean over blocks of the paired log ratio to the parent, Student t 95% interval; "
+                "CPU = the slowest rank's compute-thread CPU time (batch rungs: tokens per CPU-second).",
+                "",
+                "| rung | parent | seed | band | proxy, CPU (95% CI) | proxy, wall | in band |",
+                "|---|---|---|---|---|---|---|",
+                *table,
+                "",
+                f"Peak memory (max over blocks): megamoe {peaks['megamoe']:.3f} GB, "
+                f"recompute_off {peaks['recompute_off']:.3f} GB.",
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    rows.append(Row("proxy_shape", "figures file", float("nan"), "", "", None, str(out.relative_to(REPO))))
+    return rows
+
+
+SECTIONS = [bench_proxy_shape]
