@@ -177,11 +177,12 @@ def _power_ladder(k: int, out: str) -> tuple[dict, dict[str, dict]]:
     from traceladder.config.loader import ladders_dir, load_ladder
     from traceladder.plan.build import build_plan, execution_order
 
-    specs = execution_order(build_plan(load_ladder(ladders_dir() / "proxy-power.yaml"), seed=k))
+    loaded = load_ladder(ladders_dir() / "proxy-power.yaml")
+    specs = execution_order(build_plan(loaded, seed=k))
     results = {
         spec.rung_id: run_rung("--spec-json", spec.to_json(), "--run-id", f"power{k}", out=out) for spec in specs
     }
-    return {"specs": [json.loads(s.to_json()) for s in specs]}, results
+    return {"specs": [json.loads(s.to_json()) for s in specs], "metric": loaded.ladder.metric}, results
 
 
 def _pooled(ladders: list[tuple[dict, dict[str, dict]]]) -> tuple[dict, dict[str, dict]]:
@@ -193,12 +194,12 @@ def _pooled(ladders: list[tuple[dict, dict[str, dict]]]) -> tuple[dict, dict[str
             rid = f"{k}/{spec['rung_id']}"
             specs.append({**spec, "rung_id": rid, "block": k * 100 + spec["block"]})
             results[rid] = ladder_results[spec["rung_id"]]
-    return {"specs": specs}, results
+    return {"specs": specs, "metric": ladders[0][0].get("metric", "wall") if ladders else "wall"}, results
 
 
 def bench_verdicts_power_real(ctx: Context) -> list[Row]:
     from traceladder.stats.model import t_quantile
-    from traceladder.stats.verdicts import rung_verdicts
+    from traceladder.stats.verdicts import VERDICT_METRICS, plan_metric, rung_verdicts
 
     count = 2 if ctx.quick else POWER_REAL_LADDERS
     with tempfile.TemporaryDirectory(prefix="traceladder-power-") as tmp:
@@ -210,7 +211,7 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
             seen.append(str(verdicts[rung]["verdict"]))
     plan, results = _pooled(ladders)
     pooled, model = rung_verdicts(plan, results)
-    run_sd = model["step_ms"]["run_sd_pct"] / 100
+    run_sd = model[VERDICT_METRICS[plan_metric(plan)][0]]["run_sd_pct"] / 100
     rungs = 10  # proxy-local's: its block model's residual df at n blocks is (n - 1)(rungs - 1)
 
     def mde(n: int) -> float:
