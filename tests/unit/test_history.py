@@ -121,6 +121,31 @@ def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
     assert evaluate(entries)["regressions"] == []
 
 
+def test_a_cpu_metric_ladder_finds_its_change_points_on_the_step_cpu_time() -> None:
+    # The wall time is flat; the CPU time steps up 6% at week 16: a `metric: cpu` ladder calls it.
+    # Two older runs recorded no CPU time: they stay out of the series.
+    entries = []
+    for i, e in enumerate(NOISE + NOISE[:3]):
+        entry = _entry(f"2026-w{i:02d}", {"base": 100 * (1 + 0.01 * e)})
+        point = entry["points"]["rungs"]["base"]
+        cpu = 50 * (1 + 0.01 * NOISE[-1 - (i % len(NOISE))]) * (1.06 if i >= 16 else 1.0)
+        if i >= 2:
+            point["step_cpu_ms"] = {"mean": cpu, "ci95": 0.5, "n": 3}
+            entry["points"]["metric"] = "cpu"
+        entries.append(entry)
+    history = evaluate(entries)
+    [rung] = history["rungs"]
+    assert history["metric"] == "step_cpu_ms" and rung["run_ids"][0] == "2026-w02"
+    assert len(rung["step_cpu_ms"]) == len(rung["step_ms"]) == len(entries) - 2
+    [call] = history["regressions"]
+    assert (call["run_id"], call["direction"]) == ("2026-w16", "slower")
+    assert regression_lines(history)[0].startswith("base: step CPU time +")
+    # the same entries judged on wall time: flat, nothing called
+    for entry in entries:
+        entry["points"].pop("metric", None)
+    assert evaluate(entries)["regressions"] == []
+
+
 # ---- the command -------------------------------------------------------------------------------
 def _changes(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO / "include")}

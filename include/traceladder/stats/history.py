@@ -247,14 +247,21 @@ class RungHistory:
     run_ids: list[str] = field(default_factory=list)
     step_ms: list[dict[str, Any]] = field(default_factory=list)  # {"mean","ci95","n"} per run
     tokens_per_sec_per_gpu: list[dict[str, Any] | None] = field(default_factory=list)
+    # the figure the change points run on: step_ms, or step_cpu_ms on a `metric: cpu` ladder
+    judged: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_points(summary: dict[str, Any]) -> dict[str, Any]:
     """What one run contributes to the history (stored in its index entry, so a history needs
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
     return {
+        "metric": summary.get("metric") or "wall",
         "rungs": {
-            r["rung"]: {"step_ms": r.get("step_ms"), "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu")}
+            r["rung"]: {
+                "step_ms": r.get("step_ms"),
+                "step_cpu_ms": r.get("step_cpu_ms"),
+                "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu"),
+            }
             for r in summary.get("rungs", [])
             if r.get("step_ms")
         },
@@ -276,20 +283,27 @@ def provenance_changes(entries: list[dict[str, Any]]) -> list[list[str]]:
 
 def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int = 0) -> dict[str, Any]:
     """The history verdicts of a ladder. `entries` are full runs, oldest first, each
-    {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published."""
+    {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published.
+    The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
+    over the runs that recorded it."""
+    metric = (entries[-1]["points"].get("metric") or "wall") if entries else "wall"
+    judged_key = "step_cpu_ms" if metric == "cpu" else "step_ms"
     rungs: dict[str, RungHistory] = {}
     for entry in entries:
         for name, p in entry["points"]["rungs"].items():
+            if not p.get(judged_key):
+                continue  # a run before the ladder judged on this figure
             h = rungs.setdefault(name, RungHistory(name))
             h.run_ids.append(entry["run_id"])
             h.step_ms.append(p["step_ms"])
             h.tokens_per_sec_per_gpu.append(p.get("tokens_per_sec_per_gpu"))
+            h.judged.append(p[judged_key])
     prov = provenance_changes(entries)
     prov_at = {e["run_id"]: c for e, c in zip(entries, prov)}
     current = entries[-1]["run_id"] if entries else None
     out_rungs, regressions = [], []
     for h in rungs.values():
-        values = [s["mean"] for s in h.step_ms]
+        values = [s["mean"] for s in h.judged]
         now = detect(values, test=test, seed=seed)
         previous = detect(values[:-1], test=test, seed=seed) if h.run_ids[-1] == current else now
         fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
@@ -317,6 +331,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
                 "run_ids": h.run_ids,
                 "step_ms": h.step_ms,
                 "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
+                **({"step_cpu_ms": h.judged} if judged_key == "step_cpu_ms" else {}),
                 "change_points": points,
             }
         )
@@ -325,6 +340,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
         "logical_dates": [e.get("logical_date") for e in entries],
         "provenance_changes": prov,
         "test": test,
+        "metric": judged_key,
         "alpha": ALPHA,
         "alpha_recent": ALPHA_RECENT,
         "recent_runs": RECENT_RUNS,
@@ -371,8 +387,9 @@ def regression_lines(history: dict[str, Any] | None) -> list[str]:
             if r["provenance_changes"]
             else "; no provenance change"
         )
+        what = "step CPU time" if (history or {}).get("metric") == "step_cpu_ms" else "step time"
         out.append(
-            f"{r['rung']}: step time {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
+            f"{r['rung']}: {what} {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
             f"from run {r['run_id']} on{prov}."
         )
     return out
