@@ -40,10 +40,8 @@ def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], in
     return argv[1:], env, spec.warmup_iters  # argv[0] is this interpreter
 
 
-def run_proxy(
-    args: list[str], env: dict[str, str], warmup: int, *, pin: bool, python: str = sys.executable
-) -> list[float]:
-    """One proxy run; its measured iteration times in ms (warm-up left out)."""
+def proxy_iterations(args: list[str], env: dict[str, str], *, pin: bool, python: str = sys.executable) -> list:
+    """One proxy run in a fresh workspace; its parsed iteration records (runner.primus_log)."""
     from traceladder.runner.primus_log import parse_iterations
 
     with tempfile.TemporaryDirectory(prefix="tl-noise-") as tmp:
@@ -57,7 +55,14 @@ def run_proxy(
         proc = subprocess.run([python, *args], env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
-    records = parse_iterations(proc.stdout.splitlines())
+    return parse_iterations(proc.stdout.splitlines())
+
+
+def run_proxy(
+    args: list[str], env: dict[str, str], warmup: int, *, pin: bool, python: str = sys.executable
+) -> list[float]:
+    """One proxy run; its measured iteration times in ms (warm-up left out)."""
+    records = proxy_iterations(args, env, pin=pin, python=python)
     return [r.elapsed_ms for r in records if r.iteration > warmup and r.elapsed_ms is not None]
 
 

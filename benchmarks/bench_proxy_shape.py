@@ -20,12 +20,10 @@ import math
 import os
 import random
 import statistics
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 
-from benchmarks.bench_proxy_noise import proxy_command
+from benchmarks.bench_proxy_noise import proxy_command, proxy_iterations
 from benchmarks.common import REPO, Context, Row
 
 SHAPE_BLOCKS = int(os.environ.get("TRACELADDER_BENCH_SHAPE_BLOCKS", "5"))
@@ -57,20 +55,14 @@ class Measured:
 
 
 def _run(rung: str, python: str) -> Measured:
-    from traceladder.runner.primus_log import parse_iterations, summarize
+    from traceladder.runner.primus_log import summarize
 
     args, env, warmup = proxy_command(rung)
-    with tempfile.TemporaryDirectory(prefix="tl-shape-") as tmp:
-        full_env = {
-            **os.environ,
-            **env,
-            "PRIMUS_WORKSPACE": tmp,
-            "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
-        proc = subprocess.run([python, *args], env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{rung}: proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
-    m = summarize(parse_iterations(proc.stdout.splitlines()), skip_iterations=warmup)
+    try:
+        records = proxy_iterations(args, env, pin=True, python=python)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{rung}: {exc}") from None
+    m = summarize(records, skip_iterations=warmup)
     if m.step_cpu_ms is None or m.tokens_per_sec_per_gpu is None or m.tokens_per_cpu_s_per_gpu is None:
         raise RuntimeError(f"{rung}: the proxy logged no CPU time")
     return Measured(m.step_ms, m.step_cpu_ms, m.tokens_per_sec_per_gpu, m.tokens_per_cpu_s_per_gpu, m.peak_mem_gb or 0)

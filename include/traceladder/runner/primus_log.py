@@ -292,15 +292,13 @@ def summarize(
         skip_iterations=skip_iterations,
         window=window,
         peak_mem_source=source,
-        step_cpu_ms=_median(cpu_values) if cpu_values else None,
+        step_cpu_ms=_median(cpu_values),
         step_cpu_ms_values=cpu_values or None,
         tokens_per_cpu_s_per_gpu=_median(
             [
                 r.tokens_per_sec_per_gpu * r.elapsed_ms / r.step_cpu_ms
                 for r in used
-                if r.tokens_per_sec_per_gpu is not None and r.step_cpu_ms
+                if cpu_values and r.tokens_per_sec_per_gpu is not None and r.step_cpu_ms
             ]
-        )
-        if cpu_values
-        else None,
+        ),
     )

@@ -38,6 +38,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
+
 ALPHA = 0.0002  # per candidate; chosen with the replay bench (benchmarks/bench_history.py)
 ALPHA_RECENT, RECENT_RUNS = 0.002, 4  # for a change whose newest segment is the last RECENT_RUNS runs
 MIN_SIZE = 3  # runs per segment: one outlying week plus a neighbour is never a segment
@@ -286,8 +288,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
     {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published.
     The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
     over the runs that recorded it."""
-    metric = (entries[-1]["points"].get("metric") or "wall") if entries else "wall"
-    judged_key = "step_cpu_ms" if metric == "cpu" else "step_ms"
+    judged_key = VERDICT_METRICS[plan_metric(entries[-1]["points"] if entries else {})][0]
     rungs: dict[str, RungHistory] = {}
     for entry in entries:
         for name, p in entry["points"]["rungs"].items():
@@ -331,7 +332,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
                 "run_ids": h.run_ids,
                 "step_ms": h.step_ms,
                 "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
-                **({"step_cpu_ms": h.judged} if judged_key == "step_cpu_ms" else {}),
+                **({judged_key: h.judged} if judged_key != STEP else {}),
                 "change_points": points,
             }
         )
@@ -387,7 +388,7 @@ def regression_lines(history: dict[str, Any] | None) -> list[str]:
             if r["provenance_changes"]
             else "; no provenance change"
         )
-        what = "step CPU time" if (history or {}).get("metric") == "step_cpu_ms" else "step time"
+        what = METRIC_WORDS.get((history or {}).get("metric", STEP), METRIC_WORDS[STEP])[0]
         out.append(
             f"{r['rung']}: {what} {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
             f"from run {r['run_id']} on{prov}."

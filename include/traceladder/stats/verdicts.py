@@ -19,12 +19,12 @@ VERDICT_METRICS = {
     "cpu": (CPU_STEP, CPU_TOKENS, "step_cpu_ms_values"),
 }
 STEP_METRICS = {STEP, CPU_STEP}
-# How a verdict names its figure: (what, unit)
+# How a verdict names its figure: (what, unit in a sentence, unit in a table cell)
 METRIC_WORDS = {
-    STEP: ("step time", "ms/step"),
-    TOKENS: ("tokens/s/GPU", "tokens/s/GPU"),
-    CPU_STEP: ("step CPU time", "CPU ms/step"),
-    CPU_TOKENS: ("tokens per CPU-second per GPU", "tokens/CPU-s/GPU"),
+    STEP: ("step time", "ms/step", "ms"),
+    TOKENS: ("tokens/s/GPU", "tokens/s/GPU", "tok/s"),
+    CPU_STEP: ("step CPU time", "CPU ms/step", "CPU ms"),
+    CPU_TOKENS: ("tokens per CPU-second per GPU", "tokens/CPU-s/GPU", "tok/CPU-s"),
 }
 # Where a verdict on `metric: cpu` is shown, it says what that figure cannot see.
 CPU_METRIC_CAVEAT = (
@@ -162,7 +162,7 @@ def verdict_findings(summary: dict[str, Any]) -> list[str]:
     called = [r for r in rows if r["vs_parent"]["verdict"] in ("faster", "slower")]
     for r in sorted(called, key=lambda r: -abs(r["vs_parent"]["delta_pct"])):
         v = r["vs_parent"]
-        what, unit = METRIC_WORDS.get(v["metric"], METRIC_WORDS[STEP])
+        what, unit, _ = METRIC_WORDS.get(v["metric"], METRIC_WORDS[STEP])
         out.append(
             f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
             f"{v['delta_pct']:+.1f}% ({v['delta']:+.1f} {unit}, 95% CI {v['ci95'][0]:+.1f} to {v['ci95'][1]:+.1f})."

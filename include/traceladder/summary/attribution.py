@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from traceladder.stats.verdicts import STEP_METRICS
 from traceladder.storage.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
@@ -63,12 +64,7 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
         if verdict in ("no_change", "single_run"):
             return f"vs_parent verdict is {verdict}"
         ci = vs.get("ci95")
-        if (
-            vs.get("metric") in ("step_ms", "step_cpu_ms")
-            and isinstance(ci, (list, tuple))
-            and len(ci) == 2
-            and None not in ci
-        ):
+        if vs.get("metric") in STEP_METRICS and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
             width_ms = float(ci[1]) - float(ci[0])
             if largest_us / 1e3 < width_ms:
                 return (

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceladder.stats.verdicts import METRIC_WORDS, TOKENS
+
 
 def fmt_est(est: dict[str, Any] | None, digits: int = 1) -> str:
     """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
@@ -22,8 +24,7 @@ def fmt_change(vs: dict[str, Any] | None, unit: str | None = None) -> str:
     """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
     if not vs:
         return "-"
-    units = {"step_ms": "ms", "step_cpu_ms": "CPU ms", "tokens_per_cpu_s_per_gpu": "tok/CPU-s"}
-    unit = unit or units.get(vs["metric"], "tok/s")
+    unit = unit or METRIC_WORDS.get(vs["metric"], METRIC_WORDS[TOKENS])[2]
     if vs["delta"] is None:
         return "single run: no verdict"
     change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS
+from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
 from traceladder.summary.render.fmt import fmt_change, fmt_est
 
 
@@ -29,7 +29,7 @@ def ladder_table(summary: dict[str, Any]) -> str:
             + f" {fmt_est(row['tokens_per_sec_per_gpu'], 0)} "
             f"| {vs_parent} | {speed} | {mem} | {row['ok']}/{row['runs']}{flag} |"
         )
-    step_metric = VERDICT_METRICS["cpu" if cpu else "wall"][0]
+    step_metric = VERDICT_METRICS[plan_metric(summary)][0]
     model = summary.get("model", {}).get(step_metric)
     if model and model.get("df"):
         what = (
