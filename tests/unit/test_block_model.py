@@ -11,6 +11,8 @@ from scipy import stats as scipy_stats
 
 from traceladder.stats.simulation.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
 from traceladder.stats.model import (
+    mad_factor,
+    robust_iter_var,
     MEDIAN_EFFICIENCY,
     Run,
     clopper_pearson,
@@ -75,9 +77,34 @@ def test_run_variance_is_floored_by_its_iterations() -> None:
     runs = [Run(b, t, 4.6 + 0.01 * b + (0.05 if t == "b" else 0.0), iters) for b in range(3) for t in ("a", "b")]
     fit = fit_blocks(runs)
     assert fit.mse == pytest.approx(0.0, abs=1e-20)
-    iter_var = float(np.var(iters, ddof=1))
+    # By hand: the logs' median is log(100); |deviations| sorted are 0, 0, 0.00995, 0.01005, so
+    # MAD = (0 + 0.00995) / 2 ~ 0.0050, and the floor is (pi/2) (c_4 MAD)^2 / 4.
+    logs = np.asarray(iters)
+    mad = float(np.median(np.abs(logs - np.median(logs))))
+    assert mad == pytest.approx(0.00498, abs=1e-4)
+    iter_var = (mad_factor(4) * mad) ** 2
+    assert fit.iter_var == pytest.approx(iter_var)
     assert fit.run_var == pytest.approx(MEDIAN_EFFICIENCY * iter_var / 4) and fit.run_var > 0
     assert fit.contrast("b", "a").se == pytest.approx(math.sqrt(2 * fit.run_var / 3))
+
+
+@pytest.mark.parametrize("n", [3, 6, 12])
+def test_mad_factor_makes_the_scaled_mad_unbiased_for_the_variance(n: int) -> None:
+    # An independent draw (another seed than mad_factor's): E[(c_n MAD)^2] = sigma^2 = 4.
+    x = np.random.default_rng(7).normal(0.0, 2.0, size=(60_000, n))
+    mad = np.median(np.abs(x - np.median(x, axis=1, keepdims=True)), axis=1)
+    assert float(np.mean((mad_factor(n) * mad) ** 2)) == pytest.approx(4.0, rel=0.03)
+    assert mad_factor(400) == pytest.approx(1.4826, rel=0.01)  # the large-sample constant
+
+
+def test_a_stretched_iteration_does_not_raise_the_floor() -> None:
+    # The run's figure is the median, which one iteration stretched by another tenant leaves alone;
+    # the floor is the median's variance, so it must barely move either: the MAD of six values
+    # shifts by one rank (x2.2 here), where the sample variance grows x400.
+    calm = tuple(math.log(v) for v in (100.0, 101.0, 99.0, 100.5, 99.5, 100.0))
+    spiked = calm[:5] + (math.log(160.0),)
+    assert robust_iter_var(spiked) < 2.5 * robust_iter_var(calm)
+    assert float(np.var(spiked, ddof=1)) > 400 * float(np.var(calm, ddof=1))
 
 
 def test_two_sample_matches_scipy_and_the_mde_has_its_power() -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from traceladder.stats.model import mad_factor
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
@@ -141,14 +142,18 @@ def make_run(
 
 def by_hand(results: dict[str, dict[str, Any]], rung: str, parent: str, field: str = "step_ms") -> dict[str, float]:
     """The README's recipe for a complete design, written out: log figures, two-way residuals,
-    pooled MSE with (B-1)(R-1) df, se = sqrt(2 MSE / B)."""
+    pooled MSE with (B-1)(R-1) df, floored by (pi/2) (c_n MAD)^2 / n of the runs' log iterations
+    (every run here has the same four), se = sqrt(2 max(MSE, floor) / B)."""
     names = [r[0] for r in RUNGS]
     y = np.array([[math.log(results[f"{n}.none.r{k}"][field]) for n in names] for k in range(3)])  # blocks x rungs
     resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
     df = (y.shape[0] - 1) * (y.shape[1] - 1)
     mse = float((resid**2).sum() / df)
+    iters = np.log([0.99, 1.0, 1.01, 1.0])
+    mad = float(np.median(np.abs(iters - np.median(iters))))
+    floor = math.pi / 2 * (mad_factor(4) * mad) ** 2 / 4
     d = float(y[:, names.index(rung)].mean() - y[:, names.index(parent)].mean())
-    se = math.sqrt(2 * mse / y.shape[0])
+    se = math.sqrt(2 * max(mse, floor) / y.shape[0])
     t975, t80 = scipy_stats.t.ppf(0.975, df), scipy_stats.t.ppf(0.80, df)
     level = math.exp(y[:, names.index(parent)].mean())
     return {

@@ -647,6 +647,9 @@ def test_settings_defaults_and_environment() -> None:
     s = parse(["--use_turbo_deepep", "False", "--use_v4_attention_backend", "turbo"], env=env)
     assert (s.dispatcher, s.csa_attention_backend) == ("allgather", "turbo")
     assert parse(["--use_turbo_mega_moe", "True", "--use_turbo_deepep", "True"], env={}).dispatcher == "mega_moe"
+    # Megatron's --manual-gc / --manual-gc-interval (off by default, as in Megatron)
+    s = parse(["--manual_gc", "True", "--manual_gc_interval", "5"], env={})
+    assert (s.manual_gc, s.manual_gc_interval) == (True, 5) and not parse([], env={}).manual_gc
 
 
 @pytest.mark.parametrize(
@@ -659,6 +662,7 @@ def test_settings_defaults_and_environment() -> None:
         ["--global_batch_size", "3"],
         ["--tensor_model_parallel_size", "2"],
         ["--num_experts", "7"],
+        ["--manual_gc_interval", "-1"],
         ["stray"],
     ],
 )

@@ -4,6 +4,8 @@ A randomised complete block design on the log of each run's figure: one effect p
 rung, the residual pooled across every rung of the ladder. Iterations nest in runs: the run's
 figure (the median of its iterations) is the unit of analysis, and the within-run iteration
 spread only floors the run-level variance (iterations are not independent samples of a rung).
+That spread is measured robustly (a scaled MAD per run, `robust_iter_var`): the median ignores
+an iteration that another tenant or a collector stretched, so the floor must too.
 Missing cells (failed runs) are left out and the same model is fitted by least squares on the
 cells that exist (an incomplete-block, intra-block analysis): contrasts stay unbiased and their
 standard errors grow to match.
@@ -28,6 +30,27 @@ POWER = 0.80
 # Var(median of m iid normal values) ~ (pi/2) sigma^2 / m: the floor the iterations put under a run.
 MEDIAN_EFFICIENCY = math.pi / 2
 VERDICTS = ("faster", "slower", "no_change", "single_run")
+
+
+@lru_cache(maxsize=256)
+def mad_factor(n: int) -> float:
+    """c_n with E[(c_n * MAD)^2] = sigma^2 for n iid normal values (MAD about the sample median):
+    1.4826^2-ish for large n, larger for small n. Computed once per n by a seeded Monte Carlo of
+    40,000 standard-normal samples, so anyone can redo it (test_stats_robust_floor checks it)."""
+    if n < 2:
+        raise ValueError(f"a MAD needs at least 2 values, got {n}")
+    draws = np.random.default_rng(20261202 + n).standard_normal((40_000, n))
+    mad = np.median(np.abs(draws - np.median(draws, axis=1, keepdims=True)), axis=1)
+    return float(1.0 / math.sqrt(np.mean(mad**2)))
+
+
+def robust_iter_var(iter_logs: Iterable[float]) -> float:
+    """One run's iteration variance on the log scale from its MAD: (c_n * MAD)^2. Equal in
+    expectation to the sample variance when iterations are normal; unmoved by a few stretched
+    iterations, as the run's median is (Var(median) depends on the density at the centre)."""
+    v = np.asarray(list(iter_logs), dtype=float)
+    mad = float(np.median(np.abs(v - np.median(v))))
+    return (mad_factor(len(v)) * mad) ** 2
 
 
 @lru_cache(maxsize=4096)
@@ -126,7 +149,7 @@ class BlockFit:
     counts: dict[str, int]
     df: int
     mse: float | None  # pooled residual mean square of run values; None when df = 0
-    iter_var: float | None  # pooled within-run variance of log iterations
+    iter_var: float | None  # pooled within-run variance of log iterations (robust: scaled MAD)
     iter_df: int
     mean_iters: float
     missing: int  # cells of the complete design with no run
@@ -208,10 +231,10 @@ def fit_blocks(runs: list[Run]) -> BlockFit:
     iter_ss, iter_df, iters = 0.0, 0, []
     for r in runs:
         if len(r.iter_logs) > 1:
-            v = np.asarray(r.iter_logs)
-            iter_ss += float(np.sum((v - v.mean()) ** 2))
-            iter_df += len(v) - 1
-            iters.append(len(v))
+            n = len(r.iter_logs)
+            iter_ss += (n - 1) * robust_iter_var(r.iter_logs)
+            iter_df += n - 1
+            iters.append(n)
     iter_var = iter_ss / iter_df if iter_df else None
     cells = {(r.block, r.treatment) for r in runs}
     return BlockFit(

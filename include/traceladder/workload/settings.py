@@ -90,6 +90,10 @@ class Settings:
     bf16: bool = False
     # logging
     log_avg_skip_iterations: int = 2
+    # Megatron's --manual-gc: the threshold collector off, a full collection every N iterations
+    # (0: only before the loop), so collections stop landing at random points of the timed steps
+    manual_gc: bool = False
+    manual_gc_interval: int = 0
     # switches
     fusions: Fusions = field(default_factory=Fusions)
     attention_backend: str = "triton_v1"
@@ -254,6 +258,8 @@ _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "norm_epsilon": ("norm_epsilon", _float),
     "bf16": ("bf16", _bool),
     "log_avg_skip_iterations": ("log_avg_skip_iterations", _int),
+    "manual_gc": ("manual_gc", _bool),
+    "manual_gc_interval": ("manual_gc_interval", _int),
     "use_v4_attention_backend": ("attention_backend", _backend),
     "use_v4_csa_attention_backend": ("csa_attention_backend", _backend),
     "use_turbo_deepep": ("use_turbo_deepep", _bool),
@@ -396,6 +402,8 @@ def _validate(s: Settings, bf16_ok: bool) -> Settings:
             f"{s.global_batch_size} is not a multiple of micro_batch_size x "
             f"data-parallel size ({s.micro_batch_size} x {s.world_size})",
         )
+    if s.manual_gc_interval < 0:
+        raise SettingsError("manual_gc_interval", f"must be >= 0, got {s.manual_gc_interval}")
     if any(r < 0 for r in s.compress_ratios):
         raise SettingsError("compress_ratios", "ratios must be >= 0")
     if not 0 <= s.extra_work_pct <= 1000:

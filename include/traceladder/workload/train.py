@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import importlib
 import math
 import os
@@ -159,11 +160,16 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
     if last:
         print(s.header(), flush=True)
         print(placement, flush=True)
+    if s.manual_gc:  # Megatron's --manual-gc: collect now, then only where the interval says
+        gc.disable()
+        gc.collect()
     with make_profiler(s, rank) as prof:
         clock = _Clock()
         for it in range(1, s.train_iters + 1):
             if it == fail_at and rank == 0:
                 raise RuntimeError(f"injected fault at iteration {it} ({FAULT_ENV})")
+            if s.manual_gc and s.manual_gc_interval and it % s.manual_gc_interval == 0:
+                gc.collect()
             for group in opt.param_groups:
                 group["lr"] = lr_at(s, it - 1)
             loss_sum = torch.zeros(())
