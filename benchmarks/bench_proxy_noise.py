@@ -7,6 +7,13 @@
   within-run CV of the measured iteration times (median over runs) and the between-run CV of the
   run medians (the run-level sigma, target <= 4% on an idle machine). The machine this runs on
   may be shared: the load average before and after is in the detail column.
+* ``proxy_cpu_noise``: the verdict metric of ``metric: cpu`` (the slowest rank's compute-thread
+  CPU time per iteration), baseline rung, ``NOISE_RUNS`` runs with the threshold garbage
+  collector (the "before") and ``NOISE_RUNS`` with Megatron's ``--manual_gc`` (proxy-local's
+  setting, the "after"), alternating. Per mode, on the log scale: the iteration sd (sample sd
+  and the scaled MAD the block model floors with, pooled over runs), the between-run sd of the
+  run medians, the floor ``sqrt(pi/2 * s_it^2 / m)`` and the run sd the block model would use,
+  ``sqrt(max(between^2, floor^2))`` (target <= 2%: issue 25).
 * ``extra_work``: the step-time change ``--extra_work_pct`` really causes, from pinned runs of
   the baseline with and without it, alternating (mean of paired differences, in %).
 
@@ -27,6 +34,7 @@ from benchmarks.common import REPO, Context, Row
 NOISE_RUNS = int(os.environ.get("TRACELADDER_BENCH_NOISE_RUNS", "10"))
 EXTRA_PCTS = (5.0, 10.0)
 SIGMA_TARGET = 0.04
+CPU_SIGMA_TARGET = 0.02
 
 
 def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], int]:
@@ -130,6 +138,56 @@ def bench_proxy_noise(ctx: Context) -> list[Row]:
     return rows
 
 
+def cpu_noise_components(runs: list[list[float]]) -> dict[str, float]:
+    """Run-level figures of CPU-time runs (each its measured iterations, ms), on the log scale."""
+    import math
+
+    from traceladder.stats.model import MEDIAN_EFFICIENCY, robust_iter_var
+
+    logs = [[math.log(v) for v in r] for r in runs if len(r) > 1]
+    df = sum(len(v) - 1 for v in logs)
+    classic = sum(statistics.variance(v) * (len(v) - 1) for v in logs) / df
+    robust = sum(robust_iter_var(v) * (len(v) - 1) for v in logs) / df
+    m = statistics.mean(len(v) for v in logs)
+    between = statistics.variance([statistics.median(v) for v in logs])
+    floor = MEDIAN_EFFICIENCY * robust / m
+    return {
+        "iteration sd (sample)": math.sqrt(classic),
+        "iteration sd (scaled MAD)": math.sqrt(robust),
+        "between-run sd": math.sqrt(between),
+        "floor sd": math.sqrt(floor),
+        "run sd": math.sqrt(max(between, floor)),
+    }
+
+
+def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
+    n = 3 if ctx.quick else NOISE_RUNS
+    args, env, warmup = proxy_command()
+    before_load = _load()
+    runs: dict[str, list[list[float]]] = {"before": [], "after": []}
+    for _ in range(n):
+        for mode, extra in (("before", ["--manual_gc", "False"]), ("after", ["--manual_gc", "True"])):
+            records = proxy_iterations([*args, *extra], env, pin=True, python=ctx.python)
+            runs[mode].append([r.step_cpu_ms for r in records if r.iteration > warmup and r.step_cpu_ms])
+    machine = f"{os.cpu_count()} cpus, {before_load} -> {_load()}, {n} runs each, alternating"
+    rows = []
+    for mode, label in (("before", "threshold gc (before)"), ("after", "manual gc (after)")):
+        for name, value in cpu_noise_components(runs[mode]).items():
+            target = name == "run sd" and mode == "after"
+            rows.append(
+                Row(
+                    "proxy_cpu_noise",
+                    f"CPU {name}, {label}",
+                    100 * value,
+                    "%",
+                    f"<= {100 * CPU_SIGMA_TARGET:.0f}%" if target else "",
+                    value <= CPU_SIGMA_TARGET if target else None,
+                    f"{100 * value:.2f}%; {machine}",
+                )
+            )
+    return rows
+
+
 def bench_extra_work(ctx: Context) -> list[Row]:
     n = 2 if ctx.quick else max(2, NOISE_RUNS // 2)
     base_args, env, warmup = proxy_command()
@@ -157,4 +215,4 @@ def bench_extra_work(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_proxy_noise, bench_extra_work]
+SECTIONS = [bench_proxy_noise, bench_proxy_cpu_noise, bench_extra_work]
