@@ -45,6 +45,14 @@ def ladder_table(summary: dict[str, Any]) -> str:
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
+    repeats = summary.get("repeats")
+    if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
+        lines += [
+            "",
+            f"Adaptive repeats: {repeats['blocks_run']} of {repeats['blocks_planned']} planned blocks ran "
+            f"({repeats['sentence']}); intervals and MDEs at that look's critical value, z "
+            f"{repeats['critical_z_used']:.2f}.",
+        ]
     return "\n".join(lines)
 
 
