@@ -22,6 +22,7 @@ from traceladder.plan.grid import check_blocks, host_counts, weekly_grid
 from traceladder.stats.sequential import Design, boundaries, critical_t, obf_spending, target_reached
 from traceladder.stats.verdicts import apply_stop, sequential_look, sequential_verdicts
 from traceladder.summary.build import build_summary
+from traceladder.summary.render.html import to_html
 from traceladder.summary.render.markdown import to_markdown
 
 from test_config import MINIMAL, write
@@ -237,6 +238,7 @@ def test_summary_after_a_stop_and_after_max() -> None:
     assert fast["verdict"] == "faster"
     text = to_markdown(summary)
     assert "3 of 4 planned blocks ran" in text and "stopped after 3 of 4 planned blocks" in text
+    assert "3 of 4 planned blocks ran" in to_html(summary, {})
 
     plan, results = _hand_made(target=1.0)  # never reached: all four blocks
     verdicts, _, repeats = sequential_verdicts(plan, results)
