@@ -101,6 +101,7 @@ def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA) -> tuple[floa
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
 def critical_t(c_z: float, df: int) -> float:
     """The t(df) critical value with the same one-sided tail as c_z: t.isf(1 - Phi(c_z), df)."""
     return float(stats.t.isf(stats.norm.sf(c_z), df))
