@@ -237,12 +237,13 @@ def test_summary_after_a_stop_and_after_max() -> None:
     assert fast["mde_pct"] == pytest.approx(_hand_mde(3, Design(2, 4, 11.0)), rel=1e-6)
     assert fast["verdict"] == "faster"
     text = to_markdown(summary)
-    assert "3 of 4 planned blocks ran" in text and "stopped after 3 of 4 planned blocks" in text
+    assert "Adaptive repeats: 3 of 4 planned blocks ran: stopped once every rung's MDE was 11% or less" in text
     assert "3 of 4 planned blocks ran" in to_html(summary, {})
 
     plan, results = _hand_made(target=1.0)  # never reached: all four blocks
     verdicts, _, repeats = sequential_verdicts(plan, results)
     assert repeats is not None and (repeats["blocks_run"], repeats["stopped"]) == (4, "max_reached")
+    assert repeats["sentence"] == "4 of 4 planned blocks ran, the maximum, some MDE still above 1%"
     assert [look["blocks"] for look in repeats["looks"]] == [2, 3, 4]
     assert verdicts["fast"]["mde_pct"] == pytest.approx(_hand_mde(4, Design(2, 4, 1.0)), rel=1e-6)
     wider = verdicts["fast"]["ci95"][1] - verdicts["fast"]["ci95"][0]

@@ -187,18 +187,18 @@ def sequential_verdicts(
     verdicts, model = rung_verdicts(plan, results, critical_z)
     looks = [sequential_look(plan, results, n) for n in design.looks if n <= ran]
     reached = target_reached({r: v["mde_pct"] for r, v in verdicts.items()}, design.target_mde_pct)
+    target = f"{design.target_mde_pct:g}%"
     if stop:
         why = "target_reached"
         sentence = (
-            f"stopped after {ran} of {design.max_blocks} planned blocks: every rung's MDE reached "
-            f"{design.target_mde_pct:g}% or less"
+            f"{ran} of {design.max_blocks} planned blocks ran: stopped once every rung's MDE was {target} or less"
         )
     else:
         why = "max_reached"
-        sentence = f"ran all {design.max_blocks} planned blocks" + (
-            f" (every rung's MDE reached {design.target_mde_pct:g}% or less only at the last)"
+        sentence = f"{ran} of {design.max_blocks} planned blocks ran, the maximum" + (
+            f": every rung's MDE reached {target} or less only at the last"
             if reached
-            else f" without every rung's MDE reaching {design.target_mde_pct:g}%"
+            else f", some MDE still above {target}"
         )
     sequential = {
         **design.as_dict(),
@@ -267,9 +267,10 @@ def verdict_findings(summary: dict[str, Any]) -> list[str]:
     repeats = summary.get("repeats")
     if repeats:
         out.append(
-            f"Adaptive repeats: {repeats['sentence']}. Intervals and MDEs use that look's critical value "
-            f"(z {repeats['critical_z_used']:.2f} in place of 1.96: O'Brien-Fleming-type alpha spending over "
-            f"the looks, so the false-call rate stays at 5%)."
+            f"Adaptive repeats: {repeats['sentence']}. Looking after every block from {repeats['min_blocks']} on "
+            f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so the intervals "
+            f"and MDEs use the critical value of the look where it stopped: z {repeats['critical_z_used']:.2f}, "
+            f"not 1.96."
         )
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)

@@ -49,9 +49,8 @@ def ladder_table(summary: dict[str, Any]) -> str:
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
             "",
-            f"Adaptive repeats: {repeats['blocks_run']} of {repeats['blocks_planned']} planned blocks ran "
-            f"({repeats['sentence']}); intervals and MDEs at that look's critical value, z "
-            f"{repeats['critical_z_used']:.2f}.",
+            f"Adaptive repeats: {repeats['sentence']}; intervals and MDEs at that look's critical value, "
+            f"z {repeats['critical_z_used']:.2f} (docs/statistics-adaptive.md).",
         ]
     return "\n".join(lines)
 
