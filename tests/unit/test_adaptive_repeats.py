@@ -105,6 +105,17 @@ def test_adaptive_ladder_plans_max_measure_blocks_then_min_lens_blocks(tmp_path:
     assert len(host_counts(build_plan(loaded, lens="torch_rank0", seed=3))["localhost"]) == 3
 
 
+def test_cli_plan_states_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceladder.cli.main import main
+
+    _adaptive_seed_ladder(tmp_path)
+    assert main(["plan", str(tmp_path / "adaptive.yaml")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    critical = ", ".join(f"{c:.3f}" for c in Design(3, 6, 5.0).critical_z)
+    assert last.startswith("adaptive repeats: after each block from 3 on, stop once every non-root rung's MDE")
+    assert last.endswith(f"else run all 6 blocks (critical z by look: {critical})")
+
+
 # --- the critical values ------------------------------------------------------------------------
 
 
