@@ -5,6 +5,7 @@ inside the bodies, never when a DAG file is parsed."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
@@ -41,6 +42,8 @@ def plan_run(
         from traceladder.stats.sequential import Design
 
         adaptive = Design(adaptive["min_blocks"], adaptive["max_blocks"], adaptive["target_mde_pct"]).as_dict()
+        # A stop.json belongs to this plan only: a cleared and rerun run id plans afresh (below).
+        adaptive["planned_at"] = datetime.now(timezone.utc).isoformat()
     storage = loaded.cluster.storage
     spec_dicts = [json.loads(s.to_json()) for s in specs]
     try:
@@ -96,7 +99,9 @@ def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, dict[str,
     if plan.get("adaptive") and store.exists(f"{prefix}/{STOP_OBJECT}"):
         from traceladder.stats.verdicts import apply_stop
 
-        plan = apply_stop(plan, json.loads(store.get_bytes(f"{prefix}/{STOP_OBJECT}")))
+        stop = json.loads(store.get_bytes(f"{prefix}/{STOP_OBJECT}"))
+        if stop.get("planned_at") == plan["adaptive"].get("planned_at"):  # not a stop of an earlier attempt
+            plan = apply_stop(plan, stop)
     return store, prefix, plan
 
 
@@ -114,7 +119,7 @@ def check_stop(ladder: str, run_id: str, block: int) -> dict[str, Any]:
     from traceladder.stats.verdicts import sequential_look
 
     done = {**plan, "specs": [s for s in plan["specs"] if int(s["block"]) < block]}
-    look = sequential_look(plan, read_results(store, done), block)
+    look = {**sequential_look(plan, read_results(store, done), block), "planned_at": adaptive.get("planned_at")}
     if look["target_reached"]:
         store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
     return {"stop": look["target_reached"], **look}
