@@ -13,6 +13,11 @@
 - verdicts_power: the same fractions from the noise model, under the fitted model and under the
   same model scaled to the issue's 4% run-level target.
 - verdicts_mde: the MDE of every rung of proxy-local at its default repeats.
+- verdicts_adaptive: adaptive repeats (docs/statistics-adaptive.md) on proxy-local's plan,
+  `{min: 3, max: 5, target_mde_pct: 5}`: the simulated A/A false-call rate (one random rung per
+  ladder, Clopper-Pearson; bound: upper end <= 6.5%), the blocks the ladders ran, and the power at
+  +5% and +10% on recompute_off. Under the fitted noise and under that noise scaled to 2%
+  run-level sd (the issue's target for the verdict metric), where the rule really stops early.
 
 The machine these run on is shared: the fitted noise is that machine's, busy or not (the stored
 runs record their load average).
@@ -334,10 +339,67 @@ def _mde_at(model, shape, rung: str, ctx: Context) -> float:
     return float(np.median([float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]))
 
 
+ADAPTIVE = (3, 5, 5.0)  # min, max, target MDE %: what the demo's 10 minutes allow (docs/statistics-adaptive.md)
+
+
+def bench_verdicts_adaptive(ctx: Context) -> list[Row]:
+    from traceladder.stats.sequential import Design
+    from traceladder.stats.simulation.noise import load_proxy_noise
+    from traceladder.stats.simulation.simulate import ladder_shape, log_shift, one_per_ladder, simulate_adaptive
+
+    design = Design(*ADAPTIVE)
+    shape = ladder_shape("proxy-local", repeats=design.max_blocks, schedules=100)
+    fitted = load_proxy_noise()
+    aa_n = 400 if ctx.quick else SIM_LADDERS
+    power_n = 200 if ctx.quick else POWER_LADDERS
+    rows = []
+    for label, model in (("fitted", fitted), ("2% noise", fitted.scaled(0.02))):
+        outcomes = simulate_adaptive(model, shape, design, aa_n, seed=21)
+        k, n = one_per_ladder([o.verdicts for o in outcomes], seed=22)
+        lo, hi = _ci(k, n)
+        blocks = [o.blocks for o in outcomes]
+        spread = ", ".join(f"{b}: {blocks.count(b)}" for b in design.looks)
+        rows.append(
+            Row(
+                "verdicts",
+                f"A/A false calls, simulated, adaptive repeats ({label})",
+                100 * k / n,
+                "%",
+                f"CI upper <= {100 * TARGET_UPPER:.1f}",
+                hi <= TARGET_UPPER,
+                f"{k}/{n} ladders (one random rung each), 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; repeats "
+                f"{{min: {design.min_blocks}, max: {design.max_blocks}, target_mde_pct: {design.target_mde_pct:g}}}, "
+                f"critical z {', '.join(f'{c:.3f}' for c in design.critical_z)}; blocks run ({spread}), mean "
+                f"{np.mean(blocks):.2f}; run sd {100 * model.run_sd:.1f}%",
+            )
+        )
+        for pct in (5.0, 10.0):
+            outcomes = simulate_adaptive(
+                model, shape, design, power_n, seed=30 + int(pct), effects={"recompute_off": log_shift(pct)}
+            )
+            k = sum(o.verdicts["recompute_off"]["verdict"] == "slower" for o in outcomes)
+            lo, hi = _ci(k, len(outcomes))
+            rows.append(
+                Row(
+                    "verdicts",
+                    f"power at +{pct:.0f}%, adaptive repeats ({label})",
+                    100 * k / len(outcomes),
+                    "%",
+                    "",
+                    None,
+                    f"{k}/{len(outcomes)} `slower` on recompute_off, 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; mean "
+                    f"blocks run {np.mean([o.blocks for o in outcomes]):.2f} of {design.max_blocks}; run sd "
+                    f"{100 * model.run_sd:.1f}%; via the noise model",
+                )
+            )
+    return rows
+
+
 SECTIONS = [
     bench_verdicts_aa_simulated,
     bench_verdicts_aa_real,
     bench_verdicts_power_real,
     bench_verdicts_power,
     bench_verdicts_mde,
+    bench_verdicts_adaptive,
 ]

@@ -1,6 +1,6 @@
 """`traceladder-trigger`: run any ladder, or part of one, from the Params form in the UI."""
 
-from traceladder.plan.grid import trigger_grid
+from traceladder.plan.grid import check_blocks, trigger_grid
 from traceladder.airflow.dags import build_trigger_dag
 from traceladder.airflow.discovery import discover
 from traceladder.config.models import LENS_NAMES
@@ -12,4 +12,5 @@ trigger_dag = build_trigger_dag(
     _found.all_hosts,
     max((found.ladder.timeout_s for found in _found.ladders), default=1800),
     trigger_grid(_found.ladders, [h.name for h in _found.all_hosts]),
+    check_blocks(_found.ladders),
 )

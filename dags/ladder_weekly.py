@@ -1,6 +1,6 @@
 """One scheduled DAG per ladder file in include/configs/ladders (`traceladder-<ladder>`)."""
 
-from traceladder.plan.grid import weekly_grid
+from traceladder.plan.grid import check_blocks, weekly_grid
 from traceladder.airflow.dags import build_weekly_dag
 from traceladder.airflow.discovery import discover
 
@@ -14,4 +14,5 @@ for _loaded in discover().ladders:
         _ladder.timeout_s,
         weekly_grid(_loaded),
         _ladder.retries,
+        check_blocks([_loaded]),
     )

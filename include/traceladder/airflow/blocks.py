@@ -1,5 +1,6 @@
 """The rung task's side of the slot grid (`plan/grid.py`): a slot's spec, or a skip when the plan
-left the slot empty."""
+left the slot empty; and an adaptive ladder's check before a block, which skips it (and, through
+the trigger rules, every later measure block) once the stopping rule says stop."""
 
 from __future__ import annotations
 
@@ -13,3 +14,16 @@ def slot_spec(slot: list[dict[str, Any]]) -> dict[str, Any]:
     if not slot:
         raise AirflowSkipException("no run in this slot of the plan")
     return slot[0]
+
+
+def continue_or_skip(look: dict[str, Any]) -> dict[str, Any]:
+    """The check's result when the ladder goes on; a skip (Airflow's) when it stops here."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    if look.get("stop"):
+        worst = look.get("worst_mde_pct")
+        raise AirflowSkipException(
+            f"adaptive repeats: stop after {look['blocks']} blocks"
+            + (f" (every MDE <= {look['target_mde_pct']:g}%, the largest {worst:.2f}%)" if worst is not None else "")
+        )
+    return look

@@ -14,7 +14,7 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
 
-from traceladder.airflow import tasks
+from traceladder.airflow import blocks, tasks
 from traceladder.plan.grid import TRIGGER_MAX_REPEATS, Grid, slot_key, slot_task_ids
 from traceladder.airflow.retries import rung_task_args, safe_task_args
 from traceladder.config.models import Host, RetryPolicy
@@ -49,11 +49,17 @@ def _ladder_arg(fixed_ladder: str | None) -> str:
 
 
 def _build_tasks(
-    fixed_ladder: str | None, hosts: list[Host], rung_timeout_s: int, grid: Grid, retry: RetryPolicy | None = None
+    fixed_ladder: str | None,
+    hosts: list[Host],
+    rung_timeout_s: int,
+    grid: Grid,
+    retry: RetryPolicy | None = None,
+    checks: list[int] | None = None,
 ) -> None:
     """The task graph, inside an open DAG context. `fixed_ladder` is None for the trigger DAG
     (the ladder comes from its Params); `grid` gives each host's slots per block; `retry` the ladder's
-    retry policy (airflow/retries.py)."""
+    retry policy (airflow/retries.py); `checks` the blocks an adaptive ladder's stopping rule may
+    skip (`plan.grid.check_blocks`): a `look` task before each decides."""
     safe, rung_retry = safe_task_args(retry), rung_task_args(retry)
 
     @task(multiple_outputs=True, **safe)
@@ -65,6 +71,12 @@ def _build_tasks(
     @task(execution_timeout=timedelta(seconds=rung_timeout_s + 300), **rung_retry)
     def run_rung(slot: list[dict[str, Any]]) -> dict[str, Any]:
         return tasks.run_local_rung(tasks.slot_spec(slot), _run_id())
+
+    @task(**safe)
+    def look(block: int) -> dict[str, Any]:
+        # A skip here skips this block's first slots (all_success), so their chains, and the next
+        # block's look (all_success), so every later measure block: Airflow's own skip.
+        return blocks.continue_or_skip(tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block))
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def collect_traces() -> list[dict[str, str]]:
@@ -93,9 +105,16 @@ def _build_tasks(
 
     planned = plan()
     before: Any = None  # the previous block's join
+    check: Any = None  # the previous block's look, while the looks run back to back
     for k in range(max((len(sizes) for sizes in grid.values()), default=0)):
         with TaskGroup(group_id=f"block_{k:02d}"):
             lasts = []
+            if k in (checks or []):
+                upstream = [t for t in (before, check) if t is not None]
+                check = look.override(task_id="look")(k)
+                upstream >> check
+            else:
+                check = None
             for host in hosts:
                 sizes = grid.get(host.name, [])
                 previous = None
@@ -118,6 +137,8 @@ def _build_tasks(
                         before >> op
                     elif previous is not None:
                         previous >> op
+                    if previous is None and check is not None:
+                        check >> op
                     previous = op
                 if previous is not None:
                     lasts.append(previous)
@@ -172,9 +193,11 @@ def build_weekly_dag(
     rung_timeout_s: int,
     grid: Grid,
     retry: RetryPolicy | None = None,
+    checks: list[int] | None = None,
 ) -> DAG:
     """One DAG per ladder file, on the ladder's own schedule; `grid` is its default plan's shape
-    (`plan.grid.weekly_grid`), `retry` the ladder's retry policy."""
+    (`plan.grid.weekly_grid`), `retry` the ladder's retry policy, `checks` the blocks an adaptive
+    ladder may skip (`plan.grid.check_blocks`)."""
     with DAG(
         dag_id=f"traceladder-{ladder_name}",
         description=description or f"traceladder ladder {ladder_name}",
@@ -185,15 +208,23 @@ def build_weekly_dag(
         default_args=DEFAULT_ARGS,
         tags=["traceladder", "ladder", ladder_name],
     ) as dag:
-        _build_tasks(ladder_name, hosts, rung_timeout_s, grid, retry)
+        _build_tasks(ladder_name, hosts, rung_timeout_s, grid, retry, checks)
     return dag
 
 
 def build_trigger_dag(
-    ladder_names: list[str], lens_names: list[str], hosts: list[Host], rung_timeout_s: int, grid: Grid
+    ladder_names: list[str],
+    lens_names: list[str],
+    hosts: list[Host],
+    rung_timeout_s: int,
+    grid: Grid,
+    checks: list[int] | None = None,
 ) -> DAG:
     """A manual DAG with a Params form: ladder, rungs, lens, repeats, one switch override and the
-    block-order seed. `grid` (`plan.grid.trigger_grid`) fits the largest plan the form can ask for."""
+    block-order seed. `grid` (`plan.grid.trigger_grid`) fits the largest plan the form can ask for;
+    `checks` are the blocks any offered adaptive ladder may skip. `repeats` stays a number: empty
+    runs an adaptive ladder adaptively (min to max blocks, its stopping rule); a number runs
+    exactly that many blocks with no early stop."""
     params = {
         "ladder": Param(
             ladder_names[0] if ladder_names else "",
@@ -213,7 +244,8 @@ def build_trigger_dag(
             type=["null", "integer"],
             minimum=1,
             maximum=TRIGGER_MAX_REPEATS,
-            description="Repeats (blocks) per rung; empty keeps the ladder's",
+            description="Repeats (blocks) per rung; empty keeps the ladder's (an adaptive ladder's "
+            "min to max blocks, stopping by its rule); a number runs exactly that many, no early stop",
         ),
         "override": Param(
             "",
@@ -239,5 +271,5 @@ def build_trigger_dag(
         params=params,
         tags=["traceladder", "trigger"],
     ) as dag:
-        _build_tasks(None, hosts, rung_timeout_s, grid)
+        _build_tasks(None, hosts, rung_timeout_s, grid, checks=checks)
     return dag

@@ -5,6 +5,7 @@ inside the bodies, never when a DAG file is parsed."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
@@ -14,6 +15,7 @@ from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
 PLAN_OBJECT = layout.PLAN_OBJECT
+STOP_OBJECT = layout.STOP_OBJECT
 
 
 def plan_run(
@@ -22,18 +24,26 @@ def plan_run(
     """Plan the run in randomised blocks, store plan.json (with its `design`: seed and block
     order), and hand every slot of the DAG's grid its spec (`[spec]`, or `[]` to skip it)."""
     from traceladder.plan.grid import PlanDoesNotFit, fill_slots
-    from traceladder.plan.build import build_plan, plan_design, resolve_seed
+    from traceladder.plan.build import adaptive_plan, build_plan, plan_design, resolve_seed
 
     loaded, store = ladder_store(ladder)
     seed = resolve_seed(loaded, run_id, params.get("seed"))
+    lens, repeats = params.get("lens") or "ladder", params.get("repeats") or None
     specs = build_plan(
         loaded,
         rungs=params.get("rungs") or None,
-        lens=params.get("lens") or "ladder",
-        repeats=params.get("repeats") or None,
+        lens=lens,
+        repeats=repeats,
         override=params.get("override") or None,
         seed=seed,
     )
+    adaptive = adaptive_plan(loaded, lens=lens, repeats=repeats)
+    if adaptive:  # the stopping rule with its critical values, for the checks and for a reader
+        from traceladder.stats.sequential import Design
+
+        adaptive = Design(adaptive["min_blocks"], adaptive["max_blocks"], adaptive["target_mde_pct"]).as_dict()
+        # A stop.json belongs to this plan only: a cleared and rerun run id plans afresh (below).
+        adaptive["planned_at"] = datetime.now(timezone.utc).isoformat()
     storage = loaded.cluster.storage
     spec_dicts = [json.loads(s.to_json()) for s in specs]
     try:
@@ -49,6 +59,7 @@ def plan_run(
         "metric": loaded.ladder.metric,
         "params": params,
         "design": plan_design(specs, seed),
+        **({"adaptive": adaptive} if adaptive else {}),
         "specs": spec_dicts,
     }
     store.put_bytes(
@@ -80,10 +91,38 @@ def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 
 def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, dict[str, Any]]:
-    """The ladder's store, the run's key prefix, and the plan.json its `plan` task stored."""
+    """The ladder's store, the run's key prefix, and the plan.json its `plan` task stored, as it
+    ran: after an adaptive ladder's early stop, without the measure blocks it skipped."""
     loaded, store = ladder_store(ladder)
     prefix = run_prefix(loaded.cluster.storage.prefix, loaded.ladder.ladder, run_id)
-    return store, prefix, json.loads(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"))
+    plan = json.loads(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"))
+    if plan.get("adaptive") and store.exists(f"{prefix}/{STOP_OBJECT}"):
+        from traceladder.stats.verdicts import apply_stop
+
+        stop = json.loads(store.get_bytes(f"{prefix}/{STOP_OBJECT}"))
+        if stop.get("planned_at") == plan["adaptive"].get("planned_at"):  # not a stop of an earlier attempt
+            plan = apply_stop(plan, stop)
+    return store, prefix, plan
+
+
+def check_stop(ladder: str, run_id: str, block: int) -> dict[str, Any]:
+    """Before measure block `block` of an adaptive ladder: the stopping rule on the finished
+    blocks' stored metrics (stats/verdicts.sequential_look). On a stop, stop.json records the look
+    and the caller skips the remaining blocks. Nothing to decide (a fixed plan, a lens block, the
+    first `min` blocks) continues."""
+    from traceladder.summary.collect import read_results
+
+    store, prefix, plan = _stored_plan(ladder, run_id)
+    adaptive = plan.get("adaptive")
+    if not adaptive or plan.get("stop") or not adaptive["min_blocks"] <= block < adaptive["max_blocks"]:
+        return {"stop": bool(plan.get("stop")), "blocks": block}
+    from traceladder.stats.verdicts import sequential_look
+
+    done = {**plan, "specs": [s for s in plan["specs"] if int(s["block"]) < block]}
+    look = {**sequential_look(plan, read_results(store, done), block), "planned_at": adaptive.get("planned_at")}
+    if look["target_reached"]:
+        store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
+    return {"stop": look["target_reached"], **look}
 
 
 def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:

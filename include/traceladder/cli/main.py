@@ -35,10 +35,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from traceladder.plan.build import build_plan, plan_table
+    from traceladder.plan.build import adaptive_plan, build_plan, plan_table
 
+    loaded = _load(args.file)
     specs = build_plan(
-        _load(args.file),
+        loaded,
         rungs=args.rung or None,
         lens=args.lens,
         repeats=args.repeats,
@@ -51,6 +52,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         print(plan_table(specs))
         print(f"{len(specs)} runs")
+        adaptive = adaptive_plan(loaded, lens=args.lens, repeats=args.repeats)
+        if adaptive:  # the runs above are the most it makes: the rule may skip the last measure blocks
+            from traceladder.stats.sequential import Design
+
+            design = Design(adaptive["min_blocks"], adaptive["max_blocks"], adaptive["target_mde_pct"])
+            critical = ", ".join(f"{c:.3f}" for c in design.critical_z)
+            print(f"adaptive repeats: {design.as_dict()['rule']} (critical z by look: {critical})")
     return 0
 
 

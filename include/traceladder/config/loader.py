@@ -43,6 +43,8 @@ class LoadedLadder:
 def _field_path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
+        if isinstance(part, str) and part.startswith("<"):  # a union's branch tag (models.Repeats), not a key
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         else:

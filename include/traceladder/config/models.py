@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
+from pydantic_core import PydanticCustomError
 
 from traceladder.limits import MAX_REPEATS
 
@@ -77,6 +78,34 @@ class LensPlan(Strict):
     every_rung_steps: int | None = Field(default=None, ge=1)
 
 
+class AdaptiveRepeats(Strict):
+    """`repeats: {min, max, target_mde_pct}`: plan `max` blocks and stop after a block from `min`
+    on once every non-root rung's MDE is at or below the target (docs/statistics-adaptive.md)."""
+
+    min: int = Field(ge=2, le=MAX_REPEATS)  # two blocks at least: a verdict needs two runs a side
+    max: int = Field(ge=2, le=MAX_REPEATS)
+    target_mde_pct: float = Field(gt=0, lt=100)
+
+    @model_validator(mode="after")
+    def _max_not_below_min(self) -> AdaptiveRepeats:
+        if self.max < self.min:
+            raise PydanticCustomError(
+                "max_below_min", "max ({max}) must be at least min ({min})", {"max": self.max, "min": self.min}
+            )
+        return self
+
+
+# A plain integer keeps its meaning (that many blocks); a mapping is adaptive. The tags name the
+# branch for pydantic only: the loader leaves `<...>` parts out of an error's field path.
+Repeats = Annotated[
+    Union[
+        Annotated[Annotated[int, Field(ge=1, le=MAX_REPEATS)], Tag("<int>")],
+        Annotated[AdaptiveRepeats, Tag("<adaptive>")],
+    ],
+    Discriminator(lambda v: "<adaptive>" if isinstance(v, (dict, AdaptiveRepeats)) else "<int>"),
+]
+
+
 class RetryPolicy(Strict):
     """Retries with exponential backoff (issue 19). Analysis, summary and publish (and the plan
     and trace collection) are safe to retry; a rung retries only on infrastructure failure
@@ -97,7 +126,7 @@ class Ladder(Strict):
     backend: Literal["local", "docker"]
     cluster: Name
     schedule: str | None = None
-    repeats: int = Field(default=3, ge=1, le=MAX_REPEATS)
+    repeats: Repeats = 3
     # The block order's seed; unset, each run derives one from the ladder and its run id.
     seed: int | None = Field(default=None, ge=0)
     # Iterations Primus keeps out of its averages (log_avg_skip_iterations); the runner skips them too.
@@ -113,6 +142,27 @@ class Ladder(Strict):
     rungs: list[Rung] = Field(min_length=1)
     lenses: LensPlan | None = None
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
+
+    @property
+    def adaptive(self) -> AdaptiveRepeats | None:
+        return self.repeats if isinstance(self.repeats, AdaptiveRepeats) else None
+
+    @property
+    def planned_blocks(self) -> int:
+        """The measure blocks a run plans: `repeats`, or an adaptive ladder's `max`."""
+        return self.repeats.max if isinstance(self.repeats, AdaptiveRepeats) else self.repeats
+
+    @property
+    def repeats_label(self) -> str:
+        """How the repeats read on a page: `3`, or `3-8 adaptive`."""
+        a = self.adaptive
+        return f"{a.min}-{a.max} adaptive" if a else str(self.repeats)
+
+    @property
+    def lens_repeats(self) -> int:
+        """Lens blocks per run unless `lenses.repeats` says: `repeats`, or an adaptive ladder's
+        `min` (lens overheads do not adapt)."""
+        return self.repeats.min if isinstance(self.repeats, AdaptiveRepeats) else self.repeats
 
 
 class StorageSettings(Strict):

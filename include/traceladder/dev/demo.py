@@ -30,7 +30,7 @@ def run_demo(ladder: str = "proxy-local", list_keys: bool = False) -> int:
     loaded = load_ladder(find_ladder(ladder))
     storage = loaded.cluster.storage
     say(
-        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats} repeats, "
+        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats_label} repeats, "
         f"lenses {loaded.ladder.lenses.use if loaded.ladder.lenses else []}"
     )
     say("starting the embedded S3 server (SeaweedFS)")

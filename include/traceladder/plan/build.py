@@ -148,13 +148,17 @@ def build_plan(
     - rungs: a subset of rung names (default all);
     - lens: `ladder` runs every rung unprofiled plus the ladder's lenses on its lens rung; any lens
       name runs each selected rung with that lens only;
-    - repeats: replaces the ladder's repeat count;
+    - repeats: replaces the ladder's repeat count (a plain number of blocks, no early stop);
     - override: `switch=value` applied on top of every rung (a what-if run);
     - seed: the block-order seed (default: `resolve_seed(loaded, run_id)`).
 
     `lens` = a lens name makes `repeats` blocks of every selected rung under that lens (purpose
     `profile`, or `measure` for `none`). The specs come back in ladder order; `block` and
     `position` give the execution order (`execution_order`).
+
+    An adaptive ladder (`repeats: {min, max, target_mde_pct}`) plans `max` measure blocks (the
+    stopping rule may skip the last ones: `adaptive_plan`); its lens blocks default to `min`, and
+    a single profiling lens runs `min` blocks, since neither makes verdicts.
     """
     ladder = loaded.ladder
     names = [r.name for r in ladder.rungs]
@@ -162,7 +166,12 @@ def build_plan(
         if name not in names:
             raise LadderConfigError("rungs", f"unknown rung {name!r}; rungs are {names}")
     selected = [name for name in names if not rungs or name in rungs]  # ladder order, no duplicates
-    n_repeats = repeats if repeats is not None else ladder.repeats
+    if repeats is not None:
+        n_repeats = repeats
+    elif lens in (LADDER_LENSES, "none"):
+        n_repeats = ladder.planned_blocks
+    else:
+        n_repeats = ladder.adaptive.min if ladder.adaptive else ladder.planned_blocks
     if n_repeats < 1:
         raise LadderConfigError("repeats", f"must be at least 1, got {n_repeats}")
     extra = {}
@@ -176,7 +185,7 @@ def build_plan(
         blocks += [[(name, "none", "measure", k) for name in selected] for k in range(n_repeats)]
         lenses = ladder.lenses
         if lenses is not None and lenses.rung in selected and any(lens_name != "none" for lens_name in lenses.use):
-            lens_repeats = repeats if repeats is not None else (lenses.repeats or ladder.repeats)
+            lens_repeats = repeats if repeats is not None else (lenses.repeats or ladder.lens_repeats)
             in_block = ["none", *[lens_name for lens_name in lenses.use if lens_name != "none"]]
             blocks += [[(lenses.rung, lens_name, "lens", k) for lens_name in in_block] for k in range(lens_repeats)]
         if lenses is not None and lenses.every_rung:
@@ -252,6 +261,19 @@ def build_plan(
                 )
             )
     return sorted(specs, key=_listing_key(selected, blocks))
+
+
+def adaptive_plan(
+    loaded: LoadedLadder, *, lens: str = LADDER_LENSES, repeats: int | None = None
+) -> dict[str, Any] | None:
+    """plan.json's `adaptive` parameters when this run stops early by the ladder's rule: an
+    adaptive ladder, its own repeats (a number from the form runs exactly that many blocks) and
+    measure blocks (lens `ladder` or `none`). The measure blocks are the plan's first `max_blocks`
+    blocks. The critical values are added where the statistics are (stats/sequential.py)."""
+    adaptive = loaded.ladder.adaptive
+    if adaptive is None or repeats is not None or lens not in (LADDER_LENSES, "none"):
+        return None
+    return {"min_blocks": adaptive.min, "max_blocks": adaptive.max, "target_mde_pct": adaptive.target_mde_pct}
 
 
 def _listing_key(

@@ -11,7 +11,8 @@ time, through its pool.
 A weekly DAG knows its ladder at parse time, so its grid is the default plan's exact shape. The
 trigger DAG does not (the ladder is a Param), so its grid is sized for the largest plan any
 offered ladder can make from the form: every block as wide as the widest block, and as many
-blocks as `repeats` = `TRIGGER_MAX_REPEATS` (or the ladder's own default) needs.
+blocks as `repeats` = `TRIGGER_MAX_REPEATS` (or the ladder's own default, an adaptive ladder's
+`max`) needs.
 """
 
 from __future__ import annotations
@@ -70,12 +71,23 @@ def trigger_grid(ladders: list[LoadedLadder], hosts: list[str]) -> Grid:
     n_blocks = 0
     width: dict[str, int] = {h: 0 for h in hosts}
     for loaded in ladders:
-        for repeats in (None, max(TRIGGER_MAX_REPEATS, loaded.ladder.repeats)):
+        for repeats in (None, max(TRIGGER_MAX_REPEATS, loaded.ladder.planned_blocks)):
             counts = host_counts(build_plan(loaded, repeats=repeats, seed=0))
             for host, per_block in counts.items():
                 n_blocks = max(n_blocks, len(per_block))
                 width[host] = max(width.get(host, 0), *per_block)
     return {host: [w] * n_blocks for host, w in width.items()}
+
+
+def check_blocks(ladders: list[LoadedLadder]) -> list[int]:
+    """The blocks that an adaptive ladder's stopping rule may skip, so the DAG checks before each:
+    blocks min..max-1 (0-based) of every adaptive ladder offered."""
+    blocks: set[int] = set()
+    for loaded in ladders:
+        adaptive = loaded.ladder.adaptive
+        if adaptive is not None:
+            blocks.update(range(adaptive.min, adaptive.max))
+    return sorted(blocks)
 
 
 def fill_slots(specs: list[dict[str, Any]], grid: Grid) -> dict[str, list[dict[str, Any]]]:

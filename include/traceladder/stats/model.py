@@ -25,6 +25,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from traceladder.stats.sequential import critical_t
+
 CONFIDENCE = 0.95
 POWER = 0.80
 # Var(median of m iid normal values) ~ (pi/2) sigma^2 / m: the floor the iterations put under a run.
@@ -137,6 +139,20 @@ class Contrast:
         if self.se is None:
             return None
         return (t_quantile(0.5 + confidence / 2, self.df) + t_quantile(power, self.df)) * self.se
+
+    def interval_at(self, critical_z: float) -> tuple[float, float] | None:
+        """The interval at a sequential look (stats/sequential.py): diff +- t_crit * se, with
+        t_crit the t(df) value whose upper tail is that of the look's critical value on Z."""
+        if self.se is None:
+            return None
+        h = critical_t(critical_z, self.df) * self.se
+        return self.diff - h, self.diff + h
+
+    def mde_at(self, critical_z: float, power: float = POWER) -> float | None:
+        """The MDE at a sequential look: (t_crit + t(power, df)) * se."""
+        if self.se is None:
+            return None
+        return (critical_t(critical_z, self.df) + t_quantile(power, self.df)) * self.se
 
 
 @dataclass(frozen=True)
@@ -256,9 +272,12 @@ def fit_blocks(runs: list[Run]) -> BlockFit:
 # --- verdicts ---------------------------------------------------------------------------------------
 
 
-def verdict(contrast: Contrast, level_b: float, metric: str, higher_is_better: bool) -> dict[str, object]:
+def verdict(
+    contrast: Contrast, level_b: float, metric: str, higher_is_better: bool, critical_z: float | None = None
+) -> dict[str, object]:
     """The summary's `vs_parent` for a contrast "rung minus parent" on the log scale; `level_b` is
-    the parent's level (exp of its LS mean), so `delta` is in the metric's unit."""
+    the parent's level (exp of its LS mean), so `delta` is in the metric's unit. `critical_z`: an
+    adaptive ladder's critical value at the look it stopped (stats/sequential.py), else 95%."""
     if not math.isfinite(contrast.diff):
         return {
             "metric": metric,
@@ -277,7 +296,10 @@ def verdict(contrast: Contrast, level_b: float, metric: str, higher_is_better: b
         "verdict": "single_run",
         "mde_pct": None,
     }
-    interval, mde = contrast.interval(), contrast.mde()
+    if critical_z is None:
+        interval, mde = contrast.interval(), contrast.mde()
+    else:
+        interval, mde = contrast.interval_at(critical_z), contrast.mde_at(critical_z)
     if interval is None or mde is None:
         return out
     lo, hi = interval

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from traceladder.stats.model import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
+from traceladder.stats.sequential import Design, critical_t, target_reached, worst
 
 BATCH_SWITCHES = {"global_batch"}
 STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"
@@ -81,11 +82,13 @@ def measured(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> dict[s
     return out
 
 
-def _model(fit: BlockFit) -> dict[str, Any]:
+def _model(fit: BlockFit, critical_z: float | None = None) -> dict[str, Any]:
     def pct(var: float | None) -> float | None:
         return None if var is None else 100 * math.sqrt(var)
 
+    adjusted = {"critical_t": critical_t(critical_z, fit.df) if fit.df > 0 else None} if critical_z else {}
     return {
+        **adjusted,
         "df": fit.df,
         "runs": sum(fit.counts.values()),
         "blocks": len(fit.blocks),
@@ -102,10 +105,11 @@ def _model(fit: BlockFit) -> dict[str, Any]:
 
 
 def rung_verdicts(
-    plan: dict[str, Any], results: dict[str, dict[str, Any]]
+    plan: dict[str, Any], results: dict[str, dict[str, Any]], critical_z: float | None = None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """rung → vs_parent for every rung with a parent, and the model's figures per metric (the
-    ladder's verdict metric: wall or cpu)."""
+    ladder's verdict metric: wall or cpu). `critical_z`: an adaptive ladder's look (its intervals
+    and MDEs use that critical value, stats/sequential.py); None: the fixed 95%."""
     step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
     fits = {metric: fit_blocks(_runs(plan, results, _measure, metric, values=values)) for metric in (step, tokens)}
     info: dict[str, dict[str, Any]] = {}
@@ -119,10 +123,93 @@ def rung_verdicts(
         metric = tokens if spec.get("switch") in BATCH_SWITCHES else step
         fit = fits[metric]
         if parent not in fit.counts or rung not in fit.counts:
-            out[rung] = verdict(fit.contrast(rung, parent), math.nan, metric, metric == tokens)
+            out[rung] = verdict(fit.contrast(rung, parent), math.nan, metric, metric == tokens, critical_z)
             continue
-        out[rung] = verdict(fit.contrast(rung, parent), math.exp(fit.level(parent)), metric, metric == tokens)
-    return out, {metric: _model(fit) for metric, fit in fits.items()}
+        level = math.exp(fit.level(parent))
+        out[rung] = verdict(fit.contrast(rung, parent), level, metric, metric == tokens, critical_z)
+    return out, {metric: _model(fit, critical_z) for metric, fit in fits.items()}
+
+
+# --- adaptive repeats (stats/sequential.py) ---------------------------------------------------------
+
+
+def adaptive_design(plan: dict[str, Any]) -> Design | None:
+    """The plan's adaptive design (plan.json `adaptive`), or None for a fixed number of blocks."""
+    doc = plan.get("adaptive")
+    return Design.from_dict(doc) if doc else None
+
+
+def _first_blocks(plan: dict[str, Any], blocks: int) -> dict[str, Any]:
+    """The plan as it stood after its first `blocks` measure blocks (the adaptive ladder's
+    measure blocks are blocks 0..max-1); lens and profile runs stay out of the verdicts anyway."""
+    keep = [s for s in plan["specs"] if not _measure(s) or spec_block(s) < blocks]
+    return {**plan, "specs": keep}
+
+
+def sequential_look(plan: dict[str, Any], results: dict[str, dict[str, Any]], blocks: int) -> dict[str, Any]:
+    """The stopping rule after `blocks` measure blocks: every non-root rung's MDE at this look's
+    critical value, and whether each is at or below the target."""
+    design = adaptive_design(plan)
+    if design is None:
+        raise ValueError("the plan has no adaptive repeats")
+    critical_z = design.z_at(blocks)
+    verdicts, _ = rung_verdicts(_first_blocks(plan, blocks), results, critical_z)
+    mdes: dict[str, float | None] = {rung: v["mde_pct"] for rung, v in verdicts.items()}
+    return {
+        "blocks": blocks,
+        "critical_z": critical_z,
+        "mde_pct": mdes,
+        "worst_mde_pct": worst(mdes),
+        "target_mde_pct": design.target_mde_pct,
+        "target_reached": target_reached(mdes, design.target_mde_pct),
+    }
+
+
+def apply_stop(plan: dict[str, Any], stop: dict[str, Any] | None) -> dict[str, Any]:
+    """The plan as it ran: after an early stop (`stop`, the record the DAG's check stored), the
+    measure blocks it skipped are left out, so their runs are neither failures nor cells."""
+    if not stop:
+        return plan
+    return {**_first_blocks(plan, int(stop["blocks"])), "stop": stop}
+
+
+def sequential_verdicts(
+    plan: dict[str, Any], results: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
+    """`rung_verdicts`, and for an adaptive plan at the look where it stopped (its critical value)
+    with the summary's `repeats`: blocks run of planned, why it stopped, every look's worst MDE."""
+    design = adaptive_design(plan)
+    if design is None:
+        return (*rung_verdicts(plan, results), None)
+    stop = plan.get("stop")
+    ran = int(stop["blocks"]) if stop else design.max_blocks
+    critical_z = design.z_at(ran)
+    verdicts, model = rung_verdicts(plan, results, critical_z)
+    looks = [sequential_look(plan, results, n) for n in design.looks if n <= ran]
+    reached = target_reached({r: v["mde_pct"] for r, v in verdicts.items()}, design.target_mde_pct)
+    target = f"{design.target_mde_pct:g}%"
+    if stop:
+        why = "target_reached"
+        sentence = (
+            f"{ran} of {design.max_blocks} planned blocks ran: stopped once every rung's MDE was {target} or less"
+        )
+    else:
+        why = "max_reached"
+        sentence = f"{ran} of {design.max_blocks} planned blocks ran, the maximum" + (
+            f": every rung's MDE reached {target} or less only at the last"
+            if reached
+            else f", some MDE still above {target}"
+        )
+    sequential = {
+        **design.as_dict(),
+        "blocks_run": ran,
+        "blocks_planned": design.max_blocks,
+        "stopped": why,
+        "critical_z_used": critical_z,
+        "looks": [{k: look[k] for k in ("blocks", "critical_z", "worst_mde_pct", "target_reached")} for look in looks],
+        "sentence": sentence,
+    }
+    return verdicts, model, sequential
 
 
 def lens_overheads(
@@ -177,6 +264,14 @@ def verdict_findings(summary: dict[str, Any]) -> list[str]:
     single = [r["rung"] for r in rows if r["vs_parent"]["verdict"] == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
+    repeats = summary.get("repeats")
+    if repeats:
+        out.append(
+            f"Adaptive repeats: {repeats['sentence']}. Looking after every block from {repeats['min_blocks']} on "
+            f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so the intervals "
+            f"and MDEs use the critical value of the look where it stopped: z {repeats['critical_z_used']:.2f}, "
+            f"not 1.96."
+        )
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)
     return out

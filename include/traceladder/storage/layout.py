@@ -30,6 +30,8 @@ DEFAULT_PREFIX = "traceladder"
 # ---- names -------------------------------------------------------------------------------------
 MANIFEST_NAME = "manifest.json"
 PLAN_OBJECT = "plan.json"
+# An adaptive ladder's early stop (<run>/stop.json): the look that stopped it, written by the DAG's check.
+STOP_OBJECT = "stop.json"
 METRICS_OBJECT = "metrics.json"
 SPEC_OBJECT = "spec.json"
 LOG_OBJECT = "log.txt.gz"

@@ -12,7 +12,7 @@ from traceladder.stats.verdicts import (
     lens_overheads,
     measured,
     plan_metric,
-    rung_verdicts,
+    sequential_verdicts,
     spec_purpose,
     verdict_findings,
 )
@@ -43,7 +43,7 @@ def build_summary(
             order.append(spec["rung"])
     unprofiled = measured(plan, results)  # the block design's runs only: lens and profile runs stay out
     info = {s["rung"]: s for s in specs}
-    vs_parent, model = rung_verdicts(plan, results)
+    vs_parent, model, repeats = sequential_verdicts(plan, results)  # an adaptive plan: at its stopping look
 
     step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
     cpu_step = {name: estimate(_ok(unprofiled.get(name, []), CPU_STEP)) for name in order}
@@ -115,6 +115,8 @@ def build_summary(
         "rungs": rows,
         "metric": plan_metric(plan),
         "model": model,
+        # Adaptive repeats only: blocks run of planned, why it stopped, each look (stats/sequential.py).
+        **({"repeats": repeats} if repeats else {}),
         "lenses": lenses,
         "lens_rung": lens_rung,
         "profile": profile,

@@ -57,7 +57,7 @@ class LadderEntry:
     backend: str = ""
     cluster: str = ""
     schedule: str | None = None
-    repeats: int | None = None
+    repeats: str | None = None  # `3`, or `3-8 adaptive` (Ladder.repeats_label)
     rungs: list[str] = field(default_factory=list)
     lenses: list[str] = field(default_factory=list)  # lenses this ladder's backend can run
     conn_id: str | None = None
@@ -115,7 +115,7 @@ def list_ladders(only: str | None = None) -> list[LadderEntry]:
         entry.backend = ladder.backend
         entry.cluster = ladder.cluster
         entry.schedule = ladder.schedule
-        entry.repeats = ladder.repeats
+        entry.repeats = ladder.repeats_label
         entry.rungs = [r.name for r in ladder.rungs]
         entry.lenses = list(LENSES_BY_BACKEND.get(ladder.backend, ()))
         entry.conn_id = storage.conn_id

@@ -13,6 +13,7 @@ import numpy as np
 
 from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
 from traceladder.stats.model import Run, fit_blocks, verdict
+from traceladder.stats.sequential import Design, target_reached
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,56 @@ def simulate_verdicts(
             runs = [r for r in runs if rng.random() >= drop]
         fit = fit_blocks(runs)
         out.append({rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False) for rung, parent in judged})
+    return out
+
+
+def blocked_shape(
+    rungs: Sequence[str], pairs: Sequence[tuple[str, str]], blocks: int, schedules: int = 20
+) -> LadderShape:
+    """A ladder shape from rung names alone: `schedules` seeded randomised complete block orders."""
+    return LadderShape(
+        tuple(pairs), tuple(tuple(blocked_schedule(list(rungs), blocks, seed=i)) for i in range(schedules)), False
+    )
+
+
+@dataclass(frozen=True)
+class AdaptiveOutcome:
+    """One simulated adaptive ladder: the blocks it ran and its verdicts at that look."""
+
+    blocks: int
+    target_reached: bool
+    verdicts: dict[str, dict[str, object]]
+
+
+def simulate_adaptive(
+    model: NoiseModel,
+    shape: LadderShape,
+    design: Design,
+    ladders: int,
+    seed: int,
+    effects: dict[str, float] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+) -> list[AdaptiveOutcome]:
+    """Simulated ladders under adaptive repeats: each simulates its `max` blocks, then looks after
+    block n = min, ..., max as the DAG does (the block model on blocks < n, every judged rung's
+    MDE at that look's critical value) and stops at the first look where all are <= the target.
+    The shape's schedules need `design.max_blocks` measure blocks."""
+    rng = np.random.default_rng(seed)
+    judged = tuple(pairs or shape.pairs)
+    out = []
+    for i in range(ladders):
+        schedule = shape.schedules[i % len(shape.schedules)]
+        runs: list[Run] = simulate_runs(model, schedule, effects or {}, rng)
+        for n in design.looks:
+            fit = fit_blocks([r for r in runs if int(r.block) < n])  # type: ignore[call-overload]
+            critical_z = design.z_at(n)
+            verdicts = {
+                rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False, critical_z) for rung, parent in judged
+            }
+            reached = target_reached({r: v["mde_pct"] for r, v in verdicts.items()}, design.target_mde_pct)  # type: ignore[misc]
+            if reached or n == design.max_blocks:
+                out.append(AdaptiveOutcome(n, reached, verdicts))
+                break
     return out
 
 

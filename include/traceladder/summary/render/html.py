@@ -25,6 +25,8 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 {% set cpu = s.metric == 'cpu' %}\
 <p id="verdict-metric">Verdicts judge {% if cpu %}the slowest rank's compute-thread CPU time (metric: cpu); \
 wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif %}</p>
+{% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
+MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
 {% if cpu %}<th>step CPU ms (95% CI)</th>{% endif %}<th>tokens/s/GPU</th>\
 <th>vs parent{{ ' on CPU time' if cpu }} (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>

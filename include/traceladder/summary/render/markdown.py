@@ -45,6 +45,13 @@ def ladder_table(summary: dict[str, Any]) -> str:
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
+    repeats = summary.get("repeats")
+    if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
+        lines += [
+            "",
+            f"Adaptive repeats: {repeats['sentence']}; intervals and MDEs at that look's critical value, "
+            f"z {repeats['critical_z_used']:.2f} (docs/statistics-adaptive.md).",
+        ]
     return "\n".join(lines)
 
 

@@ -1,0 +1,179 @@
+"""Adaptive repeats: a group-sequential design over a ladder's blocks (docs/statistics-adaptive.md).
+
+A ladder with `repeats: {min: m, max: M, target_mde_pct: P}` plans M blocks and looks at its
+data after block n = m, m+1, ..., M. At each look every non-root rung's verdict is computed
+with that look's critical value; the ladder stops at the first look where every MDE is <= P.
+
+The false-call rate stays at alpha because each look has its own critical value, chosen so that
+under no effect the chance that |Z_n| crosses c_n at ANY look is alpha (Lan and DeMets 1983,
+two-sided, O'Brien-Fleming-type spending). Whatever rule picks the look that is reported, a
+false call there is a crossing at some look, so its probability is at most alpha.
+
+The model, so the numbers can be redone by hand:
+- information fraction of look n: t_n = n / M (information grows with the blocks);
+- under no effect Z_n = B(t_n) / sqrt(t_n), B a standard Brownian motion: increments between
+  looks are independent N(0, t_n - t_{n-1});
+- alpha spent by information t, alpha/2 on each side: a(t) = 2 [2 - 2 Phi(z_{1-alpha/4} / sqrt(t))],
+  so a(1) = alpha (gsDesign's `sfLDOF` with its one-sided alpha = alpha/2, `test.type = 2`);
+- c_n solves P(|Z_k| < c_k for k < n, |Z_n| >= c_n) = a(t_n) - a(t_{n-1}); the first look is
+  closed-form: c = Phi^-1(1 - a(t_1)/2); later looks integrate the sub-density of B on the
+  continuation region numerically (Armitage, McPherson and Rowe's recursion);
+- on the t scale (the block model estimates its variance), the same one-sided tail: the critical
+  t is the t(df) quantile whose upper tail equals 1 - Phi(c_n). Intervals are diff +- t_crit * se
+  and the MDE is (t_crit + t(power, df)) * se.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+from scipy import optimize, stats
+
+ALPHA = 0.05
+SPENDING = "lan_demets_obf"
+# The recursion integrates B over |b| <= this many sd of B(t): what lies beyond is below 1e-30.
+_SPAN_SD = 12.0
+_GRID = 801  # odd: Simpson's rule
+
+
+def obf_spending(t: float, alpha: float = ALPHA) -> float:
+    """Two-sided alpha spent by information fraction t (0 < t <= 1), alpha/2 per side, each side
+    by Lan-DeMets' O'Brien-Fleming-type function: 2 * (2 - 2 Phi(z_{1-alpha/4} / sqrt t))."""
+    if t <= 0:
+        return 0.0
+    return float(4 * stats.norm.sf(stats.norm.isf(alpha / 4) / math.sqrt(min(t, 1.0))))
+
+
+def _simpson_weights(n: int, h: float) -> np.ndarray:
+    w = np.ones(n)
+    w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+    return w * h / 3
+
+
+def _exit_prob(b: float, grid: np.ndarray, mass: np.ndarray, s: float) -> float:
+    """P(continue to here, then |B(t)| >= b), B(t) = B(t_prev) + N(0, s^2)."""
+    tails = stats.norm.sf((b - grid) / s) + stats.norm.cdf((-b - grid) / s)
+    return float(np.sum(mass * tails))
+
+
+@lru_cache(maxsize=256)
+def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA) -> tuple[float, ...]:
+    """Two-sided critical values c_n on the Z scale at information fractions `fractions`
+    (increasing, the last <= 1), spending `alpha` by the O'Brien-Fleming-type function."""
+    if not fractions or any(b <= a for a, b in zip(fractions, fractions[1:])) or fractions[0] <= 0:
+        raise ValueError(f"information fractions must increase from above 0, got {fractions}")
+    out: list[float] = []
+    spent = 0.0
+    # The sub-density of B(t_prev) on the continuation region: grid points and quadrature mass.
+    grid: np.ndarray | None = None
+    mass = np.zeros(0)
+    prev_t = 0.0
+    for t in fractions:
+        target = obf_spending(t, alpha) - spent
+        spent += target
+        if grid is None:
+            c = float(stats.norm.isf(target / 2)) if target > 0 else math.inf
+        else:
+            s = math.sqrt(t - prev_t)
+            hi = _SPAN_SD * math.sqrt(t)
+            if target <= 0 or _exit_prob(hi, grid, mass, s) >= target:
+                # Nothing left to spend (or less than the integration can resolve): the marginal
+                # boundary, which only errs on the safe side.
+                c = float(stats.norm.isf(target / 2)) if target > 0 else math.inf
+            else:
+                b = optimize.brentq(lambda b: _exit_prob(b, grid, mass, s) - target, 1e-9, hi, xtol=1e-10)  # noqa: B023 - used at once
+                c = b / math.sqrt(t)
+        out.append(c)
+        # Carry the sub-density of B(t) over |B| < c sqrt(t) to the next look.
+        half = min(c * math.sqrt(t), _SPAN_SD * math.sqrt(t))
+        new_grid = np.linspace(-half, half, _GRID)
+        if grid is None:
+            dens = stats.norm.pdf(new_grid, scale=math.sqrt(t))
+        else:
+            s = math.sqrt(t - prev_t)
+            dens = (stats.norm.pdf((new_grid[:, None] - grid[None, :]) / s) / s) @ mass
+        mass = _simpson_weights(_GRID, new_grid[1] - new_grid[0]) * dens
+        grid, prev_t = new_grid, t
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def critical_t(c_z: float, df: int) -> float:
+    """The t(df) critical value with the same one-sided tail as c_z: t.isf(1 - Phi(c_z), df)."""
+    return float(stats.t.isf(stats.norm.sf(c_z), df))
+
+
+@dataclass(frozen=True)
+class Design:
+    """A plan's adaptive repeats: looks after blocks min..max, each with its critical value."""
+
+    min_blocks: int
+    max_blocks: int
+    target_mde_pct: float
+    alpha: float = ALPHA
+    critical_z: tuple[float, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_blocks <= self.max_blocks:
+            raise ValueError(f"need 1 <= min <= max blocks, got {self.min_blocks}, {self.max_blocks}")
+        object.__setattr__(self, "critical_z", boundaries(self.fractions, self.alpha))
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """The block counts after which the rule looks."""
+        return tuple(range(self.min_blocks, self.max_blocks + 1))
+
+    @property
+    def fractions(self) -> tuple[float, ...]:
+        return tuple(n / self.max_blocks for n in self.looks)
+
+    def z_at(self, blocks: int) -> float:
+        """The critical value for an analysis after `blocks` blocks. Fewer than min (runs that
+        never came): the first look's, the largest, so the claim stays within alpha."""
+        index = min(max(blocks, self.min_blocks), self.max_blocks) - self.min_blocks
+        return self.critical_z[index]
+
+    def as_dict(self) -> dict[str, object]:
+        """plan.json's `adaptive` record."""
+        return {
+            "min_blocks": self.min_blocks,
+            "max_blocks": self.max_blocks,
+            "target_mde_pct": self.target_mde_pct,
+            "alpha": self.alpha,
+            "spending": SPENDING,
+            "looks": list(self.looks),
+            "information": [round(t, 6) for t in self.fractions],
+            "critical_z": [round(c, 6) for c in self.critical_z],
+            "rule": (
+                f"after each block from {self.min_blocks} on, stop once every non-root rung's MDE "
+                f"(80% power, at that look's critical value) is <= {self.target_mde_pct:g}%; "
+                f"else run all {self.max_blocks} blocks"
+            ),
+        }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, object]) -> Design:
+        return cls(
+            int(doc["min_blocks"]),  # type: ignore[call-overload]
+            int(doc["max_blocks"]),  # type: ignore[call-overload]
+            float(doc["target_mde_pct"]),  # type: ignore[arg-type]
+            float(doc.get("alpha", ALPHA)),  # type: ignore[arg-type]
+        )
+
+
+def target_reached(mde_pcts: Mapping[str, float | None], target_pct: float) -> bool:
+    """The stopping decision: every judged rung has an MDE, and each is <= the target. A rung
+    with no MDE (fewer than two ok runs on a side) keeps the ladder running."""
+    return bool(mde_pcts) and all(m is not None and m <= target_pct for m in mde_pcts.values())
+
+
+def worst(mde_pcts: Mapping[str, float | None]) -> float | None:
+    """The largest MDE (None when some rung has none)."""
+    values: Sequence[float | None] = list(mde_pcts.values())
+    if not values or any(v is None for v in values):
+        return None
+    return max(v for v in values if v is not None)
