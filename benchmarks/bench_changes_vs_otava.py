@@ -52,6 +52,10 @@ WITHIN = 2  # recall within this many runs after the step's first run
 HISTORIES = 200
 SEED = 20261202
 OTAVA = {"window_len": 50, "max_pvalue": 0.001, "min_magnitude": 0.0}  # Otava's defaults
+# Otava brought down to about our false-alarm target (5% on flat and single-outlier histories;
+# chosen on the 2% cells of this replay; its rate per cell is in the table): the comparison at
+# similar false alarms, reported beside the targets
+OTAVA_STRICT = {**OTAVA, "max_pvalue": 2e-5}
 FIGURES = REPO / "docs" / "figures"
 
 
@@ -119,16 +123,16 @@ def otava_python() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def start_otava(ctx: Context, jobs: list[dict]) -> tuple[Path, subprocess.Popen | None]:
+def start_otava(ctx: Context, jobs: list[dict], options: dict) -> tuple[Path, subprocess.Popen | None]:
     """Otava's replay of `jobs` in its own process (it runs beside ours on the second CPU);
     the cached answer when the same histories were replayed before."""
-    spec = {"otava": OTAVA, "first": FIRST, "jobs": jobs}
+    spec = {"otava": options, "first": FIRST, "jobs": jobs}
     blob = json.dumps(spec, sort_keys=True).encode()
     ctx.cache.mkdir(parents=True, exist_ok=True)
     out = ctx.cache / f"otava-calls-{hashlib.sha256(blob).hexdigest()[:16]}.json"
     if out.exists():
         return out, None
-    spec_path = ctx.scratch / "otava-jobs.json"
+    spec_path = ctx.scratch / f"otava-jobs-{out.stem}.json"
     spec_path.write_bytes(blob)
     worker = REPO / "benchmarks" / "changes_replay.py"
     proc = subprocess.Popen([otava_python(), str(worker), str(spec_path), str(out) + ".tmp"])
@@ -170,11 +174,15 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
     all_cells = cells()
     series = {c: simulate(c, n, SEED + k) for k, c in enumerate(all_cells)}
     jobs = [{"series": s, "change_at": c.change_at} for c in all_cells for s in series[c]]
-    out, proc = start_otava(ctx, jobs)
+    out, proc = start_otava(ctx, jobs, OTAVA)
     mine = {c: [replay(s, ours, FIRST, c.change_at) for s in series[c]] for c in all_cells}
     ours_s = time.perf_counter() - t0
     flat_calls = finish_otava(out, proc)
     theirs = {c: flat_calls[k * n : (k + 1) * n] for k, c in enumerate(all_cells)}
+    out, proc = start_otava(ctx, jobs, OTAVA_STRICT)  # alone: ours is done
+    flat_calls = finish_otava(out, proc)
+    strict = {c: flat_calls[k * n : (k + 1) * n] for k, c in enumerate(all_cells)}
+    beats_strict = {"recall": 0, "delay": 0, "cells": 0}
     rows: list[Row] = []
     fa_lines, step_lines, drift_lines = [], [], []
     met = {"false alarms": True, "recall": True, "delay": True}
@@ -182,6 +190,7 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
         if c.kind in ("flat", "outlier"):
             rate_ours = 100 * sum(bool(x) for x in mine[c]) / n
             rate_otava = 100 * sum(bool(x) for x in theirs[c]) / n
+            rate_strict = 100 * sum(bool(x) for x in strict[c]) / n
             ok = rate_ours <= 5
             met["false alarms"] &= ok
             rows.append(
@@ -192,10 +201,12 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
                     "%",
                     "<= 5",
                     ok,
-                    f"Otava {rate_otava:.1f}%; {n} histories",
+                    f"Otava {rate_otava:.1f}%, at p < {OTAVA_STRICT['max_pvalue']:g} {rate_strict:.1f}%; {n} histories",
                 )
             )
-            fa_lines.append(f"| {c.label} | {rate_otava:.1f}% | {rate_ours:.1f}% | {'yes' if ok else 'NO'} |")
+            fa_lines.append(
+                f"| {c.label} | {rate_otava:.1f}% | {rate_ours:.1f}% | {'yes' if ok else 'NO'} | {rate_strict:.1f}% |"
+            )
         elif c.kind == "step":
             at = POSITIONS[c.position]
             d_ours = [first_hit(x, at) for x in mine[c]]
@@ -221,14 +232,22 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
                     f"(Otava {fmt_delay(med_otava)})",
                 )
             )
+            d_strict = [first_hit(x, at) for x in strict[c]]
+            hit_strict = [d <= WITHIN for d in d_strict]
+            s_diff, s_half = paired(hit_ours, hit_strict)
+            med_strict = float(np.median(d_strict))
+            beats_strict["cells"] += 1
+            beats_strict["recall"] += s_diff >= -s_half - 1e-9
+            beats_strict["delay"] += med_ours <= med_strict
             step_lines.append(
                 f"| {c.label} | {r_otava:.1f}% | {r_ours:.1f}% | {diff:+.1f} [{diff - half:+.1f}, {diff + half:+.1f}] "
                 f"| {'yes' if recall_ok else 'NO'} | {fmt_delay(med_otava)} | {fmt_delay(med_ours)} "
-                f"| {'yes' if delay_ok else 'NO'} |"
+                f"| {'yes' if delay_ok else 'NO'} | {100 * float(np.mean(hit_strict)):.1f}% "
+                f"| {s_diff:+.1f} [{s_diff - s_half:+.1f}, {s_diff + s_half:+.1f}] | {fmt_delay(med_strict)} |"
             )
         else:
             cols = []
-            for calls in (theirs[c], mine[c]):
+            for calls in (theirs[c], mine[c], strict[c]):
                 # the first call of each history once the drift has begun (earlier ones are false alarms)
                 firsts = [f for f in (next((y for y in x if y[0] > DRIFT_START), None) for x in calls) if f]
                 after = [f[0] - 1 - DRIFT_START for f in firsts]
@@ -262,7 +281,7 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
                 "# Change points against Apache Otava (`python -m benchmarks --only changes_vs_otava`)",
                 "",
                 f"{n} seeded histories per cell of {RUNS} runs, replayed run by run from {FIRST} runs on "
-                f"through `stats.history.detect` and Otava {OTAVA} (apache-otava 0.8.0), on the same "
+                f"through `stats.history.detect` and Otava {OTAVA} (apache-otava 0.8.0, its defaults), on the same "
                 "run-level figures; a call is a new slower change point. σ = the noise sd per run (log scale). "
                 "Definitions: benchmarks/bench_changes_vs_otava.py; the detector: docs/statistics-history.md.",
                 "",
@@ -271,10 +290,16 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
                 f"{'yes' if met['recall'] else 'NO'}; median delay ≤ Otava's in every step cell "
                 f"{'yes' if met['delay'] else 'NO'}.",
                 "",
+                f"At similar false alarms: against Otava at p < {OTAVA_STRICT['max_pvalue']:g} (chosen to bring its "
+                "false alarms down to about 5%; its rate per cell is in the last column below), our recall "
+                f"within {WITHIN} is at least its own minus the paired 95% half-width in {beats_strict['recall']} "
+                f"of {beats_strict['cells']} step cells, and our median delay no longer in "
+                f"{beats_strict['delay']} of {beats_strict['cells']}.",
+                "",
                 "## False alarms (histories with any call)",
                 "",
-                "| cell | Otava | ours | ≤ 5% |",
-                "|---|---|---|---|",
+                f"| cell | Otava | ours | ≤ 5% | Otava p < {OTAVA_STRICT['max_pvalue']:g} |",
+                "|---|---|---|---|---|",
                 *fa_lines,
                 "",
                 f"## Steps: recall within {WITHIN} runs after the step's first run, and delay",
@@ -284,8 +309,9 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
                 "with its normal 95% interval.",
                 "",
                 "| cell | Otava recall | our recall | paired diff, pp [95%] | recall ok | Otava median delay "
-                "| our median delay | delay ok |",
-                "|---|---|---|---|---|---|---|---|",
+                "| our median delay | delay ok | strict Otava recall | ours − strict, pp [95%] "
+                "| strict Otava median delay |",
+                "|---|---|---|---|---|---|---|---|---|---|---|",
                 *step_lines,
                 "",
                 f"## Drifts (reported, not scored): linear from run {DRIFT_START}",
@@ -293,11 +319,13 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
                 "Per detector: histories with a call after the drift began; median runs after its start at "
                 "the first call; median size of that call in σ, with the true drift at its newest run.",
                 "",
-                "| cell | Otava called | Otava first call | Otava size | ours called | our first call | our size |",
-                "|---|---|---|---|---|---|---|",
+                "| cell | Otava called | Otava first call | Otava size | ours called | our first call | our size "
+                "| strict Otava called | its first call | its size |",
+                "|---|---|---|---|---|---|---|---|---|---|",
                 *drift_lines,
                 "",
-                f"Replay: {wall:.0f} s on {os.cpu_count()} CPUs (ours {ours_s:.0f} s, Otava beside it or cached).",
+                f"Replay: {wall:.0f} s on {os.cpu_count()} CPUs (ours {ours_s:.0f} s, Otava beside it or cached). "
+                f"'Strict Otava': Otava at p < {OTAVA_STRICT['max_pvalue']:g}, otherwise its defaults.",
                 "",
             ]
         ),
