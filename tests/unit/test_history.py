@@ -82,6 +82,62 @@ def test_permutation_form_is_deterministic_for_a_seed() -> None:
         detect(series, test="bogus")
 
 
+# ---- short newest segments (issue 28) ---------------------------------------------------------
+# Ten runs alternating ±1% on the log scale: mean 0, and a noise variance known by hand. The pooled
+# residual variance is 10a²/9; half the mean squared successive difference, (2a)²/2 = 2a², is the
+# larger, so var = 2a² with 9 degrees of freedom.
+A = 0.01
+ALTERNATING = [100 * math.exp(A if i % 2 == 0 else -A) for i in range(10)]
+
+
+def _after(*sds: float) -> list[float]:
+    return ALTERNATING + [100 * math.exp(k * A) for k in sds]
+
+
+def test_the_newest_two_runs_are_a_change_when_each_clears_the_prediction_bound() -> None:
+    from scipy import stats
+
+    from traceladder.stats.history import ALPHA_TAIL
+
+    se = A * math.sqrt(2 * (1 + 1 / 10))  # prediction sd of one new run: sqrt(var·(1 + 1/n))
+    # the less extreme of the two (5a) decides: t = 5a/se = 3.37, df 9
+    p_hand = 2 * stats.t.sf(5 * A / se, 9)
+    assert p_hand < ALPHA_TAIL
+    for tail in ((5, 6), (6, 5)):
+        [cp] = detect(_after(*tail))
+        assert (cp.index, cp.direction) == (10, "slower") and cp.p_value == pytest.approx(p_hand, rel=1e-9)
+    # one far run beside a modest one: the modest one (3.5a, t = 2.36) is within the bound
+    assert 2 * stats.t.sf(3.5 * A / se, 9) > ALPHA_TAIL
+    assert detect(_after(3.5, 9)) == []
+
+
+def test_a_short_segment_must_show_the_change_without_its_most_extreme_run() -> None:
+    from scipy import stats
+
+    from traceladder.stats.history import ALPHA_RECENT, ALPHA_TRIM
+
+    # [6a, 3a, 3a] after the ten: with the split at 10, var = max(16a²/11, 45a²/11/2) = 45a²/22
+    var = 45 * A**2 / 22
+    p_mean = 2 * stats.t.sf(4 * A / math.sqrt(var * (1 / 10 + 1 / 3)), 11)  # mean 4a: p 0.0014
+    # less the 6a run and the lowest of the ten (-a): means 3a and a/9
+    p_trimmed = 2 * stats.t.sf((3 - 1 / 9) * A / math.sqrt(var * (1 / 9 + 1 / 2)), 11)  # p 0.026
+    assert p_mean < ALPHA_RECENT and p_trimmed > ALPHA_TRIM
+    assert detect(_after(6, 3, 3)) == [] and detect(_after(3, 6, 3)) == []
+    # the same mean without an outlying run is a change: 4.5a each, var = 36a²/22, p by hand
+    [cp] = detect(_after(4.5, 4.5, 4.5))
+    p_step = 2 * stats.t.sf(4.5 * A / math.sqrt(36 * A**2 / 22 * (1 / 10 + 1 / 3)), 11)
+    assert cp.index == 10 and cp.p_value == pytest.approx(p_step, rel=1e-9)
+
+
+def test_a_single_outlying_run_is_never_a_change_as_it_ages() -> None:
+    for at in (0, 1, 2):  # +4% (about 5 noise sds) as the newest run, then with ordinary runs after it
+        tail = [v * (1.04 if i == at else 1.0) for i, v in enumerate(FLAT[:3])]
+        series = FLAT + tail
+        assert all(detect(series[:n]) == [] for n in range(len(FLAT) + 1, len(series) + 1))
+    step = FLAT + [v * 1.04 for v in FLAT[:2]]
+    assert [(c.index, c.direction) for c in detect(step)] == [(16, "slower")]
+
+
 def _entry(run_id: str, step: dict[str, float], config_hash: str = "abc") -> dict:
     return {
         "run_id": run_id,
@@ -97,8 +153,10 @@ def _entry(run_id: str, step: dict[str, float], config_hash: str = "abc") -> dic
 
 
 def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
+    # +6% (about 8 noise sds) from week 16: called on the second run after the step (week 17),
+    # by the newest-two-runs test
     entries = []
-    for i, e in enumerate(NOISE + NOISE[:3]):
+    for i, e in enumerate(NOISE + NOISE[:2]):
         slow = 1.06 if i >= 16 else 1.0
         entries.append(
             _entry(
@@ -115,17 +173,21 @@ def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
     line = regression_lines(history)[0]
     assert line.startswith("base: step time +") and "from run 2026-w16" in line and "config_hash" in line
     since = history["since_last"]
-    assert since["previous_run_id"] == "2026-w17" and {r["rung"] for r in since["rungs"]} == {"base", "fused"}
-    # the next week, the same change point is no longer a new call
+    assert since["previous_run_id"] == "2026-w16" and {r["rung"] for r in since["rungs"]} == {"base", "fused"}
+    # the next weeks, the same change point (now a full segment) is no longer a new call
+    entries.append(_entry("2026-w18", {"base": 100 * (1 + 0.01 * NOISE[2]) * 1.06, "fused": 80.0}, "def"))
+    later = evaluate(entries)
+    assert later["regressions"] == [] and [c["run_id"] for c in later["rungs"][0]["change_points"]] == ["2026-w16"]
     entries.append(_entry("2026-w19", {"base": 106.0, "fused": 80.0}, "def"))
     assert evaluate(entries)["regressions"] == []
 
 
 def test_a_cpu_metric_ladder_finds_its_change_points_on_the_step_cpu_time() -> None:
-    # The wall time is flat; the CPU time steps up 6% at week 16: a `metric: cpu` ladder calls it.
-    # Two older runs recorded no CPU time: they stay out of the series.
+    # The wall time is flat; the CPU time steps up 6% at week 16: a `metric: cpu` ladder calls it
+    # (on week 17, the second run after the step). Two older runs recorded no CPU time: they stay
+    # out of the series.
     entries = []
-    for i, e in enumerate(NOISE + NOISE[:3]):
+    for i, e in enumerate(NOISE + NOISE[:2]):
         entry = _entry(f"2026-w{i:02d}", {"base": 100 * (1 + 0.01 * e)})
         point = entry["points"]["rungs"]["base"]
         cpu = 50 * (1 + 0.01 * NOISE[-1 - (i % len(NOISE))]) * (1.06 if i >= 16 else 1.0)

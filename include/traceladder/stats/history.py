@@ -8,20 +8,25 @@ rung's size):
 1. Candidates: the optimal l2 (mean-shift) segmentation, ``ruptures.KernelCPD`` with a linear
    kernel (Pelt), on the series scaled by a robust noise estimate (the median absolute successive
    difference), with a low penalty, so it proposes more candidates than it keeps. Segments hold
-   at least ``MIN_SIZE`` (3) runs, so one outlying week, even beside a high-ish one, is never a
-   segment, and a change is seen three runs after it happened at the earliest.
+   at least ``MIN_SIZE`` (3) runs.
 2. Significance, per candidate, as Apache Otava does on top of E-divisive: the candidate's left
    and right segments are compared; the least significant candidate is dropped and the rest
    re-tested, until every kept one has p < ``ALPHA`` (``ALPHA_RECENT`` when its newer segment is
-   the newest ``RECENT_RUNS`` runs). A segment of 3 runs must also show the change in every one of
-   its runs (``_consistent``). Two forms:
+   the newest ``RECENT_RUNS`` runs). A segment of at most ``TRIM_UPTO`` runs must also show the
+   change without its most extreme run (``_consistent``: the same t-test less that run, at
+   ``ALPHA_TRIM``), so one outlying run beside ordinary ones makes no change. Two forms:
    - ``t``: Student's t on the difference of segment means, with the residual variance pooled over
      every segment of the series (one noise level per rung history), floored by half the mean
      squared successive difference within segments (von Neumann), which overfitting cannot shrink;
    - ``permutation``: residual permutation (Freedman-Lane): the series fitted without the
      candidate, its residuals shuffled over all runs by a seeded generator, the statistic the same
      t; deterministic for a seed, but its p cannot go below about 1/C(n, k) on short series.
-3. Size: the difference of segment means on the log scale with its Student-t 95% interval, as
+3. The newest ``TAIL_RUNS`` (2) runs, too few for a segment, may still be one (``_tail``): when
+   each of them lies beyond the two-sided 1 − ``ALPHA_TAIL`` prediction bound of the ≥
+   ``TAIL_BEFORE`` runs of the segment before them (noise from the runs before them only), a
+   change is seen one run after it happened. A single run is never a change: at that point a
+   step cannot be told from one outlying run (docs/statistics-history.md).
+4. Size: the difference of segment means on the log scale with its Student-t 95% interval, as
    percent of the left segment.
 
 A regression is a ``slower`` change point that is significant in this evaluation and had no
@@ -40,11 +45,14 @@ import numpy as np
 
 from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
 
-ALPHA = 0.0002  # per candidate; chosen with the replay bench (benchmarks/bench_history.py)
-ALPHA_RECENT, RECENT_RUNS = 0.002, 4  # for a change whose newest segment is the last RECENT_RUNS runs
-MIN_SIZE = 3  # runs per segment: one outlying week plus a neighbour is never a segment
+# Levels chosen with the replay benches (benchmarks/bench_changes_vs_otava.py, bench_history.py)
+ALPHA = 0.0002  # per candidate, anywhere in the history
+ALPHA_RECENT, RECENT_RUNS = 0.002, 3  # a change whose newer segment is the newest RECENT_RUNS runs
+MIN_SIZE = 3  # runs per segment found by the segmentation
 PENALTY = 3.0  # Pelt penalty per change, × log n, in robust noise variances: low on purpose
-CONFIRM_SIGMA = {3: 0.5}  # segment length -> margin each of its runs must clear (see _consistent)
+TRIM_UPTO, ALPHA_TRIM = 4, 0.01  # a segment this short must also pass without its most extreme run
+# the newest TAIL_RUNS runs may be a segment of their own, against >= TAIL_BEFORE runs before them
+TAIL_RUNS, ALPHA_TAIL, TAIL_BEFORE = 2, 0.02, 8
 MATCH_RUNS = 2  # a change point that moved by this many runs is the same change
 PERMUTATIONS = 9999  # p >= 1/10000: below ALPHA, so a long history can reach it
 TESTS = ("t", "permutation")
@@ -116,16 +124,34 @@ def _pooled_var(z: np.ndarray, cps: list[int]) -> tuple[float, int]:
     return max(ss / df if df > 0 else 0.0, mssd), df
 
 
-def _consistent(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], var: float) -> bool:
-    """A short segment must show the change in each of its runs, not only on average: every run
-    beyond the other segment's mean, in the change's direction, by CONFIRM_SIGMA[length] noise
-    sds. One outlying week next to an ordinary one is then no change."""
+def _consistent(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], var: float, df: int) -> bool:
+    """A short segment (2..TRIM_UPTO runs) must show the change without its most extreme run as
+    well: the t-test of the segments less that run (``_trimmed``) at ALPHA_TRIM. One outlying run
+    beside ordinary ones then makes no change; a real step moves every run."""
+    if min(left[1] - left[0], right[1] - right[0]) > TRIM_UPTO or df <= 0:
+        return True
+    from scipy.special import stdtr
+
+    lz, rz = _trimmed(z, left, right)
+    sign = 1.0 if z[right[0] : right[1]].mean() > z[left[0] : left[1]].mean() else -1.0
+    diff = sign * (rz.mean() - lz.mean())
+    se = math.sqrt(var * (1 / len(lz) + 1 / len(rz)))
+    if se == 0.0:
+        return diff > 0
+    return diff > 0 and float(2 * stdtr(df, -diff / se)) < ALPHA_TRIM
+
+
+def _trimmed(z: np.ndarray, left: tuple[int, int], right: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The two segments, each of 2..TRIM_UPTO runs without its run that most favours the change
+    (the highest of a newer segment that is slower, the lowest of the older one): a change
+    must show without its most extreme run, so one outlying run cannot make it."""
     lz, rz = z[left[0] : left[1]], z[right[0] : right[1]]
     sign = 1.0 if rz.mean() > lz.mean() else -1.0
-    sd = math.sqrt(var)
-    right_ok = np.all(sign * (rz - lz.mean()) >= CONFIRM_SIGMA.get(len(rz), 0.0) * sd)
-    left_ok = np.all(sign * (rz.mean() - lz) >= CONFIRM_SIGMA.get(len(lz), 0.0) * sd)
-    return bool(right_ok and left_ok)
+    if 2 <= len(rz) <= TRIM_UPTO:
+        rz = np.delete(rz, int(np.argmax(sign * rz)))
+    if 2 <= len(lz) <= TRIM_UPTO:
+        lz = np.delete(lz, int(np.argmin(sign * lz)))
+    return lz, rz
 
 
 def _t_p(z: np.ndarray, left: tuple[int, int], right: tuple[int, int], var: float, df: int) -> float:
@@ -182,6 +208,7 @@ def detect(
     seed: int = 0,
     min_size: int = MIN_SIZE,
     permutations: int = PERMUTATIONS,
+    alpha_tail: float = ALPHA_TAIL,
 ) -> list[ChangePoint]:
     """Significant change points of a series of positive run-level step times, oldest first."""
     if test not in TESTS:
@@ -191,12 +218,13 @@ def detect(
         return []
     cps = _candidates(z, min_size)
     rng = np.random.default_rng(seed)
+    pvals: list[float] = []
     while cps:
         var, df = _pooled_var(z, cps)
         segs = _segments(len(z), cps)
         pvals = [
             (_t_p(z, segs[i], segs[i + 1], var, df) if test == "t" else _perm_p(z, cps, i, rng, permutations))
-            if _consistent(z, segs[i], segs[i + 1], var)
+            if _consistent(z, segs[i], segs[i + 1], var, df)
             else 1.0
             for i in range(len(cps))
         ]
@@ -210,9 +238,40 @@ def detect(
         ratios = [p / a for p, a in zip(pvals, limits)]
         worst = int(np.argmax(ratios))
         if ratios[worst] < 1.0:
-            return [_describe(z, segs[i], segs[i + 1], cps[i], pvals[i], var, df) for i in range(len(cps))]
+            break
         del cps[worst]
-    return []
+    pvals = pvals if cps else []
+    tail = _tail(z, cps, min_size, alpha_tail)
+    if tail is not None:
+        cps, pvals = [*cps, tail[0]], [*pvals, tail[1]]
+    if not cps:
+        return []
+    var, df = _pooled_var(z, cps)
+    segs = _segments(len(z), cps)
+    return [_describe(z, segs[i], segs[i + 1], cps[i], pvals[i], var, df) for i in range(len(cps))]
+
+
+def _tail(z: np.ndarray, cps: list[int], min_size: int, alpha_tail: float) -> tuple[int, float] | None:
+    """A change in the newest TAIL_RUNS runs alone, seen a run earlier than a full segment allows:
+    each of them must lie beyond the two-sided (1 - alpha_tail) prediction bound of the segment
+    before them (at least TAIL_BEFORE runs), the noise estimated from the runs before them only.
+    The p-value is that of the least extreme of them: one outlying run next to an ordinary one
+    is no change. (index, p) of the change, or None."""
+    from scipy.special import stdtr
+
+    at = len(z) - TAIL_RUNS
+    last = cps[-1] if cps else 0
+    if at - last < max(min_size, TAIL_BEFORE):
+        return None
+    var, df = _pooled_var(z[:at], cps)
+    left, tail = z[last:at], z[at:]
+    sign = 1.0 if tail.mean() > left.mean() else -1.0
+    least = float(np.min(sign * (tail - left.mean())))
+    if df <= 0 or least <= 0.0:
+        return None
+    se = math.sqrt(var * (1 + 1 / len(left)))
+    p = 0.0 if se == 0.0 else float(2 * stdtr(df, -least / se))
+    return (at, p) if p < alpha_tail else None
 
 
 def _describe(
