@@ -208,3 +208,100 @@ def test_analyze_writes_the_reports(tmp_path: Path) -> None:
     kinds = {r["kind"] for r in cpu["headroom"]}
     assert kinds == {"op", "region", "idle", "comm", "origin"}
     assert any("no device peak" in n for n in cpu["notes"])
+
+
+# ---- the summary's "What's left" section -------------------------------------------------------
+def _spec(rung: str, parent: str | None, switch: str | None, lens: str = "none", purpose: str = "measure") -> dict:
+    return {"rung": rung, "parent": parent, "switch": switch, "lens": lens, "purpose": purpose, "repeat": 0}
+
+
+SPECS = [
+    _spec("baseline", None, None),
+    _spec("fusions", "baseline", "fusions"),
+    _spec("recompute_off", "fusions", "recompute"),
+    _spec("gbs16", "recompute_off", "global_batch"),
+    _spec("gbs32", "gbs16", "global_batch"),  # a longer chain, but of batch rungs
+    _spec("fusions", "baseline", "fusions", "torch_rank0", "lens"),
+]
+
+
+def _analysis(device: str = "cpu") -> dict:
+    rows = [
+        {
+            "kind": "op",
+            "target": f"op{i}",
+            "ms_per_step": 10.0 - i,
+            "pct_of_step": 5.0,
+            "why": "w",
+            "recoverable_ms": None,
+            "sentence": f"s{i}.",
+        }
+        for i in range(7)
+    ]
+    return {"rank": 0, "device": device, "steps": 2, "mean_step_ms": 200.0, "headroom": rows, "roofline_device": None}
+
+
+def test_final_rung_is_the_end_of_the_longest_non_batch_chain() -> None:
+    from traceladder.summary.whats_left import final_rung
+
+    assert final_rung(SPECS) == "recompute_off"
+    assert final_rung([_spec("a", None, None), _spec("b", "a", "x"), _spec("c", "a", "y")]) == "b"
+
+
+def test_section_covers_lens_and_final_rung() -> None:
+    from traceladder.summary.render.html import to_html
+    from traceladder.summary.render.markdown import to_markdown
+    from traceladder.summary.whats_left import headroom_section, markdown
+
+    results = {
+        "fusions.torch_rank0.p0": {
+            "rung_id": "fusions.torch_rank0.p0",
+            "rung": "fusions",
+            "lens": "torch_rank0",
+            "repeat": 0,
+            "status": "ok",
+            "traces": ["k/rank0.json.gz"],
+        }
+    }
+    section = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "fusions")
+    assert [(e["rung"], e["role"]) for e in section] == [("fusions", "lens rung"), ("recompute_off", "final rung")]
+    lens, final = section
+    assert [t["target"] for t in lens["targets"]] == ["op0", "op1", "op2", "op3", "op4"]  # the top 5
+    assert set(lens["targets"][0]) == {
+        "kind",
+        "target",
+        "ms_per_step",
+        "pct_of_step",
+        "why",
+        "recoverable_ms",
+        "sentence",
+    }
+    assert "no device peak" in lens["note"]
+    assert final["targets"] == [] and "no analysed rank-0 torch trace" in final["note"]
+    md = "\n".join(markdown(section))
+    assert "## What's left" in md and "| 1 | op | op0 | 10.00 | 5.0 | - |" in md and "5. s4." in md
+    # the lens rung is the final rung: one entry
+    one = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "recompute_off")
+    assert [(e["rung"], e["role"]) for e in one] == [("recompute_off", "lens rung and final rung")]
+    summary = {
+        "ladder": "l",
+        "run_id": "r",
+        "rungs": [],
+        "lenses": [],
+        "findings": [],
+        "failures": [],
+        "failed_rungs": [],
+        "headroom": section,
+    }
+    assert "## What's left" in to_markdown(summary)
+    html = to_html(summary, {})
+    assert 'id="whats-left"' in html and "s4." in html and "no analysed rank-0 torch trace" in html
+    # the Ladders page's macro, with the filters it uses (the app itself imports Airflow: seconds)
+    from jinja2 import Environment, PackageLoader
+
+    from traceladder.summary.render.fmt import fmt_change, fmt_est
+
+    env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
+    env.filters.update(est=fmt_est, change=fmt_change, urlpart=str, urlpath=str)
+    page = env.get_template("_macros.html").module.summary_body(summary, "", {})
+    assert 'id="whats-left"' in str(page) and "s4." in str(page)
