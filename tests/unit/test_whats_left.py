@@ -305,3 +305,57 @@ def test_section_covers_lens_and_final_rung() -> None:
     env.filters.update(est=fmt_est, change=fmt_change, urlpart=str, urlpath=str)
     page = env.get_template("_macros.html").module.summary_body(summary, "", {})
     assert 'id="whats-left"' in str(page) and "s4." in str(page)
+
+
+def test_stragglers_per_step_by_hand() -> None:
+    import pandas as pd
+
+    from traceladder.analysis.reports.stragglers_per_step import stragglers_per_step
+
+    # step 1 [0,100): c0 ranks start 10 / 14 (rank 1 late, rank 0 waits 4); c1 at 50 / 40 (rank 0
+    # late by 10: the step's worst). step 2 [100,200): c2 at 120 / 120.5.
+    rows = [
+        ("0", 0, 10.0, "allreduce"),
+        ("0", 1, 14.0, "allreduce"),
+        ("1", 0, 50.0, "all_to_all"),
+        ("1", 1, 40.0, "all_to_all"),
+        ("2", 0, 120.0, "allreduce"),
+        ("2", 1, 120.5, "allreduce"),
+    ]
+    df = pd.DataFrame(rows, columns=["collective_id", "rank", "ts", "Collective name"])
+    steps = [("ProfilerStep#1", 0.0, 100.0), ("ProfilerStep#2", 100.0, 200.0)]
+    got = stragglers_per_step(df, {0: {"steps": steps}, 1: {"steps": steps}})
+    assert got == [
+        {
+            "step": "ProfilerStep#1",
+            "collective": "all_to_all",
+            "seq": 1,
+            "last_rank": 0,
+            "wait_ms_max": pytest.approx(0.010),
+            "wait_ms_per_rank": "r0:0.000; r1:0.010",
+            "step_wait_ms": pytest.approx(0.014),
+        },
+        {
+            "step": "ProfilerStep#2",
+            "collective": "allreduce",
+            "seq": 2,
+            "last_rank": 1,
+            "wait_ms_max": pytest.approx(0.0005),
+            "wait_ms_per_rank": "r0:0.001; r1:0.000",
+            "step_wait_ms": pytest.approx(0.0005),
+        },
+    ]
+
+
+def test_cli_roofline_share_and_gpu_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from traceladder.cli.main import main
+
+    trace = _gpu_trace(tmp_path)
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "o"), "--roofline-share", "1.5"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --roofline-share must be in (0, 1], got 1.5"
+    assert (
+        main(["analyze", str(trace), "--out", str(tmp_path / "o"), "--roofline-share", "0.5", "--gpu-model", "mi355x"])
+        == 0
+    )
+    res = json.loads((tmp_path / "o" / "gpu" / "analysis.json").read_text())
+    assert res["roofline_share"] == 0.5 and res["roofline_device"] == "MI300X"  # the trace's own name wins

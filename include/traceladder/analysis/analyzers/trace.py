@@ -388,11 +388,11 @@ def _unique_dirs(paths: list[Path], out_root: Path) -> list[Path]:
     return out
 
 
-def _one(args: tuple[str, str], split: bool = False) -> tuple[str, str | None, float]:
-    path, out = args
+def _one(args: tuple[str, str, float, str | None], split: bool = False) -> tuple[str, str | None, float]:
+    path, out, share, gpu_model = args
     t0 = time.perf_counter()
     try:
-        analyze_trace(Path(path), Path(out), split=split)
+        analyze_trace(Path(path), Path(out), split=split, roofline_share=share, gpu_model=gpu_model)
         return path, None, time.perf_counter() - t0
     except TraceError as exc:
         return path, str(exc), time.perf_counter() - t0
@@ -400,7 +400,13 @@ def _one(args: tuple[str, str], split: bool = False) -> tuple[str, str | None, f
         return path, f"{path}: internal error while analysing ({type(exc).__name__}: {exc})", time.perf_counter() - t0
 
 
-def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
+def analyze_paths(
+    paths: list[Path],
+    out_root: Path,
+    jobs: int = 1,
+    roofline_share: float = DEFAULT_SHARE,
+    gpu_model: str | None = None,
+) -> int:
     """Analyse many traces into out_root/<stem>/; 0 when all good, else 2.
 
     ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
@@ -410,7 +416,7 @@ def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
     paths = [Path(p) for p in paths]
     out_root = Path(out_root)
     dirs = _unique_dirs(paths, out_root)
-    work = [(str(p), str(d)) for p, d in zip(paths, dirs)]
+    work = [(str(p), str(d), roofline_share, gpu_model) for p, d in zip(paths, dirs)]
     total = len(work)
     bad = 0
     err = sys.stderr
