@@ -359,3 +359,19 @@ def test_cli_roofline_share_and_gpu_model(tmp_path: Path, capsys: pytest.Capture
     )
     res = json.loads((tmp_path / "o" / "gpu" / "analysis.json").read_text())
     assert res["roofline_share"] == 0.5 and res["roofline_device"] == "MI300X"  # the trace's own name wins
+
+
+def test_section_prefers_the_lens_run_over_the_one_step_profile_run() -> None:
+    from traceladder.summary.whats_left import headroom_section
+
+    specs = [
+        {**_spec("a", None, None, "torch_rank0", "profile"), "rung_id": "a.torch_rank0.p0"},
+        {**_spec("a", None, None, "torch_rank0", "lens"), "rung_id": "a.torch_rank0.l1", "repeat": 1},
+    ]
+    results = {
+        s["rung_id"]: {**s, "status": "ok", "traces": [s["rung_id"] + "/t.json.gz"]}
+        for s in specs  # the profile run comes first by repeat
+    }
+    analyses = {k: {**_analysis(), "steps": 1 if ".p0" in k else 2} for r in results.values() for k in r["traces"]}
+    (entry,) = headroom_section({"specs": specs}, results, analyses, "a")
+    assert entry["trace"] == "a.torch_rank0.l1/t.json.gz" and entry["steps"] == 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceladder.stats.verdicts import BATCH_SWITCHES
+from traceladder.stats.verdicts import BATCH_SWITCHES, spec_purpose
 
 __all__ = ["TOP_TARGETS", "final_rung", "headroom_section", "markdown", "TARGET_KEYS"]
 
@@ -39,11 +39,13 @@ def final_rung(specs: list[dict[str, Any]]) -> str | None:
 
 
 def _rung_analysis(
-    rung: str, results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]]
+    rung: str, results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]], purposes: dict[str, str]
 ) -> tuple[dict[str, Any], str, str] | None:
-    """The rank-0 analysis of the rung's first profiled run with the headroom keys: (analysis, lens, trace key)."""
+    """The rank-0 analysis of the rung's first profiled run with the headroom keys: (analysis, lens,
+    trace key). Lens runs (the full window) before the one-step attribution runs of every_rung."""
+    order = sorted(results.values(), key=lambda r: (purposes.get(r["rung_id"]) != "lens", r["repeat"], r["rung_id"]))
     for lens in _PROFILED_LENSES:
-        for result in sorted(results.values(), key=lambda r: (r["repeat"], r["rung_id"])):
+        for result in order:
             if result.get("rung") != rung or result["lens"] != lens or result["status"] != "ok":
                 continue
             for key in result.get("traces") or []:
@@ -61,6 +63,7 @@ def headroom_section(
 ) -> list[dict[str, Any]]:
     """``[{"rung", "role", "lens", "trace", "device", "steps", "mean_step_ms", "targets", "note"}]``."""
     final = final_rung(plan["specs"])
+    purposes = {s["rung_id"]: spec_purpose(s) for s in plan["specs"] if "rung_id" in s}
     covered: list[tuple[str, str]] = []
     if lens_rung:
         covered.append((lens_rung, "lens rung" + (" and final rung" if lens_rung == final else "")))
@@ -68,7 +71,7 @@ def headroom_section(
         covered.append((final, "final rung"))
     out: list[dict[str, Any]] = []
     for rung, role in covered:
-        found = _rung_analysis(rung, results, analyses)
+        found = _rung_analysis(rung, results, analyses, purposes)
         if found is None:
             out.append(
                 {
