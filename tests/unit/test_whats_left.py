@@ -375,3 +375,27 @@ def test_section_prefers_the_lens_run_over_the_one_step_profile_run() -> None:
     analyses = {k: {**_analysis(), "steps": 1 if ".p0" in k else 2} for r in results.values() for k in r["traces"]}
     (entry,) = headroom_section({"specs": specs}, results, analyses, "a")
     assert entry["trace"] == "a.torch_rank0.l1/t.json.gz" and entry["steps"] == 2
+
+
+def test_backward_work_joins_its_forward_region_on_one_thread(tmp_path: Path) -> None:
+    """CPU autograd runs on the calling thread: the backward node of a forward op inside
+    ``attention`` (same Sequence number) counts in ``attention``, and its op's origin names both."""
+    ev = [
+        _x("user_annotation", "ProfilerStep#1", 0, 100),
+        _x("user_annotation", "attention", 0, 10),
+        _x("cpu_op", "aten::bmm", 1, 5, **{"Sequence number": 7}),
+        _x("cpu_op", "aten::mm", 12, 4, **{"Sequence number": 8}),  # outside the range
+        _x("cpu_op", "autograd::engine::evaluate_function: BmmBackward0", 20, 10, **{"Sequence number": 7}),
+        _x("cpu_op", "aten::bmm", 21, 8),
+        _x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 40, 5, **{"Sequence number": 8}),
+        _x("cpu_op", "aten::mm", 41, 3),
+    ]
+    t = read_trace(_write(tmp_path / "bwd.json", ev))
+    launchers = ops.cpu_launchers(t, cpu_selection(t))
+    # self times: bmm 5, mm 4, BmmBackward0 node 2, its bmm 8, MmBackward0 node 2, its mm 3 = 24
+    attention = next(r for r in step_regions(t, launchers, 1) if r["region"] == "attention")
+    assert attention["ms_per_step"] == pytest.approx((5 + 2 + 8) / 1e3)
+    assert attention["pct_of_direct_kernel_time"] == pytest.approx(15 / 24 * 100)
+    rows = {(r["parent"], r["link"]): r for r in op_origins(t, launchers, ["aten::bmm"], 1)}
+    assert rows[("BmmBackward0 (of aten::bmm)", "backward")]["ms_per_step"] == pytest.approx(0.008)
+    assert rows[("(top level)", "forward")]["ms_per_step"] == pytest.approx(0.005)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.autograd_links import bwd_links
+from ..model.autograd_links import seq_pairs
 from ..model.events import EventTable
 from ..model.table import Table
 from ..model.vec import first_up
@@ -75,11 +75,10 @@ def op_origins(t: EventTable, launchers: Launchers, top_ops: list[str], steps: i
         return []
     tree = t.call_tree()
     parent = tree.host_parent
-    links = bwd_links(t)
-    fwd_of = {b: f for f, bl in links.items() for b in bl}
+    fwd, bwd = seq_pairs(t)
+    fwd_of = dict(zip(bwd.tolist(), fwd.tolist()))
     is_fwd = np.zeros(len(t), dtype=bool)
-    if links:
-        is_fwd[np.fromiter(links.keys(), dtype=np.int64, count=len(links))] = True
+    is_fwd[fwd] = True
     names = t.names
     steps = max(steps, 1)
     top_ops = top_ops + [op for op in accumulate_grad_ops(t, launchers) if op not in top_ops]

@@ -4,7 +4,8 @@ A region is the union of the host ranges whose name matches one of its patterns 
 case-sensitive), on their own thread: ``user_annotation`` ranges (``record_function``) and
 ``python_function`` frames (``nn.Module: <Class>_<n>`` and ``file.py(line): func``, in traces taken
 with_stack / with_modules). A backward node (``autograd::engine::evaluate_function: ...``) whose
-forward op ran inside a region belongs to it too, so a region covers its backward work.
+forward op ran inside a region belongs to it too, so a region covers its backward work (the pair
+by ``Sequence number``: :func:`..model.autograd_links.seq_pairs`).
 
 An op (a GPU launcher, or a main-thread cpu_op on a CPU trace) counts in a region when it starts
 inside one of the region's ranges; its direct kernel time (its self time on a CPU trace) is added
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.autograd_links import bwd_links
+from ..model.autograd_links import seq_pairs
 from ..model.events import EventTable
 from ..model.intervals import merge_intervals
 from ..model.table import Table
@@ -88,16 +89,13 @@ def step_regions(t: EventTable, launchers: Launchers, steps: int) -> list[dict[s
     direct = np.asarray(launchers.direct_us, dtype=np.float64)
     total = float(direct.sum())
     l_thread, l_ts = _thread(t, launchers.idx), t.ts[launchers.idx]
-    links = bwd_links(t) if launchers.idx.size else {}
-    fwd = np.fromiter(links.keys(), dtype=np.int64, count=len(links))
-    bwd_lists = list(links.values())
+    fwd, bwd_of = seq_pairs(t) if launchers.idx.size else (np.empty(0, np.int64), np.empty(0, np.int64))
     rows = []
     for region, (rng, names) in region_ranges(t).items():
         r_thread, r_s = _thread(t, rng), t.ts[rng]
         r_e = r_s + t.dur[rng]
         if rng.size and fwd.size:  # the backward nodes of the forward ops inside the region
-            in_fwd = _inside(_thread(t, fwd), t.ts[fwd], r_thread, r_s, r_e)
-            bwd = np.asarray([b for f, bl in zip(in_fwd.tolist(), bwd_lists) if f for b in bl], dtype=np.int64)
+            bwd = bwd_of[_inside(_thread(t, fwd), t.ts[fwd], r_thread, r_s, r_e)]
             if bwd.size:
                 r_thread = np.concatenate([r_thread, _thread(t, bwd)])
                 r_s = np.concatenate([r_s, t.ts[bwd]])
