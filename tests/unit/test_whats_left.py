@@ -207,6 +207,8 @@ def test_analyze_writes_the_reports(tmp_path: Path) -> None:
     assert not (tmp_path / "cpu" / "roofline.csv").exists()
     kinds = {r["kind"] for r in cpu["headroom"]}
     assert kinds == {"op", "region", "idle", "comm", "origin"}
+    # on a CPU trace collective_wait is the comm row's time: one row, not two
+    assert [r["target"] for r in cpu["headroom"] if r["kind"] == "idle"] == ["host_gap"]
     assert any("no device peak" in n for n in cpu["notes"])
 
 
@@ -238,6 +240,7 @@ def _analysis(device: str = "cpu") -> dict:
         }
         for i in range(7)
     ]
+    rows[6]["kind"] = "region"  # a kind the top 5 lacks
     return {"rank": 0, "device": device, "steps": 2, "mean_step_ms": 200.0, "headroom": rows, "roofline_device": None}
 
 
@@ -278,8 +281,10 @@ def test_section_covers_lens_and_final_rung() -> None:
     }
     assert "no device peak" in lens["note"]
     assert final["targets"] == [] and "no analysed rank-0 torch trace" in final["note"]
+    assert [t["target"] for t in lens["other_kinds"]] == ["op6"]  # the region row, beyond the top 5
     md = "\n".join(markdown(section))
     assert "## What's left" in md and "| 1 | op | op0 | 10.00 | 5.0 | - |" in md and "5. s4." in md
+    assert "The first target of each other kind:\n- s6." in md
     # the lens rung is the final rung: one entry
     one = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "recompute_off")
     assert [(e["rung"], e["role"]) for e in one] == [("recompute_off", "lens rung and final rung")]
@@ -304,7 +309,7 @@ def test_section_covers_lens_and_final_rung() -> None:
     env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
     env.filters.update(est=fmt_est, change=fmt_change, urlpart=str, urlpath=str)
     page = env.get_template("_macros.html").module.summary_body(summary, "", {})
-    assert 'id="whats-left"' in str(page) and "s4." in str(page)
+    assert 'id="whats-left"' in str(page) and "s4." in str(page) and "s6." in str(page)
 
 
 def test_stragglers_per_step_by_hand() -> None:
@@ -399,3 +404,10 @@ def test_backward_work_joins_its_forward_region_on_one_thread(tmp_path: Path) ->
     rows = {(r["parent"], r["link"]): r for r in op_origins(t, launchers, ["aten::bmm"], 1)}
     assert rows[("BmmBackward0 (of aten::bmm)", "backward")]["ms_per_step"] == pytest.approx(0.008)
     assert rows[("(top level)", "forward")]["ms_per_step"] == pytest.approx(0.005)
+
+
+def test_top_rows_keep_one_row_of_every_kind() -> None:
+    from traceladder.analysis.reports.whats_left import top_rows
+
+    rows = [{"kind": k, "i": i} for i, k in enumerate(["op", "op", "op", "idle", "origin", "op"])]
+    assert [r["i"] for r in top_rows(rows, 2)] == [0, 1, 3, 4]

@@ -103,9 +103,21 @@ def headroom_section(
                 "roofline_device": a.get("roofline_device"),
                 "roofline_share": a.get("roofline_share"),
                 "targets": [{k: t.get(k) for k in TARGET_KEYS} for t in (a.get("headroom") or [])[:TOP_TARGETS]],
+                # the best row of each kind the top 5 lacks, so every kind of finding shows
+                "other_kinds": _other_kinds(a.get("headroom") or []),
                 "note": note,
             }
         )
+    return out
+
+
+def _other_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen = {t["kind"] for t in rows[:TOP_TARGETS]}
+    out = []
+    for t in rows[TOP_TARGETS:]:
+        if t["kind"] not in seen:
+            seen.add(t["kind"])
+            out.append({k: t.get(k) for k in TARGET_KEYS})
     return out
 
 
@@ -136,4 +148,6 @@ def markdown(section: list[dict[str, Any]] | None) -> list[str]:
             lines.append(f"| {i} | {t['kind']} | {t['target']} | {t['ms_per_step']:.2f} | {pct} | {rec} |")
         lines.append("")
         lines += [f"{i}. {t['sentence']}" for i, t in enumerate(e["targets"], 1)]
+        if e.get("other_kinds"):
+            lines += ["", "The first target of each other kind:"] + [f"- {t['sentence']}" for t in e["other_kinds"]]
     return lines

@@ -1,7 +1,8 @@
 """``headroom.csv``: every finding of one trace as a ranked target, with a sentence for the summary.
 
 Kinds: ``op`` (roofline rows on a GPU trace; top ops by self time on a CPU trace), ``region``
-(step regions), ``idle`` (the idle breakdown's categories, summed over streams), ``comm`` (the
+(step regions), ``idle`` (the idle breakdown's categories, summed over streams; on a CPU trace
+``host_gap`` only, as ``collective_wait`` is the ``comm`` row's time there), ``comm`` (the
 timeline's exposed communication) and ``origin`` (an op's AccumulateGrad share, and each top op's
 largest origin when the op has more than one).
 
@@ -27,6 +28,7 @@ __all__ = ["CSV_NAME", "COLUMNS", "headroom", "write_csv", "sentence"]
 CSV_NAME = "headroom.csv"
 COLUMNS = ["kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms"]
 _ORIGIN_ROWS = 5
+_ACCUMULATE_OP = "torch::autograd::AccumulateGrad"
 
 
 def _pct(ms: float, step_ms: float | None) -> float | None:
@@ -101,16 +103,20 @@ def headroom(
         "host_gap": "the compute thread idle with no collective running",
     }
     for cat, us in idle.items():
+        if device != "gpu" and cat == "collective_wait":
+            continue  # the same time as the comm row below on a CPU trace: one row, not two
         scope = "summed over GPU streams, HTA's rules" if device == "gpu" else "compute thread"
         add("idle", cat, us / 1e3 / steps, f"{what.get(cat, cat)} ({scope})")
     if exposed_comm_ms:
         why = "communication not overlapped by computation" + (
-            "" if device == "gpu" else " (on a CPU trace, the same time as collective_wait)"
+            "" if device == "gpu" else " (the compute thread's collective_wait in idle_breakdown.csv)"
         )
         add("comm", "exposed communication", exposed_comm_ms / steps, why)
     shown = 0
     for r in sorted(origins, key=lambda r: r["link"] != "accumulate_grad"):  # the seed's leftover first
         lone = r["pct_of_op"] >= 99.95
+        if r["op"] == _ACCUMULATE_OP:
+            continue  # AccumulateGrad's own op under its own node says nothing
         if shown < _ORIGIN_ROWS and (r["link"] == "accumulate_grad" or not lone):
             add(
                 "origin",

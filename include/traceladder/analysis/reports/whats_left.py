@@ -102,13 +102,25 @@ def write_reports(
             "step_regions": regions,
             "idle_breakdown": [dict(zip(idle.COLUMNS, r)) for r in idle_rows],
             "op_origins": origins[: TOP_OPS * 3],
-            "headroom": rows[:HEADROOM_IN_JSON],
+            "headroom": top_rows(rows, HEADROOM_IN_JSON),
             "mean_step_ms": step_ms,
             "roofline_share": share,
             "roofline_device": device_name,
             "notes": notes,
         }
     )
+
+
+def top_rows(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The first ``n`` rows, then the first row of each kind not among them (rank order kept):
+    the summary can show every kind of finding."""
+    top = rows[:n]
+    kinds = {r["kind"] for r in top}
+    for r in rows[n:]:
+        if r["kind"] not in kinds:
+            top.append(r)
+            kinds.add(r["kind"])
+    return top
 
 
 def _json_safe(v: Any) -> Any:

@@ -70,6 +70,8 @@ s.profile.timeline %}
 <td>{{ '%.2f' % t.ms_per_step }}</td><td>{{ '%.1f' % t.pct_of_step if t.pct_of_step is not none else '-' }}</td>\
 <td>{{ '%.2f' % t.recoverable_ms if t.recoverable_ms is not none else '-' }}</td></tr>{% endfor %}</table>
 <ol>{% for t in e.targets %}<li>{{ t.sentence }}</li>{% endfor %}</ol>{% endif %}
+{% if e.other_kinds %}<p>The first target of each other kind:</p><ul>{% for t in e.other_kinds %}\
+<li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
 {% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step)</h2>
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
