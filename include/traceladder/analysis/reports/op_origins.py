@@ -31,7 +31,8 @@ import numpy as np
 from ..model.autograd_links import seq_pairs
 from ..model.events import EventTable
 from ..model.table import Table
-from ..model.vec import first_up
+from ..model.op_args import op_args
+from ..model.vec import LastWins, dense_codes, first_up
 from .ops_summary import Launchers
 
 __all__ = ["CSV_NAME", "COLUMNS", "ACCUMULATE_GRAD", "op_origins", "write_csv", "origin_sentence"]
@@ -76,7 +77,7 @@ def op_origins(t: EventTable, launchers: Launchers, top_ops: list[str], steps: i
     tree = t.call_tree()
     parent = tree.host_parent
     fwd, bwd = seq_pairs(t)
-    fwd_of = dict(zip(bwd.tolist(), fwd.tolist()))
+    fwd_of = LastWins(bwd, fwd)  # backward node -> its forward op
     is_fwd = np.zeros(len(t), dtype=bool)
     is_fwd[fwd] = True
     names = t.names
@@ -85,7 +86,6 @@ def op_origins(t: EventTable, launchers: Launchers, top_ops: list[str], steps: i
     want = set(top_ops)
     pos = [i for i, nm in enumerate(launchers.names) if nm in want]
     calls = launchers.idx[pos]
-    args = t.decode_args(calls.tolist())
     direct = np.asarray(launchers.direct_us, dtype=np.float64)[pos]
     # walk up from every call at once, one tree level per step: the first autograd node above,
     # the first op above with another name, and whether a forward op autograd recorded is on the way
@@ -108,29 +108,53 @@ def op_origins(t: EventTable, launchers: Launchers, top_ops: list[str], steps: i
         forward[active] |= is_fwd[c]
         cur[active] = parent[c]
         active = active[cur[active] >= 0]
+    # one group per (op, link, node or origin, forward op) as int columns; the strings are made
+    # once per group, the shapes once per distinct Input Dims (OpArgs keys), not per call
+    nn = np.where(node >= 0, t.name[np.maximum(node, 0)], -1)
+    acc_code = names.index(ACCUMULATE_GRAD) if ACCUMULATE_GRAD in names else -2
+    link_code = np.where(node >= 0, np.where(nn == acc_code, 2, 1), np.where(forward, 3, 0))
+    fwd_ev = fwd_of.get(node)
+    fwd_name = np.where(fwd_ev >= 0, t.name[np.maximum(fwd_ev, 0)], -1)
+    org_name = np.where(origin >= 0, t.name[np.maximum(origin, 0)], -1)
+    where_code = np.where(node >= 0, np.where(link_code == 2, -3, nn), org_name)
+    gid = dense_codes(own, link_code, where_code, np.where(link_code == 1, fwd_name, -1))
+    ngroups = int(gid.max()) + 1
+    g_us = np.bincount(gid, weights=direct, minlength=ngroups)
+    g_n = np.bincount(gid, minlength=ngroups)
+    g_first = np.full(ngroups, -1, dtype=np.int64)
+    g_first[gid[::-1]] = np.arange(gid.size)[::-1]  # a call of each group
+    oa = op_args(t)
+    akey = oa.keys(calls)
+    sid = dense_codes(gid, akey)
+    s_us = np.bincount(sid, weights=direct)
+    s_n = np.bincount(sid)
+    s_first = np.full(s_us.size, -1, dtype=np.int64)
+    s_first[sid[::-1]] = np.arange(sid.size)[::-1]
+    link_names = {0: "host", 1: "backward", 2: "accumulate_grad", 3: "forward"}
     groups: dict[tuple[str, str, str], list[Any]] = {}
     shapes: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
-    for i, (us, a) in enumerate(zip(direct.tolist(), args)):
-        op = names[own[i]]
-        n = int(node[i])
-        if n >= 0:
-            nm = names[t.name[n]]
-            if nm == ACCUMULATE_GRAD:
-                link, where = "accumulate_grad", "AccumulateGrad"
-            else:
-                f = fwd_of.get(n)
-                short = nm[len(EVAL_PREFIX) :]
-                link, where = "backward", f"{short} (of {names[t.name[f]]})" if f is not None else short
+    group_key: list[tuple[str, str, str]] = []
+    for g in range(ngroups):
+        i = int(g_first[g])
+        link = link_names[int(link_code[i])]
+        if link == "accumulate_grad":
+            where = "AccumulateGrad"
+        elif link == "backward":
+            short = names[int(nn[i])][len(EVAL_PREFIX) :]
+            where = f"{short} (of {names[int(fwd_name[i])]})" if fwd_name[i] >= 0 else short
         else:
-            link = "forward" if forward[i] else "host"
-            where = names[t.name[origin[i]]] if origin[i] >= 0 else "(top level)"
-        key = (op, where, link)
-        g = groups.setdefault(key, [0.0, 0])
-        g[0] += us
-        g[1] += 1
-        s = shapes[key].setdefault(_first_shape(a), [0.0, 0])
-        s[0] += us
-        s[1] += 1
+            where = names[int(org_name[i])] if org_name[i] >= 0 else "(top level)"
+        key = (names[int(own[i])], where, link)
+        group_key.append(key)
+        got = groups.setdefault(key, [0.0, 0])
+        got[0] += float(g_us[g])
+        got[1] += int(g_n[g])
+    for k in range(s_us.size):
+        i = int(s_first[k])
+        shape = _first_shape(oa.args(int(akey[i])))
+        got = shapes[group_key[int(gid[i])]].setdefault(shape, [0.0, 0])
+        got[0] += float(s_us[k])
+        got[1] += int(s_n[k])
     op_total: dict[str, float] = defaultdict(float)
     for (op, _, _), (us, _) in groups.items():
         op_total[op] += us
