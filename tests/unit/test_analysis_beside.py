@@ -78,9 +78,9 @@ def test_cli_splits_only_one_trace_at_a_time(tmp_path, monkeypatch):
     seen: list[bool] = []
     real = engine.analyze_trace
 
-    def spy(trace, out, split=False):
+    def spy(trace, out, split=False, **options):  # options: the roofline's share and GPU model
         seen.append(split)
-        return real(trace, out, split=split)
+        return real(trace, out, split=split, **options)
 
     monkeypatch.setattr(engine, "analyze_trace", spy)
     assert engine.analyze_paths([TRACE], tmp_path / "a") == 0

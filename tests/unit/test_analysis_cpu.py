@@ -158,6 +158,14 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
         "regions",
         "gemm",
         "notes",
+        # the "what's left" keys (issue 26)
+        "step_regions",
+        "idle_breakdown",
+        "op_origins",
+        "headroom",
+        "mean_step_ms",
+        "roofline_share",
+        "roofline_device",
     }
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
     # (TraceLens does not run on traces without GPU kernels)

@@ -136,12 +136,17 @@ def test_reference_trace_analysis_json(tmp_path):
         "UnaryElementwise.csv",
         "analysis.json",
         "gpu_timeline.csv",
+        "headroom.csv",  # the "what's left" reports (issue 26), beside TraceLens's
+        "idle_breakdown.csv",
         "kernel_summary.csv",
+        "op_origins.csv",
         "ops_summary.csv",
         "ops_summary_by_category.csv",
         "ops_unique_args.csv",
+        "roofline.csv",
         "short_kernel_histogram.csv",
         "short_kernels_summary.csv",
+        "step_regions.csv",
         "unified_perf_summary.csv",
     ]
     # "gemm": the GEMM.csv rows (shape, count, kernel time, mean TFLOPS/s), by time

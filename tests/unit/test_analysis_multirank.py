@@ -200,6 +200,7 @@ def test_gpu_late_rank_exact(tmp_path, world, late):
             "straggler_summary.csv",
             "nccl_long.csv",
             "nccl_implicit_sync.csv",
+            "stragglers_per_step.csv",
         ]
     )
 

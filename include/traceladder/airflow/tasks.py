@@ -147,7 +147,9 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
 
     loaded, store = ladder_store(ladder)
     try:
-        result = analyze_stored(store, item["key"])
+        result = analyze_stored(
+            store, item["key"], roofline_share=loaded.ladder.headroom.share, gpu_model=loaded.ladder.cluster
+        )
     except (TraceError, ArtifactIntegrityError) as exc:
         raise AirflowFailException(str(exc).splitlines()[0]) from None
     if loaded.ladder.engine == "tracelens":  # TraceLens's own CSVs too, beside the builtin ones

@@ -30,7 +30,11 @@ def analysis_key(trace_key: str) -> str:
     return f"{analysis_prefix(trace_key)}/{layout.ANALYSIS_OBJECT}"
 
 
-def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
+def analyze_stored(
+    store: ArtifactSink, trace_key: str, roofline_share: float | None = None, gpu_model: str | None = None
+) -> dict[str, Any]:
+    """``roofline_share`` (the ladder's ``headroom.share``) and ``gpu_model`` (the cluster's name,
+    for a trace that names no known device) feed the roofline; None keeps the defaults."""
     from traceladder.analysis.analyzers.trace import TraceError, analyze_trace
 
     out_prefix = analysis_prefix(trace_key)
@@ -39,7 +43,10 @@ def analyze_stored(store: ArtifactSink, trace_key: str) -> dict[str, Any]:
         local.write_bytes(store.get_verified(trace_key))
         out_dir = Path(tmp) / "reports"
         try:
-            analysis = analyze_trace(local, out_dir)
+            extra: dict[str, Any] = {"gpu_model": gpu_model}
+            if roofline_share is not None:
+                extra["roofline_share"] = roofline_share
+            analysis = analyze_trace(local, out_dir, **extra)
         except TraceError as exc:  # name the stored object, not the temporary copy
             err = TraceError(trace_key, exc.reason)
             err.args = (f"{store.describe(trace_key)}: {exc.reason}",)  # Path() would fold "s3://"

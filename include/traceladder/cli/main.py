@@ -125,7 +125,16 @@ def cmd_s3_server(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from traceladder.analysis.analyzers.trace import analyze_paths
 
-    return analyze_paths([Path(p) for p in args.traces], Path(args.out), jobs=args.jobs)
+    if not 0 < args.roofline_share <= 1:
+        print(f"error: --roofline-share must be in (0, 1], got {args.roofline_share}", file=sys.stderr)
+        return 2
+    return analyze_paths(
+        [Path(p) for p in args.traces],
+        Path(args.out),
+        jobs=args.jobs,
+        roofline_share=args.roofline_share,
+        gpu_model=args.gpu_model,
+    )
 
 
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
@@ -216,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument(
+        "--roofline-share",
+        type=float,
+        default=0.7,
+        help="recoverable time: what an op would save at this share of its roofline bound (docs/whats-left.md)",
+    )
+    p.add_argument("--gpu-model", help="the GPU (e.g. MI350X) when the trace's deviceProperties name none we know")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("analyze-ranks", help="TraceLens multi-rank collective reports (one trace per rank)")

@@ -117,6 +117,13 @@ class RetryPolicy(Strict):
     max_delay_s: int = Field(default=600, ge=1)
 
 
+class Headroom(Strict):
+    """The summary's "What's left" (docs/whats-left.md): an op's recoverable time is what it
+    would save at this share of its roofline bound."""
+
+    share: float = Field(default=0.7, gt=0, le=1)
+
+
 class Ladder(Strict):
     schema_: Literal[1] = Field(alias="schema")
     ladder: Name
@@ -142,6 +149,7 @@ class Ladder(Strict):
     rungs: list[Rung] = Field(min_length=1)
     lenses: LensPlan | None = None
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
+    headroom: Headroom = Field(default_factory=Headroom)
 
     @property
     def adaptive(self) -> AdaptiveRepeats | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceladder.stats.model import Estimate, estimate, ratio
+from traceladder.summary.whats_left import headroom_section
 from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
     CPU_STEP,
@@ -121,6 +122,8 @@ def build_summary(
         "lens_rung": lens_rung,
         "profile": profile,
         "collectives": _collectives(collectives or {}),
+        # "What's left": the lens rung's and the final rung's ranked targets (summary/whats_left.py)
+        "headroom": headroom_section(plan, results, analyses, lens_rung),
         "failed_rungs": failed,
         "failures": [
             {"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")}
@@ -230,6 +233,9 @@ def findings(summary: dict[str, Any]) -> list[str]:
         if profile.get("top_ops"):
             top = profile["top_ops"][0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
+    for entry in summary.get("headroom") or []:
+        if entry["targets"]:
+            out.append(f"What's left on {entry['rung']}: {entry['targets'][0]['sentence']}")
     coll = summary.get("collectives")
     if coll and coll.get("worst_straggler"):
         w = coll["worst_straggler"]

@@ -50,6 +50,7 @@ from traceladder.storage.layout import COLLECTIVES_OBJECT
 
 from ..model.values import finite
 from ..reports import nccl_reports as nr
+from ..reports import stragglers_per_step as sps
 from ..readers.collectives import (
     MultiRankError,
     _load,
@@ -76,6 +77,7 @@ REPORT_FILES = (
     "straggler_summary.csv",
     "nccl_long.csv",
     "nccl_implicit_sync.csv",
+    "stragglers_per_step.csv",
 )
 
 
@@ -269,6 +271,8 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
                          "others_waited_us": {<rank>: us waited in the collectives it
                          arrived last at}, "others_waited_total_us", "others_waited_max_us"}}},
        "straggler": first row of straggler_summary (implicit-sync collectives) or null,
+       "stragglers_per_step": [{"step", "collective", "seq", "last_rank", "wait_ms_max",
+                                "wait_ms_per_rank", "step_wait_ms"}],  # stragglers_per_step.csv
        "files": [csv names], "notes": [str]}
 
     latency = the smallest duration across ranks (TraceLens's comm_latency); wall time =
@@ -315,6 +319,8 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, df in reports.items():
         _write(df, out_dir / f"{name}.csv", nr.EMPTY_COLUMNS.get(name))
+    per_step = sps.stragglers_per_step(df_long, by_rank)  # the straggler of each step (issue 26)
+    sps.write_csv(per_step, out_dir)
 
     devices = sorted({by_rank[r]["device"] for r in by_rank})
     if df_long.empty:
@@ -364,7 +370,8 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         },
         "collectives": _summary(df_long, by_rank, sync) if n_coll else {},
         "straggler": overall,
-        "files": sorted(f"{k}.csv" for k in reports),
+        "stragglers_per_step": per_step,
+        "files": sorted([f"{k}.csv" for k in reports] + [sps.CSV_NAME]),  # in REPORT_FILES
         "notes": notes,
     }
     (out_dir / COLLECTIVES_OBJECT).write_text(json.dumps(result, indent=2) + "\n")

@@ -53,6 +53,8 @@ from ..reports import ops_unique_args as oua
 from ..reports import perf_sheets
 from ..reports import unified_perf
 from ..reports import short_kernels as sk
+from ..reports import whats_left
+from ..reports.roofline import DEFAULT_SHARE
 from ..model.table import Table
 
 __all__ = [
@@ -148,7 +150,14 @@ def _clean(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
+def analyze_trace(
+    trace_path: Path,
+    out_dir: Path,
+    split: bool = False,
+    *,
+    roofline_share: float = DEFAULT_SHARE,
+    gpu_model: str | None = None,
+) -> dict:
     """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
 
     ``split=True``: a forked child decodes part of a big trace's events, and another
@@ -175,7 +184,18 @@ def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
                        "tb_per_s", "top": {"name", "count", "kernel_time_ms"}}},
                       # one per perf-model sheet written (SDPA_fwd, CONV_bwd, ...);
                       # rates = the sheet's modelled work / its kernel time
+       "step_regions": [{"region", "ms_per_step", "pct_of_direct_kernel_time", "matched_names"}],
+       "idle_breakdown": [{"rank", "stream", "idle_category", "idle_time", "idle_time_ratio"}],
+       "op_origins": [{"op", "parent", "link", "ms_per_step", "pct_of_op", "count", "shapes"}],
+       "headroom": [{"kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms",
+                     "window_ms", "sentence"}],   # the top 20 rows of headroom.csv
+       "mean_step_ms", "roofline_share", "roofline_device",
        "notes": [str]}
+
+    The "what's left" reports (idle_breakdown.csv, step_regions.csv, op_origins.csv,
+    roofline.csv on GPU traces, headroom.csv; docs/whats-left.md) are written for PyTorch
+    traces with host ops or GPU events; ``roofline_share`` and ``gpu_model`` (the cluster's
+    GPU, used when the trace names no known device) feed the roofline.
 
     Raises TraceError for bad input.
     """
@@ -183,7 +203,7 @@ def analyze_trace(trace_path: Path, out_dir: Path, split: bool = False) -> dict:
     gc_on = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(Path(trace_path), Path(out_dir), split)
+        return _analyze(Path(trace_path), Path(out_dir), split, roofline_share, gpu_model)
     finally:
         if gc_on:
             gc.enable()
@@ -206,10 +226,12 @@ def _reports(
     has_gpu: bool,
     gpu_only: bool,
     notes: list[str],
-) -> tuple[Table, Table, list[dict[str, Any]], dict[str, Any]]:
-    """Every report but :func:`_unified_report`: (ops summary, by category, GEMM rates, perf-sheet headlines)."""
+) -> tuple[Table, Table, list[dict[str, Any]], dict[str, Any], dict[str, Table]]:
+    """Every report but :func:`_unified_report`: (ops summary, by category, GEMM rates,
+    perf-sheet headlines, the perf-model sheets written: GEMM and the rest)."""
     gemm_rates: list[dict[str, Any]] = []
     perf_heads: dict[str, Any] = {}
+    sheets: dict[str, Table] = {}
     gt.write_csv(tl, out_dir)
     if launchers.idx.size:
         ops_df, cat_df = ops.write_csvs(launchers, out_dir)
@@ -223,7 +245,8 @@ def _reports(
             gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
             coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
             # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
-            perf_heads = perf_sheets.headlines(perf_sheets.write_csvs(t, out_dir))
+            sheets = {"GEMM": gemm_df, **perf_sheets.write_csvs(t, out_dir)}
+            perf_heads = perf_sheets.headlines({k: v for k, v in sheets.items() if k != "GEMM"})
             oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
     else:
         gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
@@ -231,10 +254,10 @@ def _reports(
             notes.append(
                 "CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)"
             )
-    return ops_df, cat_df, gemm_rates, perf_heads
+    return ops_df, cat_df, gemm_rates, perf_heads, sheets
 
 
-def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
+def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_model: str | None) -> dict:
     t = read_trace(trace_path, split)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
         from ..reports import rocprof_reports as heavy_reports
@@ -255,6 +278,7 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
     notes: list[str] = []
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
     gpu_only = has_gpu and sk.is_gpu_only(t)
+    sel = None
     try:
         if has_gpu:
             tl = gt.gpu_timeline(t)
@@ -284,7 +308,23 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
     work = functools.partial(_unified_report, t, launchers, out_dir)
     try:
         with beside(work, trace_path, enabled=split) as unified_side:
-            ops_df, cat_df, gemm_rates, perf_heads = _reports(t, tl, launchers, out_dir, has_gpu, gpu_only, notes)
+            ops_df, cat_df, gemm_rates, perf_heads, sheets = _reports(
+                t, tl, launchers, out_dir, has_gpu, gpu_only, notes
+            )
+            rank, steps = _rank(t), _steps(t)
+            left = whats_left.write_reports(
+                t,
+                tl,
+                launchers,
+                ops_df,
+                sheets,
+                out_dir,
+                rank=rank,
+                steps=steps,
+                sel=sel,
+                share=share,
+                gpu_model=gpu_model,
+            )
             if with_unified:
                 written = unified_side.result()["part"]
                 if written:
@@ -316,8 +356,8 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
         "schema": SCHEMA,
         "trace": trace_path.name,
         "device": tl.device,
-        "rank": _rank(t),
-        "steps": _steps(t),
+        "rank": rank,
+        "steps": steps,
         "timeline": {k: _clean(v) for k, v in tl.as_ms().items()},
         "timeline_percent": {k: _clean(v) for k, v in tl.as_percent().items()},
         "top_ops": top,
@@ -325,7 +365,8 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool) -> dict:
         "regions": _regions(t),
         "gemm": gemm_rates,
         "perf_sheets": perf_heads,
-        "notes": notes,
+        **{k: v for k, v in left.items() if k != "notes"},
+        "notes": notes + left["notes"],
     }
     (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -347,11 +388,11 @@ def _unique_dirs(paths: list[Path], out_root: Path) -> list[Path]:
     return out
 
 
-def _one(args: tuple[str, str], split: bool = False) -> tuple[str, str | None, float]:
-    path, out = args
+def _one(args: tuple[str, str, float, str | None], split: bool = False) -> tuple[str, str | None, float]:
+    path, out, share, gpu_model = args
     t0 = time.perf_counter()
     try:
-        analyze_trace(Path(path), Path(out), split=split)
+        analyze_trace(Path(path), Path(out), split=split, roofline_share=share, gpu_model=gpu_model)
         return path, None, time.perf_counter() - t0
     except TraceError as exc:
         return path, str(exc), time.perf_counter() - t0
@@ -359,7 +400,13 @@ def _one(args: tuple[str, str], split: bool = False) -> tuple[str, str | None, f
         return path, f"{path}: internal error while analysing ({type(exc).__name__}: {exc})", time.perf_counter() - t0
 
 
-def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
+def analyze_paths(
+    paths: list[Path],
+    out_root: Path,
+    jobs: int = 1,
+    roofline_share: float = DEFAULT_SHARE,
+    gpu_model: str | None = None,
+) -> int:
     """Analyse many traces into out_root/<stem>/; 0 when all good, else 2.
 
     ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
@@ -369,7 +416,7 @@ def analyze_paths(paths: list[Path], out_root: Path, jobs: int = 1) -> int:
     paths = [Path(p) for p in paths]
     out_root = Path(out_root)
     dirs = _unique_dirs(paths, out_root)
-    work = [(str(p), str(d)) for p, d in zip(paths, dirs)]
+    work = [(str(p), str(d), roofline_share, gpu_model) for p, d in zip(paths, dirs)]
     total = len(work)
     bad = 0
     err = sys.stderr

@@ -89,3 +89,42 @@ def _by_rule(t: EventTable, is_eval: np.ndarray, seq_items: list[tuple[int, int]
         if leaf is not None:
             links.setdefault(leaf, []).append(bwd)
     return links
+
+
+def seq_pairs(t: EventTable) -> tuple[np.ndarray, np.ndarray]:
+    """(forward op, backward node) pairs by autograd's ``Sequence number``, on any thread.
+
+    TraceLens's rule above skips a forward op on the backward node's own thread, which is every
+    op of a CPU trace (CPU autograd runs on the calling thread). Here, per sequence number, the
+    backward node is the group's first ``evaluate_function`` event (file order) and the forward
+    op is the latest-starting other member that starts before it (first in file order on ties).
+    For the what's-left reports (regions, origins); cached per table."""
+    got = t._cat_cache.get(("seq_pairs",))
+    if got is None:
+        got = t._cat_cache[("seq_pairs",)] = _seq_pairs(t)
+    return got
+
+
+def _seq_pairs(t: EventTable) -> tuple[np.ndarray, np.ndarray]:
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64))
+    codes = [i for i, n in enumerate(t.names) if n.startswith(_EVAL_PREFIX)]
+    if not codes:
+        return empty
+    oa = op_args(t)
+    oa.all_cpu_ops()
+    ev, sv = oa.seq_events, oa.seq_values
+    is_eval = np.isin(t.name[ev], np.asarray(codes, dtype=np.int32))
+    bseq, bfirst = np.unique(sv[is_eval], return_index=True)
+    if not bseq.size:
+        return empty
+    bwd = ev[is_eval][bfirst]
+    cand, cseq = ev[~is_eval], sv[~is_eval]
+    at = np.minimum(np.searchsorted(bseq, cseq), bseq.size - 1)
+    ok = (bseq[at] == cseq) & (t.ts[cand] < t.ts[bwd[at]])
+    cand, grp = cand[ok], at[ok]
+    if not cand.size:
+        return empty
+    order = np.lexsort((cand, -t.ts[cand], grp))  # per group: latest start, then file order
+    g_sorted = grp[order]
+    first = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    return cand[order[first]], bwd[g_sorted[first]]

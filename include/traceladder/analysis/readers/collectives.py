@@ -291,7 +291,19 @@ def _load_one(path: str, want_gpn: bool) -> dict:
         "gpn": _gpus_per_node(p, data) if want_gpn else None,
         "rows": rows,
         "device": rows[0]["device"] if rows else ("gpu" if t.is_cat("kernel").any() else "cpu"),
+        "steps": profiler_steps(t),
     }
+
+
+def profiler_steps(t: Any) -> list[tuple[str, float, float]]:
+    """The host's ``ProfilerStep#N`` ranges (name, start, end), by start: which step a
+    collective ran in (reports/stragglers_per_step.py)."""
+    import numpy as np
+
+    codes = [c for c, n in enumerate(t.names) if n.startswith("ProfilerStep#")]
+    idx = np.flatnonzero(np.isin(t.name, codes) & t.is_cat("cpu_op", "user_annotation") & ~np.isnan(t.dur))
+    idx = idx[np.argsort(t.ts[idx], kind="stable")]
+    return [(t.names[t.name[i]], float(t.ts[i]), float(t.ts[i] + t.dur[i])) for i in idx.tolist()]
 
 
 def _load_one_packed(args: tuple[str, bool]) -> dict:
@@ -338,7 +350,7 @@ def _load(paths: list[Path], want_gpn: bool, jobs: int = 1) -> tuple[dict[int, d
             world_sizes.append((res["world_size"], r, p))
         if want_gpn:
             gpn_data[r] = res["gpn"]
-        by_rank[r] = {"path": p, "rows": res["rows"], "device": res["device"]}
+        by_rank[r] = {"path": p, "rows": res["rows"], "device": res["device"], "steps": res.get("steps", [])}
     if not by_rank:
         raise MultiRankError("no traces given")
     ws = max(by_rank) + 1

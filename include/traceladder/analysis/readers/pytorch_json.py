@@ -697,6 +697,11 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
             meta["distributedInfo"] = msgspec.json.decode(doc.distributedInfo)
         except msgspec.DecodeError:
             pass
+    if len(doc.deviceProperties):  # the device names the roofline looks up (reports/roofline.py)
+        try:
+            meta["deviceProperties"] = msgspec.json.decode(doc.deviceProperties)
+        except msgspec.DecodeError:
+            pass
     meta["schemaVersion"] = doc.schemaVersion
     meta["skipped_events"] = cols.skipped  # SKIP_CATS events, not in the table
 

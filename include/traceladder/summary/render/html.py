@@ -62,6 +62,19 @@ s.profile.timeline %}
 {% for op in s.profile.top_ops[:10] %}<tr><td>{{ op.name }}</td><td>{{ '%.2f' % op.time_ms }}</td><td>\
 {{ '%.1f' % op.percent }}</td><td>{{ op.count }}</td></tr>{% endfor %}</table>{% endif %}
 {% endif %}
+{% if s.headroom %}<h2 id="whats-left">What's left</h2>
+{% for e in s.headroom %}<h3>{{ e.rung }} ({{ e.role }}{% if e.lens %}, {{ e.lens }}, \
+{{ (e.device or 'gpu') | upper }} trace{% endif %})</h3>
+{% if e.note %}<p class="noise">{{ e.note }}</p>{% endif %}
+{% if e.targets %}<table><tr><th>#</th><th>kind</th><th>target</th><th>ms/step</th><th>% of step</th>\
+<th>recoverable ms/step</th></tr>
+{% for t in e.targets %}<tr><td>{{ loop.index }}</td><td>{{ t.kind }}</td><td>{{ t.target }}</td>\
+<td>{{ '%.2f' % t.ms_per_step }}</td><td>{{ '%.1f' % t.pct_of_step if t.pct_of_step is not none else '-' }}</td>\
+<td>{{ '%.2f' % t.recoverable_ms if t.recoverable_ms is not none else '-' }}</td></tr>{% endfor %}</table>
+<ol>{% for t in e.targets %}<li>{{ t.sentence }}</li>{% endfor %}</ol>{% endif %}
+{% if e.other_kinds %}<p>The first target of each other kind:</p><ul>{% for t in e.other_kinds %}\
+<li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
+{% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step)</h2>
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
 <th>top categories</th><th>vanished / appeared</th></tr>

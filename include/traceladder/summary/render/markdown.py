@@ -119,6 +119,9 @@ def to_markdown(summary: dict[str, Any]) -> str:
                 f"| {c['start_skew_mean_us']:.1f} / {c['start_skew_max_us']:.1f} "
                 f"| rank {c['straggler_rank']} | {c['others_waited_ms']:.1f} |"
             )
+    from traceladder.summary.whats_left import markdown as whats_left_md
+
+    parts += whats_left_md(summary.get("headroom"))
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(summary.get("attribution") or [])
