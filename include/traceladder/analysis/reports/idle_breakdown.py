@@ -50,7 +50,7 @@ def _stream_values(t: EventTable, idx: np.ndarray) -> np.ndarray:
     for code, value in enumerate(t.streams):
         try:
             table[code] = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # past int64: no stream HTA could group
             table[code] = -1
     codes = t.stream[idx]
     return table[np.where(codes >= 0, codes, len(t.streams))]
