@@ -72,6 +72,9 @@ _GEMM = [
     "Cijk_Alik_Bljk_SB_MT64x64x16_MI32x32x2x1_SN_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS2_ASE_ASGT_ASLT_ASAE01_ASCE01_ASEM1",
     "Cijk_Ailk_Bljk_SB_MT128x64x16_MI32x32x2x1_SN_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS3_ASE_ASGT_ASLT",
     "Cijk_Alik_Bjlk_SB_MT32x32x32_MI16x16x4x1_SN_1LDSB1_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS0_ASE_ASGT",
+    # names that carry no layout (TraceLens then leaves ``transpose`` unset)
+    "ck_gemm_xdl_cshuffle_v3_f32_256x128x128",
+    "wvSplitK_hf_sml_f32_1x64",
 ]
 _ELEMENTWISE = [
     "void at::native::elementwise_kernel_manual_unroll<128, 4, at::native::gpu_kernel_impl_nocast<"
@@ -192,6 +195,14 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         nn.Flatten(),
         nn.Linear(16, 10),
     )
+    resize = nn.Sequential(
+        nn.ReplicationPad2d((1, 2, 1, 0)),
+        nn.Conv2d(3, 4, 3),
+        nn.Upsample(scale_factor=2, mode="nearest"),
+        nn.GroupNorm(2, 4),
+        nn.Flatten(2),
+        nn.Upsample(scale_factor=2, mode="nearest"),
+    )
     norms = nn.Sequential(nn.Linear(48, 48), nn.LayerNorm(48), nn.GroupNorm(4, 48), nn.Dropout(0.1))
     return [
         ("mlp", mlp, torch.randn(16, 64), True),
@@ -203,6 +214,8 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         ("chain", Chain(), torch.randn(8, 24), False),
         ("bmm", BMM(), torch.randn(4, 8, 32), True),
         ("norms", norms, torch.randn(6, 48), True),
+        ("resize", resize, torch.randn(1, 3, 8, 8), True),
+        ("resize_infer", resize, torch.randn(1, 3, 6, 6), False),
     ]
 
 
@@ -231,15 +244,20 @@ def _record(name: str, model: Any, x: Any, train: bool, shapes: bool, stack: boo
     return path
 
 
-def recordings(out: Path) -> list[Path]:
-    """Record every model with and without shapes and stacks; returns the CPU trace paths."""
+def recordings(out: Path, only: str | None = None, shapes_stack: tuple | None = None) -> list[Path]:
+    """Record every model (or the one named ``only``) with and without shapes and stacks
+    (or with the one ``(shapes, stack)`` given); returns the CPU trace paths."""
     import torch
 
     torch.set_num_threads(1)
     paths = []
     for name, model, x, train in _models():
-        for shapes, stack in ((True, False), (True, True), (False, False)):
+        if only is not None and name != only:
+            continue
+        for shapes, stack in [shapes_stack] if shapes_stack else ((True, False), (True, True), (False, False)):
             paths.append(_record(name, model, x, train, shapes, stack, out))
+    if not paths:
+        raise ValueError(f"tracegen: no model named {only!r}")
     return paths
 
 
@@ -247,21 +265,50 @@ def recordings(out: Path) -> list[Path]:
 # device activity
 
 
-def _leaf_ops(events: list[dict]) -> list[dict]:
-    """cpu_ops with no cpu_op inside them on the same thread (the ones that launch work)."""
+#: ops that launch their own kernel on a GPU even where the CPU build records ops inside
+#: them (GEMMs, norms, convolutions, attention, softmax, reductions)
+OWN_LAUNCH = frozenset(
+    "aten::mm aten::addmm aten::bmm aten::baddbmm aten::native_layer_norm aten::native_batch_norm "
+    "aten::native_group_norm aten::native_layer_norm_backward aten::native_batch_norm_backward "
+    "aten::native_group_norm_backward aten::miopen_convolution aten::convolution_backward "
+    "aten::_scaled_dot_product_flash_attention aten::_scaled_dot_product_flash_attention_backward "
+    "aten::_softmax aten::_softmax_backward_data aten::sum aten::mean aten::max_pool2d_with_indices "
+    "aten::_adaptive_avg_pool2d aten::addcmul_ aten::addcdiv_ aten::mul aten::add".split()
+)
+
+
+def _launch_windows(events: list[dict]) -> list[tuple[dict, float, float]]:
+    """(op, lo, hi): where on its thread a launch by ``op`` may sit, outside every cpu_op
+    inside it: a leaf's whole span; for an OWN_LAUNCH op with ops inside, the gap after
+    its last child (or before its first)."""
     by_thread: dict[tuple, list[dict]] = {}
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":
             by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
-    leaves = []
+    out = []
     for ops in by_thread.values():
         ops.sort(key=lambda e: (e["ts"], -e["dur"]))
-        for i, e in enumerate(ops):
-            end = e["ts"] + e["dur"]
-            nxt = ops[i + 1] if i + 1 < len(ops) else None
-            if nxt is None or nxt["ts"] >= end:
-                leaves.append(e)
-    return leaves
+        kids: dict[int, list[dict]] = {}
+        stack: list[dict] = []
+        for e in ops:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+                stack.pop()
+            if stack:
+                kids.setdefault(id(stack[-1]), []).append(e)
+            stack.append(e)
+        for e in ops:
+            mine = kids.get(id(e))
+            start, end = e["ts"], e["ts"] + e["dur"]
+            if not mine:
+                out.append((e, start, end))
+            elif e["name"] in OWN_LAUNCH:
+                last = max(k["ts"] + k["dur"] for k in mine)
+                first = min(k["ts"] for k in mine)
+                if end - last > 0.01:
+                    out.append((e, last + 0.001, end))
+                elif first - start > 0.01:
+                    out.append((e, start, first - 0.001))
+    return out
 
 
 def gpu_trace(cpu: Trace, seed: int) -> Trace:
@@ -269,9 +316,11 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     rng = random.Random(seed)
     trace = copy.deepcopy(cpu)
     events: list[dict] = trace["traceEvents"]
+    # some traces call group norm through aiter's op (TraceLens models it as aten's)
+    renames = dict(GPU_NAMES, **({"aten::group_norm": "aiter::_groupnorm_run"} if rng.random() < 0.5 else {}))
     for e in events:
-        if e.get("cat") == "cpu_op" and e.get("name") in GPU_NAMES:
-            e["name"] = GPU_NAMES[e["name"]]
+        if e.get("cat") == "cpu_op" and e.get("name") in renames:
+            e["name"] = renames[e["name"]]
     gpu_pid = rng.choice([0, 2, 4])
     streams = rng.choice([[0], [0], [7], [0, 3], [7, 11, 13]])
     free = {s: 0.0 for s in streams}
@@ -279,9 +328,9 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     scale = rng.choice([0.3, 1.0, 3.0, 20.0])
     corr = rng.randrange(1, 1000)
     added: list[dict] = []
-    for op in sorted(_leaf_ops(events), key=lambda e: e["ts"]):
+    for op, lo, hi in sorted(_launch_windows(events), key=lambda w: w[1]):
         name = op["name"]
-        if name in NO_KERNEL or not name.startswith(("aten::", "triton", "Optimizer")):
+        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer")):
             continue
         ext = op.get("args", {}).get("External id")
         if ext is None or rng.random() < 0.03:  # a few ops launch nothing
@@ -297,12 +346,11 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
             else:
                 cat, api = "kernel", rng.choice(["hipLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel"])
                 kname = rng.choice(_kernel_family(name))
-            # the launch sits inside the op, on its thread
-            frac = (k + 1) / (nkern + 1)
-            rt_ts = op["ts"] + op["dur"] * frac * 0.9
-            rt_dur = max(0.001, min(op["dur"] * 0.4 / nkern, rng.uniform(1.0, launch_us)))
-            rt_ts = min(rt_ts, op["ts"] + op["dur"] - rt_dur)
-            rt_ts = round(max(rt_ts, op["ts"]), 3)
+            # the launch sits inside the op's window, on its thread
+            span = hi - lo
+            rt_dur = max(0.001, min(span * 0.4 / nkern, rng.uniform(1.0, launch_us)))
+            rt_ts = lo + span * (k + 0.5) / (nkern + 1)
+            rt_ts = round(max(lo, min(rt_ts, hi - rt_dur)), 3)
             added.append(
                 {
                     "ph": "X",
@@ -328,13 +376,35 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
             else:
                 args.update({"kind": "Memset", "bytes": rng.randrange(4, 1 << 16)})
             added.append(
-                {"ph": "X", "cat": cat, "name": kname, "pid": gpu_pid, "tid": stream, "ts": start, "dur": dur, "args": args}
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": kname,
+                    "pid": gpu_pid,
+                    "tid": stream,
+                    "ts": start,
+                    "dur": dur,
+                    "args": args,
+                }
             )
-            added.append({"ph": "s", "id": corr, "pid": op["pid"], "tid": op["tid"], "ts": rt_ts, "cat": "ac2g", "name": "ac2g"})
             added.append(
-                {"ph": "f", "id": corr, "pid": gpu_pid, "tid": stream, "ts": start, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+                {"ph": "s", "id": corr, "pid": op["pid"], "tid": op["tid"], "ts": rt_ts, "cat": "ac2g", "name": "ac2g"}
             )
-    added.append({"name": "process_name", "ph": "M", "ts": 0, "pid": gpu_pid, "tid": 0, "args": {"name": "GPU " + str(gpu_pid)}})
+            added.append(
+                {
+                    "ph": "f",
+                    "id": corr,
+                    "pid": gpu_pid,
+                    "tid": stream,
+                    "ts": start,
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "bp": "e",
+                }
+            )
+    added.append(
+        {"name": "process_name", "ph": "M", "ts": 0, "pid": gpu_pid, "tid": 0, "args": {"name": "GPU " + str(gpu_pid)}}
+    )
     for s in streams:
         added.append(
             {"name": "thread_name", "ph": "M", "ts": 0, "pid": gpu_pid, "tid": s, "args": {"name": f"stream {s}"}}

@@ -16,8 +16,9 @@ with the GEMM perf models of ``PerfModel/perf_model.py``):
   op in the host call tree; FLOPs = B * (2MNK + MN if bias); bytes = B * (MK + KN + MN
   (+ N if bias)) * bytes per element of A's dtype (``_scaled_mm``: fp8 output is 2
   bytes); TFLOPS/s and TB/s per call, NaN when the op launched nothing.
-* grouped by name + every ``param:`` column as text (``str`` of the value, ``nan`` when a
-  row lacks it); ``_first`` = first non-null value in UID order; mean / median / std
+* grouped by name + every ``param:`` column as text (pandas' ``astype(str)``: a row
+  lacking the value leaves it empty, an int column with a gap prints as floats);
+  ``_first`` = first non-null value in UID order; mean / median / std
   (n-1) / min / max skip NaN; sorted by ``Kernel Time (µs)_sum`` descending, then
   ``UID_first``.
 
@@ -41,6 +42,7 @@ from ..model.events import GPU_CATS, EventTable
 from ..model.table import Table
 from ..model.intervals import grouped_busy
 from ..perf_model.common import bpe, precision
+from ._shared import param_text
 
 __all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]
 
@@ -304,9 +306,13 @@ def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
         for k in r["params"]:
             if k not in param_keys:
                 param_keys.append(k)
+    # pandas' astype(str) of each param column: a value no row of the column has stays
+    # empty (TraceLens leaves ``transpose`` empty where no kernel name gave it)
+    params = [r["params"] for r in rows]
+    text = [param_text(params, k) for k in param_keys]
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        key = (r["name"],) + tuple(str(r["params"].get(k, math.nan)) for k in param_keys)
+    for j, r in enumerate(rows):
+        key = (r["name"],) + tuple(col[j] for col in text)
         groups.setdefault(key, []).append(r)
     out = []
     for key, rs in groups.items():
