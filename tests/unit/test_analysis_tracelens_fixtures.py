@@ -10,7 +10,9 @@ fixture checks that the fixture still shows its rule, so that it keeps testing s
 from __future__ import annotations
 
 import csv
+import gzip
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,9 @@ def test_fixtures_show_their_rules():
     g = f / "groupnorm_aiter"
     assert any(r["name"] == "aiter::_groupnorm_run" for r in _rows(g / "Normalization.csv"))
     assert any(r["name"] == "aiter::_groupnorm_run" for r in _rows(g / "unified_perf_summary.csv"))
+    # UIDs: TraceLens's ex_UID is the index in the file's event list; python functions
+    # (which our table leaves out) come before some of them
+    u = f / "uid_file_order"
+    cats = [e.get("cat") for e in json.loads(gzip.decompress((u / "trace.json.gz").read_bytes()))["traceEvents"]]
+    ex = [int(r["ex_UID"]) for r in _rows(u / "ops_unique_args.csv")]
+    assert any(cats[:x].count("python_function") for x in ex), ex

@@ -351,7 +351,7 @@ def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
             rec[f"Kernel Time (µs)_{k}"] = v
         rec["Kernel Time (µs)_sum"] = float(np.nansum(np.asarray(kt, dtype=np.float64)))
         rec["name_count"] = len(rs)
-        rec["UID_first"] = rs[0]["UID"]
+        rec["UID_first"] = t.uid_of(rs[0]["UID"])
         out.append(rec)
     out.sort(key=lambda r: (-r["Kernel Time (µs)_sum"], r["UID_first"]))
     return Table.from_records(out)

@@ -233,7 +233,7 @@ def summarize(t: EventTable, rows: Rows) -> Table:
         for k in ("mean", "median", "std", "min", "max", "sum"):
             rec[f"Kernel Time (µs)_{k}"] = st[k]
         rec["name_count"] = int(js.size)
-        rec["UID_first"] = i0
+        rec["UID_first"] = t.uid_of(i0)
         out.append(rec)
     return sort_desc_then_asc(Table.from_records(out), "Kernel Time (µs)_sum", "UID_first")
 
