@@ -59,7 +59,7 @@ def param_text(params: list[dict], key: str) -> list[str | None]:
     as_float = numeric and (len(present) < len(vals) or any(isinstance(v, float) for v in present))
     out: list[str | None] = []
     for v in vals:
-        if _missing(v):
+        if v is None or _missing(v):
             out.append(None)
         elif as_float:
             out.append(repr(float(v)))
