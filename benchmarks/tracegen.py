@@ -318,6 +318,10 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     events: list[dict] = trace["traceEvents"]
     # some traces call group norm through aiter's op (TraceLens models it as aten's)
     renames = dict(GPU_NAMES, **({"aten::group_norm": "aiter::_groupnorm_run"} if rng.random() < 0.5 else {}))
+    # and linear layers through a library GEMM op (same args: x, weight [N, K], bias)
+    library_gemm = rng.choice([None, None, "vllm::rocm_unquantized_gemm", "aiter::gemm_a16w16"])
+    if library_gemm:
+        renames["aten::linear"] = library_gemm
     for e in events:
         if e.get("cat") == "cpu_op" and e.get("name") in renames:
             e["name"] = renames[e["name"]]

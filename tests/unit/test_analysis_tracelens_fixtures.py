@@ -79,6 +79,13 @@ def test_fixtures_show_their_rules():
     g = f / "groupnorm_aiter"
     assert any(r["name"] == "aiter::_groupnorm_run" for r in _rows(g / "Normalization.csv"))
     assert any(r["name"] == "aiter::_groupnorm_run" for r in _rows(g / "unified_perf_summary.csv"))
+    # library GEMM ops in GEMM.csv, their own params leading the columns
+    for fx, op, lead in (
+        ("gemm_vllm_unquantized", "vllm::rocm_unquantized_gemm", "param: M"),
+        ("gemm_aiter_a16w16", "aiter::gemm_a16w16", "param: B"),
+    ):
+        rows = _rows(f / fx / "GEMM.csv")
+        assert any(r["name"] == op for r in rows) and list(rows[0])[1] == lead, fx
     # UIDs: TraceLens's ex_UID is the index in the file's event list; python functions
     # (which our table leaves out) come before some of them
     u = f / "uid_file_order"
