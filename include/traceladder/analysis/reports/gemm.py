@@ -144,7 +144,7 @@ def _flops_bytes(name: str, p: dict) -> tuple[float, float | None]:
     if kind in (_A16W16, _VLLM):
         out = dt[2] if (kind == _A16W16 or bias) else dt[1]
         b_a, b_b, b_out = _bpe(dt[0]), _bpe(dt[1]), _bpe(out)
-        if None in (b_a, b_b, b_out):
+        if b_a is None or b_b is None or b_out is None:
             return flops, None
         return flops, M * K * b_a + K * N * b_b + M * N * b_out + (N if bias else 0) * b_out
     bpe = _bpe(dt[0])
