@@ -17,6 +17,9 @@ import csv
 import math
 from pathlib import Path
 
+# TraceLens writes kernel-detail lists of several hundred KB into one cell
+csv.field_size_limit(1 << 30)
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 REF = SHARED / "reference" / "tracelens-v1.0.0"
 # The reference PyTorch traces (rocprof/ has its own tests)

@@ -162,6 +162,9 @@ class EventTable:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: events whose link args (correlation, External id) the reader left undecoded
     deferred_links: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
+    #: each event's position in the file's event list (TraceLens's UID), where the reader
+    #: left events out of the table (python functions); None: the table index is it
+    uid: np.ndarray | None = field(default=None, repr=False)
     _tree: "CallTree | None" = field(default=None, repr=False)
     _cat_cache: dict = field(default_factory=dict, repr=False)
 
@@ -185,6 +188,10 @@ class EventTable:
             m = np.isin(self.cat, np.asarray(codes, dtype=np.int32)) if codes else np.zeros(len(self), bool)
             self._cat_cache[key] = m
         return m
+
+    def uid_of(self, i: int) -> int:
+        """TraceLens's UID of event ``i``: its index in the file's ``traceEvents``."""
+        return int(i) if self.uid is None else int(self.uid[int(i)])
 
     def name_of(self, i: int) -> str:
         return self.names[int(self.name[i])]

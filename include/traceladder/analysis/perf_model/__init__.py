@@ -30,6 +30,8 @@ def _plain(fn):
 
 _UNARY = Model("UnaryElementwise", elementwise.unary_params, _plain(elementwise.unary_metrics))
 _BINARY = Model("BinaryElementwise", elementwise.binary_params, _plain(elementwise.binary_metrics))
+_RESIZE_PAD = Model("UnaryElementwise", elementwise.pad_params, _plain(elementwise.resize_metrics))
+_RESIZE_UP = Model("UnaryElementwise", elementwise.upsample_params, _plain(elementwise.resize_metrics))
 _NORM = Model("Normalization", norm.params, lambda name, p, bwd=False: norm.metrics(name, p))
 _REDUCE = Model(
     "Reduce", reduce.params, lambda name, p, bwd=False: (reduce.metrics_bwd if bwd else reduce.metrics)(p), True
@@ -52,6 +54,9 @@ for _op in (
     "aten::pow",
 ):
     MODELS[_op] = _UNARY
+for _d in (1, 2, 3):
+    MODELS[f"aten::replication_pad{_d}d"] = _RESIZE_PAD
+    MODELS[f"aten::upsample_nearest{_d}d"] = _RESIZE_UP
 for _op in (
     "aten::div",
     "aten::div_",
@@ -68,6 +73,7 @@ for _kind in ("batch_norm", "layer_norm", "group_norm", "instance_norm"):
         MODELS[f"aten::{_pre}{_kind}"] = _NORM
         if _kind != "instance_norm":  # TraceLens's InstanceNormBwd always fails
             MODELS[f"aten::{_pre}{_kind}_backward"] = _NORM
+MODELS["aiter::_groupnorm_run"] = _NORM  # TraceLens's pseudo-op mapping: the core GroupNorm
 for _op in (
     "aten::_fused_rms_norm",
     "aten::rms_norm_backward",

@@ -4,11 +4,15 @@ Provenance: TraceLens v1.0.0 ``PerfModel/perf_model.py`` classes ``UnaryElementw
 ``aten_unary_elementwise`` and ``BinaryElementwise`` / ``aten_binary_elementwise``:
 FLOPs = one per output element; bytes = every input element read once plus every
 output element written once; the output dtype is the third (binary) / second (unary)
-input's when that input is a tensor, else inferred.
+input's when that input is a tensor, else inferred.  ``aten_replication_pad`` and
+``aten_upsample_nearest`` are unary models whose output shape differs from the input's:
+``op_shape`` is the output (padding from ``Concrete Inputs[1]``, innermost dim first;
+upsampling's output spatial size likewise), bytes = input read + output written.
 """
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from .common import bpe, prod, spec
@@ -34,6 +38,49 @@ def unary_metrics(p: dict) -> tuple[float, float | None, str]:
     b_out = bpe(dout) if dout is not None else b_in
     nbytes = None if None in (b_in, b_out) else n * b_in + n * b_out
     return n, nbytes, spec("vector", din)
+
+
+def pad_params(name: str, args: dict) -> dict[str, Any]:
+    """``aten::replication_pad{1,2,3}d``."""
+    shape_in = tuple(args["Input Dims"][0])
+    padding = [int(x) for x in args["Concrete Inputs"][1].strip("[]").replace(" ", "").split(",")]
+    shape_out = list(shape_in)
+    for i in range(len(padding) // 2):  # pairs innermost-first: W, then H, then D
+        shape_out[len(shape_in) - 1 - i] += padding[2 * i] + padding[2 * i + 1]
+    dtype = args["Input type"][0]
+    return {
+        "input_shape": shape_in,
+        "output_shape": tuple(shape_out),
+        "padding": padding,
+        "op_shape": tuple(shape_out),
+        "dtype_in_out": (dtype, dtype),
+        "stride_input": tuple(args["Input Strides"][0]),
+        "stride_output": None,
+    }
+
+
+def upsample_params(name: str, args: dict) -> dict[str, Any]:
+    """``aten::upsample_nearest{1,2,3}d``: output (N, C, *Concrete Inputs[1])."""
+    shape_in = tuple(args["Input Dims"][0])
+    shape_out = shape_in[:2] + tuple(ast.literal_eval(args["Concrete Inputs"][1]))
+    dtype = args["Input type"][0]
+    return {
+        "input_shape": shape_in,
+        "output_shape": shape_out,
+        "op_shape": shape_out,
+        "dtype_in_out": (dtype, dtype),
+        "stride_input": tuple(args["Input Strides"][0]),
+        "stride_output": None,
+    }
+
+
+def resize_metrics(p: dict) -> tuple[float, float | None, str]:
+    """Pad / upsample: one FLOP per output element; input read, output written."""
+    n_out = prod(p["op_shape"])
+    din = p["dtype_in_out"][0]
+    b = bpe(din)
+    nbytes = None if b is None else prod(p["input_shape"]) * b + n_out * b
+    return n_out, nbytes, spec("vector", din)
 
 
 def binary_params(name: str, args: dict) -> dict[str, Any]:

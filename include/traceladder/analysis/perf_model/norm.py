@@ -16,6 +16,10 @@ from typing import Any
 from .common import bpe, prod, spec
 
 
+#: ops of other libraries that TraceLens models with a core norm model
+_ALIASES = {"aiter::_groupnorm_run": "group_norm"}
+
+
 def _ints(s: str) -> list[int]:
     return [int(x) for x in ast.literal_eval(s)]
 
@@ -39,7 +43,7 @@ def _base(dims, types, strides, i: int, channels, has_bias, affine, training) ->
 
 def params(name: str, args: dict) -> dict[str, Any]:
     d, ty, st, ci = args["Input Dims"], args["Input type"], args["Input Strides"], args["Concrete Inputs"]
-    kind = name.rsplit("::", 1)[-1]
+    kind = _ALIASES.get(name) or name.rsplit("::", 1)[-1]
     for pre in ("native_", "miopen_", "cudnn_", "_fused_"):
         if kind.startswith(pre):
             kind = kind[len(pre) :]

@@ -245,7 +245,21 @@ class _Columns:
         self.stream_i = _Interner()
         self.parts: dict[str, list[np.ndarray]] = {
             k: []
-            for k in ("cat", "ph", "name", "pid", "tid", "ts", "dur", "flow_id", "corr", "ext", "stream", "has_args")
+            for k in (
+                "cat",
+                "ph",
+                "name",
+                "pid",
+                "tid",
+                "ts",
+                "dur",
+                "flow_id",
+                "corr",
+                "ext",
+                "stream",
+                "has_args",
+                "uid",
+            )
         }
         self.raw_args: list = []
         self.no_link_codes: set[int] = set()
@@ -266,6 +280,8 @@ class _Columns:
             cat = self.cat_i.encode_field(_G_CAT, evs)
         else:
             cat = np.fromiter(map(self.type_codes.__getitem__, map(type, evs)), dtype=np.int32, count=n)
+        base = self.n + self.skipped  # events of the file before this chunk
+        uid = None
         skip = [c for c, v in enumerate(self.cat_i.values) if v in SKIP_CATS]
         if skip:
             drop = np.isin(cat, skip) if len(skip) > 1 else cat == skip[0]
@@ -273,6 +289,7 @@ class _Columns:
             if nd:
                 self.skipped += nd
                 keep = np.flatnonzero(~drop)
+                uid = keep + base
                 n = keep.size
                 if n == 0:
                     return
@@ -354,6 +371,7 @@ class _Columns:
         P["corr"].append(corr)
         P["ext"].append(ext)
         P["stream"].append(stream)
+        P["uid"].append(np.arange(base, base + n, dtype=np.int64) if uid is None else uid.astype(np.int64))
         self.n += n
 
     def export(self, shm: mmap.mmap) -> dict[str, Any]:
@@ -392,7 +410,8 @@ class _Columns:
             self.parts[f].append(codes)
         for k in _COLUMN_TYPES:
             if k not in _CODED:
-                self.parts[k].append(cols[k])
+                # uid: the part counts from its own first event, which follows ours
+                self.parts[k].append(cols[k] + (self.n + self.skipped) if k == "uid" else cols[k])
         has = cols["has_args"]
         if has.any():
             views = iter(msgspec.json.decode(raw[: part["args_bytes"]], type=list[msgspec.Raw]))
@@ -426,6 +445,7 @@ _COLUMN_TYPES = {
     "ext": np.int64,
     "stream": np.int64,
     "has_args": bool,
+    "uid": np.int64,
 }
 _CODED = ("cat", "ph", "name", "pid", "tid", "stream")
 
@@ -657,6 +677,7 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
             name = remap[name]
             name_i.values[:] = list(canon)
     raw_args = cols.raw_args
+    uid = cols.column("uid", np.int64)
 
     # metadata ("M" events): process / thread names and labels, per (pid, tid)
     meta: dict[str, Any] = {}
@@ -729,6 +750,7 @@ def _table(path: Path, doc: _Trace, cols: _Columns) -> EventTable:
         raw_args=raw_args,
         metadata=meta,
         deferred_links=np.concatenate(cols.deferred) if cols.deferred else np.empty(0, np.int64),
+        uid=uid if cols.skipped else None,  # with nothing left out, the index is the UID
     )
 
 

@@ -8,10 +8,11 @@ mean of the two middle ones, as ``np.median`` computes it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-__all__ = ["stats"]
+__all__ = ["param_text", "stats"]
 
 _EMPTY = {"mean": math.nan, "median": math.nan, "std": math.nan, "min": math.nan, "max": math.nan, "sum": 0.0}
 
@@ -43,3 +44,25 @@ def _stats(a: np.ndarray) -> dict[str, float]:
         "max": float(s[-1]),
         "sum": float(a.sum()),
     }
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def param_text(params: list[dict], key: str) -> list[str | None]:
+    """pandas 3 ``Series.astype(str)`` of one param column (None = missing), over the
+    model groups in use (a value missing in a group is missing in all its rows)."""
+    vals = [p.get(key) for p in params]
+    present = [v for v in vals if not _missing(v)]
+    numeric = present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+    as_float = numeric and (len(present) < len(vals) or any(isinstance(v, float) for v in present))
+    out: list[str | None] = []
+    for v in vals:
+        if v is None or _missing(v):
+            out.append(None)
+        elif as_float:
+            out.append(repr(float(v)))
+        else:
+            out.append(str(v))
+    return out

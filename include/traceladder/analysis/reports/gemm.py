@@ -16,8 +16,9 @@ with the GEMM perf models of ``PerfModel/perf_model.py``):
   op in the host call tree; FLOPs = B * (2MNK + MN if bias); bytes = B * (MK + KN + MN
   (+ N if bias)) * bytes per element of A's dtype (``_scaled_mm``: fp8 output is 2
   bytes); TFLOPS/s and TB/s per call, NaN when the op launched nothing.
-* grouped by name + every ``param:`` column as text (``str`` of the value, ``nan`` when a
-  row lacks it); ``_first`` = first non-null value in UID order; mean / median / std
+* grouped by name + every ``param:`` column as text (pandas' ``astype(str)``: a row
+  lacking the value leaves it empty, an int column with a gap prints as floats);
+  ``_first`` = first non-null value in UID order; mean / median / std
   (n-1) / min / max skip NaN; sorted by ``Kernel Time (µs)_sum`` descending, then
   ``UID_first``.
 
@@ -41,10 +42,13 @@ from ..model.events import GPU_CATS, EventTable
 from ..model.table import Table
 from ..model.intervals import grouped_busy
 from ..perf_model.common import bpe, precision
+from ._shared import param_text
 
 __all__ = ["GEMM_OPS", "gemm_events", "gemm_table", "gemm_rates", "write_csv"]
 
 _PLAIN, _BATCHED, _SCALED = "plain", "batched", "scaled"
+# library GEMMs TraceLens models through its extension mapping: weights [N, K], no strides
+_A16W16, _VLLM = "aiter_a16w16", "vllm_unquantized"
 #: op name -> (kind, index of A in the inputs, has bias)
 GEMM_OPS: dict[str, tuple[str, int, bool | None]] = {
     "aten::mm": (_PLAIN, 0, False),
@@ -54,6 +58,8 @@ GEMM_OPS: dict[str, tuple[str, int, bool | None]] = {
     "aten::_scaled_mm": (_SCALED, 0, None),
     "trtllm::cublas_scaled_mm": (_SCALED, 0, None),
     "bitsandbytes::int8_linear_matmul": (_SCALED, 0, None),
+    "aiter::gemm_a16w16": (_A16W16, 0, None),
+    "vllm::rocm_unquantized_gemm": (_VLLM, 0, None),
 }
 AGG = ["mean", "median", "std", "min", "max"]
 
@@ -80,6 +86,8 @@ def _params(name: str, args: dict) -> dict[str, Any]:
     """TraceLens's ``get_param_details`` (raises on missing shapes, like TraceLens)."""
     kind, a, bias = GEMM_OPS[name]
     dims = args["Input Dims"]
+    if kind in (_A16W16, _VLLM):
+        return _library_params(kind, dims, args["Input type"])
     A, Bm = dims[a], dims[a + 1]
     types = args["Input type"]
     dtype_A_B = tuple(types[a : a + 2])
@@ -114,11 +122,31 @@ def _params(name: str, args: dict) -> dict[str, Any]:
     }
 
 
+def _library_params(kind: str, dims: list, types: list) -> dict[str, Any]:
+    """x [M, K] and weight [N, K], a bias when input 2 has a shape; ``aiter::gemm_a16w16``
+    sets B first and gives the output the input's dtype, vLLM's op the bias's (or none)."""
+    has_bias = len(dims) > 2 and len(dims[2]) > 0
+    if kind == _A16W16:
+        p: dict[str, Any] = {"B": 1}
+        dt = (types[0], types[1], types[0])
+    else:
+        p = {}
+        dt = (types[0], types[1], types[2] if len(types) > 2 else "")
+    p.update({"M": dims[0][0], "N": dims[1][0], "K": dims[0][1], "bias": has_bias, "dtype_A_B": dt})
+    return p
+
+
 def _flops_bytes(name: str, p: dict) -> tuple[float, float | None]:
     kind = GEMM_OPS[name][0]
     B, M, N, K, bias = p["B"], p["M"], p["N"], p["K"], p["bias"]
     flops = 2 * M * N * K + (M * N if bias else 0)
     dt = p["dtype_A_B"]
+    if kind in (_A16W16, _VLLM):
+        out = dt[2] if (kind == _A16W16 or bias) else dt[1]
+        b_a, b_b, b_out = _bpe(dt[0]), _bpe(dt[1]), _bpe(out)
+        if b_a is None or b_b is None or b_out is None:
+            return flops, None
+        return flops, M * K * b_a + K * N * b_b + M * N * b_out + (N if bias else 0) * b_out
     bpe = _bpe(dt[0])
     out_bpe = bpe
     if kind == _SCALED:
@@ -304,9 +332,13 @@ def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
         for k in r["params"]:
             if k not in param_keys:
                 param_keys.append(k)
+    # pandas' astype(str) of each param column: a value no row of the column has stays
+    # empty (TraceLens leaves ``transpose`` empty where no kernel name gave it)
+    params = [r["params"] for r in rows]
+    text = [param_text(params, k) for k in param_keys]
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        key = (r["name"],) + tuple(str(r["params"].get(k, math.nan)) for k in param_keys)
+    for j, r in enumerate(rows):
+        key = (r["name"],) + tuple(col[j] for col in text)
         groups.setdefault(key, []).append(r)
     out = []
     for key, rs in groups.items():
@@ -345,7 +377,7 @@ def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
             rec[f"Kernel Time (µs)_{k}"] = v
         rec["Kernel Time (µs)_sum"] = float(np.nansum(np.asarray(kt, dtype=np.float64)))
         rec["name_count"] = len(rs)
-        rec["UID_first"] = rs[0]["UID"]
+        rec["UID_first"] = t.uid_of(rs[0]["UID"])
         out.append(rec)
     out.sort(key=lambda r: (-r["Kernel Time (µs)_sum"], r["UID_first"]))
     return Table.from_records(out)

@@ -172,7 +172,7 @@ def unique_args_frame(t: EventTable, la: Launchers) -> Table:
         for a in _AGG:
             rec[f"total_direct_kernel_time_{a}"] = d[a]
             rec[f"total_subtree_kernel_time_{a}"] = s[a]
-        rec["ex_UID"] = int(la.idx[js[0]])
+        rec["ex_UID"] = t.uid_of(la.idx[js[0]])
         ks = _kernel_summary(t, [la.kernel_idx[j] for j in js]) if la.kernel_idx is not None else None
         rec["kernel_details_summary"] = str(ks) if ks else None
         tr = _trunc(ks)

@@ -36,7 +36,7 @@ from ..model.autograd_links import bwd_links
 from ..model.events import EventTable
 from ..model.op_args import op_args
 from ..model.table import Table, concat, sort_desc_then_asc
-from ._shared import stats
+from ._shared import param_text, stats
 from .gemm import _ARG_COLS, _subtree_kernels
 from ..model.intervals import grouped_busy
 from ..model.vec import dense_codes
@@ -168,28 +168,6 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
     return Rows(ops[sel], grp[sel], busy[sel], k_sorted, bounds[:-1][sel], bounds[1:][sel], groups)
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _param_text(params: list[dict], key: str) -> list[str | None]:
-    """pandas 3 ``Series.astype(str)`` of one param column (None = missing), over the
-    model groups in use (a value missing in a group is missing in all its rows)."""
-    vals = [p.get(key) for p in params]
-    present = [v for v in vals if not _missing(v)]
-    numeric = present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
-    as_float = numeric and (len(present) < len(vals) or any(isinstance(v, float) for v in present))
-    out: list[str | None] = []
-    for v in vals:
-        if _missing(v):
-            out.append(None)
-        elif as_float:
-            out.append(repr(float(v)))
-        else:
-            out.append(str(v))
-    return out
-
-
 def _first_of(vals: np.ndarray) -> float:
     ok = vals[~np.isnan(vals)]
     return float(ok[0]) if ok.size else math.nan
@@ -210,7 +188,7 @@ def summarize(t: EventTable, rows: Rows) -> Table:
         for k in p:
             if k not in keys:
                 keys.append(k)
-    text = {k: _param_text(params, k) for k in keys}
+    text = {k: param_text(params, k) for k in keys}
     sg_of: dict[int, int] = {}
     sg_key: dict[tuple, int] = {}
     for u, g in enumerate(used):
@@ -255,7 +233,7 @@ def summarize(t: EventTable, rows: Rows) -> Table:
         for k in ("mean", "median", "std", "min", "max", "sum"):
             rec[f"Kernel Time (µs)_{k}"] = st[k]
         rec["name_count"] = int(js.size)
-        rec["UID_first"] = i0
+        rec["UID_first"] = t.uid_of(i0)
         out.append(rec)
     return sort_desc_then_asc(Table.from_records(out), "Kernel Time (µs)_sum", "UID_first")
 

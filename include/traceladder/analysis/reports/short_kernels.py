@@ -15,7 +15,10 @@ Rules, from that source:
     histogram but not in the summary;
   * per group: duration sum, count, mean, and the sum as a percent of the timeline's
     total_time; sorted by sum descending, then the other columns ascending;
-  * an empty summary is written as pandas writes an empty frame: one empty line.
+  * an empty summary is written as pandas writes an empty frame: one empty line; when
+    there are short kernels but every row is dropped (no shapes recorded), pandas' empty
+    aggregate keeps its two-level header (``Kernel duration (µs)`` x3, then
+    ``sum,count,mean``), written as two lines.
 
 No pandas here: the groups are small and a dict does the grouping.
 """
@@ -127,6 +130,11 @@ def short_kernel_tables(
         kp = pcode[pinv.reshape(-1)]
         keep = kp >= 0
         kcode = dense_codes(kp, t.name[kidx])
+    if not keep.any():
+        # every row dropped: pandas' agg of an empty groupby keeps only its two-level
+        # column header, which to_csv writes as two lines
+        agg = "Kernel duration (µs)"
+        return hist, [agg, agg, agg], [["sum", "count", "mean"]]
     rows = []
     if keep.any():
         kk, kd, kc = kidx[keep], dur[keep], kcode[keep]

@@ -279,7 +279,8 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
     # TraceLens numbers synthetic ops after its last event, counting the python_function events
     # the reader drops (metadata["skipped_events"])
     n_all = len(t) + int(t.metadata.get("skipped_events", 0))
-    uids = events + list(range(n_all, n_all + ns))
+    ev_uids = events if t.uid is None else t.uid[np.asarray(events, dtype=np.int64)].tolist()
+    uids = ev_uids + list(range(n_all, n_all + ns))
 
     # op category: by name, else by the first kernel a launcher launched directly
     first = np.full(len(t), -1, dtype=np.int64)

@@ -1,0 +1,476 @@
+"""Seeded GPU traces for the TraceLens differential harness (issue 28).
+
+A trace here is a real ``torch.profiler`` CPU recording of a small model, to which device
+activity is then added the way a ROCm kineto trace carries it, so that TraceLens's GPU
+path runs on it:
+
+* each leaf ``cpu_op`` that would launch work on a GPU gets a runtime launch event
+  (``hipLaunchKernel``, or ``hipMemcpyWithStream``/``hipMemsetAsync``) inside its span on
+  the same thread, with a ``correlation`` id;
+* the launched kernel (or ``gpu_memcpy``/``gpu_memset``) on a device stream, with the op's
+  ``External id``, the same ``correlation``, grid/block, and a seeded duration; a stream
+  runs one kernel at a time, never before its launch;
+* an ``ac2g`` flow pair (``s`` at the launch, ``f`` at the kernel), process names, and the
+  MI300X ``deviceProperties``.
+
+``recordings()`` records the CPU traces (one process, a few seconds); ``gpu_trace(cpu, seed)``
+returns one GPU trace as a dict; ``generated(n, seed)`` yields ``(name, trace)`` pairs.
+``mutate(trace, seed)`` perturbs a real GPU trace (events dropped, fields missing, ids
+reused, streams renumbered, order changed).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+Trace = dict[str, Any]
+
+DEVICE_PROPERTIES = [
+    {
+        "id": 0,
+        "name": "AMD Instinct MI300X",
+        "totalGlobalMem": 205571227648,
+        "computeMajor": 9,
+        "computeMinor": 4,
+        "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048,
+        "regsPerBlock": 65536,
+        "warpSize": 64,
+        "sharedMemPerBlock": 65536,
+        "numSms": 304,
+        "maxSharedMemoryPerMultiProcessor": 65536,
+    }
+]
+
+#: ops that only change a tensor's view or metadata: no device work
+NO_KERNEL = frozenset(
+    "aten::view aten::reshape aten::_reshape_alias aten::t aten::transpose aten::expand aten::empty "
+    "aten::empty_strided aten::empty_like aten::as_strided aten::detach aten::detach_ detach aten::slice "
+    "aten::select aten::unsqueeze aten::squeeze aten::permute aten::resize_ aten::alias aten::lift_fresh "
+    "aten::result_type aten::unbind aten::split aten::chunk aten::narrow aten::numpy_T aten::_unsafe_view "
+    "aten::flatten aten::contiguous aten::size aten::stride aten::is_nonzero aten::view_as aten::expand_as "
+    "aten::set_ aten::_has_compatible_shallow_copy_type aten::resolve_conj aten::resolve_neg aten::dim "
+    "aten::conj aten::type_as aten::requires_grad_ aten::_to_copy_meta aten::new_empty aten::new_empty_strided "
+    "aten::unflatten aten::movedim aten::swapaxes aten::broadcast_to aten::_unsafe_split".split()
+)
+
+#: CPU-only op names and the name a GPU build records for the same call
+GPU_NAMES = {
+    "aten::mkldnn_convolution": "aten::miopen_convolution",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "aten::_scaled_dot_product_flash_attention_backward",
+}
+
+# kernel-name families, picked by the op's name (a real name of each family's shape)
+_GEMM = [
+    "Cijk_Alik_Bljk_SB_MT64x64x16_MI32x32x2x1_SN_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS2_ASE_ASGT_ASLT_ASAE01_ASCE01_ASEM1",
+    "Cijk_Ailk_Bljk_SB_MT128x64x16_MI32x32x2x1_SN_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS3_ASE_ASGT_ASLT",
+    "Cijk_Alik_Bjlk_SB_MT32x32x32_MI16x16x4x1_SN_1LDSB1_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS0_ASE_ASGT",
+    # names that carry no layout (TraceLens then leaves ``transpose`` unset)
+    "ck_gemm_xdl_cshuffle_v3_f32_256x128x128",
+    "wvSplitK_hf_sml_f32_1x64",
+]
+_ELEMENTWISE = [
+    "void at::native::elementwise_kernel_manual_unroll<128, 4, at::native::gpu_kernel_impl_nocast<"
+    "at::native::CUDAFunctor_add<float> >(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)"
+    "::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::CUDAFunctor_add<float> >"
+    "(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1})",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
+    "at::native::GeluType)::{lambda()#1}::operator()() const::{lambda()#3}::operator()() const::{lambda(float)#1}, "
+    "std::array<char*, 2ul> >(int, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)"
+    "::{lambda()#1}::operator()() const::{lambda()#3}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>)",
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+    "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>, "
+    "4, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, "
+    "at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, float, std::array<char*, 2ul>)",
+]
+_REDUCE = [
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+    "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+    "unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+    "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+    "unsigned int, float, 4, 4>)",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+    "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+]
+_NORM = [
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, "
+    "float const*, float const*, float*, float*, float*)",
+    "void at::native::batch_norm_collect_statistics_kernel<float, float, float, 512>(int, int, int, float, float*)",
+]
+_CONV = ["naive_conv_fwd_nchw_float_double_float", "igemm_fwd_gtcx35_nhwc_fp32_bx0_ex1_bt64x128x32_wt32x32x8"]
+_ATTN = ["attn_fwd", "_attn_bwd_preprocess", "FmhaFwdKernel_hdim64_fp32_batch"]
+_TRITON = ["triton_poi_fused_add_mul_0", "triton_red_fused__softmax_1", "triton_per_fused_native_layer_norm_2"]
+_OPTIM = [
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+    "TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>, float*>"
+    "(at::native::(anonymous namespace)::TensorListMetadata<4>, float*)",
+]
+
+
+def _kernel_family(op: str) -> list[str]:
+    low = op.lower()
+    if any(k in low for k in ("mm", "linear", "matmul", "baddbmm")):
+        return _GEMM
+    if "conv" in low:
+        return _CONV
+    if "attention" in low:
+        return _ATTN
+    if "norm" in low:
+        return _NORM
+    if any(k in low for k in ("sum", "mean", "softmax", "max", "min", "norm", "var")):
+        return _REDUCE
+    if "triton" in low or "compiled" in low:
+        return _TRITON
+    if "adam" in low or "sgd" in low or "_foreach" in low:
+        return _OPTIM
+    return _ELEMENTWISE
+
+
+# ---------------------------------------------------------------------------------
+# the CPU recordings
+
+
+def _models() -> list[tuple[str, Any, Any, bool]]:
+    """(name, model, input, train) for each small model; built inside the recording process."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    class Attn(nn.Module):
+        def __init__(self, d: int, heads: int) -> None:
+            super().__init__()
+            self.qkv, self.out, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+        def forward(self, x: Any) -> Any:
+            b, s, d = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+    class Block(nn.Module):
+        def __init__(self, d: int) -> None:
+            super().__init__()
+            self.n1, self.att, self.n2 = nn.LayerNorm(d), Attn(d, 4), nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x: Any) -> Any:
+            x = x + self.att(self.n1(x))
+            return x + self.mlp(self.n2(x))
+
+    class Chain(nn.Module):
+        """elementwise-heavy: many small pointwise ops"""
+
+        def forward(self, x: Any) -> Any:
+            for _ in range(3):
+                x = torch.sigmoid(x) * x + 0.5
+                x = torch.tanh(x).clamp(-0.9, 0.9) - x.mean(dim=-1, keepdim=True)
+                x = torch.exp(-x.abs()) / (1 + x * x)
+            return x.sum()
+
+    class BMM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 32, 16))
+
+        def forward(self, x: Any) -> Any:
+            return torch.bmm(x, self.w).softmax(-1) @ self.w.transpose(1, 2)
+
+    mlp = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32), nn.Tanh(), nn.Linear(32, 10))
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
+    )
+    resize = nn.Sequential(
+        nn.ReplicationPad2d((1, 2, 1, 0)),
+        nn.Conv2d(3, 4, 3),
+        nn.Upsample(scale_factor=2, mode="nearest"),
+        nn.GroupNorm(2, 4),
+        nn.Flatten(2),
+        nn.Upsample(scale_factor=2, mode="nearest"),
+    )
+    norms = nn.Sequential(nn.Linear(48, 48), nn.LayerNorm(48), nn.GroupNorm(4, 48), nn.Dropout(0.1))
+    return [
+        ("mlp", mlp, torch.randn(16, 64), True),
+        ("mlp_infer", mlp, torch.randn(4, 64), False),
+        ("cnn", cnn, torch.randn(2, 3, 16, 16), True),
+        ("cnn_infer", cnn, torch.randn(1, 3, 12, 12), False),
+        ("transformer", Block(32), torch.randn(2, 8, 32), True),
+        ("transformer_infer", Block(32), torch.randn(1, 16, 32), False),
+        ("chain", Chain(), torch.randn(8, 24), False),
+        ("bmm", BMM(), torch.randn(4, 8, 32), True),
+        ("norms", norms, torch.randn(6, 48), True),
+        ("resize", resize, torch.randn(1, 3, 8, 8), True),
+        ("resize_infer", resize, torch.randn(1, 3, 6, 6), False),
+    ]
+
+
+def _record(name: str, model: Any, x: Any, train: bool, shapes: bool, stack: bool, out: Path) -> Path:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3) if train else None
+    path = out / f"{name}{'_shapes' if shapes else ''}{'_stack' if stack else ''}.json"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_stack=stack) as prof:
+        for step in range(2):
+            with record_function(f"ProfilerStep#{step}"):
+                if opt is None:
+                    with torch.no_grad(), record_function("forward"):
+                        model(x)
+                    continue
+                with record_function("forward"):
+                    y = model(x)
+                    loss = y.float().pow(2).mean() if y.dim() else y
+                with record_function("backward"):
+                    loss.backward()
+                with record_function("optimizer"):
+                    opt.step()
+                    opt.zero_grad()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def recordings(out: Path, only: str | None = None, shapes_stack: tuple | None = None) -> list[Path]:
+    """Record every model (or the one named ``only``) with and without shapes and stacks
+    (or with the one ``(shapes, stack)`` given); returns the CPU trace paths."""
+    import torch
+
+    torch.set_num_threads(1)
+    paths = []
+    for name, model, x, train in _models():
+        if only is not None and name != only:
+            continue
+        for shapes, stack in [shapes_stack] if shapes_stack else ((True, False), (True, True), (False, False)):
+            paths.append(_record(name, model, x, train, shapes, stack, out))
+    if not paths:
+        raise ValueError(f"tracegen: no model named {only!r}")
+    return paths
+
+
+# ---------------------------------------------------------------------------------
+# device activity
+
+
+#: ops that launch their own kernel on a GPU even where the CPU build records ops inside
+#: them (GEMMs, norms, convolutions, attention, softmax, reductions)
+OWN_LAUNCH = frozenset(
+    "aten::mm aten::addmm aten::bmm aten::baddbmm aten::native_layer_norm aten::native_batch_norm "
+    "aten::native_group_norm aten::native_layer_norm_backward aten::native_batch_norm_backward "
+    "aten::native_group_norm_backward aten::miopen_convolution aten::convolution_backward "
+    "aten::_scaled_dot_product_flash_attention aten::_scaled_dot_product_flash_attention_backward "
+    "aten::_softmax aten::_softmax_backward_data aten::sum aten::mean aten::max_pool2d_with_indices "
+    "aten::_adaptive_avg_pool2d aten::addcmul_ aten::addcdiv_ aten::mul aten::add".split()
+)
+
+
+def _launch_windows(events: list[dict]) -> list[tuple[dict, float, float]]:
+    """(op, lo, hi): where on its thread a launch by ``op`` may sit, outside every cpu_op
+    inside it: a leaf's whole span; for an OWN_LAUNCH op with ops inside, the gap after
+    its last child (or before its first)."""
+    by_thread: dict[tuple, list[dict]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    out = []
+    for ops in by_thread.values():
+        ops.sort(key=lambda e: (e["ts"], -e["dur"]))
+        kids: dict[int, list[dict]] = {}
+        stack: list[dict] = []
+        for e in ops:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+                stack.pop()
+            if stack:
+                kids.setdefault(id(stack[-1]), []).append(e)
+            stack.append(e)
+        for e in ops:
+            mine = kids.get(id(e))
+            start, end = e["ts"], e["ts"] + e["dur"]
+            if not mine:
+                out.append((e, start, end))
+            elif e["name"] in OWN_LAUNCH:
+                last = max(k["ts"] + k["dur"] for k in mine)
+                first = min(k["ts"] for k in mine)
+                if end - last > 0.01:
+                    out.append((e, last + 0.001, end))
+                elif first - start > 0.01:
+                    out.append((e, start, first - 0.001))
+    return out
+
+
+def gpu_trace(cpu: Trace, seed: int) -> Trace:
+    """The CPU trace with seeded device activity added (a new dict; ``cpu`` is not changed)."""
+    rng = random.Random(seed)
+    trace = copy.deepcopy(cpu)
+    events: list[dict] = trace["traceEvents"]
+    # some traces call group norm through aiter's op (TraceLens models it as aten's)
+    renames = dict(GPU_NAMES, **({"aten::group_norm": "aiter::_groupnorm_run"} if rng.random() < 0.5 else {}))
+    # and linear layers through a library GEMM op (same args: x, weight [N, K], bias)
+    library_gemm = rng.choice([None, None, "vllm::rocm_unquantized_gemm", "aiter::gemm_a16w16"])
+    if library_gemm:
+        renames["aten::linear"] = library_gemm
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("name") in renames:
+            e["name"] = renames[e["name"]]
+    gpu_pid = rng.choice([0, 2, 4])
+    streams = rng.choice([[0], [0], [7], [0, 3], [7, 11, 13]])
+    free = {s: 0.0 for s in streams}
+    launch_us = rng.uniform(3.0, 12.0)
+    scale = rng.choice([0.3, 1.0, 3.0, 20.0])
+    corr = rng.randrange(1, 1000)
+    added: list[dict] = []
+    for op, lo, hi in sorted(_launch_windows(events), key=lambda w: w[1]):
+        name = op["name"]
+        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer")):
+            continue
+        ext = op.get("args", {}).get("External id")
+        if ext is None or rng.random() < 0.03:  # a few ops launch nothing
+            continue
+        nkern = 2 if rng.random() < 0.08 else 1
+        for k in range(nkern):
+            corr += 1
+            if "copy_" in name or name in ("aten::to", "aten::_to_copy") or "item" in name:
+                cat, api = "gpu_memcpy", "hipMemcpyWithStream"
+                kname = rng.choice(["Memcpy DtoD (Device -> Device)", "Memcpy HtoD (Host -> Device)"])
+            elif name in ("aten::zero_", "aten::fill_", "aten::zeros") and rng.random() < 0.5:
+                cat, api, kname = "gpu_memset", "hipMemsetAsync", "Memset (Device)"
+            else:
+                cat, api = "kernel", rng.choice(["hipLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel"])
+                kname = rng.choice(_kernel_family(name))
+            # the launch sits inside the op's window, on its thread
+            span = hi - lo
+            rt_dur = max(0.001, min(span * 0.4 / nkern, rng.uniform(1.0, launch_us)))
+            rt_ts = lo + span * (k + 0.5) / (nkern + 1)
+            rt_ts = round(max(lo, min(rt_ts, hi - rt_dur)), 3)
+            added.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": api,
+                    "pid": op["pid"],
+                    "tid": op["tid"],
+                    "ts": rt_ts,
+                    "dur": round(rt_dur, 3),
+                    "args": {"External id": ext, "cid": rng.randrange(1, 80), "correlation": corr},
+                }
+            )
+            stream = streams[0] if len(streams) == 1 or rng.random() < 0.7 else rng.choice(streams[1:])
+            start = max(free[stream] + rng.uniform(0.0, 2.0), rt_ts + launch_us)
+            dur = round(max(0.3, rng.lognormvariate(0.5, 1.1) * scale), 3)
+            start = round(start, 3)
+            free[stream] = start + dur
+            args: dict[str, Any] = {"External id": ext, "device": gpu_pid, "stream": stream, "correlation": corr}
+            if cat == "kernel":
+                args.update({"kind": "Dispatch Kernel", "grid": [rng.randrange(1, 512), 1, 1], "block": [256, 1, 1]})
+            elif cat == "gpu_memcpy":
+                args.update({"kind": "DtoD", "bytes": rng.randrange(4, 1 << 20)})
+            else:
+                args.update({"kind": "Memset", "bytes": rng.randrange(4, 1 << 16)})
+            added.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": kname,
+                    "pid": gpu_pid,
+                    "tid": stream,
+                    "ts": start,
+                    "dur": dur,
+                    "args": args,
+                }
+            )
+            added.append(
+                {"ph": "s", "id": corr, "pid": op["pid"], "tid": op["tid"], "ts": rt_ts, "cat": "ac2g", "name": "ac2g"}
+            )
+            added.append(
+                {
+                    "ph": "f",
+                    "id": corr,
+                    "pid": gpu_pid,
+                    "tid": stream,
+                    "ts": start,
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "bp": "e",
+                }
+            )
+    added.append(
+        {"name": "process_name", "ph": "M", "ts": 0, "pid": gpu_pid, "tid": 0, "args": {"name": "GPU " + str(gpu_pid)}}
+    )
+    for s in streams:
+        added.append(
+            {"name": "thread_name", "ph": "M", "ts": 0, "pid": gpu_pid, "tid": s, "args": {"name": f"stream {s}"}}
+        )
+    events.extend(added)
+    trace["deviceProperties"] = copy.deepcopy(DEVICE_PROPERTIES)
+    trace["roctracer_version"] = 4
+    return trace
+
+
+def generated(n: int, seed: int, work: Path | None = None) -> Iterator[tuple[str, Trace]]:
+    """``n`` GPU traces: the recordings in turn, each with its own seed of device activity."""
+    work = work or Path(tempfile.mkdtemp(prefix="tracegen-"))
+    cpu = [(p.stem, json.loads(p.read_text())) for p in recordings(work)]
+    for i in range(n):
+        stem, base = cpu[i % len(cpu)]
+        s = seed * 100003 + i
+        yield f"gen{i:03d}_{stem}_s{s}", gpu_trace(base, s)
+
+
+# ---------------------------------------------------------------------------------
+# mutations of real GPU traces
+
+MUTATIONS = ("drop_kernels", "drop_fields", "reuse_ids", "renumber_streams", "shuffle")
+
+
+def mutate(trace: Trace, seed: int, kind: str) -> Trace:
+    """One seeded perturbation (``kind`` from MUTATIONS) of a GPU trace; a new dict."""
+    rng = random.Random(seed)
+    out = copy.deepcopy(trace)
+    ev: list[dict] = out["traceEvents"]
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    if kind == "drop_kernels":
+        drop = {id(e) for e in gpu if rng.random() < 0.05}
+        out["traceEvents"] = [e for e in ev if id(e) not in drop]
+    elif kind == "drop_fields":
+        for e in ev:
+            a = e.get("args")
+            if e.get("cat") == "cpu_op" and a and rng.random() < 0.1:
+                for f in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides"):
+                    a.pop(f, None)
+            if e.get("cat") == "kernel" and a and rng.random() < 0.05:
+                a.pop("grid", None)
+                a.pop("block", None)
+    elif kind == "reuse_ids":
+        # External ids of some cpu_ops reused by a later op
+        ops = [e for e in ev if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})]
+        for e in ops:
+            if rng.random() < 0.05 and ops:
+                e["args"]["External id"] = rng.choice(ops)["args"]["External id"]
+    elif kind == "renumber_streams":
+        sids = sorted({e.get("tid") for e in gpu}, key=str)
+        new = {s: 100 + i * 7 for i, s in enumerate(sids)}
+        for e in gpu:
+            e["tid"] = new[e.get("tid")]
+            if "stream" in e.get("args", {}):
+                e["args"]["stream"] = e["tid"]
+        for e in ev:
+            if e.get("ph") == "f" and e.get("cat") == "ac2g" and e.get("tid") in new:
+                e["tid"] = new[e["tid"]]
+    elif kind == "shuffle":
+        rng.shuffle(ev)
+    else:
+        raise ValueError(f"mutate: unknown kind {kind!r}, expected one of {MUTATIONS}")
+    return out
