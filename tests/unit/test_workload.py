@@ -425,6 +425,21 @@ def test_profiled_window_carries_the_named_ranges(runs: dict[str, Run]) -> None:
     assert ranges["ProfilerStep#1"] == 1  # only iteration 2 of 3 recorded
 
 
+def test_grads_are_added_to_main_grad_under_accumulate_grad(runs: dict[str, Run]) -> None:
+    # Megatron's DDP hook: each micro-batch's grad is added into the parameter's main_grad inside
+    # the AccumulateGrad node, so aten::add_ shows there, the stacked expert weights (3-D) included.
+    events = runs["ep_mega"].events()
+    nodes = [e for e in events if e["name"] == "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"]
+    adds = [
+        e
+        for e in events
+        if e["name"] == "aten::add_"
+        and any(n["tid"] == e["tid"] and n["ts"] <= e["ts"] <= n["ts"] + n["dur"] for n in nodes)
+    ]
+    assert nodes and len(adds) == len(nodes)  # one add per parameter per micro-batch
+    assert any(len(e["args"]["Input Dims"][0]) == 3 for e in adds)
+
+
 def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run]) -> None:
     # the positive control: one `extra_work` range per iteration, made of matmuls, not a sleep
     run = runs["ep_extra"]

@@ -34,8 +34,3 @@ class AdamW:
             torch._foreach_div_(denom, bc2**0.5)
             torch._foreach_add_(denom, self.eps)
             torch._foreach_addcdiv_(params, m, denom, -g["lr"] / bc1)
-
-    def zero_grad(self) -> None:
-        for g in self.param_groups:
-            for p in g["params"]:
-                p.grad = None

@@ -20,6 +20,7 @@ from torch.autograd.profiler import record_function
 
 from .comm import Comm
 from .data import MockData
+from .ddp import GradBuffer
 from .extra import ExtraWork
 from .metrics import IterationLog, max_rss_bytes
 from .model import Model
@@ -86,17 +87,10 @@ class _NoProfiler(contextlib.AbstractContextManager):
         pass
 
 
-def _sync_dense_grads(params: list[torch.nn.Parameter], comm: Comm) -> None:
-    """EP ranks are DP ranks for the dense weights: one bucketed all-reduce (sum) of their grads."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not comm.distributed or not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    comm.all_reduce_(flat)
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset : offset + g.numel()].view_as(g))
-        offset += g.numel()
+def _sync_dense_grads(buffer: GradBuffer, comm: Comm) -> None:
+    """EP ranks are DP ranks for the dense weights: one all-reduce (sum) of their grad buffer."""
+    if comm.distributed and buffer.flat.numel():
+        comm.all_reduce_(buffer.flat)
 
 
 def _clip(dense: list[torch.nn.Parameter], experts: list[torch.nn.Parameter], max_norm: float, comm: Comm) -> float:
@@ -150,6 +144,7 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
     fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
     model = Model(s, comm)
     dense, experts = model.dense_parameters(), model.expert_parameters()
+    dense_grads, expert_grads = GradBuffer(dense), GradBuffer(experts)  # Megatron's DDP buffers
     opt = _optimizer(model, s)
     data = MockData(s, rank)
     last = rank == s.world_size - 1
@@ -183,11 +178,14 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str) -> None:
                 loss.backward()
                 loss_sum += loss.detach()
             extra()
-            _sync_dense_grads(dense, comm)
+            dense_grads.expose()
+            expert_grads.expose()
+            _sync_dense_grads(dense_grads, comm)
             with record_function("optimizer_step"):
                 grad_norm = _clip(dense, experts, s.clip_grad, comm)
                 opt.step()
-                opt.zero_grad()
+                dense_grads.zero()
+                expert_grads.zero()
             cpu_seconds = clock.cpu_lap()  # before the log's collective, as the wall lap below
             # One small collective for the log: every rank's loss share, its peak RSS and its
             # compute-thread CPU time (the slowest rank sets a synchronous step).
