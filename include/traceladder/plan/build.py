@@ -18,7 +18,7 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -198,6 +198,7 @@ def build_plan(
 
     rung_by_name = {r.name: r for r in ladder.rungs}
     hosts = loaded.cluster.hosts
+    runner_backend = _runner_backend(loaded)
     cache: dict[str, tuple[Any, tuple[int, int] | None]] = {}
     specs: list[RungSpec] = []
     for b, block in enumerate(blocks):
@@ -232,14 +233,14 @@ def build_plan(
                     position=position,
                     purpose=purpose,
                     rung_id=rung_id(rung_name, lens_name, k, purpose),
-                    backend=ladder.backend,
+                    backend=runner_backend,
                     host=host.name,
                     pool=host.pool,
                     image=loaded.cluster.runner_image or ladder.image,
                     model_tag=ladder.model_tag,
                     model_args=settings.model_args,
                     docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
-                    if ladder.backend == "docker"
+                    if ladder.backend == "docker"  # on Slurm the job script sets them per node
                     else settings.docker_env_vars,
                     tools=settings.tools,
                     train_iters=int(settings.model_args.get("train_iters", 10)),
@@ -252,6 +253,15 @@ def build_plan(
                 )
             )
     return sorted(specs, key=_listing_key(selected, blocks))
+
+
+def _runner_backend(loaded: LoadedLadder) -> Literal["local", "docker"]:
+    """What the runner starts, which the spec's `backend` names: on Slurm the job only dispatches
+    it, so the nodes run Primus as the docker path does, or the CPU proxy as the local one does."""
+    if loaded.ladder.backend != "slurm":
+        return loaded.ladder.backend
+    slurm = loaded.cluster.slurm
+    return "local" if slurm is not None and slurm.workload == "proxy" else "docker"
 
 
 def _listing_key(

@@ -146,6 +146,21 @@ def provenance(spec: RungSpec) -> dict[str, Any]:
         "config_hash": spec.config_hash,
         "backend": spec.backend,
         **prov.collect(spec.backend, {**os.environ, **spec.docker_env_vars}, primus),
+        **_slurm_record(),
+    }
+
+
+def _slurm_record() -> dict[str, Any]:
+    """The Slurm job this runner runs in (backend: slurm), from the environment srun gives it."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return {}
+    return {
+        "slurm": {
+            "job_id": os.environ["SLURM_JOB_ID"],
+            "nodes": os.environ.get("SLURM_JOB_NODELIST", ""),
+            "node": os.environ.get("SLURMD_NODENAME", ""),
+            "nnodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
+        }
     }
 
 
