@@ -219,13 +219,13 @@ class _TI:
         self.xcom[key] = value
 
 
-def _operator(ladder: str, task_id: str, **kwargs: Any):
+def _operator(ladder: str, task_id: str, lens: str = "torch_rank0", **kwargs: Any):
     from traceladder.airflow.ladders import open_ladder
     from traceladder.airflow.slurm_operator import SlurmRungOperator
     from traceladder.plan.build import build_plan
 
     loaded = open_ladder(ladder)
-    spec = build_plan(loaded, rungs=["baseline"], lens="torch_rank0", repeats=1)[0]
+    spec = build_plan(loaded, rungs=["baseline"], lens=lens, repeats=1)[0]
     spec = spec.model_copy(update=kwargs.pop("spec_update", {}))
     op = SlurmRungOperator(
         spec=json.loads(spec.to_json()),
@@ -321,3 +321,35 @@ def test_a_node_set_down_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, 
         slurm_conn.scontrol("update", f"nodename={node}", "state=resume")
     line = str(err.value)
     assert "\n" not in line and "NODE_FAIL" in line and f"node {node} down" in line and "tl-node-lost" in line
+
+
+def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
+    slurm_ladders: Path, slurm_conn, s3_server
+) -> None:
+    import gzip
+
+    from faults.rungs import verified_objects
+
+    ladder = write_ladder(slurm_ladders, "slurm-2nodes", nnodes=2)
+    op, spec = _operator(ladder, "rung", lens="torch_all_ranks")
+    ti = _TI("rung")
+    (event,) = events(_defer(op, {"ti": ti}))
+    assert (event["state"], event["nodes"]) == ("COMPLETED", "n[1-2]"), event
+    result = op.execute_complete({"ti": ti}, event)
+    assert result["status"] == "ok", result
+    prefix = f"traceladder/{ladder}/{op.run_id}/{spec.rung_id}"
+    stored = verified_objects(s3_server.client(), s3_server.bucket, prefix)  # one manifest covers both nodes
+    assert {k for k in stored if k.startswith("traces/")} == {
+        "traces/rank0.pt.trace.json.gz",
+        "traces/rank1.pt.trace.json.gz",
+    }
+    assert {"metrics.json", "log.txt.gz", "spec.json"} <= set(stored)
+    client = s3_server.client()
+    metrics = json.loads(client.get_object(Bucket=s3_server.bucket, Key=f"{prefix}/metrics.json")["Body"].read())
+    assert metrics["step_ms"] > 0 and len(metrics["step_ms_values"]) > 0
+    # the last node (n2) ran the last rank, which printed the Primus lines, and stored the rung
+    assert metrics["provenance"]["slurm"] == {"job_id": event["job_id"], "nodes": "n[1-2]", "node": "n2", "nnodes": 2}
+    log = gzip.decompress(
+        client.get_object(Bucket=s3_server.bucket, Key=f"{prefix}/log.txt.gz")["Body"].read()
+    ).decode()
+    assert "[proxy] rank 1:" in log and "[traceladder] ---- node 0 of 2 ----" in log

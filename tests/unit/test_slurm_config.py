@@ -207,3 +207,16 @@ def test_the_trigger_serialises_only_ids() -> None:
     }
     again = SlurmJobTrigger(**kwargs)
     assert again.serialize() == (path, kwargs)
+
+
+def test_the_shipped_proxy_slurm_ladder_plans_two_nodes_of_one_rank() -> None:
+    from traceladder.config import find_ladder
+    from traceladder.plan.build import build_plan
+
+    loaded = load_ladder(find_ladder("proxy-slurm"))
+    assert loaded.ladder.nnodes == 2 and loaded.cluster.slurm is not None
+    spec = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0]
+    # the nodes run the CPU proxy as the local backend does; the job sets NNODES/NODE_RANK/MASTER_*
+    assert spec.backend == "local" and spec.model_args["expert_model_parallel_size"] == 2
+    assert spec.docker_env_vars["GPUS_PER_NODE"] == "1"
+    assert not {"NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"} & set(spec.docker_env_vars)

@@ -186,6 +186,7 @@ def _slurm_rungs(
         task_id=task_id,
         trigger_rule=trigger_rule,
         pool=host.pool,
+        queue=host.name,  # under Celery: the worker(s) that hold the login node's SSH key
         execution_timeout=timedelta(seconds=rung_timeout_s + 600),
         **(rung_retry or {}),
     )

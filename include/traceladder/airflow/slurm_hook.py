@@ -180,7 +180,7 @@ def sbatch_script(
         lines += [f"set -a; . {shlex.quote(secrets_file)}; set +a; rm -f {shlex.quote(secrets_file)}"]
     lines += [
         'export NNODES="$SLURM_JOB_NUM_NODES"',
-        f"export GPUS_PER_NODE={gpus_per_node or 1}",
+        *([f"export GPUS_PER_NODE={gpus_per_node}"] if gpus_per_node else []),
         'first_node="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         # NodeAddr (default NodeHostname) is what the other nodes reach the first one at
         'export MASTER_ADDR="$(scontrol show node -o "$first_node" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')"',
@@ -188,7 +188,10 @@ def sbatch_script(
         "print(s.getsockname()[1])')\"",
         'echo "[traceladder] job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: '
         'MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"',
-        f"exec srun --nodes={nnodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(node_cmd)}",
+        # a folder of the job's on the shared filesystem, where the nodes of a multi-node rung meet
+        f"export TRACELADDER_NODE_DIR={shlex.quote(job_dir)}/nodes-$SLURM_JOB_ID",
+        # no --kill-on-bad-exit: the last node records a peer's failure in the rung's metrics.json
+        f"exec srun --nodes={nnodes} --ntasks-per-node=1 bash -c {shlex.quote(node_cmd)}",
         "",
     ]
     return "\n".join(lines)
@@ -215,8 +218,10 @@ def _node_command(
         "SLURM_JOB_ID",
         "SLURM_JOB_NODELIST",
         "SLURM_NODEID",
+        "TRACELADDER_NODE_DIR",
     ]
     spool = environment.get("TRACELADDER_SPOOL_DIR")
+    shared = environment.get("TRACELADDER_SHARED_DIR")
     # madengine's ROCm docker run, host networking (MASTER_ADDR is a node address), one container per node
     argv = [
         settings.container_runtime,
@@ -232,6 +237,7 @@ def _node_command(
         "--device=/dev/kfd",
         "--device=/dev/dri",
         *(["-v", f"{spool}:{spool}"] if spool else []),
+        *(["-v", f"{shared}:{shared}"] if shared else []),
     ]
     env_flags = " ".join(f"-e {n}" for n in names)
     head = " ".join(a if "$" in a else shlex.quote(a) for a in argv)

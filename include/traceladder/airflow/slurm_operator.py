@@ -211,6 +211,7 @@ class SlurmRungOperator(BaseOperator):
         job_dir = f"{work}/jobs/{name}"
         env, private = storage_environment(cluster.storage)
         env[ENV_SPOOL] = f"{work}/spool"
+        env["TRACELADDER_SHARED_DIR"] = work  # a container per node mounts it (job folders, spool)
         runner_argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
         secrets = f"{job_dir}/secrets.env"
         hook.put_file(secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in private.items()))

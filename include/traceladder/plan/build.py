@@ -240,7 +240,9 @@ def build_plan(
                     model_tag=ladder.model_tag,
                     model_args=settings.model_args,
                     docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
-                    if ladder.backend == "docker"  # on Slurm the job script sets them per node
+                    if ladder.backend == "docker"
+                    else _slurm_launch_env(loaded, settings.docker_env_vars, settings.model_args)
+                    if ladder.backend == "slurm"
                     else settings.docker_env_vars,
                     tools=settings.tools,
                     train_iters=int(settings.model_args.get("train_iters", 10)),
@@ -253,6 +255,23 @@ def build_plan(
                 )
             )
     return sorted(specs, key=_listing_key(selected, blocks))
+
+
+# What the Slurm job sets on each node (airflow/slurm_hook.py); a ladder's value would beat it.
+_PER_NODE_KEYS = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _slurm_launch_env(loaded: LoadedLadder, env: dict[str, str], model_args: dict[str, Any]) -> dict[str, str]:
+    """A Slurm rung's environment: the job gives each node NNODES, NODE_RANK and MASTER_*; the
+    ranks per node are the cluster's GPUs per node, or (the CPU proxy) its EP ranks over the nodes."""
+    out = {k: v for k, v in env.items() if k not in _PER_NODE_KEYS}
+    slurm = loaded.cluster.slurm
+    if loaded.cluster.gpus_per_node is not None:
+        out["GPUS_PER_NODE"] = str(loaded.cluster.gpus_per_node)
+    elif slurm is not None and slurm.workload == "proxy":
+        world = int(model_args.get("expert_model_parallel_size", 1))
+        out["GPUS_PER_NODE"] = str(max(1, world // loaded.ladder.nnodes))
+    return out
 
 
 def _runner_backend(loaded: LoadedLadder) -> Literal["local", "docker"]:
