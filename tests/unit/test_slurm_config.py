@@ -220,3 +220,19 @@ def test_the_shipped_proxy_slurm_ladder_plans_two_nodes_of_one_rank() -> None:
     assert spec.backend == "local" and spec.model_args["expert_model_parallel_size"] == 2
     assert spec.docker_env_vars["GPUS_PER_NODE"] == "1"
     assert not {"NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"} & set(spec.docker_env_vars)
+
+
+def test_make_up_passes_the_login_nodes_connection_but_not_the_s3_one() -> None:
+    from traceladder.dev.up import passed_env
+
+    env = {
+        "AIRFLOW_CONN_TRACELADDER_SLURM": '{"conn_type": "ssh"}',
+        "AIRFLOW_CONN_TRACELADDER_S3": "theirs",
+        "TRACELADDER_CLUSTERS_FILE": "/site/clusters.yaml",
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "HOME": "/root",
+    }
+    assert passed_env(env) == {
+        "AIRFLOW_CONN_TRACELADDER_SLURM": '{"conn_type": "ssh"}',
+        "TRACELADDER_CLUSTERS_FILE": "/site/clusters.yaml",
+    }
