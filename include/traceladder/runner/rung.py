@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 from traceladder import __version__
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
-from traceladder.runner import nodes
+from traceladder.runner import nodes, orphans
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
@@ -84,6 +84,7 @@ def execute(
     errors = write_errors if write_errors is not None else []
     log = log_path.open("w", encoding="utf-8", errors="replace", buffering=1)  # line-buffered: ENOSPC shows per line
     proc: subprocess.Popen[str] | None = None
+    running: Path | None = None
     try:
         try:
             proc = subprocess.Popen(
@@ -99,6 +100,7 @@ def execute(
         except OSError as exc:
             log.write(f"[traceladder] cannot start {argv[0]}: {exc}\n")
             return 127, False
+        running = orphans.record(proc.pid)  # the next rung's preflight stops it if this runner dies
 
         def pump() -> None:
             assert proc.stdout is not None
@@ -128,6 +130,8 @@ def execute(
         errors.append(exc)
         return (proc.returncode if proc is not None else 127), False
     finally:
+        if proc is not None and proc.returncode is not None:
+            orphans.forget(running)
         try:
             log.close()
         except OSError as exc:
@@ -207,6 +211,8 @@ def run_rung(
     log_path = root / "log.txt"
     try:
         backend = _BACKENDS[spec.backend]
+        if spec.backend == "local":  # a workload whose runner was killed would share this host's cores
+            orphans.stop_orphans(_echo_line(echo))
         argv, env = backend.command(spec, workspace)
         cwd = backend.workdir(spec, root)
         lens_error = None
