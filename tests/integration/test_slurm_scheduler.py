@@ -111,7 +111,7 @@ def _job_processes(cluster, job_id: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory):
+def runs(slurm_cluster, s3_server, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("slurm-sched")
     clusters = _clusters_file(tmp, tmp / "shared")
     conn = {
@@ -125,9 +125,11 @@ def runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory):
     mp = pytest.MonkeyPatch()
     mp.setenv("TRACELADDER_CLUSTERS_FILE", str(clusters))  # the pools the stack imports
     t0 = time.monotonic()
-    long_model = {"base": {"model_args": {**TINY_MODEL, "train_iters": 400}}}
+    long_model = {"base": {"model_args": {**TINY_MODEL, "train_iters": 100000}}}
     try:
-        stack = start_stack(tmp, {LADDER: RUNG, LONG: {**RUNG, "nnodes": 1, **long_model}}, extra_env=env)
+        # the session's S3 server (a SeaweedFS of its own would add ~30 s of start and stop)
+        ladders = {LADDER: RUNG, LONG: {**RUNG, "nnodes": 1, **long_model}}
+        stack = start_stack(tmp, ladders, extra_env=env, s3=s3_server)
     finally:
         mp.undo()
     try:
