@@ -88,3 +88,23 @@ def standin_images(docker_engine: DockerEngine) -> StandinImages:
 
 def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
+
+
+# ---- slurm: one throwaway cluster per session (tests/integration/slurm_cluster.py), stopped at the end.
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    from slurm_cluster import ClusterError, missing_binaries, start_cluster
+
+    missing = missing_binaries()
+    if missing:
+        unavailable(
+            f"Slurm test cluster: missing {', '.join(missing)} (apt-get install -y slurm-wlm munge openssh-server)"
+        )
+    if os.geteuid() != 0:
+        unavailable("Slurm test cluster: slurmd and munged run as root here")
+    try:
+        cluster = start_cluster()
+    except ClusterError as exc:
+        unavailable(f"Slurm test cluster did not start: {exc}")
+    yield cluster
+    cluster.stop()

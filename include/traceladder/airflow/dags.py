@@ -126,7 +126,9 @@ def _build_tasks(
                     rule = TriggerRule.NONE_SKIPPED if previous is not None else TriggerRule.ALL_SUCCESS
                     task_id = slot_task_ids(host.name, k, j)[1]
                     spec = planned[slot_key(host.name, k, j)]
-                    if host.docker_url:
+                    if host.ssh_conn_id:
+                        op = _slurm_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
+                    elif host.docker_url:
                         op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
                     else:
                         # queue=<host>: under CeleryExecutor only that host's worker takes its rungs (README)
@@ -181,6 +183,32 @@ def _docker_rungs(
         devices=list(host.devices),
         host_name=host.name,
         execution_timeout=timedelta(seconds=rung_timeout_s + 300),
+        **(rung_retry or {}),
+    )
+
+
+def _slurm_rungs(
+    host: Host,
+    rung_timeout_s: int,
+    task_id: str,
+    trigger_rule: TriggerRule,
+    spec: Any,
+    rung_retry: dict[str, Any] | None = None,
+):
+    """A Slurm cluster's rung slot: a batch job submitted over the login node's SSH connection,
+    deferred while it runs. The pool (include_deferred) keeps one rung per cluster at a time; the
+    job's own --time ends it before the task's execution_timeout."""
+    from traceladder.airflow.slurm_operator import SlurmRungOperator
+
+    assert host.ssh_conn_id is not None
+    return SlurmRungOperator(
+        spec=spec,
+        ssh_conn_id=host.ssh_conn_id,
+        task_id=task_id,
+        trigger_rule=trigger_rule,
+        pool=host.pool,
+        queue=host.name,  # under Celery: the worker(s) that hold the login node's SSH key
+        execution_timeout=timedelta(seconds=rung_timeout_s + 600),
         **(rung_retry or {}),
     )
 

@@ -153,6 +153,19 @@ def load_ladder(path: Path | str, clusters: Clusters | None = None) -> LoadedLad
         raise LadderConfigError(
             "backend", f"{ladder.backend!r} but cluster {ladder.cluster!r} is {cluster.backend!r}", str(path)
         )
+    if ladder.nnodes > 1 and ladder.backend != "slurm":
+        raise LadderConfigError(
+            "nnodes",
+            f"{ladder.nnodes} nodes need backend: slurm (the {ladder.backend} backend runs one node per rung)",
+            str(path),
+        )
+    if ladder.backend == "slurm" and (cluster.slurm is None or not all(h.ssh_conn_id for h in cluster.hosts)):
+        raise LadderConfigError(
+            "cluster",
+            f"backend slurm needs clusters.{ladder.cluster}.slurm and an ssh_conn_id on every host "
+            f"in {clusters_file()}",
+            str(path),
+        )
     if ladder.engine == "tracelens" and cluster.tracelens is None:
         raise LadderConfigError(
             "engine",

@@ -28,6 +28,8 @@ LENS_NAMES: tuple[str, ...] = ("none", "torch_rank0", "torch_all_ranks", "rocm_t
 LENSES_BY_BACKEND: dict[str, tuple[str, ...]] = {
     "local": ("none", "torch_rank0", "torch_all_ranks"),
     "docker": LENS_NAMES,
+    # Primus in a container per node (or direct) collects what it does on the docker path
+    "slurm": LENS_NAMES,
 }
 LENS_SWITCH = "lens"
 BUCKET_ENV = "TRACELADDER_S3_BUCKET"
@@ -130,8 +132,10 @@ class Ladder(Strict):
     description: str = ""
     model_tag: str
     image: str
-    backend: Literal["local", "docker"]
+    backend: Literal["local", "docker", "slurm"]
     cluster: Name
+    # Nodes per rung (`#SBATCH -N`); more than one needs backend: slurm (config/loader.py says so).
+    nnodes: int = Field(default=1, ge=1, le=1024)
     schedule: str | None = None
     repeats: Repeats = 3
     # The block order's seed; unset, each run derives one from the ladder and its run id.
@@ -192,6 +196,32 @@ class Host(Strict):
     docker_url: str | None = None
     tls_conn_id: str | None = None
     devices: list[str] = Field(default_factory=list)
+    # backend: slurm: the Airflow SSH connection of the cluster's login node (host, port, user, key)
+    ssh_conn_id: str | None = None
+
+
+class SlurmSettings(Strict):
+    """How rungs reach a Slurm cluster (backend: slurm): the job's `#SBATCH` options, how each
+    node starts the runner, and where the job's files live on the cluster's shared filesystem."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    # docker/podman: the runner image in a container per node, as Primus's Slurm mode starts one;
+    # direct: `runner_command` on the node itself (the test cluster; a site with the runner installed).
+    container_runtime: Literal["docker", "podman", "direct"] = "docker"
+    # The runner's command on a node for `direct`; the container's entry is `traceladder`.
+    runner_command: str = "traceladder"
+    # What the runner starts on the nodes: Primus (the docker path's command) or the CPU proxy.
+    workload: Literal["primus", "proxy"] = "primus"
+    # A directory on the login node and every compute node (a shared filesystem): job scripts,
+    # per-job output and the runner's spool.
+    work_dir: str = "~/traceladder"
+    # Extra `#SBATCH` lines for what a site needs beyond these (`--constraint=mi350x`).
+    extra_sbatch: list[str] = Field(default_factory=list)
+    # Seconds between the trigger's `scontrol show job` polls.
+    poll_s: float = Field(default=15.0, gt=0)
 
 
 class AnalysisDaemon(Strict):
@@ -203,7 +233,7 @@ class AnalysisDaemon(Strict):
 
 
 class Cluster(Strict):
-    backend: Literal["local", "docker"]
+    backend: Literal["local", "docker", "slurm"]
     description: str = ""
     runner_image: str | None = None
     storage: StorageSettings = Field(default_factory=StorageSettings)
@@ -215,6 +245,7 @@ class Cluster(Strict):
     master_addr: str = "localhost"
     master_port: int = 1234
     tracelens: AnalysisDaemon | None = None
+    slurm: SlurmSettings | None = None
 
     def launch_env(self) -> dict[str, str]:
         """Environment that primus-cli direct reads for torchrun; it beats the ladder's values."""

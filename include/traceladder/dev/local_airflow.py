@@ -42,7 +42,8 @@ def pools_document() -> dict[str, dict[str, Any]]:
             pools[host.pool] = {
                 "slots": 1,
                 "description": f"traceladder: rungs on {host.name} ({name})",
-                "include_deferred": False,
+                # a deferred Slurm rung still holds its cluster's slot (one rung at a time)
+                "include_deferred": cluster.backend == "slurm",
             }
     return pools
 

@@ -19,6 +19,17 @@ PASS_THROUGH = ("TRACELADDER_LADDERS_DIR", "TRACELADDER_CLUSTERS_FILE")
 DEFAULT_PORT = 8080
 
 
+def passed_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """What `up` hands the stack: the ladders/clusters choice, and the caller's Airflow
+    connections (a Slurm login node's `AIRFLOW_CONN_TRACELADDER_SLURM`, docs/slurm.md) except the S3
+    one, which is the embedded server's."""
+    return {
+        k: v
+        for k, v in env.items()
+        if k in PASS_THROUGH or (k.startswith("AIRFLOW_CONN_") and k != "AIRFLOW_CONN_TRACELADDER_S3")
+    }
+
+
 def say(message: str) -> None:
     print(f"[up] {message}", file=sys.stderr, flush=True)
 
@@ -32,7 +43,7 @@ def run_up(state_dir: Path = STATE_DIR, port: int | None = None) -> int:
 
     if port is None:
         port = DEFAULT_PORT if port_free(DEFAULT_PORT) else None  # None: a free port
-    stack = LocalStack(state_dir, port=port, extra_env={k: os.environ[k] for k in PASS_THROUGH if k in os.environ})
+    stack = LocalStack(state_dir, port=port, extra_env=passed_env(os.environ))
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     # Ctrl-C stops us even when we were started with SIGINT ignored (a background job of a
     # non-interactive shell, nohup): Python then leaves SIGINT ignored, and Ctrl-C did nothing.

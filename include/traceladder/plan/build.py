@@ -18,7 +18,7 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -207,6 +207,7 @@ def build_plan(
 
     rung_by_name = {r.name: r for r in ladder.rungs}
     hosts = loaded.cluster.hosts
+    runner_backend = _runner_backend(loaded)
     cache: dict[str, tuple[Any, tuple[int, int] | None]] = {}
     specs: list[RungSpec] = []
     for b, block in enumerate(blocks):
@@ -241,7 +242,7 @@ def build_plan(
                     position=position,
                     purpose=purpose,
                     rung_id=rung_id(rung_name, lens_name, k, purpose),
-                    backend=ladder.backend,
+                    backend=runner_backend,
                     host=host.name,
                     pool=host.pool,
                     image=loaded.cluster.runner_image or ladder.image,
@@ -249,6 +250,8 @@ def build_plan(
                     model_args=settings.model_args,
                     docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
                     if ladder.backend == "docker"
+                    else _slurm_launch_env(loaded, settings.docker_env_vars, settings.model_args)
+                    if ladder.backend == "slurm"
                     else settings.docker_env_vars,
                     tools=settings.tools,
                     train_iters=int(settings.model_args.get("train_iters", 10)),
@@ -274,6 +277,32 @@ def adaptive_plan(
     if adaptive is None or repeats is not None or lens not in (LADDER_LENSES, "none"):
         return None
     return {"min_blocks": adaptive.min, "max_blocks": adaptive.max, "target_mde_pct": adaptive.target_mde_pct}
+
+
+# What the Slurm job sets on each node (airflow/slurm_hook.py); a ladder's value would beat it.
+_PER_NODE_KEYS = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _slurm_launch_env(loaded: LoadedLadder, env: dict[str, str], model_args: dict[str, Any]) -> dict[str, str]:
+    """A Slurm rung's environment: the job gives each node NNODES, NODE_RANK and MASTER_*; the
+    ranks per node are the cluster's GPUs per node, or (the CPU proxy) its EP ranks over the nodes."""
+    out = {k: v for k, v in env.items() if k not in _PER_NODE_KEYS}
+    slurm = loaded.cluster.slurm
+    if loaded.cluster.gpus_per_node is not None:
+        out["GPUS_PER_NODE"] = str(loaded.cluster.gpus_per_node)
+    elif slurm is not None and slurm.workload == "proxy":
+        world = int(model_args.get("expert_model_parallel_size", 1))
+        out["GPUS_PER_NODE"] = str(max(1, world // loaded.ladder.nnodes))
+    return out
+
+
+def _runner_backend(loaded: LoadedLadder) -> Literal["local", "docker"]:
+    """What the runner starts, which the spec's `backend` names: on Slurm the job only dispatches
+    it, so the nodes run Primus as the docker path does, or the CPU proxy as the local one does."""
+    if loaded.ladder.backend != "slurm":
+        return loaded.ladder.backend
+    slurm = loaded.cluster.slurm
+    return "local" if slurm is not None and slurm.workload == "proxy" else "docker"
 
 
 def _listing_key(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 from traceladder import __version__
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
+from traceladder.runner import nodes, orphans
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
@@ -83,6 +84,7 @@ def execute(
     errors = write_errors if write_errors is not None else []
     log = log_path.open("w", encoding="utf-8", errors="replace", buffering=1)  # line-buffered: ENOSPC shows per line
     proc: subprocess.Popen[str] | None = None
+    running: Path | None = None
     try:
         try:
             proc = subprocess.Popen(
@@ -98,6 +100,7 @@ def execute(
         except OSError as exc:
             log.write(f"[traceladder] cannot start {argv[0]}: {exc}\n")
             return 127, False
+        running = orphans.record(proc.pid)  # the next rung's preflight stops it if this runner dies
 
         def pump() -> None:
             assert proc.stdout is not None
@@ -127,6 +130,8 @@ def execute(
         errors.append(exc)
         return (proc.returncode if proc is not None else 127), False
     finally:
+        if proc is not None and proc.returncode is not None:
+            orphans.forget(running)
         try:
             log.close()
         except OSError as exc:
@@ -146,6 +151,21 @@ def provenance(spec: RungSpec) -> dict[str, Any]:
         "config_hash": spec.config_hash,
         "backend": spec.backend,
         **prov.collect(spec.backend, {**os.environ, **spec.docker_env_vars}, primus),
+        **_slurm_record(),
+    }
+
+
+def _slurm_record() -> dict[str, Any]:
+    """The Slurm job this runner runs in (backend: slurm), from the environment srun gives it."""
+    if not os.environ.get("SLURM_JOB_ID"):
+        return {}
+    return {
+        "slurm": {
+            "job_id": os.environ["SLURM_JOB_ID"],
+            "nodes": os.environ.get("SLURM_JOB_NODELIST", ""),
+            "node": os.environ.get("SLURMD_NODENAME", ""),
+            "nnodes": int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
+        }
     }
 
 
@@ -162,6 +182,9 @@ def run_rung(
     failing workload: the status says what happened)."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
+    role = nodes.NodeRole.from_env()  # a node of a multi-node rung (runner/nodes.py), else None
+    if role is not None and not role.leader:
+        return _run_peer_node(spec, role, deadline_s, echo)
     # S3 artifacts go through the host's spool, so an S3 outage loses nothing (storage/spool.py)
     if isinstance(sink, S3ArtifactStore):
         spool = SpoolingSink(sink, log=_echo_line(echo))
@@ -178,6 +201,8 @@ def run_rung(
     started = time.monotonic()
     # Wall-clock start and end: the order the runs really ran in, checked against plan.json's design.
     started_at = time.time()
+    if role is not None and workdir is None:  # the last node: on the shared filesystem, beside its peers
+        workdir = role.workdir()
     own_tmp = workdir is None
     root = Path(tempfile.mkdtemp(prefix=f"traceladder-{spec.rung_id}-")) if own_tmp else workdir
     assert root is not None
@@ -186,6 +211,8 @@ def run_rung(
     log_path = root / "log.txt"
     try:
         backend = _BACKENDS[spec.backend]
+        if spec.backend == "local":  # a workload whose runner was killed would share this host's cores
+            orphans.stop_orphans(_echo_line(echo))
         argv, env = backend.command(spec, workspace)
         cwd = backend.workdir(spec, root)
         lens_error = None
@@ -203,6 +230,12 @@ def run_rung(
             if echo is not None:
                 echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
             code, timed_out = execute(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
+        peer_error = None
+        if role is not None:  # the other nodes' traces and logs join this node's (runner/nodes.py)
+            remaining = (deadline_s or spec.timeout_s) - (time.monotonic() - started)
+            peers = role.wait_for_peers(max(30.0, remaining))
+            role.gather(workspace, log_path)
+            peer_error = nodes.peer_failure(peers)
         full = disk_full(root, write_errors) if (code is not None and code != 0) or write_errors else None
 
         result: dict[str, Any] = {
@@ -258,6 +291,8 @@ def run_rung(
             result.update(status="failed", error=full)
         elif code != 0:
             result.update(status="failed", error=f"workload exited {code}: {_last_error_line(log_path)}")
+        elif peer_error is not None:
+            result.update(status="failed", error=peer_error)
         elif result["error"] is not None:
             result["status"] = "failed"
 
@@ -320,6 +355,30 @@ def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str,
     sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
     sink.write_manifest(prefix)
     return result
+
+
+def _run_peer_node(
+    spec: RungSpec, role: nodes.NodeRole, deadline_s: float | None, echo: TextIO | None
+) -> dict[str, Any]:
+    """A node of a multi-node rung other than the last: run this node's ranks in its folder on
+    the shared filesystem, say it is done, upload nothing (the last node gathers and stores)."""
+    root = role.workdir()
+    workspace = root / "output"
+    workspace.mkdir(parents=True, exist_ok=True)
+    backend = _BACKENDS[spec.backend]
+    argv, env = backend.command(spec, workspace)
+    code, timed_out = execute(
+        argv, env, backend.workdir(spec, root), root / "log.txt", deadline_s or spec.timeout_s, echo
+    )
+    role.mark_done(code, timed_out)
+    status = "timeout" if timed_out else "ok" if code == 0 else "failed"
+    return {
+        "rung_id": spec.rung_id,
+        "node_rank": role.node_rank,
+        "status": status,
+        "exit_code": code,
+        "error": None if status == "ok" else f"node {role.node_rank}: workload {status} (exit {code})",
+    }
 
 
 def _upload(spec: RungSpec, sink: ArtifactSink, prefix: str, log_path: Path, workspace: Path) -> list[str]:

@@ -14,7 +14,8 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
@@ -28,14 +29,66 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _rank_entry(rank: int, settings: Settings, port: int) -> None:
+@dataclass(frozen=True)
+class NodeLaunch:
+    """torchrun's multi-node contract, as Primus's launcher passes it: this node starts ranks
+    NODE_RANK*GPUS_PER_NODE ... +GPUS_PER_NODE-1 of NNODES*GPUS_PER_NODE, and every rank meets
+    at MASTER_ADDR:MASTER_PORT."""
+
+    nnodes: int
+    node_rank: int
+    gpus_per_node: int
+    master_addr: str
+    master_port: int
+
+    @property
+    def ranks(self) -> range:
+        first = self.node_rank * self.gpus_per_node
+        return range(first, first + self.gpus_per_node)
+
+    @classmethod
+    def from_env(cls, world_size: int, env: Mapping[str, str] | None = None) -> NodeLaunch | None:
+        """The node's launch from NNODES, NODE_RANK, GPUS_PER_NODE, MASTER_ADDR and MASTER_PORT;
+        None unless NNODES > 1 (one node keeps the single-node launch)."""
+        env = os.environ if env is None else env
+        try:
+            nnodes = int(env.get("NNODES") or 1)
+            if nnodes <= 1:
+                return None
+            launch = cls(
+                nnodes=nnodes,
+                node_rank=int(env.get("NODE_RANK") or 0),
+                gpus_per_node=int(env.get("GPUS_PER_NODE") or 1),
+                master_addr=env.get("MASTER_ADDR") or "",
+                master_port=int(env.get("MASTER_PORT") or 0),
+            )
+        except ValueError as exc:
+            raise SystemExit(f"[proxy] bad multi-node environment: {exc}") from None
+        if launch.nnodes * launch.gpus_per_node != world_size:
+            raise SystemExit(
+                f"[proxy] NNODES={launch.nnodes} x GPUS_PER_NODE={launch.gpus_per_node} is not the "
+                f"world size {world_size} (expert_model_parallel_size)"
+            )
+        if not 0 <= launch.node_rank < launch.nnodes or not launch.master_addr or launch.master_port <= 0:
+            raise SystemExit(
+                f"[proxy] multi-node launch needs 0 <= NODE_RANK < NNODES, MASTER_ADDR and MASTER_PORT "
+                f"(got NODE_RANK={launch.node_rank}, MASTER_ADDR={launch.master_addr!r}, "
+                f"MASTER_PORT={launch.master_port})"
+            )
+        return launch
+
+
+def _rank_entry(rank: int, settings: Settings, port: int, *, master_addr: str | None = None) -> None:
     """Child process body: any exception → traceback on stderr and exit 1 at once (no slow
     interpreter/gloo teardown that could leave peers waiting)."""
     code = 0
     try:
         from .train import run_rank
 
-        run_rank(rank, settings, port)
+        if master_addr is None:
+            run_rank(rank, settings, port)
+        else:  # a node of a multi-node launch: global rank, the first node's rendezvous
+            run_rank(rank, settings, port, master_addr=master_addr)
     except BaseException:  # noqa: BLE001 - a rank must never die silently
         print(f"[proxy] rank {rank} failed:", file=sys.stderr)
         traceback.print_exc()
@@ -58,7 +111,12 @@ def run_local(settings: Settings) -> int:
     return 0
 
 
-def spawn(settings: Settings) -> int:
+def spawn(settings: Settings, *, node: NodeLaunch | None = None) -> int:
+    """Start the ranks and watch them. `node` (default: NodeLaunch.from_env, set only when
+    NNODES > 1) starts this node's ranks only, with their global rank numbers."""
+    node = node if node is not None else NodeLaunch.from_env(settings.world_size)
+    if node is not None:
+        return _spawn_node(settings, node)
     world = settings.world_size
     # One math thread per rank (quiet.settle pins it): oversubscription makes step times meaningless.
     threads = 1 if pinning_enabled() else max(1, (os.cpu_count() or 1) // world)
@@ -68,6 +126,35 @@ def spawn(settings: Settings) -> int:
     procs = [
         ctx.Process(target=_rank_entry, args=(r, settings, port), name=f"proxy-rank{r}", daemon=True)
         for r in range(world)
+    ]
+    for p in procs:
+        p.start()
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        _terminate(procs)
+        sys.exit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        return _monitor(procs)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _spawn_node(settings: Settings, node: NodeLaunch) -> int:
+    """One node of a multi-node launch: its GPUS_PER_NODE ranks, numbered globally."""
+    threads = 1 if pinning_enabled() else max(1, (os.cpu_count() or 1) // node.gpus_per_node)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(
+            target=_rank_entry,
+            args=(r, settings, node.master_port),
+            kwargs={"master_addr": node.master_addr},
+            name=f"proxy-rank{r}",
+            daemon=True,
+        )
+        for r in node.ranks
     ]
     for p in procs:
         p.start()

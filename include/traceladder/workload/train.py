@@ -119,15 +119,18 @@ def _optimizer(model: Model, s: Settings) -> AdamW:
     )
 
 
-def run_rank(rank: int, s: Settings, port: int) -> None:
+def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = None) -> None:
+    """`rank` is the global rank. `master_addr` (multi-node: the first node's address, torchrun's
+    MASTER_ADDR) replaces the loopback rendezvous; None keeps the single-node one."""
     threads = fix_threads(s.world_size)
     steady_malloc()
     comm = Comm(rank, s.world_size)
     if comm.distributed:
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        if master_addr is None or master_addr in ("127.0.0.1", "localhost"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         dist.init_process_group(
             "gloo",
-            init_method=f"tcp://127.0.0.1:{port}",
+            init_method=f"tcp://{master_addr or '127.0.0.1'}:{port}",
             rank=rank,
             world_size=s.world_size,
             timeout=datetime.timedelta(minutes=s.distributed_timeout_minutes),

@@ -1,0 +1,295 @@
+"""The slurm backend's task (issue 27): a deferrable operator and its trigger.
+
+* ``SlurmRungOperator`` renders the rung's batch script (airflow/slurm_hook.py), submits it with
+  ``sbatch`` over SSH, and defers to ``SlurmJobTrigger``, so no worker slot is held while the rung
+  runs. It resumes in ``execute_complete`` to collect: the final state is the runner's own
+  ``metrics.json`` in the store (which the nodes upload through the spool, as on the docker path);
+  the Slurm state only explains a rung that stored nothing (``NODE_FAIL`` names its nodes).
+* ``SlurmJobTrigger`` polls ``scontrol show job -o`` through ``SSHHookAsync`` (asyncssh: the
+  triggerer's event loop never blocks), keeps polling while slurmctld or the login node is
+  unreachable (up to ``down_grace_s``), and serialises only ids and numbers, never a secret. Its
+  ``on_kill`` (a user marked the deferred task failed/succeeded, or cleared it) cancels the job with
+  ``scancel``; a triggerer restart calls no ``on_kill``, so the job keeps running and the next
+  triggerer polls it again.
+
+Re-attaching after a dead worker: the job's name is a hash of (dag, run, task, map index), the
+same for every try, and it goes to the controller in the same ``sbatch`` call that creates the job.
+A retry first asks ``squeue --name`` for it and re-attaches to a job it finds (queued, running, or
+finished within MinJobAge) instead of submitting a second one. Nothing has to be written between
+``sbatch`` and the deferral, so there is no window in which a worker's death loses the id (Airflow
+3.3's ``ResumableJobMixin`` keeps the id in the task state store *after* the submit call returns,
+which leaves exactly that window, and it is built for the synchronous path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from traceladder.airflow.slurm_hook import SlurmError, SlurmHook, cancel_async, job_name, job_state_async, sbatch_script
+from traceladder.runner.rung import RESULT_KEYS
+from traceladder.storage import layout
+from traceladder.storage.spool import ENV_SPOOL
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+TRIGGER_PATH = "traceladder.airflow.slurm_operator.SlurmJobTrigger"
+
+
+class SlurmJobTrigger(BaseTrigger):
+    """Fires once the Slurm job has ended (or the controller no longer knows it).
+
+    :param job_id: The Slurm job id.
+    :param ssh_conn_id: The Airflow SSH connection of the login node (the secrets stay in it).
+    :param poll_s: Seconds between polls.
+    :param down_grace_s: How long polls may fail in a row (slurmctld restarting, the login node
+        rebooting) before the trigger gives up with an ``error`` event.
+    """
+
+    def __init__(self, job_id: str, ssh_conn_id: str, poll_s: float = 15.0, down_grace_s: float = 600.0) -> None:
+        super().__init__()
+        self.job_id = str(job_id)
+        self.ssh_conn_id = ssh_conn_id
+        self.poll_s = float(poll_s)
+        self.down_grace_s = float(down_grace_s)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return TRIGGER_PATH, {
+            "job_id": self.job_id,
+            "ssh_conn_id": self.ssh_conn_id,
+            "poll_s": self.poll_s,
+            "down_grace_s": self.down_grace_s,
+        }
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        failing_since: float | None = None
+        while True:
+            try:
+                state = await job_state_async(self.ssh_conn_id, self.job_id)
+            except Exception as exc:  # noqa: BLE001 - ssh, asyncssh and Slurm failures alike: retry
+                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if "Invalid job id" in text:  # finished longer than MinJobAge ago: the store says how
+                    yield TriggerEvent({"status": "gone", "job_id": self.job_id, "error": text})
+                    return
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > self.down_grace_s:
+                    yield TriggerEvent({"status": "error", "job_id": self.job_id, "error": text})
+                    return
+                self.log.warning("job %s: poll failed (%s); retrying", self.job_id, text)
+                await asyncio.sleep(self.poll_s)
+                continue
+            failing_since = None
+            if state.terminal:
+                yield TriggerEvent({"status": "done", **state.to_json()})
+                return
+            await asyncio.sleep(self.poll_s)
+
+    async def on_kill(self) -> None:
+        self.log.info("cancelling Slurm job %s", self.job_id)
+        await cancel_async(self.ssh_conn_id, self.job_id)
+
+
+class SlurmRungOperator(BaseOperator):
+    """One rung of a ``backend: slurm`` ladder: a batch job on the cluster's nodes, deferred while it runs.
+
+    :param spec: The rung spec (``RungSpec`` as a dict), or a block-grid slot's list of zero or one
+        spec (empty = skip). Its ``ladder`` finds the cluster (``slurm:`` settings, storage), its
+        ``timeout_s`` gives the job's ``--time`` (rounded up to minutes, plus the upload grace).
+    :param ssh_conn_id: The Airflow SSH connection of the cluster's login node (the host's
+        ``ssh_conn_id`` in clusters.yaml).
+    :param nnodes: Nodes of the job (``#SBATCH -N``); default: the ladder's ``nnodes``.
+    :param run_id: The ladder run's id (the artifact key part; default: Airflow's run id). (templated)
+    :param preflight: Refuse the rung, with one line naming them, when the partition lacks
+        ``nnodes`` usable nodes (drained, down); a refused rung stores a metrics.json with status
+        ``preflight``. Default on.
+    :param poll_s: Seconds between the trigger's polls (default: the cluster's ``slurm.poll_s``).
+    :param down_grace_s: How long the trigger keeps polling an unreachable controller.
+
+    The task's XCom is the runner's result (``rung_id, status, step_ms, ...``); XCom ``slurm`` holds
+    the job's id, nodes, final state and exit code. The runner records the job id and node list in
+    metrics.json's provenance itself (from ``SLURM_JOB_ID``/``SLURM_JOB_NODELIST``).
+    """
+
+    template_fields: Sequence[str] = ("run_id", "spec")
+
+    def __init__(
+        self,
+        *,
+        spec: dict[str, Any] | list[dict[str, Any]],
+        ssh_conn_id: str,
+        nnodes: int | None = None,
+        run_id: str = "{{ run_id }}",
+        preflight: bool = True,
+        poll_s: float | None = None,
+        down_grace_s: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.ssh_conn_id = ssh_conn_id
+        self.nnodes = nnodes
+        self.run_id = run_id
+        self.preflight = preflight
+        self.poll_s = poll_s
+        self.down_grace_s = down_grace_s
+        self._job_id: str | None = None
+
+    def _spec(self) -> Any:
+        from traceladder.plan.build import RungSpec
+
+        if isinstance(self.spec, list):  # a slot of the block grid: skip an empty one first
+            from traceladder.airflow.blocks import slot_spec
+
+            self.spec = slot_spec(self.spec)
+        return RungSpec.model_validate(self.spec)
+
+    def execute(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import AirflowException
+
+        from traceladder.airflow.ladders import open_ladder
+
+        spec = self._spec()
+        loaded = open_ladder(spec.ladder)
+        cluster = loaded.cluster
+        nnodes = self.nnodes if self.nnodes is not None else loaded.ladder.nnodes
+        settings = cluster.slurm
+        if settings is None:
+            raise AirflowException(f"cluster of ladder {spec.ladder} has no slurm: settings")
+        hook = SlurmHook(self.ssh_conn_id)
+        ti = context["ti"]
+        name = job_name(ti.dag_id, self.run_id, ti.task_id, ti.map_index if ti.map_index is not None else -1)
+        try:
+            job_id = hook.find_job(name)
+            if job_id is not None:
+                self.log.info("re-attaching to Slurm job %s (%s), which an earlier try submitted", job_id, name)
+            else:
+                if self.preflight:
+                    self._preflight(hook, spec, settings.partition, nnodes)
+                job_id = self._submit(hook, spec, cluster, name, nnodes)
+                self.log.info("submitted Slurm job %s (%s) for rung %s", job_id, name, spec.rung_id)
+        except SlurmError as exc:
+            raise AirflowException(f"rung {spec.rung_id}: {exc}") from None
+        self._job_id = job_id
+        self.defer(
+            trigger=SlurmJobTrigger(
+                job_id, self.ssh_conn_id, self.poll_s if self.poll_s is not None else settings.poll_s, self.down_grace_s
+            ),
+            method_name="execute_complete",
+        )
+
+    def _preflight(self, hook: SlurmHook, spec: Any, partition: str | None, nnodes: int) -> None:
+        from airflow.sdk.exceptions import AirflowException
+
+        usable = hook.usable_node_count(partition)
+        if usable >= nnodes:
+            return
+        bad = hook.unusable_nodes(partition)
+        where = ", ".join(f"{n} {why}" for n, why in sorted(bad.items())) or "none listed"
+        message = (
+            f"preflight: rung {spec.rung_id} needs {nnodes} node(s) of partition {partition or '(default)'}, "
+            f"{usable} usable; not taking jobs: {where}"
+        )
+        self._record_refused(spec, message)
+        raise AirflowException(message)
+
+    def _submit(self, hook: SlurmHook, spec: Any, cluster: Any, name: str, nnodes: int) -> str:
+        from traceladder.airflow.operators import storage_environment
+
+        settings = cluster.slurm
+        work = settings.work_dir
+        if work.startswith("~"):
+            work = hook.home() + work[1:]
+        job_dir = f"{work}/jobs/{name}"
+        env, private = storage_environment(cluster.storage)
+        env[ENV_SPOOL] = f"{work}/spool"
+        env["TRACELADDER_SHARED_DIR"] = work  # a container per node mounts it (job folders, spool)
+        runner_argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
+        secrets = f"{job_dir}/secrets.env"
+        hook.put_file(secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in private.items()))
+        script = sbatch_script(
+            settings,
+            name=name,
+            nnodes=nnodes,
+            timeout_s=spec.timeout_s,
+            job_dir=job_dir,
+            node_argv=runner_argv,
+            environment=env,
+            gpus_per_node=cluster.gpus_per_node,
+            image=spec.image,
+            secrets_file=secrets,
+        )
+        hook.put_file(f"{job_dir}/job.sh", script, mode="700")
+        return hook.submit(f"{job_dir}/job.sh")
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+        spec = self._spec()
+        self._job_id = str(event.get("job_id") or "") or None
+        context["ti"].xcom_push(key="slurm", value=event)
+        result = self._stored_result(spec)
+        if result is None:
+            state = event.get("state") or event.get("status")
+            if state == "NODE_FAIL":
+                raise AirflowFailException(
+                    f"rung {spec.rung_id}: Slurm job {event.get('job_id')} ended NODE_FAIL: "
+                    f"{self._failed_nodes(str(event.get('nodes') or ''))}; the rung stored no result"
+                )
+            detail = event.get("error") or f"ended {state} (exit {event.get('exit_code')}, {event.get('reason')})"
+            raise AirflowException(f"rung {spec.rung_id}: Slurm job {event.get('job_id')} {detail}; no result stored")
+        if result.get("status") != "ok":  # the workload failed: no retry (only infrastructure retries)
+            extra = f" (Slurm: {event.get('state')} on {event.get('nodes')})" if event.get("state") else ""
+            raise AirflowFailException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}{extra}")
+        return {k: result.get(k) for k in RESULT_KEYS}
+
+    def _failed_nodes(self, nodelist: str) -> str:
+        """Which of the job's nodes is down or drained now (`node n2 down (reason)`), else the list."""
+        try:
+            bad = SlurmHook(self.ssh_conn_id).unusable_nodes(None, nodes=nodelist)
+        except SlurmError as exc:
+            self.log.warning("could not ask which node failed: %s", exc)
+            bad = {}
+        if not bad:
+            return f"one of node(s) {nodelist}"
+        return ", ".join(f"node {name} {why}" for name, why in sorted(bad.items()))
+
+    def _stored_result(self, spec: Any) -> dict[str, Any] | None:
+        """The runner's own result: metrics.json under the rung's prefix (None if it stored none)."""
+        from traceladder.airflow.ladders import ladder_store
+        from traceladder.storage.artifacts import ArtifactIntegrityError, rung_prefix, safe_key_part
+
+        store = ladder_store(spec.ladder)[1]
+        run_key = safe_key_part(self.run_id)
+        key = f"{rung_prefix(spec.storage_prefix, spec.ladder, run_key, spec.rung_id)}/{layout.METRICS_OBJECT}"
+        if not store.exists(key):
+            return None
+        try:
+            return dict(json.loads(store.get_verified(key)))
+        except ArtifactIntegrityError:
+            return dict(json.loads(store.get_bytes(key)))
+
+    def _record_refused(self, spec: Any, message: str) -> None:
+        from traceladder.airflow.ladders import ladder_store
+        from traceladder.runner.rung import record_refused
+
+        try:
+            record_refused(spec, self.run_id, ladder_store(spec.ladder)[1], "preflight", message)
+        except Exception as exc:  # noqa: BLE001 - the task fails with the preflight's line either way
+            self.log.warning("could not store the preflight failure of %s: %s", spec.rung_id, exc)
+
+    def on_kill(self) -> None:
+        """The worker-side windows (submitting, collecting); while deferred the trigger's on_kill cancels."""
+        if self._job_id:
+            try:
+                SlurmHook(self.ssh_conn_id).cancel(self._job_id)
+            except Exception as exc:  # noqa: BLE001 - best effort on the way down
+                self.log.warning("could not cancel Slurm job %s: %s", self._job_id, exc)
