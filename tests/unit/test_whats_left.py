@@ -411,3 +411,33 @@ def test_top_rows_keep_one_row_of_every_kind() -> None:
 
     rows = [{"kind": k, "i": i} for i, k in enumerate(["op", "op", "op", "idle", "origin", "op"])]
     assert [r["i"] for r in top_rows(rows, 2)] == [0, 1, 3, 4]
+
+
+def test_the_accumulate_grad_origin_shows_wherever_it_ranks() -> None:
+    # The seed's largest leftover is aten::add_ under AccumulateGrad: the summary names it even
+    # when a larger origin row already stands for the kind.
+    from traceladder.summary.whats_left import headroom_section
+
+    analysis = _analysis()
+    row = dict(analysis["headroom"][0], kind="origin", recoverable_ms=None)
+    analysis["headroom"] += [
+        dict(row, target="aten::bmm under BmmBackward0 (of aten::bmm)", ms_per_step=3.0, sentence="bmm."),
+        dict(row, target="aten::mm under MmBackward0 (of aten::mm)", ms_per_step=2.0, sentence="mm."),
+        dict(row, target="aten::add_ under AccumulateGrad", ms_per_step=0.7, sentence="add."),
+    ]
+    results = {
+        "fusions.torch_rank0.p0": {
+            "rung_id": "fusions.torch_rank0.p0",
+            "rung": "fusions",
+            "lens": "torch_rank0",
+            "repeat": 0,
+            "status": "ok",
+            "traces": ["k/rank0.json.gz"],
+        }
+    }
+    lens = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": analysis}, "fusions")[0]
+    assert [t["target"] for t in lens["other_kinds"]] == [
+        "op6",
+        "aten::bmm under BmmBackward0 (of aten::bmm)",
+        "aten::add_ under AccumulateGrad",
+    ]

@@ -14,6 +14,7 @@ from traceladder.stats.verdicts import BATCH_SWITCHES, spec_purpose
 __all__ = ["TOP_TARGETS", "final_rung", "headroom_section", "markdown", "TARGET_KEYS"]
 
 TOP_TARGETS = 5
+ACCUMULATE_PARENT = "AccumulateGrad"  # op_origins.csv's parent name for the AccumulateGrad node
 TARGET_KEYS = ("kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms", "sentence")
 _PROFILED_LENSES = ("torch_rank0", "torch_all_ranks")
 
@@ -112,10 +113,14 @@ def headroom_section(
 
 
 def _other_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The best row of each kind the top 5 lacks, and the AccumulateGrad origin wherever it ranks
+    (the seed's largest leftover: grads added under AccumulateGrad, e.g. on grouped expert weights)."""
     seen = {t["kind"] for t in rows[:TOP_TARGETS]}
     out = []
-    for t in rows[TOP_TARGETS:]:
-        if t["kind"] not in seen:
+    for i, t in enumerate(rows):
+        shown = i < TOP_TARGETS or any(o["target"] == t["target"] for o in out)
+        accumulate = t["kind"] == "origin" and str(t["target"]).endswith(f" under {ACCUMULATE_PARENT}")
+        if not shown and (t["kind"] not in seen or accumulate):
             seen.add(t["kind"])
             out.append({k: t.get(k) for k in TARGET_KEYS})
     return out
