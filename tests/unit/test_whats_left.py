@@ -244,6 +244,18 @@ def _analysis(device: str = "cpu") -> dict:
     return {"rank": 0, "device": device, "steps": 2, "mean_step_ms": 200.0, "headroom": rows, "roofline_device": None}
 
 
+FUSIONS_LENS_RESULT = {
+    "fusions.torch_rank0.p0": {
+        "rung_id": "fusions.torch_rank0.p0",
+        "rung": "fusions",
+        "lens": "torch_rank0",
+        "repeat": 0,
+        "status": "ok",
+        "traces": ["k/rank0.json.gz"],
+    }
+}
+
+
 def test_final_rung_is_the_end_of_the_longest_non_batch_chain() -> None:
     from traceladder.summary.whats_left import final_rung
 
@@ -256,16 +268,7 @@ def test_section_covers_lens_and_final_rung() -> None:
     from traceladder.summary.render.markdown import to_markdown
     from traceladder.summary.whats_left import headroom_section, markdown
 
-    results = {
-        "fusions.torch_rank0.p0": {
-            "rung_id": "fusions.torch_rank0.p0",
-            "rung": "fusions",
-            "lens": "torch_rank0",
-            "repeat": 0,
-            "status": "ok",
-            "traces": ["k/rank0.json.gz"],
-        }
-    }
+    results = FUSIONS_LENS_RESULT
     section = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "fusions")
     assert [(e["rung"], e["role"]) for e in section] == [("fusions", "lens rung"), ("recompute_off", "final rung")]
     lens, final = section
@@ -425,16 +428,7 @@ def test_the_accumulate_grad_origin_shows_wherever_it_ranks() -> None:
         dict(row, target="aten::mm under MmBackward0 (of aten::mm)", ms_per_step=2.0, sentence="mm."),
         dict(row, target="aten::add_ under AccumulateGrad", ms_per_step=0.7, sentence="add."),
     ]
-    results = {
-        "fusions.torch_rank0.p0": {
-            "rung_id": "fusions.torch_rank0.p0",
-            "rung": "fusions",
-            "lens": "torch_rank0",
-            "repeat": 0,
-            "status": "ok",
-            "traces": ["k/rank0.json.gz"],
-        }
-    }
+    results = FUSIONS_LENS_RESULT
     lens = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": analysis}, "fusions")[0]
     assert [t["target"] for t in lens["other_kinds"]] == [
         "op6",

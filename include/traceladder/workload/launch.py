@@ -127,18 +127,7 @@ def spawn(settings: Settings, *, node: NodeLaunch | None = None) -> int:
         ctx.Process(target=_rank_entry, args=(r, settings, port), name=f"proxy-rank{r}", daemon=True)
         for r in range(world)
     ]
-    for p in procs:
-        p.start()
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        _terminate(procs)
-        sys.exit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        return _monitor(procs)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return _start_and_monitor(procs)
 
 
 def _spawn_node(settings: Settings, node: NodeLaunch) -> int:
@@ -156,6 +145,11 @@ def _spawn_node(settings: Settings, node: NodeLaunch) -> int:
         )
         for r in node.ranks
     ]
+    return _start_and_monitor(procs)
+
+
+def _start_and_monitor(procs: Sequence[BaseProcess]) -> int:
+    """Start the rank processes and wait on them; SIGTERM stops them all first."""
     for p in procs:
         p.start()
 
