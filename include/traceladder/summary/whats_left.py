@@ -116,7 +116,7 @@ def _other_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The best row of each kind the top 5 lacks, and the AccumulateGrad origin wherever it ranks
     (the seed's largest leftover: grads added under AccumulateGrad, e.g. on grouped expert weights)."""
     seen = {t["kind"] for t in rows[:TOP_TARGETS]}
-    out = []
+    out: list[dict[str, Any]] = []
     for i, t in enumerate(rows):
         shown = i < TOP_TARGETS or any(o["target"] == t["target"] for o in out)
         accumulate = t["kind"] == "origin" and str(t["target"]).endswith(f" under {ACCUMULATE_PARENT}")
