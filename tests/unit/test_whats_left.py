@@ -412,8 +412,14 @@ def test_backward_work_joins_its_forward_region_on_one_thread(tmp_path: Path) ->
 def test_top_rows_keep_one_row_of_every_kind() -> None:
     from traceladder.analysis.reports.whats_left import top_rows
 
-    rows = [{"kind": k, "i": i} for i, k in enumerate(["op", "op", "op", "idle", "origin", "op"])]
+    rows = [{"kind": k, "i": i, "target": "t"} for i, k in enumerate(["op", "op", "op", "idle", "origin", "op"])]
     assert [r["i"] for r in top_rows(rows, 2)] == [0, 1, 3, 4]
+    # and the first AccumulateGrad origin, though another origin row already stands for the kind
+    rows += [
+        {"kind": "origin", "i": 6, "target": "aten::add_ under AccumulateGrad"},
+        {"kind": "origin", "i": 7, "target": "detach under AccumulateGrad"},
+    ]
+    assert [r["i"] for r in top_rows(rows, 2)] == [0, 1, 3, 4, 6]
 
 
 def test_the_accumulate_grad_origin_shows_wherever_it_ranks() -> None:

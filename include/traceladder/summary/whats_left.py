@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceladder.analysis.reports.headroom import is_accumulate_origin
 from traceladder.stats.verdicts import BATCH_SWITCHES, spec_purpose
 
 __all__ = ["TOP_TARGETS", "final_rung", "headroom_section", "markdown", "TARGET_KEYS"]
 
 TOP_TARGETS = 5
-ACCUMULATE_PARENT = "AccumulateGrad"  # op_origins.csv's parent name for the AccumulateGrad node
 TARGET_KEYS = ("kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms", "sentence")
 _PROFILED_LENSES = ("torch_rank0", "torch_all_ranks")
 
@@ -113,15 +113,16 @@ def headroom_section(
 
 
 def _other_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The best row of each kind the top 5 lacks, and the AccumulateGrad origin wherever it ranks
-    (the seed's largest leftover: grads added under AccumulateGrad, e.g. on grouped expert weights)."""
+    """The best row of each kind the top 5 lacks, and the first AccumulateGrad origin wherever it
+    ranks (the seed's largest leftover: grads added under AccumulateGrad, on the expert weights)."""
     seen = {t["kind"] for t in rows[:TOP_TARGETS]}
+    accumulate = any(is_accumulate_origin(t) for t in rows[:TOP_TARGETS])
     out: list[dict[str, Any]] = []
-    for i, t in enumerate(rows):
-        shown = i < TOP_TARGETS or any(o["target"] == t["target"] for o in out)
-        accumulate = t["kind"] == "origin" and str(t["target"]).endswith(f" under {ACCUMULATE_PARENT}")
-        if not shown and (t["kind"] not in seen or accumulate):
+    for t in rows[TOP_TARGETS:]:
+        first_accumulate = not accumulate and is_accumulate_origin(t)
+        if t["kind"] not in seen or first_accumulate:
             seen.add(t["kind"])
+            accumulate = accumulate or first_accumulate
             out.append({k: t.get(k) for k in TARGET_KEYS})
     return out
 

@@ -134,6 +134,11 @@ def headroom(
     return ranked
 
 
+def is_accumulate_origin(row: dict[str, Any]) -> bool:
+    """A row for an op's time under AccumulateGrad (Megatron's main_grad add: the seed's leftover)."""
+    return row["kind"] == "origin" and str(row["target"]).endswith(" under AccumulateGrad")
+
+
 def sentence(r: dict[str, Any], steps: int) -> str:
     """One sentence from the row's numbers, per step and over the profiled window."""
     pct = f", {r['pct_of_step']:.1f}% of the mean step" if r.get("pct_of_step") is not None else ""

@@ -112,14 +112,17 @@ def write_reports(
 
 
 def top_rows(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """The first ``n`` rows, then the first row of each kind not among them (rank order kept):
-    the summary can show every kind of finding."""
+    """The first ``n`` rows, then the first row of each kind not among them and the first
+    AccumulateGrad origin (rank order kept): the summary can show every kind of finding, and the
+    seed's largest leftover wherever it ranks."""
     top = rows[:n]
     kinds = {r["kind"] for r in top}
+    accumulate = any(hr.is_accumulate_origin(r) for r in top)
     for r in rows[n:]:
-        if r["kind"] not in kinds:
+        if r["kind"] not in kinds or (not accumulate and hr.is_accumulate_origin(r)):
             top.append(r)
             kinds.add(r["kind"])
+            accumulate = accumulate or hr.is_accumulate_origin(r)
     return top
 
 
