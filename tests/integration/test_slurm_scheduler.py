@@ -147,7 +147,16 @@ def runs(slurm_cluster, s3_server, tmp_path_factory: pytest.TempPathFactory):
         run_id = stack.trigger(TRIGGER_DAG, {"ladder": LONG, "repeats": 1})
         ti_id = _wait_deferred(stack, run_id)
         job = _running_job(slurm_cluster)
-        deadline = time.monotonic() + 30
+        # A trigger the triggerer has not started yet is dropped without on_kill: mark the rung
+        # failed only once a triggerer runs it (the REST TI's triggerer_job).
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            ti_now = _rung_ti(stack, run_id) or {}
+            if ti_now.get("triggerer_job"):
+                break
+            time.sleep(0.5)
+        time.sleep(3)  # one poll of the trigger: its job id is known to the running trigger
+        deadline = time.monotonic() + 90  # srun's steps start late on a loaded 2-core box
         while not _job_processes(slurm_cluster, job) and time.monotonic() < deadline:
             time.sleep(0.3)
         out["cancel"] = {"job": job, "processes_before": _job_processes(slurm_cluster, job)}
@@ -156,7 +165,7 @@ def runs(slurm_cluster, s3_server, tmp_path_factory: pytest.TempPathFactory):
             f"/api/v2/dags/{TRIGGER_DAG}/dagRuns/{run_id}/taskInstances/{ti_id['task_id']}",
             json={"new_state": "failed"},
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         state = ""
         while time.monotonic() < deadline:
             state = parse_job(slurm_cluster.scontrol("show", "job", "-o", job).stdout).state
