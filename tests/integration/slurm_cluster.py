@@ -82,6 +82,16 @@ class SlurmCluster:
     def client_key(self) -> Path:
         return self.root / "ssh" / "id_ed25519"
 
+    def ssh_connection(self) -> dict[str, object]:
+        """The login node as an Airflow SSH connection (host, port, user, key file)."""
+        return {
+            "conn_type": "ssh",
+            "host": "127.0.0.1",
+            "port": self.ssh_port,
+            "login": "root",
+            "extra": {"key_file": str(self.client_key), "no_host_key_check": True},
+        }
+
     @property
     def host(self) -> str:
         return socket.gethostname()

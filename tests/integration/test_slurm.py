@@ -33,14 +33,7 @@ WINDOW = {"model_args": {"profile_step_start": 2, "profile_step_end": 4}}
 @pytest.fixture
 def slurm_conn(slurm_cluster, monkeypatch: pytest.MonkeyPatch):
     """The login node as an Airflow SSH connection (host, port, user, key file), from the environment."""
-    conn = {
-        "conn_type": "ssh",
-        "host": "127.0.0.1",
-        "port": slurm_cluster.ssh_port,
-        "login": "root",
-        "extra": {"key_file": str(slurm_cluster.client_key), "no_host_key_check": True},
-    }
-    monkeypatch.setenv(f"AIRFLOW_CONN_{SSH_CONN.upper()}", json.dumps(conn))
+    monkeypatch.setenv(f"AIRFLOW_CONN_{SSH_CONN.upper()}", json.dumps(slurm_cluster.ssh_connection()))
     return slurm_cluster
 
 

@@ -114,14 +114,8 @@ def _job_processes(cluster, job_id: str) -> list[int]:
 def runs(slurm_cluster, s3_server, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("slurm-sched")
     clusters = _clusters_file(tmp, tmp / "shared")
-    conn = {
-        "conn_type": "ssh",
-        "host": "127.0.0.1",
-        "port": slurm_cluster.ssh_port,
-        "login": "root",
-        "extra": {"key_file": str(slurm_cluster.client_key), "no_host_key_check": True},
-    }
-    env = {"TRACELADDER_CLUSTERS_FILE": str(clusters), f"AIRFLOW_CONN_{SSH_CONN.upper()}": json.dumps(conn)}
+    conn = json.dumps(slurm_cluster.ssh_connection())
+    env = {"TRACELADDER_CLUSTERS_FILE": str(clusters), f"AIRFLOW_CONN_{SSH_CONN.upper()}": conn}
     mp = pytest.MonkeyPatch()
     mp.setenv("TRACELADDER_CLUSTERS_FILE", str(clusters))  # the pools the stack imports
     t0 = time.monotonic()
