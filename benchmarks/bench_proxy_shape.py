@@ -11,7 +11,10 @@
   ``docs/figures/<date>-proxy_shape.md`` as well, with the CPU model, since the calibration
   depends on it.
 
-``TRACELADDER_BENCH_SHAPE_BLOCKS`` changes the block count.
+``TRACELADDER_BENCH_SHAPE_BLOCKS`` changes the block count. ``TRACELADDER_BENCH_SHAPE_ISA=avx2``
+runs every proxy as on an AVX2-only CPU: ATen's kernels dispatch at ``ATEN_CPU_CAPABILITY=avx2``
+and oneDNN's (the bf16 matmuls) at ``ONEDNN_MAX_CPU_ISA=AVX2``, so no AVX-512, AVX512-BF16 or AMX
+instruction runs. The figures file then gets its own name (``-proxy_shape-avx2.md``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from benchmarks.bench_proxy_noise import proxy_command, proxy_iterations
 from benchmarks.common import REPO, Context, Row
 
 SHAPE_BLOCKS = int(os.environ.get("TRACELADDER_BENCH_SHAPE_BLOCKS", "5"))
+SHAPE_ISA = os.environ.get("TRACELADDER_BENCH_SHAPE_ISA", "").lower()
+# What an AVX2-only CPU leaves: ATen's and oneDNN's own ISA caps (both documented switches).
+_ISA_ENV = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 FIGURES = REPO / "docs" / "figures"
 
 # rung: (parent, seed effect in %, band: (lo, hi) in % of the parent, batch rung?)
@@ -58,6 +64,7 @@ def _run(rung: str, python: str) -> Measured:
     from traceladder.runner.primus_log import summarize
 
     args, env, warmup = proxy_command(rung)
+    env = {**env, **_ISA_ENV.get(SHAPE_ISA, {})}
     try:
         records = proxy_iterations(args, env, pin=True, python=python)
     except RuntimeError as exc:
@@ -83,10 +90,13 @@ def _cpu_model() -> str:
         return "unknown"
     name = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "unknown")
     flags = "avx512_bf16" if "avx512_bf16" in text else ("avx512f" if "avx512f" in text else "avx2-only")
-    return f"{name} ({flags}, {os.cpu_count()} cpus)"
+    capped = f"; capped to {SHAPE_ISA}: {_ISA_ENV[SHAPE_ISA]}" if SHAPE_ISA in _ISA_ENV else ""
+    return f"{name} ({flags}, {os.cpu_count()} cpus{capped})"
 
 
 def bench_proxy_shape(ctx: Context) -> list[Row]:
+    if SHAPE_ISA and SHAPE_ISA not in _ISA_ENV:
+        raise RuntimeError(f"TRACELADDER_BENCH_SHAPE_ISA: {SHAPE_ISA!r} is not one of {sorted(_ISA_ENV)}")
     blocks = 2 if ctx.quick else SHAPE_BLOCKS
     rungs = ["baseline", *BANDS]
     rng = random.Random(25)
@@ -129,7 +139,7 @@ def bench_proxy_shape(ctx: Context) -> list[Row]:
     peaks = {r: max(m.peak_gb for m in data[r]) for r in ("megamoe", "recompute_off")}
     wall = time.monotonic() - t0
     FIGURES.mkdir(parents=True, exist_ok=True)
-    out = FIGURES / f"{time.strftime('%Y-%m-%d')}-proxy_shape.md"
+    out = FIGURES / f"{time.strftime('%Y-%m-%d')}-proxy_shape{'-' + SHAPE_ISA if SHAPE_ISA else ''}.md"
     out.write_text(
         "\n".join(
             [
