@@ -1,4 +1,4 @@
-"""A server's process group (traceladder.process_group), on real processes: the group's children
+"""A server's process group (traceladder.core.process_group), on real processes: the group's children
 go down with the leader, a leader that ignores SIGTERM is killed after the grace period."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from traceladder.process_group import start_group, stop_group
+from traceladder.core.process_group import start_group, stop_group
 
 
 def _alive(pid: int) -> bool:

@@ -257,7 +257,7 @@ def build_trigger_dag(
         "ladder": Param(
             ladder_names[0] if ladder_names else "",
             enum=ladder_names or [""],
-            description="Ladder file (include/configs/ladders)",
+            description="Ladder file (include/traceladder/configs/ladders)",
         ),
         "rungs": Param(
             [], type="array", items={"type": "string"}, description="Rung names to run; empty runs every rung"

@@ -12,11 +12,12 @@ import sys
 from typing import Any
 
 from traceladder.stats.history import DEFAULT_TEST, detect
+from traceladder.core.errors import TraceladderError
 
 COLUMNS = ("run_id", "rung", "step_ms")
 
 
-class ChangesInputError(ValueError):
+class ChangesInputError(TraceladderError, ValueError):
     """A bad CSV: the message is the whole line, `<file>: <field>: <reason>`."""
 
 

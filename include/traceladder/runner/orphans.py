@@ -18,13 +18,14 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from traceladder.core import settings
 from traceladder.storage.spool import spool_root
 
-ENV_DIR = "TRACELADDER_WORKLOADS_DIR"
+ENV_DIR = settings.WORKLOADS_DIR.name
 
 
 def records_dir() -> Path:
-    return Path(os.environ.get(ENV_DIR) or spool_root().parent / "workloads")
+    return Path(settings.WORKLOADS_DIR.get() or spool_root().parent / "workloads")
 
 
 def _start_time(pid: int) -> str | None:

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink
-from traceladder.storage.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
-from traceladder.storage.layout import entry_key as layout_entry_key
+from traceladder.core.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
+from traceladder.core.layout import entry_key as layout_entry_key
 
 LATEST_ROUNDS = 5
 

@@ -36,7 +36,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, access, data
 
@@ -270,7 +270,7 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
             repeats = int(str(repeats_raw))
         except ValueError:
             raise HTTPException(400, f"repeats must be a whole number, not {str(repeats_raw)[:20]!r}") from None
-        from traceladder.limits import TRIGGER_MAX_REPEATS  # the trigger DAG's block grid
+        from traceladder.core.settings import TRIGGER_MAX_REPEATS  # the trigger DAG's block grid
 
         if not 1 <= repeats <= TRIGGER_MAX_REPEATS:
             raise HTTPException(400, f"repeats must be between 1 and {TRIGGER_MAX_REPEATS}")

@@ -1,6 +1,6 @@
 """What the Ladders page shows, read from the ladder files on disk and from S3.
 
-The ladder list comes from ``include/configs/ladders/*.yaml`` (``ladder_files()``), so the page
+The ladder list comes from ``include/traceladder/configs/ladders/*.yaml`` (``ladder_files()``), so the page
 shows every ladder even when S3 is down. Runs, summaries, charts and artifacts come from S3
 through the cluster's Airflow connection (``storage.conn_id``, an ``aws`` connection, via the
 amazon provider's ``S3Hook``), exactly like the tasks that wrote them.
@@ -35,8 +35,8 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
-from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
-from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
+from traceladder.core.layout import LEGACY_INDEX as INDEX_OBJECT
+from traceladder.core.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
 
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
 CLIENT_TTL_S = 60.0

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceladder.storage.layout import COLLECTIVES_OBJECT
+from traceladder.core.layout import COLLECTIVES_OBJECT
 
 from ..model.values import finite
 from ..reports import nccl_reports as nr

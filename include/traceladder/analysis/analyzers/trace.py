@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from traceladder.storage.layout import ANALYSIS_OBJECT
+from traceladder.core.layout import ANALYSIS_OBJECT
 
 from ..model.autograd_links import bwd_links
 from ..beside import beside, spare_cpu
