@@ -28,7 +28,6 @@ first real write does not pay for the bucket's volume growth.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -529,18 +528,9 @@ class _PortClash(EmbeddedS3Error):
     pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``traceladder s3-server [--dir D] [--bucket B] [--port P]``: run until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(
-        prog="traceladder s3-server",
-        description="Run an embedded SeaweedFS S3 server on loopback for traceladder.",
-    )
-    parser.add_argument("--dir", default=".traceladder/s3", help="data, log and credentials folder")
-    parser.add_argument("--bucket", default=DEFAULT_BUCKET, help="bucket to create (idempotent)")
-    parser.add_argument("--port", type=int, default=None, help="S3 port (default: a free one)")
-    parser.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
-    args = parser.parse_args(list(argv) if argv is not None else None)
-
+def serve(folder: str, bucket: str = DEFAULT_BUCKET, port: int | None = None, host: str = "127.0.0.1") -> int:
+    """``traceladder s3-server``: run until SIGINT/SIGTERM; 0, or 1 when the server died. A server
+    that cannot start raises EmbeddedS3Error (the CLI prints it)."""
     stop_event = threading.Event()
     received: list[int] = []
 
@@ -549,13 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_event.set()
 
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    server = EmbeddedS3(args.dir, args.bucket, s3_port=args.port, host=args.host)
+    server = EmbeddedS3(folder, bucket, s3_port=port, host=host)
     try:
-        try:
-            server.start()
-        except EmbeddedS3Error as exc:
-            print(f"traceladder s3-server: error: {exc}", file=sys.stderr)
-            return 1
+        server.start()
         creds = server.write_credentials_env()
         names = ", ".join([*server.env(), AIRFLOW_CONN_ENV])
         print(
@@ -578,7 +564,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(s, handler)
         if received:
             print(f"traceladder s3-server: stopped ({signal.Signals(received[0]).name})", flush=True)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
