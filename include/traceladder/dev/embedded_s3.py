@@ -302,26 +302,11 @@ class EmbeddedS3:
         return json.dumps(self.airflow_conn(), separators=(",", ":"), sort_keys=True)
 
     def client(self, **config: Any) -> Any:
-        """A boto3 S3 client for this server (path-style, SigV4, few retries)."""
-        import boto3
-        from botocore.config import Config
+        """A boto3 S3 client for this server (path-style, SigV4, few retries), built as every
+        client from the environment is (``storage.artifacts.s3_client_from_env``)."""
+        from traceladder.storage.artifacts import s3_client_from_env
 
-        cfg = Config(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            connect_timeout=config.pop("connect_timeout", 5),
-            read_timeout=config.pop("read_timeout", 60),
-            retries=config.pop("retries", {"max_attempts": 3, "mode": "standard"}),
-            **config,
-        )
-        return boto3.session.Session().client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            region_name=self.region,
-            config=cfg,
-        )
+        return s3_client_from_env(self.env(), **{"read_timeout": 60, **config})
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def _command(self, weed: str) -> list[str]:
