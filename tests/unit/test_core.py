@@ -130,3 +130,8 @@ def test_run_index_refuses_a_legacy_index_without_runs(tmp_path: Path) -> None:
     _write(store, f"{base}/index.json", {"runs": "nope"})
     with pytest.raises(ArtifactStoreError, match="has no runs list"):
         index.list_entries(store, base)
+
+
+def test_the_configuration_doc_names_every_setting() -> None:
+    doc = (PACKAGE.parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert [s.name for s in settings.ALL if f"`{s.name}`" not in doc] == []

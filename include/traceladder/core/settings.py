@@ -53,13 +53,17 @@ CLUSTERS_FILE = _setting("CLUSTERS_FILE", None, "the clusters file (default: the
 # ---- storage -------------------------------------------------------------------------------------
 S3_BUCKET = _setting("S3_BUCKET", DEFAULT_BUCKET, "the S3 bucket (overrides the cluster file's)")
 S3_ENDPOINT = _setting("S3_ENDPOINT", None, "the S3 endpoint URL (default: AWS's)")
-SPOOL_DIR = _setting("SPOOL_DIR", None, "where a runner spools artifacts S3 refused")
-S3_RETRY_BUDGET_S = _setting("S3_RETRY_BUDGET_S", None, "seconds a runner keeps retrying S3")
+SPOOL_DIR = _setting(
+    "SPOOL_DIR", None, "where a runner spools artifacts S3 refused (default ~/.cache/traceladder/spool)"
+)
+S3_RETRY_BUDGET_S = _setting("S3_RETRY_BUDGET_S", "120", "seconds a runner keeps retrying S3 before it spools")
 
 # ---- runner and hosts ----------------------------------------------------------------------------
 NODE_DIR = _setting("NODE_DIR", None, "a multi-node rung's per-node folder")
 SHARED_DIR = _setting("SHARED_DIR", None, "a Slurm rung's folder shared by its nodes")
-WORKLOADS_DIR = _setting("WORKLOADS_DIR", None, "where local workloads record their process groups")
+WORKLOADS_DIR = _setting(
+    "WORKLOADS_DIR", None, "where local workloads record their process groups (default: beside the spool)"
+)
 IMAGE_ID = _setting("IMAGE_ID", None, "the runner image's id, for provenance (set by the operator)")
 IMAGE_DIGEST = _setting("IMAGE_DIGEST", None, "the runner image's digest, for provenance (set by the operator)")
 CONTAINER_NOFILE = _setting("CONTAINER_NOFILE", "1048576", "the rung container's open-file limit")

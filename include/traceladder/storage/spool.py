@@ -38,7 +38,7 @@ from traceladder.storage.artifacts import (
 
 ENV_SPOOL = settings.SPOOL_DIR.name
 ENV_BUDGET = settings.S3_RETRY_BUDGET_S.name
-DEFAULT_BUDGET_S = 120.0
+DEFAULT_BUDGET_S = float(str(settings.S3_RETRY_BUDGET_S.default))
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 10.0
 COMPLETE = ".complete"
 
