@@ -76,7 +76,7 @@ def _templates():
     from traceladder.plan import trigger_form
 
     # the form's bounds and pattern, as the trigger DAG's Params have them
-    env.globals["trigger_form"] = {
+    env.globals["trigger_params"] = {
         "repeats_min": trigger_form.REPEATS_MIN,
         "repeats_max": trigger_form.REPEATS_MAX,
         "switch_value": trigger_form.SWITCH_VALUE,
