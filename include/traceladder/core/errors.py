@@ -7,17 +7,12 @@ Each module keeps its own subclass, so callers can still catch what they expect.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 
 class TraceladderError(Exception):
     """Base of every error traceladder raises for bad input or an unreachable service.
 
     ``str()`` is always one line (the message's lines joined by `` | ``, or the class name when
-    empty): that line is what the user sees. ``cli_prefix`` is put before it on the CLI's stderr, where a
-    command's contract has one (the analysis commands print ``error: ...``)."""
-
-    cli_prefix: ClassVar[str] = ""
+    empty): that line is what the user sees."""
 
     def __str__(self) -> str:
         lines = [line.strip() for line in super().__str__().splitlines() if line.strip()]
