@@ -67,7 +67,7 @@ elif mode == "analyze":
     from traceladder.analysis.analyzers.trace import analyze_trace
     t0 = time.perf_counter(); analyze_trace(path, out); t1 = time.perf_counter()
 elif mode == "paths":
-    from traceladder.analysis.analyzers.trace import analyze_paths
+    from traceladder.cli.analyze import analyze_paths
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc

@@ -3,6 +3,7 @@ include/traceladder/stats/simulation/proxy_noise.json (the runs, how they were m
 
     PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --runs 48
     PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --from-jsonl runs.jsonl
+    PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --refit FILE   (the fit only)
 
 Each run is `traceladder run-rung --ladder proxy-local --rung recompute_off` in a fresh process,
 one after the other with nothing between them, as a ladder's blocks run. `--from-jsonl` takes
@@ -42,7 +43,7 @@ def write(lines: list[dict], note: str) -> dict:
     doc = {
         "how": (
             f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
-            f"{note}. Fit: python -m traceladder.stats.simulation.noise THIS_FILE (README 'Noise model')."
+            f"{note}. Fit: python -m benchmarks.gather_proxy_noise --refit THIS_FILE (README 'Noise model')."
         ),
         "command": COMMAND,
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, shared with other jobs (load average per run below)",
@@ -68,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=48)
     ap.add_argument("--from-jsonl", type=Path)
+    ap.add_argument("--refit", type=Path, help="refit this file's runs and write the fit into it")
     args = ap.parse_args(argv)
+    if args.refit:
+        from traceladder.stats.simulation.noise import refit_file
+
+        print(json.dumps(refit_file(args.refit)))
+        return 0
     if args.from_jsonl:
         lines = [json.loads(line) for line in args.from_jsonl.read_text().splitlines() if line.strip()]
         note = "gathered by a shell loop running the command below"

@@ -25,11 +25,13 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from traceladder.core.errors import TraceladderError
+
 Purpose = Literal["measure", "lens", "profile"]
 Backend = Literal["local", "docker"]
 
 
-class SpecError(ValueError):
+class SpecError(TraceladderError, ValueError):
     """A rung spec that does not parse; the message is one line, ``<field>: <reason>``."""
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactStoreError, S3ArtifactStore, run_prefix, safe_key_part
 from traceladder.ui.data import LadderEntry, LadderStore
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers import trace as engine
 from traceladder.analysis.beside import Beside, beside, spare_cpu
 from traceladder.analysis.analyzers.trace import analyze_trace
@@ -83,7 +84,7 @@ def test_cli_splits_only_one_trace_at_a_time(tmp_path, monkeypatch):
         return real(trace, out, split=split, **options)
 
     monkeypatch.setattr(engine, "analyze_trace", spy)
-    assert engine.analyze_paths([TRACE], tmp_path / "a") == 0
+    assert analyze_paths([TRACE], tmp_path / "a") == 0
     assert seen == [spare_cpu()]
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.analyzers.trace import analyze_paths, analyze_trace
+from traceladder.cli.analyze import analyze_paths
+from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.reports.gpu_timeline import COLUMNS as TIMELINE_COLUMNS
 from traceladder.analysis.reports.gpu_timeline import ROWS as TIMELINE_ROWS
 from traceladder.analysis.reports.ops_summary import BY_CATEGORY_COLUMNS, OPS_SUMMARY_COLUMNS

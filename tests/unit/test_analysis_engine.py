@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.analysis.analyzers.trace import analyze_paths, analyze_trace, output_stem, read_trace
+from traceladder.cli.analyze import analyze_paths
+from traceladder.analysis.analyzers.trace import analyze_trace, output_stem, read_trace
 from traceladder.analysis.model.events import TraceError
 
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers import trace as engine
 from traceladder.analysis.model.events import MISSING, TraceError
 from traceladder.analysis.readers import pytorch_json as pj
@@ -265,7 +266,7 @@ def test_analyze_paths_jobs_progress(tmp_path, capsys):
         REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz",
         tmp_path / "missing.json",
     ]
-    rc = engine.analyze_paths(srcs, tmp_path / "out", jobs=2)
+    rc = analyze_paths(srcs, tmp_path / "out", jobs=2)
     err = capsys.readouterr().err
     assert rc == 2
     assert "error:" in err and "missing.json" in err

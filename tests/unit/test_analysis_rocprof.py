@@ -22,7 +22,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from traceladder.analysis.analyzers.trace import analyze_paths, analyze_trace, read_trace
+from traceladder.cli.analyze import analyze_paths
+from traceladder.analysis.analyzers.trace import analyze_trace, read_trace
 from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.readers.heavy import sniff
 from traceladder.analysis.readers.rocm_common import tracelens_kernel_names, truncate_name

@@ -1,4 +1,4 @@
-"""storage/layout.py owns every key name and path shape: the shapes compose as the README's
+"""core/layout.py owns every key name and path shape: the shapes compose as the README's
 artifact tree says, and no other module spells a key name (a literal or a path part of one)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactKeyError, run_prefix, rung_prefix
 
 PACKAGE = Path(layout.__file__).resolve().parents[1]

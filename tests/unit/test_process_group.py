@@ -1,4 +1,4 @@
-"""A server's process group (traceladder.process_group), on real processes: the group's children
+"""A server's process group (traceladder.core.process_group), on real processes: the group's children
 go down with the leader, a leader that ignores SIGTERM is killed after the grace period."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from traceladder.process_group import start_group, stop_group
+from traceladder.core.process_group import group_alive, kill_group, start_group, stop_group
 
 
 def _alive(pid: int) -> bool:
@@ -59,3 +59,18 @@ def test_a_leader_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path)
     assert stop_group(proc, grace_s=1.0)
     assert 1.0 <= time.monotonic() - t0 < 10
     assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_recorded_group_is_found_and_killed_by_its_id(tmp_path: Path) -> None:
+    """What the local backend's orphan handling does with a recorded process group id."""
+    pidfile = tmp_path / "child.pid"
+    with open(tmp_path / "log", "ab") as log:
+        proc = start_group(["sh", "-c", f"sleep 300 & echo $! > {pidfile}; wait"], log, tmp_path)
+    child = _child_pid(pidfile)
+    assert group_alive(proc.pid)
+    assert kill_group(proc.pid)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)

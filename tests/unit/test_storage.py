@@ -416,7 +416,7 @@ def test_s3_server_cli(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from traceladder.dev.embedded_s3 import main; sys.exit(main(sys.argv[1:]))",
+            "import sys; from traceladder.cli.main import main; sys.exit(main(['s3-server', *sys.argv[1:]]))",
             "--dir",
             str(d),
             "--bucket",

@@ -15,7 +15,8 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
 
 from traceladder.airflow import blocks, tasks
-from traceladder.plan.grid import TRIGGER_MAX_REPEATS, Grid, slot_key, slot_task_ids
+from traceladder.plan.grid import Grid, slot_key, slot_task_ids
+from traceladder.plan.trigger_form import trigger_fields
 from traceladder.airflow.retries import rung_task_args, safe_task_args
 from traceladder.config.models import Host, RetryPolicy
 
@@ -254,39 +255,7 @@ def build_trigger_dag(
     runs an adaptive ladder adaptively (min to max blocks, its stopping rule); a number runs
     exactly that many blocks with no early stop."""
     params = {
-        "ladder": Param(
-            ladder_names[0] if ladder_names else "",
-            enum=ladder_names or [""],
-            description="Ladder file (include/configs/ladders)",
-        ),
-        "rungs": Param(
-            [], type="array", items={"type": "string"}, description="Rung names to run; empty runs every rung"
-        ),
-        "lens": Param(
-            "ladder",
-            enum=["ladder", *lens_names],
-            description="'ladder' runs the ladder's own lenses; a lens name profiles every selected rung with it",
-        ),
-        "repeats": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            maximum=TRIGGER_MAX_REPEATS,
-            description="Repeats (blocks) per rung; empty keeps the ladder's (an adaptive ladder's "
-            "min to max blocks, stopping by its rule); a number runs exactly that many, no early stop",
-        ),
-        "override": Param(
-            "",
-            type="string",
-            pattern=r"^$|^[A-Za-z0-9_.-]+=[A-Za-z0-9_.-]+$",
-            description="One switch override SWITCH=VALUE for every rung, e.g. global_batch=16",
-        ),
-        "seed": Param(
-            None,
-            type=["null", "integer"],
-            minimum=0,
-            description="Seed of the block order; empty derives one from the ladder and the run id",
-        ),
+        name: Param(field.pop("default"), **field) for name, field in trigger_fields(ladder_names, lens_names).items()
     }
     with DAG(
         dag_id="traceladder-trigger",

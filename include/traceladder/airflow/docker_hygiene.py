@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from traceladder.core.errors import TraceladderError
+
 MANAGED_LABEL = "traceladder.managed"
 HOST_LABEL = "traceladder.host"
 RUN_LABEL = "traceladder.run"
@@ -69,7 +71,7 @@ print(json.dumps(out))
 """
 
 
-class HostCheckError(RuntimeError):
+class HostCheckError(TraceladderError, RuntimeError):
     """The worker host cannot run a rung; the message is one line naming the host."""
 
     def __init__(self, host: str, what: str, detail: str = "") -> None:

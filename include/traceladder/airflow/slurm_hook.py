@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from traceladder.core.settings import NODE_DIR, SHARED_DIR, SPOOL_DIR
 from traceladder.config.models import SlurmSettings
+from traceladder.core.errors import TraceladderError
 
 # Seconds the job's --time adds to the rung's timeout_s: the runner's own deadline (timeout_s)
 # stays shorter than Slurm's, so a timed-out rung still uploads its log and partial traces.
@@ -48,7 +50,7 @@ _KV_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(\S*)")
 JOB_ID_RE = re.compile(r"^\d+(?:;\S+)?$")
 
 
-class SlurmError(RuntimeError):
+class SlurmError(TraceladderError, RuntimeError):
     """A Slurm command failed on the login node; the message is one line."""
 
 
@@ -218,10 +220,10 @@ def _node_command(
         "SLURM_JOB_ID",
         "SLURM_JOB_NODELIST",
         "SLURM_NODEID",
-        "TRACELADDER_NODE_DIR",
+        NODE_DIR.name,
     ]
-    spool = environment.get("TRACELADDER_SPOOL_DIR")
-    shared = environment.get("TRACELADDER_SHARED_DIR")
+    spool = SPOOL_DIR.get(environment)
+    shared = SHARED_DIR.get(environment)
     # madengine's ROCm docker run, host networking (MASTER_ADDR is a node address), one container per node
     argv = [
         settings.container_runtime,
@@ -274,7 +276,7 @@ class SlurmHook:
 
     def put_file(self, path: str, text: str, mode: str = "600") -> None:
         """Write a file on the login node (the shared filesystem), created with `mode` (never wider)."""
-        marker = "TRACELADDER_EOF_" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:12]
+        marker = "EOF_TRACELADDER_" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:12]
         folder = shlex.quote(path.rsplit("/", 1)[0])
         self.run(
             f"umask 077 && mkdir -p {folder} && cat > {shlex.quote(path)} <<'{marker}'\n{text}\n{marker}\n"

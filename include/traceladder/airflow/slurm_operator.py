@@ -35,7 +35,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from traceladder.airflow.slurm_hook import SlurmError, SlurmHook, cancel_async, job_name, job_state_async, sbatch_script
 from traceladder.runner.rung import RESULT_KEYS
-from traceladder.storage import layout
+from traceladder.core import layout
+from traceladder.core.settings import SHARED_DIR
 from traceladder.storage.spool import ENV_SPOOL
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class SlurmRungOperator(BaseOperator):
         job_dir = f"{work}/jobs/{name}"
         env, private = storage_environment(cluster.storage)
         env[ENV_SPOOL] = f"{work}/spool"
-        env["TRACELADDER_SHARED_DIR"] = work  # a container per node mounts it (job folders, spool)
+        env[SHARED_DIR.name] = work  # a container per node mounts it (job folders, spool)
         runner_argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
         secrets = f"{job_dir}/secrets.env"
         hook.put_file(secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in private.items()))

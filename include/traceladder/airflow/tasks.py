@@ -11,7 +11,7 @@ from typing import Any
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
 from traceladder.runner.rung import RESULT_KEYS
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
 
 PLAN_OBJECT = layout.PLAN_OBJECT

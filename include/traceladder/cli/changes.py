@@ -8,15 +8,15 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 from typing import Any
 
 from traceladder.stats.history import DEFAULT_TEST, detect
+from traceladder.core.errors import TraceladderError
 
 COLUMNS = ("run_id", "rung", "step_ms")
 
 
-class ChangesInputError(ValueError):
+class ChangesInputError(TraceladderError, ValueError):
     """A bad CSV: the message is the whole line, `<file>: <field>: <reason>`."""
 
 
@@ -84,12 +84,9 @@ def changes(path: str, seed: int = 0, test: str = DEFAULT_TEST) -> dict[str, Any
     return {"change_points": out}
 
 
-def main(path: str, seed: int, test: str) -> int:
-    try:
-        result = changes(path, seed, test)
-    except ChangesInputError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+def report(path: str, seed: int, test: str) -> int:
+    """Print the change points (a line each, then the JSON); a bad CSV raises ChangesInputError."""
+    result = changes(path, seed, test)
     for c in result["change_points"]:
         lo, hi = c["_ci"]
         print(

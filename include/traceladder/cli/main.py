@@ -1,4 +1,8 @@
-"""`traceladder` console script. Every user error exits 2 with one stderr line, never a traceback."""
+"""`traceladder` console script, the one `main` of the package.
+
+Every user error is a :class:`TraceladderError` (core/errors.py): `main` maps it, and only it, to
+exit 2 with one stderr line, never a traceback. A command whose error lines have a prefix
+(`error: ` for the analysis commands) sets it as its parser's `error_prefix` default."""
 
 from __future__ import annotations
 
@@ -9,12 +13,17 @@ from pathlib import Path
 from typing import Callable
 
 from traceladder import __version__
+from traceladder.core.errors import TraceladderError
+from traceladder.core.settings import DEFAULT_BUCKET
 
 EXIT_USAGE = 2
 
 
-class UserError(Exception):
-    """A one-line error for the user (exit 2)."""
+class UserError(TraceladderError):
+    """A one-line error of the command line itself (exit 2), shown as ``traceladder: <message>``."""
+
+    def __str__(self) -> str:
+        return f"traceladder: {super().__str__()}"
 
 
 def _load(path: str):  # -> LoadedLadder
@@ -109,25 +118,20 @@ def _sink(out: str | None, ladder: str, prefix: str):
 
     if out:
         return DirArtifactSink(Path(out).resolve())
-    import os
+    from traceladder.core.settings import S3_BUCKET
 
-    bucket = os.environ.get("TRACELADDER_S3_BUCKET", "traceladder")
-    return S3ArtifactStore(s3_client_from_env(), bucket, prefix, ladder)
+    return S3ArtifactStore(s3_client_from_env(), str(S3_BUCKET.get()), prefix, ladder)
 
 
 def cmd_s3_server(args: argparse.Namespace) -> int:
-    from traceladder.dev.embedded_s3 import main as s3_main
+    from traceladder.dev.embedded_s3 import serve
 
-    argv = ["--dir", args.dir, "--bucket", args.bucket] + (["--port", str(args.port)] if args.port else [])
-    return s3_main(argv)
+    return serve(args.dir, args.bucket, port=args.port, host=args.host)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from traceladder.analysis.analyzers.trace import analyze_paths
+    from traceladder.cli.analyze import analyze_paths
 
-    if not 0 < args.roofline_share <= 1:
-        print(f"error: --roofline-share must be in (0, 1], got {args.roofline_share}", file=sys.stderr)
-        return 2
     return analyze_paths(
         [Path(p) for p in args.traces],
         Path(args.out),
@@ -138,28 +142,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze_ranks(args: argparse.Namespace) -> int:
-    from traceladder.analysis.analyzers.ranks import main as analyze_ranks_main
+    from traceladder.cli.analyze import analyze_ranks
 
-    return analyze_ranks_main(args.traces, args.out, gpus_per_node=args.gpus_per_node, jobs=args.jobs)
+    return analyze_ranks(args.traces, args.out, gpus_per_node=args.gpus_per_node, jobs=args.jobs)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from traceladder.analysis.analyzers.diff import CompareError, compare_paths
-    from traceladder.analysis.model.events import TraceError
+    from traceladder.cli.analyze import compare
 
-    try:
-        doc = compare_paths(Path(args.base), Path(args.new), Path(args.out))
-    except (TraceError, CompareError) as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
-    for note in doc["notes"]:
-        print(f"note: {note}", file=sys.stderr)
-    print(
-        f"{args.out}: total kernel time {doc['total_kernel_time_delta_us']:+.1f} us/step, "
-        f"busy time {doc['busy_time_delta_us']:+.1f} us/step",
-        file=sys.stderr,
-    )
-    return 0
+    return compare(args.base, args.new, args.out)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -169,9 +160,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
-    from traceladder.cli.changes import main as changes_main
+    from traceladder.cli.changes import report
 
-    return changes_main(args.file, args.seed, args.test)
+    return report(args.file, args.seed, args.test)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -217,9 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("s3-server", help="run the embedded S3 server (SeaweedFS)")
     p.add_argument("--dir", default=".traceladder/s3")
-    p.add_argument("--bucket", default="traceladder")
-    p.add_argument("--port", type=int)
-    p.set_defaults(func=cmd_s3_server)
+    p.add_argument("--bucket", default=DEFAULT_BUCKET)
+    p.add_argument("--port", type=int, help="S3 port (default: a free one)")
+    p.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_s3_server, error_prefix="traceladder s3-server: error: ")
 
     p = sub.add_parser("analyze", help="TraceLens-compatible reports for trace files")
     p.add_argument("traces", nargs="+")
@@ -232,20 +224,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="recoverable time: what an op would save at this share of its roofline bound (docs/whats-left.md)",
     )
     p.add_argument("--gpu-model", help="the GPU (e.g. MI350X) when the trace's deviceProperties name none we know")
-    p.set_defaults(func=cmd_analyze)
+    p.set_defaults(func=cmd_analyze, error_prefix="error: ")
 
     p = sub.add_parser("analyze-ranks", help="TraceLens multi-rank collective reports (one trace per rank)")
     p.add_argument("traces", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--gpus-per-node", type=int)
     p.add_argument("--jobs", type=int, help="ranks read at once (default: one per CPU)")
-    p.set_defaults(func=cmd_analyze_ranks)
+    p.set_defaults(func=cmd_analyze_ranks, error_prefix="error: ")
 
     p = sub.add_parser("compare", help="what moved between two traces (TraceLens compare sheets, per step)")
     p.add_argument("base", metavar="BASE_TRACE")
     p.add_argument("new", metavar="NEW_TRACE")
     p.add_argument("--out", required=True)
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=cmd_compare, error_prefix="error: ")
 
     p = sub.add_parser("changes", help="change points of step times over runs (CSV run_id,rung,step_ms)")
     p.add_argument("file")
@@ -265,20 +257,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="api-server port (default 8080, or a free one)")
     p.set_defaults(func=cmd_up)
     return parser
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """The one-line errors; imported only on an error (they pull in pydantic, storage and
-    Airflow helpers: a quarter second that `analyze` does not otherwise need)."""
-    try:
-        from traceladder.cli.errors import USER_ERRORS
-    except ImportError:  # the runner image (no pydantic/yaml): only the runner's own errors
-        from traceladder.runner.primus_log import PrimusLogError
-        from traceladder.rung_spec import SpecError
-        from traceladder.storage.artifacts import ArtifactError
-
-        USER_ERRORS = (ArtifactError, PrimusLogError, SpecError)
-    return USER_ERRORS
 
 
 def _silence_stdout() -> None:
@@ -302,14 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `traceladder plan --json | head`: the reader left; not an error of ours
         _silence_stdout()
         return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
-    except UserError as exc:
-        print(f"traceladder: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("traceladder: interrupted", file=sys.stderr)
         return 130
-    except _user_errors() as exc:  # evaluated only when an exception gets here
-        print(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, file=sys.stderr)
-    return EXIT_USAGE
+    except TraceladderError as exc:  # the one mapping: a user's error is one line and exit 2
+        print(f"{getattr(args, 'error_prefix', '')}{exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ that names the file and the field (or the line and column of a YAML error)."""
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,20 +12,23 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from traceladder.config.models import Cluster, Clusters, Ladder
+from traceladder.core import settings
 from traceladder.config.validate import Assignment, LadderConfigError, validate_ladder
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-CONFIG_DIR = REPO_ROOT / "include" / "configs"
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout (dev tools' state folder)
+# The shipped ladders and clusters file are package data (`traceladder/configs/`), so an installed
+# package finds them wherever it is; TRACELADDER_LADDERS_DIR / TRACELADDER_CLUSTERS_FILE win.
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def ladders_dir() -> Path:
-    return Path(os.environ.get("TRACELADDER_LADDERS_DIR", CONFIG_DIR / "ladders"))
+    return Path(settings.LADDERS_DIR.get() or CONFIG_DIR / "ladders")
 
 
 def clusters_file() -> Path:
-    return Path(os.environ.get("TRACELADDER_CLUSTERS_FILE", CONFIG_DIR / "clusters.yaml"))
+    return Path(settings.CLUSTERS_FILE.get() or CONFIG_DIR / "clusters.yaml")
 
 
 @dataclass(frozen=True)

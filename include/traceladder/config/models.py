@@ -8,13 +8,13 @@ models only describe shapes.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
 from pydantic_core import PydanticCustomError
 
-from traceladder.limits import MAX_REPEATS
+from traceladder.core import settings
+from traceladder.core.settings import MAX_REPEATS
 
 # A switch value as YAML gives it: `true:`, `16:` or `turbo:`.
 SwitchValue = Union[bool, int, str]
@@ -32,7 +32,7 @@ LENSES_BY_BACKEND: dict[str, tuple[str, ...]] = {
     "slurm": LENS_NAMES,
 }
 LENS_SWITCH = "lens"
-BUCKET_ENV = "TRACELADDER_S3_BUCKET"
+BUCKET_ENV = settings.S3_BUCKET.name
 
 
 class Strict(BaseModel):
@@ -179,7 +179,7 @@ class Ladder(Strict):
 
 class StorageSettings(Strict):
     conn_id: str = "traceladder_s3"
-    bucket: str = "traceladder"
+    bucket: str = settings.DEFAULT_BUCKET
     prefix: Name = "traceladder"
     # The endpoint the worker containers reach; never loopback on a real cluster.
     worker_endpoint_url: str | None = None
@@ -187,7 +187,7 @@ class StorageSettings(Strict):
     @property
     def effective_bucket(self) -> str:
         """The bucket, unless the deployment overrides it with TRACELADDER_S3_BUCKET."""
-        return os.environ.get(BUCKET_ENV, self.bucket)
+        return settings.S3_BUCKET.over(self.bucket)
 
 
 class Host(Strict):

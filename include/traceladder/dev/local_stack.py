@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from traceladder.dev.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
-from traceladder.process_group import start_group, stop_group
+from traceladder.core import settings
+from traceladder.core.process_group import start_group, stop_group
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 CELERY_WORKER = "celery-worker:"  # + queue: a component that is a Celery worker on that one queue
@@ -109,7 +110,7 @@ class LocalStack:
         if self._own_s3:
             from traceladder.dev.embedded_s3 import EmbeddedS3
 
-            s3 = EmbeddedS3(self.state_dir / "s3", bucket="traceladder")
+            s3 = EmbeddedS3(self.state_dir / "s3", bucket=settings.DEFAULT_BUCKET)
         self.s3 = s3
         self._given_passwords = dict(passwords) if passwords else None
         self.passwords: dict[str, str] = {}
@@ -142,7 +143,7 @@ class LocalStack:
             _private(pw_path, json.dumps(self.passwords))
 
     def _build_env(self) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TRACELADDER_", "AWS_"))}
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", settings.PREFIX, "AWS_"))}
         env = {
             **base,
             "AIRFLOW_HOME": str(self.home),

@@ -23,13 +23,14 @@ if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
     from traceladder.plan.build import RungSpec
 
-from traceladder.limits import TRIGGER_MAX_REPEATS
+from traceladder.core.settings import TRIGGER_MAX_REPEATS
+from traceladder.core.errors import TraceladderError
 
 # host -> number of slots in each block (block k has grid[host][k] slots on that host)
 Grid = dict[str, list[int]]
 
 
-class PlanDoesNotFit(ValueError):
+class PlanDoesNotFit(TraceladderError, ValueError):
     """The plan needs more blocks or slots than the DAG was built with (one line)."""
 
 

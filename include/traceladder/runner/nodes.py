@@ -26,7 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_NODE_DIR = "TRACELADDER_NODE_DIR"
+from traceladder.core import settings
+
+ENV_NODE_DIR = settings.NODE_DIR.name
 DONE = "done"
 
 
@@ -45,9 +47,10 @@ class NodeRole:
             node_rank = int(env.get("NODE_RANK") or 0)
         except ValueError:
             return None
-        if nnodes <= 1 or not env.get(ENV_NODE_DIR):
+        folder = settings.NODE_DIR.get(env)
+        if nnodes <= 1 or not folder:
             return None
-        return cls(nnodes, node_rank, Path(env[ENV_NODE_DIR]))
+        return cls(nnodes, node_rank, Path(folder))
 
     @property
     def leader(self) -> bool:

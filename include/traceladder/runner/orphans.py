@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from traceladder.core import settings
+from traceladder.core.process_group import group_alive, kill_group
 from traceladder.storage.spool import spool_root
 
-ENV_DIR = "TRACELADDER_WORKLOADS_DIR"
+ENV_DIR = settings.WORKLOADS_DIR.name
 
 
 def records_dir() -> Path:
-    return Path(os.environ.get(ENV_DIR) or spool_root().parent / "workloads")
+    return Path(settings.WORKLOADS_DIR.get() or spool_root().parent / "workloads")
 
 
 def _start_time(pid: int) -> str | None:
@@ -60,16 +61,6 @@ def forget(path: Path | None) -> None:
         path.unlink(missing_ok=True)
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_orphans(log: Callable[[str], None] | None = None) -> list[int]:
     """SIGKILL every recorded workload group on this host whose runner is gone; the groups stopped."""
     stopped: list[int] = []
@@ -85,16 +76,10 @@ def stop_orphans(log: Callable[[str], None] | None = None) -> list[int]:
         runner_pid, pgid = int(doc["runner_pid"]), int(doc["pgid"])
         if doc.get("runner_start") is not None and _start_time(runner_pid) == doc["runner_start"]:
             continue  # its runner still runs (another rung on this host): not an orphan
-        if _group_alive(pgid):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-                stopped.append(pgid)
-                if log is not None:
-                    log(
-                        f"[traceladder] stopped an orphaned workload (process group {pgid}) "
-                        f"whose runner {runner_pid} is gone"
-                    )
-            except (ProcessLookupError, PermissionError):
-                pass
+        if group_alive(pgid) and kill_group(pgid):
+            stopped.append(pgid)
+            if log is not None:
+                what = f"an orphaned workload (process group {pgid})"
+                log(f"[traceladder] stopped {what} whose runner {runner_pid} is gone")
         path.unlink(missing_ok=True)
     return stopped

@@ -26,6 +26,8 @@ import statistics
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
+from traceladder.core.errors import TraceladderError
+
 __all__ = [
     "IterationRecord",
     "PrimusLogError",
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-class PrimusLogError(ValueError):
+class PrimusLogError(TraceladderError, ValueError):
     """The log holds no usable iteration (the message is one line)."""
 
 

@@ -26,6 +26,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from traceladder.core import settings
+
 _TIMEOUT_S = 20
 
 
@@ -113,8 +115,8 @@ def collect(backend: str, env: dict[str, str], primus_path: Path | None) -> dict
     """Provenance fields for metrics.json; docker-only fields are None on the local backend."""
     tools: dict[str, str | None] = {"torch": torch_version(), "python": platform.python_version()}
     out: dict[str, Any] = {
-        "image_digest": env.get("TRACELADDER_IMAGE_DIGEST") or None,
-        "image_id": env.get("TRACELADDER_IMAGE_ID") or None,
+        "image_digest": settings.IMAGE_DIGEST.get(env),
+        "image_id": settings.IMAGE_ID.get(env),
         "rocm_version": None,
         "gpu": None,
         "primus_commit": None,

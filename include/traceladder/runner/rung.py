@@ -29,7 +29,7 @@ from traceladder.runner import nodes, orphans
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink, S3ArtifactStore, rung_prefix, safe_key_part
 from traceladder.storage.spool import SpoolingSink
 

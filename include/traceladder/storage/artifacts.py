@@ -39,18 +39,19 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
 # The errors and the key shapes have their own modules; these names stay importable from here.
-from traceladder.storage.errors import ArtifactError as ArtifactError
-from traceladder.storage.errors import ArtifactIntegrityError as ArtifactIntegrityError
-from traceladder.storage.errors import ArtifactKeyError as ArtifactKeyError
-from traceladder.storage.errors import ArtifactNotFoundError as ArtifactNotFoundError
-from traceladder.storage.errors import ArtifactStoreError as ArtifactStoreError
-from traceladder.storage.layout import DEFAULT_PREFIX as DEFAULT_PREFIX
-from traceladder.storage.layout import MANIFEST_NAME as MANIFEST_NAME
-from traceladder.storage.layout import _safe_prefix_parts
-from traceladder.storage.layout import ladder_prefix as ladder_prefix
-from traceladder.storage.layout import run_prefix as run_prefix
-from traceladder.storage.layout import rung_prefix as rung_prefix
-from traceladder.storage.layout import safe_key_part as safe_key_part
+from traceladder.core import settings
+from traceladder.core.errors import ArtifactError as ArtifactError
+from traceladder.core.errors import ArtifactIntegrityError as ArtifactIntegrityError
+from traceladder.core.errors import ArtifactKeyError as ArtifactKeyError
+from traceladder.core.errors import ArtifactNotFoundError as ArtifactNotFoundError
+from traceladder.core.errors import ArtifactStoreError as ArtifactStoreError
+from traceladder.core.layout import DEFAULT_PREFIX as DEFAULT_PREFIX
+from traceladder.core.layout import MANIFEST_NAME as MANIFEST_NAME
+from traceladder.core.layout import _safe_prefix_parts
+from traceladder.core.layout import ladder_prefix as ladder_prefix
+from traceladder.core.layout import run_prefix as run_prefix
+from traceladder.core.layout import rung_prefix as rung_prefix
+from traceladder.core.layout import safe_key_part as safe_key_part
 
 MANIFEST_SCHEMA = 1
 _CHUNK = 1 << 20
@@ -356,10 +357,9 @@ class S3ArtifactStore(ArtifactSink):
         cls, ladder: str, prefix: str = DEFAULT_PREFIX, env: Mapping[str, str] | None = None
     ) -> "S3ArtifactStore":
         """A store from TRACELADDER_S3_ENDPOINT / AWS_* / TRACELADDER_S3_BUCKET."""
-        env = os.environ if env is None else env
-        bucket = env.get("TRACELADDER_S3_BUCKET", "")
-        if not bucket:
-            raise ArtifactStoreError("TRACELADDER_S3_BUCKET is not set")
+        if not settings.S3_BUCKET.is_set(env):
+            raise ArtifactStoreError(f"{settings.S3_BUCKET.name} is not set")
+        bucket = str(settings.S3_BUCKET.get(env))
         return cls(s3_client_from_env(env), bucket, prefix, ladder)
 
     @property
@@ -595,7 +595,7 @@ def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any) -> A
     from botocore.config import Config
 
     env = os.environ if env is None else env
-    endpoint = env.get("TRACELADDER_S3_ENDPOINT") or None
+    endpoint = settings.S3_ENDPOINT.get(env)
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1"
     s3_opts = {"addressing_style": "path"} if endpoint else {}
     cfg = Config(

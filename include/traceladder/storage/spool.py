@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from traceladder.storage import layout
+from traceladder.core import layout, settings
 from traceladder.storage.artifacts import (
     MANIFEST_NAME,
     ArtifactKeyError,
@@ -36,25 +36,25 @@ from traceladder.storage.artifacts import (
     _HashingReader,
 )
 
-ENV_SPOOL = "TRACELADDER_SPOOL_DIR"
-ENV_BUDGET = "TRACELADDER_S3_RETRY_BUDGET_S"
-DEFAULT_BUDGET_S = 120.0
+ENV_SPOOL = settings.SPOOL_DIR.name
+ENV_BUDGET = settings.S3_RETRY_BUDGET_S.name
+DEFAULT_BUDGET_S = float(str(settings.S3_RETRY_BUDGET_S.default))
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 10.0
 COMPLETE = ".complete"
 
 
 def spool_root(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    if env.get(ENV_SPOOL):
-        return Path(env[ENV_SPOOL])
+    spool = settings.SPOOL_DIR.get(env)
+    if spool:
+        return Path(spool)
     cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "traceladder" / "spool"
 
 
 def retry_budget_s(env: Mapping[str, str] | None = None) -> float:
-    env = os.environ if env is None else env
     try:
-        return max(0.0, float(env.get(ENV_BUDGET, DEFAULT_BUDGET_S)))
+        return max(0.0, float(settings.S3_RETRY_BUDGET_S.get(env) or DEFAULT_BUDGET_S))
     except ValueError:
         return DEFAULT_BUDGET_S
 

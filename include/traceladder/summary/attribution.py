@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from traceladder.stats.verdicts import STEP_METRICS
-from traceladder.storage.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
+from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
     from traceladder.analysis.analyzers.diff import Comparison, Reports

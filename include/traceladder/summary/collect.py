@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
 

@@ -13,9 +13,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink
-from traceladder.storage.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
-from traceladder.storage.layout import entry_key as layout_entry_key
+from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink, ArtifactStoreError
+from traceladder.core.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
+from traceladder.core.layout import entry_key as layout_entry_key
 
 LATEST_ROUNDS = 5
 
@@ -33,19 +33,34 @@ def is_full(entry: dict[str, Any]) -> bool:
     return not entry.get("params")
 
 
+def _read_json(store: ArtifactSink, key: str) -> Any:
+    """The object's JSON; None when it is gone; ArtifactStoreError when it is not JSON."""
+    try:
+        return json.loads(store.get_bytes(key))
+    except ArtifactNotFoundError:
+        return None  # removed between the listing and the read
+    except ValueError as exc:
+        raise ArtifactStoreError(f"{store.describe(key)} is not valid JSON: {exc}", key) from None
+
+
 def list_entries(store: ArtifactSink, ladder_prefix: str) -> list[dict[str, Any]]:
-    """Every published run of the ladder, oldest first."""
+    """Every published run of the ladder, oldest first (the summary and the UI both read it here).
+    An entry that is not an object with a string `run_id` is left out; an older `index.json`
+    without a runs list is an ArtifactStoreError."""
     found: dict[str, dict[str, Any]] = {}
     legacy = f"{ladder_prefix}/{LEGACY_INDEX}"
+    candidates: list[Any] = []
     if store.exists(legacy):
-        for entry in json.loads(store.get_bytes(legacy)).get("runs", []):
-            found[entry["run_id"]] = entry
+        doc = _read_json(store, legacy)
+        runs = doc.get("runs") if isinstance(doc, dict) else None
+        if doc is not None and not isinstance(runs, list):
+            raise ArtifactStoreError(f"{store.describe(legacy)} has no runs list", legacy)
+        candidates += runs or []
     for key in store.list(f"{ladder_prefix}/{RUNS_FOLDER}"):
         if key.endswith(".json"):
-            try:
-                entry = json.loads(store.get_bytes(key))
-            except ArtifactNotFoundError:
-                continue  # removed between the listing and the read
+            candidates.append(_read_json(store, key))
+    for entry in candidates:
+        if isinstance(entry, dict) and isinstance(entry.get("run_id"), str):
             found[entry["run_id"]] = entry
     return sorted(found.values(), key=order_key)
 

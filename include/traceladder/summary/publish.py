@@ -8,7 +8,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary import index as run_index
 from traceladder.summary.build import build_summary, findings

@@ -36,7 +36,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from traceladder.storage import layout
+from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, access, data
 
@@ -73,6 +73,14 @@ def _templates():
     env.filters["change"] = fmt_change
     env.filters["urlpart"] = lambda s: quote(str(s), safe="")
     env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
+    from traceladder.plan import trigger_form
+
+    # the form's bounds and pattern, as the trigger DAG's Params have them
+    env.globals["trigger_params"] = {
+        "repeats_min": trigger_form.REPEATS_MIN,
+        "repeats_max": trigger_form.REPEATS_MAX,
+        "switch_value": trigger_form.SWITCH_VALUE,
+    }
     return env
 
 
@@ -270,10 +278,10 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
             repeats = int(str(repeats_raw))
         except ValueError:
             raise HTTPException(400, f"repeats must be a whole number, not {str(repeats_raw)[:20]!r}") from None
-        from traceladder.limits import TRIGGER_MAX_REPEATS  # the trigger DAG's block grid
+        from traceladder.plan.trigger_form import REPEATS_MAX, REPEATS_MIN  # the trigger DAG's block grid
 
-        if not 1 <= repeats <= TRIGGER_MAX_REPEATS:
-            raise HTTPException(400, f"repeats must be between 1 and {TRIGGER_MAX_REPEATS}")
+        if not REPEATS_MIN <= repeats <= REPEATS_MAX:
+            raise HTTPException(400, f"repeats must be between {REPEATS_MIN} and {REPEATS_MAX}")
     override = str(form.get("override") or "").strip()
     return {
         "ladder": entry.name,

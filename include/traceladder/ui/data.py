@@ -1,6 +1,6 @@
 """What the Ladders page shows, read from the ladder files on disk and from S3.
 
-The ladder list comes from ``include/configs/ladders/*.yaml`` (``ladder_files()``), so the page
+The ladder list comes from ``include/traceladder/configs/ladders/*.yaml`` (``ladder_files()``), so the page
 shows every ladder even when S3 is down. Runs, summaries, charts and artifacts come from S3
 through the cluster's Airflow connection (``storage.conn_id``, an ``aws`` connection, via the
 amazon provider's ``S3Hook``), exactly like the tasks that wrote them.
@@ -28,15 +28,13 @@ from typing import Any, Iterator
 from traceladder.storage.artifacts import (
     ArtifactIntegrityError,
     ArtifactKeyError,
-    ArtifactNotFoundError,
     ArtifactStoreError,
     S3ArtifactStore,
     check_key,
     ladder_prefix,
     safe_key_part,
 )
-from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
-from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
+from traceladder.core.layout import SUMMARY_FOLDER, SUMMARY_JSON
 
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
 CLIENT_TTL_S = 60.0
@@ -293,34 +291,15 @@ class LadderStore:
             return self.store.open(key)
 
     # ---- the published runs
-    def _run_entries(self) -> builtins.list[Any]:
-        """The published runs' index entries: one object per run under ``runs/``
-        (summary/index.py), plus those of an older ``index.json``."""
-
-        entries: list[Any] = []
-        try:
-            index = self.get_json(INDEX_OBJECT)
-        except ArtifactNotFoundError:
-            index = {"runs": []}
-        runs = index.get("runs") if isinstance(index, dict) else None
-        if not isinstance(runs, list):
-            raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT} has no runs list")
-        entries += runs
-        keys, _ = self.list(RUNS_FOLDER)
-        for key in keys:
-            if key.endswith(".json"):
-                try:
-                    entries.append(self.get_json(key))
-                except ArtifactNotFoundError:
-                    continue
-        return entries
-
     def runs(self) -> builtins.list[dict[str, Any]]:
-        """The published runs, newest first (by logical date, then publish time)."""
+        """The published runs, newest first (by logical date, then publish time), read through the
+        run index (summary/index.py) as the publisher wrote it."""
+        from traceladder.summary import index
+
+        with _scrubbed():
+            entries = index.list_entries(self.store, self.base)
         by_id: dict[str, dict[str, Any]] = {}
-        for run in self._run_entries():
-            if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
-                continue
+        for run in entries:
             try:
                 clean_run_id(run["run_id"])
             except ArtifactKeyError:
@@ -330,7 +309,7 @@ class LadderStore:
                 "run_id": run["run_id"],
                 "published_at": str(run.get("published_at") or ""),
                 "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
-                "what_if": bool(run.get("params")),
+                "what_if": not index.is_full(run),
                 "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
             }
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)

@@ -31,7 +31,8 @@ from typing import Any, Callable, overload
 
 import pandas as pd
 
-from traceladder.storage.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
+from traceladder.core.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
+from traceladder.core.errors import TraceladderError
 
 __all__ = [
     "CompareError",
@@ -81,7 +82,7 @@ _KERNELS_LEGACY = (
 _TIMELINE: _Sheet = (["type"], ["time ms"], [])
 
 
-class CompareError(ValueError):
+class CompareError(TraceladderError, ValueError):
     """Reports that cannot be compared (missing or malformed); the message is one line."""
 
 

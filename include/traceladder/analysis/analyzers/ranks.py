@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceladder.storage.layout import COLLECTIVES_OBJECT
+from traceladder.core.layout import COLLECTIVES_OBJECT
 
 from ..model.values import finite
 from ..reports import nccl_reports as nr
@@ -55,7 +54,6 @@ from ..readers.collectives import (
     MultiRankError,
     _load,
     collective_events,
-    default_jobs,
     rank_of,
 )
 
@@ -66,7 +64,6 @@ __all__ = [
     "collective_events",
     "rank_of",
     "analyze_ranks",
-    "main",
 ]
 
 SCHEMA = 1
@@ -389,26 +386,3 @@ def _complete(df_long: pd.DataFrame, by_rank: dict[int, dict], simplified: bool)
         if set(int(r) for r in g["rank"].tolist()) != want or len(g) != len(want):
             return False
     return True
-
-
-def main(traces: list[str], out: str, gpus_per_node: int | None = None, jobs: int | None = None) -> int:
-    """The ``analyze-ranks`` command: 0, or 2 with one ``error: ...`` line on stderr."""
-    try:
-        res = analyze_ranks(
-            [Path(p) for p in traces],
-            Path(out),
-            gpus_per_node,
-            jobs=default_jobs(len(traces)) if jobs is None else jobs,
-        )
-    except MultiRankError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: {out}: cannot write reports ({exc.strerror or exc})", file=sys.stderr)
-        return 2
-    m = res["matched"]
-    print(
-        f"{len(res['ranks'])} ranks, {m['collectives']} collectives matched ({m['events']} events) -> {out}",
-        file=sys.stderr,
-    )
-    return 0

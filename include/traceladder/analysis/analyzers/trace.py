@@ -12,14 +12,14 @@
   * ``analysis.json`` (schema 1, see :func:`analyze_trace`),
 and returns the analysis.json content.
 
-``analyze_paths(paths, out_root, jobs)`` backs ``traceladder analyze TRACE... --out DIR
+``analyze_each(paths, out_root, jobs)`` backs ``traceladder analyze TRACE... --out DIR
 [--jobs N]``.  Each trace gets ``out_root/<stem>/``, where ``<stem>`` is the file name
 less the first matching suffix of :data:`TRACE_SUFFIXES` (longest first: a Primus
 ``x-rank[0].12.pt.trace.json.gz`` becomes ``x-rank[0].12``); when two inputs give the
 same stem, the later ones get ``-2``, ``-3``, ... appended in input order.  Bad inputs
-(missing, empty, truncated, corrupt gzip, unknown format, no events) print one stderr
-line each, ``error: <path>: <reason>``, and make the return code 2; the good inputs in
-the same call still get their reports.
+(missing, empty, truncated, corrupt gzip, unknown format, no events) give an outcome with a
+one-line reason, ``<path>: <reason>`` (the CLI prints ``error: `` before it and exits 2); the
+good inputs in the same call still get their reports.
 """
 
 from __future__ import annotations
@@ -30,14 +30,15 @@ import json
 import math
 import os
 import re
-import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from traceladder.storage.layout import ANALYSIS_OBJECT
+from traceladder.core.layout import ANALYSIS_OBJECT
 
 from ..model.autograd_links import bwd_links
 from ..beside import beside, spare_cpu
@@ -63,7 +64,8 @@ __all__ = [
     "TraceError",
     "read_trace",
     "analyze_trace",
-    "analyze_paths",
+    "analyze_each",
+    "TraceOutcome",
     "output_stem",
 ]
 
@@ -400,51 +402,53 @@ def _one(args: tuple[str, str, float, str | None], split: bool = False) -> tuple
         return path, f"{path}: internal error while analysing ({type(exc).__name__}: {exc})", time.perf_counter() - t0
 
 
-def analyze_paths(
+@dataclass(frozen=True)
+class TraceOutcome:
+    """One trace of :func:`analyze_each`: its reports' folder, and the one-line reason when it could
+    not be analysed (None when it was)."""
+
+    path: str
+    out_dir: str
+    error: str | None
+    seconds: float
+
+
+def worker_count(jobs: int, total: int) -> int:
+    """The worker processes :func:`analyze_each` starts: 0 (in this process) or ``min(jobs, total)``."""
+    return 0 if jobs <= 1 or total <= 1 else min(jobs, total)
+
+
+def analyze_each(
     paths: list[Path],
     out_root: Path,
     jobs: int = 1,
     roofline_share: float = DEFAULT_SHARE,
     gpu_model: str | None = None,
-) -> int:
-    """Analyse many traces into out_root/<stem>/; 0 when all good, else 2.
+) -> Iterator[TraceOutcome]:
+    """Analyse many traces into out_root/<stem>/, one :class:`TraceOutcome` per trace as each
+    finishes; the caller reports them (``traceladder analyze`` prints a line each).
 
     ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
     default), each trace's reports are split over two processes when a second CPU is free
     (:mod:`.beside`).  For the CLI only: it forks, so the caller must have no threads.
     """
     paths = [Path(p) for p in paths]
-    out_root = Path(out_root)
-    dirs = _unique_dirs(paths, out_root)
+    dirs = _unique_dirs(paths, Path(out_root))
     work = [(str(p), str(d), roofline_share, gpu_model) for p, d in zip(paths, dirs)]
-    total = len(work)
-    bad = 0
-    err = sys.stderr
-
-    def report(i: int, res: tuple[str, str | None, float], d: str) -> None:
-        nonlocal bad
-        path, msg, secs = res
-        if msg is None:
-            print(f"[{i}/{total}] {path} -> {d} ({secs:.1f} s)", file=err, flush=True)
-        else:
-            bad += 1
-            print(f"error: {msg}", file=err, flush=True)
-
-    if jobs <= 1 or total <= 1:
+    workers = worker_count(jobs, len(work))
+    if not workers:
         split = spare_cpu()
-        for i, w in enumerate(work, 1):
-            report(i, _one(w, split), w[1])
-    else:
-        # one trace per worker at a time (memory per worker = one trace's peak, about
-        # 2.4x its JSON size); progress is printed as each trace finishes
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        for w in work:
+            path, error, secs = _one(w, split)
+            yield TraceOutcome(path, w[1], error, secs)
+        return
+    # one trace per worker at a time (memory per worker = one trace's peak, about 2.4x its JSON size)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        nw = min(jobs, total)
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        print(f"analysing {total} traces with {nw} worker processes", file=err, flush=True)
-        with ProcessPoolExecutor(max_workers=nw, mp_context=ctx) as ex:
-            futs = {ex.submit(_one, w): w for w in work}
-            for i, f in enumerate(as_completed(futs), 1):
-                report(i, f.result(), futs[f][1])
-    return 2 if bad else 0
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        futs = {ex.submit(_one, w): w for w in work}
+        for f in as_completed(futs):
+            path, error, secs = f.result()
+            yield TraceOutcome(path, futs[f][1], error, secs)

@@ -26,6 +26,7 @@ import numpy as np
 
 from .vec import LastWins, dense_codes
 from .host_tree import host_parents
+from traceladder.core.errors import TraceladderError
 
 __all__ = [
     "MISSING",
@@ -44,7 +45,7 @@ RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 _GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
 
 
-class TraceError(Exception):
+class TraceError(TraceladderError):
     """A trace that cannot be analysed: missing, unreadable, malformed or empty.
 
     Every reader raises only this for bad input; the CLI prints ``str(err)`` as one line.

@@ -17,6 +17,7 @@ from ..model.events import EventTable, TraceError
 from .pytorch_json import load_bytes, read_pytorch_json
 from ..reports import coll_analysis as ca
 from ..reports import nccl_reports as nr
+from traceladder.core.errors import TraceladderError
 
 
 _RANK_NAME_RE = re.compile(r"rank[\[\-_]?(\d+)", re.IGNORECASE)
@@ -63,7 +64,7 @@ _DTYPE = {
 }
 
 
-class MultiRankError(Exception):
+class MultiRankError(TraceladderError):
     """Bad multi-rank input; ``str()`` is one line naming the rank and the file."""
 
     def __init__(self, message: str, rank: int | None = None, path: Path | str | None = None):

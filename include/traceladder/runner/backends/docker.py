@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from traceladder.rung_spec import render_overrides
+from traceladder.core.errors import TraceladderError
 
 if TYPE_CHECKING:  # the runner image has no pydantic; this module reads RunnerSpec too
     from traceladder.plan.build import RungSpec as _PlanSpec
@@ -45,7 +46,7 @@ LENS_TOOLS = {
 }
 
 
-class LensUnavailable(RuntimeError):
+class LensUnavailable(TraceladderError, RuntimeError):
     """The lens's collector is missing in this image; the message is the one-line fix."""
 
 

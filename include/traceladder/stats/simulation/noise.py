@@ -11,7 +11,7 @@ For the run at execution index t, in position p of its block, with m iterations 
 The run's figure is the median of its iterations, so its log is mu + u_t + w_t + pi_p + median_j(r_tj).
 
 `fit_noise` estimates it from back-to-back runs of one rung (`proxy_noise.json` holds 48 real proxy
-runs and the fit: `python -m traceladder.stats.simulation.noise FILE` refits it), and `simulate_runs` replays
+runs and the fit: `python -m benchmarks.gather_proxy_noise --refit FILE` refits it), and `simulate_runs` replays
 it on a real schedule: the order the plan runs its blocks in.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-import sys
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
@@ -249,20 +249,10 @@ def refit(doc: dict[str, Any]) -> NoiseModel:
     return fit_noise([r["step_ms_values"] for r in doc["runs"]], int(doc["block_size"]))
 
 
-def main(argv: list[str]) -> int:
-    """`python -m traceladder.stats.simulation.noise FILE`: refit FILE's runs and write the fit into it."""
-    if len(argv) != 1:
-        print("usage: python -m traceladder.stats.simulation.noise proxy_noise.json", file=sys.stderr)
-        return 2
-    with open(argv[0]) as fh:
-        doc = json.load(fh)
+def refit_file(path: str | Path) -> dict[str, Any]:
+    """Refit the runs of a noise file (proxy_noise.json) and write the fit into it; the fit less its
+    residuals (`python -m benchmarks.gather_proxy_noise --refit FILE`)."""
+    doc = json.loads(Path(path).read_text())
     doc["fit"] = refit(doc).as_dict()
-    with open(argv[0], "w") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
-    print(json.dumps({k: v for k, v in doc["fit"].items() if k != "residuals"}))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    return {k: v for k, v in doc["fit"].items() if k != "residuals"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from traceladder.storage.errors import ArtifactKeyError
+from traceladder.core.errors import ArtifactKeyError
 
 DEFAULT_PREFIX = "traceladder"
 

@@ -1,9 +1,10 @@
-"""A server process in a process group of its own: start it, stop it with its children.
+"""A process in a process group of its own: start it, stop it with its children.
 
 The embedded S3 server (``dev/embedded_s3.py``) and the local Airflow stack
 (``dev/local_stack.py``) run their servers this way: a Ctrl+C in our terminal is ours to relay,
-and children that outlive the leader (Airflow's task runners) go down with the group. Standard
-library only (the base layer).
+and children that outlive the leader (Airflow's task runners) go down with the group. The local
+backend's orphan handling (``runner/orphans.py``) finds and kills a recorded group by its id.
+Standard library only (core).
 """
 
 from __future__ import annotations
@@ -39,6 +40,26 @@ def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` still has a member (one we may not signal counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(pgid: int) -> bool:
+    """SIGKILL process group ``pgid``; whether the signal was delivered."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace_s: float, sig: int = signal.SIGTERM) -> bool:

@@ -1,0 +1,97 @@
+"""Every ``TRACELADDER_*`` environment variable the package reads or hands on, with its default, and
+the limits a ladder and a trigger must stay within: the one place they are spelled (standard
+library only: the runner image reads them too). ``workload/`` keeps its own, since it runs alone.
+
+A module reads a setting as ``SPOOL_DIR.get(env)``; one that sets a variable for a child process
+(a container, a Slurm job) writes ``{SPOOL_DIR.name: value}``. An empty value counts as unset.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+#: Every traceladder variable starts with this (the local stack drops them from its children).
+PREFIX = "TRACELADDER_"
+
+#: The S3 bucket when neither the cluster file nor ``TRACELADDER_S3_BUCKET`` names one.
+DEFAULT_BUCKET = "traceladder"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, its default (None: none) and what it holds."""
+
+    name: str
+    default: str | None
+    holds: str
+
+    def get(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The value in ``env`` (default: the process environment), else the default."""
+        value = (os.environ if env is None else env).get(self.name)
+        return value if value else self.default
+
+    def is_set(self, env: Mapping[str, str] | None = None) -> bool:
+        return bool((os.environ if env is None else env).get(self.name))
+
+    def over(self, fallback: str, env: Mapping[str, str] | None = None) -> str:
+        """The value in ``env`` when set, else ``fallback`` (a file's own value, which the variable
+        overrides), never the default."""
+        value = (os.environ if env is None else env).get(self.name)
+        return value if value else fallback
+
+
+def _setting(suffix: str, default: str | None, holds: str) -> Setting:
+    return Setting(PREFIX + suffix, default, holds)
+
+
+# ---- configuration -------------------------------------------------------------------------------
+LADDERS_DIR = _setting("LADDERS_DIR", None, "the folder of ladder files (default: the packaged configs)")
+CLUSTERS_FILE = _setting("CLUSTERS_FILE", None, "the clusters file (default: the packaged clusters.yaml)")
+
+# ---- storage -------------------------------------------------------------------------------------
+S3_BUCKET = _setting("S3_BUCKET", DEFAULT_BUCKET, "the S3 bucket (overrides the cluster file's)")
+S3_ENDPOINT = _setting("S3_ENDPOINT", None, "the S3 endpoint URL (default: AWS's)")
+SPOOL_DIR = _setting(
+    "SPOOL_DIR", None, "where a runner spools artifacts S3 refused (default ~/.cache/traceladder/spool)"
+)
+S3_RETRY_BUDGET_S = _setting("S3_RETRY_BUDGET_S", "120", "seconds a runner keeps retrying S3 before it spools")
+
+# ---- runner and hosts ----------------------------------------------------------------------------
+NODE_DIR = _setting("NODE_DIR", None, "a multi-node rung's per-node folder")
+SHARED_DIR = _setting("SHARED_DIR", None, "a Slurm rung's folder shared by its nodes")
+WORKLOADS_DIR = _setting(
+    "WORKLOADS_DIR", None, "where local workloads record their process groups (default: beside the spool)"
+)
+IMAGE_ID = _setting("IMAGE_ID", None, "the runner image's id, for provenance (set by the operator)")
+IMAGE_DIGEST = _setting("IMAGE_DIGEST", None, "the runner image's digest, for provenance (set by the operator)")
+CONTAINER_NOFILE = _setting("CONTAINER_NOFILE", "1048576", "the rung container's open-file limit")
+MIN_FREE_GB = _setting("MIN_FREE_GB", "20", "free disk a Docker host needs before a rung")
+
+# ---- development -----------------------------------------------------------------------------------
+WEED_BINARY = _setting("WEED_BINARY", None, "the SeaweedFS `weed` binary for the embedded S3")
+
+ALL: tuple[Setting, ...] = (
+    LADDERS_DIR,
+    CLUSTERS_FILE,
+    S3_BUCKET,
+    S3_ENDPOINT,
+    SPOOL_DIR,
+    S3_RETRY_BUDGET_S,
+    NODE_DIR,
+    SHARED_DIR,
+    WORKLOADS_DIR,
+    IMAGE_ID,
+    IMAGE_DIGEST,
+    CONTAINER_NOFILE,
+    MIN_FREE_GB,
+    WEED_BINARY,
+)
+
+# ---- limits --------------------------------------------------------------------------------------
+#: A ladder file's `repeats` and `lenses.repeats` (blocks per rung).
+MAX_REPEATS = 50
+
+#: The trigger form's largest `repeats`: the trigger DAG has slots for this many blocks per kind.
+TRIGGER_MAX_REPEATS = 5
