@@ -24,7 +24,6 @@ which leaves exactly that window, and it is built for the synchronous path).
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -34,6 +33,7 @@ from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from traceladder.airflow.slurm_hook import SlurmError, SlurmHook, cancel_async, job_name, job_state_async, sbatch_script
+from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.storage import layout
 from traceladder.storage.spool import ENV_SPOOL
@@ -262,7 +262,7 @@ class SlurmRungOperator(BaseOperator):
             return f"one of node(s) {nodelist}"
         return ", ".join(f"node {name} {why}" for name, why in sorted(bad.items()))
 
-    def _stored_result(self, spec: Any) -> dict[str, Any] | None:
+    def _stored_result(self, spec: Any) -> JSONObject | None:
         """The runner's own result: metrics.json under the rung's prefix (None if it stored none)."""
         from traceladder.airflow.ladders import ladder_store
         from traceladder.storage.artifacts import ArtifactIntegrityError, rung_prefix, safe_key_part
@@ -273,9 +273,10 @@ class SlurmRungOperator(BaseOperator):
         if not store.exists(key):
             return None
         try:
-            return dict(json.loads(store.get_verified(key)))
+            raw = store.get_verified(key)
         except ArtifactIntegrityError:
-            return dict(json.loads(store.get_bytes(key)))
+            raw = store.get_bytes(key)
+        return RungResult.from_json(raw, key).to_dict()
 
     def _record_refused(self, spec: Any, message: str) -> None:
         from traceladder.airflow.ladders import ladder_store

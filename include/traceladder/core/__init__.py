@@ -1,0 +1,1 @@
+"""The bottom layer: standard library only (stage documents, storage layout, settings, errors)."""
