@@ -10,6 +10,7 @@ from typing import Any
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
+from traceladder.core.documents import PlanDoc
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.storage import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
@@ -52,19 +53,18 @@ def plan_run(
         from airflow.sdk.exceptions import AirflowException
 
         raise AirflowException(str(exc)) from None
-    plan_doc = {
-        "schema": 1,
-        "ladder": loaded.ladder.ladder,
-        "run_id": run_id,
-        "metric": loaded.ladder.metric,
-        "params": params,
-        "design": plan_design(specs, seed),
-        **({"adaptive": adaptive} if adaptive else {}),
-        "specs": spec_dicts,
-    }
+    plan_doc = PlanDoc(
+        ladder=loaded.ladder.ladder,
+        run_id=run_id,
+        metric=loaded.ladder.metric,
+        params=params,
+        design=plan_design(specs, seed),
+        adaptive=adaptive or None,
+        specs=spec_dicts,
+    )
     store.put_bytes(
         f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}",
-        json.dumps(plan_doc, indent=1).encode(),
+        plan_doc.to_json().encode(),
         "application/json",
     )
     return slots
@@ -95,12 +95,13 @@ def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, dict[str,
     ran: after an adaptive ladder's early stop, without the measure blocks it skipped."""
     loaded, store = ladder_store(ladder)
     prefix = run_prefix(loaded.cluster.storage.prefix, loaded.ladder.ladder, run_id)
-    plan = json.loads(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"))
-    if plan.get("adaptive") and store.exists(f"{prefix}/{STOP_OBJECT}"):
+    stored = PlanDoc.from_json(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"), f"{prefix}/{PLAN_OBJECT}")
+    plan: dict[str, Any] = stored.to_dict()
+    if stored.adaptive and store.exists(f"{prefix}/{STOP_OBJECT}"):
         from traceladder.stats.verdicts import apply_stop
 
         stop = json.loads(store.get_bytes(f"{prefix}/{STOP_OBJECT}"))
-        if stop.get("planned_at") == plan["adaptive"].get("planned_at"):  # not a stop of an earlier attempt
+        if stop.get("planned_at") == stored.adaptive.get("planned_at"):  # not a stop of an earlier attempt
             plan = apply_stop(plan, stop)
     return store, prefix, plan
 

@@ -35,6 +35,7 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
+from traceladder.core.documents import DocumentError, IndexEntry, Summary
 from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
 from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
 
@@ -325,12 +326,16 @@ class LadderStore:
                 clean_run_id(run["run_id"])
             except ArtifactKeyError:
                 continue  # not a run this page can link to
+            try:
+                what_if = IndexEntry.from_dict(run).is_what_if  # the index's own rule (summary/index.py)
+            except DocumentError:
+                continue  # an entry this version cannot read
             failed = run.get("failed_rungs")
             by_id[run["run_id"]] = {
                 "run_id": run["run_id"],
                 "published_at": str(run.get("published_at") or ""),
                 "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
-                "what_if": bool(run.get("params")),
+                "what_if": what_if,
                 "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
             }
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
@@ -347,8 +352,10 @@ class LadderStore:
             ) from None
         except ValueError as exc:
             raise ArtifactStoreError(f"s3://{self.bucket}/{key} is not valid JSON: {exc}", key) from None
-        if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
-            raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
+        try:
+            Summary.from_dict(data, f"summary.json of run {run_id}")  # what a page may rely on
+        except DocumentError as exc:
+            raise ArtifactStoreError(f"{exc} (not a traceladder summary)", key) from None
         return data
 
     def summary_files(self, run_id: str) -> builtins.list[str]:
