@@ -25,7 +25,10 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from traceladder.core.documents import default_purpose
+
 Purpose = Literal["measure", "lens", "profile"]
+SPEC_SCHEMA = 1  # the runner spec's version (spec.json, and each spec in plan.json)
 Backend = Literal["local", "docker"]
 
 
@@ -52,7 +55,7 @@ class SpecFields:
     ladder)."""
 
     # `schema` would shadow pydantic's BaseModel.schema; the JSON key stays "schema"
-    schema_: int = field(default=1, metadata=_limit(key="schema"))
+    schema_: int = field(default=SPEC_SCHEMA, metadata=_limit(key="schema"))
     ladder: str = field(metadata=_limit(non_empty=True))
     rung: str = field(metadata=_limit(non_empty=True))
     parent: str | None
@@ -62,7 +65,9 @@ class SpecFields:
     repeat: int = field(metadata=_limit(least=0))
     block: int = 0  # the randomised complete block this run belongs to (execution order of blocks)
     position: int = 0  # 0-based place inside its block
-    purpose: Purpose = "measure"  # measure: step-time estimates; lens: a lens block; profile: every-rung lens
+    # measure: step-time estimates; lens: a lens block; profile: every-rung lens. A spec read without
+    # it gets core.documents.default_purpose(lens); this default serves direct construction only.
+    purpose: Purpose = "measure"
     rung_id: str = field(metadata=_limit(non_empty=True))
     backend: Backend
     host: str
@@ -218,6 +223,8 @@ class RunnerSpec(SpecFields):
             raise SpecError(f"(json): {exc}") from None
         if not isinstance(data, dict):
             raise SpecError("(top level): expected a JSON object")
+        if "purpose" not in data:  # a spec from before purposes: the one rule (core/documents.py)
+            data = {**data, "purpose": default_purpose(data.get("lens"))}
         attrs = {json_name(name): name for name in _schema()}
         unknown = sorted(set(data) - set(attrs))
         if unknown:
@@ -234,6 +241,10 @@ class RunnerSpec(SpecFields):
             if problem:
                 raise SpecError(f"{key}: {problem}")
             values[name] = tuple(value) if isinstance(value, list) and _is_tuple(hint) else value
+        if values["schema_"] != SPEC_SCHEMA:  # no older version exists yet; a newer one may add meaning
+            raise SpecError(
+                f"schema: version {values['schema_']} is not the one this traceladder reads ({SPEC_SCHEMA})"
+            )
         spec = cls(**values)
         check_spec(spec)
         return spec

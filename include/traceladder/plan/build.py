@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from traceladder.core.documents import default_purpose
 from traceladder.config.loader import LoadedLadder
 from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Tool
 from traceladder.config.validate import (
@@ -47,6 +48,13 @@ class RungSpec(BaseModel, SpecFields, frozen=True):
 
     model_args: dict[str, ArgValue]
     tools: list[Tool]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _purpose_of_older_specs(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "purpose" not in data:  # the one rule, as RunnerSpec reads it
+            return {**data, "purpose": default_purpose(data.get("lens"))}
+        return data
 
     @model_validator(mode="after")
     def _runnable(self) -> RungSpec:
