@@ -61,7 +61,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.poll_s = float(poll_s)
         self.down_grace_s = float(down_grace_s)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
+    def serialize(self) -> tuple[str, JSONObject]:
         return TRIGGER_PATH, {
             "job_id": self.job_id,
             "ssh_conn_id": self.ssh_conn_id,
@@ -124,7 +124,7 @@ class SlurmRungOperator(BaseOperator):
     def __init__(
         self,
         *,
-        spec: dict[str, Any] | list[dict[str, Any]],
+        spec: JSONObject | list[JSONObject],
         ssh_conn_id: str,
         nnodes: int | None = None,
         run_id: str = "{{ run_id }}",
@@ -230,7 +230,7 @@ class SlurmRungOperator(BaseOperator):
         hook.put_file(f"{job_dir}/job.sh", script, mode="700")
         return hook.submit(f"{job_dir}/job.sh")
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: JSONObject) -> Any:
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
         spec = self._spec()

@@ -133,7 +133,7 @@ class Document:
         version = cls._version(doc, where)
         if version != cls.SCHEMA:
             doc = cls.upgrade(doc, version, where)
-        values: dict[str, object] = {}
+        values: JSONObject = {}
         known = {"schema"}
         for f in fields(cls):
             if f.name == "extra":

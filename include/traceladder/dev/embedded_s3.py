@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from traceladder.core.documents import JSONObject
 from traceladder.process_group import signal_group, start_group, stop_group
 
 log = logging.getLogger(__name__)
@@ -283,7 +284,7 @@ class EmbeddedS3:
             ENV_BUCKET: self.bucket,
         }
 
-    def airflow_conn(self) -> dict[str, Any]:
+    def airflow_conn(self) -> JSONObject:
         return {
             "conn_type": "aws",
             "login": self.access_key,

@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypedDict
 
 from traceladder.storage.artifacts import (
     ArtifactIntegrityError,
@@ -35,7 +35,7 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
-from traceladder.core.documents import DocumentError, IndexEntry, Summary
+from traceladder.core.documents import DocumentError, IndexEntry, JSONObject, Summary
 from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
 from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
 
@@ -44,6 +44,16 @@ CLIENT_TTL_S = 60.0
 
 _CONNECT_TIMEOUT_S = 3
 _READ_TIMEOUT_S = 20
+
+
+class RunRow(TypedDict):
+    """A published run as the Ladders page lists it."""
+
+    run_id: str
+    published_at: str
+    logical_date: str
+    what_if: bool
+    failed_rungs: list[str]
 
 
 @dataclass
@@ -316,9 +326,9 @@ class LadderStore:
                     continue
         return entries
 
-    def runs(self) -> builtins.list[dict[str, Any]]:
+    def runs(self) -> builtins.list[RunRow]:
         """The published runs, newest first (by logical date, then publish time)."""
-        by_id: dict[str, dict[str, Any]] = {}
+        by_id: dict[str, RunRow] = {}
         for run in self._run_entries():
             if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
                 continue
@@ -331,16 +341,18 @@ class LadderStore:
             except DocumentError:
                 continue  # an entry this version cannot read
             failed = run.get("failed_rungs")
-            by_id[run["run_id"]] = {
-                "run_id": run["run_id"],
-                "published_at": str(run.get("published_at") or ""),
-                "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
-                "what_if": what_if,
-                "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
-            }
+            by_id[run["run_id"]] = RunRow(
+                **{
+                    "run_id": run["run_id"],
+                    "published_at": str(run.get("published_at") or ""),
+                    "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
+                    "what_if": what_if,
+                    "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
+                }
+            )
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
-    def summary(self, run_id: str) -> dict[str, Any]:
+    def summary(self, run_id: str) -> JSONObject:
         """The run's summary.json, checked against the manifest beside it (as the pipeline reads it)."""
         key = self.full_key(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
         try:
