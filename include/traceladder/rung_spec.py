@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import json
 import types
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
-
-from traceladder.core.documents import default_purpose
 
 Purpose = Literal["measure", "lens", "profile"]
 SPEC_SCHEMA = 1  # the runner spec's version (spec.json, and each spec in plan.json)
@@ -36,11 +34,11 @@ class SpecError(ValueError):
     """A rung spec that does not parse; the message is one line, ``<field>: <reason>``."""
 
 
-def _limit(*, key: str | None = None, least: int | None = None, non_empty: bool = False) -> dict[str, Any]:
+def _limit(*, key: str | None = None, least: int | None = None, non_empty: bool = False) -> dict[str, bool | int | str]:
     """A field's metadata: its JSON key where it differs from the attribute, its least value, and
     whether it must hold more than slashes (names that become key parts or the command's identity:
     empty would fail later, mid-run)."""
-    out: dict[str, Any] = {"non_empty": non_empty}
+    out: dict[str, bool | int | str] = {"non_empty": non_empty}
     if key is not None:
         out["json"] = key
     if least is not None:
@@ -65,9 +63,7 @@ class SpecFields:
     repeat: int = field(metadata=_limit(least=0))
     block: int = 0  # the randomised complete block this run belongs to (execution order of blocks)
     position: int = 0  # 0-based place inside its block
-    # measure: step-time estimates; lens: a lens block; profile: every-rung lens. A spec read without
-    # it gets core.documents.default_purpose(lens); this default serves direct construction only.
-    purpose: Purpose = "measure"
+    purpose: Purpose = "measure"  # measure: step-time estimates; lens: a lens block; profile: every-rung lens
     rung_id: str = field(metadata=_limit(non_empty=True))
     backend: Backend
     host: str
@@ -100,7 +96,7 @@ def json_name(attr: str) -> str:
 
 
 @cache
-def _schema() -> dict[str, Any]:
+def _schema() -> dict[str, Field[Any]]:
     return {f.name: f for f in fields(SpecFields)}
 
 
@@ -223,8 +219,6 @@ class RunnerSpec(SpecFields):
             raise SpecError(f"(json): {exc}") from None
         if not isinstance(data, dict):
             raise SpecError("(top level): expected a JSON object")
-        if "purpose" not in data:  # a spec from before purposes: the one rule (core/documents.py)
-            data = {**data, "purpose": default_purpose(data.get("lens"))}
         attrs = {json_name(name): name for name in _schema()}
         unknown = sorted(set(data) - set(attrs))
         if unknown:
