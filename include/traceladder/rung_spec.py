@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import types
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from traceladder.core.errors import TraceladderError
 
 Purpose = Literal["measure", "lens", "profile"]
+SPEC_SCHEMA = 1  # the runner spec's version (spec.json, and each spec in plan.json)
 Backend = Literal["local", "docker"]
 
 
@@ -35,11 +36,11 @@ class SpecError(TraceladderError, ValueError):
     """A rung spec that does not parse; the message is one line, ``<field>: <reason>``."""
 
 
-def _limit(*, key: str | None = None, least: int | None = None, non_empty: bool = False) -> dict[str, Any]:
+def _limit(*, key: str | None = None, least: int | None = None, non_empty: bool = False) -> dict[str, bool | int | str]:
     """A field's metadata: its JSON key where it differs from the attribute, its least value, and
     whether it must hold more than slashes (names that become key parts or the command's identity:
     empty would fail later, mid-run)."""
-    out: dict[str, Any] = {"non_empty": non_empty}
+    out: dict[str, bool | int | str] = {"non_empty": non_empty}
     if key is not None:
         out["json"] = key
     if least is not None:
@@ -54,7 +55,7 @@ class SpecFields:
     ladder)."""
 
     # `schema` would shadow pydantic's BaseModel.schema; the JSON key stays "schema"
-    schema_: int = field(default=1, metadata=_limit(key="schema"))
+    schema_: int = field(default=SPEC_SCHEMA, metadata=_limit(key="schema"))
     ladder: str = field(metadata=_limit(non_empty=True))
     rung: str = field(metadata=_limit(non_empty=True))
     parent: str | None
@@ -97,7 +98,7 @@ def json_name(attr: str) -> str:
 
 
 @cache
-def _schema() -> dict[str, Any]:
+def _schema() -> dict[str, Field[Any]]:
     return {f.name: f for f in fields(SpecFields)}
 
 
@@ -236,6 +237,10 @@ class RunnerSpec(SpecFields):
             if problem:
                 raise SpecError(f"{key}: {problem}")
             values[name] = tuple(value) if isinstance(value, list) and _is_tuple(hint) else value
+        if values["schema_"] != SPEC_SCHEMA:  # no older version exists yet; a newer one may add meaning
+            raise SpecError(
+                f"schema: version {values['schema_']} is not the one this traceladder reads ({SPEC_SCHEMA})"
+            )
         spec = cls(**values)
         check_spec(spec)
         return spec

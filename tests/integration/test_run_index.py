@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix, s3_client_from_env
+from traceladder.core.documents import SummaryRef
 from traceladder.summary import index as run_index
 
 PREFIX = "traceladder"
@@ -29,7 +30,7 @@ def _publish_many(env: dict[str, str], bucket: str, ladder: str, worker: int, ba
             "summary_json": "-",
             "failed_rungs": [],
         }
-        run_index.publish(store, ladder_prefix(PREFIX, ladder), ref)
+        run_index.publish(store, ladder_prefix(PREFIX, ladder), SummaryRef.from_dict(ref))
 
 
 def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) -> None:
@@ -48,27 +49,27 @@ def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) ->
     store = S3ArtifactStore(s3_server.client(), s3_server.bucket, PREFIX, ladder)
     base = ladder_prefix(PREFIX, ladder)
     entries = run_index.list_entries(store, base)
-    assert sorted(e["run_id"] for e in entries) == sorted(
-        f"w{w}-r{k}" for w in range(WORKERS) for k in range(RUNS_EACH)
-    )
-    newest = max(entries, key=lambda e: e["logical_date"])
+    assert sorted(e.run_id for e in entries) == sorted(f"w{w}-r{k}" for w in range(WORKERS) for k in range(RUNS_EACH))
+    newest = max(entries, key=lambda e: e.logical_date or "")
     latest = json.loads(store.get_bytes(f"{base}/latest.json"))
-    assert latest["run_id"] == newest["run_id"] == f"w{WORKERS - 1}-r{RUNS_EACH - 1}"
+    assert latest["run_id"] == newest.run_id == f"w{WORKERS - 1}-r{RUNS_EACH - 1}"
 
     # A late publish of an older run, and a what-if run with a newer date, leave latest.json alone.
-    run_index.publish(store, base, {"run_id": "late", "logical_date": "2026-10-01T03:00:00+00:00", "summary_json": "-"})
+    run_index.publish(
+        store, base, SummaryRef(run_id="late", logical_date="2026-10-01T03:00:00+00:00", summary_json="-")
+    )
     run_index.publish(
         store,
         base,
-        {
-            "run_id": "what-if",
-            "logical_date": "2026-12-30T03:00:00+00:00",
-            "summary_json": "-",
-            "params": {"override": "global_batch=16"},
-        },
+        SummaryRef(
+            run_id="what-if",
+            logical_date="2026-12-30T03:00:00+00:00",
+            summary_json="-",
+            params={"override": "global_batch=16"},
+        ),
     )
     assert json.loads(store.get_bytes(f"{base}/latest.json"))["run_id"] == latest["run_id"]
-    assert {"late", "what-if"} <= {e["run_id"] for e in run_index.list_entries(store, base)}
+    assert {"late", "what-if"} <= {e.run_id for e in run_index.list_entries(store, base)}
 
 
 def _store_run(store: S3ArtifactStore, ladder: str, run_id: str, week: int, slow_from: int) -> dict[str, Any]:
@@ -177,7 +178,7 @@ def test_a_failed_notice_leaves_the_run_published_and_says_so(own_s3, monkeypatc
     assert published["run_id"] == "notify-fails" and published["notify_error"].startswith("URLError")
     store = S3ArtifactStore(own_s3.client(), own_s3.bucket, PREFIX, "proxy-local")
     base = ladder_prefix(PREFIX, "proxy-local")
-    assert "notify-fails" in {e["run_id"] for e in run_index.list_entries(store, base)}
+    assert "notify-fails" in {e.run_id for e in run_index.list_entries(store, base)}
     assert json.loads(store.get_bytes(f"{base}/latest.json"))["run_id"] == "notify-fails"
     with pytest.raises(AirflowException) as err:
         check_rungs(ref, published)

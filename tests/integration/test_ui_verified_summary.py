@@ -25,7 +25,7 @@ def _publish(s3_server, summary: dict) -> tuple[S3ArtifactStore, str]:
 
 
 def test_the_ui_reads_a_verified_summary_and_refuses_a_tampered_one(s3_server) -> None:
-    summary = {"schema": 2, "ladder": LADDER, "rungs": [{"rung": "base", "runs": 3}]}
+    summary = {"schema": 2, "ladder": LADDER, "run_id": RUN, "rungs": [{"rung": "base", "runs": 3}]}
     _, key = _publish(s3_server, summary)
     entry = LadderEntry(
         file=LADDER, path=Path(f"{LADDER}.yaml"), name=LADDER, conn_id="unused", bucket=s3_server.bucket, prefix=PREFIX
@@ -41,7 +41,7 @@ def test_the_ui_reads_a_verified_summary_and_refuses_a_tampered_one(s3_server) -
 
 
 def test_the_ui_lists_streams_and_fails_through_the_artifact_store(s3_server) -> None:
-    store, key = _publish(s3_server, {"schema": 2, "ladder": LADDER, "rungs": []})
+    store, key = _publish(s3_server, {"schema": 2, "ladder": LADDER, "run_id": RUN, "rungs": []})
     run = safe_key_part(RUN)
     base = f"{PREFIX}/{LADDER}"
     for i in range(4):

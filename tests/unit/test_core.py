@@ -15,6 +15,7 @@ import pytest
 
 import traceladder
 from traceladder.core import settings
+from traceladder.core.documents import SummaryRef
 from traceladder.core.errors import ArtifactKeyError, ArtifactStoreError, TraceladderError
 from traceladder.storage.artifacts import DirArtifactSink, ladder_prefix
 from traceladder.summary import index
@@ -115,13 +116,14 @@ def test_run_index_reads_legacy_and_per_run_entries_and_skips_strays(tmp_path: P
     store = DirArtifactSink(tmp_path, "tl", "lad")
     base = ladder_prefix("tl", "lad")
     _write(store, f"{base}/index.json", {"runs": [{"run_id": "old", "published_at": "2026-01-01"}, "stray"]})
-    index.put_entry(store, base, {"run_id": "new", "logical_date": "2026-02-01"})
-    index.put_entry(store, base, {"run_id": "whatif", "logical_date": "2026-03-01", "params": {"rungs": ["a"]}})
+    index.put_entry(store, base, SummaryRef(run_id="new", logical_date="2026-02-01"))
+    index.put_entry(store, base, SummaryRef(run_id="whatif", logical_date="2026-03-01", params={"rungs": ["a"]}))
     _write(store, f"{base}/runs/junk.json", ["not", "an", "entry"])
     entries = index.list_entries(store, base)
-    assert [e["run_id"] for e in entries] == ["old", "new", "whatif"]
-    assert [index.is_full(e) for e in entries] == [True, True, False]
-    assert index.newest_full(entries)["run_id"] == "new"
+    assert [e.run_id for e in entries] == ["old", "new", "whatif"]
+    assert [e.is_what_if for e in entries] == [False, False, True]
+    newest = index.newest_full(entries)
+    assert newest is not None and newest.run_id == "new"
 
 
 def test_run_index_refuses_a_legacy_index_without_runs(tmp_path: Path) -> None:

@@ -4,10 +4,10 @@ the trigger rules, every later measure block) once the stopping rule says stop."
 
 from __future__ import annotations
 
-from typing import Any
+from traceladder.core.documents import JSONObject
 
 
-def slot_spec(slot: list[dict[str, Any]]) -> dict[str, Any]:
+def slot_spec(slot: list[JSONObject]) -> JSONObject:
     """The spec of a rung slot, or a skip when the plan left the slot empty."""
     from airflow.sdk.exceptions import AirflowSkipException
 
@@ -16,7 +16,7 @@ def slot_spec(slot: list[dict[str, Any]]) -> dict[str, Any]:
     return slot[0]
 
 
-def continue_or_skip(look: dict[str, Any]) -> dict[str, Any]:
+def continue_or_skip(look: JSONObject) -> JSONObject:
     """The check's result when the ladder goes on; a skip (Airflow's) when it stops here."""
     from airflow.sdk.exceptions import AirflowSkipException
 

@@ -14,10 +14,11 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
 
+from traceladder.core.documents import JSONObject
 from traceladder.airflow import blocks, tasks
 from traceladder.plan.grid import Grid, slot_key, slot_task_ids
 from traceladder.plan.trigger_form import trigger_fields
-from traceladder.airflow.retries import rung_task_args, safe_task_args
+from traceladder.airflow.retries import RetryArgs, rung_task_args, safe_task_args
 from traceladder.config.models import Host, RetryPolicy
 
 DEFAULT_ARGS = {"owner": "traceladder", "retries": 0}
@@ -64,17 +65,17 @@ def _build_tasks(
     safe, rung_retry = safe_task_args(retry), rung_task_args(retry)
 
     @task(multiple_outputs=True, **safe)
-    def plan() -> dict[str, list[dict[str, Any]]]:
+    def plan() -> dict[str, list[JSONObject]]:
         context = get_current_context()
         params = dict(context["params"]) if fixed_ladder is None else {}
         return tasks.plan_run(_ladder_arg(fixed_ladder), _run_id(), grid, params)
 
     @task(execution_timeout=timedelta(seconds=rung_timeout_s + 300), **rung_retry)
-    def run_rung(slot: list[dict[str, Any]]) -> dict[str, Any]:
+    def run_rung(slot: list[JSONObject]) -> JSONObject:
         return tasks.run_local_rung(tasks.slot_spec(slot), _run_id())
 
     @task(**safe)
-    def look(block: int) -> dict[str, Any]:
+    def look(block: int) -> JSONObject:
         # A skip here skips this block's first slots (all_success), so their chains, and the next
         # block's look (all_success), so every later measure block: Airflow's own skip.
         return blocks.continue_or_skip(tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block))
@@ -84,24 +85,24 @@ def _build_tasks(
         return tasks.collect_traces(_ladder_arg(fixed_ladder), _run_id())
 
     @task(map_index_template="{{ trace_key }}", **safe)
-    def analyze(item: dict[str, str]) -> dict[str, Any]:
+    def analyze(item: dict[str, str]) -> JSONObject:
         get_current_context()["trace_key"] = f"{item['rung_id']}/{item['key'].rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]  # read by map_index_template
         return tasks.analyze_stored_trace(_ladder_arg(fixed_ladder), item)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
-    def join_ranks() -> list[dict[str, Any]]:
+    def join_ranks() -> list[JSONObject]:
         return tasks.join_rank_traces(_ladder_arg(fixed_ladder), _run_id())
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
-    def summary() -> dict[str, Any]:
+    def summary() -> JSONObject:
         return tasks.summarize_run(_ladder_arg(fixed_ladder), _run_id(), _logical_date())
 
     @task(outlets=[ladder_asset(fixed_ladder)] if fixed_ladder else [], **safe)
-    def publish(summary_ref: dict[str, Any]) -> dict[str, Any]:
+    def publish(summary_ref: JSONObject) -> JSONObject:
         return tasks.publish_run(_ladder_arg(fixed_ladder), _run_id(), summary_ref)
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
-    def ladder_status(summary_ref: dict[str, Any] | None, published: dict[str, Any] | None) -> None:
+    def ladder_status(summary_ref: JSONObject | None, published: JSONObject | None) -> None:
         tasks.check_rungs(summary_ref, published)
 
     planned = plan()
@@ -166,7 +167,7 @@ def _docker_rungs(
     task_id: str,
     trigger_rule: TriggerRule,
     spec: Any,
-    rung_retry: dict[str, Any] | None = None,
+    rung_retry: RetryArgs | None = None,
 ):
     """A docker host's rung slot: the runner image on the host's daemon, in its pool. The
     task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
@@ -194,7 +195,7 @@ def _slurm_rungs(
     task_id: str,
     trigger_rule: TriggerRule,
     spec: Any,
-    rung_retry: dict[str, Any] | None = None,
+    rung_retry: RetryArgs | None = None,
 ):
     """A Slurm cluster's rung slot: a batch job submitted over the login node's SSH connection,
     deferred while it runs. The pool (include_deferred) keeps one rung per cluster at a time; the

@@ -6,6 +6,8 @@ regression is never silent."""
 
 from __future__ import annotations
 
+from traceladder.core.documents import JSONObject, SummaryRef
+
 import json
 import logging
 from typing import Any
@@ -27,20 +29,20 @@ class RegressionNotifier(BaseNotifier):
 
     template_fields = ("ladder",)
 
-    def __init__(self, ladder: str, summary_ref: dict[str, Any], conn_id: str = DEFAULT_CONN_ID) -> None:
+    def __init__(self, ladder: str, summary_ref: JSONObject, conn_id: str = DEFAULT_CONN_ID) -> None:
         super().__init__()
         self.ladder, self.summary_ref, self.conn_id = ladder, summary_ref, conn_id
 
     def message(self) -> str:
-        ref = self.summary_ref
-        parts = [f"traceladder {self.ladder} run {ref['run_id']}:"]
-        if ref.get("regression_calls"):  # rung, first run after, size with interval, provenance
-            parts.append("step-time regression: " + " ".join(ref["regression_calls"]))
-        elif ref.get("regressions"):
-            parts.append(f"step-time regression in {', '.join(ref['regressions'])}.")
-        if ref.get("provenance_changes"):
-            parts.append(f"provenance changed ({'; '.join(ref['provenance_changes'])}).")
-        parts.append(f"Report: {ref.get('report_html')}")
+        ref = SummaryRef.from_dict(self.summary_ref)
+        parts = [f"traceladder {self.ladder} run {ref.run_id}:"]
+        if ref.regression_calls:  # rung, first run after, size with interval, provenance
+            parts.append("step-time regression: " + " ".join(ref.regression_calls))
+        elif ref.regressions:
+            parts.append(f"step-time regression in {', '.join(ref.regressions)}.")
+        if ref.provenance_changes:
+            parts.append(f"provenance changed ({'; '.join(str(c) for c in ref.provenance_changes)}).")
+        parts.append(f"Report: {ref.report_html}")
         return " ".join(parts)
 
     def notify(self, context: Any) -> None:

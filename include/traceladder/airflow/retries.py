@@ -7,12 +7,21 @@ raise plain exceptions, which retry with these arguments."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TypedDict
 
 from traceladder.config.models import RetryPolicy
 
 
-def _backoff(policy: RetryPolicy, retries: int) -> dict[str, Any]:
+class RetryArgs(TypedDict):
+    """A task's retry keyword arguments (BaseOperator's)."""
+
+    retries: int
+    retry_delay: timedelta
+    retry_exponential_backoff: bool
+    max_retry_delay: timedelta
+
+
+def _backoff(policy: RetryPolicy, retries: int) -> RetryArgs:
     return {
         "retries": retries,
         "retry_delay": timedelta(seconds=policy.delay_s),
@@ -21,13 +30,13 @@ def _backoff(policy: RetryPolicy, retries: int) -> dict[str, Any]:
     }
 
 
-def safe_task_args(policy: RetryPolicy | None = None) -> dict[str, Any]:
+def safe_task_args(policy: RetryPolicy | None = None) -> RetryArgs:
     """Plan, trace collection, analysis, rank join, summary and publish: idempotent, same keys."""
     policy = policy or RetryPolicy()
     return _backoff(policy, policy.tasks)
 
 
-def rung_task_args(policy: RetryPolicy | None = None) -> dict[str, Any]:
+def rung_task_args(policy: RetryPolicy | None = None) -> RetryArgs:
     """Rungs: retried only for infrastructure failures (the failure type decides)."""
     policy = policy or RetryPolicy()
     return _backoff(policy, policy.rung_infra)

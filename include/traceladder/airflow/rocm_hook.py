@@ -41,6 +41,7 @@ from typing import Any
 
 from airflow.providers.docker.hooks.docker import DockerHook
 
+from traceladder.core.documents import JSONObject
 from traceladder.airflow import docker_hygiene as hygiene
 
 _CA_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
@@ -68,7 +69,7 @@ class RocmClient:
         self._client = client
         self._extra = {"devices": devices or None, "group_add": group_add or None, "security_opt": security_opt or None}
         self._log = log
-        self.container_evidence: dict[str, Any] | None = None
+        self.container_evidence: JSONObject | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -84,7 +85,7 @@ class RocmClient:
         self.container_evidence = self._evidence(container)
         return out
 
-    def _evidence(self, container: Any) -> dict[str, Any]:
+    def _evidence(self, container: Any) -> JSONObject:
         try:
             info = self._client.inspect_container(container)
         except Exception as exc:  # noqa: BLE001 - evidence is best effort
@@ -168,10 +169,10 @@ class RocmDockerHook(DockerHook):
         return RocmClient(client, log=self.log, **self._rocm)
 
     @property
-    def container_evidence(self) -> dict[str, Any] | None:
+    def container_evidence(self) -> JSONObject | None:
         return self.api_client.container_evidence if "api_client" in self.__dict__ else None
 
-    def image_provenance(self, image: str) -> dict[str, Any]:
+    def image_provenance(self, image: str) -> JSONObject:
         """``{"image_id": Id, "image_digest": RepoDigests[0] or None}`` from the daemon."""
         return hygiene.image_provenance(self.api_client.inspect_image(image))
 
@@ -184,7 +185,7 @@ class RocmDockerHook(DockerHook):
         labels: dict[str, str],
         gpus_per_node: int | None,
         environment: dict[str, str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """The host and GPU check with this host's devices; raises ``HostCheckError``."""
         return hygiene.preflight(
             self.api_client,

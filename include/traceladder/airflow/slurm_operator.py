@@ -24,7 +24,6 @@ which leaves exactly that window, and it is built for the synchronous path).
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -34,6 +33,7 @@ from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from traceladder.airflow.slurm_hook import SlurmError, SlurmHook, cancel_async, job_name, job_state_async, sbatch_script
+from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.core.settings import SHARED_DIR
@@ -62,7 +62,7 @@ class SlurmJobTrigger(BaseTrigger):
         self.poll_s = float(poll_s)
         self.down_grace_s = float(down_grace_s)
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
+    def serialize(self) -> tuple[str, JSONObject]:
         return TRIGGER_PATH, {
             "job_id": self.job_id,
             "ssh_conn_id": self.ssh_conn_id,
@@ -125,7 +125,7 @@ class SlurmRungOperator(BaseOperator):
     def __init__(
         self,
         *,
-        spec: dict[str, Any] | list[dict[str, Any]],
+        spec: JSONObject | list[JSONObject],
         ssh_conn_id: str,
         nnodes: int | None = None,
         run_id: str = "{{ run_id }}",
@@ -231,7 +231,7 @@ class SlurmRungOperator(BaseOperator):
         hook.put_file(f"{job_dir}/job.sh", script, mode="700")
         return hook.submit(f"{job_dir}/job.sh")
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: JSONObject) -> Any:
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
         spec = self._spec()
@@ -263,7 +263,7 @@ class SlurmRungOperator(BaseOperator):
             return f"one of node(s) {nodelist}"
         return ", ".join(f"node {name} {why}" for name, why in sorted(bad.items()))
 
-    def _stored_result(self, spec: Any) -> dict[str, Any] | None:
+    def _stored_result(self, spec: Any) -> JSONObject | None:
         """The runner's own result: metrics.json under the rung's prefix (None if it stored none)."""
         from traceladder.airflow.ladders import ladder_store
         from traceladder.storage.artifacts import ArtifactIntegrityError, rung_prefix, safe_key_part
@@ -274,9 +274,10 @@ class SlurmRungOperator(BaseOperator):
         if not store.exists(key):
             return None
         try:
-            return dict(json.loads(store.get_verified(key)))
+            raw = store.get_verified(key)
         except ArtifactIntegrityError:
-            return dict(json.loads(store.get_bytes(key)))
+            raw = store.get_bytes(key)
+        return RungResult.from_json(raw, key).to_dict()
 
     def _record_refused(self, spec: Any, message: str) -> None:
         from traceladder.airflow.ladders import ladder_store

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
+from traceladder.core.documents import JSONObject, PlanDoc, SummaryRef
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
@@ -18,9 +19,18 @@ PLAN_OBJECT = layout.PLAN_OBJECT
 STOP_OBJECT = layout.STOP_OBJECT
 
 
-def plan_run(
-    ladder: str, run_id: str, grid: dict[str, list[int]], params: dict[str, Any]
-) -> dict[str, list[dict[str, Any]]]:
+class RunParams(TypedDict, total=False):
+    """The trigger form's params (airflow/dags.py); a scheduled run has none."""
+
+    ladder: str
+    rungs: list[str] | None
+    lens: str | None
+    repeats: int | None
+    override: str | None
+    seed: int | None
+
+
+def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: RunParams) -> dict[str, list[JSONObject]]:
     """Plan the run in randomised blocks, store plan.json (with its `design`: seed and block
     order), and hand every slot of the DAG's grid its spec (`[spec]`, or `[]` to skip it)."""
     from traceladder.plan.grid import PlanDoesNotFit, fill_slots
@@ -37,11 +47,12 @@ def plan_run(
         override=params.get("override") or None,
         seed=seed,
     )
-    adaptive = adaptive_plan(loaded, lens=lens, repeats=repeats)
-    if adaptive:  # the stopping rule with its critical values, for the checks and for a reader
+    rule = adaptive_plan(loaded, lens=lens, repeats=repeats)
+    adaptive = None
+    if rule:  # the stopping rule with its critical values, for the checks and for a reader
         from traceladder.stats.sequential import Design
 
-        adaptive = Design(adaptive["min_blocks"], adaptive["max_blocks"], adaptive["target_mde_pct"]).as_dict()
+        adaptive = Design(rule["min_blocks"], rule["max_blocks"], rule["target_mde_pct"]).as_dict()
         # A stop.json belongs to this plan only: a cleared and rerun run id plans afresh (below).
         adaptive["planned_at"] = datetime.now(timezone.utc).isoformat()
     storage = loaded.cluster.storage
@@ -52,32 +63,31 @@ def plan_run(
         from airflow.sdk.exceptions import AirflowException
 
         raise AirflowException(str(exc)) from None
-    plan_doc = {
-        "schema": 1,
-        "ladder": loaded.ladder.ladder,
-        "run_id": run_id,
-        "metric": loaded.ladder.metric,
-        "params": params,
-        "design": plan_design(specs, seed),
-        **({"adaptive": adaptive} if adaptive else {}),
-        "specs": spec_dicts,
-    }
+    plan_doc = PlanDoc(
+        ladder=loaded.ladder.ladder,
+        run_id=run_id,
+        metric=loaded.ladder.metric,
+        params=cast(JSONObject, dict(params)),  # the form's values are JSON
+        design=plan_design(specs, seed),
+        adaptive=adaptive,
+        specs=spec_dicts,
+    )
     store.put_bytes(
         f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}",
-        json.dumps(plan_doc, indent=1).encode(),
+        plan_doc.to_json().encode(),
         "application/json",
     )
     return slots
 
 
-def _spec_store(spec_dict: dict[str, Any]):
+def _spec_store(spec_dict: JSONObject):
     from traceladder.plan.build import RungSpec
 
     spec = RungSpec.model_validate(spec_dict)
     return spec, ladder_store(spec.ladder)[1]
 
 
-def run_local_rung(spec_dict: dict[str, Any], run_id: str) -> dict[str, Any]:
+def run_local_rung(spec_dict: JSONObject, run_id: str) -> JSONObject:
     """The local backend: the shared runner, in this worker, against the S3 store."""
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -95,17 +105,18 @@ def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, dict[str,
     ran: after an adaptive ladder's early stop, without the measure blocks it skipped."""
     loaded, store = ladder_store(ladder)
     prefix = run_prefix(loaded.cluster.storage.prefix, loaded.ladder.ladder, run_id)
-    plan = json.loads(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"))
-    if plan.get("adaptive") and store.exists(f"{prefix}/{STOP_OBJECT}"):
+    stored = PlanDoc.from_json(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"), f"{prefix}/{PLAN_OBJECT}")
+    plan: dict[str, Any] = stored.to_dict()  # the stats and summary code still take plain dicts
+    if stored.adaptive and store.exists(f"{prefix}/{STOP_OBJECT}"):
         from traceladder.stats.verdicts import apply_stop
 
         stop = json.loads(store.get_bytes(f"{prefix}/{STOP_OBJECT}"))
-        if stop.get("planned_at") == plan["adaptive"].get("planned_at"):  # not a stop of an earlier attempt
+        if stop.get("planned_at") == stored.adaptive.get("planned_at"):  # not a stop of an earlier attempt
             plan = apply_stop(plan, stop)
     return store, prefix, plan
 
 
-def check_stop(ladder: str, run_id: str, block: int) -> dict[str, Any]:
+def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     """Before measure block `block` of an adaptive ladder: the stopping rule on the finished
     blocks' stored metrics (stats/verdicts.sequential_look). On a stop, stop.json records the look
     and the caller skips the remaining blocks. Nothing to decide (a fixed plan, a lens block, the
@@ -136,7 +147,7 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
     return items
 
 
-def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
+def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
     """A bad trace (truncated, corrupt gzip, failing its checksum) fails its task with one line
     and no retry: retrying cannot mend it. An S3 outage raises as is, so the task retries."""
     from airflow.sdk.exceptions import AirflowFailException
@@ -159,7 +170,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
+def join_rank_traces(ladder: str, run_id: str) -> list[JSONObject]:
     """Multi-rank collective reports for every run that stored more than one rank's trace."""
     from traceladder.analysis.stored import analyze_stored_ranks
     from traceladder.summary.collect import read_results
@@ -173,14 +184,14 @@ def join_rank_traces(ladder: str, run_id: str) -> list[dict[str, Any]]:
     return joined
 
 
-def summarize_run(ladder: str, run_id: str, logical_date: str | None = None) -> dict[str, Any]:
+def summarize_run(ladder: str, run_id: str, logical_date: str | None = None) -> JSONObject:
     from traceladder.summary.publish import write_summary
 
     store, prefix, plan = _stored_plan(ladder, run_id)
     return write_summary(store, prefix, plan, logical_date)
 
 
-def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
+def publish_run(ladder: str, run_id: str, summary_ref: JSONObject) -> JSONObject:
     from traceladder.summary.publish import publish_latest
 
     loaded, store = ladder_store(ladder)
@@ -198,27 +209,22 @@ def publish_run(ladder: str, run_id: str, summary_ref: dict[str, Any]) -> dict[s
     return entry
 
 
-def check_rungs(summary_ref: dict[str, Any] | None, published: dict[str, Any] | None) -> None:
+def check_rungs(summary_ref: JSONObject | None, published: JSONObject | None) -> None:
     """Fail the DAG run visibly (it is the only leaf) when a rung failed, a trace went
     unanalysed or nothing was published; the summary is out by then."""
     from airflow.sdk.exceptions import AirflowException
 
     if not summary_ref:
         raise AirflowException("no summary was written")
+    ref = SummaryRef.from_dict(summary_ref)
     problems = []
     if not published:
         problems.append("the summary was not published (latest.json and the index were not updated)")
     elif published.get("notify_error"):
         problems.append(f"the summary was published, but the regression notice failed: {published['notify_error']}")
-    if summary_ref.get("failed_rungs"):
-        problems.append(
-            f"{len(summary_ref['failed_rungs'])} rung run(s) did not finish ok: "
-            f"{', '.join(summary_ref['failed_rungs'])}"
-        )
-    if summary_ref.get("unanalysed_traces"):
-        problems.append(
-            f"{len(summary_ref['unanalysed_traces'])} trace(s) have no analysis: "
-            f"{', '.join(summary_ref['unanalysed_traces'])}"
-        )
+    if ref.failed_rungs:
+        problems.append(f"{len(ref.failed_rungs)} rung run(s) did not finish ok: {', '.join(ref.failed_rungs)}")
+    if ref.unanalysed_traces:
+        problems.append(f"{len(ref.unanalysed_traces)} trace(s) have no analysis: {', '.join(ref.unanalysed_traces)}")
     if problems:
         raise AirflowException("; ".join(problems))

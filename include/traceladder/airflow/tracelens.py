@@ -8,12 +8,13 @@ are left to the builtin engine, and the result says so.
 
 from __future__ import annotations
 
-from typing import Any
+from traceladder.core.documents import JSONObject
+
 
 PYTORCH_MARK = ".pt.trace.json"
 
 
-def run_tracelens(ladder: str, trace_key: str) -> dict[str, Any]:
+def run_tracelens(ladder: str, trace_key: str) -> JSONObject:
     from traceladder.airflow.operators import TracelensDockerOperator
     from traceladder.analysis.stored import tracelens_prefix
 

@@ -1,2 +1,2 @@
-"""The bottom of the package, standard library only: the storage layout, settings, errors and the
-process-group helpers (issue 29)."""
+"""The bottom layer, standard library only: the storage layout, settings, errors, the process-group
+helpers and the stage documents (issue 29)."""

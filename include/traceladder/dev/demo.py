@@ -7,7 +7,6 @@ the keys), keeps a local copy, and stops what it started."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -65,17 +64,18 @@ def where_the_rest_is(
 
 def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bool = False) -> int:
     from traceladder.core import layout
+    from traceladder.core.documents import IndexEntry, Summary
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
     from traceladder.summary.render.markdown import to_markdown
 
     store = S3ArtifactStore(s3.client(), s3.bucket, prefix, ladder)
     latest_key = f"{ladder_prefix(prefix, ladder)}/{layout.LATEST_OBJECT}"
-    latest = json.loads(store.get_bytes(latest_key)) if store.exists(latest_key) else {}
-    if latest.get("run_id") != safe_key_part(dag_run.run_id):
+    latest = IndexEntry.from_json(store.get_bytes(latest_key), latest_key) if store.exists(latest_key) else None
+    if latest is None or latest.run_id != safe_key_part(dag_run.run_id) or not latest.summary_json:
         print(f"DAG run {dag_run.run_id} ended {dag_run.state} and published no summary", file=sys.stderr)
         return 1
-    summary = json.loads(store.get_verified(latest["summary_json"]))
-    run_prefix = latest["summary_json"].rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
+    summary = Summary.from_json(store.get_verified(latest.summary_json), latest.summary_json).to_dict()
+    run_prefix = latest.summary_json.rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
     keys = store.list(run_prefix + "/")
     local = STATE_DIR / "demo" / ladder / run_prefix.rsplit("/", 1)[-1]
     local.mkdir(parents=True, exist_ok=True)
@@ -89,7 +89,7 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
         for key in keys:
             print(f"  {key}")
     print(to_markdown(summary))
-    latest_line = f"latest: s3://{s3.bucket}/{latest_key} -> {latest['summary_json']} (local copy: {local})"
+    latest_line = f"latest: s3://{s3.bucket}/{latest_key} -> {latest.summary_json} (local copy: {local})"
     report = str(local / layout.SUMMARY_FOLDER / layout.REPORT_HTML)
     wall_s = time.monotonic() - started
     print("\n".join(where_the_rest_is(s3.bucket, run_prefix, len(keys), report, latest_line, wall_s)))

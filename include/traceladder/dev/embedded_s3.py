@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from traceladder.core.documents import JSONObject
 from traceladder.core import settings
 from traceladder.core.process_group import signal_group, start_group, stop_group
 from traceladder.core.errors import TraceladderError
@@ -284,7 +285,7 @@ class EmbeddedS3:
             ENV_BUCKET: self.bucket,
         }
 
-    def airflow_conn(self) -> dict[str, Any]:
+    def airflow_conn(self) -> JSONObject:
         return {
             "conn_type": "aws",
             "login": self.access_key,

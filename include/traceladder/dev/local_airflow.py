@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from traceladder.core.documents import JSONObject
 from traceladder.config.loader import REPO_ROOT, load_clusters
 from traceladder.core.errors import TraceladderError
 
@@ -35,9 +36,9 @@ def airflow_env(home: Path, s3_env: dict[str, str], s3_conn_json: str) -> dict[s
     }
 
 
-def pools_document() -> dict[str, dict[str, Any]]:
+def pools_document() -> dict[str, JSONObject]:
     """`airflow pools import` input: one single-slot pool per worker host."""
-    pools = {}
+    pools: dict[str, JSONObject] = {}
     for name, cluster in load_clusters().clusters.items():
         for host in cluster.hosts:
             pools[host.pool] = {
@@ -66,7 +67,7 @@ def prepare(home: Path, env: dict[str, str]) -> None:
     _airflow(["pools", "import", str(pools_file)], env)
 
 
-def dag_test(dag_id: str, run_conf: dict[str, Any] | None = None) -> Any:
+def dag_test(dag_id: str, run_conf: JSONObject | None = None) -> Any:
     """Run one DAG in-process with `dag.test()`; the caller has set the Airflow environment
     before anything imported airflow. Returns the DagRun."""
     from airflow.dag_processing.dagbag import DagBag

@@ -31,8 +31,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
+from traceladder.core.documents import JSONObject
 from traceladder.dev.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
 from traceladder.core import settings
 from traceladder.core.process_group import start_group, stop_group
@@ -121,7 +122,7 @@ class LocalStack:
         self._sql_alchemy_conn = sql_alchemy_conn
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._tokens: dict[str, tuple[str, float]] = {}
-        self._logs: dict[str, Any] = {}
+        self._logs: dict[str, BinaryIO] = {}  # each service's open log file
         self.env: dict[str, str] = {}
 
     # ---- environment ---------------------------------------------------------------------------
@@ -285,7 +286,7 @@ class LocalStack:
             if proc.poll() is not None:
                 raise StackError(f"{name} exited {proc.returncode}; log: {self.log_tail(name)}")
 
-    def wait_healthy(self) -> dict[str, Any]:
+    def wait_healthy(self) -> JSONObject:
         """Until /api/v2/monitor/health answers and reports every started component healthy."""
         import httpx
 
@@ -361,7 +362,7 @@ class LocalStack:
     def unpause(self, dag_id: str, paused: bool = False) -> None:
         self._call("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
 
-    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+    def trigger(self, dag_id: str, conf: JSONObject | None = None) -> str:
         """POST /api/v2/dags/{dag_id}/dagRuns; the new run's id."""
         # The run id is chosen here so that a POST retried after a timeout cannot start two runs.
         run_id = f"manual__{time.strftime('%Y-%m-%dT%H-%M-%S', time.gmtime())}-{secrets.token_hex(3)}"
@@ -375,10 +376,10 @@ class LocalStack:
         return run_id
 
     def dag_ids(self, tag: str | None = None) -> list[str]:
-        params: dict[str, Any] = {"limit": 100, **({"tags": tag} if tag else {})}
+        params: JSONObject = {"limit": 100, **({"tags": tag} if tag else {})}
         return sorted(d["dag_id"] for d in self._call("GET", "/api/v2/dags", params=params)["dags"])
 
-    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+    def dag_runs(self, dag_id: str) -> list[JSONObject]:
         return list(self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"])
 
     def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 900, poll_s: float = 2) -> str:
@@ -393,9 +394,9 @@ class LocalStack:
             time.sleep(poll_s)
         raise StackError(f"{dag_id} {run_id} still {state} after {timeout_s:.0f} s")
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    def task_instances(self, dag_id: str, run_id: str) -> list[JSONObject]:
         """Every task instance of a run (mapped ones one row per map index)."""
-        rows: list[dict[str, Any]] = []
+        rows: list[JSONObject] = []
         while True:
             page = self._call(
                 "GET",
@@ -416,5 +417,5 @@ class LocalStack:
             for entry in entries:
                 value = self._call("GET", f"{path}/{entry['key']}", params={"map_index": ti["map_index"]})["value"]
                 raw = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-                sizes[(ti["task_id"], ti["map_index"], entry["key"])] = len(raw.encode())
+                sizes[(str(ti["task_id"]), int(str(ti["map_index"])), entry["key"])] = len(raw.encode())
         return sizes

@@ -18,10 +18,11 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from traceladder.core.documents import JSONObject
 from traceladder.config.loader import LoadedLadder
 from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Tool
 from traceladder.config.validate import (
@@ -53,9 +54,9 @@ class RungSpec(BaseModel, SpecFields, frozen=True):
         check_spec(self)
         return self
 
-    def additional_context(self) -> dict[str, Any]:
+    def additional_context(self) -> JSONObject:
         """madengine's `--additional-context` for this rung."""
-        context: dict[str, Any] = {
+        context: JSONObject = {
             "docker_env_vars": dict(self.docker_env_vars),
             "model_args": " ".join(self.primus_args()),
         }
@@ -101,14 +102,14 @@ def execution_order(specs: list[RungSpec]) -> list[RungSpec]:
     return sorted(specs, key=lambda s: (s.block, s.position))
 
 
-def plan_design(specs: list[RungSpec], seed: int) -> dict[str, Any]:
+def plan_design(specs: list[RungSpec], seed: int) -> JSONObject:
     """plan.json's `design`: the seed and every block's rung ids in execution order."""
     blocks: list[list[str]] = []
     for spec in execution_order(specs):
         while len(blocks) <= spec.block:
             blocks.append([])
         blocks[spec.block].append(spec.rung_id)
-    return {"seed": seed, "blocks": blocks}
+    return {"seed": seed, "blocks": [[*block] for block in blocks]}
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -266,9 +267,17 @@ def build_plan(
     return sorted(specs, key=_listing_key(selected, blocks))
 
 
+class AdaptiveRepeats(TypedDict):
+    """A ladder's adaptive repeats as the plan runs them (``repeats: {min, max, target_mde_pct}``)."""
+
+    min_blocks: int
+    max_blocks: int
+    target_mde_pct: float
+
+
 def adaptive_plan(
     loaded: LoadedLadder, *, lens: str = LADDER_LENSES, repeats: int | None = None
-) -> dict[str, Any] | None:
+) -> AdaptiveRepeats | None:
     """plan.json's `adaptive` parameters when this run stops early by the ladder's rule: an
     adaptive ladder, its own repeats (a number from the form runs exactly that many blocks) and
     measure blocks (lens `ladder` or `none`). The measure blocks are the plan's first `max_blocks`
@@ -276,14 +285,14 @@ def adaptive_plan(
     adaptive = loaded.ladder.adaptive
     if adaptive is None or repeats is not None or lens not in (LADDER_LENSES, "none"):
         return None
-    return {"min_blocks": adaptive.min, "max_blocks": adaptive.max, "target_mde_pct": adaptive.target_mde_pct}
+    return AdaptiveRepeats(min_blocks=adaptive.min, max_blocks=adaptive.max, target_mde_pct=adaptive.target_mde_pct)
 
 
 # What the Slurm job sets on each node (airflow/slurm_hook.py); a ladder's value would beat it.
 _PER_NODE_KEYS = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
-def _slurm_launch_env(loaded: LoadedLadder, env: dict[str, str], model_args: dict[str, Any]) -> dict[str, str]:
+def _slurm_launch_env(loaded: LoadedLadder, env: dict[str, str], model_args: dict[str, ArgValue]) -> dict[str, str]:
     """A Slurm rung's environment: the job gives each node NNODES, NODE_RANK and MASTER_*; the
     ranks per node are the cluster's GPUs per node, or (the CPU proxy) its EP ranks over the nodes."""
     out = {k: v for k, v in env.items() if k not in _PER_NODE_KEYS}
@@ -291,7 +300,7 @@ def _slurm_launch_env(loaded: LoadedLadder, env: dict[str, str], model_args: dic
     if loaded.cluster.gpus_per_node is not None:
         out["GPUS_PER_NODE"] = str(loaded.cluster.gpus_per_node)
     elif slurm is not None and slurm.workload == "proxy":
-        world = int(model_args.get("expert_model_parallel_size", 1))
+        world = int(str(model_args.get("expert_model_parallel_size", 1)))
         out["GPUS_PER_NODE"] = str(max(1, world // loaded.ladder.nnodes))
     return out
 

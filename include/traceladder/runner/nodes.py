@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traceladder.core import settings
+from traceladder.core.documents import JSONObject, JSONValue
 
 ENV_NODE_DIR = settings.NODE_DIR.name
 DONE = "done"
@@ -66,12 +67,12 @@ class NodeRole:
         tmp.write_text(json.dumps({"exit_code": code, "timed_out": timed_out}))
         tmp.replace(self.workdir() / DONE)  # atomic: the leader never reads half a file
 
-    def wait_for_peers(self, timeout_s: float) -> dict[int, dict[str, object]]:
+    def wait_for_peers(self, timeout_s: float) -> dict[int, JSONObject]:
         """Each peer's `done` record, waiting up to timeout_s; a peer that never finished is
         `{"exit_code": None, "missing": True}`."""
         deadline = time.monotonic() + timeout_s
         peers = [r for r in range(self.nnodes) if r != self.node_rank]
-        out: dict[int, dict[str, object]] = {}
+        out: dict[int, JSONObject] = {}
         while True:
             for rank in peers:
                 done = self.folder / f"node{rank}" / DONE
@@ -98,7 +99,7 @@ class NodeRole:
                 log.write(f"[traceladder] ---- node {rank} of {self.nnodes} ----\n{text}")
 
 
-def peer_failure(peers: Mapping[int, Mapping[str, object]]) -> str | None:
+def peer_failure(peers: Mapping[int, Mapping[str, JSONValue]]) -> str | None:
     """One line for the first peer node that failed or never finished; None if all went well."""
     for rank, record in sorted(peers.items()):
         if record.get("missing"):

@@ -17,13 +17,15 @@ Each line is scanned once by one compiled regex (an alternation of the known seg
 
 from __future__ import annotations
 
+from traceladder.core.documents import JSONObject
+
 import gzip
 import io
 import math
 import os
 import re
 import statistics
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable
 
 from traceladder.core.errors import TraceladderError
@@ -63,7 +65,7 @@ class IterationRecord:
     # time (CLOCK_THREAD_CPUTIME_ID; not in Primus's own line)
     step_cpu_ms: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -87,7 +89,7 @@ class StepMetrics:
     # tokens per rank per CPU-second of step_cpu_ms (median over the same iterations)
     tokens_per_cpu_s_per_gpu: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         out = asdict(self)
         out["window"] = list(self.window) if self.window is not None else None
         return out
@@ -135,7 +137,7 @@ def _gb(value: str, unit: str | None) -> float:
 
 def _parse_line(line: str) -> IterationRecord | None:
     it = iters = None
-    vals: dict[str, Any] = {}
+    vals: dict[str, Any] = {}  # IterationRecord keyword arguments
     for m in _LINE_RE.finditer(line):
         g = m.groupdict()
         if g["it"] is not None:
@@ -182,7 +184,7 @@ _MERGE_MAX = ("hip_mem_gb", "max_mem_gb", "rocm_mem_gb")
 def _merge(first: IterationRecord, other: IterationRecord) -> IterationRecord:
     """The same iteration printed by another rank: keep the first line's values, fill its gaps,
     and keep the largest memory figure (each rank prints its own)."""
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = {}  # dataclasses.replace keyword arguments
     for f in fields(IterationRecord):
         a, b = getattr(first, f.name), getattr(other, f.name)
         if b is None:
@@ -195,9 +197,7 @@ def _merge(first: IterationRecord, other: IterationRecord) -> IterationRecord:
                 changes["max_mem_rank"] = other.max_mem_rank
     if not changes:
         return first
-    data = first.to_dict()
-    data.update(changes)
-    return IterationRecord(**data)
+    return replace(first, **changes)
 
 
 def parse_iterations(lines: Iterable[str]) -> list[IterationRecord]:

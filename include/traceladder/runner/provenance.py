@@ -24,7 +24,8 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+
+from traceladder.core.documents import JSONObject
 
 from traceladder.core import settings
 
@@ -49,7 +50,7 @@ def rocm_version(env: dict[str, str]) -> str | None:
         return None
 
 
-def amd_smi_rows(text: str | None) -> list[dict[str, Any]]:
+def amd_smi_rows(text: str | None) -> list[JSONObject]:
     """The per-GPU rows of an ``amd-smi ... --json`` output, in either wrapper shape."""
     if not text:
         return []
@@ -62,18 +63,23 @@ def amd_smi_rows(text: str | None) -> list[dict[str, Any]]:
     return [row for row in doc if isinstance(row, dict)] if isinstance(doc, list) else []
 
 
-def gpu_info() -> dict[str, Any] | None:
+def gpu_info() -> JSONObject | None:
     rows = amd_smi_rows(_run(["amd-smi", "static", "--asic", "--driver", "--json"]))
     if not rows:
         return None
     first = rows[0]
-    asic, driver = first.get("asic") or {}, first.get("driver") or {}
+    asic, driver = _section(first, "asic"), _section(first, "driver")
     return {
         "product": asic.get("market_name"),
         "arch": asic.get("target_graphics_version"),
         "driver_version": driver.get("version") or driver.get("driver_version"),
         "count": len(rows),
     }
+
+
+def _section(row: JSONObject, name: str) -> JSONObject:
+    section = row.get(name)
+    return section if isinstance(section, dict) else {}
 
 
 def primus_commit(primus_path: Path) -> str | None:
@@ -111,16 +117,16 @@ def torch_version() -> str | None:
         return None
 
 
-def collect(backend: str, env: dict[str, str], primus_path: Path | None) -> dict[str, Any]:
+def collect(backend: str, env: dict[str, str], primus_path: Path | None) -> JSONObject:
     """Provenance fields for metrics.json; docker-only fields are None on the local backend."""
     tools: dict[str, str | None] = {"torch": torch_version(), "python": platform.python_version()}
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "image_digest": settings.IMAGE_DIGEST.get(env),
         "image_id": settings.IMAGE_ID.get(env),
         "rocm_version": None,
         "gpu": None,
         "primus_commit": None,
-        "tools": tools,
+        "tools": {},  # filled below, without the tools not found
     }
     if backend == "docker":
         tools["rocprofv3"] = tool_version("rocprofv3")

@@ -8,7 +8,6 @@ Artifacts are uploaded whatever happened, so a failed or timed-out rung keeps it
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from traceladder import __version__
+from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.runner import nodes, orphans
@@ -138,7 +138,7 @@ def execute(
             errors.append(exc)
 
 
-def provenance(spec: RungSpec) -> dict[str, Any]:
+def provenance(spec: RungSpec) -> JSONObject:
     from traceladder.runner import provenance as prov
 
     primus = docker_backend.workdir(spec, Path(".")) if spec.backend == "docker" else None
@@ -155,7 +155,7 @@ def provenance(spec: RungSpec) -> dict[str, Any]:
     }
 
 
-def _slurm_record() -> dict[str, Any]:
+def _slurm_record() -> JSONObject:
     """The Slurm job this runner runs in (backend: slurm), from the environment srun gives it."""
     if not os.environ.get("SLURM_JOB_ID"):
         return {}
@@ -177,8 +177,8 @@ def run_rung(
     workdir: Path | None = None,
     deadline_s: float | None = None,
     echo: TextIO | None = sys.stderr,
-) -> dict[str, Any]:
-    """Run one rung spec and store its artifacts; returns the result dict (never raises for a
+) -> JSONObject:
+    """Run one rung spec and store its artifacts; returns metrics.json's data (never raises for a
     failing workload: the status says what happened)."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
@@ -238,128 +238,105 @@ def run_rung(
             peer_error = nodes.peer_failure(peers)
         full = disk_full(root, write_errors) if (code is not None and code != 0) or write_errors else None
 
-        result: dict[str, Any] = {
-            "run_id": run_id,
-            "ladder": spec.ladder,
-            "rung": spec.rung,
-            "rung_id": spec.rung_id,
-            "lens": spec.lens,
-            "repeat": spec.repeat,
-            "block": spec.block,
-            "position": spec.position,
-            "purpose": spec.purpose,
-            "switch": spec.switch,
-            "value": spec.value,
-            "parent": spec.parent,
-            "status": "ok",
-            "exit_code": code,
-            "step_ms": None,
-            "step_ms_values": [],
-            "step_cpu_ms": None,
-            "step_cpu_ms_values": [],
-            "tokens_per_sec_per_gpu": None,
-            "tokens_per_cpu_s_per_gpu": None,
-            "tflops": None,
-            "peak_mem_gb": None,
-            "iterations_used": [],
-            "traces": [],
-            "error": None,
-            "prefix": prefix,
-        }
+        figures: dict[str, float | list[float] | list[int] | None] = {}
+        log_error = None
         try:
             records = parse_iterations(log_path.read_text(encoding="utf-8", errors="replace").splitlines())
             metrics = summarize(records, skip_iterations=spec.warmup_iters, window=spec.profile_window)
-            result.update(
-                step_ms=metrics.step_ms,
-                step_ms_values=metrics.step_ms_values,
-                step_cpu_ms=metrics.step_cpu_ms,
-                step_cpu_ms_values=metrics.step_cpu_ms_values or [],
-                tokens_per_sec_per_gpu=metrics.tokens_per_sec_per_gpu,
-                tokens_per_cpu_s_per_gpu=metrics.tokens_per_cpu_s_per_gpu,
-                tflops=metrics.tflops,
-                peak_mem_gb=metrics.peak_mem_gb,
-                iterations_used=metrics.iterations_used,
-            )
+            figures = {
+                "step_ms": metrics.step_ms,
+                "step_ms_values": metrics.step_ms_values,
+                "step_cpu_ms": metrics.step_cpu_ms,
+                "step_cpu_ms_values": metrics.step_cpu_ms_values or [],
+                "tokens_per_sec_per_gpu": metrics.tokens_per_sec_per_gpu,
+                "tokens_per_cpu_s_per_gpu": metrics.tokens_per_cpu_s_per_gpu,
+                "tflops": metrics.tflops,
+                "peak_mem_gb": metrics.peak_mem_gb,
+                "iterations_used": metrics.iterations_used,
+            }
         except PrimusLogError as exc:
-            result["error"] = f"log: {exc}"
+            log_error = f"log: {exc}"
 
+        status, error = "ok", log_error
         if lens_error is not None:
-            result.update(status="failed", error=lens_error)
+            status, error = "failed", lens_error
         elif timed_out:
-            result.update(status="timeout", error=f"deadline of {deadline_s or spec.timeout_s} s reached")
+            status, error = "timeout", f"deadline of {deadline_s or spec.timeout_s} s reached"
         elif full:
-            result.update(status="failed", error=full)
+            status, error = "failed", full
         elif code != 0:
-            result.update(status="failed", error=f"workload exited {code}: {_last_error_line(log_path)}")
+            status, error = "failed", f"workload exited {code}: {_last_error_line(log_path)}"
         elif peer_error is not None:
-            result.update(status="failed", error=peer_error)
-        elif result["error"] is not None:
-            result["status"] = "failed"
+            status, error = "failed", peer_error
+        elif log_error is not None:
+            status = "failed"
 
         trace_keys = _upload(spec, sink, prefix, log_path, workspace)
-        result["traces"] = trace_keys
-        if result["status"] == "ok" and spec.profiled and not trace_keys:
-            result.update(status="partial", error=f"lens {spec.lens} wrote no trace files")
-        result["wall_s"] = round(time.monotonic() - started, 3)
-        result["started_at"], result["ended_at"] = round(started_at, 6), round(time.time(), 6)
-        result["provenance"] = provenance(spec)
-        sink.put_bytes(
-            f"{prefix}/{layout.METRICS_OBJECT}",
-            json.dumps(result, indent=2, sort_keys=True).encode(),
-            "application/json",
+        if status == "ok" and spec.profiled and not trace_keys:
+            status, error = "partial", f"lens {spec.lens} wrote no trace files"
+        result = rung_result(
+            spec,
+            run_id,
+            prefix,
+            status=status,
+            error=error,
+            exit_code=code,
+            traces=trace_keys,
+            wall_s=round(time.monotonic() - started, 3),
+            started_at=round(started_at, 6),
+            ended_at=round(time.time(), 6),
+            provenance=provenance(spec),
+            **figures,
         )
-        sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
-        sink.write_manifest(prefix)
+        _store_result(spec, sink, prefix, result)
         if isinstance(sink, SpoolingSink):
             sink.seal(prefix)
             sink.flush(prefix)
-        return result
+        return result.to_dict()
     finally:
         if own_tmp:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str, error: str) -> dict[str, Any]:
+def rung_result(spec: RungSpec, run_id: str, prefix: str | None, *, status: str, **outcome: Any) -> RungResult:
+    """The one builder of a rung's metrics.json: the spec's identity and place in the design,
+    then what the run gave (``outcome``: the RungResult fields past ``status``)."""
+    return RungResult(
+        run_id=run_id,
+        ladder=spec.ladder,
+        rung=spec.rung,
+        rung_id=spec.rung_id,
+        lens=spec.lens,
+        repeat=spec.repeat,
+        block=spec.block,
+        position=spec.position,
+        purpose=spec.purpose,
+        switch=spec.switch,
+        value=spec.value,
+        parent=spec.parent,
+        status=status,
+        prefix=prefix,
+        **outcome,
+    )
+
+
+def _store_result(spec: RungSpec, sink: ArtifactSink, prefix: str, result: RungResult) -> None:
+    sink.put_bytes(f"{prefix}/{layout.METRICS_OBJECT}", result.to_json().encode(), "application/json")
+    sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
+    sink.write_manifest(prefix)
+
+
+def record_refused(spec: RungSpec, run_id: str, sink: ArtifactSink, status: str, error: str) -> JSONObject:
     """Store the result of a rung that never started (e.g. its GPU preflight failed), so the
     summary marks it with its status and one-line reason instead of "stored no result"."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
-    result: dict[str, Any] = {
-        "run_id": run_id,
-        "ladder": spec.ladder,
-        "rung": spec.rung,
-        "rung_id": spec.rung_id,
-        "lens": spec.lens,
-        "repeat": spec.repeat,
-        "switch": spec.switch,
-        "value": spec.value,
-        "parent": spec.parent,
-        "status": status,
-        "exit_code": None,
-        "step_ms": None,
-        "step_ms_values": [],
-        "step_cpu_ms": None,
-        "step_cpu_ms_values": [],
-        "tokens_per_sec_per_gpu": None,
-        "tokens_per_cpu_s_per_gpu": None,
-        "tflops": None,
-        "peak_mem_gb": None,
-        "iterations_used": [],
-        "traces": [],
-        "error": error,
-        "prefix": prefix,
-    }
-    sink.put_bytes(
-        f"{prefix}/{layout.METRICS_OBJECT}", json.dumps(result, indent=2, sort_keys=True).encode(), "application/json"
-    )
-    sink.put_bytes(f"{prefix}/{layout.SPEC_OBJECT}", spec.to_json().encode(), "application/json")
-    sink.write_manifest(prefix)
-    return result
+    result = rung_result(spec, run_id, prefix, status=status, error=error)
+    _store_result(spec, sink, prefix, result)
+    return result.to_dict()
 
 
-def _run_peer_node(
-    spec: RungSpec, role: nodes.NodeRole, deadline_s: float | None, echo: TextIO | None
-) -> dict[str, Any]:
+def _run_peer_node(spec: RungSpec, role: nodes.NodeRole, deadline_s: float | None, echo: TextIO | None) -> JSONObject:
     """A node of a multi-node rung other than the last: run this node's ranks in its folder on
     the shared filesystem, say it is done, upload nothing (the last node gathers and stores)."""
     root = role.workdir()

@@ -25,6 +25,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from traceladder.core.documents import JSONObject
 from traceladder.stats.sequential import critical_t
 
 CONFIDENCE = 0.95
@@ -274,7 +275,7 @@ def fit_blocks(runs: list[Run]) -> BlockFit:
 
 def verdict(
     contrast: Contrast, level_b: float, metric: str, higher_is_better: bool, critical_z: float | None = None
-) -> dict[str, object]:
+) -> JSONObject:
     """The summary's `vs_parent` for a contrast "rung minus parent" on the log scale; `level_b` is
     the parent's level (exp of its LS mean), so `delta` is in the metric's unit. `critical_z`: an
     adaptive ladder's critical value at the look it stopped (stats/sequential.py), else 95%."""
@@ -288,7 +289,7 @@ def verdict(
             "mde_pct": None,
         }
     delta = level_b * math.expm1(contrast.diff)
-    out: dict[str, object] = {
+    out: JSONObject = {
         "metric": metric,
         "delta": delta,
         "ci95": None,
@@ -313,7 +314,7 @@ def verdict(
     return out
 
 
-def is_call(v: dict[str, object]) -> bool:
+def is_call(v: JSONObject) -> bool:
     return v.get("verdict") in ("faster", "slower")
 
 
@@ -344,7 +345,7 @@ def compare_samples(
     metric: str = "step_ms",
     pooled_var: float | None = None,
     pooled_df: int = 0,
-) -> dict[str, object]:
+) -> JSONObject:
     """`after` against `before` (run-level figures in the metric's unit, not logs) as a vs_parent-
     shaped verdict: delta in the unit against the geometric mean of `before`."""
     a = [math.log(v) for v in before if v and v > 0]

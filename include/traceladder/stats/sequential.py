@@ -33,6 +33,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, stats
 
+from traceladder.core.documents import JSONObject
+
 ALPHA = 0.05
 SPENDING = "lan_demets_obf"
 # The recursion integrates B over |b| <= this many sd of B(t): what lies beyond is below 1e-30.
@@ -137,7 +139,7 @@ class Design:
         index = min(max(blocks, self.min_blocks), self.max_blocks) - self.min_blocks
         return self.critical_z[index]
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> JSONObject:
         """plan.json's `adaptive` record."""
         return {
             "min_blocks": self.min_blocks,
@@ -145,7 +147,7 @@ class Design:
             "target_mde_pct": self.target_mde_pct,
             "alpha": self.alpha,
             "spending": SPENDING,
-            "looks": list(self.looks),
+            "looks": [*self.looks],
             "information": [round(t, 6) for t in self.fractions],
             "critical_z": [round(c, 6) for c in self.critical_z],
             "rule": (

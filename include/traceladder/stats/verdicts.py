@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from traceladder.core.documents import spec_purpose
 from traceladder.stats.model import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
 from traceladder.stats.sequential import Design, critical_t, target_reached, worst
 
@@ -38,12 +39,6 @@ CPU_METRIC_CAVEAT = (
 def plan_metric(plan: dict[str, Any]) -> str:
     """The ladder's verdict metric as the plan records it (plans before it: wall)."""
     return "cpu" if plan.get("metric") == "cpu" else "wall"
-
-
-def spec_purpose(spec: dict[str, Any]) -> str:
-    """`measure` runs make the rung model, `lens` runs the lens overheads, `profile` runs neither.
-    Plans without the field: unprofiled runs measure, profiled ones are lens runs."""
-    return spec.get("purpose") or ("measure" if spec.get("lens") == "none" else "lens")
 
 
 def spec_block(spec: dict[str, Any]) -> int:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
 # The errors and the key shapes have their own modules; these names stay importable from here.
+from traceladder.core.documents import JSONObject
 from traceladder.core import settings
 from traceladder.core.errors import ArtifactError as ArtifactError
 from traceladder.core.errors import ArtifactIntegrityError as ArtifactIntegrityError
@@ -272,7 +273,7 @@ class ArtifactSink(abc.ABC):
         with self._written_lock:
             return dict(self._written)
 
-    def manifest_for(self, rung_key_prefix: str) -> dict[str, Any]:
+    def manifest_for(self, rung_key_prefix: str) -> JSONObject:
         p = _check_prefix_arg(rung_key_prefix) + "/"
         manifest_key = p + MANIFEST_NAME
         with self._written_lock:

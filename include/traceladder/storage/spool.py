@@ -17,7 +17,6 @@ Standard library only: the runner image imports this.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from traceladder.core.documents import JSONObject, RungResult
 from traceladder.core import layout, settings
 from traceladder.storage.artifacts import (
     MANIFEST_NAME,
@@ -131,14 +131,14 @@ class SpoolingSink(ArtifactSink):
         """Everything of the rung is in the spool (manifest written): a retry may upload it."""
         self._marker(rung_prefix).write_text("")
 
-    def pending(self, rung_prefix: str) -> dict[str, Any] | None:
+    def pending(self, rung_prefix: str) -> JSONObject | None:
         """The spooled result (metrics.json) of a sealed rung that still waits for S3, if any."""
         if not self._marker(rung_prefix).exists():
             return None
         metrics = self.folder(rung_prefix) / layout.METRICS_OBJECT
         try:
-            return json.loads(metrics.read_text())
-        except (OSError, ValueError):
+            return RungResult.from_json(metrics.read_text(), str(metrics)).to_dict()
+        except (OSError, ValueError):  # DocumentError is a ValueError
             return None
 
     def discard(self, rung_prefix: str) -> None:

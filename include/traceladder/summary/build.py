@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceladder.core.documents import spec_purpose
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.whats_left import headroom_section
 from traceladder.stats.verdicts import (
@@ -14,7 +15,6 @@ from traceladder.stats.verdicts import (
     measured,
     plan_metric,
     sequential_verdicts,
-    spec_purpose,
     verdict_findings,
 )
 

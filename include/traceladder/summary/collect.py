@@ -3,9 +3,10 @@ before it stored anything still appears, as failed."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 
+from traceladder.core.documents import JSONObject, JSONValue, RungResult, spec_purpose
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
@@ -17,19 +18,27 @@ def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[st
         key = f"{prefix}/{spec['rung_id']}/{layout.METRICS_OBJECT}"
         if store.exists(key):
             try:
-                results[spec["rung_id"]] = json.loads(store.get_verified(key))
+                results[spec["rung_id"]] = RungResult.from_json(store.get_verified(key), key).to_dict()
                 continue
             except ArtifactIntegrityError as exc:  # e.g. the rung died before its manifest
                 error = f"its metrics.json cannot be verified: {exc}"
         else:
             error = "the rung stored no result (its task died first)"
-        results[spec["rung_id"]] = {
-            **{k: spec[k] for k in ("rung_id", "rung", "lens", "repeat", "switch", "value", "parent")},
+        results[spec["rung_id"]] = _missing(plan["run_id"], spec, error)
+    return results
+
+
+def _missing(run_id: str, spec: Mapping[str, JSONValue], error: str) -> JSONObject:
+    """A failed result in metrics.json's shape for a rung that stored none (no prefix)."""
+    return RungResult.from_dict(
+        {
+            "run_id": run_id,
+            **{k: spec.get(k) for k in ("ladder", "rung", "rung_id", "lens", "repeat", "switch", "value", "parent")},
+            "block": spec.get("block", 0),
+            "position": spec.get("position", 0),
+            "purpose": spec_purpose(spec),
             "status": "failed",
             "error": error,
-            "traces": [],
-            "step_ms": None,
-            "tokens_per_sec_per_gpu": None,
-            "peak_mem_gb": None,
-        }
-    return results
+        },
+        f"the plan's spec {spec.get('rung_id')}",
+    ).to_dict()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
 
+from traceladder.core.documents import IndexEntry, SummaryRef
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink, ArtifactStoreError
 from traceladder.core.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
 from traceladder.core.layout import entry_key as layout_entry_key
@@ -24,16 +24,7 @@ def entry_key(ladder_prefix: str, run_id: str) -> str:
     return layout_entry_key(ladder_prefix, run_id)
 
 
-def order_key(entry: dict[str, Any]) -> tuple[str, str]:
-    """Runs in logical-date order (entries from before logical dates use their publish time)."""
-    return (str(entry.get("logical_date") or entry.get("published_at") or ""), str(entry.get("published_at") or ""))
-
-
-def is_full(entry: dict[str, Any]) -> bool:
-    return not entry.get("params")
-
-
-def _read_json(store: ArtifactSink, key: str) -> Any:
+def _read_json(store: ArtifactSink, key: str) -> object:
     """The object's JSON; None when it is gone; ArtifactStoreError when it is not JSON."""
     try:
         return json.loads(store.get_bytes(key))
@@ -43,47 +34,49 @@ def _read_json(store: ArtifactSink, key: str) -> Any:
         raise ArtifactStoreError(f"{store.describe(key)} is not valid JSON: {exc}", key) from None
 
 
-def list_entries(store: ArtifactSink, ladder_prefix: str) -> list[dict[str, Any]]:
+def list_entries(store: ArtifactSink, ladder_prefix: str) -> list[IndexEntry]:
     """Every published run of the ladder, oldest first (the summary and the UI both read it here).
     An entry that is not an object with a string `run_id` is left out; an older `index.json`
-    without a runs list is an ArtifactStoreError."""
-    found: dict[str, dict[str, Any]] = {}
+    without a runs list is an ArtifactStoreError; an entry with a field of the wrong type is a
+    one-line DocumentError naming the object and field."""
+    found: dict[str, IndexEntry] = {}
     legacy = f"{ladder_prefix}/{LEGACY_INDEX}"
-    candidates: list[Any] = []
+    candidates: list[tuple[object, str]] = []
     if store.exists(legacy):
         doc = _read_json(store, legacy)
         runs = doc.get("runs") if isinstance(doc, dict) else None
         if doc is not None and not isinstance(runs, list):
             raise ArtifactStoreError(f"{store.describe(legacy)} has no runs list", legacy)
-        candidates += runs or []
+        candidates += [(row, f"{legacy} runs[{i}]") for i, row in enumerate(runs or [])]
     for key in store.list(f"{ladder_prefix}/{RUNS_FOLDER}"):
         if key.endswith(".json"):
-            candidates.append(_read_json(store, key))
-    for entry in candidates:
-        if isinstance(entry, dict) and isinstance(entry.get("run_id"), str):
-            found[entry["run_id"]] = entry
-    return sorted(found.values(), key=order_key)
+            candidates.append((_read_json(store, key), key))
+    for row, source in candidates:
+        if isinstance(row, dict) and isinstance(row.get("run_id"), str):
+            entry = IndexEntry.from_dict(row, source)
+            found[entry.run_id] = entry
+    return sorted(found.values(), key=IndexEntry.order_key)
 
 
-def put_entry(store: ArtifactSink, ladder_prefix: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
-    entry = {"schema": 2, **summary_ref, "published_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    store.put_bytes(entry_key(ladder_prefix, entry["run_id"]), json.dumps(entry, indent=1).encode(), "application/json")
+def put_entry(store: ArtifactSink, ladder_prefix: str, summary_ref: SummaryRef) -> IndexEntry:
+    entry = IndexEntry.of(summary_ref, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    store.put_bytes(entry_key(ladder_prefix, entry.run_id), entry.to_json(indent=1).encode(), "application/json")
     return entry
 
 
-def newest_full(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    full = [e for e in entries if is_full(e)]
-    return max(full, key=order_key) if full else None
+def newest_full(entries: list[IndexEntry]) -> IndexEntry | None:
+    full = [e for e in entries if not e.is_what_if]
+    return max(full, key=IndexEntry.order_key) if full else None
 
 
-def _read_latest(store: ArtifactSink, key: str) -> dict[str, Any] | None:
+def _read_latest(store: ArtifactSink, key: str) -> IndexEntry | None:
     try:
-        return json.loads(store.get_bytes(key))
+        return IndexEntry.from_json(store.get_bytes(key), key)
     except ArtifactNotFoundError:
         return None
 
 
-def update_latest(store: ArtifactSink, ladder_prefix: str) -> dict[str, Any] | None:
+def update_latest(store: ArtifactSink, ladder_prefix: str) -> IndexEntry | None:
     """Point latest.json at the newest full run, and check again after writing: a concurrent
     publisher that read an older listing may have written after us; the last one to check
     always sees every entry written before its own latest.json write."""
@@ -94,17 +87,17 @@ def update_latest(store: ArtifactSink, ladder_prefix: str) -> dict[str, Any] | N
         if newest is None:
             return None
         current = _read_latest(store, key)
-        if current is not None and current.get("run_id") == newest["run_id"]:
+        if current is not None and current.run_id == newest.run_id:
             return current
-        if current is not None and order_key(current) > order_key(newest):
+        if current is not None and current.order_key() > newest.order_key():
             return current  # points at a newer run than this listing knows: leave it
-        store.put_bytes(key, json.dumps(newest, indent=1).encode(), "application/json")
+        store.put_bytes(key, newest.to_json(indent=1).encode(), "application/json")
     return newest
 
 
-def publish(store: ArtifactSink, ladder_prefix: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
+def publish(store: ArtifactSink, ladder_prefix: str, summary_ref: SummaryRef) -> IndexEntry:
     """Record the run (its own object), then move latest.json if it is the newest full run."""
     entry = put_entry(store, ladder_prefix, summary_ref)
-    if is_full(entry):
+    if not entry.is_what_if:
         update_latest(store, ladder_prefix)
     return entry

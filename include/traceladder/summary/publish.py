@@ -5,9 +5,11 @@ runs, stats/history.py); then record the run in the ladder's index and point
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from traceladder.core.documents import IndexEntry, JSONObject, PlanDoc, Summary, SummaryRef, TraceAnalysis
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary import index as run_index
@@ -26,25 +28,26 @@ def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> di
         for trace_key in result.get("traces") or []:
             key = analysis_key(trace_key)
             if store.exists(key):
-                analyses[trace_key] = json.loads(store.get_bytes(key))
+                analyses[trace_key] = TraceAnalysis.from_json(store.get_bytes(key), key).to_dict()
     return analyses
 
 
-def history_entries(store: ArtifactSink, ladder_prefix: str, current: dict[str, Any]) -> list[dict[str, Any]]:
+def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[JSONObject]:
     """The full runs published before this one (by logical date), oldest first, then this one.
     What-if runs from the trigger form (any Params) are never part of a history."""
     earlier = []
     for entry in run_index.list_entries(store, ladder_prefix):
-        if entry["run_id"] == current["run_id"] or not run_index.is_full(entry):
+        if entry.run_id == current.run_id or entry.is_what_if:
             continue
-        if run_index.order_key(entry) >= run_index.order_key(current):
+        if entry.order_key() >= current.order_key():
             continue
-        if "points" not in entry:  # published before entries carried their points
-            if not store.exists(entry.get("summary_json") or ""):
+        if entry.points is None:  # published before entries carried their points
+            if not entry.summary_json or not store.exists(entry.summary_json):
                 continue
-            entry = {**entry, "points": run_points(json.loads(store.get_verified(entry["summary_json"])))}
-        earlier.append(entry)
-    return earlier + [current]
+            summary = Summary.from_json(store.get_verified(entry.summary_json), entry.summary_json)
+            entry = replace(entry, points=run_points(summary.to_dict()))
+        earlier.append(entry.to_dict())
+    return earlier + [current.to_dict()]
 
 
 def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -72,20 +75,17 @@ def write_summary(
     summary["attribution"] = attribute_stored(store, layout.summary_prefix(run_prefix), plan, summary, results)
     logical_date = logical_date or datetime.now(timezone.utc).isoformat(timespec="seconds")
     points = run_points(summary)
-    if not _what_if(plan.get("params")):
-        current = {
-            "run_id": plan["run_id"],
-            "logical_date": logical_date,
-            "published_at": logical_date,
-            "points": points,
-        }
+    what_if = PlanDoc.from_dict(plan).what_if_params()
+    if not what_if:
+        current = IndexEntry(run_id=plan["run_id"], logical_date=logical_date, published_at=logical_date, points=points)
         summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
         summary["findings"] = findings(summary)
+    stored = Summary.from_dict(summary)  # checked before anything is written
     base = layout.summary_prefix(run_prefix)
     charts = render_charts(summary)
     for name, png in charts.items():
         store.put_bytes(layout.chart_key(run_prefix, name), png, "image/png")
-    store.put_bytes(f"{base}/{layout.SUMMARY_JSON}", json.dumps(summary, indent=1).encode(), "application/json")
+    store.put_bytes(f"{base}/{layout.SUMMARY_JSON}", stored.to_json().encode(), "application/json")
     store.put_bytes(f"{base}/{layout.SUMMARY_MD}", to_markdown(summary).encode(), "text/markdown")
     store.put_bytes(f"{base}/{layout.REPORT_HTML}", to_html(summary, charts).encode(), "text/html")
     store.put_bytes(
@@ -94,27 +94,22 @@ def write_summary(
     store.write_manifest(base)
     history = summary.get("history") or {}
     unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]
-    return {
-        "params": {k: v for k, v in (plan.get("params") or {}).items() if _what_if({k: v})},
-        "unanalysed_traces": unanalysed,
-        "run_id": plan["run_id"],
-        "summary_json": f"{base}/{layout.SUMMARY_JSON}",
-        "summary_md": f"{base}/{layout.SUMMARY_MD}",
-        "report_html": f"{base}/{layout.REPORT_HTML}",
-        "failed_rungs": summary["failed_rungs"],
-        "logical_date": logical_date,
-        "points": points,
-        "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
-        "regression_calls": regression_lines(history),
-        "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),
-    }
+    return SummaryRef(
+        params=what_if,
+        unanalysed_traces=unanalysed,
+        run_id=plan["run_id"],
+        summary_json=f"{base}/{layout.SUMMARY_JSON}",
+        summary_md=f"{base}/{layout.SUMMARY_MD}",
+        report_html=f"{base}/{layout.REPORT_HTML}",
+        failed_rungs=summary["failed_rungs"],
+        logical_date=logical_date,
+        points=points,
+        regressions=sorted({r["rung"] for r in history.get("regressions", [])}),
+        regression_calls=regression_lines(history),
+        provenance_changes=((history.get("since_last") or {}).get("provenance_changes") or []),
+    ).to_dict()
 
 
-def _what_if(params: dict[str, Any] | None) -> bool:
-    """Params that change what a run measures (a trigger-form run); the ladder's defaults don't."""
-    return any(v not in (None, "", [], "ladder") for k, v in (params or {}).items() if k != "ladder")
-
-
-def publish_latest(store: ArtifactSink, ladder_prefix: str, summary_ref: dict[str, Any]) -> dict[str, Any]:
+def publish_latest(store: ArtifactSink, ladder_prefix: str, summary_ref: JSONObject) -> JSONObject:
     """Record the run in the index; move latest.json only for a full run of the ladder."""
-    return run_index.publish(store, ladder_prefix, summary_ref)
+    return run_index.publish(store, ladder_prefix, SummaryRef.from_dict(summary_ref)).to_dict()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from traceladder.analysis.reports.headroom import is_accumulate_origin
-from traceladder.stats.verdicts import BATCH_SWITCHES, spec_purpose
+from traceladder.core.documents import spec_purpose
+from traceladder.stats.verdicts import BATCH_SWITCHES
 
 __all__ = ["TOP_TARGETS", "final_rung", "headroom_section", "markdown", "TARGET_KEYS"]
 

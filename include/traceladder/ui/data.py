@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypedDict
 
 from traceladder.storage.artifacts import (
     ArtifactIntegrityError,
@@ -34,6 +34,7 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
+from traceladder.core.documents import DocumentError, JSONObject, Summary
 from traceladder.core.layout import SUMMARY_FOLDER, SUMMARY_JSON
 
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
@@ -41,6 +42,16 @@ CLIENT_TTL_S = 60.0
 
 _CONNECT_TIMEOUT_S = 3
 _READ_TIMEOUT_S = 20
+
+
+class RunRow(TypedDict):
+    """A published run as the Ladders page lists it."""
+
+    run_id: str
+    published_at: str
+    logical_date: str
+    what_if: bool
+    failed_rungs: list[str]
 
 
 @dataclass
@@ -291,30 +302,29 @@ class LadderStore:
             return self.store.open(key)
 
     # ---- the published runs
-    def runs(self) -> builtins.list[dict[str, Any]]:
+    def runs(self) -> builtins.list[RunRow]:
         """The published runs, newest first (by logical date, then publish time), read through the
         run index (summary/index.py) as the publisher wrote it."""
         from traceladder.summary import index
 
         with _scrubbed():
             entries = index.list_entries(self.store, self.base)
-        by_id: dict[str, dict[str, Any]] = {}
+        by_id: dict[str, RunRow] = {}
         for run in entries:
             try:
-                clean_run_id(run["run_id"])
+                clean_run_id(run.run_id)
             except ArtifactKeyError:
                 continue  # not a run this page can link to
-            failed = run.get("failed_rungs")
-            by_id[run["run_id"]] = {
-                "run_id": run["run_id"],
-                "published_at": str(run.get("published_at") or ""),
-                "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
-                "what_if": not index.is_full(run),
-                "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
-            }
+            by_id[run.run_id] = RunRow(
+                run_id=run.run_id,
+                published_at=run.published_at,
+                logical_date=run.logical_date or run.published_at,
+                what_if=run.is_what_if,
+                failed_rungs=[str(f) for f in run.failed_rungs],
+            )
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
-    def summary(self, run_id: str) -> dict[str, Any]:
+    def summary(self, run_id: str) -> JSONObject:
         """The run's summary.json, checked against the manifest beside it (as the pipeline reads it)."""
         key = self.full_key(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
         try:
@@ -326,8 +336,10 @@ class LadderStore:
             ) from None
         except ValueError as exc:
             raise ArtifactStoreError(f"s3://{self.bucket}/{key} is not valid JSON: {exc}", key) from None
-        if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
-            raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
+        try:
+            Summary.from_dict(data, f"summary.json of run {run_id}")  # what a page may rely on
+        except DocumentError as exc:
+            raise ArtifactStoreError(f"{exc} (not a traceladder summary)", key) from None
         return data
 
     def summary_files(self, run_id: str) -> builtins.list[str]:

@@ -31,6 +31,7 @@ from typing import Any, Callable, overload
 
 import pandas as pd
 
+from traceladder.core.documents import DocumentError, TraceAnalysis
 from traceladder.core.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
 from traceladder.core.errors import TraceladderError
 
@@ -136,9 +137,9 @@ def load_reports(read: Callable[[str], bytes | None], label: str) -> Reports:
     if raw is None:
         raise CompareError(f"{label}: no analysis.json (not an analysis output folder)")
     try:
-        analysis = json.loads(raw)
-    except ValueError:
-        raise CompareError(f"{label}: analysis.json is not JSON") from None
+        analysis = TraceAnalysis.from_json(raw, f"{label}: {ANALYSIS_OBJECT}").to_dict()
+    except DocumentError as exc:  # not JSON, or not an analysis of this version
+        raise CompareError(str(exc)) from None
     timeline = _csv(read, "gpu_timeline.csv", label)
     _need(timeline, ["type", "time ms"], "gpu_timeline.csv", label)
     notes: list[str] = []

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
 import math
 import os
 import re
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from traceladder.core.documents import TraceAnalysis
 from traceladder.core.layout import ANALYSIS_OBJECT
 
 from ..model.autograd_links import bwd_links
@@ -275,7 +275,7 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_mod
         result.update(
             (k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes")
         )
-        (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
+        (out_dir / ANALYSIS_OBJECT).write_text(TraceAnalysis.from_dict(result, str(trace_path)).to_json())
         return result
     notes: list[str] = []
     has_gpu = bool(t.is_cat(*GPU_CATS).any())
@@ -370,7 +370,7 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_mod
         **{k: v for k, v in left.items() if k != "notes"},
         "notes": notes + left["notes"],
     }
-    (out_dir / ANALYSIS_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / ANALYSIS_OBJECT).write_text(TraceAnalysis.from_dict(result, str(trace_path)).to_json())
     return result
 
 

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from traceladder.core.documents import spec_purpose
 from traceladder.stats.model import Run
 
 DATA_FILE = "proxy_noise.json"
@@ -219,24 +220,22 @@ def schedule_from_plan(plan: dict[str, Any], purposes: tuple[str, ...] = ("measu
         for b, ids in enumerate(design):
             for p, rid in enumerate(ids):
                 spec = specs[rid]
-                if _purpose(spec) in purposes:
+                if spec_purpose(spec) in purposes:
                     slots.append(Slot(int(spec.get("block", b)), int(spec.get("position", p)), spec["rung"]))
         return slots, True
     if all("position" in s for s in plan["specs"]):  # specs carry the design without plan.json's record
         ordered = sorted(plan["specs"], key=lambda s: (s["block"], s["position"]))
-        return [Slot(int(s["block"]), int(s["position"]), s["rung"]) for s in ordered if _purpose(s) in purposes], True
+        return [
+            Slot(int(s["block"]), int(s["position"]), s["rung"]) for s in ordered if spec_purpose(s) in purposes
+        ], True
     seen: dict[int, int] = {}
     slots = []
     for spec in plan["specs"]:
-        if _purpose(spec) in purposes:
+        if spec_purpose(spec) in purposes:
             b = int(spec.get("block", spec["repeat"]))
             slots.append(Slot(b, seen.get(b, 0), spec["rung"]))
             seen[b] = seen.get(b, 0) + 1
     return slots, False
-
-
-def _purpose(spec: dict[str, Any]) -> str:
-    return spec.get("purpose") or ("measure" if spec["lens"] == "none" else "lens")
 
 
 def load_proxy_noise() -> NoiseModel:

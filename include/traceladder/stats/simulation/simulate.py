@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
+from traceladder.core.documents import JSONObject
 from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
 from traceladder.stats.model import Run, fit_blocks, verdict
 from traceladder.stats.sequential import Design, target_reached
@@ -37,7 +38,7 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
     takes_run_id = "run_id" in inspect.signature(build_plan).parameters
     out, from_plan = [], True
     for i in range(schedules):
-        kwargs: dict[str, Any] = {"run_id": f"sim{i}"} if takes_run_id else {}
+        kwargs: dict[str, Any] = {"run_id": f"sim{i}"} if takes_run_id else {}  # build_plan keyword arguments
         specs = [json.loads(s.to_json()) for s in build_plan(loaded, repeats=repeats, **kwargs)]
         slots, randomised = schedule_from_plan({"specs": specs})
         if not randomised:
@@ -57,7 +58,7 @@ def simulate_verdicts(
     effects: dict[str, float] | None = None,
     drop: float = 0.0,
     pairs: Sequence[tuple[str, str]] | None = None,
-) -> list[dict[str, dict[str, object]]]:
+) -> list[dict[str, JSONObject]]:
     """Per simulated ladder, rung → its vs_parent (on log step time; delta in units of the parent's
     level). `effects` maps a rung to its true log shift; `drop` fails each run with that
     probability (missing cells)."""
@@ -89,7 +90,7 @@ class AdaptiveOutcome:
 
     blocks: int
     target_reached: bool
-    verdicts: dict[str, dict[str, object]]
+    verdicts: dict[str, JSONObject]
 
 
 def simulate_adaptive(
@@ -125,13 +126,13 @@ def simulate_adaptive(
 
 
 def call_rate(
-    verdicts: list[dict[str, dict[str, object]]], rung: str, calls: tuple[str, ...] = ("faster", "slower")
+    verdicts: list[dict[str, JSONObject]], rung: str, calls: tuple[str, ...] = ("faster", "slower")
 ) -> tuple[int, int]:
     """(ladders whose `rung` got one of `calls`, ladders)."""
     return sum(v[rung]["verdict"] in calls for v in verdicts), len(verdicts)
 
 
-def one_per_ladder(verdicts: list[dict[str, dict[str, object]]], seed: int) -> tuple[int, int]:
+def one_per_ladder(verdicts: list[dict[str, JSONObject]], seed: int) -> tuple[int, int]:
     """(calls, ladders) judging one rung per ladder, drawn at random: independent trials, so a
     Clopper-Pearson interval applies (the rungs of one ladder share its blocks and residual)."""
     rng = np.random.default_rng(seed)
@@ -139,7 +140,7 @@ def one_per_ladder(verdicts: list[dict[str, dict[str, object]]], seed: int) -> t
     return sum(p["verdict"] in ("faster", "slower") for p in picks), len(picks)
 
 
-def every_call(verdicts: list[dict[str, dict[str, object]]]) -> tuple[int, int]:
+def every_call(verdicts: list[dict[str, JSONObject]]) -> tuple[int, int]:
     """(faster/slower calls over every judged rung, comparisons): not independent within a ladder."""
     return sum(x["verdict"] in ("faster", "slower") for v in verdicts for x in v.values()), sum(
         len(v) for v in verdicts

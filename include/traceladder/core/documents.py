@@ -1,0 +1,400 @@
+"""The documents the stages hand each other through the artifact store, standard library only.
+
+One frozen dataclass per document, each with ``to_json``/``from_json`` and a schema version:
+
+- ``RungResult``: a rung run's ``metrics.json`` (the runner writes it, the summary reads it);
+- ``PlanDoc``: a run's ``plan.json`` (the DAG's plan task writes it);
+- ``TraceAnalysis``: one trace's ``analysis.json`` (the analysis engine);
+- ``SummaryRef``: what publishing a summary returns (XCom), and ``IndexEntry``, the same record
+  stored in the ladder's index (``runs/<run_id>.json``);
+- ``Summary``: a run's ``summary.json``.
+
+The runner spec is ``traceladder.rung_spec.RunnerSpec``; its one purpose rule is here
+(``spec_purpose``), since plans and results read it too.
+
+The top-level fields are typed and checked on read; nested open-ended parts (per-report tables,
+verdict rows) stay ``JSONValue``. Keys a version does not know are kept in ``extra`` and written
+back after the known ones, so a newer writer's fields survive a round trip. A document of an older
+schema version is upgraded where the change allows it, and refused otherwise with one line naming
+the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, TypeAlias, TypeVar, Union
+
+from traceladder.core.errors import TraceladderError
+
+JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
+JSONObject: TypeAlias = dict[str, JSONValue]
+
+D = TypeVar("D", bound="Document")
+
+# A field's JSON kind, checked on read ("?" allows null); element types are not checked.
+_KINDS: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "list": (list,),
+    "object": (dict,),
+    "scalar": (bool, int, float, str),
+    "any": (bool, int, float, str, list, dict),
+}
+
+
+class DocumentError(TraceladderError, ValueError):
+    """A stage document that does not parse; one line: ``<file>: <field>: <reason>``."""
+
+
+def _f(kind: str, *, key: str | None = None, default: Any = MISSING, omit_none: bool = False) -> Any:
+    """A document field: its JSON kind, its JSON key where it differs, its default (a list or
+    dict default is copied per document), and whether a None is left out of the JSON."""
+    meta = {"kind": kind, "key": key, "omit_none": omit_none}
+    if isinstance(default, (list, dict)):
+        empty = type(default)
+        return field(default_factory=empty, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _kind_ok(kind: str, value: object) -> bool:
+    nullable = kind.endswith("?")
+    if value is None:
+        return nullable
+    allowed = _KINDS[kind.rstrip("?")]
+    if isinstance(value, bool) and bool not in allowed:
+        return False
+    return isinstance(value, allowed)
+
+
+def _plain(value: object) -> JSONValue:
+    """A field's value as JSON data (tuples become lists, nested documents dicts)."""
+    if isinstance(value, Document):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Document:
+    """The codec the documents share: ``SCHEMA`` is the version written; ``READS`` the older
+    versions ``upgrade`` turns into the current one; ``UNVERSIONED`` the version of a document
+    written before it carried a ``schema`` key (None: the key is required)."""
+
+    FILE: ClassVar[str] = "document"
+    SCHEMA: ClassVar[int] = 1
+    READS: ClassVar[tuple[int, ...]] = ()
+    UNVERSIONED: ClassVar[int | None] = None
+    WRITES_SCHEMA: ClassVar[bool] = True
+
+    extra: JSONObject = field(default_factory=dict)  # keys this version does not know, as read
+
+    @classmethod
+    def upgrade(cls, data: JSONObject, version: int, source: str) -> JSONObject:
+        """An older version's data in the current shape (only versions in ``READS`` get here)."""
+        return data
+
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"schema": self.SCHEMA} if self.WRITES_SCHEMA else {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if value is None and f.metadata["omit_none"]:
+                continue
+            out[f.metadata["key"] or f.name] = _plain(value)
+        out.update(self.extra)
+        return out
+
+    def to_json(self, *, indent: int | None = None, sort_keys: bool = False) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=sort_keys)
+
+    @classmethod
+    def from_json(cls: type[D], text: str | bytes, source: str | None = None) -> D:
+        where = source or cls.FILE
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise DocumentError(f"{where}: (json): {exc}") from None
+        return cls.from_dict(data, where)
+
+    @classmethod
+    def from_dict(cls: type[D], data: object, source: str | None = None) -> D:
+        where = source or cls.FILE
+        if not isinstance(data, dict):
+            raise DocumentError(f"{where}: (top level): expected a JSON object")
+        doc: JSONObject = dict(data)
+        version = cls._version(doc, where)
+        if version != cls.SCHEMA:
+            doc = cls.upgrade(doc, version, where)
+        values: JSONObject = {}
+        known = {"schema"}
+        for f in fields(cls):
+            if f.name == "extra":
+                continue
+            key = f.metadata["key"] or f.name
+            known.add(key)
+            if key not in doc:
+                if f.default is MISSING and f.default_factory is MISSING:
+                    raise DocumentError(f"{where}: {key}: missing")
+                continue
+            value = doc[key]
+            if not _kind_ok(f.metadata["kind"], value):
+                kind = f.metadata["kind"].rstrip("?")
+                raise DocumentError(f"{where}: {key}: expected {kind}, got {type(value).__name__}")
+            values[f.name] = value
+        return cls(**values, extra={k: v for k, v in doc.items() if k not in known})
+
+    @classmethod
+    def _version(cls, doc: JSONObject, where: str) -> int:
+        if "schema" not in doc:
+            if cls.UNVERSIONED is None:
+                raise DocumentError(f"{where}: schema: missing")
+            version = cls.UNVERSIONED
+        else:
+            raw = doc["schema"]
+            if not isinstance(raw, int) or isinstance(raw, bool):
+                raise DocumentError(f"{where}: schema: expected int, got {type(raw).__name__}")
+            version = raw
+        if version > cls.SCHEMA:
+            raise DocumentError(
+                f"{where}: schema: version {version} is newer than this traceladder reads ({cls.SCHEMA})"
+            )
+        if version != cls.SCHEMA and version not in cls.READS:
+            raise DocumentError(
+                f"{where}: schema: version {version} is no longer read (now {cls.SCHEMA}); publish the run again"
+            )
+        return version
+
+
+# ---- the spec's purpose and what-if params: each rule once
+
+
+def default_purpose(lens: object) -> str:
+    """The purpose of a spec written before specs carried one: an unprofiled run measured, a
+    profiled one was a lens run."""
+    return "measure" if lens == "none" else "lens"
+
+
+def spec_purpose(spec: Mapping[str, JSONValue]) -> str:
+    """A plan spec's purpose (``measure``, ``lens`` or ``profile``)."""
+    return str(spec.get("purpose") or default_purpose(spec.get("lens")))
+
+
+def what_if_params(params: Mapping[str, JSONValue] | None) -> JSONObject:
+    """The params that change what a run measures (a trigger-form run); the ladder's defaults
+    (unset, empty, ``ladder``) and the ladder's own name do not."""
+    return {k: v for k, v in (params or {}).items() if k != "ladder" and v not in (None, "", [], "ladder")}
+
+
+# ---- metrics.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class RungResult(Document):
+    """One rung run's result, as the runner stores it (``metrics.json``). A refused rung (its
+    preflight failed) has the same fields, with the run's own figures empty."""
+
+    FILE: ClassVar[str] = "metrics.json"
+    SCHEMA: ClassVar[int] = 2  # 2: a schema key; block, position and purpose in every result
+    READS: ClassVar[tuple[int, ...]] = (1,)
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    run_id: str = _f("str")
+    ladder: str = _f("str")
+    rung: str = _f("str")
+    rung_id: str = _f("str")
+    lens: str = _f("str")
+    repeat: int = _f("int")
+    block: int = _f("int")
+    position: int = _f("int")
+    purpose: str = _f("str")
+    switch: str | None = _f("str?")
+    value: bool | int | str | None = _f("scalar?")
+    parent: str | None = _f("str?")
+    status: str = _f("str")  # ok, failed, timeout, partial, preflight
+    exit_code: int | None = _f("int?", default=None)
+    step_ms: float | None = _f("number?", default=None)
+    step_ms_values: list[float] = _f("list", default=[])
+    step_cpu_ms: float | None = _f("number?", default=None)
+    step_cpu_ms_values: list[float] = _f("list", default=[])
+    tokens_per_sec_per_gpu: float | None = _f("number?", default=None)
+    tokens_per_cpu_s_per_gpu: float | None = _f("number?", default=None)
+    tflops: float | None = _f("number?", default=None)
+    peak_mem_gb: float | None = _f("number?", default=None)
+    iterations_used: list[int] = _f("list", default=[])
+    traces: list[str] = _f("list", default=[])
+    error: str | None = _f("str?", default=None)
+    prefix: str | None = _f("str?", default=None)  # None: the rung stored nothing (summary/collect.py)
+    wall_s: float | None = _f("number?", default=None)
+    started_at: float | None = _f("number?", default=None)
+    ended_at: float | None = _f("number?", default=None)
+    provenance: JSONObject | None = _f("object?", default=None)  # None: the rung never started
+
+    @classmethod
+    def upgrade(cls, data: JSONObject, version: int, source: str) -> JSONObject:
+        # 1 (no schema key): a refused rung's result lacked its place in the design (it was a plain
+        # ladder's run), and hand-written results (tests, older tools) only the summary's fields
+        lens = data.get("lens")
+        upgraded: JSONObject = {"run_id": "", "ladder": "", "switch": None, "value": None, "parent": None}
+        upgraded |= {"block": 0, "position": 0, "purpose": default_purpose(lens)}
+        return upgraded | data
+
+    def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys)
+
+
+# ---- plan.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanDoc(Document):
+    """A run's plan (``plan.json``): its params, the randomised block design, the adaptive
+    stopping rule if any, and every spec (as ``RunnerSpec.to_json`` writes it). ``stop`` is set
+    on the plan as it ran, after an adaptive early stop (never stored)."""
+
+    FILE: ClassVar[str] = "plan.json"
+    SCHEMA: ClassVar[int] = 1
+    UNVERSIONED: ClassVar[int | None] = 1  # plans built in tests and by older tools
+
+    ladder: str = _f("str")
+    run_id: str = _f("str")
+    metric: str = _f("str", default="wall")
+    params: JSONObject = _f("object", default={})
+    design: JSONObject | None = _f("object?", default=None, omit_none=True)
+    adaptive: JSONObject | None = _f("object?", default=None, omit_none=True)
+    specs: list[JSONObject] = _f("list")
+    stop: JSONObject | None = _f("object?", default=None, omit_none=True)
+
+    def what_if_params(self) -> JSONObject:
+        return what_if_params(self.params)
+
+    @property
+    def is_what_if(self) -> bool:
+        """A run from the trigger form that changes what it measures: kept out of the history
+        and of latest.json."""
+        return bool(self.what_if_params())
+
+    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys)
+
+
+# ---- analysis.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceAnalysis(Document):
+    """One trace's analysis (``analysis.json``). The report sections (timeline, top ops,
+    categories, GEMM rates, perf sheets, what's left) are open-ended tables; the reports that
+    only some traces get (GEMM, collectives, what's left) stay in ``extra`` in the order written."""
+
+    FILE: ClassVar[str] = "analysis.json"
+    SCHEMA: ClassVar[int] = 1
+
+    trace: str = _f("str")
+    device: str | None = _f("str?", default=None)
+    rank: int | None = _f("int?", default=None)
+    steps: JSONValue = _f("any?", default=None)
+    timeline: JSONObject = _f("object", default={})
+    timeline_percent: JSONObject = _f("object", default={})
+    top_ops: list[JSONObject] = _f("list", default=[])
+    categories: JSONValue = _f("any?", default=None)
+    regions: JSONValue = _f("any?", default=None)
+
+    def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- the published run: summary.json, its reference, the index entry
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary(Document):
+    """A run's summary (``summary.json``): the ladder table with its verdicts, lens overheads, the
+    profiled rung's breakdown, collectives, what's left (``headroom``), failures, provenance,
+    findings, and once published the attribution and the history verdicts. ``repeats`` is set
+    for an adaptive plan only."""
+
+    FILE: ClassVar[str] = "summary.json"
+    SCHEMA: ClassVar[int] = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
+    READS: ClassVar[tuple[int, ...]] = (1,)  # the top level is unchanged; readers of rows check
+
+    ladder: str = _f("str")
+    run_id: str = _f("str")
+    root: str | None = _f("str?", default=None)
+    rungs: list[JSONObject] = _f("list")
+    metric: str = _f("str", default="wall")
+    model: JSONObject | None = _f("object?", default=None)
+    repeats: JSONObject | None = _f("object?", default=None, omit_none=True)
+    lenses: list[JSONObject] = _f("list", default=[])
+    lens_rung: str | None = _f("str?", default=None)
+    profile: JSONObject | None = _f("object?", default=None)
+    collectives: JSONObject | None = _f("object?", default=None)  # the multi-rank rung, if any
+    headroom: list[JSONObject] = _f("list", default=[])  # what's left: the ranked targets per rung
+    failed_rungs: list[str] = _f("list", default=[])
+    failures: list[JSONObject] = _f("list", default=[])
+    provenance: JSONObject = _f("object", default={})
+    findings: list[str] = _f("list", default=[])
+    attribution: list[JSONObject] | None = _f("list?", default=None)
+    history: JSONObject | None = _f("object?", default=None, omit_none=True)
+
+    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryRef(Document):
+    """What publishing a run returns (the publish task's XCom): where its summary lies, its
+    what-if params, failures, history points and the regressions the history found."""
+
+    FILE: ClassVar[str] = "summary reference"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    params: JSONObject = _f("object", default={})  # the what-if params only (what_if_params)
+    unanalysed_traces: list[str] = _f("list", default=[])
+    run_id: str = _f("str")
+    summary_json: str | None = _f("str?", default=None)
+    summary_md: str | None = _f("str?", default=None)
+    report_html: str | None = _f("str?", default=None)
+    failed_rungs: list[str] = _f("list", default=[])
+    logical_date: str | None = _f("str?", default=None)
+    points: JSONObject | None = _f("object?", default=None, omit_none=True)
+    regressions: list[str] = _f("list", default=[])
+    regression_calls: list[str] = _f("list", default=[])
+    provenance_changes: list[JSONValue] = _f("list", default=[])
+
+    @property
+    def is_what_if(self) -> bool:
+        """A trigger-form run that changes what it measures (the one rule: ``what_if_params``)."""
+        return bool(what_if_params(self.params))
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexEntry(SummaryRef):
+    """A published run in the ladder's index (``runs/<run_id>.json``, or a row of the older
+    ``index.json``, which is read as version 1)."""
+
+    FILE: ClassVar[str] = "index entry"
+    SCHEMA: ClassVar[int] = 2  # 2: one object per run
+    READS: ClassVar[tuple[int, ...]] = (1,)
+    WRITES_SCHEMA: ClassVar[bool] = True
+
+    published_at: str = _f("str", default="")
+
+    @classmethod
+    def of(cls, ref: SummaryRef, published_at: str) -> IndexEntry:
+        fields_of_ref = {f.name: getattr(ref, f.name) for f in fields(SummaryRef)}
+        return cls(**fields_of_ref, published_at=published_at)
+
+    def order_key(self) -> tuple[str, str]:
+        """Runs in logical-date order (entries from before logical dates use their publish time)."""
+        return (self.logical_date or self.published_at, self.published_at)
