@@ -27,7 +27,8 @@ from traceladder.summary import index as run_index
 pytestmark = pytest.mark.retention
 
 REPO = Path(__file__).resolve().parents[2]
-NOW = datetime(2026, 12, 2, tzinfo=timezone.utc)
+# the clock's now: the DAG judges ages by the clock, the CLI here by --now; weeks apart from seconds
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
 POLICY = {"traces": "8w", "heavy_traces": "4w", "logs": "26w"}
 # (run_id, weeks old, what-if params): the what-if runs are not "full", so latest.json points at
 # the oldest run, which must then be kept whole although every limit has passed.
@@ -162,7 +163,7 @@ def test_removes_what_the_policy_names_records_it_and_keeps_the_rest(history, s3
         for rec in doc["removed"]:
             assert rec["key"] in expected and rec["key"] not in {o["key"] for o in doc["objects"]}
             assert (rec["bytes"], rec["sha256"]) == (old[rec["key"]]["size"], old[rec["key"]]["sha256"])
-            assert rec["policy"] in ("traces", "heavy_traces", "logs") and rec["removed_at"].startswith("2026-12-02")
+            assert rec["policy"] in ("traces", "heavy_traces", "logs") and rec["removed_at"] == NOW.isoformat()
     # the kept objects still pass their manifest check
     store.get_verified(f"{store.namespace}r30w/base.torch_rank0/{layout.METRICS_OBJECT}")
     # a second pass has nothing left to do and rewrites nothing
@@ -218,3 +219,14 @@ def test_killed_mid_deletion_the_next_run_finishes_and_loses_nothing_kept(histor
     for key in {k for k in after if k.endswith("/manifest.json")}:
         records += [r["key"] for r in json.loads(store.get_bytes(key)).get("removed", [])]
     assert sorted(records) == sorted(expected)  # each removal recorded exactly once
+
+
+def test_the_weekly_dag_applies_the_policy(airflow_home, history, s3_client):
+    from traceladder.dev.local_airflow import dag_test
+
+    store, _env, _ladder = history
+    before = _snapshot(s3_client, store.bucket, store.namespace)
+    dag_run = dag_test("traceladder-retention")
+    assert str(dag_run.state) == "success"
+    after = _snapshot(s3_client, store.bucket, store.namespace)
+    assert set(before) - set(after) == _expected_removed(store)
