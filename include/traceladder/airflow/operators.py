@@ -74,7 +74,7 @@ def spool_mount(env: dict[str, str] | None = None) -> tuple[Mount, str]:
 
 
 def _map_index(context: Context) -> int:
-    index = context["ti"].map_index
+    index = getattr(context["ti"], "map_index", None)
     return -1 if index is None else index  # -1: Airflow's "not mapped"
 
 
