@@ -69,3 +69,12 @@ def test_spool_max_age_defaults_to_seven_days(tmp_path: Path) -> None:
         yaml.safe_dump({"schema": 1, "clusters": {"c": {"backend": "local", "hosts": [{"name": "h", "pool": "p"}]}}})
     )
     assert parse_duration(load_clusters(path).clusters["c"].spool.max_age, "spool.max_age") == timedelta(days=7)
+
+
+def test_a_rung_younger_than_every_applicable_limit_is_not_read() -> None:
+    policy = Policy.from_mapping({"traces": "8w", "heavy_traces": "4w", "logs": "26w"})
+    assert not policy.may_be_due(timedelta(weeks=3), has_traces=True, has_log=True)
+    assert policy.may_be_due(timedelta(weeks=5), has_traces=True, has_log=True)  # heavy, if its lens is
+    assert not policy.may_be_due(timedelta(weeks=20), has_traces=False, has_log=True)
+    assert policy.may_be_due(timedelta(weeks=27), has_traces=False, has_log=True)
+    assert policy.shortest() == timedelta(weeks=4) and Policy().shortest() is None

@@ -71,6 +71,18 @@ class Policy:
     def empty(self) -> bool:
         return self.traces is None and self.heavy_traces is None and self.logs is None
 
+    def shortest(self) -> timedelta | None:
+        limits = [x for x in (self.traces, self.heavy_traces, self.logs) if x is not None]
+        return min(limits) if limits else None
+
+    def may_be_due(self, age: timedelta, has_traces: bool, has_log: bool) -> bool:
+        """Whether a rung of this age can hold anything due (before its lens is known). A key that
+        an interrupted pass recorded was due then, so it is due now unless the policy grew."""
+        trace_limits = [x for x in (self.traces, self.heavy_traces) if x is not None]
+        if has_traces and trace_limits and age > min(trace_limits):
+            return True
+        return has_log and self.logs is not None and age > self.logs
+
     def rule_for(self, rel: str, lens: str | None) -> tuple[str, timedelta] | None:
         """The policy that may remove a key (relative to its rung folder), or None: kept for ever."""
         if rel.startswith(layout.TRACES_FOLDER + "/"):
@@ -197,13 +209,14 @@ def plan_run(
         if sep and rung_id != layout.SUMMARY_FOLDER and removable_kind(rel):
             by_rung.setdefault(f"{run_prefix}/{rung_id}", {})[key] = size
     for rung, present in sorted(by_rung.items()):
+        rels = [k[len(rung) + 1 :] for k in present]
+        has_traces = any(rel.startswith(layout.TRACES_FOLDER + "/") for rel in rels)
+        if not policy.may_be_due(age, has_traces, layout.LOG_OBJECT in rels):
+            continue  # nothing of this rung is old enough under any limit: no read at all
         manifest = _manifest(store, rung)
         recorded = {o.get("key"): o for o in manifest.get("objects", []) if isinstance(o, dict)}
         already = removed_in(manifest)
-        needs_lens = policy.heavy_traces is not None and any(
-            k[len(rung) + 1 :].startswith(layout.TRACES_FOLDER + "/") for k in present
-        )
-        lens = _rung_lens(store, rung) if needs_lens else None
+        lens = _rung_lens(store, rung) if has_traces and policy.heavy_traces is not None else None
         job = RungJob(rung, [], [])
         for key, size in sorted(present.items()):
             entry = recorded.get(key) or {}
@@ -289,6 +302,9 @@ def apply_ladder(
         when = run_time(entry)
         if run_id == latest or entry["run_id"] == latest or when is None:
             continue  # latest.json's run is kept whole; an undated run is never judged old
+        shortest = policy.shortest()
+        if shortest is None or now - when <= shortest:
+            continue  # younger than every limit: not even listed
         run_prefix = f"{ladder}/{run_id}"
         touched = False
         for job, manifest in plan_run(store, run_prefix, now - when, policy):
