@@ -1,17 +1,21 @@
 """The docker preflight stops a *running* traceladder container whose task instance Airflow no
 longer runs (issue 27, "no orphaned work"), against the real dockerd: found by its labels; one
-whose task instance runs, one without task-instance labels and one of another host stay."""
+whose task instance runs, one without task-instance labels and one of another host stay. The
+lookup the operator gives it (the Task SDK's `get_ti_count`) is checked inside a real Airflow task."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import uuid
+from pathlib import Path
 
 import pytest
 
 from traceladder.airflow import docker_hygiene as hygiene
-
-pytestmark = pytest.mark.docker
 
 
 def _start(cli, image: str, host: str, ti: tuple[str, str, str, int] | None) -> str:
@@ -28,6 +32,7 @@ def _start(cli, image: str, host: str, ti: tuple[str, str, str, int] | None) -> 
     return container["Id"]
 
 
+@pytest.mark.docker
 def test_a_running_container_of_a_task_that_no_longer_runs_is_stopped(docker_engine, standin_images):
     import docker
 
@@ -66,3 +71,53 @@ def test_a_running_container_of_a_task_that_no_longer_runs_is_stopped(docker_eng
                 cli.remove_container(cid, force=True)
             except docker.errors.NotFound:
                 pass
+
+
+_PROBE_DAG = textwrap.dedent(
+    """
+    import pendulum
+    from airflow.sdk import dag, task
+
+    @dag(dag_id="ti-probe", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"))
+    def ti_probe():
+        @task
+        def first():
+            return "done"
+
+        @task
+        def probe(**context):
+            from traceladder.airflow.operators import _ti_running
+
+            running, ti = _ti_running(context), context["ti"]
+            return {
+                "itself": running(ti.dag_id, ti.run_id, ti.task_id, -1),
+                "finished": running(ti.dag_id, ti.run_id, "first", -1),
+                "other_run": running(ti.dag_id, "no-such-run", ti.task_id, -1),
+            }
+
+        first() >> probe()
+
+    ti_probe()
+    """
+)
+
+
+def test_the_operators_lookup_asks_airflow_whether_a_task_instance_runs(airflow_home, tmp_path):
+    """In a real task (``dag.test()`` in its own process: the DAG folder is read at import)."""
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "ti_probe.py").write_text(_PROBE_DAG)
+    script = (
+        "import json; from airflow.dag_processing.dagbag import DagBag\n"
+        "bag = DagBag(dag_folder=%r); assert bag.import_errors == {}, bag.import_errors\n"
+        "run = bag.get_dag('ti-probe').test()\n"
+        "ti = next(t for t in run.get_task_instances() if t.task_id == 'probe')\n"
+        "print('PROBE', str(run.state), json.dumps(ti.xcom_pull(task_ids='probe')))\n" % str(folder)
+    )
+    include = Path(__file__).resolve().parents[2] / "include"
+    env = {**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(folder), "PYTHONPATH": str(include)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE ")), "")
+    assert line, done.stderr[-2000:]
+    _, state, found = line.split(" ", 2)
+    assert state == "success" and json.loads(found) == {"itself": True, "finished": False, "other_run": False}
