@@ -528,6 +528,7 @@ def test_browser_renders_table_and_chart(server, published, tmp_path):
     assert (ARTIFACTS / "ui-ladders.png").stat().st_size > 10_000
 
 
+@pytest.mark.retention
 def test_a_trace_removed_by_retention_shows_as_removed(viewer, published, s3_server):
     """Retention (issue 30) records a removal in the rung's manifest: the run page lists the trace
     as removed and its link answers 410 with the record, not a bare 404."""

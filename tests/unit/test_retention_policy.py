@@ -12,6 +12,8 @@ import yaml
 from traceladder.config import LadderConfigError, load_clusters
 from traceladder.storage.retention import Policy, RetentionError, parse_duration
 
+pytestmark = pytest.mark.retention
+
 
 @pytest.mark.parametrize(("text", "days"), [("8w", 56), ("30d", 30), ("12h", 0.5)])
 def test_durations(text: str, days: float) -> None:
