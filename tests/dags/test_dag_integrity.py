@@ -26,9 +26,12 @@ def dagbag():
 
 def test_dag_files_import_without_errors(dagbag) -> None:
     assert dagbag.import_errors == {}
-    assert {"traceladder-proxy-local", "traceladder-deepseek-v4-flash-mi350x", "traceladder-trigger"} <= set(
-        dagbag.dag_ids
-    )
+    assert {
+        "traceladder-proxy-local",
+        "traceladder-deepseek-v4-flash-mi350x",
+        "traceladder-trigger",
+        "traceladder-retention",
+    } <= set(dagbag.dag_ids)
 
 
 @pytest.mark.parametrize("dag_file", sorted(DAGS.glob("*.py")), ids=lambda p: p.name)

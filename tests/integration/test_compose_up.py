@@ -1,7 +1,9 @@
 """The deployment's compose stack brought up: `docker-compose up` (Debian's docker-compose 1.29)
-of docker/airflow/docker-compose.yaml, its services (Postgres, S3, airflow-init, api-server,
-scheduler, dag-processor, triggerer) on a compose network of the test Docker Engine, and a
-docker-backend ladder run through it to a published summary.
+of docker/airflow/docker-compose.yaml with its `celery` profile, its services (Postgres, S3 and the
+s3-init that makes the bucket, airflow-init, api-server, scheduler, dag-processor, triggerer,
+Redis, the default worker and two host workers on their queues) on a compose network of the test
+Docker Engine, and a docker-backend ladder run through it to a published summary, its rungs
+routed to both host workers. The secrets come from the environment only (no committed file).
 
 No public image can be pulled here, so the images are docker/compose_images.py's: the same
 Dockerfile (docker/airflow/Dockerfile, ``AIRFLOW_IMAGE`` = a debootstrap'd Debian base with
@@ -39,10 +41,14 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker" / "airflow" / "docker-compose.yaml"
 OVERRIDE = Path(__file__).resolve().parent / "compose" / "docker-compose.test.yaml"
-LADDER, HOST, TLS_CONN = "compose-e2e", "dockerd-tls", "docker_tls_test"
+LADDER, TLS_CONN = "compose-e2e", "docker_tls_test"
+# the compose file ships worker-mi350x-01; the test override adds worker-mi350x-02
+HOSTS = ("mi350x-01", "mi350x-02")
+WORKERS = {"default": "worker-default", **{h: f"worker-{h}" for h in HOSTS}}
 SEED_IN_IMAGE = "/opt/traceladder/src/include/traceladder/configs/ladders/deepseek-v4-flash-mi350x.yaml"
 DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
-SERVICES = ("postgres", "s3", "api-server", "scheduler", "dag-processor", "triggerer")
+SERVICES = ("postgres", "s3", "api-server", "scheduler", "dag-processor", "triggerer", "redis", *WORKERS.values())
+RELAYS = ("dockerd-relay-host", *(f"dockerd-relay-{h}" for h in HOSTS))
 ARTIFACTS = REPO / "test-artifacts" / "compose-logs"
 
 
@@ -55,9 +61,9 @@ def compose_images() -> dict[str, str]:
     return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
 
 
-def write_inputs(folder: Path, s3_port: int, engine: Any, runner_image: str, s3_keys: tuple[str, str]) -> str:
-    """The clusters file, the ladder, the s3.json identity and the admin password the override
-    mounts; returns the password."""
+def write_inputs(folder: Path, s3_port: int, engine: Any, runner_image: str) -> str:
+    """The clusters file, the ladder and the admin password the override mounts; returns the
+    password."""
     folder.mkdir(parents=True)
     clusters = {
         "schema": 1,
@@ -73,14 +79,16 @@ def write_inputs(folder: Path, s3_port: int, engine: Any, runner_image: str, s3_
                     "worker_endpoint_url": f"http://127.0.0.1:{s3_port}",
                 },
                 "gpus_per_node": 2,
+                # two hosts on the one test dockerd: the plan deals the rungs to both in turn
                 "hosts": [
                     {
-                        "name": HOST,
-                        "pool": f"traceladder-{HOST}",
+                        "name": host,
+                        "pool": f"traceladder-{host}",
                         "docker_url": engine.tls_url,
                         "tls_conn_id": TLS_CONN,
                         "devices": DEVICES,
                     }
+                    for host in HOSTS
                 ],
             }
         },
@@ -100,16 +108,6 @@ def write_inputs(folder: Path, s3_port: int, engine: Any, runner_image: str, s3_
         "lenses": {"rung": "fusions", "use": ["torch_rank0"]},
     }
     (folder / "ladders" / f"{LADDER}.yaml").write_text(yaml.safe_dump(ladder, sort_keys=False))
-    identity = {
-        "identities": [
-            {
-                "name": "traceladder",
-                "credentials": [{"accessKey": s3_keys[0], "secretKey": s3_keys[1]}],
-                "actions": ["Read", "Write", "List", "Tagging", "Admin"],
-            }
-        ]
-    }
-    (folder / "s3.json").write_text(json.dumps(identity))
     password = secrets.token_urlsafe(12)
     (folder / "passwords.json").write_text(json.dumps({"admin": password}))
     # the Airflow containers run as uid 50000 (the official image's airflow user); SimpleAuthManager
@@ -125,7 +123,8 @@ class Compose:
         self.project, self.env = project, env
 
     def __call__(self, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-        argv = ["docker-compose", "-p", self.project, "-f", str(COMPOSE), "-f", str(OVERRIDE), *args]
+        argv = ["docker-compose", "-p", self.project, "-f", str(COMPOSE), "-f", str(OVERRIDE), "--profile", "celery"]
+        argv += args
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"docker-compose {' '.join(args)} exited {proc.returncode}: {proc.stderr[-3000:]}")
@@ -167,13 +166,14 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
     s3_port, api_port = free_port(), free_port()
     s3_keys = (f"tl{secrets.token_hex(6)}", secrets.token_urlsafe(24))
     folder = tmp_path_factory.mktemp("compose") / "mounted"
-    password = write_inputs(folder, s3_port, docker_engine, standin_images.runner, s3_keys)
+    password = write_inputs(folder, s3_port, docker_engine, standin_images.runner)
     tls_extra = {name: p.read_text() for name, p in docker_engine.tls_files().items()}
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TRACELADDER_", "AWS_"))},
         **images,
         "TRACELADDER_S3_PORT": str(s3_port),
         "TRACELADDER_AIRFLOW_PORT": str(api_port),
+        "AIRFLOW_EXECUTOR": "CeleryExecutor",
         "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
         "AIRFLOW_JWT_SECRET": secrets.token_urlsafe(48),
         "AIRFLOW_API_SECRET_KEY": secrets.token_urlsafe(24),
@@ -187,14 +187,13 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
     compose = Compose(f"tlcompose{secrets.token_hex(3)}", env)
     url = f"http://127.0.0.1:{api_port}"
     try:
-        compose("up", "-d", "--no-build", *SERVICES, "dockerd-relay-host", "dockerd-relay-scheduler")
+        compose("up", "-d", "--no-build", *SERVICES, *RELAYS)
         up_s = time.monotonic() - t0
         wait_for(
             "the api-server's health",
             lambda: httpx.get(f"{url}/api/v2/monitor/health", timeout=5).json()["scheduler"]["status"] == "healthy",
             300,
         )
-        # the bucket, as a site creates it once (the ladder's clusters.yaml names it)
         s3 = boto3.client(
             "s3",
             endpoint_url=f"http://127.0.0.1:{s3_port}",
@@ -203,7 +202,8 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
             region_name="us-east-1",
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2}),
         )
-        wait_for("the S3 service's bucket", lambda: s3.create_bucket(Bucket="traceladder") or True, 120)
+        # s3-init made the bucket before airflow-init ran (the api-server is up, so it has)
+        assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["traceladder"]
         token = httpx.post(f"{url}/auth/token", json={"username": "admin", "password": password}, timeout=60)
         assert token.status_code == 201, token.text
         api = httpx.Client(
@@ -224,10 +224,12 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
             poll_s=3,
         )
         tis = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 100}).json()
-        scheduler_id = compose("ps", "-q", "scheduler").stdout.strip()
-        scheduler_host = subprocess.run(
-            ["docker", "inspect", "--format", "{{.Config.Hostname}}", scheduler_id], capture_output=True, text=True
-        ).stdout.strip()
+        worker_hosts = {}  # queue -> the hostname its worker container reports in each task instance
+        for queue, service in WORKERS.items():
+            container = compose("ps", "-q", service).stdout.strip()
+            worker_hosts[queue] = subprocess.run(
+                ["docker", "inspect", "--format", "{{.Config.Hostname}}", container], capture_output=True, text=True
+            ).stdout.strip()
         keys = [
             o["Key"]
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket="traceladder", Prefix="traceladder/")
@@ -237,7 +239,7 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
             "state": state,
             "run_id": run_id,
             "tis": tis["task_instances"],
-            "scheduler_host": scheduler_host,
+            "worker_hosts": worker_hosts,
             "s3": s3,
             "keys": keys,
             "built_s": built_s,
@@ -271,10 +273,16 @@ def test_compose_stack_runs_a_docker_ladder_to_a_published_summary(compose_run: 
     assert latest["summary_json"] == f"{prefix}/summary/summary.json"
 
 
-def test_rungs_ran_in_the_compose_scheduler_container(compose_run: dict[str, Any]) -> None:
-    """LocalExecutor: every task, the rungs included, ran in the scheduler service's container
-    (its hostname), not in this test process."""
+def test_each_rung_ran_on_its_host_workers_container(compose_run: dict[str, Any]) -> None:
+    """CeleryExecutor (profile celery): each rung went to its host's queue and ran in that host
+    worker's container (its hostname), both host workers took rungs, and every other task ran in
+    the default worker's container."""
     ran = [t for t in compose_run["tis"] if t["state"] == "success" and not t["task_id"].endswith(".done")]
-    rungs = [t for t in ran if t["pool"] == f"traceladder-{HOST}"]
-    assert len(rungs) == 4, ran
-    assert {t["hostname"] for t in ran} == {compose_run["scheduler_host"]}, {t["task_id"]: t["hostname"] for t in ran}
+    hosts = compose_run["worker_hosts"]
+    rungs = {h: [t for t in ran if t["pool"] == f"traceladder-{h}"] for h in HOSTS}
+    assert sum(len(r) for r in rungs.values()) == 4 and all(rungs.values()), {h: len(r) for h, r in rungs.items()}
+    for host, tis in rungs.items():
+        assert {(t["queue"], t["hostname"]) for t in tis} == {(host, hosts[host])}, tis
+    others = [t for t in ran if not t["pool"].startswith("traceladder-mi350x-")]
+    assert {"plan", "summary", "publish"} <= {t["task_id"] for t in others}
+    assert {(t["queue"], t["hostname"]) for t in others} == {("default", hosts["default"])}, others

@@ -526,3 +526,35 @@ def test_browser_renders_table_and_chart(server, published, tmp_path):
         expect(frame.locator(f'table.ladder-table[data-run="{NEW_RUN}"]')).to_be_visible(timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "ui-ladders-in-airflow.png"))
     assert (ARTIFACTS / "ui-ladders.png").stat().st_size > 10_000
+
+
+@pytest.mark.retention
+def test_a_trace_removed_by_retention_shows_as_removed(viewer, published, s3_server):
+    """Retention (issue 30) records a removal in the rung's manifest: the run page lists the trace
+    as removed and its link answers 410 with the record, not a bare 404."""
+    from datetime import datetime, timedelta, timezone
+
+    from traceladder.storage.artifacts import S3ArtifactStore, run_prefix
+    from traceladder.storage.retention import Policy, apply_ladder
+
+    store = S3ArtifactStore(s3_server.client(), s3_server.bucket, PREFIX, LADDER)
+    rung = f"{run_prefix(PREFIX, LADDER, OLD_RUN)}/retained.torch_rank0.l0"
+    store.put_json(f"{rung}/spec.json", {"lens": "torch_rank0"})
+    store.put_bytes(f"{rung}/traces/rank0.pt.trace.json.gz", gzip.compress(b"{}" * 500))
+    store.write_manifest(rung)
+    # one day's limit, judged two days on: only OLD_RUN (not latest.json's) has traces to lose
+    lines: list[str] = []
+    apply_ladder(
+        store,
+        Policy.from_mapping({"traces": "1d"}),
+        dry_run=False,
+        now=datetime.now(timezone.utc) + timedelta(days=2),
+        emit=lines.append,
+    )
+    rel = f"{OLD_RUN}/retained.torch_rank0.l0/traces/rank0.pt.trace.json.gz"
+    assert [line.split("\t")[0] for line in lines] == [f"{PREFIX}/{LADDER}/{rel}"]
+    page = viewer.get(f"/traceladder/ladders/{LADDER}/runs/{OLD_RUN}").text
+    assert re.search(r'<li class="removed">retained\.torch_rank0\.l0/traces/rank0\.pt\.trace\.json\.gz <span', page)
+    gone = viewer.get(f"{ART}/{rel}")
+    assert gone.status_code == 410 and "removed by retention on" in gone.text and "policy traces" in gone.text
+    assert viewer.get(f"{ART}/{OLD_RUN}/retained.torch_rank0.l0/traces/never-was.json").status_code == 404

@@ -1,15 +1,22 @@
-"""Host hygiene around a rung container: a pre-flight check of the worker host and the removal of
-orphaned traceladder containers. Works on a docker-py ``APIClient`` (the operator's ``self.cli``).
+"""Host hygiene around a rung container: a pre-flight check of the worker host, the removal of
+orphaned traceladder containers, the stop of a running one whose task instance no longer runs
+(issue 27), and the spool's housekeeping (issue 30). Works on a docker-py ``APIClient`` (the
+operator's ``self.cli``).
 
 Every traceladder container carries ``traceladder.managed=true`` and ``traceladder.host=<host>``
-labels (plus ladder, rung and run labels), so cleanup never touches anything else on the host.
+labels (plus ladder, rung and run labels, and its task instance: dag, run id, task, map index),
+so cleanup never touches anything else on the host.
 Failures are one line that names the host: ``host mi350x-01: <what> (<detail>)``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 from traceladder.core.errors import TraceladderError
 
@@ -18,6 +25,8 @@ HOST_LABEL = "traceladder.host"
 RUN_LABEL = "traceladder.run"
 RUNG_LABEL = "traceladder.rung"
 LADDER_LABEL = "traceladder.ladder"
+# The task instance that started the container: what the preflight asks Airflow about.
+TI_LABELS = ("traceladder.dag_id", "traceladder.run_id", "traceladder.task_id", "traceladder.map_index")
 
 # Run in a throw-away container of the rung's image with the rung's devices: the daemon refuses
 # to create it when a device is missing on the host; the script reports the free space of the
@@ -226,3 +235,89 @@ def remove_orphans(
     if removed and log is not None:
         log.info("host %s: removed orphaned traceladder containers: %s", host, ", ".join(removed))
     return removed
+
+
+def ti_labels(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, str]:
+    return dict(zip(TI_LABELS, (dag_id, run_id, task_id, str(map_index))))
+
+
+def stop_dead_tasks(
+    cli: Any, host: str, ti_running: Callable[[str, str, str, int], bool], *, keep: Iterable[str] = (), log: Any = None
+) -> list[str]:
+    """Remove this host's *running* traceladder containers whose task instance Airflow no longer
+    runs (a killed worker leaves its container running; the next rung would measure it). A
+    container without the task-instance labels, or whose lookup fails, is left alone.
+    ``ti_running(dag_id, run_id, task_id, map_index)``. Returns the removed names."""
+    removed = []
+    keep = set(keep)
+    for c in managed_containers(cli, host):
+        labels = c.get("Labels") or {}
+        if c["Id"] in keep or c.get("State") != "running" or not all(labels.get(k) for k in TI_LABELS):
+            continue
+        dag_id, run_id, task_id, map_index = (labels[k] for k in TI_LABELS)
+        try:
+            alive = ti_running(dag_id, run_id, task_id, int(map_index))
+        except Exception as exc:  # noqa: BLE001 - unknown is not dead: never stop on a failed lookup
+            if log is not None:
+                log.warning("host %s: could not ask Airflow about %s: %s", host, c["Id"][:12], _one_line(exc))
+            continue
+        if alive:
+            continue
+        name = (c.get("Names") or [c["Id"][:12]])[0].lstrip("/")
+        try:
+            cli.remove_container(c["Id"], force=True)
+            removed.append(name)
+        except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
+            if log is not None:
+                log.warning("host %s: could not stop container %s: %s", host, name, _one_line(exc))
+    if removed and log is not None:
+        log.info("host %s: stopped containers whose task instance no longer runs: %s", host, ", ".join(removed))
+    return removed
+
+
+# ---- the spool (storage/spool.py): sealed folders that no retry uploaded ------------------------
+def old_sealed_spools(root: Path, max_age: timedelta, now: float | None = None) -> list[tuple[str, float]]:
+    """``(rung key prefix, age in days)`` of each sealed spool folder older than ``max_age``."""
+    from traceladder.storage.spool import COMPLETE
+
+    now = time.time() if now is None else now
+    found = []
+    for marker in sorted(Path(root).rglob(f"*{COMPLETE}")) if Path(root).is_dir() else []:
+        age_s = now - marker.stat().st_mtime
+        if age_s > max_age.total_seconds():
+            rel = marker.relative_to(root).as_posix()[: -len(COMPLETE)]
+            found.append((rel, age_s / 86400))
+    return found
+
+
+def housekeep_spool(
+    root: Path, max_age: timedelta, upload: Callable[[str], int], *, host: str, log: Any = None
+) -> list[str]:
+    """The preflight's spool step: report each sealed spool older than ``max_age`` and upload it
+    (``upload(rung_prefix)``, which removes it once stored); then drop empty folders. Returns
+    one line per old spool (what was done), for the task log."""
+    lines = []
+    for rung_prefix, days in old_sealed_spools(root, max_age):
+        line = f"host {host}: spool {Path(root) / rung_prefix} sealed {days:.1f} days ago, never uploaded"
+        try:
+            count = upload(rung_prefix)
+            line += f"; uploaded {count} objects and removed it"
+        except Exception as exc:  # noqa: BLE001 - an upload failure is reported, never fatal to the rung
+            line += f"; upload failed, kept ({_one_line(exc)[:200]})"
+        lines.append(line)
+        if log is not None:
+            log.warning("%s", line)
+    prune_empty_dirs(root)
+    return lines
+
+
+def prune_empty_dirs(root: Path) -> None:
+    """Remove empty folders under ``root`` (deepest first), never ``root`` itself."""
+    if not Path(root).is_dir():
+        return
+    for folder, _dirs, _files in os.walk(root, topdown=False):  # deepest first: a parent empties after
+        if Path(folder) != Path(root):
+            try:
+                os.rmdir(folder)  # only an empty folder goes
+            except OSError:
+                pass

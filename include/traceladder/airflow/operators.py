@@ -23,6 +23,7 @@ import json
 import os
 from collections.abc import Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.docker.exceptions import DockerContainerFailedException
@@ -70,6 +71,25 @@ def spool_mount(env: dict[str, str] | None = None) -> tuple[Mount, str]:
     if not os.path.isabs(path):
         raise ValueError(f"{ENV_SPOOL}: {path!r} is not an absolute path (it is bind-mounted into rung containers)")
     return Mount(target=path, source=path, type="bind"), path
+
+
+def _map_index(context: Context) -> int:
+    index = getattr(context["ti"], "map_index", None)
+    return -1 if index is None else index  # -1: Airflow's "not mapped"
+
+
+def _ti_running(context: Context) -> Any:
+    """``(dag_id, run_id, task_id, map_index) -> bool``: is that task instance running, per Airflow
+    (the Task SDK's execution API; no database access from the worker)."""
+    ti = context["ti"]
+
+    def running(dag_id: str, run_id: str, task_id: str, map_index: int) -> bool:
+        count = ti.get_ti_count(
+            dag_id=dag_id, task_ids=[task_id], run_ids=[run_id], map_index=map_index, states=["running"]
+        )
+        return bool(count)
+
+    return running
 
 
 def _text_lines(logs: Sequence[str | bytes] | None) -> list[str]:
@@ -316,6 +336,8 @@ class RungDockerOperator(RocmDockerOperator):
             hygiene.LADDER_LABEL: spec.ladder,
             hygiene.RUN_LABEL: run_key,
             hygiene.RUNG_LABEL: spec.rung_id,
+            # the task instance: a later preflight stops this container once Airflow no longer runs it
+            **hygiene.ti_labels(context["dag"].dag_id, self.run_id, self.task_id, _map_index(context)),
         }
         caps = {*(self.cap_add or []), "SYS_PTRACE"}
         if spec.lens in SYS_ADMIN_LENSES:
@@ -334,6 +356,27 @@ class RungDockerOperator(RocmDockerOperator):
         self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result
         return {"spec": spec, "run_key": run_key}
 
+    def _spool_housekeeping(self, spec: Any) -> None:
+        """Old sealed spools of this host (a bind-mounted TRACELADDER_SPOOL_DIR the worker can read):
+        reported, uploaded and removed; empty folders dropped (docs/operations.md)."""
+        from traceladder.airflow.ladders import ladder_store
+        from traceladder.storage.retention import parse_duration
+        from traceladder.storage.spool import SpoolingSink
+
+        mount, root = spool_mount()
+        if mount["Type"] != "bind":  # the daemon's named volume: not readable from the worker
+            return
+        loaded, _store = ladder_store(spec.ladder)
+        max_age = parse_duration(loaded.cluster.spool.max_age, "spool.max_age")
+        prefix = loaded.cluster.storage.prefix
+
+        def upload(rung_prefix: str) -> int:
+            # <prefix>/<ladder>/<run>/<rung>: the spool may hold another ladder's rung
+            ladder = rung_prefix[len(prefix) + 1 :].split("/", 1)[0] if rung_prefix.startswith(prefix + "/") else ""
+            return SpoolingSink(ladder_store(ladder)[1], Path(root), log=self.log.info).flush(rung_prefix)
+
+        hygiene.housekeep_spool(Path(root), max_age, upload, host=self.host_name, log=self.log)
+
     def _execute_with_daemon(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowException
 
@@ -342,6 +385,11 @@ class RungDockerOperator(RocmDockerOperator):
         rung_labels = {hygiene.RUN_LABEL: conf["run_key"], hygiene.RUNG_LABEL: spec.rung_id}
         try:
             self.hook.remove_orphans(running_too=rung_labels, log=self.log)
+            hygiene.stop_dead_tasks(self.hook.api_client, self.host_name, _ti_running(context), log=self.log)
+            try:
+                self._spool_housekeeping(spec)
+            except Exception as exc:  # noqa: BLE001 - housekeeping never refuses a rung
+                self.log.warning("host %s: spool housekeeping failed: %s", self.host_name, exc)
             try:
                 self.cli.remove_container(self.container_name, force=True)  # a previous try's container
             except Exception:  # noqa: BLE001, S110 - usually "no such container"

@@ -165,6 +165,24 @@ def cmd_changes(args: argparse.Namespace) -> int:
     return report(args.file, args.seed, args.test)
 
 
+def cmd_retention(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from traceladder.airflow.maintenance import run_retention
+    from traceladder.storage.artifacts import s3_client_from_env
+
+    now = None
+    if args.now:
+        try:
+            now = datetime.fromisoformat(args.now)
+        except ValueError:
+            raise UserError(f"--now: {args.now!r} is not an ISO date") from None
+        now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    # the S3 endpoint and keys come from the environment (TRACELADDER_S3_ENDPOINT, AWS_*), as for run-rung
+    run_retention(lambda _conn_id: s3_client_from_env(), dry_run=args.dry_run, only_ladder=args.ladder, now=now)
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from traceladder.dev.up import STATE_DIR, run_up
 
@@ -251,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ladder", default="proxy-local")
     p.add_argument("--list-keys", action="store_true", help="also list every S3 key of the run (before the summary)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("retention", help="remove old traces and logs per each cluster's storage.retention")
+    p.add_argument("--dry-run", action="store_true", help="list what would go (a line per key, then a JSON total)")
+    p.add_argument("--ladder", help="only this ladder")
+    p.add_argument("--now", help="judge ages from this ISO date instead of the clock")
+    p.set_defaults(func=cmd_retention)
 
     p = sub.add_parser("up", help="start S3 and a local Airflow (UI, scheduler, ...) until Ctrl-C")
     p.add_argument("--dir", help="state folder (default .traceladder/ in the repo)")

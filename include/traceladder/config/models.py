@@ -10,11 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from traceladder.core import settings
-from traceladder.core.settings import MAX_REPEATS
+from traceladder.core.settings import MAX_REPEATS, DurationError, duration
 
 # A switch value as YAML gives it: `true:`, `16:` or `turbo:`.
 SwitchValue = Union[bool, int, str]
@@ -177,12 +186,40 @@ class Ladder(Strict):
         return self.repeats.min if isinstance(self.repeats, AdaptiveRepeats) else self.repeats
 
 
+def _duration(value: object) -> str:
+    """``8w`` / ``30d`` / ``12h`` (retention and spool ages); the loader names the field."""
+    try:
+        duration(value, "duration")
+    except DurationError:
+        raise PydanticCustomError(
+            "duration", "'{value}' is not a duration such as 8w, 30d or 12h", {"value": value}
+        ) from None
+    return str(value)
+
+
+Duration = Annotated[str, BeforeValidator(_duration)]
+
+
+class RetentionSettings(Strict):
+    """How long traces and logs stay in S3 (docs/operations.md); an unset kind is kept for ever."""
+
+    traces: Duration | None = None  # everything under <rung_id>/traces/
+    heavy_traces: Duration | None = None  # the traces of rocprofv3 and rocm_trace_lite rungs
+    logs: Duration | None = None  # <rung_id>/log.txt.gz
+
+
+class SpoolSettings(Strict):
+    # A sealed spool folder older than this is reported by the preflight, and removed once uploaded.
+    max_age: Duration = "7d"
+
+
 class StorageSettings(Strict):
     conn_id: str = "traceladder_s3"
     bucket: str = settings.DEFAULT_BUCKET
     prefix: Name = "traceladder"
     # The endpoint the worker containers reach; never loopback on a real cluster.
     worker_endpoint_url: str | None = None
+    retention: RetentionSettings | None = None
 
     @property
     def effective_bucket(self) -> str:
@@ -246,6 +283,7 @@ class Cluster(Strict):
     master_port: int = 1234
     tracelens: AnalysisDaemon | None = None
     slurm: SlurmSettings | None = None
+    spool: SpoolSettings = Field(default_factory=SpoolSettings)
 
     def launch_env(self) -> dict[str, str]:
         """Environment that primus-cli direct reads for torchrun; it beats the ladder's values."""

@@ -9,8 +9,12 @@ A module reads a setting as ``SPOOL_DIR.get(env)``; one that sets a variable for
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Mapping
+
+from traceladder.core.errors import TraceladderError
 
 #: Every traceladder variable starts with this (the local stack drops them from its children).
 PREFIX = "TRACELADDER_"
@@ -88,6 +92,23 @@ ALL: tuple[Setting, ...] = (
     MIN_FREE_GB,
     WEED_BINARY,
 )
+
+# ---- durations (retention limits, spool ages) -------------------------------------------------------
+_DURATION = re.compile(r"^([1-9][0-9]*)([hdw])$")
+_DURATION_UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+
+
+class DurationError(TraceladderError, ValueError):
+    """Not a duration such as 8w, 30d or 12h; the message names the field."""
+
+
+def duration(text: object, field_name: str) -> timedelta:
+    """``8w`` / ``30d`` / ``12h`` -> timedelta; anything else is a one-line error naming the field."""
+    m = _DURATION.match(str(text).strip()) if isinstance(text, (str, int)) and not isinstance(text, bool) else None
+    if m is None:
+        raise DurationError(f"{field_name}: {text!r} is not a duration such as 8w, 30d or 12h")
+    return int(m.group(1)) * _DURATION_UNIT[m.group(2)]
+
 
 # ---- limits --------------------------------------------------------------------------------------
 #: A ladder file's `repeats` and `lenses.repeats` (blocks per rung).

@@ -5,9 +5,10 @@ uploaded with bounded retries.
 ``<spool_root>/<key>`` (same key rules, sizes and sha256 as the target would record) and names
 objects as the target does (``locate``). ``flush(rung_prefix)`` then uploads that rung's folder to
 the target, ``manifest.json`` last, retrying each object with exponential backoff until a total
-budget is spent. On success the rung's spool folder is removed. Past the budget it raises
-``ArtifactStoreError`` and leaves everything in the spool, with a ``.complete`` marker beside the
-folder: the task's retry (``pending`` -> ``flush``) uploads it without running the rung again.
+budget is spent. On success the rung's spool folder is removed, with the folders it leaves empty.
+Past the budget it raises ``ArtifactStoreError`` and leaves everything in the spool, with a
+``.complete`` marker beside the folder: the task's retry (``pending`` -> ``flush``) uploads it
+without running the rung again.
 
 The spool is on the host (``TRACELADDER_SPOOL_DIR``, default ``~/.cache/traceladder/spool``),
 never in the rung's temporary workspace (deleted when the rung ends) nor in a container.
@@ -166,4 +167,16 @@ class SpoolingSink(ArtifactSink):
                 ) from None
         shutil.rmtree(folder, ignore_errors=True)
         self._marker(rung_prefix).unlink(missing_ok=True)
+        self._prune_parents(folder)
         return len(files)
+
+    def _prune_parents(self, folder: Path) -> None:
+        """Drop the folders a flush left empty (run, ladder, prefix), up to the spool root."""
+        root = self.root.resolve()
+        parent = folder.resolve().parent
+        while parent != root and root in parent.parents:
+            try:
+                parent.rmdir()  # only an empty folder goes (another rung's spool keeps it)
+            except OSError:
+                return
+            parent = parent.parent

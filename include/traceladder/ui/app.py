@@ -167,6 +167,11 @@ def _storage_status(entries: list[data.LadderEntry]) -> dict[tuple[str, str], st
     return status
 
 
+def _removed_line(record: dict[str, Any]) -> str:
+    when = str(record.get("removed_at", "?"))[:10]
+    return f"removed by retention on {when} (policy {record.get('policy', '?')}, {record.get('bytes', '?')} bytes)"
+
+
 def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[str, Any]:
     """A run's summary, its summary folder (charts first) and, on the run page, every artifact."""
     view: dict[str, Any] = {
@@ -177,6 +182,7 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[st
         "charts": [],
         "artifacts": {},
         "artifacts_truncated": False,
+        "removed": {},
     }
     try:
         view["summary"] = store.summary(run_id)
@@ -198,6 +204,13 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[st
                 groups.setdefault(folder, []).append(key)
             view["artifacts"] = groups
             view["artifacts_truncated"] = truncated
+            # what retention removed, from each rung's manifest: shown as removed, not as missing
+            view["removed"] = {
+                folder: sorted(removed.items())
+                for folder, group in groups.items()
+                if f"{run_id}/{folder}/{layout.MANIFEST_NAME}" in group
+                and (removed := store.removed(f"{run_id}/{folder}"))
+            }
     except ArtifactStoreError as exc:
         view["error"] = view["error"] or data.scrub(exc)
     return view
@@ -486,6 +499,9 @@ def create_app() -> FastAPI:
         try:
             chunks, length = store.open(key)
         except ArtifactNotFoundError:
+            removal = store.removal_of(key)
+            if removal:  # retention removed it: gone on purpose, as its rung's manifest records
+                raise HTTPException(410, _removed_line(removal)) from None
             raise HTTPException(404, "no such artifact") from None
         except ArtifactStoreError as exc:
             raise HTTPException(502, data.scrub(exc)) from None

@@ -35,7 +35,8 @@ from traceladder.storage.artifacts import (
     safe_key_part,
 )
 from traceladder.core.documents import DocumentError, JSONObject, Summary
-from traceladder.core.layout import SUMMARY_FOLDER, SUMMARY_JSON
+from traceladder.core.layout import LOG_OBJECT, MANIFEST_NAME, SUMMARY_FOLDER, SUMMARY_JSON, TRACES_FOLDER
+from traceladder.storage.retention import removed_in
 
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
 CLIENT_TTL_S = 60.0
@@ -294,6 +295,22 @@ class LadderStore:
         with _scrubbed():
             keys, truncated = self.store.list_first(self.full_key(rel_folder.rstrip("/")), limit)
         return [k[len(self.base) + 1 :] for k in keys], truncated
+
+    def removed(self, rel_rung: str) -> dict[str, dict[str, Any]]:
+        """``{relative key: record}`` of what retention removed from a rung folder (its manifest)."""
+        try:
+            manifest = self.get_json(f"{rel_rung.rstrip('/')}/{MANIFEST_NAME}")
+        except ArtifactStoreError:  # no manifest (or unreadable): nothing is known to be removed
+            return {}
+        return {k[len(self.base) + 1 :]: r for k, r in removed_in(manifest).items() if k.startswith(self.base + "/")}
+
+    def removal_of(self, rel: str) -> dict[str, Any] | None:
+        """The retention record of a trace or log key, if its rung's manifest lists it as removed."""
+        if rel.endswith(f"/{LOG_OBJECT}"):
+            rung = rel[: -len(LOG_OBJECT) - 1]
+        else:
+            rung = rel.rpartition(f"/{TRACES_FOLDER}/")[0]
+        return self.removed(rung).get(rel) if rung else None
 
     def open(self, rel: str) -> tuple[Iterator[bytes], int | None]:
         """A streaming body of ``<base>/<rel>`` and its length."""
