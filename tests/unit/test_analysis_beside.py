@@ -1,4 +1,4 @@
-"""The reports split over two processes (analysis/beside.py): the same files as one process,
+"""The reports split over two processes (analysis/model/beside.py): the same files as one process,
 and a failure in the child is raised in the parent, with no child left behind."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from traceladder.analysis.analyzers import trace as engine
-from traceladder.analysis.beside import Beside, beside, spare_cpu
+from traceladder.analysis.model.beside import Beside, beside, spare_cpu
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.model.events import TraceError
 

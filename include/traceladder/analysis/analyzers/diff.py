@@ -31,7 +31,7 @@ from typing import Any, Callable, overload
 
 import pandas as pd
 
-from traceladder.storage.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
+from ..storage_adapter import ANALYSIS_OBJECT, COMPARE_OBJECT
 
 __all__ = [
     "CompareError",
