@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers import trace as engine
 from traceladder.analysis.model.beside import Beside, beside, spare_cpu
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.model.events import TraceError
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
 TRACE = REF / "mi300" / "resnet_act_checkpoint.json.gz"
 
 
