@@ -69,7 +69,7 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 # The runner image on rocm/primus:v26.7 (override BASE_IMAGE, RUNNER_IMAGE); needs the base locally
-# or a registry that has it. Push: docker tag + docker push to the hosts' registry (README).
+# or a registry that has it. Push: docker tag + docker push to the hosts' registry (docs/deployment.md).
 BASE_IMAGE ?= rocm/primus:v26.7
 RUNNER_IMAGE ?= traceladder/runner:0.1.0
 # Wheels in docker/wheels/ (rocm-trace-lite; boto3 for a base without it) are installed offline;
