@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     table = format_table(rows)
     print(table)
     if not args.no_figures and rows:
-        path = write_figures(argv if argv is not None else sys.argv[1:], args.only, table, started, load_before)
+        argv_used = argv if argv is not None else sys.argv[1:]
+        path = write_figures(REPO / "docs" / "figures", argv_used, args.only, table, started, load_before)
         print(f"bench: figures written to {path.relative_to(REPO)}", file=sys.stderr)
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=1))
@@ -66,10 +67,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_figures(
-    argv: list[str], only: list[str] | None, table: str, started: datetime.datetime, load_before: tuple[float, ...]
+    folder: Path,
+    argv: list[str],
+    only: list[str] | None,
+    table: str,
+    started: datetime.datetime,
+    load_before: tuple[float, ...],
 ) -> Path:
-    """One bench run's table as docs/figures/<date>-bench-<time>-<sections>.md."""
-    folder = REPO / "docs" / "figures"
+    """One bench run's table as <folder>/<date>-bench-<time>-<sections>.md."""
     folder.mkdir(parents=True, exist_ok=True)
     what = "-".join(only) if only else "all"
     path = folder / f"{started:%Y-%m-%d}-bench-{started:%H%M}-{what}.md"

@@ -9,17 +9,22 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+
 # ---- reference traces: real traces with TraceLens's outputs (tracelens-v1.0.0/, derived/), read-only.
 # They live beside the repository (../shared/reference) and are never copied into it;
 # TRACELADDER_REFERENCE_DIR points elsewhere. Modules that parametrize over the traces at collection
 # import REFERENCE_DIR; tests take the `reference_dir` fixture.
-REFERENCE_DIR = Path(os.environ.get("TRACELADDER_REFERENCE_DIR") or REPO_ROOT.parent / "shared" / "reference")
+def reference_dir_from(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("TRACELADDER_REFERENCE_DIR") or REPO_ROOT.parent / "shared" / "reference")
+
+
+REFERENCE_DIR = reference_dir_from(os.environ)
 
 
 @pytest.fixture(scope="session")
