@@ -29,7 +29,8 @@ test: setup
 
 # The tests that start no service, in a loop while editing (docs/testing.md): tests/unit and
 # tests/dags less the ones marked `service` (a test is marked when it takes a fixture that starts
-# S3, Airflow's database, dockerd or Slurm: SERVICE_FIXTURES in tests/conftest.py). It sets up
+# S3, Airflow's database, dockerd or Slurm: SERVICE_FIXTURES in tests/conftest.py, or starts one
+# itself and says so with @pytest.mark.service). It sets up
 # only a venv that was never set up (an edit to pyproject.toml's tool settings needs no
 # reinstall); after changing requirements.txt, run `make setup`.
 FAST_TESTS := tests/unit tests/dags
