@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo up test lint test-provider-next bench validate images images-standin images-compose clean
+.PHONY: setup demo up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,17 @@ up: setup
 
 test: setup
 	$(BIN)/python -m pytest tests
+
+# The tests that start no service, in a loop while editing (docs/testing.md): tests/unit and
+# tests/dags less the ones marked `service` (a test is marked when it takes a fixture that starts
+# S3, Airflow's database, dockerd or Slurm: SERVICE_FIXTURES in tests/conftest.py, or starts one
+# itself and says so with @pytest.mark.service). It sets up
+# only a venv that was never set up (an edit to pyproject.toml's tool settings needs no
+# reinstall); after changing requirements.txt, run `make setup`.
+FAST_TESTS := tests/unit tests/dags
+test-fast:
+	@test -f $(STAMP) || $(MAKE) setup
+	$(BIN)/python -m pytest -q $(FAST_TESTS) -m "not service"
 
 # ruff (rules in pyproject.toml), mypy on include/traceladder (exceptions stated in pyproject.toml),
 # import-linter (layers, a stdlib base, the standalone workload, no cycles: .importlinter).
@@ -59,7 +70,7 @@ bench: setup
 	$(BIN)/python -m benchmarks
 
 # The runner image on rocm/primus:v26.7 (override BASE_IMAGE, RUNNER_IMAGE); needs the base locally
-# or a registry that has it. Push: docker tag + docker push to the hosts' registry (README).
+# or a registry that has it. Push: docker tag + docker push to the hosts' registry (docs/deployment.md).
 BASE_IMAGE ?= rocm/primus:v26.7
 RUNNER_IMAGE ?= traceladder/runner:0.1.0
 # Wheels in docker/wheels/ (rocm-trace-lite; boto3 for a base without it) are installed offline;

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from benchmarks.common import Context, Row
+from traceladder.core.documents import SummaryRef
 
 WEEKS = 52  # --quick: 13
 MEASURED = 10

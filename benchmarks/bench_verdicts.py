@@ -1,4 +1,4 @@
-"""The ladder verdicts' false-call rate and power (README "Statistical model").
+"""The ladder verdicts' false-call rate and power (docs/statistics.md "Statistical model").
 
 - verdicts_aa_simulated: >= 2,000 simulated A/A ladders of proxy-local under the execution-order
   noise model fitted to real proxy runs, on plan.py's schedules; one rung per ladder drawn at

@@ -88,12 +88,12 @@ elif mode == "warm":
     # single-trace times inside one warm process (imports done once, before timing):
     # the per-trace cost that a parallel run spreads over its workers
     from traceladder.analysis.analyzers.trace import analyze_trace
-    from traceladder.analysis.readers.collectives import _load_one
+    from traceladder.analysis.readers.collectives import load_rank
     per, per_rank, per_cpu, per_rank_cpu = [], [], [], []
     for i, p in enumerate(path.split(",")):
         c0 = time.process_time(); t0 = time.perf_counter(); analyze_trace(p, f"{out}/{i}")
         per.append(time.perf_counter() - t0); per_cpu.append(time.process_time() - c0)
-        c0 = time.process_time(); t0 = time.perf_counter(); _load_one(p, True)
+        c0 = time.process_time(); t0 = time.perf_counter(); load_rank(p, True)
         per_rank.append(time.perf_counter() - t0); per_rank_cpu.append(time.process_time() - c0)
     t0, t1 = 0.0, sum(per)
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec from the (bigger) parent.

@@ -43,7 +43,7 @@ def write(lines: list[dict], note: str) -> dict:
     doc = {
         "how": (
             f"{len(ok)} back-to-back runs of proxy-local recompute_off, each a fresh process, nothing between them; "
-            f"{note}. Fit: python -m benchmarks.gather_proxy_noise --refit THIS_FILE (README 'Noise model')."
+            f"{note}. Fit: python -m benchmarks.gather_proxy_noise --refit THIS_FILE (docs/statistics.md)"
         ),
         "command": COMMAND,
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, shared with other jobs (load average per run below)",

@@ -17,11 +17,13 @@ import csv
 import math
 from pathlib import Path
 
+from tests.conftest import REFERENCE_DIR
+
 # TraceLens writes kernel-detail lists of several hundred KB into one cell
 csv.field_size_limit(1 << 30)
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-REF = SHARED / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
+DERIVED = REFERENCE_DIR / "derived"  # traces derived from the reference ones (one-sided, GPU-only)
 # The reference PyTorch traces (rocprof/ has its own tests)
 TRACES = sorted(p for d in ("mi300", "mi250", "h100") for p in (REF / d).glob("*.json.gz")) if REF.is_dir() else []
 

@@ -7,19 +7,33 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import pytest
 
-_INCLUDE = Path(__file__).resolve().parents[1] / "include"
-if str(_INCLUDE) not in sys.path:  # so `pytest` works without PYTHONPATH=include
-    sys.path.insert(0, str(_INCLUDE))
-
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---- reference traces: real traces with TraceLens's outputs (tracelens-v1.0.0/, derived/), read-only.
+# They live beside the repository (../shared/reference) and are never copied into it;
+# TRACELADDER_REFERENCE_DIR points elsewhere. Modules that parametrize over the traces at collection
+# import REFERENCE_DIR; tests take the `reference_dir` fixture.
+def reference_dir_from(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("TRACELADDER_REFERENCE_DIR") or REPO_ROOT.parent / "shared" / "reference")
+
+
+REFERENCE_DIR = reference_dir_from(os.environ)
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    """The reference directory; a missing one fails (the tests that need it are not optional)."""
+    if not REFERENCE_DIR.is_dir():
+        pytest.fail(f"reference traces not found at {REFERENCE_DIR} (set TRACELADDER_REFERENCE_DIR)")
+    return REFERENCE_DIR
+
 
 # ---- airflow: its settings are read at import, so they are set before collection imports any test
 # module (pytest_configure), in a folder removed when the session ends (pytest_unconfigure).
@@ -37,6 +51,17 @@ def pytest_configure(config: pytest.Config) -> None:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         }
     )
+
+
+#: fixtures that start a real service: a test that takes one, directly or through another fixture,
+#: is marked `service`, and `make test-fast` leaves it out
+SERVICE_FIXTURES = frozenset({"s3_server", "airflow_home", "docker_engine", "standin_images", "slurm_cluster"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.service)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -13,7 +13,7 @@ def tiny_spec(ladder: str, **env: str):
     from traceladder.plan.build import build_plan
 
     spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=["baseline"], lens="torch_rank0", repeats=1)[0]
-    from tiny_proxy import TINY_MODEL
+    from tests.tiny_proxy import TINY_MODEL
 
     args = {
         **spec.model_args,

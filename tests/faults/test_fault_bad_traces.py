@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,17 +14,13 @@ from traceladder.analysis.stored import analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore, run_prefix
 from traceladder.summary.publish import write_summary
 
+from tests.conftest import REFERENCE_DIR
+
 from .rungs import tiny_spec, verified_objects
 
 pytestmark = pytest.mark.faults
 LADDER = "faults-traces"
-BERT = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared"
-    / "reference"
-    / "derived"
-    / "gaunernst_bert-small-uncased__1016001__gpu_only.json.gz"
-)
+BERT = REFERENCE_DIR / "derived" / "gaunernst_bert-small-uncased__1016001__gpu_only.json.gz"
 
 
 def test_bad_traces_fail_alone_and_the_summary_names_them(s3_server) -> None:

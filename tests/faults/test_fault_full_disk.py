@@ -13,7 +13,7 @@ import pytest
 from traceladder.runner.rung import run_rung
 from traceladder.storage.artifacts import S3ArtifactStore, rung_prefix
 
-from integration.needs import unavailable
+from tests.integration.needs import unavailable
 from .rungs import tiny_spec, verified_objects
 
 pytestmark = pytest.mark.faults

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.readers import pytorch_json as pj
@@ -24,8 +25,7 @@ from .common import assert_one_line, cli_contract, fuzz_settings
 
 pytestmark = [pytest.mark.faults, pytest.mark.fuzz]
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-BERT = SHARED / "reference" / "derived" / "gaunernst_bert-small-uncased__1016001__gpu_only.json.gz"
+BERT = REFERENCE_DIR / "derived" / "gaunernst_bert-small-uncased__1016001__gpu_only.json.gz"
 
 VALUES = st.one_of(
     st.none(),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from needs import unavailable
+from tests.integration.needs import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 START_DOCKERD = REPO / "docker" / "dockerd" / "start.sh"
@@ -93,7 +93,7 @@ def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 # ---- slurm: one throwaway cluster per session (tests/integration/slurm_cluster.py), stopped at the end.
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    from slurm_cluster import ClusterError, missing_binaries, start_cluster
+    from tests.integration.slurm_cluster import ClusterError, missing_binaries, start_cluster
 
     missing = missing_binaries()
     if missing:

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from needs import unavailable
+from tests.integration.needs import unavailable
 from traceladder.dev.local_stack import AIRFLOW_BIN, LocalStack
 from traceladder.config.loader import CONFIG_DIR
-from tiny_proxy import TINY_MODEL
+from tests.tiny_proxy import TINY_MODEL
 
 # The shipped proxy ladder, shrunk to what a scheduler test needs (the fault tests' sizes): one
 # layer, four experts, a 32-token sequence, four iterations, a short profiler window, one repeat.

@@ -23,8 +23,8 @@ import yaml
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
 
-from ladder_checks import objects, task_states
-from tiny_proxy import TINY_MODEL
+from tests.integration.ladder_checks import objects, task_states
+from tests.tiny_proxy import TINY_MODEL
 
 pytestmark = pytest.mark.e2e
 

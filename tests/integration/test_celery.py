@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from needs import unavailable
-from stack_harness import keep_logs, ran_rung_slots, start_stack, stored_rung_ids
+from tests.integration.needs import unavailable
+from tests.integration.stack_harness import keep_logs, ran_rung_slots, start_stack, stored_rung_ids
 from traceladder.dev.local_stack import COMPONENTS, CELERY_WORKER
 
 pytestmark = pytest.mark.scheduler

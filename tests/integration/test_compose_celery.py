@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from needs import unavailable
+from tests.integration.needs import unavailable
 from traceladder.config.loader import load_clusters
 
 pytestmark = pytest.mark.docker
@@ -67,7 +67,7 @@ def test_user_defined_network_resolves_service_names(docker_engine, standin_imag
     networking still needs a user-defined network with DNS: one container reaches another by name."""
     import secrets
 
-    from conftest import docker_cli
+    from tests.integration.conftest import docker_cli
 
     net, server = f"tl-net-{secrets.token_hex(3)}", f"tl-srv-{secrets.token_hex(3)}"
     docker_cli("network", "create", net)

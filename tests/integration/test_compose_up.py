@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from needs import unavailable
+from tests.integration.needs import unavailable
 from traceladder.dev.local_stack import free_port
 from traceladder.storage.artifacts import safe_key_part
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from needs import unavailable
+from tests.integration.needs import unavailable
 
-from conftest import REPO, docker_cli  # tests/integration/conftest.py
+from tests.integration.conftest import REPO, docker_cli  # tests/integration/conftest.py
 
 NOFILE = 16384  # this sandbox's dockerd has a hard nofile limit of 20000
 GPUS = 2  # the test cluster's gpus_per_node; the stand-in amd-smi counts the mapped render nodes

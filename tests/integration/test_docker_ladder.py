@@ -21,8 +21,8 @@ import yaml
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
 
-from conftest import docker_cli  # tests/integration/conftest.py
-from ladder_checks import check_manifests, objects, task_states
+from tests.integration.conftest import docker_cli  # tests/integration/conftest.py
+from tests.integration.ladder_checks import check_manifests, objects, task_states
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 

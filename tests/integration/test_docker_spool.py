@@ -19,10 +19,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import docker_cli  # tests/integration/conftest.py
-from faults.rungs import verified_objects
-from faults.tcp_proxy import CutProxy
-from test_docker_images import DEVICES, GPUS, NOFILE, _rung_operator, _TI
+from tests.integration.conftest import docker_cli  # tests/integration/conftest.py
+from tests.faults.rungs import verified_objects
+from tests.faults.tcp_proxy import CutProxy
+from tests.integration.test_docker_images import DEVICES, GPUS, NOFILE, _rung_operator, _TI
 
 pytestmark = [pytest.mark.docker, pytest.mark.faults]
 

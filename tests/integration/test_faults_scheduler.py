@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from ladder_checks import check_manifests, objects
-from stack_harness import keep_logs, start_stack
-from tiny_proxy import TINY_MODEL
+from tests.integration.ladder_checks import check_manifests, objects
+from tests.integration.stack_harness import keep_logs, start_stack
+from tests.tiny_proxy import TINY_MODEL
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.faults]
 

@@ -16,7 +16,7 @@ import yaml
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
 
-from ladder_checks import check_manifests, objects, task_states
+from tests.integration.ladder_checks import check_manifests, objects, task_states
 
 pytestmark = pytest.mark.e2e
 

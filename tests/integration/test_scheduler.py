@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from stack_harness import keep_logs, overlaps, parse_time, ran_rung_slots, start_stack, stored_rung_ids
+from tests.integration.stack_harness import (
+    keep_logs,
+    overlaps,
+    parse_time,
+    ran_rung_slots,
+    start_stack,
+    stored_rung_ids,
+)
 
 pytestmark = pytest.mark.scheduler
 

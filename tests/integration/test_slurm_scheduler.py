@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from stack_harness import keep_logs, start_stack, stored_rung_ids
-from tiny_proxy import TINY_MODEL
+from tests.integration.stack_harness import keep_logs, start_stack, stored_rung_ids
+from tests.tiny_proxy import TINY_MODEL
 
 
 from traceladder.airflow.slurm_hook import parse_job

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from test_ui_ladders import LADDER, PREFIX, _plan, _results
-from ui_session import api_server, browser_or_skip, signed_in_page
+from tests.integration.test_ui_ladders import LADDER, PREFIX, _plan, _results
+from tests.integration.ui_session import api_server, browser_or_skip, signed_in_page
 
 WEEKS, SLOW_FROM = 13, 9
 RUN_IDS = [f"scheduled__2026-{w + 1:02d}-05T03-00-00-00-00" for w in range(WEEKS)]

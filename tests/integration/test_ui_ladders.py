@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_server import AirflowApiServer
-from ui_session import api_server, browser_or_skip, signed_in_page
+from tests.integration.airflow_server import AirflowApiServer
+from tests.integration.ui_session import api_server, browser_or_skip, signed_in_page
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -460,7 +460,7 @@ def test_page_lists_ladders_when_s3_is_down(server, s3_server):
     """A second api-server on the same database whose connection points at a closed port."""
     from traceladder.config import ladder_files
 
-    from airflow_server import free_port
+    from tests.integration.airflow_server import free_port
 
     dead = json.loads(s3_server.airflow_conn_uri_json())
     dead["extra"]["endpoint_url"] = f"http://127.0.0.1:{free_port()}"

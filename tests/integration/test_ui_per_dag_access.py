@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from airflow_server import AirflowApiServer
-from needs import unavailable
-from ui_session import api_server
+from tests.integration.airflow_server import AirflowApiServer
+from tests.integration.needs import unavailable
+from tests.integration.ui_session import api_server
 
 pytestmark = pytest.mark.faults
 

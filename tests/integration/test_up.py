@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stack_harness import write_ladders
+from tests.integration.stack_harness import write_ladders
 from traceladder.dev.local_stack import free_port
 
 pytestmark = pytest.mark.scheduler

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from airflow_server import AirflowApiServer
-from needs import unavailable
+from tests.integration.airflow_server import AirflowApiServer
+from tests.integration.needs import unavailable
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -25,7 +25,7 @@ from traceladder.summary.build import build_summary
 from traceladder.summary.render.html import to_html
 from traceladder.summary.render.markdown import to_markdown
 
-from test_config import MINIMAL, write
+from tests.unit.test_config import MINIMAL, write
 
 ADAPTIVE = {"min": 3, "max": 6, "target_mde_pct": 5}
 

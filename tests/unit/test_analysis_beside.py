@@ -1,4 +1,4 @@
-"""The reports split over two processes (analysis/beside.py): the same files as one process,
+"""The reports split over two processes (analysis/model/beside.py): the same files as one process,
 and a failure in the child is raised in the parent, with no child left behind."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers import trace as engine
-from traceladder.analysis.beside import Beside, beside, spare_cpu
+from traceladder.analysis.model.beside import Beside, beside, spare_cpu
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.model.events import TraceError
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
 TRACE = REF / "mi300" / "resnet_act_checkpoint.json.gz"
 
 

@@ -7,7 +7,6 @@ tests/conformance.py).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,17 @@ import pytest
 from traceladder.analysis.reports import whats_left
 
 
-_spec = importlib.util.spec_from_file_location("conformance", Path(__file__).resolve().parents[1] / "conformance.py")
-conformance = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(conformance)
-SHARED, REF, TRACES, _ref_dir = conformance.SHARED, conformance.REF, conformance.TRACES, conformance.ref_dir
+from tests import conformance
+
+REF, TRACES, _ref_dir = conformance.REF, conformance.TRACES, conformance.ref_dir
 
 REPORTS = ["gpu_timeline.csv", "ops_summary.csv", "ops_summary_by_category.csv", "kernel_summary.csv"]
 
 
 def test_reference_traces_present():
-    assert REF.is_dir(), f"reference traces not found at {REF} (../shared beside the repo)"
+    assert REF.is_dir(), (
+        f"reference traces not found at {REF} (../shared/reference beside the repo, or TRACELADDER_REFERENCE_DIR)"
+    )
     assert len(TRACES) == 6, TRACES
 
 
@@ -96,7 +96,7 @@ def test_comparison_rules(tmp_path):
 # Every CSV TraceLens wrote, on every reference trace (derived/ GPU-only captures
 # included): it exists and matches, and we write no CSV that TraceLens does not.
 
-DERIVED = SHARED / "reference" / "derived"
+DERIVED = conformance.DERIVED
 #: the perf-model sheets, unique args and unified summary are issue #20's (another
 #: report module); until it lands they are neither required nor refused here
 ALL_TRACES = TRACES + (sorted(DERIVED.glob("*.json.gz")) if DERIVED.is_dir() else [])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.reports.gpu_timeline import COLUMNS as TIMELINE_COLUMNS
@@ -23,7 +24,7 @@ from traceladder.analysis.reports.ops_summary import BY_CATEGORY_COLUMNS, OPS_SU
 
 import torch  # noqa: F401  - the CPU traces come from a real torch.profiler run
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
 REGIONS = ("attention", "moe_router", "moe_dispatch", "moe_experts", "moe_combine", "optimizer_step")
 
 GEN = r"""

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers.trace import analyze_trace, output_stem, read_trace
 from traceladder.analysis.model.events import TraceError
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
 
 
 def _x(cat, name, ts, dur, pid=100, tid=100, **args):

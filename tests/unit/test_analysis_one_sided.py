@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.reports.gpu_timeline import COLUMNS, ROWS
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
-RESNET = SHARED / "tracelens-v1.0.0" / "mi300" / "resnet_act_checkpoint.json.gz"
+RESNET = REFERENCE_DIR / "tracelens-v1.0.0" / "mi300" / "resnet_act_checkpoint.json.gz"
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "ac2g"}
 
 

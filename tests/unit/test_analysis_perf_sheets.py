@@ -9,17 +9,14 @@ must not exist.  analysis.json carries a headline per sheet written.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 
-_spec = importlib.util.spec_from_file_location("conformance", Path(__file__).resolve().parents[1] / "conformance.py")
-conformance = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(conformance)
-SHARED, REF, TRACES, _ref_dir = conformance.SHARED, conformance.REF, conformance.TRACES, conformance.ref_dir
+from tests import conformance
+
+REF, TRACES, _ref_dir = conformance.REF, conformance.TRACES, conformance.ref_dir
 
 SHEETS = [
     "SDPA_fwd.csv",
@@ -90,7 +87,7 @@ def test_headlines_match_the_sheets(produced):
     assert conv["tflops_per_s"] > 0 and conv["tb_per_s"] > 0
 
 
-DERIVED = SHARED / "reference" / "derived"
+DERIVED = conformance.DERIVED
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers import trace as engine
 from traceladder.analysis.model.events import MISSING, TraceError
 from traceladder.analysis.readers import pytorch_json as pj
 from traceladder.analysis.reports import coll_analysis as ca
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
 RESNET = REF / "mi300" / "resnet_act_checkpoint.json.gz"
 
 

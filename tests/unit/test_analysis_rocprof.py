@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import importlib.util
 import io
 import json
 from pathlib import Path
@@ -28,21 +27,19 @@ from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.readers.heavy import sniff
 from traceladder.analysis.readers.rocm_common import tracelens_kernel_names, truncate_name
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-ROCPROF = SHARED / "reference" / "tracelens-v1.0.0" / "rocprof"
+from tests import conformance
+from tests.conftest import REFERENCE_DIR
+
+ROCPROF = REFERENCE_DIR / "tracelens-v1.0.0" / "rocprof"
 REF_JSON = ROCPROF / "908_results.json.gz"
 REF_CSVS = ROCPROF / "908_results_perf_report_csvs"
 REPORTS = ["gpu_timeline.csv", "kernel_summary.csv", "kernel_summary_by_category.csv"]
-
-_spec = importlib.util.spec_from_file_location("conformance", Path(__file__).resolve().parents[1] / "conformance.py")
-conformance = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(conformance)
 
 
 # ---------------------------------------------------------------------------------
 # fixtures made from the reference JSON (also used by test_analysis_rpd.py)
 def load_reference() -> dict:
-    assert REF_JSON.is_file(), f"reference rocprofv3 trace not found at {REF_JSON} (../shared beside the repo)"
+    assert REF_JSON.is_file(), f"reference rocprofv3 trace not found at {REF_JSON} (or TRACELADDER_REFERENCE_DIR)"
     return orjson.loads(gzip.decompress(REF_JSON.read_bytes()))
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import conformance
 from traceladder.analysis.reports import whats_left
 
 _TESTS = Path(__file__).resolve().parents[1]
@@ -31,7 +32,6 @@ def _load(name: str, path: Path):
     return mod
 
 
-conformance = _load("conformance", _TESTS / "conformance.py")
 regenerate = _load("tl_fixtures_regenerate", FIXTURES / "regenerate.py")
 DIRS = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
 CSVS = [(d, p.name) for d in DIRS for p in sorted(d.glob("*.csv"))]

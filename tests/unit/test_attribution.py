@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import attribute_stored, fmt_abs_us
@@ -296,7 +297,7 @@ def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
     from traceladder.analysis.analyzers.trace import analyze_trace
     from traceladder.summary.attribution import attribute
 
-    ref = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+    ref = REFERENCE_DIR / "tracelens-v1.0.0"
     traces = {
         "mi300": ref / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz",
         "h100": ref / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz",

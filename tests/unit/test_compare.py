@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers.diff import GAP_ROW
 from traceladder.cli.main import main
 
-REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tracelens-v1.0.0"
+REF = REFERENCE_DIR / "tracelens-v1.0.0"
 BERT_MI300 = REF / "mi300" / "gaunernst_bert-small-uncased__1016001.json.gz"
 BERT_H100 = REF / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
 RESNET = REF / "mi300" / "resnet_act_checkpoint.json.gz"

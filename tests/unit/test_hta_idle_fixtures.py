@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers.trace import read_trace
 from traceladder.analysis.reports.idle_breakdown import gpu_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "hta"
-REFERENCE = ROOT.parent / "shared" / "reference" / "tracelens-v1.0.0"
+REFERENCE = REFERENCE_DIR / "tracelens-v1.0.0"
 TRACES = sorted(p for p in REFERENCE.glob("*/*.json.gz") if p.parent.name != "rocprof")
 
 

@@ -1,5 +1,5 @@
-"""core/layout.py owns every key name and path shape: the shapes compose as the README's
-artifact tree says, and no other module spells a key name (a literal or a path part of one)."""
+"""core/layout.py owns every key name and path shape: the shapes compose as the artifact tree in
+docs/user-guide.md says, and no other module spells a key name (a literal or a path part of one)."""
 
 from __future__ import annotations
 

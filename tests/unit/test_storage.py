@@ -366,6 +366,7 @@ def test_dir_sink_without_ladder_still_refuses_traversal(tmp_path):
 
 
 # ---- the embedded server itself ----------------------------------------------------------------
+@pytest.mark.service  # starts SeaweedFS itself
 def test_embedded_s3_stops_fast_keeps_data_and_restarts(tmp_path, trace_file):
     server = EmbeddedS3(tmp_path / "s3", bucket="restart-test")
     server.start()
@@ -408,6 +409,7 @@ def test_embedded_s3_stops_fast_keeps_data_and_restarts(tmp_path, trace_file):
         assert store2.get_bytes(f"{rp}/after-restart.txt") == b"ok"
 
 
+@pytest.mark.service  # starts SeaweedFS itself
 def test_s3_server_cli(tmp_path):
     (port,) = free_ports(1)
     d = tmp_path / "cli"

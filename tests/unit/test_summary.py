@@ -1,4 +1,4 @@
-"""Summary figures: intervals, the block model's vs_parent (checked against the README's recipe by
+"""Summary figures: intervals, the block model's vs_parent (checked against the recipe in docs/statistics.md by
 hand), renderers (week over week: test_history.py)."""
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def make_run(
 
 
 def by_hand(results: dict[str, dict[str, Any]], rung: str, parent: str, field: str = "step_ms") -> dict[str, float]:
-    """The README's recipe for a complete design, written out: log figures, two-way residuals,
+    """The recipe in docs/statistics.md for a complete design, written out: log figures, two-way residuals,
     pooled MSE with (B-1)(R-1) df, floored by (pi/2) (c_n MAD)^2 / n of the runs' log iterations
     (every run here has the same four), se = sqrt(2 max(MSE, floor) / B)."""
     names = [r[0] for r in RUNGS]

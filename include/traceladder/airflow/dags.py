@@ -133,7 +133,8 @@ def _build_tasks(
                     elif host.docker_url:
                         op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
                     else:
-                        # queue=<host>: under CeleryExecutor only that host's worker takes its rungs (README)
+                        # queue=<host>: under CeleryExecutor only that host's worker takes its rungs
+                        # (docs/deployment.md)
                         op = run_rung.override(task_id=task_id, pool=host.pool, queue=host.name, trigger_rule=rule)(
                             spec
                         )

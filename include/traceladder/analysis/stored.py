@@ -7,8 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from traceladder.core import layout
-from traceladder.storage.artifacts import ArtifactSink
+from . import storage_adapter as layout
+from .storage_adapter import ArtifactSink
 
 
 def analysis_prefix(trace_key: str) -> str:

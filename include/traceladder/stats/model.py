@@ -1,4 +1,4 @@
-"""The ladder's statistics, one model used everywhere (README "Statistical model").
+"""The ladder's statistics, one model used everywhere (docs/statistics.md "Statistical model").
 
 A randomised complete block design on the log of each run's figure: one effect per block, one per
 rung, the residual pooled across every rung of the ladder. Iterations nest in runs: the run's

@@ -74,7 +74,8 @@ def build_summary(
             "tokens_per_sec_per_gpu": _est(tokens[name]),
             "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
             "kind": "batch" if batch else "optimisation",
-            # Batch rungs do more work per step: they are judged on tokens/s/GPU (README "Statistical model").
+            # Batch rungs do more work per step: they are judged on tokens/s/GPU
+            # (docs/statistics.md "Statistical model").
             **({"vs_parent": vs_parent[name]} if parent is not None else {}),
             "speedup_vs_root": ratio(own, base).as_dict() if own and base else None,
         }

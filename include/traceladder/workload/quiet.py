@@ -8,7 +8,7 @@ process may use (round robin when there are more ranks than cores). It runs afte
 process group exists, on purpose: Linux affinity is per thread, so gloo's I/O and worker threads,
 created by `init_process_group`, keep floating. Pinning them onto their rank's core as well made
 the run-level noise about twice as large on an idle 2-core layout (a rank waiting in a collective
-then waits for its own core's scheduler slice); README "Proxy noise" has the figures.
+then waits for its own core's scheduler slice); docs/statistics.md "Proxy noise" has the figures.
 `TRACELADDER_PROXY_PIN=0` leaves affinity and pools to the defaults (the bench's "before").
 """
 

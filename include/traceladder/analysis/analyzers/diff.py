@@ -32,8 +32,9 @@ from typing import Any, Callable, overload
 import pandas as pd
 
 from traceladder.core.documents import DocumentError, TraceAnalysis
-from traceladder.core.layout import ANALYSIS_OBJECT, COMPARE_OBJECT
 from traceladder.core.errors import TraceladderError
+
+from ..storage_adapter import ANALYSIS_OBJECT, COMPARE_OBJECT
 
 __all__ = [
     "CompareError",

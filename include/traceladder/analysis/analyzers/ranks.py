@@ -11,7 +11,7 @@ and ``collectives.json`` (returned too).
 
 Where the collectives come from (:func:`collective_events`):
 
-* GPU traces (through ``reports.coll_analysis.collective_events``, shared with the
+* GPU traces (through ``model.collectives.collective_events``, shared with the
   one-rank ``coll_analysis.csv``): as TraceLens's ``NcclAnalyser`` reads them, the ``kernel`` events whose
   name matches ``nccl`` / ``rccl`` / ``cross_device_reduce`` (case-insensitive) and whose
   args carry ``correlation`` or ``External id``; their args (copied by PyTorch from
@@ -45,14 +45,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceladder.core.layout import COLLECTIVES_OBJECT
+from ..storage_adapter import COLLECTIVES_OBJECT
 
 from ..model.values import finite
 from ..reports import nccl_reports as nr
 from ..reports import stragglers_per_step as sps
 from ..readers.collectives import (
     MultiRankError,
-    _load,
+    load_ranks,
     collective_events,
     rank_of,
 )
@@ -286,7 +286,7 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
     # multi-rank loader does since its PR #427 (the CLI's default: one per CPU; a caller
     # inside a threaded process, such as an Airflow task, keeps the serial default)
     jobs = 1 if jobs is None else jobs
-    by_rank, world, detected = _load(paths, want_gpn=gpus_per_node is None, jobs=jobs)
+    by_rank, world, detected = load_ranks(paths, want_gpn=gpus_per_node is None, jobs=jobs)
     gpn = gpus_per_node if gpus_per_node is not None else detected
     rows = []
     for r in sorted(by_rank):

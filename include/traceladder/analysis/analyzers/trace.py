@@ -38,25 +38,20 @@ from typing import Any
 import numpy as np
 
 from traceladder.core.documents import TraceAnalysis
-from traceladder.core.layout import ANALYSIS_OBJECT
 
+from ..storage_adapter import ANALYSIS_OBJECT
 from ..model.autograd_links import bwd_links
-from ..beside import beside, spare_cpu
+from ..model.beside import beside, spare_cpu
 from ..model.events import GPU_CATS, EventTable, TraceError
 from ..readers.heavy import HEAVY_FORMATS, read_heavy, sniff
 from ..readers.pytorch_json import load_bytes, read_pytorch_json
-from ..reports import coll_analysis as coll
-from ..reports import gemm
 from ..reports import gpu_timeline as gt
-from ..reports import kernel_summary as ks
 from ..reports import ops_summary as ops
-from ..reports import ops_unique_args as oua
 from ..reports import perf_sheets
+from ..reports import registry
 from ..reports import unified_perf
 from ..reports import short_kernels as sk
-from ..reports import whats_left
 from ..reports.roofline import DEFAULT_SHARE
-from ..model.table import Table
 
 __all__ = [
     "SCHEMA",
@@ -164,7 +159,7 @@ def analyze_trace(
 
     ``split=True``: a forked child decodes part of a big trace's events, and another
     writes ``unified_perf_summary.csv`` while this process writes the rest
-    (:mod:`.beside`); the files are the same either way.  Only for a caller with no threads of its own.
+    (:mod:`..model.beside`); the files are the same either way.  Only for a caller with no threads of its own.
 
     analysis.json (schema 1)::
 
@@ -220,45 +215,6 @@ def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> d
     return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
 
 
-def _reports(
-    t: EventTable,
-    tl: gt.Timeline,
-    launchers: ops.Launchers,
-    out_dir: Path,
-    has_gpu: bool,
-    gpu_only: bool,
-    notes: list[str],
-) -> tuple[Table, Table, list[dict[str, Any]], dict[str, Any], dict[str, Table]]:
-    """Every report but :func:`_unified_report`: (ops summary, by category, GEMM rates,
-    perf-sheet headlines, the perf-model sheets written: GEMM and the rest)."""
-    gemm_rates: list[dict[str, Any]] = []
-    perf_heads: dict[str, Any] = {}
-    sheets: dict[str, Table] = {}
-    gt.write_csv(tl, out_dir)
-    if launchers.idx.size:
-        ops_df, cat_df = ops.write_csvs(launchers, out_dir)
-    else:  # TraceLens writes no empty ops sheets (none at all on a GPU-only trace)
-        ops_df, cat_df = ops.ops_summary_table(launchers), ops.ops_summary_by_category_table(launchers)
-    if has_gpu:
-        ks.write_csv(t, tl, out_dir, launchers)
-        sk.write_csvs(t, tl.metrics_us["total_time"], out_dir, gpu_only)  # --short_kernel_study
-        if not gpu_only:
-            gemm_df = gemm.write_csv(t, out_dir)  # GEMM.csv (TraceLens's perf-model sheet)
-            gemm_rates = gemm.gemm_rates(t, top=TOP_OPS, rows_frame=gemm_df)
-            coll.write_csv(t, out_dir, rank=0)  # coll_analysis.csv when there are collectives
-            # the other perf-model sheets (SDPA_fwd.csv, CONV_*.csv, Normalization.csv, ...)
-            sheets = {"GEMM": gemm_df, **perf_sheets.write_csvs(t, out_dir)}
-            perf_heads = perf_sheets.headlines({k: v for k, v in sheets.items() if k != "GEMM"})
-            oua.write_csv(t, launchers, out_dir)  # ops_unique_args.csv
-    else:
-        gemm_rates = gemm.gemm_rates(t, cpu_time=True, top=TOP_OPS)
-        if gemm_rates:
-            notes.append(
-                "CPU-only trace: GEMM rates use each op's own duration (no GEMM.csv: TraceLens needs GPU kernels)"
-            )
-    return ops_df, cat_df, gemm_rates, perf_heads, sheets
-
-
 def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_model: str | None) -> dict:
     t = read_trace(trace_path, split)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
@@ -307,26 +263,14 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_mod
     if split:  # the caches both processes read, built once before the fork
         perf_sheets.model_rows(t)
         bwd_links(t)
+    kind: registry.TraceKind = "cpu" if not has_gpu else ("gpu_only" if gpu_only else "gpu")
+    run = registry.ReportRun(
+        t, tl, launchers, out_dir, kind, TOP_OPS, _rank(t), _steps(t), sel, share, gpu_model, notes=notes
+    )
     work = functools.partial(_unified_report, t, launchers, out_dir)
     try:
         with beside(work, trace_path, enabled=split) as unified_side:
-            ops_df, cat_df, gemm_rates, perf_heads, sheets = _reports(
-                t, tl, launchers, out_dir, has_gpu, gpu_only, notes
-            )
-            rank, steps = _rank(t), _steps(t)
-            left = whats_left.write_reports(
-                t,
-                tl,
-                launchers,
-                ops_df,
-                sheets,
-                out_dir,
-                rank=rank,
-                steps=steps,
-                sel=sel,
-                share=share,
-                gpu_model=gpu_model,
-            )
+            registry.write_reports(run)
             if with_unified:
                 written = unified_side.result()["part"]
                 if written:
@@ -335,6 +279,8 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_mod
         for unfinished in out_dir.glob(f".{unified_perf.CSV_NAME}.*.part"):  # a stopped child's, or unrenamed
             unfinished.unlink(missing_ok=True)
         raise
+    assert run.ops_table is not None and run.category_table is not None
+    ops_df, cat_df, left = run.ops_table, run.category_table, run.left
 
     top = [
         {
@@ -358,15 +304,15 @@ def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_mod
         "schema": SCHEMA,
         "trace": trace_path.name,
         "device": tl.device,
-        "rank": rank,
-        "steps": steps,
+        "rank": run.rank,
+        "steps": run.steps,
         "timeline": {k: _clean(v) for k, v in tl.as_ms().items()},
         "timeline_percent": {k: _clean(v) for k, v in tl.as_percent().items()},
         "top_ops": top,
         "categories": cats,
         "regions": _regions(t),
-        "gemm": gemm_rates,
-        "perf_sheets": perf_heads,
+        "gemm": run.gemm_rates,
+        "perf_sheets": run.perf_heads,
         **{k: v for k, v in left.items() if k != "notes"},
         "notes": notes + left["notes"],
     }
@@ -430,7 +376,7 @@ def analyze_each(
 
     ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
     default), each trace's reports are split over two processes when a second CPU is free
-    (:mod:`.beside`).  For the CLI only: it forks, so the caller must have no threads.
+    (:mod:`..model.beside`).  For the CLI only: it forks, so the caller must have no threads.
     """
     paths = [Path(p) for p in paths]
     dirs = _unique_dirs(paths, Path(out_root))

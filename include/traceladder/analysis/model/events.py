@@ -98,7 +98,7 @@ class _CodeDict(dict):
         return c
 
 
-class _Interner:
+class Interner:
     """Maps hashable values to dense int codes, keeping the value table."""
 
     __slots__ = ("codes", "values")

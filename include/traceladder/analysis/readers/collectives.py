@@ -15,9 +15,10 @@ import numpy as np
 
 from ..model.events import EventTable, TraceError
 from .pytorch_json import load_bytes, read_pytorch_json
-from ..reports import coll_analysis as ca
-from ..reports import nccl_reports as nr
 from traceladder.core.errors import TraceladderError
+
+from ..model.collectives import METADATA_FIELDS
+from ..model.collectives import collective_events as kernel_collectives
 
 
 _RANK_NAME_RE = re.compile(r"rank[\[\-_]?(\d+)", re.IGNORECASE)
@@ -153,12 +154,12 @@ def _single_pg(t: EventTable) -> tuple[Any, Any, Any]:
 
 
 def _gpu_events(t: EventTable) -> list[dict]:
-    """NCCL/RCCL kernels, through the shared extractor of ``coll_analysis`` (one place
+    """NCCL/RCCL kernels, through the shared extractor of ``model.collectives`` (one place
     for TraceLens's collective-kernel filter and args reading)."""
-    df = ca.collective_events(t)
+    df = kernel_collectives(t)
     if df.empty:
         return []
-    keep = ["ts", "dur", *nr.METADATA_FIELDS, "name", "event"]
+    keep = ["ts", "dur", *METADATA_FIELDS, "name", "event"]
     rows = df[keep].to_dict("records")
     for row in rows:
         row["device"] = "gpu"
@@ -274,7 +275,7 @@ def _gpus_per_node(path: Path, data: bytes) -> int | None:
     return len(props) if isinstance(props, list) and props else None
 
 
-def _load_one(path: str, want_gpn: bool) -> dict:
+def load_rank(path: str, want_gpn: bool) -> dict:
     """One rank's trace -> its collectives and what the checks need (small, picklable:
     a worker process returns it). A bad trace gives ``{"error": reason}``."""
     p = Path(path)
@@ -307,8 +308,8 @@ def profiler_steps(t: Any) -> list[tuple[str, float, float]]:
     return [(t.names[t.name[i]], float(t.ts[i]), float(t.ts[i] + t.dur[i])) for i in idx.tolist()]
 
 
-def _load_one_packed(args: tuple[str, bool]) -> dict:
-    return _load_one(*args)
+def _load_rank_packed(args: tuple[str, bool]) -> dict:
+    return load_rank(*args)
 
 
 def _read_all(paths: list[Path], want_gpn: bool, jobs: int) -> list[dict]:
@@ -317,13 +318,13 @@ def _read_all(paths: list[Path], want_gpn: bool, jobs: int) -> list[dict]:
     work = [(str(p), want_gpn) for p in paths]
     jobs = min(jobs, len(work))
     if jobs <= 1:
-        return [_load_one(*w) for w in work]
+        return [load_rank(*w) for w in work]
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-        return list(ex.map(_load_one_packed, work))
+        return list(ex.map(_load_rank_packed, work))
 
 
 def default_jobs(n: int) -> int:
@@ -332,7 +333,7 @@ def default_jobs(n: int) -> int:
     return max(1, min(n, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
 
 
-def _load(paths: list[Path], want_gpn: bool, jobs: int = 1) -> tuple[dict[int, dict], int, int | None]:
+def load_ranks(paths: list[Path], want_gpn: bool, jobs: int = 1) -> tuple[dict[int, dict], int, int | None]:
     by_rank: dict[int, dict] = {}
     world_sizes: list[tuple[int, int, Path]] = []
     gpn_data: dict[int, int | None] = {}

@@ -24,8 +24,8 @@ from typing import Any, Union
 import msgspec
 import numpy as np
 
-from ..beside import beside
-from ..model.events import MISSING, EventTable, TraceError, _Interner, as_int
+from ..model.beside import beside
+from ..model.events import MISSING, EventTable, TraceError, Interner, as_int
 
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
 
@@ -224,7 +224,7 @@ class _TypeCodes(dict):
 
     __slots__ = ("cat_i",)
 
-    def __init__(self, cat_i: _Interner) -> None:
+    def __init__(self, cat_i: Interner) -> None:
         super().__init__()
         self.cat_i = cat_i
 
@@ -237,12 +237,12 @@ class _Columns:
     """Accumulates the columns of successive chunks of decoded events."""
 
     def __init__(self) -> None:
-        self.cat_i = _Interner()
-        self.ph_i = _Interner()
-        self.name_i = _Interner()
-        self.pid_i = _Interner()
-        self.tid_i = _Interner()
-        self.stream_i = _Interner()
+        self.cat_i = Interner()
+        self.ph_i = Interner()
+        self.name_i = Interner()
+        self.pid_i = Interner()
+        self.tid_i = Interner()
+        self.stream_i = Interner()
         self.parts: dict[str, list[np.ndarray]] = {
             k: []
             for k in (
@@ -399,7 +399,7 @@ class _Columns:
         into this one's tables: the codes come out as one process would have made them."""
         cols = part["columns"]
         for f in _CODED:
-            interner: _Interner = getattr(self, f"{f}_i")
+            interner: Interner = getattr(self, f"{f}_i")
             recode = np.asarray([interner.code(v) for v in part["tables"][f]], dtype=np.int32)
             codes = cols[f]
             if f == "stream":

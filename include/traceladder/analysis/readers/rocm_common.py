@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.events import MISSING, EventTable, TraceError, _Interner
+from ..model.events import MISSING, EventTable, TraceError, Interner
 
 __all__ = ["truncate_name", "tracelens_kernel_names", "build_table"]
 
@@ -100,8 +100,8 @@ def build_table(
     """One EventTable from parts, each ``{"cat": str, "names": list[str], "start":
     int64 ns, "end": int64 ns, "pid": list, "tid": list, "stream": list | None,
     "corr": int64 | None}`` (all of one length per part)."""
-    cat_i, name_i, pid_i, tid_i, stream_i = _Interner(), _Interner(), _Interner(), _Interner(), _Interner()
-    ph_i = _Interner()
+    cat_i, name_i, pid_i, tid_i, stream_i = Interner(), Interner(), Interner(), Interner(), Interner()
+    ph_i = Interner()
     ph_i.code("X")
     cats, names, pids, tids, streams, starts, ends, corrs = [], [], [], [], [], [], [], []
     for p in parts:

@@ -64,7 +64,7 @@ GEMM_OPS: dict[str, tuple[str, int, bool | None]] = {
 AGG = ["mean", "median", "std", "min", "max"]
 
 _ROCM_GEMM = re.compile(r"^.*C[a-z]{3}_A[a-z]{3}_B[a-z]{3}.*$")
-_ARG_COLS = ["Input Dims", "Input type", "Input Strides", "Concrete Inputs"]
+ARG_COLS = ["Input Dims", "Input type", "Input Strides", "Concrete Inputs"]
 
 
 def _bpe(dtype: Any) -> int | None:
@@ -175,7 +175,7 @@ def gemm_events(t: EventTable) -> np.ndarray:
     return np.flatnonzero(np.isin(t.name, np.asarray(codes, dtype=np.int32)))
 
 
-def _subtree_kernels(t: EventTable, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def subtree_kernels(t: EventTable, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(op position, GPU event) for every GPU event launched below each op."""
     tree = t.call_tree()
     pos = np.full(len(t), -1, dtype=np.int64)
@@ -221,7 +221,7 @@ def _compute_per_event(t: EventTable, cpu_time: bool = False) -> list[dict]:
         groups = np.empty(0, np.int64)
         kernels = np.empty(0, np.int64)
     else:
-        groups, kernels = _subtree_kernels(t, ops)
+        groups, kernels = subtree_kernels(t, ops)
         ks = t.ts[kernels]
         busy = grouped_busy(groups, ks, ks + t.dur[kernels], n)
     # kernels of each op, by start time
@@ -261,7 +261,7 @@ def _compute_per_event(t: EventTable, cpu_time: bool = False) -> list[dict]:
             "process_name": pm.get(0, {}).get("process_name", "Unknown"),
             "process_label": pm.get(0, {}).get("process_labels", "Unknown"),
             "thread_name": pm.get(tid, {}).get("thread_name", "Unknown"),
-            **{c: a.get(c) for c in _ARG_COLS},
+            **{c: a.get(c) for c in ARG_COLS},
             "GFLOPS": gflops,
             "Kernel Time (µs)": bt,
             "TFLOPS/s": (gflops / 1e3) / (bt / 1e6) if bt > 0 else math.nan,
@@ -370,7 +370,7 @@ def gemm_table(t: EventTable, rows: list[dict] | None = None) -> Table:
             if ks
             else None
         )
-        for c in _ARG_COLS:
+        for c in ARG_COLS:
             rec[f"{c}_first"] = _first([r[c] for r in rs])
         kt = [r["Kernel Time (µs)"] for r in rs]
         for k, v in _stats(kt).items():

@@ -34,7 +34,7 @@ import pandas as pd
 
 # The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
 from traceladder.analysis.model.values import tupled
-from traceladder.analysis.reports.coll_analysis import METADATA_FIELDS
+from traceladder.analysis.model.collectives import METADATA_FIELDS
 
 __all__ = [
     "DTYPE_BYTES",

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..model.vec import dense_codes
-from ..model.events import EventTable, _Interner
+from ..model.events import EventTable, Interner
 from ..model.op_args import op_args
 from ..model.table import Table, add_percentages, sort_desc_then_asc
 from ._shared import stats
@@ -42,7 +42,7 @@ def _tuple(v: Any) -> Any:
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
 
 
-def _kernel_summary(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None:
+def kernel_details(t: EventTable, lists: list[np.ndarray]) -> list[dict] | None:
     """TraceLens ``_summarize_kernel_stats``: numpy statistics per kernel position.
 
     Each statistic runs along the last (contiguous) axis of a positions x rows array,
@@ -93,7 +93,8 @@ def _summarize_kernels(t: EventTable, lists: list[np.ndarray], flat: np.ndarray)
     return out
 
 
-def _trunc(ks: list[dict] | None) -> list[dict] | None:
+def brief_kernel_details(ks: list[dict] | None) -> list[dict] | None:
+    """The kernels of one arg group as TraceLens lists them: names cut at 64 characters, mean in us to 0.01."""
     if not ks:
         return None
     return [
@@ -120,8 +121,8 @@ def group_by_args(
     n = len(names)
     if n == 0:
         return [], []
-    nc = _Interner().encode(names)
-    cc = _Interner().encode(cats)
+    nc = Interner().encode(names)
+    cc = Interner().encode(cats)
     pids, tids = t.pid[idx], t.tid[idx]
     _, bfirst, binv = np.unique(dense_codes(nc, cc, pids, tids, keys), return_index=True, return_inverse=True)
     groups: dict[tuple, int] = {}
@@ -173,9 +174,9 @@ def unique_args_frame(t: EventTable, la: Launchers) -> Table:
             rec[f"total_direct_kernel_time_{a}"] = d[a]
             rec[f"total_subtree_kernel_time_{a}"] = s[a]
         rec["ex_UID"] = t.uid_of(la.idx[js[0]])
-        ks = _kernel_summary(t, [la.kernel_idx[j] for j in js]) if la.kernel_idx is not None else None
+        ks = kernel_details(t, [la.kernel_idx[j] for j in js]) if la.kernel_idx is not None else None
         rec["kernel_details_summary"] = str(ks) if ks else None
-        tr = _trunc(ks)
+        tr = brief_kernel_details(ks)
         rec["trunc_kernel_details"] = str(tr) if tr else None
         recs.append(rec)
     df = sort_desc_then_asc(Table.from_records(recs), "total_direct_kernel_time_sum", "ex_UID")

@@ -37,10 +37,10 @@ from ..model.events import EventTable
 from ..model.op_args import op_args
 from ..model.table import Table, concat, sort_desc_then_asc
 from ._shared import param_text, stats
-from .gemm import _ARG_COLS, _subtree_kernels
+from .gemm import ARG_COLS, subtree_kernels
 from ..model.intervals import grouped_busy
 from ..model.vec import dense_codes
-from .ops_unique_args import _kernel_summary, _trunc
+from .ops_unique_args import kernel_details, brief_kernel_details
 
 __all__ = ["perf_frames", "write_csvs"]
 
@@ -85,7 +85,7 @@ def _bwd_kernels(t: EventTable, ops: np.ndarray, links: dict[int, list[int]]):
     # de-duplicate (op, bwd event) pairs: TraceLens collects a set per op
     pairs = np.unique(np.stack([np.asarray(owner_g), np.asarray(owner_b)], axis=1), axis=0)
     bevs = np.unique(pairs[:, 1])
-    bg, bk = _subtree_kernels(t, bevs)  # bg: position in bevs
+    bg, bk = subtree_kernels(t, bevs)  # bg: position in bevs
     bpos = np.searchsorted(bevs, pairs[:, 1])
     # join pairs (op, bwd) with (bwd, kernel)
     order = np.argsort(bg, kind="stable")
@@ -161,7 +161,7 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
         gi, kernels, own = _bwd_kernels(t, ops, links)
         keep = own  # TraceLens skips ops without backward events of their own
     else:
-        gi, kernels = _subtree_kernels(t, ops)
+        gi, kernels = subtree_kernels(t, ops)
         keep = np.ones(n, dtype=bool)
     busy, k_sorted, bounds = _kernels_by_op(t, n, gi, kernels)
     sel = np.flatnonzero(keep)
@@ -221,12 +221,12 @@ def summarize(t: EventTable, rows: Rows) -> Table:
         rec["process_label_first"] = pmeta.get(0, {}).get("process_labels", "Unknown")
         rec["thread_name_first"] = pmeta.get(tid, {}).get("thread_name", "Unknown")
         rec["Compute Spec"] = rows.groups[int(rows.grp[js[0]])][4]
-        ks = _kernel_summary(t, rows.kernels(js.tolist()))
+        ks = kernel_details(t, rows.kernels(js.tolist()))
         rec["kernel_details__summarize_kernel_stats"] = str(ks) if ks else None
-        trk = _trunc(ks)
+        trk = brief_kernel_details(ks)
         rec["trunc_kernel_details"] = str(trk) if trk else None
         gs = rows.grp[js].tolist()
-        for c in _ARG_COLS:
+        for c in ARG_COLS:
             rec[f"{c}_first"] = next((rows.groups[g][5][c] for g in gs if rows.groups[g][5].get(c) is not None), None)
         kt = bt[js]
         st = stats(kt)

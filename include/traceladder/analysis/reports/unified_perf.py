@@ -42,7 +42,7 @@ from .gpu_timeline import is_comm_name
 from ..model.op_categories import categorize_op
 from ..model.vec import first_up
 from .ops_summary import Launchers
-from .ops_unique_args import _kernel_summary, _trunc, group_by_args
+from .ops_unique_args import kernel_details, brief_kernel_details, group_by_args
 
 __all__ = ["CSV_NAME", "unified_frame", "write_csv"]
 
@@ -396,9 +396,9 @@ def unified_frame(t: EventTable, la: Launchers) -> Table:
                 rec[f"TFLOPS/s_{s_}"] = tf[s_]
         for s_ in ("median", "min", "max"):
             rec[f"Kernel Time (µs)_{s_}"] = kt[s_]
-        ks = _kernel_summary(t, [klist[j] for j in js])
+        ks = kernel_details(t, [klist[j] for j in js])
         rec["kernel_details_summary"] = str(ks) if ks is not None else "[]"
-        trk = _trunc(ks)
+        trk = brief_kernel_details(ks)
         rec["trunc_kernel_details"] = str(trk) if trk else None
         rec["perf_params"] = _first([params[j] for j in js])
         rec["has_perf_model"] = has_pm[js[0]]

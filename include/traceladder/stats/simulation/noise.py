@@ -1,4 +1,4 @@
-"""The execution-order noise model of a rung's runs, on the log of step time (README "Noise model").
+"""The execution-order noise model of a rung's runs, on the log of step time (docs/statistics.md "Noise model").
 
 For the run at execution index t, in position p of its block, with m iterations j:
 

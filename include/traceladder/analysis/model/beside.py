@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .model.events import TraceError
+from .events import TraceError
 
 __all__ = ["Beside", "beside", "spare_cpu"]
 
