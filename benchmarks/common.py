@@ -71,6 +71,19 @@ elif mode == "paths":
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc
+elif mode in ("task", "task-1proc"):
+    # the analysis as the Airflow task runs it (analysis/stored.py): in a process with the task
+    # runner's imports and a thread of its own, the analysis imports counted; "task" is the
+    # spawned interpreter (with the second CPU), "task-1proc" the same in the task's process
+    import threading
+    from pathlib import Path
+    import airflow.sdk
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    t0 = time.perf_counter()
+    from traceladder.analysis.spawned import analysis_runner
+    with analysis_runner(spawn=mode == "task") as runner:
+        runner.run(Path(path), Path(out))
+    t1 = time.perf_counter()
 elif mode in ("cli", "cli-1cpu"):
     # the whole `traceladder ...` process as a user runs it (start-up and imports
     # included), timed from here; path = the CLI arguments, comma-separated.
