@@ -18,15 +18,17 @@ same labels; analysis.json converts to real ms instead.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 
 from ..model.events import EventTable
+from ..model.table import Table
 from .gpu_timeline import is_comm_name
 
-__all__ = ["COLUMNS", "categorize_kernel", "kernel_frame", "kernel_summary_frame", "write_csv"]
+__all__ = ["COLUMNS", "KernelFrame", "categorize_kernel", "groups", "kernel_frame", "kernel_summary_frame", "write_csv"]
 
 COLUMNS = [
     "name",
@@ -65,39 +67,66 @@ def categorize_kernel(name: str) -> str:
     return "Other"
 
 
-def kernel_frame(t: EventTable) -> pd.DataFrame:
-    """One row per kernel dispatch: ``name`` and ``dur`` (int64 ns)."""
+class KernelFrame(NamedTuple):
+    """One entry per kernel dispatch: ``names`` and ``dur`` (int64 ns)."""
+
+    names: list[str]
+    dur: np.ndarray
+
+
+def kernel_frame(t: EventTable) -> KernelFrame:
     kidx = np.flatnonzero(t.is_cat("kernel"))
     dur = t.metadata["ns_end"][kidx] - t.metadata["ns_start"][kidx]
-    return pd.DataFrame({"name": t.names_of(kidx), "dur": dur})
+    return KernelFrame(t.names_of(kidx), np.asarray(dur, dtype=np.int64))
 
 
-def kernel_summary_frame(kf: pd.DataFrame) -> pd.DataFrame:
-    if kf.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    g = kf.groupby("name")["dur"].agg(["count", "sum", "mean", "median", "std", "min", "max"])
-    g.columns = [
-        "Count",
-        "Total Kernel Time (µs)",
-        "Mean Kernel Time (µs)",
-        "Median Kernel Time (µs)",
-        "Std Kernel Time (µs)",
-        "Min Kernel Time (µs)",
-        "Max Kernel Time (µs)",
+def groups(kf: KernelFrame, key: list[str]) -> tuple[list[str], list[np.ndarray]]:
+    """The durations grouped by ``key`` (one per dispatch), keys in sorted order (groupby's)."""
+    uniq, inv = np.unique(np.asarray(key, dtype=object), return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.cumsum(np.bincount(inv, minlength=len(uniq)))[:-1]
+    return [str(u) for u in uniq], np.split(kf.dur[order], bounds)
+
+
+def _std(d: np.ndarray) -> float:
+    """The sample std as pandas' groupby computes it (Welford's running update, in file
+    order), so the text matches TraceLens's to the last digit; numpy's two-pass differs there."""
+    if d.size < 2:
+        return math.nan
+    n, mean, m2 = 0, 0.0, 0.0
+    for x in d.tolist():
+        n += 1
+        delta = x - mean
+        mean += delta / n
+        m2 += delta * (x - mean)
+    return math.sqrt(m2 / (n - 1))
+
+
+def kernel_summary_frame(kf: KernelFrame) -> Table:
+    """pandas' ``groupby("name")["dur"].agg([count, sum, mean, median, std, min, max])``."""
+    if not kf.names:
+        return Table(list(COLUMNS))
+    names, durs = groups(kf, kf.names)
+    stats = [
+        [n, d.size, int(d.sum()), float(d.mean()), float(np.median(d)), _std(d), int(d.min()), int(d.max())]
+        for n, d in zip(names, durs)
     ]
-    g = g.reset_index()
-    total = g["Total Kernel Time (µs)"].sum()
-    g["Percentage (%)"] = (g["Total Kernel Time (µs)"] / total * 100.0) if total > 0 else 0
-    g["Cumulative Percentage (%)"] = g["Percentage (%)"].cumsum()  # name order, before the sort
-    g = g.sort_values(by="Total Kernel Time (µs)", ascending=False, kind="stable").reset_index(drop=True)
-    # the quirk: ns sum / 1000 under an "ms" label (really us)
-    g["Total Kernel Time (ms)"] = g["Total Kernel Time (µs)"] / 1000.0
-    g = g.drop(columns=["Total Kernel Time (µs)"])
-    g["Category"] = g["name"].map(categorize_kernel)
-    return g[COLUMNS]
+    sums = np.asarray([r[2] for r in stats], dtype=np.float64)
+    total = sums.sum()
+    pct = sums / total * 100.0 if total > 0 else np.zeros_like(sums)
+    cum = np.cumsum(pct)  # name order, before the sort
+    order = sorted(range(len(stats)), key=lambda i: -stats[i][2])  # stable, as sort_values(kind="stable")
+    rows = []
+    for i in order:
+        n, count, total_ns, mean, median, std, lo, hi = stats[i]
+        # the quirk: ns sum / 1000 under an "ms" label (really us)
+        rows.append(
+            [n, count, mean, median, std, lo, hi, float(pct[i]), float(cum[i]), total_ns / 1000.0, categorize_kernel(n)]
+        )
+    return Table(list(COLUMNS), rows, frozenset({"Std Kernel Time (µs)"}))
 
 
-def write_csv(kf: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
-    df = kernel_summary_frame(kf)
-    df.to_csv(Path(out_dir) / "kernel_summary.csv", index=False)
-    return df
+def write_csv(kf: KernelFrame, out_dir: Path) -> Table:
+    table = kernel_summary_frame(kf)
+    table.write_csv(Path(out_dir) / "kernel_summary.csv")
+    return table
