@@ -128,6 +128,46 @@ def measure(ctx: Context, *args: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+FIGURES = REPO / "docs" / "figures"
+
+
+def write_figures(section: str, text: str) -> Path:
+    """``docs/figures/<UTC date>-<section>.md``; returns its path."""
+    import datetime
+
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}-{section}.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+_CHILD = r"""
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": r.returncode, "secs": wall, "peak_mb": ru.ru_maxrss / 1024,
+                  "cpu": ru.ru_utime + ru.ru_stime, "err": r.stderr[-2000:]}))
+"""
+
+
+def run_child(ctx: Context, cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """``cmd`` as a child of a small fresh Python: its wall time, and the peak RSS of the
+    largest process it ran (``RUSAGE_CHILDREN``: the same measure for any program, taken where
+    the parent is small, since Linux carries ru_maxrss across fork+exec)."""
+    r = subprocess.run([ctx.python, "-c", _CHILD, *cmd], capture_output=True, text=True, env=env)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if res["rc"] != 0:
+        raise RuntimeError(f"{cmd[0]} failed (exit {res['rc']}):\n{res['err']}")
+    return res
+
+
+def load() -> str:
+    """The 1-minute load average, to print beside a figure measured on a shared machine."""
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def format_table(rows: list[Row]) -> str:
     head = ("section", "metric", "value", "target", "ok", "detail")
     body = []
