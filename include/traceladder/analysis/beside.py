@@ -7,8 +7,9 @@ pipe, while the parent does the rest.  With ``enabled=False`` (one CPU, no ``for
 a caller with threads of its own), or when ``fork`` itself fails, the work runs in the
 parent, in ``result()``, with the same outputs.
 
-Only the CLI turns it on (``traceladder analyze`` on one trace at a time): an Airflow task
-or a pool worker keeps to one process, as forking a process with threads is unsafe.
+Only a process with no threads of its own turns it on: the CLI (``traceladder analyze`` on one
+trace at a time) and the interpreter an Airflow task spawns (:mod:`.spawned`).  A pool worker
+keeps to one process; forking a process with threads is unsafe.
 The same program is on both ends of the pipe, so its pickles are trusted.  The child
 dies with the parent (``PR_SET_PDEATHSIG`` on Linux), and a parent that fails first
 kills and reaps it.
