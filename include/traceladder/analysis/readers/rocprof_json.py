@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import mmap
+
 import msgspec
 import numpy as np
 
@@ -31,46 +33,42 @@ from .rocm_common import build_table
 __all__ = ["read_rocprof_json"]
 
 
-class _Handle(msgspec.Struct):
+class _Handle(msgspec.Struct, gc=False):
     handle: int = 0
 
 
-class _Corr(msgspec.Struct):
+class _Corr(msgspec.Struct, gc=False):
     internal: int = 0
-    external: int = 0
 
 
 def _h() -> _Handle:
     return _Handle()
 
 
-class _DispatchInfo(msgspec.Struct):
+class _DispatchInfo(msgspec.Struct, gc=False):
     kernel_id: int | None = None
     agent_id: _Handle = msgspec.field(default_factory=_h)
-    queue_id: _Handle = msgspec.field(default_factory=_h)
 
 
-class _Dispatch(msgspec.Struct):
+class _Dispatch(msgspec.Struct, gc=False):
     start_timestamp: int = 0
     end_timestamp: int = 0
-    thread_id: int = 0
     correlation_id: _Corr | None = None
     dispatch_info: _DispatchInfo = msgspec.field(default_factory=_DispatchInfo)
     stream_id: _Handle = msgspec.field(default_factory=_h)
 
 
-class _Copy(msgspec.Struct):
+class _Copy(msgspec.Struct, gc=False):
     start_timestamp: int = 0
     end_timestamp: int = 0
     kind: int = 0
     operation: int = 0
-    thread_id: int = 0
     stream_id: _Handle = msgspec.field(default_factory=_h)
     dst_agent_id: _Handle = msgspec.field(default_factory=_h)
     correlation_id: _Corr | None = None
 
 
-class _Api(msgspec.Struct):
+class _Api(msgspec.Struct, gc=False):
     start_timestamp: int = 0
     end_timestamp: int = 0
     kind: int = 0
@@ -145,10 +143,15 @@ def _op_names(strings: _Strings, kinds: list[int], ops: list[int], fallback: str
     return out
 
 
-def read_rocprof_json(path: Path, data: bytes) -> EventTable:
+def read_rocprof_json(path: Path, data: bytes | bytearray | mmap.mmap) -> EventTable:
+    """``data`` may be the file mapped: it is decoded in place (only the fields used become
+    objects, none tracked by the GC), and a mapping's pages are dropped right after, so the
+    file's bytes and the table being built are never resident together."""
     path = Path(path)
     try:
         doc = msgspec.json.decode(data, type=_Doc)
+        if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            data.madvise(mmap.MADV_DONTNEED)  # a private read-only mapping: re-read if touched again
     except msgspec.ValidationError as exc:
         raise TraceError(path, f"unexpected rocprofv3 JSON structure ({exc})") from None
     except msgspec.DecodeError as exc:
