@@ -125,3 +125,14 @@ def test_truncated_gzip_is_not_read_into_its_bogus_size(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 10 << 20
+
+
+def test_one_allowed_cpu_is_never_free() -> None:
+    from traceladder.analysis.spawned import cpu_free_now
+
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        assert not cpu_free_now()
+    finally:
+        os.sched_setaffinity(0, allowed)

@@ -12,8 +12,9 @@ fetches the trace; :meth:`SpawnedAnalysis.run` then hands it the work and waits.
 dies with the thread that started it (``PR_SET_PDEATHSIG``; an Airflow task runs in its
 main thread), and leaving the ``with`` block kills and reaps it.  A bad trace raises the
 same :class:`TraceError` as in one process; anything else raises ``RuntimeError`` with the
-child's one-line reason.  Where there is no spare CPU, :func:`analysis_runner` runs the
-trace in the caller instead: a second interpreter would only add its start-up.
+child's one-line reason.  Where no CPU is free at the moment (one CPU, or a worker busy with
+other tasks), :func:`analysis_runner` runs the trace in the caller instead: a second
+interpreter would only add its start-up.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 from .beside import spare_cpu
 from .model.events import TraceError
 
-__all__ = ["AnalysisRunner", "SpawnedAnalysis", "analysis_runner"]
+__all__ = ["AnalysisRunner", "SpawnedAnalysis", "analysis_runner", "cpu_free_now"]
 
 # the folder that holds the traceladder package: the child must import this same copy
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -109,12 +110,26 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             pipe.close()
 
 
+def cpu_free_now() -> bool:
+    """A second CPU that is free at this moment, not only allowed: on a worker that already runs
+    other tasks (mapped analysis tasks side by side), a second process would only add its
+    start-up and the pipe.  Linux's runnable count (``/proc/loadavg``, this process included)
+    must be below the CPUs this process may use."""
+    if not spare_cpu():
+        return False
+    try:
+        running = int(open("/proc/loadavg").read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return running < len(os.sched_getaffinity(0))
+
+
 @contextmanager
 def analysis_runner(spawn: bool | None = None) -> Iterator[AnalysisRunner]:
-    """A runner for one trace: spawned (started now) when a second CPU is free, else in the
-    caller.  ``spawn`` forces one or the other."""
+    """A runner for one trace: spawned (started now) when a second CPU is free now
+    (:func:`cpu_free_now`), else in the caller.  ``spawn`` forces one or the other."""
     if spawn is None:
-        spawn = spare_cpu()
+        spawn = cpu_free_now()
     if not spawn:
         yield InProcessAnalysis()
         return
