@@ -136,3 +136,27 @@ def test_one_allowed_cpu_is_never_free() -> None:
         assert not cpu_free_now()
     finally:
         os.sched_setaffinity(0, allowed)
+
+
+def test_mapped_rocprof_json_in_batches_reads_as_its_gzip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain rocprofv3 JSON is decoded from the mapped file, its dispatches a batch at a time
+    with the file's pages dropped between batches: the reports are those of the same trace
+    gzipped (read whole into memory)."""
+    import orjson
+
+    from traceladder.analysis.readers import rocprof_json
+
+    ref = REF / "rocprof" / "908_results.json.gz"
+    doc = orjson.loads(gzip.decompress(ref.read_bytes()))
+    tool = doc["rocprofiler-sdk-tool"][0]
+    tool["buffer_records"]["kernel_dispatch"] = tool["buffer_records"]["kernel_dispatch"][:2500]
+    raw = orjson.dumps(doc)
+    (tmp_path / "plain_results.json").write_bytes(raw)
+    (tmp_path / "packed_results.json.gz").write_bytes(gzip.compress(raw, 1))
+    monkeypatch.setattr(rocprof_json, "_DISPATCH_BATCH", 300)
+    plain = analyze_trace(tmp_path / "plain_results.json", tmp_path / "plain")
+    packed = analyze_trace(tmp_path / "packed_results.json.gz", tmp_path / "packed")
+    assert plain["top_ops"] and plain["top_ops"] == packed["top_ops"]
+    got = {p.name: p.read_bytes() for p in (tmp_path / "plain").glob("*.csv")}
+    assert len(got) == 3
+    assert got == {p.name: p.read_bytes() for p in (tmp_path / "packed").glob("*.csv")}
