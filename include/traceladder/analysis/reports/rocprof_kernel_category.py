@@ -22,10 +22,9 @@ COLUMNS = ["op category", "Count", "total_direct_kernel_time_ms", "Percentage (%
 
 
 def category_frame(kf: KernelFrame) -> Table:
-    if not kf.names:
+    if not kf.codes.size:
         return Table(list(COLUMNS))
-    cat_of = {n: categorize_kernel(n) for n in set(kf.names)}
-    cats, durs = groups(kf, [cat_of[n] for n in kf.names])
+    cats, durs = groups(kf, categorize_kernel)
     ms = np.asarray([d.sum() / 1000.0 for d in durs], dtype=np.float64)  # the quirk
     total = ms.sum()
     pct = ms / total * 100.0 if total > 0 else np.zeros_like(ms)

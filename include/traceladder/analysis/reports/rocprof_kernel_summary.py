@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -68,24 +69,33 @@ def categorize_kernel(name: str) -> str:
 
 
 class KernelFrame(NamedTuple):
-    """One entry per kernel dispatch: ``names`` and ``dur`` (int64 ns)."""
+    """One entry per kernel dispatch: its name's code into ``vocab``, and ``dur`` (int64 ns)."""
 
-    names: list[str]
+    codes: np.ndarray
+    vocab: list[str]
     dur: np.ndarray
 
 
 def kernel_frame(t: EventTable) -> KernelFrame:
     kidx = np.flatnonzero(t.is_cat("kernel"))
     dur = t.metadata["ns_end"][kidx] - t.metadata["ns_start"][kidx]
-    return KernelFrame(t.names_of(kidx), np.asarray(dur, dtype=np.int64))
+    return KernelFrame(np.asarray(t.name[kidx], dtype=np.int64), list(t.names), np.asarray(dur, dtype=np.int64))
 
 
-def groups(kf: KernelFrame, key: list[str]) -> tuple[list[str], list[np.ndarray]]:
-    """The durations grouped by ``key`` (one per dispatch), keys in sorted order (groupby's)."""
-    uniq, inv = np.unique(np.asarray(key, dtype=object), return_inverse=True)
+def groups(kf: KernelFrame, label_of: Callable[[str], str]) -> tuple[list[str], list[np.ndarray]]:
+    """The durations grouped by ``label_of(name)``, in file order within a group, the labels
+    sorted (as pandas' groupby sorts its keys); grouped on the integer name codes, since
+    sorting ~10^5 name strings is slow."""
+    used = np.unique(kf.codes)
+    used_labels = [label_of(kf.vocab[c]) for c in used.tolist()]
+    labels = sorted(set(used_labels))
+    index = {lab: i for i, lab in enumerate(labels)}
+    lut = np.zeros(len(kf.vocab), dtype=np.int64)
+    lut[used] = [index[lab] for lab in used_labels]
+    inv = lut[kf.codes]
     order = np.argsort(inv, kind="stable")
-    bounds = np.cumsum(np.bincount(inv, minlength=len(uniq)))[:-1]
-    return [str(u) for u in uniq], np.split(kf.dur[order], bounds)
+    bounds = np.cumsum(np.bincount(inv, minlength=len(labels)))[:-1]
+    return labels, np.split(kf.dur[order], bounds)
 
 
 def _std(d: np.ndarray) -> float:
@@ -104,9 +114,9 @@ def _std(d: np.ndarray) -> float:
 
 def kernel_summary_frame(kf: KernelFrame) -> Table:
     """pandas' ``groupby("name")["dur"].agg([count, sum, mean, median, std, min, max])``."""
-    if not kf.names:
+    if not kf.codes.size:
         return Table(list(COLUMNS))
-    names, durs = groups(kf, kf.names)
+    names, durs = groups(kf, str)
     sums_ns = [int(d.sum()) for d in durs]
     sums = np.asarray(sums_ns, dtype=np.float64)
     total = sums.sum()
