@@ -89,6 +89,8 @@ elif mode in ("task", "task-spawn", "task-1proc"):
     from traceladder.analysis.stored import analyze_stored
     analyze_stored(store, key, spawn={"task": None, "task-spawn": True, "task-1proc": False}[mode])
     t1 = time.perf_counter()
+    import shutil
+    shutil.rmtree(Path(out) / "store")  # a copy of the trace each run: gigabytes over a bench
 elif mode in ("cli", "cli-1cpu"):
     # the whole `traceladder ...` process as a user runs it (start-up and imports
     # included), timed from here; path = the CLI arguments, comma-separated.
