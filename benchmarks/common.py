@@ -71,6 +71,26 @@ elif mode == "paths":
     paths = path.split(",")
     t0 = time.perf_counter(); rc = analyze_paths(paths, out, jobs=int(sys.argv[4])); t1 = time.perf_counter()
     assert rc == 0, rc
+elif mode in ("task", "task-spawn", "task-1proc"):
+    # the analysis task's body as it runs (analysis/stored.py: the stored trace read and
+    # verified, analysed, its reports stored; a local-folder store in place of S3), in a process
+    # with the task runner's imports and a thread of its own; the analysis imports are counted.
+    # "task": its own choice (spawned when a CPU is free now); the others force one way
+    import threading
+    from pathlib import Path
+    import airflow.sdk
+    from traceladder.storage.artifacts import DirArtifactSink
+    store = DirArtifactSink(Path(out) / "store")
+    key = "traceladder/bench/run/r0/traces/" + Path(path).name
+    store.put_file(key, path)
+    store.write_manifest("traceladder/bench/run/r0")
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    t0 = time.perf_counter()
+    from traceladder.analysis.stored import analyze_stored
+    analyze_stored(store, key, spawn={"task": None, "task-spawn": True, "task-1proc": False}[mode])
+    t1 = time.perf_counter()
+    import shutil
+    shutil.rmtree(Path(out) / "store")  # a copy of the trace each run: gigabytes over a bench
 elif mode in ("cli", "cli-1cpu"):
     # the whole `traceladder ...` process as a user runs it (start-up and imports
     # included), timed from here; path = the CLI arguments, comma-separated.
@@ -113,6 +133,46 @@ def measure(ctx: Context, *args: str) -> dict:
     if r.returncode != 0:
         raise RuntimeError(f"measurement {args[0]} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+FIGURES = REPO / "docs" / "figures"
+
+
+def write_figures(section: str, text: str) -> Path:
+    """``docs/figures/<UTC date>-<section>.md``; returns its path."""
+    import datetime
+
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}-{section}.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+_CHILD = r"""
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": r.returncode, "secs": wall, "peak_mb": ru.ru_maxrss / 1024,
+                  "cpu": ru.ru_utime + ru.ru_stime, "err": r.stderr[-2000:]}))
+"""
+
+
+def run_child(ctx: Context, cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """``cmd`` as a child of a small fresh Python: its wall time, and the peak RSS of the
+    largest process it ran (``RUSAGE_CHILDREN``: the same measure for any program, taken where
+    the parent is small, since Linux carries ru_maxrss across fork+exec)."""
+    r = subprocess.run([ctx.python, "-c", _CHILD, *cmd], capture_output=True, text=True, env=env)
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    if res["rc"] != 0:
+        raise RuntimeError(f"{cmd[0]} failed (exit {res['rc']}):\n{res['err']}")
+    return res
+
+
+def load() -> str:
+    """The 1-minute load average, to print beside a figure measured on a shared machine."""
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def format_table(rows: list[Row]) -> str:

@@ -31,14 +31,22 @@ def analysis_key(trace_key: str) -> str:
 
 
 def analyze_stored(
-    store: ArtifactSink, trace_key: str, roofline_share: float | None = None, gpu_model: str | None = None
+    store: ArtifactSink,
+    trace_key: str,
+    roofline_share: float | None = None,
+    gpu_model: str | None = None,
+    spawn: bool | None = None,
 ) -> dict[str, Any]:
     """``roofline_share`` (the ladder's ``headroom.share``) and ``gpu_model`` (the cluster's name,
-    for a trace that names no known device) feed the roofline; None keeps the defaults."""
-    from traceladder.analysis.analyzers.trace import TraceError, analyze_trace
+    for a trace that names no known device) feed the roofline; None keeps the defaults.
+    ``spawn``: analyse in a spawned interpreter (None: when a second CPU is free)."""
+    from traceladder.analysis.model.events import TraceError
+    from traceladder.analysis.spawned import analysis_runner
 
     out_prefix = analysis_prefix(trace_key)
-    with tempfile.TemporaryDirectory(prefix="traceladder-analysis-") as tmp:
+    # the caller (an Airflow task) has threads, so no fork here: a spawned interpreter, started
+    # before the download so its imports overlap it, uses the second CPU (analysis/spawned.py)
+    with tempfile.TemporaryDirectory(prefix="traceladder-analysis-") as tmp, analysis_runner(spawn) as runner:
         local = Path(tmp) / trace_key.rsplit("/", 1)[-1]
         local.write_bytes(store.get_verified(trace_key))
         out_dir = Path(tmp) / "reports"
@@ -46,7 +54,7 @@ def analyze_stored(
             extra: dict[str, Any] = {"gpu_model": gpu_model}
             if roofline_share is not None:
                 extra["roofline_share"] = roofline_share
-            analysis = analyze_trace(local, out_dir, **extra)
+            analysis = runner.run(local, out_dir, **extra)
         except TraceError as exc:  # name the stored object, not the temporary copy
             err = TraceError(trace_key, exc.reason)
             err.args = (f"{store.describe(trace_key)}: {exc.reason}",)  # Path() would fold "s3://"

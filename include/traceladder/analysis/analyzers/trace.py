@@ -99,8 +99,8 @@ def read_trace(path: Path, split: bool = False) -> EventTable:
     path = Path(path)
     # rocprofv3 JSON/CSV (a CSV folder too) and RPD-style SQLite, detected from content
     data = None if path.is_dir() else load_bytes(path, mapped=True)
-    if data is not None and not isinstance(data, bytearray) and sniff(path, data) is not None:
-        data = bytearray(data)  # the heavy readers take bytes; only PyTorch JSON is mapped
+    if data is not None and not isinstance(data, bytearray) and sniff(path, data) not in (None, "rocprofv3_json"):
+        data = bytearray(data)  # the other heavy readers take bytes; PyTorch and rocprofv3 JSON are mapped
     t = read_heavy(path, data)
     if t is not None:
         return t

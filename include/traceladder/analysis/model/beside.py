@@ -7,8 +7,9 @@ pipe, while the parent does the rest.  With ``enabled=False`` (one CPU, no ``for
 a caller with threads of its own), or when ``fork`` itself fails, the work runs in the
 parent, in ``result()``, with the same outputs.
 
-Only the CLI turns it on (``traceladder analyze`` on one trace at a time): an Airflow task
-or a pool worker keeps to one process, as forking a process with threads is unsafe.
+Only a process with no threads of its own turns it on: the CLI (``traceladder analyze`` on one
+trace at a time) and the interpreter an Airflow task spawns (:mod:`.spawned`).  A pool worker
+keeps to one process; forking a process with threads is unsafe.
 The same program is on both ends of the pipe, so its pickles are trusted.  The child
 dies with the parent (``PR_SET_PDEATHSIG`` on Linux), and a parent that fails first
 kills and reaps it.
@@ -77,7 +78,7 @@ class Beside:
             return
         if pid == 0:
             try:
-                _die_with(parent)
+                die_with_parent(parent)
                 signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
                 os.close(read_fd)
                 _child(self.work, write_fd)
@@ -144,7 +145,7 @@ def _child(work: Callable[[], Any], write_fd: int) -> None:
         os._exit(1)
 
 
-def _die_with(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Linux: SIGKILL this process when its parent dies (no orphan keeps writing)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

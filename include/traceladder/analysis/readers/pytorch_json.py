@@ -148,11 +148,15 @@ SPLIT_MIN_BYTES = 32 << 20
 SPLIT_FIRST_SHARE = 0.6
 _MAX_RETRIES = 64
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+#: deflate's best ratio is 1032:1, so a larger ISIZE is not the real size
+_DEFLATE_MAX_RATIO = 1032
 
 
 def _gunzip_into(path: Path, raw: bytes) -> bytearray:
     """Gunzip into one preallocated buffer (the trailer's ISIZE), not a growing one."""
     size = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    if size > _DEFLATE_MAX_RATIO * len(raw):  # a truncated file's "ISIZE" is any 4 bytes: up to 4 GiB
+        size = 0
     out = bytearray(size)
     with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
         got = gz.readinto(out) if size else 0

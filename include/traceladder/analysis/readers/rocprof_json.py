@@ -21,6 +21,9 @@ objects, counters and all other records are skipped without building Python obje
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import mmap
 
 import msgspec
 import numpy as np
@@ -31,46 +34,42 @@ from .rocm_common import build_table
 __all__ = ["read_rocprof_json"]
 
 
-class _Handle(msgspec.Struct):
+class _Handle(msgspec.Struct, gc=False):
     handle: int = 0
 
 
-class _Corr(msgspec.Struct):
+class _Corr(msgspec.Struct, gc=False):
     internal: int = 0
-    external: int = 0
 
 
 def _h() -> _Handle:
     return _Handle()
 
 
-class _DispatchInfo(msgspec.Struct):
+class _DispatchInfo(msgspec.Struct, gc=False):
     kernel_id: int | None = None
     agent_id: _Handle = msgspec.field(default_factory=_h)
-    queue_id: _Handle = msgspec.field(default_factory=_h)
 
 
-class _Dispatch(msgspec.Struct):
+class _Dispatch(msgspec.Struct, gc=False):
     start_timestamp: int = 0
     end_timestamp: int = 0
-    thread_id: int = 0
     correlation_id: _Corr | None = None
     dispatch_info: _DispatchInfo = msgspec.field(default_factory=_DispatchInfo)
     stream_id: _Handle = msgspec.field(default_factory=_h)
 
 
-class _Copy(msgspec.Struct):
+class _Copy(msgspec.Struct, gc=False):
     start_timestamp: int = 0
     end_timestamp: int = 0
     kind: int = 0
     operation: int = 0
-    thread_id: int = 0
     stream_id: _Handle = msgspec.field(default_factory=_h)
     dst_agent_id: _Handle = msgspec.field(default_factory=_h)
     correlation_id: _Corr | None = None
 
 
-class _Api(msgspec.Struct):
+class _Api(msgspec.Struct, gc=False):
     start_timestamp: int = 0
     end_timestamp: int = 0
     kind: int = 0
@@ -80,7 +79,8 @@ class _Api(msgspec.Struct):
 
 
 class _Buffers(msgspec.Struct):
-    kernel_dispatch: list[_Dispatch] = []
+    # left raw (each a view of the file's bytes), decoded later in batches: see _dispatch_columns
+    kernel_dispatch: list[msgspec.Raw] = []
     memory_copy: list[_Copy] = []
     hip_api: list[_Api] = []
     hsa_api: list[_Api] = []
@@ -145,7 +145,55 @@ def _op_names(strings: _Strings, kinds: list[int], ops: list[int], fallback: str
     return out
 
 
-def read_rocprof_json(path: Path, data: bytes) -> EventTable:
+#: dispatches decoded at a time (their Structs are alive at once; ~0.4 KB each)
+_DISPATCH_BATCH = 20_000
+
+
+def _drop_pages(data: object) -> None:
+    """Drop a mapped file's resident pages (a private read-only mapping: a page touched again
+    is read back from the file), so they do not count in the peak RSS beside the table."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        data.madvise(mmap.MADV_DONTNEED)
+
+
+def _dispatch_columns(path: Path, raws: list[msgspec.Raw], data: object) -> dict[str, Any]:
+    """The dispatches' columns, decoded a batch at a time from their raw JSON (views of the
+    file ``data``), so the Structs of only one batch are alive at once, not ~300k of them,
+    and only one batch's pages of a mapped file are resident."""
+    decoder = msgspec.json.Decoder(list[_Dispatch])
+    n = len(raws)
+    start, end, corr = (np.empty(n, dtype=np.int64) for _ in range(3))
+    kids: list[int | None] = []
+    agents: list[int] = []
+    streams: list[int] = []
+    for lo in range(0, n, _DISPATCH_BATCH):
+        try:
+            batch = decoder.decode(b"[" + b",".join(raws[lo : lo + _DISPATCH_BATCH]) + b"]")
+        except msgspec.ValidationError as exc:
+            raise TraceError(path, f"unexpected rocprofv3 JSON structure in kernel_dispatch ({exc})") from None
+        hi = lo + len(batch)
+        start[lo:hi] = [d.start_timestamp for d in batch]
+        end[lo:hi] = [d.end_timestamp for d in batch]
+        corr[lo:hi] = [d.correlation_id.internal if d.correlation_id else 0 for d in batch]
+        kids += [d.dispatch_info.kernel_id for d in batch]
+        agents += [d.dispatch_info.agent_id.handle for d in batch]
+        streams += [d.stream_id.handle for d in batch]
+        _drop_pages(data)
+    return {
+        "kernel_id": kids,
+        "start": start,
+        "end": end,
+        "pid": agents,
+        "tid": streams,
+        "stream": list(streams),
+        "corr": corr,
+    }
+
+
+def read_rocprof_json(path: Path, data: bytes | bytearray | mmap.mmap) -> EventTable:
+    """``data`` may be the file mapped: it is decoded in place, with only the fields used made
+    objects (none tracked by the GC), and the kernel dispatches (most of the file) a batch at
+    a time, so their objects never all live at once."""
     path = Path(path)
     try:
         doc = msgspec.json.decode(data, type=_Doc)
@@ -170,22 +218,11 @@ def read_rocprof_json(path: Path, data: bytes) -> EventTable:
 
     kd = br.kernel_dispatch
     if kd:
-        kids = [d.dispatch_info.kernel_id for d in kd]
+        _drop_pages(data)  # the first pass touched all of it
+        cols = _dispatch_columns(path, kd, data)
+        kids = cols.pop("kernel_id")
         name_of = {k: _symbol_name(by_id.get(k), k) for k in dict.fromkeys(kids)}
-        parts.append(
-            {
-                "cat": "kernel",
-                "names": [name_of[k] for k in kids],
-                "start": np.fromiter((d.start_timestamp for d in kd), dtype=np.int64, count=len(kd)),
-                "end": np.fromiter((d.end_timestamp for d in kd), dtype=np.int64, count=len(kd)),
-                "pid": [d.dispatch_info.agent_id.handle for d in kd],
-                "tid": [d.stream_id.handle for d in kd],
-                "stream": [d.stream_id.handle for d in kd],
-                "corr": np.fromiter(
-                    (d.correlation_id.internal if d.correlation_id else 0 for d in kd), dtype=np.int64, count=len(kd)
-                ),
-            }
-        )
+        parts.append({"cat": "kernel", "names": [name_of[k] for k in kids], **cols})
     mc = br.memory_copy
     if mc:
         parts.append(

@@ -11,33 +11,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+import numpy as np
 
-from .rocprof_kernel_summary import categorize_kernel
+from ..model.table import Table
+from .rocprof_kernel_summary import KernelFrame, categorize_kernel, groups
 
 __all__ = ["COLUMNS", "category_frame", "write_csv"]
 
 COLUMNS = ["op category", "Count", "total_direct_kernel_time_ms", "Percentage (%)", "Cumulative Percentage (%)"]
 
 
-def category_frame(kf: pd.DataFrame) -> pd.DataFrame:
-    if kf.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    cat_of = {n: categorize_kernel(n) for n in kf["name"].unique()}
-    df = pd.DataFrame({"op category": kf["name"].map(cat_of), "dur": kf["dur"]})
-    g = df.groupby("op category")["dur"].agg(["count", "sum"])
-    g.columns = ["Count", "total_direct_kernel_time_us"]
-    g = g.reset_index()
-    g["total_direct_kernel_time_ms"] = g["total_direct_kernel_time_us"] / 1000.0  # the quirk
-    g = g.drop(columns=["total_direct_kernel_time_us"])
-    total = g["total_direct_kernel_time_ms"].sum()
-    g["Percentage (%)"] = (g["total_direct_kernel_time_ms"] / total * 100.0) if total > 0 else 0
-    g["Cumulative Percentage (%)"] = g["Percentage (%)"].cumsum()  # category order, before the sort
-    g = g.sort_values(by="total_direct_kernel_time_ms", ascending=False, kind="stable").reset_index(drop=True)
-    return g[COLUMNS]
+def category_frame(kf: KernelFrame) -> Table:
+    if not kf.codes.size:
+        return Table(list(COLUMNS))
+    cats, durs = groups(kf, categorize_kernel)
+    ms = np.asarray([d.sum() / 1000.0 for d in durs], dtype=np.float64)  # the quirk
+    total = ms.sum()
+    pct = ms / total * 100.0 if total > 0 else np.zeros_like(ms)
+    cum = np.cumsum(pct)  # category order, before the sort
+    order = sorted(range(len(cats)), key=lambda i: -ms[i])  # stable, as sort_values(kind="stable")
+    rows = [[cats[i], int(durs[i].size), float(ms[i]), float(pct[i]), float(cum[i])] for i in order]
+    return Table(list(COLUMNS), rows)
 
 
-def write_csv(kf: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
-    df = category_frame(kf)
-    df.to_csv(Path(out_dir) / "kernel_summary_by_category.csv", index=False)
-    return df
+def write_csv(kf: KernelFrame, out_dir: Path) -> Table:
+    table = category_frame(kf)
+    table.write_csv(Path(out_dir) / "kernel_summary_by_category.csv")
+    return table

@@ -93,7 +93,7 @@ def write_reports(t: EventTable, out_dir: Path, top_n: int = 10) -> dict[str, An
             "percent": _f(r["Percentage (%)"]),
             "count": int(r["Count"]),
         }
-        for _, r in kdf.head(top_n).iterrows()
+        for r in kdf.records(top_n)
     ]
     cats = [
         {
@@ -102,7 +102,7 @@ def write_reports(t: EventTable, out_dir: Path, top_n: int = 10) -> dict[str, An
             "percent": _f(r["Percentage (%)"]),
             "count": int(r["Count"]),
         }
-        for _, r in cdf.iterrows()
+        for r in cdf.records()
     ]
     return {
         "device": "gpu",

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..model.events import EventTable
+from ..model.table import Table
 
 __all__ = ["ROWS", "COLUMNS", "RocprofTimeline", "rocprof_timeline", "write_csv", "merged_length_us"]
 
@@ -60,7 +60,7 @@ class RocprofTimeline:
     idle_us: float
     has_init_fini: bool
 
-    def frame(self) -> pd.DataFrame:
+    def frame(self) -> Table:
         tot = self.total_us
 
         def pct(v: float) -> float:
@@ -73,7 +73,7 @@ class RocprofTimeline:
             ("busy_time", self.busy_us / 1000.0, pct(self.busy_us)),
             ("idle", self.idle_us / 1000.0, pct(self.idle_us)),
         ]
-        return pd.DataFrame(rows, columns=COLUMNS)
+        return Table(list(COLUMNS), [list(r) for r in rows])
 
 
 def gpu_masks(t: EventTable) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +101,7 @@ def rocprof_timeline(t: EventTable) -> RocprofTimeline:
     return RocprofTimeline(total, kernel, memory, busy, idle, bool(has))
 
 
-def write_csv(tl: RocprofTimeline, out_dir: Path) -> pd.DataFrame:
-    df = tl.frame()
-    df.to_csv(Path(out_dir) / "gpu_timeline.csv", index=False)
-    return df
+def write_csv(tl: RocprofTimeline, out_dir: Path) -> Table:
+    table = tl.frame()
+    table.write_csv(Path(out_dir) / "gpu_timeline.csv")
+    return table

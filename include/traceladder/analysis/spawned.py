@@ -1,0 +1,165 @@
+"""Analyse one trace in a fresh interpreter, for a caller that has threads of its own.
+
+An Airflow task runs inside a task runner that has threads, so it must not fork (a forked
+copy of a threaded process can deadlock on a lock some other thread held).  It may *spawn*:
+``subprocess`` starts a new interpreter by fork+exec, with nothing run between the two but
+the exec, which is safe with threads (and, unlike ``multiprocessing``, also inside a
+daemonic Celery or pool worker).  The new interpreter has no threads, so it analyses the
+trace as the CLI does, with the second CPU (:mod:`.beside`): the same files, faster.
+
+:class:`SpawnedAnalysis` starts the child at once, so its imports run while the caller
+fetches the trace; :meth:`SpawnedAnalysis.run` then hands it the work and waits.  The child
+dies with the thread that started it (``PR_SET_PDEATHSIG``; an Airflow task runs in its
+main thread), and leaving the ``with`` block kills and reaps it.  A bad trace raises the
+same :class:`TraceError` as in one process; anything else raises ``RuntimeError`` with the
+child's one-line reason.  Where no CPU is free at the moment (one CPU, or a worker busy with
+other tasks), :func:`analysis_runner` runs the trace in the caller instead: a second
+interpreter would only add its start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from .model.beside import spare_cpu
+from .model.events import TraceError
+
+__all__ = ["AnalysisRunner", "SpawnedAnalysis", "analysis_runner", "cpu_free_now"]
+
+# the folder that holds the traceladder package: the child must import this same copy
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class AnalysisRunner(Protocol):
+    def run(self, trace_path: Path, out_dir: Path, **options: Any) -> dict[str, Any]: ...
+
+
+class InProcessAnalysis:
+    """:func:`analyze_trace` in the caller, in one process (no fork)."""
+
+    def run(self, trace_path: Path, out_dir: Path, **options: Any) -> dict[str, Any]:
+        from .analyzers.trace import analyze_trace
+
+        return analyze_trace(trace_path, out_dir, split=False, **options)
+
+
+class SpawnedAnalysis:
+    """A fresh interpreter waiting for one trace to analyse (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        # stderr is inherited: the child's warnings land in the caller's (task's) log
+        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+        )
+
+    def run(self, trace_path: Path, out_dir: Path, **options: Any) -> dict[str, Any]:
+        if self.proc is None:
+            raise RuntimeError("this spawned analysis was already used")
+        proc, self.proc = self.proc, None
+        request = {"trace": str(trace_path), "out": str(out_dir), "options": options}
+        try:
+            out, _ = proc.communicate(json.dumps(request).encode())
+        finally:
+            _kill(proc)
+        try:
+            msg = json.loads(out) if out else {}
+        except ValueError:
+            msg = {}
+        if "result" in msg:
+            result: dict[str, Any] = msg["result"]
+            return result
+        if "trace_error" in msg:
+            raise TraceError(trace_path, msg["trace_error"])
+        if "error" in msg:
+            raise RuntimeError(f"in the spawned analysis process: {msg['error']}")
+        raise RuntimeError(f"the spawned analysis process stopped with no result (exit code {proc.returncode})")
+
+    def close(self) -> None:
+        """Stop a child whose work is no longer wanted (the caller failed first)."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            _kill(proc)
+
+    def __enter__(self) -> SpawnedAnalysis:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
+def cpu_free_now() -> bool:
+    """A second CPU that is free at this moment, not only allowed: on a worker that already runs
+    other tasks (mapped analysis tasks side by side), a second process would only add its
+    start-up and the pipe.  Linux's runnable count (``/proc/loadavg``, this process included)
+    must be below the CPUs this process may use."""
+    if not spare_cpu():
+        return False
+    try:
+        running = int(open("/proc/loadavg").read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return running < len(os.sched_getaffinity(0))
+
+
+@contextmanager
+def analysis_runner(spawn: bool | None = None) -> Iterator[AnalysisRunner]:
+    """A runner for one trace: spawned (started now) when a second CPU is free now
+    (:func:`cpu_free_now`), else in the caller.  ``spawn`` forces one or the other."""
+    if spawn is None:
+        spawn = cpu_free_now()
+    if not spawn:
+        yield InProcessAnalysis()
+        return
+    with SpawnedAnalysis() as runner:
+        yield runner
+
+
+def _serve(parent: int) -> int:
+    """In the child: wait for the request on stdin, analyse, answer on stdout."""
+    from .model.beside import die_with_parent
+
+    die_with_parent(parent)
+    from .analyzers.trace import analyze_trace  # the imports overlap the caller's download
+
+    raw = sys.stdin.buffer.read()
+    if not raw:  # the caller gave up before sending work
+        return 0
+    req = json.loads(raw)
+    try:
+        msg: dict[str, Any] = {
+            "result": analyze_trace(Path(req["trace"]), Path(req["out"]), split=spare_cpu(), **req["options"])
+        }
+    except TraceError as exc:
+        msg = {"trace_error": exc.reason}
+    except Exception as exc:  # noqa: BLE001 - reported to the caller, which raises it
+        msg = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    sys.stdout.buffer.write(json.dumps(msg).encode())
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(int(sys.argv[1])))
