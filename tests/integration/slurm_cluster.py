@@ -51,6 +51,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def job_pids(job_id: str) -> list[int]:
+    """This host's processes of one Slurm job: its slurmstepd (`slurmstepd: [<id>.<step>]`) and
+    every process whose environment carries SLURM_JOB_ID=<id> (the batch script, srun, the tasks)."""
+    found = []
+    stepd = f"slurmstepd: [{job_id}.".encode()
+    env = f"\0SLURM_JOB_ID={job_id}\0".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "cmdline").read_bytes().startswith(stepd) or env in b"\0" + (
+                proc / "environ"
+            ).read_bytes() + b"\0":
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def _tail(path: Path, lines: int = 5) -> str:
     try:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
@@ -140,9 +159,18 @@ class SlurmCluster:
             f"slurmd-{node}", [which("slurmd") or "slurmd", "-D", "-f", str(self.conf), "-N", node], env=self.env
         )
 
-    def kill_node(self, node: str) -> None:
-        """SIGKILL a node's slurmd (a node dying mid-rung); its job steps go with it below."""
+    def kill_node(self, node: str, job_id: str | None = None) -> list[int]:
+        """SIGKILL a node's slurmd and, with `job_id`, that job's processes (its slurmstepd and
+        tasks), as a node losing power takes them: both "nodes" share this host, so the job
+        must be on `node` alone. Returns the job pids killed."""
         self._end(f"slurmd-{node}", sig=signal.SIGKILL)
+        pids = job_pids(job_id) if job_id else []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        return pids
 
     def restart_ctld(self) -> None:
         """Stop and start slurmctld on its saved state (no -c), as an operator's restart does."""

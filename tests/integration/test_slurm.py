@@ -134,6 +134,13 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def no_process_left(marker: str, timeout_s: float = 15) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not processes_with(marker)
+
+
 # ---- the cluster itself -----------------------------------------------------------------------------
 def test_the_login_node_runs_a_two_node_job(slurm_cluster) -> None:
     out = slurm_cluster.root / "two.out"
@@ -202,14 +209,26 @@ async def _collect(trigger) -> list[dict[str, Any]]:
 
 # ---- the operator -----------------------------------------------------------------------------------
 class _TI:
-    """What the operator reads of its task instance, and the XComs it pushes."""
+    """What the operator reads of its task instance, the XComs it pushes, and the task states it
+    asks for (Airflow's execution API answers those only to a task under a real supervisor: the
+    scheduler test covers that path; here `states` plays the metadata database)."""
 
-    def __init__(self, task_id: str) -> None:
+    def __init__(self, task_id: str, states: dict[tuple[str, str, str], str | None] | None = None) -> None:
         self.dag_id, self.task_id, self.map_index = "traceladder-slurm-op", task_id, -1
         self.xcom: dict[str, Any] = {}
+        self.states = states if states is not None else {}
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
+
+    def get_task_states(
+        self, dag_id: str, run_ids: list[str], task_ids: list[str], map_index: int | None = None
+    ) -> dict[str, dict[str, str | None]]:
+        """RuntimeTaskInstance.get_task_states's answer: {run_id: {task_id: state}}, known ones only."""
+        return {
+            run: {task: self.states[(dag_id, run, task)] for task in task_ids if (dag_id, run, task) in self.states}
+            for run in run_ids
+        }
 
 
 def _operator(ladder: str, task_id: str, lens: str = "torch_rank0", **kwargs: Any):
@@ -266,6 +285,35 @@ def test_a_retry_reattaches_to_the_job_instead_of_submitting_again(slurm_ladders
     assert slurm["job_id"] == first.job_id and slurm["nodes"] in ("n1", "n2") and slurm["nnodes"] == 1
 
 
+def test_orphans_are_cancelled_by_the_next_rung_and_the_operators_on_kill_cancels_its_job(
+    slurm_ladders: Path, slurm_conn
+) -> None:
+    """A deferred rung marked failed before a triggerer started its trigger gets no on_kill: its
+    job runs on. The next Slurm rung's execute cancels every traceladder job whose task instance
+    has finished (found by the owner in the job's --comment), and leaves a live one alone. The
+    operator's own on_kill (the worker-side windows) cancels the job it submitted."""
+    ladder = write_ladder(slurm_ladders, "slurm-orphans")
+    states: dict[tuple[str, str, str], str | None] = {}
+    first, _ = _operator(ladder, "first")
+    first_job = _defer(first, {"ti": _TI("first", states)}).job_id
+    wait_state(slurm_conn, first_job, "RUNNING")
+    states[("traceladder-slurm-op", first.run_id, "first")] = "deferred"
+
+    second, _ = _operator(ladder, "second")
+    second_job = _defer(second, {"ti": _TI("second", states)}).job_id
+    assert "JobState=RUNNING" in slurm_conn.scontrol("show", "job", "-o", first_job).stdout  # a live owner
+    second.on_kill()  # the worker side dies after submitting: the operator cancels its own job
+    wait_state(slurm_conn, second_job, "CANCELLED")
+
+    states[("traceladder-slurm-op", first.run_id, "first")] = "failed"  # marked failed while deferred
+    third, _ = _operator(ladder, "third")
+    third_job = _defer(third, {"ti": _TI("third", states)}).job_id
+    wait_state(slurm_conn, first_job, "CANCELLED", timeout_s=5)
+    third.on_kill()
+    wait_state(slurm_conn, third_job, "CANCELLED")
+    assert all(no_process_left(op.run_id) for op in (first, second, third))
+
+
 def test_a_drained_node_takes_no_rung_and_the_preflight_says_so(slurm_ladders: Path, slurm_conn) -> None:
     from airflow.sdk.exceptions import AirflowException
 
@@ -293,27 +341,48 @@ def test_a_rung_over_its_deadline_ends_timeout(slurm_ladders: Path, slurm_conn) 
         op.execute_complete({"ti": ti}, event)
 
 
-def test_a_node_set_down_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slurm_conn) -> None:
+def _stored(s3_server, prefix: str) -> set[str]:
+    listed = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)
+    return {o["Key"] for o in listed.get("Contents", [])}
+
+
+@pytest.mark.parametrize("how", ["set-down", "slurmd-killed"])
+def test_a_node_lost_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slurm_conn, s3_server, how: str) -> None:
+    """`scontrol ... state=down`, or the node's slurmd SIGKILLed with the job's processes (a node
+    losing power; the cluster's SlurmdTimeout is 10 s): the job ends NODE_FAIL and the rung fails
+    with one line naming the node; what the rung stored stays."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from traceladder.airflow.slurm_hook import parse_job
 
-    ladder = write_ladder(slurm_ladders, "slurm-nodefail")
+    ladder = write_ladder(slurm_ladders, f"slurm-nodefail-{how}")
     op, spec = _operator(ladder, "rung")
     ti = _TI("rung")
     trigger = _defer(op, {"ti": ti})
     wait_state(slurm_conn, trigger.job_id, "RUNNING")
     node = parse_job(slurm_conn.scontrol("show", "job", "-o", trigger.job_id).stdout).nodes
-    slurm_conn.scontrol("update", f"nodename={node}", "state=down", "reason=tl-node-lost")
+    prefix = f"traceladder/{ladder}/{op.run_id}/"
     try:
+        if how == "set-down":
+            slurm_conn.scontrol("update", f"nodename={node}", "state=down", "reason=tl-node-lost")
+        else:
+            assert slurm_conn.kill_node(node, trigger.job_id), "the job had no process to kill"
         (event,) = events(trigger)
         assert event["state"] == "NODE_FAIL"
+        stored = _stored(s3_server, prefix)
         with pytest.raises(AirflowFailException) as err:
             op.execute_complete({"ti": ti}, event)
+        assert _stored(s3_server, prefix) == stored
     finally:
-        slurm_conn.scontrol("update", f"nodename={node}", "state=resume")
+        if how == "set-down":
+            slurm_conn.scontrol("update", f"nodename={node}", "state=resume")
+        else:
+            slurm_conn.start_node(node)  # ReturnToService=1: a node lost to silence comes back by itself
+        slurm_conn.wait_idle(60)
     line = str(err.value)
-    assert "\n" not in line and "NODE_FAIL" in line and f"node {node} down" in line and "tl-node-lost" in line
+    reason = "tl-node-lost" if how == "set-down" else "Not responding"
+    assert "\n" not in line and "NODE_FAIL" in line and f"node {node} down" in line and reason in line, line
+    assert no_process_left(op.run_id)
 
 
 def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
