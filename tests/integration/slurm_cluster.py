@@ -82,7 +82,7 @@ class SlurmCluster:
     """One controller, two nodes, munge and a login sshd, all under `root`."""
 
     root: Path
-    slurmd_timeout_s: int = 10
+    slurmd_timeout_s: int = 5
     ctld_port: int = field(default_factory=free_port)
     node_ports: dict[str, int] = field(default_factory=lambda: {n: free_port() for n in NODES})
     ssh_port: int = field(default_factory=free_port)
@@ -350,5 +350,5 @@ SetEnv SLURM_CONF={self.conf}
         )
 
 
-def start_cluster(slurmd_timeout_s: int = 10) -> SlurmCluster:
+def start_cluster(slurmd_timeout_s: int = 5) -> SlurmCluster:
     return SlurmCluster(Path(tempfile.mkdtemp(prefix="traceladder-slurm-")), slurmd_timeout_s).start()

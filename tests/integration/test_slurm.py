@@ -95,12 +95,12 @@ def submit_script(cluster, body: str, nodes: int = 1) -> str:
     """A plain batch job through the login node; returns its id."""
     from traceladder.airflow.slurm_hook import SlurmHook
 
-    hook = SlurmHook(SSH_CONN)
     path = f"{cluster.root}/jobs/{uuid.uuid4().hex[:8]}.sh"
-    hook.put_file(
-        path, f"#!/bin/bash\n#SBATCH -N {nodes}\n#SBATCH --output={cluster.root}/jobs/%j.out\n{body}\n", "700"
-    )
-    return hook.submit(path)
+    with SlurmHook(SSH_CONN) as hook:
+        hook.put_file(
+            path, f"#!/bin/bash\n#SBATCH -N {nodes}\n#SBATCH --output={cluster.root}/jobs/%j.out\n{body}\n", "700"
+        )
+        return hook.submit(path)
 
 
 def wait_state(cluster, job_id: str, want: str, timeout_s: float = 30) -> None:
@@ -290,28 +290,30 @@ def test_orphans_are_cancelled_by_the_next_rung_and_the_operators_on_kill_cancel
 ) -> None:
     """A deferred rung marked failed before a triggerer started its trigger gets no on_kill: its
     job runs on. The next Slurm rung's execute cancels every traceladder job whose task instance
-    has finished (found by the owner in the job's --comment), and leaves a live one alone. The
+    has finished (its owner is in the job's --comment) and leaves a live one's alone. Then the
     operator's own on_kill (the worker-side windows) cancels the job it submitted."""
+    from traceladder.airflow.slurm_hook import JobOwner, job_name, owner_comment
+
+    dag = "traceladder-slurm-op"
+    states: dict[tuple[str, str, str], str | None] = {
+        (dag, "r-old", "failed_rung"): "failed",  # marked failed while deferred, before its trigger ran
+        (dag, "r-old", "live_rung"): "deferred",
+    }
+    jobs = {}
+    for task in ("failed_rung", "live_rung"):  # what those rungs' operators submitted (name, comment)
+        comment = owner_comment(JobOwner(dag, "r-old", task))
+        name = job_name(dag, "r-old", task)
+        jobs[task] = submit_script(slurm_conn, f"#SBATCH --job-name={name} --comment={comment}\nexec sleep 300")
+        wait_state(slurm_conn, jobs[task], "RUNNING")
     ladder = write_ladder(slurm_ladders, "slurm-orphans")
-    states: dict[tuple[str, str, str], str | None] = {}
-    first, _ = _operator(ladder, "first")
-    first_job = _defer(first, {"ti": _TI("first", states)}).job_id
-    wait_state(slurm_conn, first_job, "RUNNING")
-    states[("traceladder-slurm-op", first.run_id, "first")] = "deferred"
-
-    second, _ = _operator(ladder, "second")
-    second_job = _defer(second, {"ti": _TI("second", states)}).job_id
-    assert "JobState=RUNNING" in slurm_conn.scontrol("show", "job", "-o", first_job).stdout  # a live owner
-    second.on_kill()  # the worker side dies after submitting: the operator cancels its own job
-    wait_state(slurm_conn, second_job, "CANCELLED")
-
-    states[("traceladder-slurm-op", first.run_id, "first")] = "failed"  # marked failed while deferred
-    third, _ = _operator(ladder, "third")
-    third_job = _defer(third, {"ti": _TI("third", states)}).job_id
-    wait_state(slurm_conn, first_job, "CANCELLED", timeout_s=5)
-    third.on_kill()
-    wait_state(slurm_conn, third_job, "CANCELLED")
-    assert all(no_process_left(op.run_id) for op in (first, second, third))
+    op, _ = _operator(ladder, "rung")
+    own = _defer(op, {"ti": _TI("rung", states)}).job_id
+    wait_state(slurm_conn, jobs["failed_rung"], "CANCELLED", timeout_s=5)
+    assert "JobState=RUNNING" in slurm_conn.scontrol("show", "job", "-o", jobs["live_rung"]).stdout
+    op.on_kill()  # the worker side dies after submitting: the operator cancels its own job
+    wait_state(slurm_conn, own, "CANCELLED")
+    slurm_conn.run("scancel", jobs["live_rung"])
+    assert no_process_left(op.run_id)
 
 
 def test_a_drained_node_takes_no_rung_and_the_preflight_says_so(slurm_ladders: Path, slurm_conn) -> None:
@@ -349,7 +351,7 @@ def _stored(s3_server, prefix: str) -> set[str]:
 @pytest.mark.parametrize("how", ["set-down", "slurmd-killed"])
 def test_a_node_lost_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slurm_conn, s3_server, how: str) -> None:
     """`scontrol ... state=down`, or the node's slurmd SIGKILLed with the job's processes (a node
-    losing power; the cluster's SlurmdTimeout is 10 s): the job ends NODE_FAIL and the rung fails
+    losing power; the test cluster's SlurmdTimeout is 5 s): the job ends NODE_FAIL and the rung fails
     with one line naming the node; what the rung stored stays."""
     from airflow.sdk.exceptions import AirflowFailException
 

@@ -303,12 +303,24 @@ class SlurmHook:
         return self._ssh
 
     def run(self, command: str, check: bool = True) -> str:
-        with self.ssh.get_conn() as client:
-            rc, out, err = self.ssh.exec_ssh_client_command(client, command, get_pty=False, environment=None)
+        # SSHHook keeps one connection while its transport lives: one login per hook, not per command
+        client = self.ssh.get_conn()
+        rc, out, err = self.ssh.exec_ssh_client_command(client, command, get_pty=False, environment=None)
         if check and rc != 0:
             text = (err or out).decode(errors="replace").strip().splitlines()
             raise SlurmError(f"`{command.split()[0]}` on {self.ssh_conn_id} exited {rc}: {text[-1] if text else ''}")
         return out.decode(errors="replace")
+
+    def close(self) -> None:
+        if self._ssh is not None and self._ssh.client is not None:
+            self._ssh.client.close()
+            self._ssh.client = None
+
+    def __enter__(self) -> SlurmHook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def put_file(self, path: str, text: str, mode: str = "600") -> None:
         """Write a file on the login node (the shared filesystem), created with `mode` (never wider)."""

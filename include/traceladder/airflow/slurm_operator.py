@@ -175,21 +175,13 @@ class SlurmRungOperator(BaseOperator):
         settings = cluster.slurm
         if settings is None:
             raise AirflowException(f"cluster of ladder {spec.ladder} has no slurm: settings")
-        hook = SlurmHook(self.ssh_conn_id)
         ti = context["ti"]
         map_index = ti.map_index if ti.map_index is not None else -1
         name = job_name(ti.dag_id, self.run_id, ti.task_id, map_index)
         owner = JobOwner(ti.dag_id, getattr(ti, "run_id", None) or self.run_id, ti.task_id, map_index)
         try:
-            self._cancel_orphans(hook, ti, name)
-            job_id = hook.find_job(name)
-            if job_id is not None:
-                self.log.info("re-attaching to Slurm job %s (%s), which an earlier try submitted", job_id, name)
-            else:
-                if self.preflight:
-                    self._preflight(hook, spec, settings.partition, nnodes)
-                job_id = self._submit(hook, spec, cluster, name, nnodes, owner)
-                self.log.info("submitted Slurm job %s (%s) for rung %s", job_id, name, spec.rung_id)
+            with SlurmHook(self.ssh_conn_id) as hook:
+                job_id = self._find_or_submit(hook, spec, cluster, ti, name, owner, nnodes)
         except SlurmError as exc:
             raise AirflowException(f"rung {spec.rung_id}: {exc}") from None
         self._job_id = job_id
@@ -199,6 +191,22 @@ class SlurmRungOperator(BaseOperator):
             ),
             method_name="execute_complete",
         )
+
+    def _find_or_submit(
+        self, hook: SlurmHook, spec: Any, cluster: Any, ti: Any, name: str, owner: JobOwner, nnodes: int
+    ) -> str:
+        """Re-attach to this task instance's job if an earlier try submitted it, else preflight and submit."""
+        self._cancel_orphans(hook, ti, name)
+        job_id = hook.find_job(name)
+        if job_id is not None:
+            self.log.info("re-attaching to Slurm job %s (%s), which an earlier try submitted", job_id, name)
+            return job_id
+        if self.preflight:
+            self._preflight(hook, spec, cluster.slurm.partition, nnodes)
+        job_id = self._submit(hook, spec, cluster, name, nnodes, owner)
+        self._job_id = job_id  # from here on the operator's on_kill cancels it
+        self.log.info("submitted Slurm job %s (%s) for rung %s", job_id, name, spec.rung_id)
+        return job_id
 
     def _preflight(self, hook: SlurmHook, spec: Any, partition: str | None, nnodes: int) -> None:
         from airflow.sdk.exceptions import AirflowException
@@ -295,7 +303,8 @@ class SlurmRungOperator(BaseOperator):
     def _failed_nodes(self, nodelist: str) -> str:
         """Which of the job's nodes is down or drained now (`node n2 down (reason)`), else the list."""
         try:
-            bad = SlurmHook(self.ssh_conn_id).unusable_nodes(None, nodes=nodelist)
+            with SlurmHook(self.ssh_conn_id) as hook:
+                bad = hook.unusable_nodes(None, nodes=nodelist)
         except SlurmError as exc:
             self.log.warning("could not ask which node failed: %s", exc)
             bad = {}
@@ -331,6 +340,7 @@ class SlurmRungOperator(BaseOperator):
         """The worker-side windows (submitting, collecting); while deferred the trigger's on_kill cancels."""
         if self._job_id:
             try:
-                SlurmHook(self.ssh_conn_id).cancel(self._job_id)
+                with SlurmHook(self.ssh_conn_id) as hook:
+                    hook.cancel(self._job_id)
             except Exception as exc:  # noqa: BLE001 - best effort on the way down
                 self.log.warning("could not cancel Slurm job %s: %s", self._job_id, exc)
