@@ -153,6 +153,37 @@ def test_the_login_node_runs_a_two_node_job(slurm_cluster) -> None:
     assert lines.count(slurm_cluster.host) == 2 and "nodes=n[1-2]" in lines
 
 
+def test_the_standin_primus_cli_slurm_mode_runs_on_the_cluster(slurm_cluster) -> None:
+    """The stand-in `primus-cli slurm srun|sbatch FLAGS -- direct ... -- train pretrain ...` from
+    the login node: srun starts its entry on both nodes with torchrun's variables from the job
+    (NODE_RANK 0 and 1, MASTER_ADDR the first node), sbatch runs it as the batch script; a
+    missing entry exits 2 with Primus's message before any job is made."""
+    import subprocess
+
+    primus = REPO / "docker" / "standin" / "Primus"
+    out = slurm_cluster.root / f"primus-{uuid.uuid4().hex[:6]}"
+    config = "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"
+    tail = f"-- direct --log_file {out}/log.txt -- train pretrain --config {config} --train_iters 3"
+    # the checkout as Primus's (cwd and PRIMUS_PATH); /dev/null stands for the GPU-less nodes' /dev/kfd
+    env = f"mkdir -p {out} && cd {primus} && PRIMUS_PATH={primus} PRIMUS_WORKSPACE={out}/ws"
+    env += " STANDIN_KFD=/dev/null GPUS_PER_NODE=1"
+
+    def login(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*slurm_cluster.ssh_argv(), command], capture_output=True, text=True, timeout=60)
+
+    missing = login(f"{env} {primus.parent / 'primus-cli'} slurm srun -N 2")
+    assert missing.returncode == 2 and "Missing Primus entry (container|direct)" in missing.stderr
+    srun = login(f"{env} {primus.parent / 'primus-cli'} slurm srun -N 2 --output={out}/node%n.out {tail}")
+    assert srun.returncode == 0, srun.stderr + (out / "node0.out").read_text()
+    for rank in (0, 1):
+        text = (out / f"node{rank}.out").read_text()
+        assert f"GPUS_PER_NODE=1 NNODES=2 NODE_RANK={rank} MASTER_ADDR=n1 MASTER_PORT=1234" in text, text
+        assert "iteration        3/       3" in text and "training done" in text
+    sbatch = login(f"{env} {primus.parent / 'primus-cli'} slurm sbatch -N 1 --wait --output={out}/batch.out {tail}")
+    assert sbatch.returncode == 0, sbatch.stderr
+    assert "NNODES=1 NODE_RANK=0" in (out / "batch.out").read_text()
+
+
 # ---- the trigger ------------------------------------------------------------------------------------
 def test_the_trigger_reports_the_final_state_and_nodes(slurm_conn) -> None:
     from traceladder.airflow.slurm_operator import SlurmJobTrigger
