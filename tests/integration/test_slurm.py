@@ -448,3 +448,20 @@ def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
         client.get_object(Bucket=s3_server.bucket, Key=f"{prefix}/log.txt.gz")["Body"].read()
     ).decode()
     assert "[proxy] rank 1:" in log and "[traceladder] ---- node 0 of 2 ----" in log
+    # the multi-rank analysis, given the rung's ranks per node (TraceLens's --gpus_per_node), puts
+    # each rank on its node and marks the 2-node process group's collectives inter_node
+    import csv
+
+    from traceladder.airflow.ladders import ladder_store
+    from traceladder.airflow.tasks import ranks_per_node
+    from traceladder.analysis.stored import analyze_stored_ranks
+    from traceladder.storage import layout
+
+    traces = sorted(f"{prefix}/{k}" for k in stored if k.startswith("traces/"))
+    store = ladder_store(ladder)[1]
+    joined = analyze_stored_ranks(store, prefix, traces, ranks_per_node(metrics, len(traces)))
+    assert joined["world_size"] == 2
+    key = f"{layout.ranks_prefix(prefix)}/nccl_long.csv"
+    rows = list(csv.DictReader(store.get_verified(key).decode().splitlines()))
+    assert rows and {(r["rank"], r["node_id"]) for r in rows} == {("0", "0"), ("1", "1")}
+    assert {r["node_span"] for r in rows} == {"inter_node"}
