@@ -342,11 +342,13 @@ SetEnv SLURM_CONF={self.conf}
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         sshd = which("sshd") or "/usr/sbin/sshd"  # sshd re-executes itself: an absolute path
         self._spawn("sshd", [sshd, "-D", "-e", "-f", str(folder / "sshd_config")])
+        # A roomy probe: a login that is slow (root's shell rc files, a loaded box) must not be
+        # killed halfway, which can leave the rc files' locks behind (pyenv's rehash lock here).
         self._wait_for(
-            lambda: subprocess.run([*self.ssh_argv(), "true"], capture_output=True, timeout=10).returncode == 0,
+            lambda: subprocess.run([*self.ssh_argv(), "true"], capture_output=True, timeout=60).returncode == 0,
             "sshd (login node)",
             self.root / "sshd.out",
-            20,
+            90,
         )
 
 

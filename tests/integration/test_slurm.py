@@ -114,11 +114,11 @@ def wait_state(cluster, job_id: str, want: str, timeout_s: float = 30) -> None:
     raise AssertionError(f"job {job_id} never {want}: {state[:300]}")
 
 
-def events(trigger) -> list[dict[str, Any]]:
+def events(trigger, timeout_s: float = 180) -> list[dict[str, Any]]:
     async def collect() -> list[dict[str, Any]]:
         return [event.payload async for event in trigger.run()]
 
-    return asyncio.run(collect())
+    return asyncio.run(asyncio.wait_for(collect(), timeout_s))
 
 
 def processes_with(marker: str) -> list[int]:
@@ -399,6 +399,10 @@ def test_a_node_lost_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slur
         if how == "set-down":
             slurm_conn.scontrol("update", f"nodename={node}", "state=down", "reason=tl-node-lost")
         else:
+            deadline = time.monotonic() + 20
+            runner = f"--run-id\0{op.run_id}"  # the runner's own argv (srun's holds it in one string)
+            while not processes_with(runner) and time.monotonic() < deadline:
+                time.sleep(0.2)
             assert slurm_conn.kill_node(node, trigger.job_id), "the job had no process to kill"
         (event,) = events(trigger)
         assert event["state"] == "NODE_FAIL"

@@ -323,13 +323,21 @@ class SlurmHook:
         self.close()
 
     def put_file(self, path: str, text: str, mode: str = "600") -> None:
-        """Write a file on the login node (the shared filesystem), created with `mode` (never wider)."""
-        marker = "TRACELADDER_EOF_" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:12]
-        folder = shlex.quote(path.rsplit("/", 1)[0])
-        self.run(
-            f"umask 077 && mkdir -p {folder} && cat > {shlex.quote(path)} <<'{marker}'\n{text}\n{marker}\n"
-            f"chmod {mode} {shlex.quote(path)}"
+        """Write a file on the login node (the shared filesystem), created with `mode` (never wider).
+        The text goes through the command's stdin, never its command line: SSHHook logs command
+        lines, and the secrets file holds keys."""
+        target = shlex.quote(path)
+        command = (
+            f"umask 077 && mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && cat > {target} && chmod {mode} {target}"
         )
+        stdin, stdout, stderr = self.ssh.get_conn().exec_command(command, timeout=self.cmd_timeout)
+        stdin.write(text.encode())
+        stdin.flush()
+        stdin.channel.shutdown_write()
+        rc = stdout.channel.recv_exit_status()
+        if rc != 0:
+            err = stderr.read().decode(errors="replace").strip().splitlines()
+            raise SlurmError(f"writing {path} on {self.ssh_conn_id} exited {rc}: {err[-1] if err else ''}")
 
     def home(self) -> str:
         return self.run("echo $HOME").strip()
