@@ -51,6 +51,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def job_pids(job_id: str) -> list[int]:
+    """This host's processes of one Slurm job: its slurmstepd (`slurmstepd: [<id>.<step>]`) and
+    every process whose environment carries SLURM_JOB_ID=<id> (the batch script, srun, the tasks)."""
+    found = []
+    stepd = f"slurmstepd: [{job_id}.".encode()
+    env = f"\0SLURM_JOB_ID={job_id}\0".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "cmdline").read_bytes().startswith(stepd) or env in b"\0" + (
+                proc / "environ"
+            ).read_bytes() + b"\0":
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def _tail(path: Path, lines: int = 5) -> str:
     try:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
@@ -63,7 +82,7 @@ class SlurmCluster:
     """One controller, two nodes, munge and a login sshd, all under `root`."""
 
     root: Path
-    slurmd_timeout_s: int = 10
+    slurmd_timeout_s: int = 5
     ctld_port: int = field(default_factory=free_port)
     node_ports: dict[str, int] = field(default_factory=lambda: {n: free_port() for n in NODES})
     ssh_port: int = field(default_factory=free_port)
@@ -140,9 +159,18 @@ class SlurmCluster:
             f"slurmd-{node}", [which("slurmd") or "slurmd", "-D", "-f", str(self.conf), "-N", node], env=self.env
         )
 
-    def kill_node(self, node: str) -> None:
-        """SIGKILL a node's slurmd (a node dying mid-rung); its job steps go with it below."""
+    def kill_node(self, node: str, job_id: str | None = None) -> list[int]:
+        """SIGKILL a node's slurmd and, with `job_id`, that job's processes (its slurmstepd and
+        tasks), as a node losing power takes them: both "nodes" share this host, so the job
+        must be on `node` alone. Returns the job pids killed."""
         self._end(f"slurmd-{node}", sig=signal.SIGKILL)
+        pids = job_pids(job_id) if job_id else []
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        return pids
 
     def restart_ctld(self) -> None:
         """Stop and start slurmctld on its saved state (no -c), as an operator's restart does."""
@@ -314,13 +342,15 @@ SetEnv SLURM_CONF={self.conf}
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         sshd = which("sshd") or "/usr/sbin/sshd"  # sshd re-executes itself: an absolute path
         self._spawn("sshd", [sshd, "-D", "-e", "-f", str(folder / "sshd_config")])
+        # A roomy probe: a login that is slow (root's shell rc files, a loaded box) must not be
+        # killed halfway, which can leave the rc files' locks behind (pyenv's rehash lock here).
         self._wait_for(
-            lambda: subprocess.run([*self.ssh_argv(), "true"], capture_output=True, timeout=10).returncode == 0,
+            lambda: subprocess.run([*self.ssh_argv(), "true"], capture_output=True, timeout=60).returncode == 0,
             "sshd (login node)",
             self.root / "sshd.out",
-            20,
+            90,
         )
 
 
-def start_cluster(slurmd_timeout_s: int = 10) -> SlurmCluster:
+def start_cluster(slurmd_timeout_s: int = 5) -> SlurmCluster:
     return SlurmCluster(Path(tempfile.mkdtemp(prefix="traceladder-slurm-")), slurmd_timeout_s).start()

@@ -95,12 +95,12 @@ def submit_script(cluster, body: str, nodes: int = 1) -> str:
     """A plain batch job through the login node; returns its id."""
     from traceladder.airflow.slurm_hook import SlurmHook
 
-    hook = SlurmHook(SSH_CONN)
     path = f"{cluster.root}/jobs/{uuid.uuid4().hex[:8]}.sh"
-    hook.put_file(
-        path, f"#!/bin/bash\n#SBATCH -N {nodes}\n#SBATCH --output={cluster.root}/jobs/%j.out\n{body}\n", "700"
-    )
-    return hook.submit(path)
+    with SlurmHook(SSH_CONN) as hook:
+        hook.put_file(
+            path, f"#!/bin/bash\n#SBATCH -N {nodes}\n#SBATCH --output={cluster.root}/jobs/%j.out\n{body}\n", "700"
+        )
+        return hook.submit(path)
 
 
 def wait_state(cluster, job_id: str, want: str, timeout_s: float = 30) -> None:
@@ -114,11 +114,11 @@ def wait_state(cluster, job_id: str, want: str, timeout_s: float = 30) -> None:
     raise AssertionError(f"job {job_id} never {want}: {state[:300]}")
 
 
-def events(trigger) -> list[dict[str, Any]]:
+def events(trigger, timeout_s: float = 180) -> list[dict[str, Any]]:
     async def collect() -> list[dict[str, Any]]:
         return [event.payload async for event in trigger.run()]
 
-    return asyncio.run(collect())
+    return asyncio.run(asyncio.wait_for(collect(), timeout_s))
 
 
 def processes_with(marker: str) -> list[int]:
@@ -134,6 +134,13 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def no_process_left(marker: str, timeout_s: float = 15) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not processes_with(marker)
+
+
 # ---- the cluster itself -----------------------------------------------------------------------------
 def test_the_login_node_runs_a_two_node_job(slurm_cluster) -> None:
     out = slurm_cluster.root / "two.out"
@@ -144,6 +151,37 @@ def test_the_login_node_runs_a_two_node_job(slurm_cluster) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = out.read_text().split()
     assert lines.count(slurm_cluster.host) == 2 and "nodes=n[1-2]" in lines
+
+
+def test_the_standin_primus_cli_slurm_mode_runs_on_the_cluster(slurm_cluster) -> None:
+    """The stand-in `primus-cli slurm srun|sbatch FLAGS -- direct ... -- train pretrain ...` from
+    the login node: srun starts its entry on both nodes with torchrun's variables from the job
+    (NODE_RANK 0 and 1, MASTER_ADDR the first node), sbatch runs it as the batch script; a
+    missing entry exits 2 with Primus's message before any job is made."""
+    import subprocess
+
+    primus = REPO / "docker" / "standin" / "Primus"
+    out = slurm_cluster.root / f"primus-{uuid.uuid4().hex[:6]}"
+    config = "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"
+    tail = f"-- direct --log_file {out}/log.txt -- train pretrain --config {config} --train_iters 3"
+    # the checkout as Primus's (cwd and PRIMUS_PATH); /dev/null stands for the GPU-less nodes' /dev/kfd
+    env = f"mkdir -p {out} && cd {primus} && PRIMUS_PATH={primus} PRIMUS_WORKSPACE={out}/ws"
+    env += " STANDIN_KFD=/dev/null GPUS_PER_NODE=1"
+
+    def login(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*slurm_cluster.ssh_argv(), command], capture_output=True, text=True, timeout=60)
+
+    missing = login(f"{env} {primus.parent / 'primus-cli'} slurm srun -N 2")
+    assert missing.returncode == 2 and "Missing Primus entry (container|direct)" in missing.stderr
+    srun = login(f"{env} {primus.parent / 'primus-cli'} slurm srun -N 2 --output={out}/node%n.out {tail}")
+    assert srun.returncode == 0, srun.stderr + (out / "node0.out").read_text()
+    for rank in (0, 1):
+        text = (out / f"node{rank}.out").read_text()
+        assert f"GPUS_PER_NODE=1 NNODES=2 NODE_RANK={rank} MASTER_ADDR=n1 MASTER_PORT=1234" in text, text
+        assert "iteration        3/       3" in text and "training done" in text
+    sbatch = login(f"{env} {primus.parent / 'primus-cli'} slurm sbatch -N 1 --wait --output={out}/batch.out {tail}")
+    assert sbatch.returncode == 0, sbatch.stderr
+    assert "NNODES=1 NODE_RANK=0" in (out / "batch.out").read_text()
 
 
 # ---- the trigger ------------------------------------------------------------------------------------
@@ -202,14 +240,26 @@ async def _collect(trigger) -> list[dict[str, Any]]:
 
 # ---- the operator -----------------------------------------------------------------------------------
 class _TI:
-    """What the operator reads of its task instance, and the XComs it pushes."""
+    """What the operator reads of its task instance, the XComs it pushes, and the task states it
+    asks for (Airflow's execution API answers those only to a task under a real supervisor: the
+    scheduler test covers that path; here `states` plays the metadata database)."""
 
-    def __init__(self, task_id: str) -> None:
+    def __init__(self, task_id: str, states: dict[tuple[str, str, str], str | None] | None = None) -> None:
         self.dag_id, self.task_id, self.map_index = "traceladder-slurm-op", task_id, -1
         self.xcom: dict[str, Any] = {}
+        self.states = states if states is not None else {}
 
     def xcom_push(self, key: str, value: Any) -> None:
         self.xcom[key] = value
+
+    def get_task_states(
+        self, dag_id: str, run_ids: list[str], task_ids: list[str], map_index: int | None = None
+    ) -> dict[str, dict[str, str | None]]:
+        """RuntimeTaskInstance.get_task_states's answer: {run_id: {task_id: state}}, known ones only."""
+        return {
+            run: {task: self.states[(dag_id, run, task)] for task in task_ids if (dag_id, run, task) in self.states}
+            for run in run_ids
+        }
 
 
 def _operator(ladder: str, task_id: str, lens: str = "torch_rank0", **kwargs: Any):
@@ -266,6 +316,37 @@ def test_a_retry_reattaches_to_the_job_instead_of_submitting_again(slurm_ladders
     assert slurm["job_id"] == first.job_id and slurm["nodes"] in ("n1", "n2") and slurm["nnodes"] == 1
 
 
+def test_orphans_are_cancelled_by_the_next_rung_and_the_operators_on_kill_cancels_its_job(
+    slurm_ladders: Path, slurm_conn
+) -> None:
+    """A deferred rung marked failed before a triggerer started its trigger gets no on_kill: its
+    job runs on. The next Slurm rung's execute cancels every traceladder job whose task instance
+    has finished (its owner is in the job's --comment) and leaves a live one's alone. Then the
+    operator's own on_kill (the worker-side windows) cancels the job it submitted."""
+    from traceladder.airflow.slurm_hook import JobOwner, job_name, owner_comment
+
+    dag = "traceladder-slurm-op"
+    states: dict[tuple[str, str, str], str | None] = {
+        (dag, "r-old", "failed_rung"): "failed",  # marked failed while deferred, before its trigger ran
+        (dag, "r-old", "live_rung"): "deferred",
+    }
+    jobs = {}
+    for task in ("failed_rung", "live_rung"):  # what those rungs' operators submitted (name, comment)
+        comment = owner_comment(JobOwner(dag, "r-old", task))
+        name = job_name(dag, "r-old", task)
+        jobs[task] = submit_script(slurm_conn, f"#SBATCH --job-name={name} --comment={comment}\nexec sleep 300")
+        wait_state(slurm_conn, jobs[task], "RUNNING")
+    ladder = write_ladder(slurm_ladders, "slurm-orphans")
+    op, _ = _operator(ladder, "rung")
+    own = _defer(op, {"ti": _TI("rung", states)}).job_id
+    wait_state(slurm_conn, jobs["failed_rung"], "CANCELLED", timeout_s=5)
+    assert "JobState=RUNNING" in slurm_conn.scontrol("show", "job", "-o", jobs["live_rung"]).stdout
+    op.on_kill()  # the worker side dies after submitting: the operator cancels its own job
+    wait_state(slurm_conn, own, "CANCELLED")
+    slurm_conn.run("scancel", jobs["live_rung"])
+    assert no_process_left(op.run_id)
+
+
 def test_a_drained_node_takes_no_rung_and_the_preflight_says_so(slurm_ladders: Path, slurm_conn) -> None:
     from airflow.sdk.exceptions import AirflowException
 
@@ -293,27 +374,52 @@ def test_a_rung_over_its_deadline_ends_timeout(slurm_ladders: Path, slurm_conn) 
         op.execute_complete({"ti": ti}, event)
 
 
-def test_a_node_set_down_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slurm_conn) -> None:
+def _stored(s3_server, prefix: str) -> set[str]:
+    listed = s3_server.client().list_objects_v2(Bucket=s3_server.bucket, Prefix=prefix)
+    return {o["Key"] for o in listed.get("Contents", [])}
+
+
+@pytest.mark.parametrize("how", ["set-down", "slurmd-killed"])
+def test_a_node_lost_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slurm_conn, s3_server, how: str) -> None:
+    """`scontrol ... state=down`, or the node's slurmd SIGKILLed with the job's processes (a node
+    losing power; the test cluster's SlurmdTimeout is 5 s): the job ends NODE_FAIL and the rung fails
+    with one line naming the node; what the rung stored stays."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from traceladder.airflow.slurm_hook import parse_job
 
-    ladder = write_ladder(slurm_ladders, "slurm-nodefail")
+    ladder = write_ladder(slurm_ladders, f"slurm-nodefail-{how}")
     op, spec = _operator(ladder, "rung")
     ti = _TI("rung")
     trigger = _defer(op, {"ti": ti})
     wait_state(slurm_conn, trigger.job_id, "RUNNING")
     node = parse_job(slurm_conn.scontrol("show", "job", "-o", trigger.job_id).stdout).nodes
-    slurm_conn.scontrol("update", f"nodename={node}", "state=down", "reason=tl-node-lost")
+    prefix = f"traceladder/{ladder}/{op.run_id}/"
     try:
+        if how == "set-down":
+            slurm_conn.scontrol("update", f"nodename={node}", "state=down", "reason=tl-node-lost")
+        else:
+            deadline = time.monotonic() + 20
+            runner = f"--run-id\0{op.run_id}"  # the runner's own argv (srun's holds it in one string)
+            while not processes_with(runner) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert slurm_conn.kill_node(node, trigger.job_id), "the job had no process to kill"
         (event,) = events(trigger)
         assert event["state"] == "NODE_FAIL"
+        stored = _stored(s3_server, prefix)
         with pytest.raises(AirflowFailException) as err:
             op.execute_complete({"ti": ti}, event)
+        assert _stored(s3_server, prefix) == stored
     finally:
-        slurm_conn.scontrol("update", f"nodename={node}", "state=resume")
+        if how == "set-down":
+            slurm_conn.scontrol("update", f"nodename={node}", "state=resume")
+        else:
+            slurm_conn.start_node(node)  # ReturnToService=1: a node lost to silence comes back by itself
+        slurm_conn.wait_idle(60)
     line = str(err.value)
-    assert "\n" not in line and "NODE_FAIL" in line and f"node {node} down" in line and "tl-node-lost" in line
+    reason = "tl-node-lost" if how == "set-down" else "Not responding"
+    assert "\n" not in line and "NODE_FAIL" in line and f"node {node} down" in line and reason in line, line
+    assert no_process_left(op.run_id)
 
 
 def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
@@ -346,3 +452,20 @@ def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
         client.get_object(Bucket=s3_server.bucket, Key=f"{prefix}/log.txt.gz")["Body"].read()
     ).decode()
     assert "[proxy] rank 1:" in log and "[traceladder] ---- node 0 of 2 ----" in log
+    # the multi-rank analysis, given the rung's ranks per node (TraceLens's --gpus_per_node), puts
+    # each rank on its node and marks the 2-node process group's collectives inter_node
+    import csv
+
+    from traceladder.airflow.ladders import ladder_store
+    from traceladder.airflow.tasks import ranks_per_node
+    from traceladder.analysis.stored import analyze_stored_ranks
+    from traceladder.storage import layout
+
+    traces = sorted(f"{prefix}/{k}" for k in stored if k.startswith("traces/"))
+    store = ladder_store(ladder)[1]
+    joined = analyze_stored_ranks(store, prefix, traces, ranks_per_node(metrics, len(traces)))
+    assert joined["world_size"] == 2
+    key = f"{layout.ranks_prefix(prefix)}/nccl_long.csv"
+    rows = list(csv.DictReader(store.get_verified(key).decode().splitlines()))
+    assert rows and {(r["rank"], r["node_id"]) for r in rows} == {("0", "0"), ("1", "1")}
+    assert {r["node_span"] for r in rows} == {"inter_node"}

@@ -168,6 +168,29 @@ def test_job_names_are_stable_per_task_instance() -> None:
     assert len(a) <= 40 and a.startswith("traceladder-")
 
 
+def test_the_job_comment_names_its_task_instance_and_round_trips() -> None:
+    from traceladder.airflow.slurm_hook import JobOwner, owner_comment, parse_owner
+
+    owner = JobOwner("traceladder-proxy", "manual__2026-12-02T05:00:00+00:00", "rung_b1/x", 3)
+    comment = owner_comment(owner)
+    assert " " not in comment and comment.count("/") == 3 and parse_owner(comment) == owner
+    script = sbatch_script(
+        SlurmSettings(container_runtime="direct", runner_command="traceladder"),
+        name="traceladder-abc",
+        nnodes=1,
+        timeout_s=60,
+        job_dir="/w/jobs/traceladder-abc",
+        node_argv=["run-rung"],
+        environment={},
+        gpus_per_node=None,
+        image=None,
+        owner=owner,
+    )
+    assert f"#SBATCH --comment={comment}" in script.splitlines()
+    # a job someone else submitted (no comment, or another's) is never taken for an orphan of ours
+    assert parse_owner("") is None and parse_owner("nightly build") is None and parse_owner("ti=a/b/c") is None
+
+
 def test_scontrol_lines_parse() -> None:
     line = (
         "JobId=42 JobName=traceladder-x UserId=root(0) JobState=NODE_FAIL Reason=NodeDown Dependency=(null) "

@@ -244,6 +244,27 @@ def test_single_run_gets_no_verdict() -> None:
     assert "single run: no verdict" in to_markdown(summary)
 
 
+def test_rungs_on_different_slurm_nodes_name_the_node_as_a_confounder() -> None:
+    plan, results = make_run(repeats=2)
+    summary = build_summary(plan, results, {})
+    assert "nodes" not in summary  # not a Slurm ladder: no node record, no sentence
+    for result in results.values():  # each run's metrics.json, as a Slurm rung's runner records it
+        nodes = "n2" if result["rung"] == "gbs16" and result["repeat"] == 1 else "n1"
+        result["provenance"] = {**result["provenance"], "slurm": {"job_id": "7", "nodes": nodes, "nnodes": 1}}
+    summary = build_summary(plan, results, {})
+    assert summary["nodes"] == {
+        "rungs_by_nodes": {"n1": ["baseline", "deepep", "fusions", "gbs16"], "n2": ["gbs16"]},
+        "confounder": True,
+    }
+    line = "Runs ran on different Slurm nodes (n1: baseline, deepep, fusions, gbs16; n2: gbs16)"
+    assert any(f.startswith(line) and "possible confounder" in f for f in summary["findings"])
+    assert line in to_markdown(summary) and line in to_html(summary, {})
+    for result in results.values():  # all on one node: recorded, not a confounder
+        result["provenance"]["slurm"]["nodes"] = "n[1-2]"
+    summary = build_summary(plan, results, {})
+    assert summary["nodes"]["confounder"] is False and not any("Slurm nodes" in f for f in summary["findings"])
+
+
 def test_failed_rung_is_marked_not_hidden() -> None:
     plan, results = make_run(fail_fusions=True)
     summary = build_summary(plan, results, {})

@@ -18,6 +18,7 @@ import hashlib
 import math
 import re
 import shlex
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,11 +60,45 @@ def time_limit_minutes(timeout_s: int) -> int:
     return max(1, math.ceil((timeout_s + UPLOAD_GRACE_S) / 60))
 
 
+JOB_NAME_PREFIX = "traceladder-"
+
+
 def job_name(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
     """The job's name, the same for every try of one task instance: a retry finds the job a
     dead worker submitted by this name (`squeue -n`) instead of submitting a second one."""
     digest = hashlib.sha1(f"{dag_id}|{run_id}|{task_id}|{map_index}".encode(), usedforsecurity=False).hexdigest()
-    return f"traceladder-{digest[:16]}"
+    return f"{JOB_NAME_PREFIX}{digest[:16]}"
+
+
+# A job's --comment names the task instance that submitted it, so that a later rung's preflight can
+# tell an orphan (its task instance no longer runs) from a live job: `ti=<dag>/<run>/<task>/<map>`,
+# each part percent-encoded (no spaces, no slashes inside a part).
+OWNER_PREFIX = "ti="
+
+
+@dataclass(frozen=True)
+class JobOwner:
+    """The task instance that submitted a job (from the job's comment)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int = -1
+
+
+def owner_comment(owner: JobOwner) -> str:
+    parts = (owner.dag_id, owner.run_id, owner.task_id, str(owner.map_index))
+    return OWNER_PREFIX + "/".join(urllib.parse.quote(p, safe="") for p in parts)
+
+
+def parse_owner(comment: str) -> JobOwner | None:
+    """The owner in a job's comment, or None for a job traceladder did not submit."""
+    if not comment.startswith(OWNER_PREFIX):
+        return None
+    parts = [urllib.parse.unquote(p) for p in comment[len(OWNER_PREFIX) :].split("/")]
+    if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
+        return None
+    return JobOwner(parts[0], parts[1], parts[2], int(parts[3]))
 
 
 def parse_fields(line: str) -> dict[str, str]:
@@ -141,12 +176,14 @@ def sbatch_script(
     gpus_per_node: int | None,
     image: str | None,
     secrets_file: str | None = None,
+    owner: JobOwner | None = None,
 ) -> str:
     """The batch script: `#SBATCH` options, the multi-node environment, one `srun` task per node.
 
     `node_argv` is the runner's command (`traceladder run-rung ...`); `environment` is exported to
     every node (no secrets: it is visible in the script); `secrets_file` (a 0600 file in the job's
     directory) is sourced and removed as the job starts, so keys never reach the controller's state.
+    `owner` (the submitting task instance) goes into `--comment`, for the orphan sweep.
     """
     opts = [
         f"--job-name={name}",
@@ -157,6 +194,7 @@ def sbatch_script(
         f"--time={time_limit_minutes(timeout_s)}",
         f"--output={job_dir}/slurm-%j.out",
         f"--chdir={job_dir}",
+        *([f"--comment={owner_comment(owner)}"] if owner else []),
     ]
     for flag, value in (
         ("partition", settings.partition),
@@ -267,21 +305,41 @@ class SlurmHook:
         return self._ssh
 
     def run(self, command: str, check: bool = True) -> str:
-        with self.ssh.get_conn() as client:
-            rc, out, err = self.ssh.exec_ssh_client_command(client, command, get_pty=False, environment=None)
+        # SSHHook keeps one connection while its transport lives: one login per hook, not per command
+        client = self.ssh.get_conn()
+        rc, out, err = self.ssh.exec_ssh_client_command(client, command, get_pty=False, environment=None)
         if check and rc != 0:
             text = (err or out).decode(errors="replace").strip().splitlines()
             raise SlurmError(f"`{command.split()[0]}` on {self.ssh_conn_id} exited {rc}: {text[-1] if text else ''}")
         return out.decode(errors="replace")
 
+    def close(self) -> None:
+        if self._ssh is not None and self._ssh.client is not None:
+            self._ssh.client.close()
+            self._ssh.client = None
+
+    def __enter__(self) -> SlurmHook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def put_file(self, path: str, text: str, mode: str = "600") -> None:
-        """Write a file on the login node (the shared filesystem), created with `mode` (never wider)."""
-        marker = "EOF_TRACELADDER_" + hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()[:12]
-        folder = shlex.quote(path.rsplit("/", 1)[0])
-        self.run(
-            f"umask 077 && mkdir -p {folder} && cat > {shlex.quote(path)} <<'{marker}'\n{text}\n{marker}\n"
-            f"chmod {mode} {shlex.quote(path)}"
+        """Write a file on the login node (the shared filesystem), created with `mode` (never wider).
+        The text goes through the command's stdin, never its command line: SSHHook logs command
+        lines, and the secrets file holds keys."""
+        target = shlex.quote(path)
+        command = (
+            f"umask 077 && mkdir -p {shlex.quote(path.rsplit('/', 1)[0])} && cat > {target} && chmod {mode} {target}"
         )
+        stdin, stdout, stderr = self.ssh.get_conn().exec_command(command, timeout=self.cmd_timeout)
+        stdin.write(text.encode())
+        stdin.flush()
+        stdin.channel.shutdown_write()
+        rc = stdout.channel.recv_exit_status()
+        if rc != 0:
+            err = stderr.read().decode(errors="replace").strip().splitlines()
+            raise SlurmError(f"writing {path} on {self.ssh_conn_id} exited {rc}: {err[-1] if err else ''}")
 
     def home(self) -> str:
         return self.run("echo $HOME").strip()
@@ -295,6 +353,18 @@ class SlurmHook:
         out = self.run(f"squeue -h --states=all --name={shlex.quote(name)} -o %i")
         ids = [line.strip() for line in out.splitlines() if line.strip()]
         return ids[-1] if ids else None
+
+    def owned_jobs(self) -> list[tuple[str, str, JobOwner]]:
+        """Every queued or running job that traceladder submitted: (job id, name, owner)."""
+        out = self.run("squeue -h --states=PD,R,S,CF,RS -o '%i|%j|%k'")
+        jobs = []
+        for line in out.splitlines():
+            parts = line.strip().split("|", 2)
+            if len(parts) == 3 and parts[1].startswith(JOB_NAME_PREFIX):
+                owner = parse_owner(parts[2])
+                if owner is not None:
+                    jobs.append((parts[0], parts[1], owner))
+        return jobs
 
     def job(self, job_id: str) -> JobState:
         return parse_job(self.run(f"scontrol show job -o {shlex.quote(job_id)}"))

@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from traceladder.airflow.slurm_hook import SlurmError, SlurmHook, cancel_async, job_name, job_state_async, sbatch_script
+from traceladder.airflow.slurm_hook import (
+    JobOwner,
+    SlurmError,
+    SlurmHook,
+    cancel_async,
+    job_name,
+    job_state_async,
+    sbatch_script,
+)
 from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
@@ -43,6 +51,9 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 TRIGGER_PATH = "traceladder.airflow.slurm_operator.SlurmJobTrigger"
+# Task-instance states after which the task's job has no reason to run: its job is an orphan.
+# (None, a cleared task instance, is not here: its next try re-attaches to the job by name.)
+FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 class SlurmJobTrigger(BaseTrigger):
@@ -165,18 +176,13 @@ class SlurmRungOperator(BaseOperator):
         settings = cluster.slurm
         if settings is None:
             raise AirflowException(f"cluster of ladder {spec.ladder} has no slurm: settings")
-        hook = SlurmHook(self.ssh_conn_id)
         ti = context["ti"]
-        name = job_name(ti.dag_id, self.run_id, ti.task_id, ti.map_index if ti.map_index is not None else -1)
+        map_index = ti.map_index if ti.map_index is not None else -1
+        name = job_name(ti.dag_id, self.run_id, ti.task_id, map_index)
+        owner = JobOwner(ti.dag_id, getattr(ti, "run_id", None) or self.run_id, ti.task_id, map_index)
         try:
-            job_id = hook.find_job(name)
-            if job_id is not None:
-                self.log.info("re-attaching to Slurm job %s (%s), which an earlier try submitted", job_id, name)
-            else:
-                if self.preflight:
-                    self._preflight(hook, spec, settings.partition, nnodes)
-                job_id = self._submit(hook, spec, cluster, name, nnodes)
-                self.log.info("submitted Slurm job %s (%s) for rung %s", job_id, name, spec.rung_id)
+            with SlurmHook(self.ssh_conn_id) as hook:
+                job_id = self._find_or_submit(hook, spec, cluster, ti, name, owner, nnodes)
         except SlurmError as exc:
             raise AirflowException(f"rung {spec.rung_id}: {exc}") from None
         self._job_id = job_id
@@ -186,6 +192,22 @@ class SlurmRungOperator(BaseOperator):
             ),
             method_name="execute_complete",
         )
+
+    def _find_or_submit(
+        self, hook: SlurmHook, spec: Any, cluster: Any, ti: Any, name: str, owner: JobOwner, nnodes: int
+    ) -> str:
+        """Re-attach to this task instance's job if an earlier try submitted it, else preflight and submit."""
+        self._cancel_orphans(hook, ti, name)
+        job_id = hook.find_job(name)
+        if job_id is not None:
+            self.log.info("re-attaching to Slurm job %s (%s), which an earlier try submitted", job_id, name)
+            return job_id
+        if self.preflight:
+            self._preflight(hook, spec, cluster.slurm.partition, nnodes)
+        job_id = self._submit(hook, spec, cluster, name, nnodes, owner)
+        self._job_id = job_id  # from here on the operator's on_kill cancels it
+        self.log.info("submitted Slurm job %s (%s) for rung %s", job_id, name, spec.rung_id)
+        return job_id
 
     def _preflight(self, hook: SlurmHook, spec: Any, partition: str | None, nnodes: int) -> None:
         from airflow.sdk.exceptions import AirflowException
@@ -202,7 +224,33 @@ class SlurmRungOperator(BaseOperator):
         self._record_refused(spec, message)
         raise AirflowException(message)
 
-    def _submit(self, hook: SlurmHook, spec: Any, cluster: Any, name: str, nnodes: int) -> str:
+    def _cancel_orphans(self, hook: SlurmHook, ti: Any, own_name: str) -> None:
+        """Cancel the queued or running jobs whose task instance has finished or is gone: a deferred
+        rung marked failed before a triggerer started its trigger gets no trigger ``on_kill``, and
+        a worker killed while submitting or collecting may leave its job behind. The same rule as
+        the docker preflight's: a managed workload whose task instance no longer runs is stopped."""
+        for job_id, job, owner in hook.owned_jobs():
+            if job == own_name:  # this task instance's own job: re-attached to below
+                continue
+            key = owner.task_id if owner.map_index < 0 else f"{owner.task_id}_{owner.map_index}"
+            try:
+                states = ti.get_task_states(
+                    dag_id=owner.dag_id,
+                    run_ids=[owner.run_id],
+                    task_ids=[owner.task_id],
+                    map_index=owner.map_index if owner.map_index >= 0 else None,
+                )
+            except Exception as exc:  # noqa: BLE001 - an unknown DAG, an API error: leave the job alone
+                self.log.warning("Slurm job %s: could not ask the state of %s: %s", job_id, owner, exc)
+                continue
+            found = (states or {}).get(owner.run_id, {})
+            if key in found and found[key] not in FINISHED_TI_STATES:
+                continue
+            why = f"is {found[key]}" if key in found else "no longer exists"
+            self.log.warning("cancelling orphaned Slurm job %s: its task %s %s", job_id, owner, why)
+            hook.cancel(job_id)
+
+    def _submit(self, hook: SlurmHook, spec: Any, cluster: Any, name: str, nnodes: int, owner: JobOwner) -> str:
         from traceladder.airflow.operators import storage_environment
 
         settings = cluster.slurm
@@ -227,6 +275,7 @@ class SlurmRungOperator(BaseOperator):
             gpus_per_node=cluster.gpus_per_node,
             image=spec.image,
             secrets_file=secrets,
+            owner=owner,
         )
         hook.put_file(f"{job_dir}/job.sh", script, mode="700")
         return hook.submit(f"{job_dir}/job.sh")
@@ -255,7 +304,8 @@ class SlurmRungOperator(BaseOperator):
     def _failed_nodes(self, nodelist: str) -> str:
         """Which of the job's nodes is down or drained now (`node n2 down (reason)`), else the list."""
         try:
-            bad = SlurmHook(self.ssh_conn_id).unusable_nodes(None, nodes=nodelist)
+            with SlurmHook(self.ssh_conn_id) as hook:
+                bad = hook.unusable_nodes(None, nodes=nodelist)
         except SlurmError as exc:
             self.log.warning("could not ask which node failed: %s", exc)
             bad = {}
@@ -292,6 +342,7 @@ class SlurmRungOperator(BaseOperator):
         """The worker-side windows (submitting, collecting); while deferred the trigger's on_kill cancels."""
         if self._job_id:
             try:
-                SlurmHook(self.ssh_conn_id).cancel(self._job_id)
+                with SlurmHook(self.ssh_conn_id) as hook:
+                    hook.cancel(self._job_id)
             except Exception as exc:  # noqa: BLE001 - best effort on the way down
                 self.log.warning("could not cancel Slurm job %s: %s", self._job_id, exc)

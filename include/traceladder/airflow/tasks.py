@@ -180,8 +180,22 @@ def join_rank_traces(ladder: str, run_id: str) -> list[JSONObject]:
     for result in read_results(store, plan).values():
         traces = [k for k in result.get("traces") or [] if ".pt.trace.json" in k]
         if len(traces) > 1:
-            joined.append(analyze_stored_ranks(store, result["prefix"], traces))
+            joined.append(analyze_stored_ranks(store, result["prefix"], traces, ranks_per_node(result, len(traces))))
     return joined
+
+
+def ranks_per_node(result: JSONObject, world_size: int) -> int | None:
+    """A multi-node rung's ranks per node (its world over the nodes of its Slurm job), given to
+    the multi-rank analysis as TraceLens's --gpus_per_node, so that its collectives get node_id and
+    node_span (intra_node/inter_node) columns even where traces carry no deviceProperties (the CPU
+    proxy). None on one node: TraceLens's own rule (deviceProperties) then decides."""
+    provenance = result.get("provenance")
+    slurm = provenance.get("slurm") if isinstance(provenance, dict) else None
+    nnodes_value = slurm.get("nnodes") if isinstance(slurm, dict) else None
+    nnodes = int(nnodes_value) if isinstance(nnodes_value, (int, str)) and str(nnodes_value).isdigit() else 1
+    if nnodes <= 1 or world_size % nnodes:
+        return None
+    return world_size // nnodes
 
 
 def summarize_run(ladder: str, run_id: str, logical_date: str | None = None) -> JSONObject:

@@ -69,8 +69,11 @@ def collectives_key(rung_prefix: str) -> str:
     return f"{layout.ranks_prefix(rung_prefix)}/{layout.COLLECTIVES_OBJECT}"
 
 
-def analyze_stored_ranks(store: ArtifactSink, rung_prefix: str, trace_keys: list[str]) -> dict[str, Any]:
-    """Join one rung's per-rank traces into TraceLens's multi-rank collective reports."""
+def analyze_stored_ranks(
+    store: ArtifactSink, rung_prefix: str, trace_keys: list[str], gpus_per_node: int | None = None
+) -> dict[str, Any]:
+    """Join one rung's per-rank traces into TraceLens's multi-rank collective reports; with
+    ``gpus_per_node`` (TraceLens's ``--gpus_per_node``) they get its node_id/node_span columns."""
     from traceladder.analysis.analyzers.ranks import analyze_ranks
 
     out_prefix = layout.ranks_prefix(rung_prefix)
@@ -81,7 +84,7 @@ def analyze_stored_ranks(store: ArtifactSink, rung_prefix: str, trace_keys: list
             local.write_bytes(store.get_verified(key))
             paths.append(local)
         out_dir = Path(tmp) / "reports"
-        collectives = analyze_ranks(paths, out_dir)
+        collectives = analyze_ranks(paths, out_dir, gpus_per_node=gpus_per_node)
         for path in sorted(out_dir.iterdir()):
             store.put_file(f"{out_prefix}/{path.name}", path)
     store.write_manifest(out_prefix)

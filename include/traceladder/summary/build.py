@@ -132,6 +132,8 @@ def build_summary(
             if r["status"] != "ok"
         ],
         "provenance": _provenance(results),
+        # backend: slurm only: the node list each run ran on, and whether they differ (a confounder)
+        **({"nodes": nodes} if (nodes := _nodes(results)) else {}),
     }
     summary["findings"] = findings(summary)
     return summary
@@ -144,6 +146,23 @@ def _lens_rung(specs: list[dict[str, Any]]) -> str | None:
 def _provenance(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     seen = [r["provenance"] for r in results.values() if r.get("provenance")]
     return seen[0] if seen else {}
+
+
+def _nodes(results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Which Slurm node list each rung's runs ran on (metrics.json's provenance.slurm.nodes).
+    More than one node list in the ladder run makes the node a possible confounder: a rung's
+    difference from its parent may be the nodes', not the switch's."""
+    rungs_by_nodes: dict[str, set[str]] = {}
+    for result in results.values():
+        nodes = ((result.get("provenance") or {}).get("slurm") or {}).get("nodes")
+        if nodes:
+            rungs_by_nodes.setdefault(str(nodes), set()).add(str(result.get("rung") or result.get("rung_id")))
+    if not rungs_by_nodes:
+        return None
+    return {
+        "rungs_by_nodes": {nodes: sorted(rungs) for nodes, rungs in sorted(rungs_by_nodes.items())},
+        "confounder": len(rungs_by_nodes) > 1,
+    }
 
 
 def _profile(results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -249,6 +268,10 @@ def findings(summary: dict[str, Any]) -> list[str]:
         from traceladder.stats.history import history_findings
 
         out += history_findings(summary["history"])
+    nodes = summary.get("nodes")
+    if nodes and nodes["confounder"]:
+        where = "; ".join(f"{n}: {', '.join(rungs)}" for n, rungs in nodes["rungs_by_nodes"].items())
+        out.append(f"Runs ran on different Slurm nodes ({where}): the node is a possible confounder.")
     if summary["failed_rungs"]:
         out.append(f"{len(summary['failed_rungs'])} run(s) did not finish ok: {', '.join(summary['failed_rungs'])}.")
     return out
