@@ -1,0 +1,236 @@
+"""A year of weekly ladders (issue 30): the summary task against the history's length, and the
+Ladders page under load. The generated year (benchmarks/year_history.py: 10 ladders x 52 weeks of
+the seed ladder in a real SeaweedFS) is made once and cached under /var/tmp/traceladder-scale by
+generator version; ``TRACELADDER_SCALE_CACHE`` names another folder.
+
+* ``summary_scale``: one ladder written week by week into a fresh SeaweedFS; after 1, 13, 26 and
+  52 published weeks the next week's rungs are written and the DAG's summary task runs for real
+  (``summary.publish.write_summary``: results, analyses, attribution, the history and change
+  points over the ladder's index, charts, report) and then its publish (``publish_latest``). For
+  each: seconds, S3 requests by operation and by what they read (botocore's ``before-call``
+  events), and the objects under the ladder's prefix. Then the 53rd week of one ladder of the
+  generated year (a bucket of ten ladders), the same way; its objects are removed afterwards so
+  the cache stays a year. Target: the summary task ≤ 15 s.
+* ``page_load``: see benchmarks/page_load.py.
+
+Figures go to ``docs/figures/<date>-<section>.md``."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO, Context, Row
+
+FIGURES = REPO / "docs" / "figures"
+SUMMARY_TARGET_S = 15.0
+HISTORY_WEEKS = (1, 13, 26, 52)
+YEAR_LADDERS, YEAR_WEEKS = 10, 52
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TRACELADDER_SCALE_CACHE", "/var/tmp/traceladder-scale"))  # noqa: S108 - a cache
+
+
+def summary_task(writer: Any, client: Any, bucket: str, ladder: str, week: int) -> dict[str, Any]:
+    """Write week ``week``'s rungs, then run the summary and publish tasks as the DAG does."""
+    from benchmarks.s3_requests import RequestCounter
+    from benchmarks.year_history import object_count
+    from traceladder.storage import layout
+    from traceladder.summary.publish import publish_latest, write_summary
+
+    written = writer.write_rungs(ladder, week)
+    store = writer.reader_for(ladder)  # a fresh S3 store, as a task has
+    run = written["run"]
+    with RequestCounter(client) as summary_requests:
+        t0 = time.perf_counter()
+        plan = json.loads(store.get_bytes(f"{run}/{layout.PLAN_OBJECT}"))  # tasks._stored_plan
+        ref = write_summary(store, run, plan, written["stamp"])
+        summary_s = time.perf_counter() - t0
+    with RequestCounter(client) as publish_requests:
+        t0 = time.perf_counter()
+        entry = publish_latest(store, layout.ladder_prefix(writer.prefix, ladder), ref)
+        publish_s = time.perf_counter() - t0
+    objects, size = object_count(client, bucket, layout.ladder_prefix(writer.prefix, ladder))
+    history = json.loads(store.get_bytes(ref["summary_json"])).get("history") or {}
+    return {
+        "week": week + 1,
+        "history_runs": week,
+        "summary_s": summary_s,
+        "publish_s": publish_s,
+        "summary_requests": summary_requests.total,
+        "summary_by_op": dict(summary_requests.by_op),
+        "summary_by_kind": dict(summary_requests.by_kind),
+        "publish_requests": publish_requests.total,
+        "publish_by_kind": dict(publish_requests.by_kind),
+        "objects": objects,
+        "bytes": size,
+        "run": run,
+        "entry": entry,
+        "history_points": max((len(r.get("run_ids") or []) for r in history.get("rungs", [])), default=None),
+        "change_points": sum(len(r.get("change_points") or []) for r in history.get("rungs", [])),
+        "regressions": ref["regressions"],
+    }
+
+
+def _probe(ctx: Context, weeks: tuple[int, ...]) -> list[dict[str, Any]]:
+    """One ladder, week by week, in a fresh SeaweedFS; the real tasks at each history length."""
+    from benchmarks.year_history import ladder_files, s3_writer
+    from traceladder.dev.embedded_s3 import EmbeddedS3
+
+    root = ctx.scratch / "summary_scale"
+    (ladder,) = ladder_files(root / "ladders", 1)
+    os.environ["TRACELADDER_LADDERS_DIR"] = str(root / "ladders")
+    s3 = EmbeddedS3(root / "s3", bucket="traceladder")
+    s3.start()
+    measured = []
+    try:
+        client = s3.client(max_pool_connections=32)
+        writer = s3_writer(s3, client, root)
+        entries: list[dict[str, Any]] = []
+        try:
+            for week in range(max(weeks) + 1):
+                if week in weeks:
+                    m = summary_task(writer, client, s3.bucket, ladder, week)
+                    measured.append(m)
+                    entries.append({**m["entry"], "logical_date": m["entry"]["logical_date"]})
+                    print(f"bench: summary_scale: {m['history_runs']} weeks before: {m['summary_s']:.1f} s", flush=True)
+                else:
+                    entries.append(writer.write_summary(ladder, week, writer.write_rungs(ladder, week), entries))
+        finally:
+            writer.close()
+    finally:
+        s3.stop()
+        os.environ.pop("TRACELADDER_LADDERS_DIR", None)
+    return measured
+
+
+def _year_week(ctx: Context) -> dict[str, Any] | None:
+    """The 53rd week of the first ladder of the cached year (10 ladders in the bucket); removed after."""
+    from benchmarks.year_history import cached_year, s3_writer
+    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.storage.layout import DEFAULT_PREFIX, entry_key, ladder_prefix
+    from traceladder.summary.index import update_latest
+
+    year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
+    os.environ["TRACELADDER_LADDERS_DIR"] = str(year.ladders_dir)
+    s3 = EmbeddedS3(year.s3_dir, bucket="traceladder")
+    s3.start()
+    try:
+        client = s3.client(max_pool_connections=32)
+        writer = s3_writer(s3, client, ctx.scratch)
+        ladder = year.ladders[0]
+        try:
+            m = summary_task(writer, client, s3.bucket, ladder, year.weeks)
+        finally:
+            writer.close()
+            # leave the cache a year: the week just written goes again
+            keys = [m["run"]] if "m" in locals() else []
+            for run in keys:
+                for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=run + "/"):
+                    objs = [{"Key": o["Key"]} for o in page.get("Contents", []) or []]
+                    if objs:
+                        client.delete_objects(Bucket=s3.bucket, Delete={"Objects": objs})
+            if keys:
+                client.delete_object(
+                    Bucket=s3.bucket, Key=entry_key(ladder_prefix(DEFAULT_PREFIX, ladder), m["entry"]["run_id"])
+                )
+                update_latest(writer.reader_for(ladder), ladder_prefix(DEFAULT_PREFIX, ladder))
+        m["year"] = {
+            "seconds": year.seconds,
+            "objects": year.objects,
+            "bytes": year.bytes,
+            "ladders": len(year.ladders),
+        }
+        return m
+    finally:
+        s3.stop()
+        os.environ.pop("TRACELADDER_LADDERS_DIR", None)
+
+
+def _kinds(by_kind: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1]))
+
+
+def bench_summary_scale(ctx: Context) -> list[Row]:
+    weeks = (1, 13) if ctx.quick else HISTORY_WEEKS
+    probe = _probe(ctx, weeks)
+    year = None if ctx.quick else _year_week(ctx)
+    rows = []
+    for m in probe + ([year] if year else []):
+        where = "year bucket (10 ladders)" if m is year else "one ladder"
+        rows.append(
+            Row(
+                "summary_scale",
+                f"summary task, {m['history_runs']} weeks of history ({where})",
+                m["summary_s"],
+                "s",
+                f"≤ {SUMMARY_TARGET_S:.0f} s",
+                m["summary_s"] <= SUMMARY_TARGET_S,
+                f"{m['summary_requests']} S3 requests; {m['objects']} objects under the ladder; "
+                f"publish {m['publish_s']:.2f} s, {m['publish_requests']} requests",
+            )
+        )
+    _write_figures(probe, year)
+    return rows
+
+
+def _write_figures(probe: list[dict[str, Any]], year: dict[str, Any] | None) -> None:
+    lines = [
+        "# The summary task against a year of history (`python -m benchmarks --only summary_scale`)",
+        "",
+        "The DAG's summary task (`summary.publish.write_summary`, with the plan read first as the task does) and "
+        "its publish (`publish_latest`), run for real on the next week of a ladder with 1, 13, 26 and 52 "
+        "published weeks (one ladder in a fresh SeaweedFS), then on week 53 of a ladder in the generated year "
+        "(benchmarks/year_history.py: 10 seed ladders x 52 weeks in one bucket). S3 requests are counted with "
+        "botocore's `before-call` events (a listing counts one per page of 1,000 keys). "
+        f"Target: the summary task ≤ {SUMMARY_TARGET_S:.0f} s. Machine: 2 shared cores, `nice -n 19`.",
+        "",
+        "| history (weeks) | where | summary task s | publish s | summary requests | publish requests "
+        "| objects under the ladder | stored MB | points per rung |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = probe + ([year] if year else [])
+    for m in rows:
+        lines.append(
+            f"| {m['history_runs']} | {'year bucket' if m is year else 'one ladder'} | {m['summary_s']:.2f} | "
+            f"{m['publish_s']:.2f} | {m['summary_requests']} | {m['publish_requests']} | {m['objects']} | "
+            f"{m['bytes'] / 1e6:.0f} | {m['history_points']} |"
+        )
+    lines += ["", "## Requests by operation and by what they read", ""]
+    for m in rows:
+        lines.append(f"- {m['history_runs']} weeks, summary: {_kinds(m['summary_by_kind'])}")
+        lines.append(f"- {m['history_runs']} weeks, publish: {_kinds(m['publish_by_kind'])}")
+    if len(probe) >= 2:
+        a, b = probe[0], probe[-1]
+        grow_objects = b["objects"] / max(a["objects"], 1)
+        other = {
+            k: (a["summary_by_kind"].get(k, 0), b["summary_by_kind"].get(k, 0))
+            for k in set(a["summary_by_kind"]) | set(b["summary_by_kind"])
+            if "index entry" not in k
+        }
+        grown = {k: v for k, v in other.items() if v[1] != v[0]}
+        lines += [
+            "",
+            f"From {a['history_runs']} to {b['history_runs']} weeks the objects under the ladder grow "
+            f"x{grow_objects:.0f} ({a['objects']} → {b['objects']}). The summary task's reads of index "
+            f"entries grow with the runs in the history (one GET per run under `runs/`, plus one listing "
+            f"page per 1,000 runs); every other read stays the same: "
+            + ("yes" if not grown else "NO, " + ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in grown.items()))
+            + ".",
+        ]
+    if year:
+        y = year["year"]
+        lines += [
+            "",
+            f"The generated year: {y['ladders']} ladders, {y['objects']} objects, {y['bytes'] / 1e9:.2f} GB stored, "
+            f"generated in {y['seconds'] / 60:.1f} min.",
+        ]
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    (FIGURES / f"{time.strftime('%Y-%m-%d')}-summary_scale.md").write_text("\n".join(lines) + "\n")
+
+
+SECTIONS = [bench_summary_scale]
