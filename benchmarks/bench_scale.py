@@ -7,7 +7,7 @@ generator version; ``TRACELADDER_SCALE_CACHE`` names another folder.
   52 published weeks the next week's rungs are written and the DAG's summary task runs for real
   (``summary.publish.write_summary``: results, analyses, attribution, the history and change
   points over the ladder's index, charts, report) and then its publish (``publish_latest``). For
-  each: seconds, S3 requests by operation and by what they read (botocore's ``before-call``
+  each: seconds, S3 requests by operation and by what they read (botocore's ``before-parameter-build``
   events), and the objects under the ladder's prefix. Then the 53rd week of one ladder of the
   generated year (a bucket of ten ladders), the same way; its objects are removed afterwards so
   the cache stays a year. Target: the summary task ≤ 15 s.
@@ -186,7 +186,7 @@ def _write_figures(probe: list[dict[str, Any]], year: dict[str, Any] | None) -> 
         "its publish (`publish_latest`), run for real on the next week of a ladder with 1, 13, 26 and 52 "
         "published weeks (one ladder in a fresh SeaweedFS), then on week 53 of a ladder in the generated year "
         "(benchmarks/year_history.py: 10 seed ladders x 52 weeks in one bucket). S3 requests are counted with "
-        "botocore's `before-call` events (a listing counts one per page of 1,000 keys). "
+        "botocore's `before-parameter-build` events (one per API call; a listing counts one per page of 1,000 keys). "
         f"Target: the summary task ≤ {SUMMARY_TARGET_S:.0f} s. Machine: 2 shared cores, `nice -n 19`.",
         "",
         "| history (weeks) | where | summary task s | publish s | summary requests | publish requests "
@@ -233,4 +233,126 @@ def _write_figures(probe: list[dict[str, Any]], year: dict[str, Any] | None) -> 
     (FIGURES / f"{time.strftime('%Y-%m-%d')}-summary_scale.md").write_text("\n".join(lines) + "\n")
 
 
-SECTIONS = [bench_summary_scale]
+# ---- page_load --------------------------------------------------------------------------------
+PAGE_VIEWERS, PAGE_SECONDS, PAGE_WORKERS = 20, 60.0, 2
+PAGE_TARGET_MS = 500.0
+
+
+def _page_server(year: Any, s3: Any, home: Path, cache: bool, passwords: dict[str, str] | None) -> Any:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    from airflow_server import AirflowApiServer
+
+    return AirflowApiServer(
+        home,
+        extra_env={
+            "AIRFLOW_CONN_TRACELADDER_S3": s3.airflow_conn_uri_json(),
+            "TRACELADDER_LADDERS_DIR": str(year.ladders_dir),
+            "TRACELADDER_UI_CACHE": "1" if cache else "0",
+            "AIRFLOW__API__WORKERS": str(PAGE_WORKERS),
+        },
+        prepare=passwords is None,
+        passwords=passwords,
+    ).start()
+
+
+def bench_page_load(ctx: Context) -> list[Row]:
+    """20 viewers for 60 s on the generated year: before caching (the page's caches off, viewers
+    keep nothing) and after (caches on, viewers keep immutable responses and revalidate ETags)."""
+    from benchmarks.page_load import Site, drive
+    from benchmarks.year_history import _run_id, cached_year
+    from traceladder.dev.embedded_s3 import EmbeddedS3
+
+    year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
+    seconds = 15.0 if ctx.quick else PAGE_SECONDS
+    site_runs = {name: [_run_id(w)[0] for w in range(year.weeks)] for name in year.ladders}
+    s3 = EmbeddedS3(year.s3_dir, bucket="traceladder")
+    s3.start()
+    results: dict[str, Any] = {}
+    try:
+        home = ctx.scratch / "page-load-airflow"
+        passwords = None
+        for label, cache in (("before caching", False), ("after caching", True)):
+            server = _page_server(year, s3, home, cache, passwords)
+            passwords = server.passwords
+            try:
+                load0 = os.getloadavg()[0]
+                results[label] = drive(
+                    Site(server.url, site_runs),
+                    "viewer",
+                    passwords["viewer"],
+                    viewers=PAGE_VIEWERS,
+                    seconds=seconds,
+                    max_requests=10_000,
+                    browser_cache=cache,
+                )
+                results[label].load = (load0, os.getloadavg()[0])  # type: ignore[attr-defined]
+            finally:
+                server.stop()
+    finally:
+        s3.stop()
+    rows = []
+    for label, r in results.items():
+        p95 = r.p(0.95)
+        rows.append(
+            Row(
+                "page_load",
+                f"p95, {PAGE_VIEWERS} viewers x {seconds:.0f} s, {label}",
+                p95,
+                "ms",
+                f"≤ {PAGE_TARGET_MS:.0f} ms",
+                p95 <= PAGE_TARGET_MS and not r.errors and not r.unauthenticated_served,
+                f"p50 {r.p(0.5):.0f} ms; {r.requests} requests, {len(r.errors)} errors, "
+                f"{len(r.unauthenticated_served)}/{r.unauthenticated_sent} unauthenticated served; "
+                f"load generator CPU {r.cpu_s:.1f} s of {r.wall_s:.0f} s",
+            )
+        )
+    _write_page_figures(results, seconds, year)
+    return rows
+
+
+def _write_page_figures(results: dict[str, Any], seconds: float, year: Any) -> None:
+    from benchmarks.page_load import TARGETS
+
+    lines = [
+        "# The Ladders page under load (`python -m benchmarks --only page_load`)",
+        "",
+        f"A real `airflow api-server` ({PAGE_WORKERS} workers, `[api] workers`) holding the generated year "
+        f"({len(year.ladders)} seed ladders x {year.weeks} weeks, {year.objects} objects in SeaweedFS), driven by "
+        f"{PAGE_VIEWERS} concurrent viewers for {seconds:.0f} s (benchmarks/page_load.py: httpx async, loopback, "
+        "one token each from `POST /auth/token`, 0.5-1.5 s think time, a loop over the ladder list, a run's page, "
+        "its report and a chart of a random run of a random ladder), and a prober sending the same requests "
+        "with no token and a forged one. Before caching: `TRACELADDER_UI_CACHE=0` and viewers keep nothing. After: "
+        "the page's caches (parsed ladder files, index entries by listing ETag, summaries by entry ETag) and "
+        "viewers that keep `immutable` responses and revalidate ETags (a 304 counts as a request). "
+        f"Target p95 ≤ {PAGE_TARGET_MS:.0f} ms. Machine: 2 shared cores, `nice -n 19`; the load average "
+        "before and after each run is given, since other jobs shared the cores.",
+        "",
+        "| run | requests | errors | unauthenticated served / sent | p50 ms | p95 ms | kept by viewers "
+        "| generator CPU s | load avg |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r in results.items():
+        load = getattr(r, "load", (float("nan"), float("nan")))
+        lines.append(
+            f"| {label} | {r.requests} | {len(r.errors)} | {len(r.unauthenticated_served)} / {r.unauthenticated_sent} "
+            f"| {r.p(0.5):.0f} | {r.p(0.95):.0f} | {r.from_browser_cache} | {r.cpu_s:.1f} | "
+            f"{load[0]:.1f} → {load[1]:.1f} |"
+        )
+    lines += ["", "## By page (p50 / p95 ms, requests)", "", "| run | " + " | ".join(TARGETS) + " |"]
+    lines.append("|---|" + "---|" * len(TARGETS))
+    for label, r in results.items():
+        cells = [
+            f"{r.p(0.5, t):.0f} / {r.p(0.95, t):.0f} ({len(r.latencies_ms[t])})" if r.latencies_ms[t] else "-"
+            for t in TARGETS
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    errors = [e for r in results.values() for e in r.errors[:5]]
+    if errors:
+        lines += ["", "First errors: " + "; ".join(errors)]
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    (FIGURES / f"{time.strftime('%Y-%m-%d')}-page_load.md").write_text("\n".join(lines) + "\n")
+
+
+SECTIONS = [bench_summary_scale, bench_page_load]

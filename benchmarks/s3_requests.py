@@ -1,5 +1,6 @@
-"""Count the S3 requests a boto3 client makes (botocore's ``before-call`` event: one per API call,
-so one per page of a listing), by operation and by what they read."""
+"""Count the S3 requests a boto3 client makes (botocore's ``before-parameter-build`` event: once
+per API call, so once per page of a listing, with the call's own parameters), by operation and
+by what they read."""
 
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ class RequestCounter:
             self.by_kind[f"{op} {kind_of(key)}"] += 1
 
     def __enter__(self) -> "RequestCounter":
-        self.client.meta.events.register("before-call.s3", self._count)
+        self.client.meta.events.register("before-parameter-build.s3", self._count)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.client.meta.events.unregister("before-call.s3", self._count)
+        self.client.meta.events.unregister("before-parameter-build.s3", self._count)
 
     @property
     def total(self) -> int:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import builtins  # LadderStore.list shadows the builtin inside the class
 import json
+import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -39,6 +40,8 @@ from traceladder.storage.layout import LEGACY_INDEX as INDEX_OBJECT
 from traceladder.storage.layout import RUNS_FOLDER, SUMMARY_FOLDER, SUMMARY_JSON
 
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
+# TRACELADDER_UI_CACHE=0 turns the page's in-process caches off (the "before" of the page-load bench).
+CACHE_ENABLED = os.environ.get("TRACELADDER_UI_CACHE", "1") != "0"
 CLIENT_TTL_S = 60.0
 
 _CONNECT_TIMEOUT_S = 3
@@ -64,6 +67,7 @@ class LadderEntry:
     bucket: str | None = None
     prefix: str | None = None
     error: str | None = None  # one line: why the file could not be loaded
+    _storage: Any = field(default=None, repr=False, compare=False)  # the cluster's storage settings
 
     @property
     def s3_prefix(self) -> str:
@@ -77,15 +81,68 @@ class LadderEntry:
         return (self.conn_id, self.bucket) if self.conn_id and self.bucket else None
 
 
+def _stat_sig(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+class _LadderFileCache:
+    """Parsed ladder files, kept while neither the file nor the clusters file changes (a page
+    parsed every YAML on every request: ~0.1 s per seed-sized file)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Path, tuple[Any, LadderEntry]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, sig: Any) -> LadderEntry | None:
+        if not CACHE_ENABLED:
+            return None
+        with self._lock:
+            hit = self._entries.get(path)
+        if not hit or hit[0] != sig:
+            return None
+        entry = replace(hit[1])
+        if entry._storage is not None:  # the deployment's bucket override is read afresh
+            entry.bucket = entry._storage.effective_bucket
+        return entry
+
+    def put(self, path: Path, sig: Any, entry: LadderEntry) -> None:
+        with self._lock:
+            self._entries[path] = (sig, replace(entry))
+
+
+LADDER_FILES = _LadderFileCache()
+
+
 def list_ladders(only: str | None = None) -> list[LadderEntry]:
     """Every ``*.yaml`` in the ladders folder (or only the one whose file name is ``only``),
     sorted by file name; a file that does not load is listed with its one-line error."""
-    from traceladder.config import LadderConfigError, ladder_files, load_clusters, load_ladder
-    from traceladder.config.models import LENSES_BY_BACKEND
+    from traceladder.config import ladder_files
+    from traceladder.config.loader import clusters_file
 
-    paths = [p for p in ladder_files() if only is None or p.stem == only]
+    every = ladder_files()
+    paths = [p for p in every if only is None or p.stem == only]
     if not paths:
         return []
+    # Any ladder file (one may `extends` another) or the clusters file changed: parse again.
+    sig = (tuple((p.name, _stat_sig(p)) for p in every), _stat_sig(clusters_file()))
+    cached = [LADDER_FILES.get(p, sig) for p in paths]
+    missing = [p for p, c in zip(paths, cached) if c is None]
+    if missing:
+        loaded = {e.path: e for e in _load_entries(missing)}
+        for path in missing:
+            LADDER_FILES.put(path, sig, loaded[path])
+        cached = [c or loaded[p] for p, c in zip(paths, cached)]
+    return [c for c in cached if c is not None]
+
+
+def _load_entries(paths: list[Path]) -> list[LadderEntry]:
+    from traceladder.config import LadderConfigError, load_clusters, load_ladder
+    from traceladder.config.models import LENSES_BY_BACKEND
+
     clusters = None
     clusters_error = None
     try:
@@ -121,6 +178,7 @@ def list_ladders(only: str | None = None) -> list[LadderEntry]:
         entry.conn_id = storage.conn_id
         entry.bucket = storage.effective_bucket
         entry.prefix = storage.prefix
+        entry._storage = storage
     return out
 
 
@@ -228,6 +286,38 @@ def _scrubbed() -> Iterator[None]:
         raise type(exc)(scrub(exc), exc.key, exc.code) from None
 
 
+class _VersionedCache:
+    """Values read from S3, each kept with the version it was read at (an object's listing ETag,
+    or the index entry's): a hit costs no request. Bounded; emptied when full."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._values: dict[tuple[str, str], tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str], version: str) -> Any | None:
+        if not CACHE_ENABLED:
+            return None
+        with self._lock:
+            hit = self._values.get(key)
+        return hit[1] if hit and version and hit[0] == version else None
+
+    def put(self, key: tuple[str, str], version: str, value: Any) -> None:
+        if not version:
+            return
+        with self._lock:
+            if len(self._values) >= self.limit:
+                self._values.clear()
+            self._values[key] = (version, value)
+
+
+# Index entries (a few KB each; ten ladders of a year are 520) and parsed summaries (larger,
+# only the latest run of each ladder and the runs being opened are read).
+ENTRIES = _VersionedCache(20_000)
+SUMMARIES = _VersionedCache(200)
+SUMMARY_FILES = _VersionedCache(2_000)
+
+
 class LadderStore:
     """Read-only access to one ladder's ``<prefix>/<ladder>/`` in S3, through the artifact store
     (``S3ArtifactStore``: its listing, streaming, error wording and manifest check)."""
@@ -306,14 +396,33 @@ class LadderStore:
         if not isinstance(runs, list):
             raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT} has no runs list")
         entries += runs
-        keys, _ = self.list(RUNS_FOLDER)
-        for key in keys:
-            if key.endswith(".json"):
+        # One listing with each entry's ETag: an entry read before at the same ETag is not read
+        # again, so a page costs one request per 1,000 runs, not one per run.
+        for key, etag in self._listing(RUNS_FOLDER):
+            if not key.endswith(".json"):
+                continue
+            cached = ENTRIES.get((self.bucket, key), etag)
+            if cached is None:
                 try:
-                    entries.append(self.get_json(key))
+                    cached = self.get_json(key[len(self.base) + 1 :])
                 except ArtifactNotFoundError:
                     continue
+                ENTRIES.put((self.bucket, key), etag, cached)
+            if isinstance(cached, dict):
+                cached = {**cached, "_etag": etag}
+            entries.append(cached)
         return entries
+
+    def _listing(self, rel_folder: str) -> builtins.list[tuple[str, str]]:
+        """(key, ETag) of every object under ``<base>/<rel_folder>/``."""
+        prefix = self.full_key(rel_folder) + "/"
+        found: builtins.list[tuple[str, str]] = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                found += [(o["Key"], str(o.get("ETag") or "")) for o in page.get("Contents") or []]
+        except Exception as exc:  # noqa: BLE001 - the store's one-line error, scrubbed
+            raise type(err := self.store._error("list", prefix, exc))(scrub(err), err.key, err.code) from None
+        return found
 
     def runs(self) -> builtins.list[dict[str, Any]]:
         """The published runs, newest first (by logical date, then publish time)."""
@@ -332,12 +441,23 @@ class LadderStore:
                 "logical_date": str(run.get("logical_date") or run.get("published_at") or ""),
                 "what_if": bool(run.get("params")),
                 "failed_rungs": [str(f) for f in failed] if isinstance(failed, list) else [],
+                # the entry's ETag: a re-published run writes a new entry, so its summary is read again
+                "version": str(run.get("_etag") or ""),
             }
         return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
 
-    def summary(self, run_id: str) -> dict[str, Any]:
-        """The run's summary.json, checked against the manifest beside it (as the pipeline reads it)."""
+    def summary(self, run_id: str, version: str = "") -> dict[str, Any]:
+        """The run's summary.json, checked against the manifest beside it (as the pipeline reads it).
+        ``version`` (the run's index entry ETag) keeps the checked summary for the next page."""
         key = self.full_key(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}/{SUMMARY_JSON}")
+        cached = SUMMARIES.get((self.bucket, key), version)
+        if cached is not None:
+            return cached
+        data = self._read_summary(run_id, key)
+        SUMMARIES.put((self.bucket, key), version, data)
+        return data
+
+    def _read_summary(self, run_id: str, key: str) -> dict[str, Any]:
         try:
             with _scrubbed():
                 data = json.loads(self.store.get_verified(key))
@@ -351,9 +471,23 @@ class LadderStore:
             raise ArtifactStoreError(f"summary.json of run {run_id} is not a traceladder summary")
         return data
 
-    def summary_files(self, run_id: str) -> builtins.list[str]:
-        keys, _ = self.list(f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}")
+    def summary_files(self, run_id: str, version: str = "") -> builtins.list[str]:
+        folder = f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}"
+        cached = SUMMARY_FILES.get((self.bucket, f"{self.base}/{folder}"), version)
+        if cached is not None:
+            return list(cached)
+        keys, _ = self.list(folder)
+        SUMMARY_FILES.put((self.bucket, f"{self.base}/{folder}"), version, tuple(keys))
         return keys
+
+    def etag(self, rel: str) -> str:
+        """The object's ETag (a HEAD request), for revalidating what retention may change."""
+        key = self.full_key(rel)
+        try:
+            return str(self.client.head_object(Bucket=self.bucket, Key=key).get("ETag") or "")
+        except Exception as exc:  # noqa: BLE001 - the store's one-line error, scrubbed
+            err = self.store._error("head", key, exc)
+            raise type(err)(scrub(err), err.key, err.code) from None
 
     def run_files(self, run_id: str) -> tuple[builtins.list[str], bool]:
         return self.list(clean_run_id(run_id))
