@@ -16,6 +16,7 @@ from typing import Any
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink
 from traceladder.storage.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
 from traceladder.storage.layout import entry_key as layout_entry_key
+from traceladder.summary.collect import read_many
 
 LATEST_ROUNDS = 5
 
@@ -40,12 +41,16 @@ def list_entries(store: ArtifactSink, ladder_prefix: str) -> list[dict[str, Any]
     if store.exists(legacy):
         for entry in json.loads(store.get_bytes(legacy)).get("runs", []):
             found[entry["run_id"]] = entry
-    for key in store.list(f"{ladder_prefix}/{RUNS_FOLDER}"):
-        if key.endswith(".json"):
-            try:
-                entry = json.loads(store.get_bytes(key))
-            except ArtifactNotFoundError:
-                continue  # removed between the listing and the read
+
+    def read(key: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(store.get_bytes(key))
+        except ArtifactNotFoundError:
+            return None  # removed between the listing and the read
+
+    keys = [k for k in store.list(f"{ladder_prefix}/{RUNS_FOLDER}") if k.endswith(".json")]
+    for entry in read_many(read, keys):  # one GET per run: a year is 52, read 8 at a time
+        if entry is not None:
             found[entry["run_id"]] = entry
     return sorted(found.values(), key=order_key)
 
