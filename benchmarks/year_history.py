@@ -159,15 +159,15 @@ def make_template(work: Path) -> Template:
     return Template(trace.read_bytes(), reports, json.loads(reports["analysis.json"]), ranks)
 
 
-def ladder_files(folder: Path, ladders: int) -> list[str]:
-    """``seed-NN.yaml`` copies of the seed ladder in ``folder`` (TRACELADDER_LADDERS_DIR); their names."""
+def ladder_files(folder: Path, ladders: int, stem: str = "seed") -> list[str]:
+    """``<stem>-NN.yaml`` copies of the seed ladder in ``folder`` (TRACELADDER_LADDERS_DIR); their names."""
     from traceladder.config import find_ladder
 
     text = find_ladder(SEED_LADDER).read_text()
     folder.mkdir(parents=True, exist_ok=True)
     names = []
     for i in range(ladders):
-        name = f"seed-{i:02d}"
+        name = f"{stem}-{i:02d}"
         (folder / f"{name}.yaml").write_text(text.replace(f"ladder: {SEED_LADDER}", f"ladder: {name}", 1))
         names.append(name)
     return names
