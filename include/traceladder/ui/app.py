@@ -429,7 +429,11 @@ def create_app() -> FastAPI:
                 run=None,
                 s3_error=f"S3 is unreachable: {data.scrub(exc)}",
             )
-        run = _run_view(store, run_id, with_files=True)
+        try:  # the run's index entry version, so its checked summary can be kept (the listing is cached)
+            version = next((r["version"] for r in store.runs() if r["run_id"] == run_id), "")
+        except ArtifactStoreError:
+            version = ""
+        run = _run_view(store, run_id, with_files=True, version=version)
         if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
         page = _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)

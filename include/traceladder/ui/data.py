@@ -311,6 +311,34 @@ class _VersionedCache:
             self._values[key] = (version, value)
 
 
+class _TtlCache:
+    """Values kept for ``ttl_s`` seconds: what the page may show a few seconds late."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._values: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> Any | None:
+        if not CACHE_ENABLED:
+            return None
+        with self._lock:
+            hit = self._values.get(key)
+        return hit[1] if hit and time.monotonic() - hit[0] < self.ttl_s else None
+
+    def put(self, key: tuple[str, str], value: Any) -> None:
+        with self._lock:
+            if len(self._values) > 10_000:
+                self._values.clear()
+            self._values[key] = (time.monotonic(), value)
+
+
+# The `runs/` listing, for a few seconds (a run published now shows within LISTING_TTL_S), and
+# the older shared index.json, which nothing writes any more, for minutes.
+LISTING_TTL_S = 5.0
+LISTINGS = _TtlCache(LISTING_TTL_S)
+LEGACY_INDEXES = _TtlCache(300.0)
+
 # Index entries (a few KB each; ten ladders of a year are 520) and parsed summaries (larger,
 # only the latest run of each ladder and the runs being opened are read).
 ENTRIES = _VersionedCache(20_000)
@@ -388,17 +416,24 @@ class LadderStore:
         (summary/index.py), plus those of an older ``index.json``."""
 
         entries: list[Any] = []
-        try:
-            index = self.get_json(INDEX_OBJECT)
-        except ArtifactNotFoundError:
-            index = {"runs": []}
+        index = LEGACY_INDEXES.get((self.bucket, self.base))
+        if index is None:
+            try:
+                index = self.get_json(INDEX_OBJECT)
+            except ArtifactNotFoundError:
+                index = {"runs": []}
+            LEGACY_INDEXES.put((self.bucket, self.base), index)
         runs = index.get("runs") if isinstance(index, dict) else None
         if not isinstance(runs, list):
             raise ArtifactStoreError(f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT} has no runs list")
         entries += runs
-        # One listing with each entry's ETag: an entry read before at the same ETag is not read
-        # again, so a page costs one request per 1,000 runs, not one per run.
-        for key, etag in self._listing(RUNS_FOLDER):
+        # One listing with each entry's ETag (kept LISTING_TTL_S): an entry read before at the
+        # same ETag is not read again, so a page costs one request per 1,000 runs, not one per run.
+        listing = LISTINGS.get((self.bucket, self.base))
+        if listing is None:
+            listing = self._listing(RUNS_FOLDER)
+            LISTINGS.put((self.bucket, self.base), listing)
+        for key, etag in listing:
             if not key.endswith(".json"):
                 continue
             cached = ENTRIES.get((self.bucket, key), etag)
