@@ -76,3 +76,22 @@ def test_a_versioned_value_is_reused_only_at_its_version():
     cache.put(("b", "k2"), "v", 2)
     cache.put(("b", "k3"), "v", 3)  # over the limit: emptied first
     assert cache.get(("b", "k"), '"v1"') is None and cache.get(("b", "k3"), "v") == 3
+
+
+def test_listed_timestamps_parse_as_botocore_parses_them():
+    import boto3
+    from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
+
+    client = data._fast_timestamps(
+        boto3.session.Session().client(
+            "s3",
+            region_name="us-east-1",
+            endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id="k",
+            aws_secret_access_key="s",
+        )
+    )
+    parse = client._endpoint._response_parser_factory._defaults["timestamp_parser"]
+    for value in ("2026-12-02T05:56:43.226Z", "2026-12-02T05:56:43Z", "Wed, 02 Dec 2026 05:56:43 GMT"):
+        assert parse(value) == DEFAULT_TIMESTAMP_PARSER(value), value
+        assert parse(value).utcoffset() is not None

@@ -269,9 +269,35 @@ def _make_client(conn_id: str) -> Any:
                 retries={"max_attempts": 2, "mode": "standard"},
             )
         )
-        return hook.get_client_type(config=config)
+        return _fast_timestamps(hook.get_client_type(config=config))
     except Exception as exc:  # noqa: BLE001 - a bad connection is one line on the page
         raise ArtifactStoreError(f"cannot make an S3 client from connection {conn_id!r}: {scrub(exc)}") from None
+
+
+def _fast_timestamps(client: Any) -> Any:
+    """botocore parses every listed key's LastModified with dateutil (~0.5 ms a key: 0.4 s of a
+    run page's 850-key listing); S3 sends ISO 8601 there, which ``fromisoformat`` reads ~50x
+    faster. Anything else (the RFC 1123 Last-Modified header) goes to botocore's own parser."""
+    from datetime import datetime
+
+    from botocore.parsers import DEFAULT_TIMESTAMP_PARSER, ResponseParserFactory
+
+    endpoint = getattr(client, "_endpoint", None)
+    if endpoint is None or not hasattr(endpoint, "_response_parser_factory"):
+        return client  # another botocore: keep its parsers
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, str) and value[:4].isdigit():
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                pass
+        return DEFAULT_TIMESTAMP_PARSER(value)
+
+    factory = ResponseParserFactory()  # this client's own: the session's stays as it is
+    factory.set_parser_defaults(timestamp_parser=parse)
+    endpoint._response_parser_factory = factory
+    return client
 
 
 CLIENTS = _ClientCache()
