@@ -112,8 +112,6 @@ def _year_week(ctx: Context) -> dict[str, Any] | None:
     """The 53rd week of the first ladder of the cached year (10 ladders in the bucket); removed after."""
     from benchmarks.year_history import cached_year, s3_writer
     from traceladder.dev.embedded_s3 import EmbeddedS3
-    from traceladder.storage.layout import DEFAULT_PREFIX, entry_key, ladder_prefix
-    from traceladder.summary.index import update_latest
 
     year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
     os.environ["TRACELADDER_LADDERS_DIR"] = str(year.ladders_dir)
@@ -127,18 +125,7 @@ def _year_week(ctx: Context) -> dict[str, Any] | None:
             m = summary_task(writer, client, s3.bucket, ladder, year.weeks)
         finally:
             writer.close()
-            # leave the cache a year: the week just written goes again
-            keys = [m["run"]] if "m" in locals() else []
-            for run in keys:
-                for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=run + "/"):
-                    objs = [{"Key": o["Key"]} for o in page.get("Contents", []) or []]
-                    if objs:
-                        client.delete_objects(Bucket=s3.bucket, Delete={"Objects": objs})
-            if keys:
-                client.delete_object(
-                    Bucket=s3.bucket, Key=entry_key(ladder_prefix(DEFAULT_PREFIX, ladder), m["entry"]["run_id"])
-                )
-                update_latest(writer.reader_for(ladder), ladder_prefix(DEFAULT_PREFIX, ladder))
+            _remove_week(client, s3.bucket, writer, ladder, year.weeks)  # the cache stays a year
         m["year"] = {
             "seconds": year.seconds,
             "objects": year.objects,
@@ -149,6 +136,23 @@ def _year_week(ctx: Context) -> dict[str, Any] | None:
     finally:
         s3.stop()
         os.environ.pop("TRACELADDER_LADDERS_DIR", None)
+
+
+def _remove_week(client: Any, bucket: str, writer: Any, ladder: str, week: int) -> None:
+    """Delete what ``summary_task`` wrote for ``week`` (its run folder and index entry), even
+    after a failure half-way, and point latest.json back at the newest run left."""
+    from benchmarks.year_history import _run_id
+    from traceladder.storage.layout import entry_key, ladder_prefix, run_prefix
+    from traceladder.summary.index import update_latest
+
+    run_id = _run_id(week)[0]
+    run = run_prefix(writer.prefix, ladder, run_id)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=run + "/"):
+        objs = [{"Key": o["Key"]} for o in page.get("Contents", []) or []]
+        if objs:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": objs})
+    client.delete_object(Bucket=bucket, Key=entry_key(ladder_prefix(writer.prefix, ladder), run_id))
+    update_latest(writer.reader_for(ladder), ladder_prefix(writer.prefix, ladder))
 
 
 def _kinds(by_kind: dict[str, int]) -> str:
