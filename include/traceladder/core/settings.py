@@ -73,6 +73,9 @@ IMAGE_DIGEST = _setting("IMAGE_DIGEST", None, "the runner image's digest, for pr
 CONTAINER_NOFILE = _setting("CONTAINER_NOFILE", "1048576", "the rung container's open-file limit")
 MIN_FREE_GB = _setting("MIN_FREE_GB", "20", "free disk a Docker host needs before a rung")
 
+# ---- the Ladders page -------------------------------------------------------------------------------
+UI_CACHE = _setting("UI_CACHE", "1", "0 turns the Ladders page's in-process caches off (the page-load bench's before)")
+
 # ---- development -----------------------------------------------------------------------------------
 WEED_BINARY = _setting("WEED_BINARY", None, "the SeaweedFS `weed` binary for the embedded S3")
 
@@ -90,6 +93,7 @@ ALL: tuple[Setting, ...] = (
     IMAGE_DIGEST,
     CONTAINER_NOFILE,
     MIN_FREE_GB,
+    UI_CACHE,
     WEED_BINARY,
 )
 

@@ -14,7 +14,7 @@ from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary import index as run_index
 from traceladder.summary.build import build_summary, findings
-from traceladder.summary.collect import read_results
+from traceladder.summary.collect import read_many, read_results
 from traceladder.stats.history import evaluate, regression_lines, run_points
 from traceladder.summary.render.perf_csv import perf_csv
 from traceladder.summary.render.markdown import to_markdown
@@ -23,13 +23,12 @@ from traceladder.summary.render.markdown import to_markdown
 def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     from traceladder.analysis.stored import analysis_key
 
-    analyses = {}
-    for result in results.values():
-        for trace_key in result.get("traces") or []:
-            key = analysis_key(trace_key)
-            if store.exists(key):
-                analyses[trace_key] = TraceAnalysis.from_json(store.get_bytes(key), key).to_dict()
-    return analyses
+    def read(trace_key: str) -> JSONObject | None:
+        key = analysis_key(trace_key)
+        return TraceAnalysis.from_json(store.get_bytes(key), key).to_dict() if store.exists(key) else None
+
+    keys = [k for result in results.values() for k in result.get("traces") or []]
+    return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
 
 
 def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[JSONObject]:

@@ -56,6 +56,25 @@ _INLINE_TYPES = {
 }
 
 
+# What retention never changes (issue 30: summary/ with its charts, analysis/) is served as
+# immutable; what depends on the manifest (traces, logs, a run's files) is revalidated by ETag.
+IMMUTABLE_FOLDERS = (layout.SUMMARY_FOLDER, layout.ANALYSIS_FOLDER)
+IMMUTABLE_CACHE = "private, max-age=31536000, immutable"
+REVALIDATE_CACHE = "private, no-cache"
+
+
+def immutable_key(rel_key: str) -> bool:
+    """A key under a run's summary/ or a rung's analysis/ (``<run>/summary/...``,
+    ``<run>/<rung>/analysis/...``)."""
+    parts = rel_key.split("/")
+    return (len(parts) > 2 and parts[1] in IMMUTABLE_FOLDERS) or (len(parts) > 3 and parts[2] in IMMUTABLE_FOLDERS)
+
+
+def _etag_matches(request: Request, etag: str) -> bool:
+    sent = request.headers.get("if-none-match", "")
+    return bool(etag) and any(t.strip().removeprefix("W/") in (etag, "*") for t in sent.split(","))
+
+
 # ---- templates ---------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _templates():
@@ -172,7 +191,7 @@ def _removed_line(record: dict[str, Any]) -> str:
     return f"removed by retention on {when} (policy {record.get('policy', '?')}, {record.get('bytes', '?')} bytes)"
 
 
-def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[str, Any]:
+def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: str = "") -> dict[str, Any]:
     """A run's summary, its summary folder (charts first) and, on the run page, every artifact."""
     view: dict[str, Any] = {
         "run_id": run_id,
@@ -185,13 +204,13 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool) -> dict[st
         "removed": {},
     }
     try:
-        view["summary"] = store.summary(run_id)
+        view["summary"] = store.summary(run_id, version)
     except ArtifactStoreError as exc:
         view["error"] = data.scrub(exc)
     except ArtifactKeyError as exc:
         view["error"] = data.scrub(exc)
     try:
-        files = store.summary_files(run_id)
+        files = store.summary_files(run_id, version)
         view["summary_files"] = files
         charts_folder = f"{run_id}/{layout.SUMMARY_FOLDER}/{layout.CHARTS_FOLDER}/"
         view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
@@ -229,7 +248,7 @@ def _ladder_view(entry: data.LadderEntry, s3_error: str | None, runs_shown: int 
     view["runs_total"] = len(runs)
     view["runs"] = runs if runs_shown is None else runs[:runs_shown]
     if runs:
-        view["latest"] = _run_view(store, runs[0]["run_id"], with_files=False)
+        view["latest"] = _run_view(store, runs[0]["run_id"], with_files=False, version=runs[0]["version"])
     return view
 
 
@@ -410,7 +429,7 @@ def create_app() -> FastAPI:
         return _render("ladders.html", **_page_context(request, user, [entry], None), single=entry.file)
 
     @app.get("/ladders/{file}/runs/{run_id}", response_class=HTMLResponse, dependencies=[can_read_runs])
-    def run_page(file: str, run_id: str, request: Request, user: GetUserDep) -> HTMLResponse:
+    def run_page(file: str, run_id: str, request: Request, user: GetUserDep) -> Response:
         entry = _entry_or_404(file, user)
         try:
             data.clean_run_id(run_id)
@@ -431,10 +450,21 @@ def create_app() -> FastAPI:
                 run=None,
                 s3_error=f"S3 is unreachable: {data.scrub(exc)}",
             )
-        run = _run_view(store, run_id, with_files=True)
+        try:  # the run's index entry version, so its checked summary can be kept (the listing is cached)
+            version = next((r["version"] for r in store.runs() if r["run_id"] == run_id), "")
+        except ArtifactStoreError:
+            version = ""
+        run = _run_view(store, run_id, with_files=True, version=version)
         if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
-        return _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)
+        page = _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)
+        # The run's files change when retention removes traces: revalidate, 304 while unchanged.
+        etag = '"' + hashlib.sha256(bytes(page.body)).hexdigest()[:32] + '"'
+        headers = {"ETag": etag, "Cache-Control": REVALIDATE_CACHE}
+        if _etag_matches(request, etag):
+            return Response(status_code=304, headers=headers)
+        page.headers.update(headers)
+        return page
 
     @app.get("/ladders/{file}/compare", response_class=HTMLResponse, dependencies=[can_read_runs])
     def compare_page(file: str, request: Request, user: GetUserDep, a: str = "", b: str = "") -> HTMLResponse:
@@ -496,7 +526,13 @@ def create_app() -> FastAPI:
         if entry.error:
             raise HTTPException(404, f"ladder file {entry.file} does not load")
         store = data.LadderStore(entry)
+        immutable = immutable_key(key)
+        etag = ""
         try:
+            if not immutable:
+                etag = store.etag(key)
+                if _etag_matches(request, etag):
+                    return Response(status_code=304, headers={"ETag": etag, "Cache-Control": REVALIDATE_CACHE})
             chunks, length = store.open(key)
         except ArtifactNotFoundError:
             removal = store.removal_of(key)
@@ -507,7 +543,12 @@ def create_app() -> FastAPI:
             raise HTTPException(502, data.scrub(exc)) from None
         name = key.rsplit("/", 1)[-1]
         ext = ("." + name.rsplit(".", 1)[-1].lower()) if "." in name else ""
-        headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=60"}
+        headers = {
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": IMMUTABLE_CACHE if immutable else REVALIDATE_CACHE,
+        }
+        if etag:
+            headers["ETag"] = etag
         if length is not None:
             headers["Content-Length"] = str(length)
         if ext in _INLINE_TYPES:
