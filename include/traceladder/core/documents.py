@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeAlias, TypeVar, Union
 
+from traceladder.core import layout
 from traceladder.core.errors import TraceladderError
 
 JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
@@ -203,7 +204,7 @@ class RungResult(Document):
     """One rung run's result, as the runner stores it (``metrics.json``). A refused rung (its
     preflight failed) has the same fields, with the run's own figures empty."""
 
-    FILE: ClassVar[str] = "metrics.json"
+    FILE: ClassVar[str] = layout.METRICS_OBJECT
     SCHEMA: ClassVar[int] = 2  # 2: a schema key; block, position and purpose in every result
     READS: ClassVar[tuple[int, ...]] = (1,)
     UNVERSIONED: ClassVar[int | None] = 1
@@ -261,7 +262,7 @@ class PlanDoc(Document):
     stopping rule if any, and every spec (as ``RunnerSpec.to_json`` writes it). ``stop`` is set
     on the plan as it ran, after an adaptive early stop (never stored)."""
 
-    FILE: ClassVar[str] = "plan.json"
+    FILE: ClassVar[str] = layout.PLAN_OBJECT
     SCHEMA: ClassVar[int] = 1
     UNVERSIONED: ClassVar[int | None] = 1  # plans built in tests and by older tools
 
@@ -296,7 +297,7 @@ class TraceAnalysis(Document):
     categories, GEMM rates, perf sheets, what's left) are open-ended tables; the reports that
     only some traces get (GEMM, collectives, what's left) stay in ``extra`` in the order written."""
 
-    FILE: ClassVar[str] = "analysis.json"
+    FILE: ClassVar[str] = layout.ANALYSIS_OBJECT
     SCHEMA: ClassVar[int] = 1
 
     trace: str = _f("str")
@@ -323,7 +324,7 @@ class Summary(Document):
     findings, and once published the attribution and the history verdicts. ``repeats`` is set
     for an adaptive plan only."""
 
-    FILE: ClassVar[str] = "summary.json"
+    FILE: ClassVar[str] = layout.SUMMARY_JSON
     SCHEMA: ClassVar[int] = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
     READS: ClassVar[tuple[int, ...]] = (1,)  # the top level is unchanged; readers of rows check
 
