@@ -39,7 +39,7 @@ def summary_task(writer: Any, client: Any, bucket: str, ladder: str, week: int) 
     """Write week ``week``'s rungs, then run the summary and publish tasks as the DAG does."""
     from benchmarks.s3_requests import RequestCounter
     from benchmarks.year_history import object_count
-    from traceladder.storage import layout
+    from traceladder.core import layout
     from traceladder.summary.publish import publish_latest, write_summary
 
     written = writer.write_rungs(ladder, week)
@@ -142,7 +142,7 @@ def _remove_week(client: Any, bucket: str, writer: Any, ladder: str, week: int) 
     """Delete what ``summary_task`` wrote for ``week`` (its run folder and index entry), even
     after a failure half-way, and point latest.json back at the newest run left."""
     from benchmarks.year_history import _run_id
-    from traceladder.storage.layout import entry_key, ladder_prefix, run_prefix
+    from traceladder.core.layout import entry_key, ladder_prefix, run_prefix
     from traceladder.summary.index import update_latest
 
     run_id = _run_id(week)[0]

@@ -42,8 +42,8 @@ class Site:
         if target == "run page":
             return f"{base}/runs/{run}"
         if target == "report":
-            return f"{base}/artifacts/{run}/summary/report.html"
-        return f"{base}/artifacts/{run}/summary/charts/{self.chart}"
+            return f"{base}/artifacts/{run}/summary/report.html?v=1"  # as the run page links it
+        return f"{base}/artifacts/{run}/summary/charts/{self.chart}?v=1"
 
 
 @dataclass

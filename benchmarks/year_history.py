@@ -228,7 +228,7 @@ def _metrics(spec: dict[str, Any], run_id: str, prefix: str, step: float, traces
 def s3_writer(s3: Any, client: Any, work: Path) -> "YearWriter":
     """A writer for ``s3`` (an EmbeddedS3): generated weeks through its filer, reads through ``client``."""
     from traceladder.storage.artifacts import S3ArtifactStore
-    from traceladder.storage.layout import DEFAULT_PREFIX
+    from traceladder.core.layout import DEFAULT_PREFIX
 
     return YearWriter(
         lambda name: FilerSink(s3.host, s3.ports["filer.port"], s3.bucket, DEFAULT_PREFIX, name),
@@ -288,7 +288,7 @@ class YearWriter:
         """plan.json and every rung folder of one week's run (what the DAG's rung and analysis
         tasks store); returns the plan, the results and the analyses for the summary."""
         from traceladder.analysis.stored import analysis_prefix, collectives_key
-        from traceladder.storage import layout
+        from traceladder.core import layout
 
         run_id, stamp = _run_id(week)
         store = self.store_for(ladder)
@@ -382,7 +382,7 @@ class YearWriter:
         """The summary folder and the index entry of one run, as the summary and publish tasks
         store them (history over ``earlier`` entries in memory: the same evaluate call)."""
         from traceladder.stats.history import evaluate, regression_lines, run_points
-        from traceladder.storage import layout
+        from traceladder.core import layout
         from traceladder.summary import index as run_index
         from traceladder.summary.build import build_summary, findings
         from traceladder.summary.render.charts import render_charts
@@ -430,11 +430,13 @@ class YearWriter:
             "regression_calls": regression_lines(history),
             "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),
         }
-        entry = run_index.put_entry(store, layout.ladder_prefix(self.prefix, ladder), ref)
-        return {**entry, "logical_date": written["stamp"]}
+        from traceladder.core.documents import SummaryRef
+
+        entry = run_index.put_entry(store, layout.ladder_prefix(self.prefix, ladder), SummaryRef.from_dict(ref))
+        return {**entry.to_dict(), "logical_date": written["stamp"]}
 
     def write_ladder(self, ladder: str, weeks: int, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-        from traceladder.storage import layout
+        from traceladder.core import layout
         from traceladder.summary import index as run_index
 
         entries: list[dict[str, Any]] = []
@@ -489,7 +491,7 @@ def generate(root: Path, ladders: int, weeks: int, log: Callable[[str], None] = 
     import os
 
     from traceladder.dev.embedded_s3 import EmbeddedS3
-    from traceladder.storage.layout import DEFAULT_PREFIX
+    from traceladder.core.layout import DEFAULT_PREFIX
 
     root.mkdir(parents=True, exist_ok=True)
     names = ladder_files(root / "ladders", ladders)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_server import AirflowApiServer
+from tests.integration.airflow_server import AirflowApiServer
 
 pytestmark = pytest.mark.load
 
@@ -91,16 +91,20 @@ def test_summary_and_analysis_are_immutable_and_run_files_revalidate(server, his
     base = f"/traceladder/ladders/{ladder}"
     with server.client("viewer") as http:
         for path in (f"{run}/summary/charts/waterfall.png", f"{run}/summary/report.html"):
-            resp = http.get(f"{base}/artifacts/{path}")
+            resp = http.get(f"{base}/artifacts/{path}?v=entry-etag")
             assert resp.status_code == 200, path
             assert "immutable" in resp.headers["cache-control"], path
             assert "etag" not in resp.headers, path
+            # without the run's version (a rerun rewrites these keys) it is revalidated instead
+            bare = http.get(f"{base}/artifacts/{path}")
+            assert bare.headers["cache-control"] == "private, no-cache" and bare.headers["etag"], path
         runs = http.get(f"{base}/runs/{run}")
         assert runs.status_code == 200
         listed = [k for k in _artifact_links(runs.text) if "/traces/" in k or "/analysis/" in k]
         assert listed, "the run page lists no trace or analysis"
         trace = next(k for k in listed if "/traces/" in k)
         analysis = next(k for k in listed if "/analysis/" in k)
+        assert "?v=" in analysis, "the run page's links name the run's version"
         assert "immutable" in http.get(f"{base}/artifacts/{analysis}").headers["cache-control"]
         for path in (f"{base}/runs/{run}", f"{base}/artifacts/{trace}"):
             first = http.get(path)

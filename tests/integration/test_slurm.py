@@ -459,7 +459,7 @@ def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
     from traceladder.airflow.ladders import ladder_store
     from traceladder.airflow.tasks import ranks_per_node
     from traceladder.analysis.stored import analyze_stored_ranks
-    from traceladder.storage import layout
+    from traceladder.core import layout
 
     traces = sorted(f"{prefix}/{k}" for k in stored if k.startswith("traces/"))
     store = ladder_store(ladder)[1]

@@ -43,8 +43,8 @@ def test_an_edited_ladder_file_is_parsed_again(tmp_path, monkeypatch):
     assert len(parsed) == 1
     # the file it extends changed: it is parsed again too
     seed = folder / "deepseek-v4-flash-mi350x.yaml"
-    seed.write_text(seed.read_text().replace("\nrepeats: 3", "\nrepeats: 4", 1))
-    assert (first.repeats, _entry("proxy-local").repeats) == ("3", "4")
+    seed.write_text(seed.read_text().replace('\nschedule: "0 3 * * 1"', '\nschedule: "0 4 * * 1"', 1))
+    assert (first.schedule, _entry("proxy-local").schedule) == ("0 3 * * 1", "0 4 * * 1")
 
 
 def test_a_new_ladder_file_and_a_broken_one_show_at_once(tmp_path, monkeypatch):

@@ -57,7 +57,9 @@ _INLINE_TYPES = {
 
 
 # What retention never changes (issue 30: summary/ with its charts, analysis/) is served as
-# immutable; what depends on the manifest (traces, logs, a run's files) is revalidated by ETag.
+# immutable when the link names the run's version (`?v=`, its index entry's ETag): a cleared and
+# rerun summary rewrites the same keys, and its new entry gives its links a new URL. Without a
+# version, and for what depends on the manifest (traces, logs, a run's files): ETag revalidation.
 IMMUTABLE_FOLDERS = (layout.SUMMARY_FOLDER, layout.ANALYSIS_FOLDER)
 IMMUTABLE_CACHE = "private, max-age=31536000, immutable"
 REVALIDATE_CACHE = "private, no-cache"
@@ -195,6 +197,7 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: s
     """A run's summary, its summary folder (charts first) and, on the run page, every artifact."""
     view: dict[str, Any] = {
         "run_id": run_id,
+        "version": version,
         "summary": None,
         "error": None,
         "summary_files": [],
@@ -526,7 +529,7 @@ def create_app() -> FastAPI:
         if entry.error:
             raise HTTPException(404, f"ladder file {entry.file} does not load")
         store = data.LadderStore(entry)
-        immutable = immutable_key(key)
+        immutable = immutable_key(key) and bool(request.query_params.get("v"))
         etag = ""
         try:
             if not immutable:
