@@ -33,6 +33,7 @@ METADATA_FIELDS = [
     "Out split size",
     "stream",
 ]
+#: bytes per element, TraceLens's ``dtype2bytes`` (a dtype not here gives no sizes)
 DTYPE_BYTES = {
     "Float": 4,
     "Int": 4,

@@ -34,7 +34,7 @@ import pandas as pd
 
 # The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
 from traceladder.analysis.model.values import tupled
-from traceladder.analysis.model.collectives import METADATA_FIELDS
+from traceladder.analysis.model.collectives import DTYPE_BYTES, METADATA_FIELDS
 
 __all__ = [
     "DTYPE_BYTES",
@@ -56,18 +56,6 @@ __all__ = [
     "EMPTY_COLUMNS",
 ]
 
-#: bytes per element, TraceLens's ``dtype2bytes`` (a dtype not here gives no sizes)
-DTYPE_BYTES = {
-    "Float": 4,
-    "Int": 4,
-    "Long": 8,
-    "BFloat16": 2,
-    "Bool": 1,
-    "Byte": 1,
-    "Double": 8,
-    "Half": 2,
-    "Short": 2,
-}
 
 #: "Collective name" -> collective type (TraceLens's ``collective_type2name``)
 COLLECTIVE_TYPE = {
