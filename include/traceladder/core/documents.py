@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, TypeAlias, TypeVar, Union
+from typing import Any, ClassVar, TypeAlias, TypeVar, Union, cast
 
 from traceladder.core import layout
 from traceladder.core.errors import TraceladderError
@@ -174,6 +174,47 @@ class Document:
                 f"{where}: schema: version {version} is no longer read (now {cls.SCHEMA}); publish the run again"
             )
         return version
+
+
+# ---- narrowing a nested JSON value where a reader knows its shape (a wrong shape is a TypeError)
+
+
+def as_object(value: object) -> JSONObject:
+    """A JSON value known to be an object (a nested table of a document)."""
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def as_list(value: object) -> list[JSONValue]:
+    """A JSON value known to be an array."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a JSON array, got {type(value).__name__}")
+    return value
+
+
+def as_objects(value: object) -> list[JSONObject]:
+    """A JSON value known to be an array of objects (the same list, not a copy)."""
+    items = as_list(value)
+    for item in items:
+        as_object(item)
+    return cast(list[JSONObject], items)
+
+
+def as_number(value: object) -> float | None:
+    """A JSON number, or None for null."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"expected a JSON number, got {type(value).__name__}")
+    return value
+
+
+def as_int(value: object) -> int:
+    """A JSON number or numeric string as an int (``int(value)``)."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"expected a JSON number, got {type(value).__name__}")
 
 
 # ---- the spec's purpose and what-if params: each rule once

@@ -5,10 +5,18 @@ summary. The statistics themselves are in stats/model.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 
-from traceladder.core.documents import spec_purpose
+from traceladder.core.documents import (
+    JSONObject,
+    JSONValue,
+    as_int,
+    as_list,
+    as_number,
+    as_object,
+    as_objects,
+    spec_purpose,
+)
 from traceladder.stats.model import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
 from traceladder.stats.sequential import Design, critical_t, target_reached, worst
 
@@ -36,52 +44,63 @@ CPU_METRIC_CAVEAT = (
 )
 
 
-def plan_metric(plan: dict[str, Any]) -> str:
+def plan_metric(plan: Mapping[str, JSONValue]) -> str:
     """The ladder's verdict metric as the plan records it (plans before it: wall)."""
     return "cpu" if plan.get("metric") == "cpu" else "wall"
 
 
-def spec_block(spec: dict[str, Any]) -> int:
-    return int(spec["block"] if spec.get("block") is not None else spec["repeat"])
+def spec_block(spec: Mapping[str, JSONValue]) -> int:
+    return as_int(spec["block"] if spec.get("block") is not None else spec["repeat"])
+
+
+def plan_specs(plan: Mapping[str, JSONValue]) -> list[JSONObject]:
+    """The plan's specs (plan.json `specs`, each as `RunnerSpec.to_json` writes it)."""
+    return as_objects(plan["specs"])
 
 
 def _runs(
-    plan: dict[str, Any],
-    results: dict[str, dict[str, Any]],
-    keep: Callable[[dict[str, Any]], bool],
+    plan: Mapping[str, JSONValue],
+    results: Mapping[str, JSONObject],
+    keep: Callable[[JSONObject], bool],
     metric: str,
-    treatment: Callable[[dict[str, Any]], str] = lambda s: s["rung"],
+    treatment: Callable[[JSONObject], str] = lambda s: str(s["rung"]),
     values: str = "step_ms_values",
 ) -> list[Run]:
     """The ok runs whose spec `keep` accepts, as design cells; `treatment(spec)` names the cell.
     A failed run is simply a missing cell."""
     out = []
-    for spec in plan["specs"]:
-        result = results.get(spec["rung_id"])
+    for spec in plan_specs(plan):
+        result = results.get(str(spec["rung_id"]))
         if not keep(spec) or not result or result.get("status") != "ok":
             continue
-        y = log_or_none(result.get(metric))
+        y = log_or_none(as_number(result.get(metric)))
         if y is None:
             continue
-        iters = tuple(math.log(v) for v in result.get(values) or () if v and v > 0)
+        iters = tuple(math.log(v) for v in _numbers(result.get(values)) if v and v > 0)
         out.append(Run(spec_block(spec), treatment(spec), y, iters))
     return out
 
 
-def measured(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _numbers(value: JSONValue) -> list[float]:
+    """A result's per-iteration values (null or absent: none)."""
+    return [n for v in value or () if (n := as_number(v)) is not None] if isinstance(value, list) else []
+
+
+def measured(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, list[JSONObject]]:
     """Each rung's measure runs (any status), for the table's per-rung columns."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for spec in plan["specs"]:
-        if spec_purpose(spec) == "measure" and spec["rung_id"] in results:
-            out.setdefault(spec["rung"], []).append(results[spec["rung_id"]])
+    out: dict[str, list[JSONObject]] = {}
+    for spec in plan_specs(plan):
+        rung_id = str(spec["rung_id"])
+        if spec_purpose(spec) == "measure" and rung_id in results:
+            out.setdefault(str(spec["rung"]), []).append(results[rung_id])
     return out
 
 
-def _model(fit: BlockFit, critical_z: float | None = None) -> dict[str, Any]:
+def _model(fit: BlockFit, critical_z: float | None = None) -> JSONObject:
     def pct(var: float | None) -> float | None:
         return None if var is None else 100 * math.sqrt(var)
 
-    adjusted = {"critical_t": critical_t(critical_z, fit.df) if fit.df > 0 else None} if critical_z else {}
+    adjusted: JSONObject = {"critical_t": critical_t(critical_z, fit.df) if fit.df > 0 else None} if critical_z else {}
     return {
         **adjusted,
         "df": fit.df,
@@ -100,21 +119,21 @@ def _model(fit: BlockFit, critical_z: float | None = None) -> dict[str, Any]:
 
 
 def rung_verdicts(
-    plan: dict[str, Any], results: dict[str, dict[str, Any]], critical_z: float | None = None
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], critical_z: float | None = None
+) -> tuple[dict[str, JSONObject], JSONObject]:
     """rung → vs_parent for every rung with a parent, and the model's figures per metric (the
     ladder's verdict metric: wall or cpu). `critical_z`: an adaptive ladder's look (its intervals
     and MDEs use that critical value, stats/sequential.py); None: the fixed 95%."""
     step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
     fits = {metric: fit_blocks(_runs(plan, results, _measure, metric, values=values)) for metric in (step, tokens)}
-    info: dict[str, dict[str, Any]] = {}
-    for spec in plan["specs"]:
-        info.setdefault(spec["rung"], spec)
+    info: dict[str, JSONObject] = {}
+    for spec in plan_specs(plan):
+        info.setdefault(str(spec["rung"]), spec)
     out = {}
     for rung, spec in info.items():
-        parent = spec.get("parent")
-        if parent is None:
+        if spec.get("parent") is None:
             continue
+        parent = str(spec["parent"])
         metric = tokens if spec.get("switch") in BATCH_SWITCHES else step
         fit = fits[metric]
         if parent not in fit.counts or rung not in fit.counts:
@@ -122,26 +141,27 @@ def rung_verdicts(
             continue
         level = math.exp(fit.level(parent))
         out[rung] = verdict(fit.contrast(rung, parent), level, metric, metric == tokens, critical_z)
-    return out, {metric: _model(fit, critical_z) for metric, fit in fits.items()}
+    model: JSONObject = {metric: _model(fit, critical_z) for metric, fit in fits.items()}
+    return out, model
 
 
 # --- adaptive repeats (stats/sequential.py) ---------------------------------------------------------
 
 
-def adaptive_design(plan: dict[str, Any]) -> Design | None:
+def adaptive_design(plan: Mapping[str, JSONValue]) -> Design | None:
     """The plan's adaptive design (plan.json `adaptive`), or None for a fixed number of blocks."""
     doc = plan.get("adaptive")
-    return Design.from_dict(doc) if doc else None
+    return Design.from_dict(as_object(doc)) if doc else None
 
 
-def _first_blocks(plan: dict[str, Any], blocks: int) -> dict[str, Any]:
+def _first_blocks(plan: Mapping[str, JSONValue], blocks: int) -> JSONObject:
     """The plan as it stood after its first `blocks` measure blocks (the adaptive ladder's
     measure blocks are blocks 0..max-1); lens and profile runs stay out of the verdicts anyway."""
-    keep = [s for s in plan["specs"] if not _measure(s) or spec_block(s) < blocks]
+    keep: list[JSONValue] = [s for s in plan_specs(plan) if not _measure(s) or spec_block(s) < blocks]
     return {**plan, "specs": keep}
 
 
-def sequential_look(plan: dict[str, Any], results: dict[str, dict[str, Any]], blocks: int) -> dict[str, Any]:
+def sequential_look(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], blocks: int) -> JSONObject:
     """The stopping rule after `blocks` measure blocks: every non-root rung's MDE at this look's
     critical value, and whether each is at or below the target."""
     design = adaptive_design(plan)
@@ -149,39 +169,39 @@ def sequential_look(plan: dict[str, Any], results: dict[str, dict[str, Any]], bl
         raise ValueError("the plan has no adaptive repeats")
     critical_z = design.z_at(blocks)
     verdicts, _ = rung_verdicts(_first_blocks(plan, blocks), results, critical_z)
-    mdes: dict[str, float | None] = {rung: v["mde_pct"] for rung, v in verdicts.items()}
+    mdes: dict[str, float | None] = {rung: as_number(v["mde_pct"]) for rung, v in verdicts.items()}
     return {
         "blocks": blocks,
         "critical_z": critical_z,
-        "mde_pct": mdes,
+        "mde_pct": dict(mdes),
         "worst_mde_pct": worst(mdes),
         "target_mde_pct": design.target_mde_pct,
         "target_reached": target_reached(mdes, design.target_mde_pct),
     }
 
 
-def apply_stop(plan: dict[str, Any], stop: dict[str, Any] | None) -> dict[str, Any]:
+def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
     """The plan as it ran: after an early stop (`stop`, the record the DAG's check stored), the
     measure blocks it skipped are left out, so their runs are neither failures nor cells."""
     if not stop:
         return plan
-    return {**_first_blocks(plan, int(stop["blocks"])), "stop": stop}
+    return {**_first_blocks(plan, as_int(stop["blocks"])), "stop": stop}
 
 
 def sequential_verdicts(
-    plan: dict[str, Any], results: dict[str, dict[str, Any]]
-) -> tuple[dict[str, dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
+    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
+) -> tuple[dict[str, JSONObject], JSONObject, JSONObject | None]:
     """`rung_verdicts`, and for an adaptive plan at the look where it stopped (its critical value)
     with the summary's `repeats`: blocks run of planned, why it stopped, every look's worst MDE."""
     design = adaptive_design(plan)
     if design is None:
         return (*rung_verdicts(plan, results), None)
     stop = plan.get("stop")
-    ran = int(stop["blocks"]) if stop else design.max_blocks
+    ran = as_int(as_object(stop)["blocks"]) if stop else design.max_blocks
     critical_z = design.z_at(ran)
     verdicts, model = rung_verdicts(plan, results, critical_z)
     looks = [sequential_look(plan, results, n) for n in design.looks if n <= ran]
-    reached = target_reached({r: v["mde_pct"] for r, v in verdicts.items()}, design.target_mde_pct)
+    reached = target_reached({r: as_number(v["mde_pct"]) for r, v in verdicts.items()}, design.target_mde_pct)
     target = f"{design.target_mde_pct:g}%"
     if stop:
         why = "target_reached"
@@ -195,7 +215,7 @@ def sequential_verdicts(
             if reached
             else f", some MDE still above {target}"
         )
-    sequential = {
+    sequential: JSONObject = {
         **design.as_dict(),
         "blocks_run": ran,
         "blocks_planned": design.max_blocks,
@@ -208,17 +228,17 @@ def sequential_verdicts(
 
 
 def lens_overheads(
-    plan: dict[str, Any], results: dict[str, dict[str, Any]], lens_rung: str
-) -> dict[str, dict[str, Any]]:
+    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], lens_rung: str
+) -> dict[str, JSONObject]:
     """lens → step-time ratio to the unprofiled run of the same block, with its 95% interval.
     Lens blocks hold a `none` run of the lens rung; plans without lens blocks pair by repeat."""
     runs = _runs(
-        plan, results, lambda s: s["rung"] == lens_rung and spec_purpose(s) == "lens", STEP, lambda s: s["lens"]
+        plan, results, lambda s: s["rung"] == lens_rung and spec_purpose(s) == "lens", STEP, lambda s: str(s["lens"])
     )
     if not any(r.treatment == "none" for r in runs):  # an older plan: the measure runs pair by repeat
         runs += _runs(plan, results, lambda s: s["rung"] == lens_rung and _measure(s), STEP, lambda s: "none")
     fit = fit_blocks(runs)
-    out = {}
+    out: dict[str, JSONObject] = {}
     for lens in fit.treatments:
         if lens == "none" or "none" not in fit.counts:
             continue
@@ -233,38 +253,41 @@ def lens_overheads(
     return out
 
 
-def _measure(spec: dict[str, Any]) -> bool:
+def _measure(spec: Mapping[str, JSONValue]) -> bool:
     return spec_purpose(spec) == "measure"
 
 
-def verdict_findings(summary: dict[str, Any]) -> list[str]:
+def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """The verdict sentences: what each rung bought against its parent, and what could not be seen."""
-    rows = [r for r in summary["rungs"] if r.get("vs_parent")]
+    rows = [(r, as_object(r["vs_parent"])) for r in as_objects(summary["rungs"]) if r.get("vs_parent")]
     out = []
-    called = [r for r in rows if r["vs_parent"]["verdict"] in ("faster", "slower")]
-    for r in sorted(called, key=lambda r: -abs(r["vs_parent"]["delta_pct"])):
-        v = r["vs_parent"]
-        what, unit, _ = METRIC_WORDS.get(v["metric"], METRIC_WORDS[STEP])
+    called = [(r, v) for r, v in rows if v["verdict"] in ("faster", "slower")]
+    for r, v in sorted(called, key=lambda rv: -abs(as_number(rv[1]["delta_pct"]) or 0.0)):
+        what, unit, _ = METRIC_WORDS.get(str(v["metric"]), METRIC_WORDS[STEP])
+        ci95 = [as_number(x) or 0.0 for x in as_list(v["ci95"])]
+        delta_pct, delta = as_number(v["delta_pct"]) or 0.0, as_number(v["delta"]) or 0.0
         out.append(
             f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
-            f"{v['delta_pct']:+.1f}% ({v['delta']:+.1f} {unit}, 95% CI {v['ci95'][0]:+.1f} to {v['ci95'][1]:+.1f})."
+            f"{delta_pct:+.1f}% ({delta:+.1f} {unit}, 95% CI {ci95[0]:+.1f} to {ci95[1]:+.1f})."
         )
-    quiet = [r for r in rows if r["vs_parent"]["verdict"] == "no_change"]
+    quiet = [(r, v) for r, v in rows if v["verdict"] == "no_change"]
     if quiet:
         out.append(
             "No change detected against the parent (smallest change these runs could see at 80% power): "
-            + ", ".join(f"{r['rung']} (MDE {r['vs_parent']['mde_pct']:.1f}%)" for r in quiet)
+            + ", ".join(f"{r['rung']} (MDE {as_number(v['mde_pct']) or 0.0:.1f}%)" for r, v in quiet)
             + "."
         )
-    single = [r["rung"] for r in rows if r["vs_parent"]["verdict"] == "single_run"]
+    single = [str(r["rung"]) for r, v in rows if v["verdict"] == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
     repeats = summary.get("repeats")
     if repeats:
+        repeats = as_object(repeats)
+        critical_z_used = as_number(repeats["critical_z_used"]) or 0.0
         out.append(
             f"Adaptive repeats: {repeats['sentence']}. Looking after every block from {repeats['min_blocks']} on "
             f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so the intervals "
-            f"and MDEs use the critical value of the look where it stopped: z {repeats['critical_z_used']:.2f}, "
+            f"and MDEs use the critical value of the look where it stopped: z {critical_z_used:.2f}, "
             f"not 1.96."
         )
     if summary.get("metric") == "cpu" and rows:

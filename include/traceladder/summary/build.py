@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceladder.core.documents import spec_purpose
+from traceladder.core.documents import as_list, spec_purpose
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.whats_left import headroom_section
 from traceladder.stats.verdicts import (
@@ -67,7 +67,7 @@ def build_summary(
             "value": spec["value"],
             "runs": len(runs),
             "ok": sum(r["status"] == "ok" for r in runs),
-            "statuses": sorted({r["status"] for r in runs}),
+            "statuses": sorted({str(r["status"]) for r in runs}),
             "step_ms": _est(step[name]),
             "step_ms_per_repeat": [r.get("step_ms") for r in runs],
             "step_cpu_ms": _est(cpu_step[name]),
@@ -103,7 +103,7 @@ def build_summary(
                     "ok": sum(r["status"] == "ok" for r in runs),
                     "step_ms": _est(lens_step),
                     "overhead_ratio": overheads.get(lens),
-                    "traces": sum(len(r.get("traces") or []) for r in runs),
+                    "traces": sum(len(as_list(r.get("traces") or [])) for r in runs),
                 }
             )
 
