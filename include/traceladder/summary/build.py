@@ -3,9 +3,18 @@ overheads, the profiled rung's breakdown and findings. Pure: no I/O, so it is ea
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
-from traceladder.core.documents import as_list, spec_purpose
+from traceladder.core.documents import (
+    JSONObject,
+    JSONValue,
+    as_int,
+    as_list,
+    as_number,
+    as_object,
+    as_objects,
+    spec_purpose,
+)
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.whats_left import headroom_section
 from traceladder.stats.verdicts import (
@@ -14,6 +23,7 @@ from traceladder.stats.verdicts import (
     lens_overheads,
     measured,
     plan_metric,
+    plan_specs,
     sequential_verdicts,
     verdict_findings,
 )
@@ -21,29 +31,29 @@ from traceladder.stats.verdicts import (
 SUMMARY_SCHEMA = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
 
 
-def _est(e: Estimate | None) -> dict[str, Any] | None:
-    return e.as_dict() if e else None
+def _est(e: Estimate | None) -> JSONObject | None:
+    return dict(e.as_dict()) if e else None
 
 
-def _ok(runs: list[dict[str, Any]], field: str) -> list[float]:
-    return [r[field] for r in runs if r["status"] == "ok" and r.get(field) is not None]
+def _ok(runs: list[JSONObject], field: str) -> list[float]:
+    return [n for r in runs if r["status"] == "ok" and (n := as_number(r.get(field))) is not None]
 
 
 def build_summary(
-    plan: dict[str, Any],
-    results: dict[str, dict[str, Any]],
-    analyses: dict[str, dict[str, Any]],
-    collectives: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    plan: Mapping[str, JSONValue],
+    results: Mapping[str, JSONObject],
+    analyses: Mapping[str, JSONObject],
+    collectives: Mapping[str, JSONObject] | None = None,
+) -> JSONObject:
     """`analyses` maps a trace key to its analysis.json; `collectives` a rung id to the
     multi-rank collectives.json of its all-ranks traces."""
-    specs = plan["specs"]
+    specs = plan_specs(plan)
     order: list[str] = []
     for spec in specs:
-        if spec["rung"] not in order:
-            order.append(spec["rung"])
+        if str(spec["rung"]) not in order:
+            order.append(str(spec["rung"]))
     unprofiled = measured(plan, results)  # the block design's runs only: lens and profile runs stay out
-    info = {s["rung"]: s for s in specs}
+    info = {str(s["rung"]): s for s in specs}
     vs_parent, model, repeats = sequential_verdicts(plan, results)  # an adaptive plan: at its stopping look
 
     step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
@@ -51,7 +61,7 @@ def build_summary(
     tokens = {name: estimate(_ok(unprofiled.get(name, []), "tokens_per_sec_per_gpu")) for name in order}
     root = next((name for name in order if info[name]["parent"] is None), order[0] if order else None)
 
-    rows = []
+    rows: list[JSONValue] = []
     for name in order:
         runs = unprofiled.get(name, [])
         if not runs:
@@ -60,14 +70,14 @@ def build_summary(
         parent = spec["parent"]
         batch = spec["switch"] in BATCH_SWITCHES
         own, base = tokens[name], (tokens.get(root) if root else None)
-        row = {
+        row: JSONObject = {
             "rung": name,
             "parent": parent,
             "switch": spec["switch"],
             "value": spec["value"],
             "runs": len(runs),
             "ok": sum(r["status"] == "ok" for r in runs),
-            "statuses": sorted({str(r["status"]) for r in runs}),
+            "statuses": [*sorted({str(r["status"]) for r in runs})],
             "step_ms": _est(step[name]),
             "step_ms_per_repeat": [r.get("step_ms") for r in runs],
             "step_cpu_ms": _est(cpu_step[name]),
@@ -77,22 +87,22 @@ def build_summary(
             # Batch rungs do more work per step: they are judged on tokens/s/GPU
             # (docs/statistics.md "Statistical model").
             **({"vs_parent": vs_parent[name]} if parent is not None else {}),
-            "speedup_vs_root": ratio(own, base).as_dict() if own and base else None,
+            "speedup_vs_root": dict(ratio(own, base).as_dict()) if own and base else None,
         }
         rows.append(row)
 
-    lenses = []
+    lenses: list[JSONValue] = []
     lens_rung = _lens_rung(specs)
     if lens_rung:
         overheads = lens_overheads(plan, results, lens_rung)  # paired within lens blocks
-        for lens in sorted({s["lens"] for s in specs if s["rung"] == lens_rung and s["lens"] != "none"}):
+        for lens in sorted({str(s["lens"]) for s in specs if s["rung"] == lens_rung and s["lens"] != "none"}):
             runs = [
-                results[s["rung_id"]]
+                results[str(s["rung_id"])]
                 for s in specs
                 if s["rung"] == lens_rung
                 and s["lens"] == lens
                 and spec_purpose(s) == "lens"
-                and s["rung_id"] in results
+                and str(s["rung_id"]) in results
             ]
             lens_step = estimate(_ok(runs, "step_ms"))
             lenses.append(
@@ -107,9 +117,9 @@ def build_summary(
                 }
             )
 
-    failed = [r["rung_id"] for r in results.values() if r["status"] != "ok"]
+    failed: list[JSONValue] = [r["rung_id"] for r in results.values() if r["status"] != "ok"]
     profile = _profile(results, analyses)
-    summary = {
+    summary: JSONObject = {
         "schema": SUMMARY_SCHEMA,
         "ladder": plan["ladder"],
         "run_id": plan["run_id"],
@@ -135,44 +145,44 @@ def build_summary(
         # backend: slurm only: the node list each run ran on, and whether they differ (a confounder)
         **({"nodes": nodes} if (nodes := _nodes(results)) else {}),
     }
-    summary["findings"] = findings(summary)
+    summary["findings"] = [*findings(summary)]
     return summary
 
 
-def _lens_rung(specs: list[dict[str, Any]]) -> str | None:
-    return next((s["rung"] for s in specs if s["lens"] != "none" and spec_purpose(s) == "lens"), None)
+def _lens_rung(specs: list[JSONObject]) -> str | None:
+    return next((str(s["rung"]) for s in specs if s["lens"] != "none" and spec_purpose(s) == "lens"), None)
 
 
-def _provenance(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    seen = [r["provenance"] for r in results.values() if r.get("provenance")]
+def _provenance(results: Mapping[str, JSONObject]) -> JSONObject:
+    seen = [as_object(r["provenance"]) for r in results.values() if r.get("provenance")]
     return seen[0] if seen else {}
 
 
-def _nodes(results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
     """Which Slurm node list each rung's runs ran on (metrics.json's provenance.slurm.nodes).
     More than one node list in the ladder run makes the node a possible confounder: a rung's
     difference from its parent may be the nodes', not the switch's."""
     rungs_by_nodes: dict[str, set[str]] = {}
     for result in results.values():
-        nodes = ((result.get("provenance") or {}).get("slurm") or {}).get("nodes")
+        nodes = as_object(as_object(result.get("provenance") or {}).get("slurm") or {}).get("nodes")
         if nodes:
             rungs_by_nodes.setdefault(str(nodes), set()).add(str(result.get("rung") or result.get("rung_id")))
     if not rungs_by_nodes:
         return None
     return {
-        "rungs_by_nodes": {nodes: sorted(rungs) for nodes, rungs in sorted(rungs_by_nodes.items())},
+        "rungs_by_nodes": {nodes: [*sorted(rungs)] for nodes, rungs in sorted(rungs_by_nodes.items())},
         "confounder": len(rungs_by_nodes) > 1,
     }
 
 
-def _profile(results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject]) -> JSONObject | None:
     """The rank-0 analysis of the first profiled run (the write-up's "rank-0 window")."""
     for lens in ("torch_rank0", "torch_all_ranks"):
-        for result in sorted(results.values(), key=lambda r: r["repeat"]):
+        for result in sorted(results.values(), key=lambda r: as_int(r["repeat"])):
             if result["lens"] != lens:
                 continue
-            for key in result.get("traces") or []:
-                analysis = analyses.get(key)
+            for key in as_list(result.get("traces") or []):
+                analysis = analyses.get(str(key))
                 if analysis and analysis.get("rank") in (0, None):
                     return {
                         "lens": lens,
@@ -194,84 +204,91 @@ def _profile(results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, A
     return None
 
 
-def _collectives(by_rung: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _collectives(by_rung: Mapping[str, JSONObject]) -> JSONObject | None:
     """The first all-ranks run's collectives: latency, bandwidth, skew and the straggler."""
     if not by_rung:
         return None
     rung_id = sorted(by_rung)[0]
     doc = by_rung[rung_id]
-    rows = []
-    for name, c in sorted(doc.get("collectives", {}).items()):
-        straggler = c.get("straggler") or {}
+    rows: list[JSONObject] = []
+    waited: list[float] = []
+    for name, value in sorted(as_object(doc.get("collectives", {})).items()):
+        c = as_object(value)
+        straggler = as_object(c.get("straggler") or {})
+        skew = as_object(c["start_skew_us"])
+        waited.append((as_number(straggler.get("others_waited_total_us")) or 0.0) / 1000.0)
         rows.append(
             {
                 "name": name,
                 "count": c["count"],
                 "device": c.get("device"),
-                "latency_mean_us": c["latency_us"]["mean"],
-                "bus_bw_gbs_mean": (c.get("bus_bw_gbs") or {}).get("mean"),
-                "algo_bw_gbs_mean": (c.get("algo_bw_gbs") or {}).get("mean"),
-                "start_skew_mean_us": c["start_skew_us"]["mean"],
-                "start_skew_max_us": c["start_skew_us"]["max"],
+                "latency_mean_us": as_object(c["latency_us"])["mean"],
+                "bus_bw_gbs_mean": as_object(c.get("bus_bw_gbs") or {}).get("mean"),
+                "algo_bw_gbs_mean": as_object(c.get("algo_bw_gbs") or {}).get("mean"),
+                "start_skew_mean_us": skew["mean"],
+                "start_skew_max_us": skew["max"],
                 "straggler_rank": straggler.get("rank"),
-                "others_waited_ms": (straggler.get("others_waited_total_us") or 0.0) / 1000.0,
+                "others_waited_ms": waited[-1],
             }
         )
-    worst = max(rows, key=lambda r: r["others_waited_ms"], default=None)
+    worst = rows[waited.index(max(waited))] if rows else None  # the first of equals, as max() picks
     return {
         "rung_id": rung_id,
         "device": doc.get("device"),
         "world_size": doc.get("world_size"),
         "matched": doc.get("matched"),
-        "by_collective": rows,
+        "by_collective": [*rows],
         "worst_straggler": worst,
     }
 
 
-def findings(summary: dict[str, Any]) -> list[str]:
+def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """Sentences a reader would write from the table: biggest wins, lens costs, leftovers, failures."""
     out: list[str] = verdict_findings(summary)
-    final = [r for r in summary["rungs"] if r["speedup_vs_root"] and r["kind"] == "optimisation"]
+    rungs = as_objects(summary["rungs"])
+    final = [r for r in rungs if r["speedup_vs_root"] and r["kind"] == "optimisation"]
     if final:
         last = final[-1]
-        out.append(
-            f"{last['rung']} runs at {last['speedup_vs_root']['mean']:.2f}x the tokens/s/GPU of {summary['root']}."
-        )
-    for lens in summary["lenses"]:
+        speedup = as_object(last["speedup_vs_root"])
+        out.append(f"{last['rung']} runs at {speedup['mean']:.2f}x the tokens/s/GPU of {summary['root']}.")
+    for lens in as_objects(summary["lenses"]):
         if lens["overhead_ratio"]:
-            o = lens["overhead_ratio"]
-            ci = f" (95% CI {o['ci95'][0]:.2f}-{o['ci95'][1]:.2f}x, paired within lens blocks)" if o.get("ci95") else ""
+            o = as_object(lens["overhead_ratio"])
+            ci95 = as_list(o.get("ci95") or [])
+            ci = f" (95% CI {ci95[0]:.2f}-{ci95[1]:.2f}x, paired within lens blocks)" if ci95 else ""
             out.append(f"Lens {lens['lens']} costs {o['mean']:.2f}x the unprofiled step of {lens['rung']}{ci}.")
-    profile = summary.get("profile")
+    profile = as_object(summary.get("profile") or {})
     if profile and profile.get("timeline_percent"):
-        tp = profile["timeline_percent"]
+        tp = as_object(profile["timeline_percent"])
         device = "CPU" if profile.get("device") == "cpu" else "GPU"
         out.append(
             f"In the {profile['lens']} window ({device} timeline): computation {tp.get('computation_time', 0):.1f}%, "
             f"exposed communication {tp.get('exposed_comm_time', 0):.1f}%, idle {tp.get('idle_time', 0):.1f}%."
         )
         if profile.get("top_ops"):
-            top = profile["top_ops"][0]
+            top = as_objects(profile["top_ops"])[0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
-    for entry in summary.get("headroom") or []:
+    for entry in as_objects(summary.get("headroom") or []):
         if entry["targets"]:
-            out.append(f"What's left on {entry['rung']}: {entry['targets'][0]['sentence']}")
-    coll = summary.get("collectives")
+            out.append(f"What's left on {entry['rung']}: {as_objects(entry['targets'])[0]['sentence']}")
+    coll = as_object(summary.get("collectives") or {})
     if coll and coll.get("worst_straggler"):
-        w = coll["worst_straggler"]
+        w = as_object(coll["worst_straggler"])
         out.append(
-            f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {(coll.get('device') or 'gpu').upper()}): "
+            f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {str(coll.get('device') or 'gpu').upper()}): "
             f"rank {w['straggler_rank']} is the straggler in {w['name']}; "
             f"the others waited {w['others_waited_ms']:.1f} ms for it."
         )
     if summary.get("history"):
         from traceladder.stats.history import history_findings
 
-        out += history_findings(summary["history"])
-    nodes = summary.get("nodes")
+        out += history_findings(as_object(summary["history"]))
+    nodes = as_object(summary.get("nodes") or {})
     if nodes and nodes["confounder"]:
-        where = "; ".join(f"{n}: {', '.join(rungs)}" for n, rungs in nodes["rungs_by_nodes"].items())
+        by_nodes = as_object(nodes["rungs_by_nodes"]).items()
+        where = "; ".join(f"{n}: {', '.join(str(r) for r in as_list(rungs))}" for n, rungs in by_nodes)
         out.append(f"Runs ran on different Slurm nodes ({where}): the node is a possible confounder.")
-    if summary["failed_rungs"]:
-        out.append(f"{len(summary['failed_rungs'])} run(s) did not finish ok: {', '.join(summary['failed_rungs'])}.")
+    failed = [str(r) for r in as_list(summary["failed_rungs"])]
+    if failed:
+        out.append(f"{len(failed)} run(s) did not finish ok: {', '.join(failed)}.")
     return out

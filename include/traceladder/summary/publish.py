@@ -7,9 +7,18 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from collections.abc import Mapping
 
-from traceladder.core.documents import IndexEntry, JSONObject, PlanDoc, Summary, SummaryRef, TraceAnalysis
+from traceladder.core.documents import (
+    IndexEntry,
+    JSONObject,
+    PlanDoc,
+    Summary,
+    SummaryRef,
+    TraceAnalysis,
+    as_list,
+    as_object,
+)
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary import index as run_index
@@ -20,14 +29,14 @@ from traceladder.summary.render.perf_csv import perf_csv
 from traceladder.summary.render.markdown import to_markdown
 
 
-def read_analyses(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, JSONObject]:
     from traceladder.analysis.stored import analysis_key
 
     def read(trace_key: str) -> JSONObject | None:
         key = analysis_key(trace_key)
         return TraceAnalysis.from_json(store.get_bytes(key), key).to_dict() if store.exists(key) else None
 
-    keys = [k for result in results.values() for k in result.get("traces") or []]
+    keys = [str(k) for result in results.values() for k in as_list(result.get("traces") or [])]
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
 
 
@@ -49,20 +58,20 @@ def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry
     return earlier + [current.to_dict()]
 
 
-def read_collectives(store: ArtifactSink, results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def read_collectives(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, JSONObject]:
     from traceladder.analysis.stored import collectives_key
 
-    found = {}
+    found: dict[str, JSONObject] = {}
     for result in results.values():
-        key = collectives_key(result["prefix"]) if result.get("prefix") else None
-        if key and len(result.get("traces") or []) > 1 and store.exists(key):
-            found[result["rung_id"]] = json.loads(store.get_bytes(key))
+        key = collectives_key(str(result["prefix"])) if result.get("prefix") else None
+        if key and len(as_list(result.get("traces") or [])) > 1 and store.exists(key):
+            found[str(result["rung_id"])] = as_object(json.loads(store.get_bytes(key)))
     return found
 
 
 def write_summary(
-    store: ArtifactSink, run_prefix: str, plan: dict[str, Any], logical_date: str | None = None
-) -> dict[str, Any]:
+    store: ArtifactSink, run_prefix: str, plan: JSONObject, logical_date: str | None = None
+) -> JSONObject:
     from traceladder.summary.render.charts import render_charts
     from traceladder.summary.render.html import to_html
 
@@ -71,14 +80,16 @@ def write_summary(
     summary = build_summary(plan, results, analyses, read_collectives(store, results))
     from traceladder.summary.attribution import attribute_stored  # why each rung moved (issue 14)
 
-    summary["attribution"] = attribute_stored(store, layout.summary_prefix(run_prefix), plan, summary, results)
+    summary["attribution"] = [*attribute_stored(store, layout.summary_prefix(run_prefix), plan, summary, results)]
     logical_date = logical_date or datetime.now(timezone.utc).isoformat(timespec="seconds")
     points = run_points(summary)
     what_if = PlanDoc.from_dict(plan).what_if_params()
     if not what_if:
-        current = IndexEntry(run_id=plan["run_id"], logical_date=logical_date, published_at=logical_date, points=points)
+        current = IndexEntry(
+            run_id=str(plan["run_id"]), logical_date=logical_date, published_at=logical_date, points=points
+        )
         summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
-        summary["findings"] = findings(summary)
+        summary["findings"] = [*findings(summary)]
     stored = Summary.from_dict(summary)  # checked before anything is written
     base = layout.summary_prefix(run_prefix)
     charts = render_charts(summary)
@@ -91,21 +102,21 @@ def write_summary(
         f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv"
     )  # madengine's, for its dashboards
     store.write_manifest(base)
-    history = summary.get("history") or {}
+    history = as_object(summary.get("history") or {})
     unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]
     return SummaryRef(
         params=what_if,
         unanalysed_traces=unanalysed,
-        run_id=plan["run_id"],
+        run_id=str(plan["run_id"]),
         summary_json=f"{base}/{layout.SUMMARY_JSON}",
         summary_md=f"{base}/{layout.SUMMARY_MD}",
         report_html=f"{base}/{layout.REPORT_HTML}",
-        failed_rungs=summary["failed_rungs"],
+        failed_rungs=[str(r) for r in as_list(summary["failed_rungs"])],
         logical_date=logical_date,
         points=points,
-        regressions=sorted({r["rung"] for r in history.get("regressions", [])}),
+        regressions=sorted({str(as_object(r)["rung"]) for r in as_list(history.get("regressions", []))}),
         regression_calls=regression_lines(history),
-        provenance_changes=((history.get("since_last") or {}).get("provenance_changes") or []),
+        provenance_changes=as_list(as_object(history.get("since_last") or {}).get("provenance_changes") or []),
     ).to_dict()
 
 

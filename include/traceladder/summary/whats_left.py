@@ -7,11 +7,11 @@ says so. Pure: no I/O."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from traceladder.analysis.reports.headroom import is_accumulate_origin
-from traceladder.core.documents import spec_purpose
-from traceladder.stats.verdicts import BATCH_SWITCHES
+from traceladder.core.documents import JSONObject, JSONValue, as_int, as_list, as_objects, spec_purpose
+from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs
 
 __all__ = ["TOP_TARGETS", "final_rung", "headroom_section", "markdown", "TARGET_KEYS"]
 
@@ -20,11 +20,11 @@ TARGET_KEYS = ("kind", "target", "ms_per_step", "pct_of_step", "why", "recoverab
 _PROFILED_LENSES = ("torch_rank0", "torch_all_ranks")
 
 
-def final_rung(specs: list[dict[str, Any]]) -> str | None:
+def final_rung(specs: list[JSONObject]) -> str | None:
     """The deepest non-batch rung by parent links (the first of equals in plan order)."""
-    info: dict[str, dict[str, Any]] = {}
+    info: dict[str, JSONObject] = {}
     for s in specs:
-        info.setdefault(s["rung"], s)
+        info.setdefault(str(s["rung"]), s)
     keep = {r for r, s in info.items() if s.get("switch") not in BATCH_SWITCHES}
 
     def depth(rung: str) -> int:
@@ -34,44 +34,47 @@ def final_rung(specs: list[dict[str, Any]]) -> str | None:
             parent = info[rung].get("parent")
             if parent is None or parent not in keep:
                 return n
-            rung, n = parent, n + 1
+            rung, n = str(parent), n + 1
         return n
 
     return max(keep, key=lambda r: (depth(r), -list(info).index(r)), default=None)
 
 
 def _rung_analysis(
-    rung: str, results: dict[str, dict[str, Any]], analyses: dict[str, dict[str, Any]], purposes: dict[str, str]
-) -> tuple[dict[str, Any], str, str] | None:
+    rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject], purposes: dict[str, str]
+) -> tuple[JSONObject, str, str] | None:
     """The rank-0 analysis of the rung's first profiled run with the headroom keys: (analysis, lens,
     trace key). Lens runs (the full window) before the one-step attribution runs of every_rung."""
-    order = sorted(results.values(), key=lambda r: (purposes.get(r["rung_id"]) != "lens", r["repeat"], r["rung_id"]))
+    order = sorted(
+        results.values(),
+        key=lambda r: (purposes.get(str(r["rung_id"])) != "lens", as_int(r["repeat"]), str(r["rung_id"])),
+    )
     for lens in _PROFILED_LENSES:
         for result in order:
             if result.get("rung") != rung or result["lens"] != lens or result["status"] != "ok":
                 continue
-            for key in result.get("traces") or []:
-                a = analyses.get(key)
+            for key in as_list(result.get("traces") or []):
+                a = analyses.get(str(key))
                 if a and a.get("rank") in (0, None) and "headroom" in a:
-                    return a, lens, key
+                    return a, lens, str(key)
     return None
 
 
 def headroom_section(
-    plan: dict[str, Any],
-    results: dict[str, dict[str, Any]],
-    analyses: dict[str, dict[str, Any]],
+    plan: Mapping[str, JSONValue],
+    results: Mapping[str, JSONObject],
+    analyses: Mapping[str, JSONObject],
     lens_rung: str | None,
-) -> list[dict[str, Any]]:
+) -> list[JSONValue]:
     """``[{"rung", "role", "lens", "trace", "device", "steps", "mean_step_ms", "targets", "note"}]``."""
-    final = final_rung(plan["specs"])
-    purposes = {s["rung_id"]: spec_purpose(s) for s in plan["specs"] if "rung_id" in s}
+    final = final_rung(plan_specs(plan))
+    purposes = {str(s["rung_id"]): spec_purpose(s) for s in plan_specs(plan) if "rung_id" in s}
     covered: list[tuple[str, str]] = []
     if lens_rung:
         covered.append((lens_rung, "lens rung" + (" and final rung" if lens_rung == final else "")))
     if final and final != lens_rung:
         covered.append((final, "final rung"))
-    out: list[dict[str, Any]] = []
+    out: list[JSONValue] = []
     for rung, role in covered:
         found = _rung_analysis(rung, results, analyses, purposes)
         if found is None:
@@ -86,6 +89,7 @@ def headroom_section(
             )
             continue
         a, lens, key = found
+        rows = as_objects(a.get("headroom") or [])
         note = (
             "CPU trace: no device peak, so no recoverable time (ops by self time on the compute thread)."
             if a.get("device") == "cpu"
@@ -104,21 +108,21 @@ def headroom_section(
                 "mean_step_ms": a.get("mean_step_ms"),
                 "roofline_device": a.get("roofline_device"),
                 "roofline_share": a.get("roofline_share"),
-                "targets": [{k: t.get(k) for k in TARGET_KEYS} for t in (a.get("headroom") or [])[:TOP_TARGETS]],
+                "targets": [{k: t.get(k) for k in TARGET_KEYS} for t in rows[:TOP_TARGETS]],
                 # the best row of each kind the top 5 lacks, so every kind of finding shows
-                "other_kinds": _other_kinds(a.get("headroom") or []),
+                "other_kinds": _other_kinds(rows),
                 "note": note,
             }
         )
     return out
 
 
-def _other_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _other_kinds(rows: list[JSONObject]) -> list[JSONValue]:
     """The best row of each kind the top 5 lacks, and the first AccumulateGrad origin wherever it
     ranks (the seed's largest leftover: grads added under AccumulateGrad, on the expert weights)."""
     seen = {t["kind"] for t in rows[:TOP_TARGETS]}
     accumulate = any(is_accumulate_origin(t) for t in rows[:TOP_TARGETS])
-    out: list[dict[str, Any]] = []
+    out: list[JSONValue] = []
     for t in rows[TOP_TARGETS:]:
         first_accumulate = not accumulate and is_accumulate_origin(t)
         if t["kind"] not in seen or first_accumulate:
@@ -128,33 +132,35 @@ def _other_kinds(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def markdown(section: list[dict[str, Any]] | None) -> list[str]:
+def markdown(section: list[JSONObject] | None) -> list[str]:
     """summary.md's lines for the section (the demo prints them)."""
     if not section:
         return []
     lines = ["", "## What's left"]
     for e in section:
         head = f"### {e['rung']} ({e['role']}"
-        head += f", {e['lens']}, {(e.get('device') or 'gpu').upper()} trace)" if e.get("lens") else ")"
+        head += f", {e['lens']}, {str(e.get('device') or 'gpu').upper()} trace)" if e.get("lens") else ")"
         lines += ["", head]
         if e.get("note"):
-            lines.append(e["note"])
-        if not e["targets"]:
+            lines.append(str(e["note"]))
+        targets = as_objects(e["targets"])
+        if not targets:
             continue
         steps, step_ms = e.get("steps"), e.get("mean_step_ms")
         window = f"{steps} profiled step(s)" + (f", mean step {step_ms:.1f} ms" if step_ms else "")
         lines += [
-            f"Top {len(e['targets'])} targets ({window}):",
+            f"Top {len(targets)} targets ({window}):",
             "",
             "| # | kind | target | ms/step | % of step | recoverable ms/step |",
             "|---|---|---|---|---|---|",
         ]
-        for i, t in enumerate(e["targets"], 1):
+        for i, t in enumerate(targets, 1):
             pct = f"{t['pct_of_step']:.1f}" if t.get("pct_of_step") is not None else "-"
             rec = f"{t['recoverable_ms']:.2f}" if t.get("recoverable_ms") is not None else "-"
             lines.append(f"| {i} | {t['kind']} | {t['target']} | {t['ms_per_step']:.2f} | {pct} | {rec} |")
         lines.append("")
-        lines += [f"{i}. {t['sentence']}" for i, t in enumerate(e["targets"], 1)]
+        lines += [f"{i}. {t['sentence']}" for i, t in enumerate(targets, 1)]
         if e.get("other_kinds"):
-            lines += ["", "The first target of each other kind:"] + [f"- {t['sentence']}" for t in e["other_kinds"]]
+            others = as_objects(e["other_kinds"])
+            lines += ["", "The first target of each other kind:"] + [f"- {t['sentence']}" for t in others]
     return lines
