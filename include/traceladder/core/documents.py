@@ -210,6 +210,14 @@ def as_number(value: object) -> float | None:
     return value
 
 
+def as_float(value: object) -> float:
+    """A JSON number that must be there (null is a TypeError)."""
+    number = as_number(value)
+    if number is None:
+        raise TypeError("expected a JSON number, got null")
+    return number
+
+
 def as_int(value: object) -> int:
     """A JSON number or numeric string as an int (``int(value)``)."""
     if isinstance(value, (int, float, str)):

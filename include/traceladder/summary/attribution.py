@@ -15,8 +15,10 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import STEP_METRICS
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
 
@@ -43,20 +45,22 @@ def _rank0(keys: list[str]) -> str | None:
     return keys[0] if keys else None
 
 
-def profiled_traces(results: dict[str, dict[str, Any]], purposes: dict[str, str]) -> dict[str, dict[str, str]]:
+def profiled_traces(results: Mapping[str, JSONObject], purposes: dict[str, str]) -> dict[str, dict[str, str]]:
     """rung → lens → its rank-0 trace key; every-rung profile runs first, then the lowest repeat."""
     found: dict[str, dict[str, str]] = {}
-    ranked = sorted(results.values(), key=lambda r: (purposes.get(r["rung_id"]) != "profile", r.get("repeat", 0)))
+    ranked = sorted(
+        results.values(), key=lambda r: (purposes.get(str(r["rung_id"])) != "profile", as_float(r.get("repeat", 0)))
+    )
     for r in ranked:
         if r.get("status") != "ok" or r.get("lens") not in TRACE_LENSES:
             continue
-        key = _rank0(list(r.get("traces") or []))
+        key = _rank0([str(k) for k in as_list(r.get("traces") or [])])
         if key:
-            found.setdefault(r["rung"], {}).setdefault(r["lens"], key)
+            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), key)
     return found
 
 
-def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
+def _indicative(row: Mapping[str, JSONValue], largest_us: float) -> str | None:
     """Why the attribution is only indicative, or None when the step-time change is resolved."""
     vs = row.get("vs_parent")
     if isinstance(vs, dict):
@@ -64,8 +68,8 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
         if verdict in ("no_change", "single_run"):
             return f"vs_parent verdict is {verdict}"
         ci = vs.get("ci95")
-        if vs.get("metric") in STEP_METRICS and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
-            width_ms = float(ci[1]) - float(ci[0])
+        if vs.get("metric") in STEP_METRICS and isinstance(ci, list) and len(ci) == 2 and None not in ci:
+            width_ms = as_float(ci[1]) - as_float(ci[0])
             if largest_us / 1e3 < width_ms:
                 return (
                     f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width "
@@ -75,6 +79,7 @@ def _indicative(row: dict[str, Any], largest_us: float) -> str | None:
     change = row.get("tokens_gained") if row.get("kind") == "batch" else row.get("ms_removed")
     if not change:
         return "no step-time comparison with the parent"
+    change = as_object(change)
     if change.get("single_run"):
         return "a single run per rung"
     if not change.get("significant"):
@@ -104,27 +109,27 @@ def _names(names: list[str], n: int = 3) -> str:
     return ", ".join(short_name(x) for x in names[:n]) + (", ..." if len(names) > n else "")
 
 
-def sentence(e: dict[str, Any]) -> str:
+def sentence(e: Mapping[str, JSONValue]) -> str:
     """One line in the write-up's style, from the entry's numbers only."""
     what = "kernel" if e["device"] == "gpu" else "op"
-    d = e["kernel_time_delta_us"]
+    d = as_float(e["kernel_time_delta_us"])
     verb = "removed" if d < 0 else "added"
     parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
-    cats = [c for c in e["categories"] if c["delta_us"] != 0][:3]
+    cats = [c for c in as_objects(e["categories"]) if c["delta_us"] != 0][:3]
     if cats:
-        parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(c['delta_us'])}" for c in cats)
-    regions = [r for r in e.get("regions", []) if r["delta_us"] != 0][:3]
+        parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(as_float(c['delta_us']))}" for c in cats)
+    regions = [r for r in as_objects(e.get("regions", [])) if r["delta_us"] != 0][:3]
     if regions:
-        parts.append("by region " + ", ".join(f"{r['name']} {fmt_us(r['delta_us'])}" for r in regions))
+        parts.append("by region " + ", ".join(f"{r['name']} {fmt_us(as_float(r['delta_us']))}" for r in regions))
     unit = "kernels" if e["device"] == "gpu" else "ops"
     if e["vanished"] or e["appeared"]:
         bits = []
         if e["vanished"]:
-            bits.append(f"{e['n_vanished']} {unit} vanished ({_names(e['vanished'])})")
+            bits.append(f"{e['n_vanished']} {unit} vanished ({_names(_strs(e['vanished']))})")
         if e["appeared"]:
-            bits.append(f"{e['n_appeared']} appeared ({_names(e['appeared'])})")
+            bits.append(f"{e['n_appeared']} appeared ({_names(_strs(e['appeared']))})")
         parts.append(" and ".join(bits))
-    t = e["timeline_us"]
+    t = {k: as_float(v) for k, v in as_object(e["timeline_us"]).items()}
     parts.append(
         f"compute {fmt_us(t['computation_time'])}, exposed communication {fmt_us(t['exposed_comm_time'])}, "
         f"idle {fmt_us(t['idle_time'])}"
@@ -135,7 +140,11 @@ def sentence(e: dict[str, Any]) -> str:
     return text
 
 
-def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Comparison) -> dict[str, Any]:
+def _strs(value: JSONValue) -> list[str]:
+    return [str(x) for x in as_list(value)]
+
+
+def entry(row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, c: Comparison) -> JSONObject:
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
@@ -152,7 +161,9 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
         for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]
     ]
     largest = max((abs(v) for _, v in cats), default=0.0)
-    e: dict[str, Any] = {
+    by_region = [] if gpu else sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))
+    regions: list[JSONValue] = [{"name": k, "delta_us": v} for k, v in by_region[:TOP]]
+    e: JSONObject = {
         "rung": row["rung"],
         "parent": row["parent"],
         "switch": row.get("switch"),
@@ -168,14 +179,10 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
         "category_deltas_us": dict(doc["categories"]),
         "categories": [{"name": k, "delta_us": v} for k, v in cats[:TOP]],
         "moved": [{k: m[k] for k in ("name", "delta_us", "status")} for m in movers[:TOP]],
-        "regions": [{"name": k, "delta_us": v} for k, v in sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))][
-            :TOP
-        ]
-        if not gpu
-        else [],
-        "appeared": appeared[:TOP],
+        "regions": regions,
+        "appeared": [*appeared[:TOP]],
         "n_appeared": len(appeared),
-        "vanished": vanished[:TOP],
+        "vanished": [*vanished[:TOP]],
         "n_vanished": len(vanished),
         "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
         "indicative": _indicative(row, largest),
@@ -186,12 +193,12 @@ def entry(row: dict[str, Any], lens: str, base_key: str, new_key: str, c: Compar
 
 
 def attribute(
-    summary: dict[str, Any],
-    results: dict[str, dict[str, Any]],
+    summary: Mapping[str, JSONValue],
+    results: Mapping[str, JSONObject],
     purposes: dict[str, str],
     load: Callable[[str], Reports | None],
     keep: Callable[[str, Comparison], str | None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """One entry per rung whose trace and parent's trace (same lens) both have reports.
     `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
     store the comparison's files and return where."""
@@ -206,21 +213,17 @@ def attribute(
         return cache[key]
 
     out = []
-    for row in summary["rungs"]:
-        parent = row.get("parent")
-        if not parent or row["rung"] not in traces or parent not in traces:
+    for row in as_objects(summary["rungs"]):
+        if not row.get("parent") or row["rung"] not in traces or row["parent"] not in traces:
             continue
+        rung, parent = str(row["rung"]), str(row["parent"])
         lens = next(
-            (
-                lens_name
-                for lens_name in TRACE_LENSES
-                if lens_name in traces[row["rung"]] and lens_name in traces[parent]
-            ),
+            (lens_name for lens_name in TRACE_LENSES if lens_name in traces[rung] and lens_name in traces[parent]),
             None,
         )
         if lens is None:
             continue
-        base_key, new_key = traces[parent][lens], traces[row["rung"]][lens]
+        base_key, new_key = traces[parent][lens], traces[rung][lens]
         base, new = reports(base_key), reports(new_key)
         if base is None or new is None:
             continue
@@ -230,20 +233,24 @@ def attribute(
             continue
         e = entry(row, lens, base_key, new_key, c)
         if keep:
-            e["compare"] = keep(row["rung"], c)
+            e["compare"] = keep(rung, c)
         out.append(e)
     return out
 
 
 def attribute_stored(
-    store: Any, summary_prefix: str, plan: dict[str, Any], summary: dict[str, Any], results: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
+    store: Any,
+    summary_prefix: str,
+    plan: Mapping[str, JSONValue],
+    summary: Mapping[str, JSONValue],
+    results: Mapping[str, JSONObject],
+) -> list[JSONObject]:
     """`attribute` over the artifact store: reports read from each trace's analysis folder, each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
     from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
     from traceladder.analysis.stored import analysis_prefix
 
-    purposes = {s["rung_id"]: s.get("purpose") or "" for s in plan.get("specs", [])}
+    purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in as_objects(plan.get("specs", []))}
 
     def load(trace_key: str) -> Reports | None:
         prefix = analysis_prefix(trace_key)
@@ -269,7 +276,7 @@ def attribute_stored(
     return attribute(summary, results, purposes, load, keep)
 
 
-def markdown(entries: list[dict[str, Any]]) -> list[str]:
+def markdown(entries: list[JSONObject]) -> list[str]:
     """The summary.md section (what `make demo` prints per rung)."""
     if not entries:
         return []
