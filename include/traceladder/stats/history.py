@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from collections.abc import Mapping
+from typing import Sequence
 
 import numpy as np
 
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
 
 # Levels chosen with the replay benches (benchmarks/bench_changes_vs_otava.py, bench_history.py)
@@ -81,8 +83,8 @@ class ChangePoint:
     ci95_pct: tuple[float, float]
     p_value: float
 
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+    def as_dict(self) -> JSONObject:
+        d: JSONObject = asdict(self)
         d["ci95_pct"] = list(self.ci95_pct)
         return d
 
@@ -306,76 +308,85 @@ def new_regressions(now: list[ChangePoint], previous: list[ChangePoint]) -> list
 class RungHistory:
     rung: str
     run_ids: list[str] = field(default_factory=list)
-    step_ms: list[dict[str, Any]] = field(default_factory=list)  # {"mean","ci95","n"} per run
-    tokens_per_sec_per_gpu: list[dict[str, Any] | None] = field(default_factory=list)
+    step_ms: list[JSONValue] = field(default_factory=list)  # {"mean","ci95","n"} per run
+    tokens_per_sec_per_gpu: list[JSONValue] = field(default_factory=list)  # the same, or None
     # the figure the change points run on: step_ms, or step_cpu_ms on a `metric: cpu` ladder
-    judged: list[dict[str, Any]] = field(default_factory=list)
+    judged: list[JSONValue] = field(default_factory=list)
 
 
-def run_points(summary: dict[str, Any]) -> dict[str, Any]:
+def _points(entry: Mapping[str, JSONValue]) -> JSONObject:
+    """An index entry's points (`run_points`)."""
+    return as_object(entry["points"])
+
+
+def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
     """What one run contributes to the history (stored in its index entry, so a history needs
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
+    provenance = as_object(summary.get("provenance") or {})
     return {
         "metric": summary.get("metric") or "wall",
         "rungs": {
-            r["rung"]: {
+            str(r["rung"]): {
                 "step_ms": r.get("step_ms"),
                 "step_cpu_ms": r.get("step_cpu_ms"),
                 "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu"),
             }
-            for r in summary.get("rungs", [])
+            for r in as_objects(summary.get("rungs", []))
             if r.get("step_ms")
         },
-        "provenance": {k: (summary.get("provenance") or {}).get(k) for k in PROVENANCE_FIELDS},
+        "provenance": {k: provenance.get(k) for k in PROVENANCE_FIELDS},
     }
 
 
-def provenance_changes(entries: list[dict[str, Any]]) -> list[list[str]]:
+def provenance_changes(entries: Sequence[Mapping[str, JSONValue]]) -> list[list[str]]:
     """Per run, the provenance fields that differ from the run before (none for the first)."""
     out: list[list[str]] = []
     for i, entry in enumerate(entries):
         if i == 0:
             out.append([])
             continue
-        old, new = entries[i - 1]["points"].get("provenance") or {}, entry["points"].get("provenance") or {}
+        old = as_object(_points(entries[i - 1]).get("provenance") or {})
+        new = as_object(_points(entry).get("provenance") or {})
         out.append([f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in PROVENANCE_FIELDS if old.get(k) != new.get(k)])
     return out
 
 
-def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int = 0) -> dict[str, Any]:
+def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TEST, seed: int = 0) -> JSONObject:
     """The history verdicts of a ladder. `entries` are full runs, oldest first, each
     {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published.
     The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
     over the runs that recorded it."""
-    judged_key = VERDICT_METRICS[plan_metric(entries[-1]["points"] if entries else {})][0]
+    judged_key = VERDICT_METRICS[plan_metric(_points(entries[-1]) if entries else {})][0]
     rungs: dict[str, RungHistory] = {}
     for entry in entries:
-        for name, p in entry["points"]["rungs"].items():
+        for name, value in as_object(_points(entry)["rungs"]).items():
+            p = as_object(value)
             if not p.get(judged_key):
                 continue  # a run before the ladder judged on this figure
             h = rungs.setdefault(name, RungHistory(name))
-            h.run_ids.append(entry["run_id"])
+            h.run_ids.append(str(entry["run_id"]))
             h.step_ms.append(p["step_ms"])
             h.tokens_per_sec_per_gpu.append(p.get("tokens_per_sec_per_gpu"))
             h.judged.append(p[judged_key])
     prov = provenance_changes(entries)
-    prov_at = {e["run_id"]: c for e, c in zip(entries, prov)}
+    prov_at = {str(e["run_id"]): c for e, c in zip(entries, prov)}
     current = entries[-1]["run_id"] if entries else None
-    out_rungs, regressions = [], []
+    out_rungs: list[JSONValue] = []
+    regressions: list[JSONValue] = []
     for h in rungs.values():
-        values = [s["mean"] for s in h.judged]
+        values = [as_float(as_object(s)["mean"]) for s in h.judged]
         now = detect(values, test=test, seed=seed)
         previous = detect(values[:-1], test=test, seed=seed) if h.run_ids[-1] == current else now
         fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
-        points = []
+        points: list[JSONValue] = []
         for c in now:
-            near = [
+            near: list[JSONValue] = [
                 x
                 for j in (c.index - 1, c.index, c.index + 1)
                 if 0 <= j < len(h.run_ids)
                 for x in prov_at.get(h.run_ids[j], [])
             ]
-            point = {
+            point: JSONObject = {
                 **c.as_dict(),
                 "rung": h.rung,
                 "run_id": h.run_ids[c.index],
@@ -388,7 +399,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
         out_rungs.append(
             {
                 "rung": h.rung,
-                "run_ids": h.run_ids,
+                "run_ids": [*h.run_ids],
                 "step_ms": h.step_ms,
                 "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
                 **({judged_key: h.judged} if judged_key != STEP else {}),
@@ -398,7 +409,7 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
     return {
         "runs": [e["run_id"] for e in entries],
         "logical_dates": [e.get("logical_date") for e in entries],
-        "provenance_changes": prov,
+        "provenance_changes": [[*changes] for changes in prov],
         "test": test,
         "metric": judged_key,
         "alpha": ALPHA,
@@ -410,17 +421,18 @@ def evaluate(entries: list[dict[str, Any]], test: str = DEFAULT_TEST, seed: int 
     }
 
 
-def since_last(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+def since_last(entries: Sequence[Mapping[str, JSONValue]]) -> JSONObject | None:
     """ "Since last week": the newest run against the one before, figures only (the calls come
     from the change points above, not from two runs)."""
     if len(entries) < 2:
         return None
     before, now = entries[-2], entries[-1]
-    rows = []
-    for name, p in now["points"]["rungs"].items():
-        old = before["points"]["rungs"].get(name)
+    rows: list[JSONValue] = []
+    for name, value in as_object(_points(now)["rungs"]).items():
+        p = as_object(value)
+        old = as_object(as_object(_points(before)["rungs"]).get(name) or {})
         if old and old.get("step_ms") and p.get("step_ms"):
-            a, b = old["step_ms"]["mean"], p["step_ms"]["mean"]
+            a, b = as_float(as_object(old["step_ms"])["mean"]), as_float(as_object(p["step_ms"])["mean"])
             rows.append(
                 {
                     "rung": name,
@@ -433,21 +445,18 @@ def since_last(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "previous_run_id": before["run_id"],
         "rungs": rows,
-        "provenance_changes": provenance_changes([before, now])[1],
+        "provenance_changes": [*provenance_changes([before, now])[1]],
     }
 
 
-def regression_lines(history: dict[str, Any] | None) -> list[str]:
+def regression_lines(history: Mapping[str, JSONValue] | None) -> list[str]:
     """One sentence per regression call, for findings and the notifier."""
     out = []
-    for r in (history or {}).get("regressions", []):
-        lo, hi = r["ci95_pct"]
-        prov = (
-            f"; coincides with a provenance change ({'; '.join(r['provenance_changes'])})"
-            if r["provenance_changes"]
-            else "; no provenance change"
-        )
-        what = METRIC_WORDS.get((history or {}).get("metric", STEP), METRIC_WORDS[STEP])[0]
+    for r in as_objects((history or {}).get("regressions", [])):
+        lo, hi = as_list(r["ci95_pct"])
+        changes = [str(x) for x in as_list(r["provenance_changes"])]
+        prov = f"; coincides with a provenance change ({'; '.join(changes)})" if changes else "; no provenance change"
+        what = METRIC_WORDS.get(str((history or {}).get("metric", STEP)), METRIC_WORDS[STEP])[0]
         out.append(
             f"{r['rung']}: {what} {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
             f"from run {r['run_id']} on{prov}."
@@ -455,14 +464,16 @@ def regression_lines(history: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def history_findings(history: dict[str, Any]) -> list[str]:
+def history_findings(history: Mapping[str, JSONValue]) -> list[str]:
     """The summary's sentences about the ladder's history."""
-    n = len(history["runs"])
+    n = len(as_list(history["runs"]))
     calls = regression_lines(history)
     if calls:
         return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls]
     out = [f"No new step-time regression in the ladder's history ({n} full runs)."]
-    last = history.get("since_last")
+    last = as_object(history.get("since_last") or {})
     if last:
-        out += [f"Provenance changed since {last['previous_run_id']}: {p}." for p in last["provenance_changes"]]
+        out += [
+            f"Provenance changed since {last['previous_run_id']}: {p}." for p in as_list(last["provenance_changes"])
+        ]
     return out
