@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from traceladder.core import layout
+from traceladder.core.documents import JSONObject, JSONValue, as_int, as_list, as_object
 from traceladder.core.settings import DurationError, duration
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactStoreError, S3ArtifactStore
 
@@ -58,7 +59,7 @@ class Policy:
     logs: timedelta | None = None
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None, where: str = "storage.retention") -> "Policy":
+    def from_mapping(cls, data: Mapping[str, JSONValue] | None, where: str = "storage.retention") -> "Policy":
         if not data:
             return cls()
         unknown = sorted(set(data) - set(POLICY_FIELDS))
@@ -130,7 +131,7 @@ class Totals:
         self.stored_bytes += removal.stored_bytes
         self.by_policy[removal.policy] = self.by_policy.get(removal.policy, 0) + removal.bytes
 
-    def as_dict(self, dry_run: bool) -> dict[str, Any]:
+    def as_dict(self, dry_run: bool) -> JSONObject:
         return {
             "dry_run": dry_run,
             "ladders": self.ladders,
@@ -151,7 +152,7 @@ def _parse_time(text: object) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def run_time(entry: Mapping[str, Any]) -> datetime | None:
+def run_time(entry: Mapping[str, JSONValue]) -> datetime | None:
     """When a published run happened: its logical date, else its publish time."""
     for name in ("logical_date", "published_at"):
         if entry.get(name):
@@ -173,7 +174,7 @@ def _list_sized(store: S3ArtifactStore, prefix: str) -> dict[str, int]:
     return sizes
 
 
-def _json_or_none(store: S3ArtifactStore, key: str) -> Any:
+def _json_or_none(store: S3ArtifactStore, key: str) -> JSONValue:
     try:
         return json.loads(store.get_bytes(key))
     except ArtifactNotFoundError:
@@ -187,7 +188,7 @@ def _rung_lens(store: S3ArtifactStore, rung: str) -> str | None:
     return str(spec.get("lens")) if isinstance(spec, dict) and spec.get("lens") else None
 
 
-def _manifest(store: S3ArtifactStore, rung: str) -> dict[str, Any]:
+def _manifest(store: S3ArtifactStore, rung: str) -> JSONObject:
     doc = _json_or_none(store, f"{rung}/{layout.MANIFEST_NAME}")
     if doc is None:
         return {"schema": MANIFEST_SCHEMA_REMOVED, "objects": []}
@@ -198,7 +199,7 @@ def _manifest(store: S3ArtifactStore, rung: str) -> dict[str, Any]:
 
 def plan_run(
     store: S3ArtifactStore, run_prefix: str, age: timedelta, policy: Policy
-) -> Iterator[tuple[RungJob, dict[str, Any]]]:
+) -> Iterator[tuple[RungJob, JSONObject]]:
     """Per rung folder of the run with something to remove: the job and the rung's manifest."""
     sizes = _list_sized(store, run_prefix)
     by_rung: dict[str, dict[str, int]] = {}
@@ -213,7 +214,7 @@ def plan_run(
         if not policy.may_be_due(age, has_traces, layout.LOG_OBJECT in rels):
             continue  # nothing of this rung is old enough under any limit: no read at all
         manifest = _manifest(store, rung)
-        recorded = {o.get("key"): o for o in manifest.get("objects", []) if isinstance(o, dict)}
+        recorded = {o.get("key"): o for o in as_list(manifest.get("objects", [])) if isinstance(o, dict)}
         already = removed_in(manifest)
         lens = _rung_lens(store, rung) if has_traces and policy.heavy_traces is not None else None
         job = RungJob(rung, [], [])
@@ -222,30 +223,40 @@ def plan_run(
             if key in already:  # an earlier run recorded it and was stopped before deleting it
                 rec = already[key]
                 job.leftovers.append(
-                    Removal(key, int(rec.get("bytes", size)), size, rec.get("sha256"), str(rec["policy"]))
+                    Removal(
+                        key, as_int(rec.get("bytes", size)), size, _str_or_none(rec.get("sha256")), str(rec["policy"])
+                    )
                 )
                 continue
             rule = policy.rule_for(key[len(rung) + 1 :], lens)
             if rule is None or age <= rule[1]:
                 continue
-            job.removals.append(Removal(key, int(entry.get("size", size)), size, entry.get("sha256"), rule[0]))
+            job.removals.append(
+                Removal(key, as_int(entry.get("size", size)), size, _str_or_none(entry.get("sha256")), rule[0])
+            )
         if job.removals or job.leftovers:
             yield job, manifest
 
 
-def _record(manifest: dict[str, Any], removals: list[Removal], removed_at: str) -> dict[str, Any]:
+def _str_or_none(value: JSONValue) -> str | None:
+    return None if value is None else str(value)
+
+
+def _record(manifest: JSONObject, removals: list[Removal], removed_at: str) -> JSONObject:
     """The manifest after the removals: they move from ``objects`` to ``removed`` (schema 2)."""
     gone = {r.key for r in removals}
-    removed = list(manifest.get("removed", []))
+    removed: list[JSONValue] = list(as_list(manifest.get("removed", [])))
     removed += [
         {"key": r.key, "bytes": r.bytes, "sha256": r.sha256, "removed_at": removed_at, "policy": r.policy}
         for r in removals
     ]
     return {
         **manifest,
-        "schema": max(MANIFEST_SCHEMA_REMOVED, int(manifest.get("schema", 1) or 1)),
-        "objects": [o for o in manifest.get("objects", []) if not (isinstance(o, dict) and o.get("key") in gone)],
-        "removed": sorted(removed, key=lambda r: str(r.get("key"))),
+        "schema": max(MANIFEST_SCHEMA_REMOVED, as_int(manifest.get("schema", 1) or 1)),
+        "objects": [
+            o for o in as_list(manifest.get("objects", [])) if not (isinstance(o, dict) and o.get("key") in gone)
+        ],
+        "removed": sorted(removed, key=lambda r: str(as_object(r).get("key"))),
     }
 
 
@@ -262,11 +273,12 @@ def _latest_run_id(store: S3ArtifactStore, ladder: str) -> str | None:
     return str(doc["run_id"]) if isinstance(doc, dict) and doc.get("run_id") else None
 
 
-def _index_entries(store: S3ArtifactStore, ladder: str) -> list[dict[str, Any]]:
+def _index_entries(store: S3ArtifactStore, ladder: str) -> list[JSONObject]:
     """The ladder's published runs (``runs/<run_id>.json``, and the older ``index.json``)."""
-    entries: dict[str, dict[str, Any]] = {}
+    entries: dict[str, JSONObject] = {}
     legacy = _json_or_none(store, f"{ladder}/{layout.LEGACY_INDEX}")
-    for entry in (legacy or {}).get("runs", []) if isinstance(legacy, dict) else []:
+    runs = legacy.get("runs", []) if isinstance(legacy, dict) else []
+    for entry in runs if isinstance(runs, (list, dict, str)) else []:
         if isinstance(entry, dict) and entry.get("run_id"):
             entries[str(entry["run_id"])] = entry
     for key in _list_sized(store, f"{ladder}/{layout.RUNS_FOLDER}"):
@@ -325,7 +337,7 @@ def apply_ladder(
     return totals
 
 
-def removed_in(manifest: Any) -> dict[str, dict[str, Any]]:
+def removed_in(manifest: object) -> dict[str, JSONObject]:
     """``{key: removal record}`` of a manifest (empty for schema 1 or anything unreadable)."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("removed"), list):
         return {}
