@@ -3,12 +3,13 @@ module, so the history renderer and markdown.py need not import each other)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
+from traceladder.core.documents import JSONValue, as_list
 from traceladder.stats.verdicts import METRIC_WORDS, TOKENS
 
 
-def fmt_est(est: dict[str, Any] | None, digits: int = 1) -> str:
+def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
     """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
     if not est:
         return "-"
@@ -20,17 +21,18 @@ def fmt_est(est: dict[str, Any] | None, digits: int = 1) -> str:
     return f"{est['mean']:.{digits}f} ± {ci:.{digits}f}"
 
 
-def fmt_change(vs: dict[str, Any] | None, unit: str | None = None) -> str:
+def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
     """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
     if not vs:
         return "-"
-    unit = unit or METRIC_WORDS.get(vs["metric"], METRIC_WORDS[TOKENS])[2]
+    unit = unit or METRIC_WORDS.get(str(vs["metric"]), METRIC_WORDS[TOKENS])[2]
     if vs["delta"] is None:
         return "single run: no verdict"
     change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"
     if vs["verdict"] == "single_run":
         return f"{change}, single run: no verdict"
-    interval = f" [{vs['ci95'][0]:+.1f}, {vs['ci95'][1]:+.1f}]"
+    ci95 = as_list(vs["ci95"])
+    interval = f" [{ci95[0]:+.1f}, {ci95[1]:+.1f}]"
     if vs["verdict"] == "no_change":
         return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
     return f"{vs['verdict']}: {change}{interval}"
