@@ -7,34 +7,41 @@ from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 
+from traceladder.core.documents import JSONObject, as_float, as_object
+
 MAX_CATEGORIES = 8  # the largest movers over the ladder get their own colour; the rest are "other categories"
 GAP = "gap to busy time"
 
 
-def _series(entries: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, float]]]:
+def _deltas(e: JSONObject) -> dict[str, float]:
+    """An entry's per-category delta, µs per step."""
+    return {name: as_float(us) for name, us in as_object(e["category_deltas_us"]).items()}
+
+
+def _series(entries: list[JSONObject]) -> tuple[list[str], list[dict[str, float]]]:
     totals: dict[str, float] = {}
     for e in entries:
-        for name, us in e["category_deltas_us"].items():
+        for name, us in _deltas(e).items():
             totals[name] = totals.get(name, 0.0) + abs(us)
     keep = [n for n, _ in sorted(totals.items(), key=lambda kv: -kv[1])[:MAX_CATEGORIES]]
     rows = []
     for e in entries:
         row = {n: 0.0 for n in keep}
         rest = 0.0
-        for name, us in e["category_deltas_us"].items():
+        for name, us in _deltas(e).items():
             if name in row:
                 row[name] += us / 1e3
             else:
                 rest += us / 1e3
         if rest:
             row["other categories"] = rest
-        row[GAP] = e["residual_us"] / 1e3
+        row[GAP] = as_float(e["residual_us"]) / 1e3
         rows.append(row)
     names = keep + (["other categories"] if any("other categories" in r for r in rows) else []) + [GAP]
     return names, rows
 
 
-def draw(entries: list[dict[str, Any]], ladder: str, png: Callable[[Any], bytes]) -> bytes | None:
+def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) -> bytes | None:
     if not entries:
         return None
     names, rows = _series(entries)
@@ -65,7 +72,7 @@ def draw(entries: list[dict[str, Any]], ladder: str, png: Callable[[Any], bytes]
                 down += v
         ax.plot(
             i,
-            e["busy_time_delta_us"] / 1e3,
+            as_float(e["busy_time_delta_us"]) / 1e3,
             "o",
             color="black",
             markersize=5,

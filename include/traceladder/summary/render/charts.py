@@ -4,12 +4,15 @@ and lens overheads."""
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+from traceladder.core.documents import JSONValue, as_float, as_list, as_object, as_objects
 
 WIN, LOSS, NOISE, TOTAL = "#2a9d8f", "#e76f51", "#9aa5b1", "#264653"
 
@@ -21,49 +24,50 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def waterfall_png(summary: dict[str, Any]) -> bytes | None:
+def waterfall_png(summary: Mapping[str, JSONValue]) -> bytes | None:
     """From the root's step time down the optimisation rungs: each bar is the ms a rung removed
     against its parent (its vs_parent delta; grey when no change was detected), with the 95%
     interval of that delta, ending at the last rung's step time."""
-    rows = {r["rung"]: r for r in summary["rungs"]}
+    rungs = as_objects(summary["rungs"])
+    rows = {r["rung"]: r for r in rungs}
     root = rows.get(summary.get("root") or "")
     if not root or not root["step_ms"]:
         return None
     chain = [
         r
-        for r in summary["rungs"]
-        if r["kind"] == "optimisation" and (r.get("vs_parent") or {}).get("delta") is not None and r["step_ms"]
+        for r in rungs
+        if r["kind"] == "optimisation" and as_object(r.get("vs_parent") or {}).get("delta") is not None and r["step_ms"]
     ]
     if not chain:
         return None
-    labels, bottoms, heights, colours, errors = (
-        [root["rung"]],
-        [0.0],
-        [root["step_ms"]["mean"]],
-        [TOTAL],
-        [root["step_ms"].get("ci95") or 0],
-    )
-    level = root["step_ms"]["mean"]
+    root_step = as_object(root["step_ms"])
+    labels: list[str] = [str(root["rung"])]
+    bottoms, heights, colours = [0.0], [as_float(root_step["mean"])], [TOTAL]
+    errors: list[float] = [as_float(root_step.get("ci95") or 0)]
+    level = as_float(root_step["mean"])
     tops: list[tuple[int, float, float, float]] = []  # bar index, delta end, interval below/above it
     for row in chain:
-        vs = row["vs_parent"]
-        removed = -vs["delta"]
+        vs = as_object(row["vs_parent"])
+        delta = as_float(vs["delta"])
+        removed = -delta
         colour = NOISE if vs["verdict"] in ("no_change", "single_run") else (WIN if removed > 0 else LOSS)
-        labels.append(row["rung"])
+        labels.append(str(row["rung"]))
         bottoms.append(min(level, level - removed))
         heights.append(abs(removed))
         colours.append(colour)
         errors.append(0)
         if vs["ci95"]:
             end = level - removed
-            tops.append((len(labels) - 1, end, vs["delta"] - vs["ci95"][0], vs["ci95"][1] - vs["delta"]))
+            lo, hi = (as_float(x) for x in as_list(vs["ci95"])[:2])
+            tops.append((len(labels) - 1, end, delta - lo, hi - delta))
         level -= removed
     last = chain[-1]
+    last_step = as_object(last["step_ms"])
     labels.append(f"{last['rung']}\n(final)")
     bottoms.append(0.0)
-    heights.append(last["step_ms"]["mean"])
+    heights.append(as_float(last_step["mean"]))
     colours.append(TOTAL)
-    errors.append(last["step_ms"].get("ci95") or 0)
+    errors.append(as_float(last_step.get("ci95") or 0))
 
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 4))
     ax.bar(range(len(labels)), heights, bottom=bottoms, color=colours)
@@ -86,13 +90,14 @@ def waterfall_png(summary: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
-    lenses = [lens for lens in summary["lenses"] if lens["overhead_ratio"]]
+def lens_overhead_png(summary: Mapping[str, JSONValue]) -> bytes | None:
+    lenses = [lens for lens in as_objects(summary["lenses"]) if lens["overhead_ratio"]]
     if not lenses:
         return None
-    names = ["none"] + [lens["lens"] for lens in lenses]
-    values = [1.0] + [lens["overhead_ratio"]["mean"] for lens in lenses]
-    cis = [lens["overhead_ratio"].get("ci95") for lens in lenses]
+    ratios = [as_object(lens["overhead_ratio"]) for lens in lenses]
+    names = ["none"] + [str(lens["lens"]) for lens in lenses]
+    values = [1.0] + [as_float(o["mean"]) for o in ratios]
+    cis = [[as_float(x) for x in as_list(o["ci95"])] if o.get("ci95") else None for o in ratios]
     errors = [
         [0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
         [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)],
@@ -106,7 +111,7 @@ def lens_overhead_png(summary: dict[str, Any]) -> bytes | None:
     return _png(fig)
 
 
-def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
+def render_charts(summary: Mapping[str, JSONValue]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
     from traceladder.summary.render.trend_chart import trend_png
 
@@ -114,15 +119,15 @@ def render_charts(summary: dict[str, Any]) -> dict[str, bytes]:
         "waterfall.png": waterfall_png(summary),
         "lens_overhead.png": lens_overhead_png(summary),
         "attribution.png": attribution_png(summary),
-        "trend.png": trend_png(summary.get("history"), _png),
+        "trend.png": trend_png(as_object(history) if (history := summary.get("history")) else None, _png),
     }
     return {name: png for name, png in charts.items() if png}
 
 
-def attribution_png(summary: dict[str, Any]) -> bytes | None:
+def attribution_png(summary: Mapping[str, JSONValue]) -> bytes | None:
     """Each profiled rung's change against its parent, split by category (ms/step, stacked up for
     time added, down for time removed), the gap to busy time as its own hatched part, and a dot
     at the busy-time delta. Pale bars: indicative (the rung's step-time change is not resolved)."""
     from traceladder.summary.render.attribution_chart import draw
 
-    return draw(summary.get("attribution") or [], summary.get("ladder", ""), _png)
+    return draw(as_objects(summary.get("attribution") or []), str(summary.get("ladder", "")), _png)

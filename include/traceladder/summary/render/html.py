@@ -4,10 +4,11 @@ with the same number formatting as summary.md."""
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Mapping
 
 from jinja2 import Environment, select_autoescape
 
+from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import fmt_us
 from traceladder.summary.render.fmt import fmt_change, fmt_est
 
@@ -99,10 +100,11 @@ _ENV.filters["us"] = fmt_us
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 
-def to_html(summary: dict[str, Any], charts: dict[str, bytes]) -> str:
+def to_html(summary: Mapping[str, JSONValue], charts: dict[str, bytes]) -> str:
     from traceladder.summary.render.history import history_html
 
     uris = [(name, "data:image/png;base64," + base64.b64encode(png).decode()) for name, png in sorted(charts.items())]
     trend = next((uri for name, uri in uris if name == "trend.png"), None)
-    history = history_html(summary.get("history"), trend)
+    found = summary.get("history")
+    history = history_html(as_object(found) if found else None, trend)
     return _REPORT.render(s=summary, charts=[(n, u) for n, u in uris if n != "trend.png"], history=history)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
 from traceladder.summary.render.fmt import fmt_change, fmt_est
 
 
-def ladder_table(summary: dict[str, Any]) -> str:
+def _obj(value: JSONValue) -> JSONObject | None:
+    """An optional nested object (an estimate, a verdict): None for null or empty."""
+    return as_object(value) if value else None
+
+
+def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     cpu = summary.get("metric") == "cpu"
     head = (
         "| rung | change | step ms (95% CI) |"
@@ -17,20 +23,20 @@ def ladder_table(summary: dict[str, Any]) -> str:
         "| peak mem GB | runs ok |"
     )
     lines = [head, "|---" * (9 if cpu else 8) + "|"]
-    for row in summary["rungs"]:
+    for row in as_objects(summary["rungs"]):
         change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
-        vs_parent = fmt_change(row.get("vs_parent"))
+        vs_parent = fmt_change(_obj(row.get("vs_parent")))
         mem = f"{row['peak_mem_gb']:.2f}" if row["peak_mem_gb"] is not None else "-"
-        speed = f"{row['speedup_vs_root']['mean']:.2f}x" if row["speedup_vs_root"] else "-"
+        speed = f"{as_object(row['speedup_vs_root'])['mean']:.2f}x" if row["speedup_vs_root"] else "-"
         flag = "" if row["ok"] == row["runs"] else " FAILED"
         lines.append(
-            f"| {row['rung']} | {change} | {fmt_est(row['step_ms'])} |"
-            + (f" {fmt_est(row.get('step_cpu_ms'))} |" if cpu else "")
-            + f" {fmt_est(row['tokens_per_sec_per_gpu'], 0)} "
+            f"| {row['rung']} | {change} | {fmt_est(_obj(row['step_ms']))} |"
+            + (f" {fmt_est(_obj(row.get('step_cpu_ms')))} |" if cpu else "")
+            + f" {fmt_est(_obj(row['tokens_per_sec_per_gpu']), 0)} "
             f"| {vs_parent} | {speed} | {mem} | {row['ok']}/{row['runs']}{flag} |"
         )
     step_metric = VERDICT_METRICS[plan_metric(summary)][0]
-    model = summary.get("model", {}).get(step_metric)
+    model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
     if model and model.get("df"):
         what = (
             "the slowest rank's compute-thread CPU time (tokens per CPU-second for batch rungs)"
@@ -45,7 +51,7 @@ def ladder_table(summary: dict[str, Any]) -> str:
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
-    repeats = summary.get("repeats")
+    repeats = as_object(summary.get("repeats") or {})
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
             "",
@@ -55,22 +61,22 @@ def ladder_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def lens_table(summary: dict[str, Any]) -> str:
+def lens_table(summary: Mapping[str, JSONValue]) -> str:
     if not summary["lenses"]:
         return "(no lenses in this run)"
     lines = [
         "| lens | step ms (95% CI) | overhead vs unprofiled (paired, 95% CI) | traces | runs ok |",
         "|---|---|---|---|---|",
     ]
-    for lens in summary["lenses"]:
+    for lens in as_objects(summary["lenses"]):
         lines.append(
-            f"| {lens['lens']} | {fmt_est(lens['step_ms'])} | {fmt_est(lens['overhead_ratio'], 2)} "
+            f"| {lens['lens']} | {fmt_est(_obj(lens['step_ms']))} | {fmt_est(_obj(lens['overhead_ratio']), 2)} "
             f"| {lens['traces']} | {lens['ok']}/{lens['runs']} |"
         )
     return "\n".join(lines)
 
 
-def to_markdown(summary: dict[str, Any]) -> str:
+def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     parts = [
         f"# traceladder: {summary['ladder']}, run {summary['run_id']}",
         "",
@@ -80,13 +86,13 @@ def to_markdown(summary: dict[str, Any]) -> str:
         f"## Lenses (on {summary.get('lens_rung') or '-'})",
         lens_table(summary),
     ]
-    profile = summary.get("profile")
+    profile = as_object(summary.get("profile") or {})
     if profile and profile.get("timeline"):
-        tl, tp = profile["timeline"], profile.get("timeline_percent") or {}
+        tl, tp = as_object(profile["timeline"]), as_object(profile.get("timeline_percent") or {})
         parts += [
             "",
             f"## Where the time went ({profile['lens']}, {profile['rung_id']}, "
-            f"{profile.get('device', 'gpu').upper()} timeline)",
+            f"{str(profile.get('device', 'gpu')).upper()} timeline)",
             "| part | ms | % |",
             "|---|---|---|",
         ]
@@ -95,24 +101,25 @@ def to_markdown(summary: dict[str, Any]) -> str:
                 parts.append(f"| {key} | {tl[key]:.2f} | {tp.get(key, 0):.1f} |")
         if profile.get("regions"):
             parts += ["", "| region | ms |", "|---|---|"] + [
-                f"| {k} | {v:.2f} |" for k, v in sorted(profile["regions"].items(), key=lambda kv: -kv[1])
+                f"| {k} | {v:.2f} |"
+                for k, v in sorted(as_object(profile["regions"]).items(), key=lambda kv: -as_float(kv[1]))
             ]
         if profile.get("top_ops"):
             parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
                 f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |"
-                for op in profile["top_ops"][:10]
+                for op in as_objects(profile["top_ops"])[:10]
             ]
-    coll = summary.get("collectives")
+    coll = as_object(summary.get("collectives") or {})
     if coll and coll["by_collective"]:
         parts += [
             "",
             f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, "
-            f"{(coll.get('device') or 'gpu').upper()})",
+            f"{str(coll.get('device') or 'gpu').upper()})",
             "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler "
             "| others waited ms |",
             "|---|---|---|---|---|---|---|",
         ]
-        for c in coll["by_collective"]:
+        for c in as_objects(coll["by_collective"]):
             bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
             parts.append(
                 f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} "
@@ -121,16 +128,17 @@ def to_markdown(summary: dict[str, Any]) -> str:
             )
     from traceladder.summary.whats_left import markdown as whats_left_md
 
-    parts += whats_left_md(summary.get("headroom"))
+    headroom = summary.get("headroom")
+    parts += whats_left_md(as_objects(headroom) if headroom is not None else None)
     from traceladder.summary.attribution import markdown as attribution_md
 
-    parts += attribution_md(summary.get("attribution") or [])
+    parts += attribution_md(as_objects(summary.get("attribution") or []))
     from traceladder.summary.render.history import history_markdown
 
-    parts += history_markdown(summary.get("history"))
-    parts += ["", "## Findings"] + [f"- {f}" for f in summary["findings"]]
+    parts += history_markdown(_obj(summary.get("history")))
+    parts += ["", "## Findings"] + [f"- {f}" for f in as_list(summary["findings"])]
     if summary["failures"]:
         parts += ["", "## Failed runs"] + [
-            f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in summary["failures"]
+            f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in as_objects(summary["failures"])
         ]
     return "\n".join(parts) + "\n"
