@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, TypedDict, cast
+from typing import TypedDict, cast
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
-from traceladder.core.documents import JSONObject, PlanDoc, SummaryRef
+from traceladder.core.documents import JSONObject, PlanDoc, SummaryRef, as_int, as_list, as_object, as_objects
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
@@ -100,13 +100,13 @@ def run_local_rung(spec_dict: JSONObject, run_id: str) -> JSONObject:
     return {k: result.get(k) for k in RESULT_KEYS}
 
 
-def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, dict[str, Any]]:
+def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, JSONObject]:
     """The ladder's store, the run's key prefix, and the plan.json its `plan` task stored, as it
     ran: after an adaptive ladder's early stop, without the measure blocks it skipped."""
     loaded, store = ladder_store(ladder)
     prefix = run_prefix(loaded.cluster.storage.prefix, loaded.ladder.ladder, run_id)
     stored = PlanDoc.from_json(store.get_bytes(f"{prefix}/{PLAN_OBJECT}"), f"{prefix}/{PLAN_OBJECT}")
-    plan: dict[str, Any] = stored.to_dict()  # the stats and summary code still take plain dicts
+    plan = stored.to_dict()  # the stats and summary code take the plan as JSON
     if stored.adaptive and store.exists(f"{prefix}/{STOP_OBJECT}"):
         from traceladder.stats.verdicts import apply_stop
 
@@ -124,12 +124,12 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     from traceladder.summary.collect import read_results
 
     store, prefix, plan = _stored_plan(ladder, run_id)
-    adaptive = plan.get("adaptive")
-    if not adaptive or plan.get("stop") or not adaptive["min_blocks"] <= block < adaptive["max_blocks"]:
+    adaptive = as_object(plan.get("adaptive") or {})
+    if not adaptive or plan.get("stop") or not as_int(adaptive["min_blocks"]) <= block < as_int(adaptive["max_blocks"]):
         return {"stop": bool(plan.get("stop")), "blocks": block}
     from traceladder.stats.verdicts import sequential_look
 
-    done = {**plan, "specs": [s for s in plan["specs"] if int(s["block"]) < block]}
+    done: JSONObject = {**plan, "specs": [s for s in as_objects(plan["specs"]) if as_int(s["block"]) < block]}
     look = {**sequential_look(plan, read_results(store, done), block), "planned_at": adaptive.get("planned_at")}
     if look["target_reached"]:
         store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
@@ -143,7 +143,7 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
     store, _, plan = _stored_plan(ladder, run_id)
     items = []
     for result in read_results(store, plan).values():
-        items += [{"rung_id": result["rung_id"], "key": key} for key in result.get("traces") or []]
+        items += [{"rung_id": str(result["rung_id"]), "key": str(key)} for key in as_list(result.get("traces") or [])]
     return items
 
 
@@ -178,9 +178,10 @@ def join_rank_traces(ladder: str, run_id: str) -> list[JSONObject]:
     store, _, plan = _stored_plan(ladder, run_id)
     joined = []
     for result in read_results(store, plan).values():
-        traces = [k for k in result.get("traces") or [] if ".pt.trace.json" in k]
+        traces = [str(k) for k in as_list(result.get("traces") or []) if ".pt.trace.json" in str(k)]
         if len(traces) > 1:
-            joined.append(analyze_stored_ranks(store, result["prefix"], traces, ranks_per_node(result, len(traces))))
+            prefix = str(result["prefix"])
+            joined.append(analyze_stored_ranks(store, prefix, traces, ranks_per_node(result, len(traces))))
     return joined
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONObject, JSONValue, RungResult, spec_purpose
+from traceladder.core.documents import JSONObject, JSONValue, RungResult, as_objects, spec_purpose
 from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
 T = TypeVar("T")
@@ -27,10 +27,12 @@ def read_many(read: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return list(pool.map(read, todo))
 
 
-def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    prefix = run_prefix(plan["specs"][0]["storage_prefix"], plan["ladder"], plan["run_id"]) if plan["specs"] else ""
+def read_results(store: ArtifactSink, plan: Mapping[str, JSONValue]) -> dict[str, JSONObject]:
+    specs = as_objects(plan["specs"])
+    run_id = str(plan["run_id"])
+    prefix = run_prefix(str(specs[0]["storage_prefix"]), str(plan["ladder"]), run_id) if specs else ""
 
-    def read(spec: dict[str, Any]) -> JSONObject | str:
+    def read(spec: JSONObject) -> JSONObject | str:
         """The rung's metrics.json, or why there is none."""
         key = f"{prefix}/{spec['rung_id']}/{layout.METRICS_OBJECT}"
         if not store.exists(key):
@@ -40,9 +42,9 @@ def read_results(store: ArtifactSink, plan: dict[str, Any]) -> dict[str, dict[st
         except ArtifactIntegrityError as exc:  # e.g. the rung died before its manifest
             return f"its metrics.json cannot be verified: {exc}"
 
-    results: dict[str, dict[str, Any]] = {}
-    for spec, found in zip(plan["specs"], read_many(read, plan["specs"])):
-        results[spec["rung_id"]] = found if isinstance(found, dict) else _missing(plan["run_id"], spec, found)
+    results: dict[str, JSONObject] = {}
+    for spec, found in zip(specs, read_many(read, specs)):
+        results[str(spec["rung_id"])] = found if isinstance(found, dict) else _missing(run_id, spec, found)
     return results
 
 

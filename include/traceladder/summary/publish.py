@@ -103,7 +103,8 @@ def write_summary(
     )  # madengine's, for its dashboards
     store.write_manifest(base)
     history = as_object(summary.get("history") or {})
-    unanalysed = [k for r in results.values() for k in r.get("traces") or [] if k not in analyses]
+    traces = [str(k) for r in results.values() for k in as_list(r.get("traces") or [])]
+    unanalysed = [k for k in traces if k not in analyses]
     return SummaryRef(
         params=what_if,
         unanalysed_traces=unanalysed,

@@ -16,7 +16,9 @@ import csv
 import io
 import re
 import statistics
-from typing import Any
+from collections.abc import Mapping
+
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_int, as_object, as_objects
 
 HEADER = [
     "model",
@@ -57,28 +59,29 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
-    specs = [s for s in plan["specs"] if s.get("lens") == "none"] or plan["specs"]
-    rungs: dict[str, list[dict[str, Any]]] = {}
+def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> str:
+    all_specs = as_objects(plan["specs"])
+    specs = [s for s in all_specs if s.get("lens") == "none"] or all_specs
+    rungs: dict[str, list[JSONObject]] = {}
     for spec in specs:
-        rungs.setdefault(spec["rung"], []).append(spec)
+        rungs.setdefault(str(spec["rung"]), []).append(spec)
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=HEADER, lineterminator="\n")
     writer.writeheader()
     for rung, rung_specs in rungs.items():
         first = rung_specs[0]
-        runs = [results[s["rung_id"]] for s in rung_specs if s["rung_id"] in results]
+        runs = [results[str(s["rung_id"])] for s in rung_specs if str(s["rung_id"]) in results]
         ok = [r for r in runs if r.get("status") == "ok"]
-        prov = next((r.get("provenance") for r in runs if r.get("provenance")), None) or {}
-        env = first.get("docker_env_vars") or {}
-        gpus, nnodes = int(env.get("GPUS_PER_NODE") or 1), int(env.get("NNODES") or 1)
+        prov = as_object(next((r.get("provenance") for r in runs if r.get("provenance")), None) or {})
+        env = as_object(first.get("docker_env_vars") or {})
+        gpus, nnodes = as_int(env.get("GPUS_PER_NODE") or 1), as_int(env.get("NNODES") or 1)
         model_tag, backend, image = (
-            first.get("model_tag") or plan["ladder"],
+            str(first.get("model_tag") or plan["ladder"]),
             first.get("backend", ""),
             first.get("image", ""),
         )
         precision = _PRECISION.search(model_tag)
-        walls = [float(r["wall_s"]) for r in ok if r.get("wall_s") is not None]
+        walls = [float(as_float(r["wall_s"])) for r in ok if r.get("wall_s") is not None]
         base = {
             "model": f"{model_tag}/{rung}",
             "n_gpus": gpus * nnodes,
@@ -96,13 +99,13 @@ def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
             "machine_name": prov.get("host") or first.get("host", ""),
             "deployment_type": backend,
             "launcher": "primus-cli direct" if backend == "docker" else "cpu-proxy",
-            "gpu_architecture": (prov.get("gpu") or {}).get("arch") or "",
+            "gpu_architecture": as_object(prov.get("gpu") or {}).get("arch") or "",
             "relative_change": "",
             "test_duration": f"{_mean(walls):.3f}" if walls else "",
             "build_number": plan["run_id"],
         }
         for metric, field in METRICS:
-            value = _mean([float(r[field]) for r in ok if r.get(field) is not None])
+            value = _mean([float(as_float(r[field])) for r in ok if r.get(field) is not None])
             writer.writerow(
                 {
                     **base,
@@ -114,7 +117,7 @@ def perf_csv(plan: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-def _args(spec: dict[str, Any]) -> list[str]:
+def _args(spec: Mapping[str, JSONValue]) -> list[str]:
     from traceladder.rung_spec import render_overrides
 
-    return render_overrides(spec.get("model_args") or {})
+    return render_overrides(as_object(spec.get("model_args") or {}))
