@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from typing import Any
+from typing import TypedDict
 
 from traceladder.stats.history import DEFAULT_TEST, detect
 from traceladder.core.errors import TraceladderError
@@ -66,8 +66,20 @@ def read_series(path: str) -> dict[str, tuple[list[str], list[float]]]:
     return series
 
 
-def changes(path: str, seed: int = 0, test: str = DEFAULT_TEST) -> dict[str, Any]:
-    out = []
+class ChangeRow(TypedDict):
+    """One change point as `changes` reports it; the underscored keys are printed, not in the JSON."""
+
+    rung: str
+    run_id: str
+    direction: str
+    delta_pct: float
+    _ci: tuple[float, float]
+    _p: float
+    _runs: int
+
+
+def changes(path: str, seed: int = 0, test: str = DEFAULT_TEST) -> dict[str, list[ChangeRow]]:
+    out: list[ChangeRow] = []
     for rung, (runs, means) in read_series(path).items():
         for c in detect(means, test=test, seed=seed):
             out.append(

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, stats
 
-from traceladder.core.documents import JSONObject
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_int
 
 ALPHA = 0.05
 SPENDING = "lan_demets_obf"
@@ -158,12 +158,12 @@ class Design:
         }
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, object]) -> Design:
+    def from_dict(cls, doc: Mapping[str, JSONValue]) -> Design:
         return cls(
-            int(doc["min_blocks"]),  # type: ignore[call-overload]
-            int(doc["max_blocks"]),  # type: ignore[call-overload]
-            float(doc["target_mde_pct"]),  # type: ignore[arg-type]
-            float(doc.get("alpha", ALPHA)),  # type: ignore[arg-type]
+            as_int(doc["min_blocks"]),
+            as_int(doc["max_blocks"]),
+            float(as_float(doc["target_mde_pct"])),
+            float(as_float(doc.get("alpha", ALPHA))),
         )
 
 

@@ -3,22 +3,25 @@ Pure (summaries in, rows out), so the route stays thin and the figures are easy 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+
+from traceladder.core.documents import JSONObject, JSONValue, as_number, as_object, as_objects
 
 
-def _mean(est: dict[str, Any] | None) -> float | None:
-    return est.get("mean") if isinstance(est, dict) else None
+def _mean(est: JSONValue) -> float | None:
+    return as_number(est.get("mean")) if isinstance(est, dict) else None
 
 
-def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+def compare_rows(a: Mapping[str, JSONValue], b: Mapping[str, JSONValue]) -> list[JSONObject]:
     """One row per rung in either run (A's order first): both step times and tokens/s/GPU, and
     B against A in percent. No call is made here: calls come from the history's change points."""
-    rows_a = {r["rung"]: r for r in a.get("rungs", [])}
-    rows_b = {r["rung"]: r for r in b.get("rungs", [])}
+    rows_a = {r["rung"]: r for r in as_objects(a.get("rungs", []))}
+    rows_b = {r["rung"]: r for r in as_objects(b.get("rungs", []))}
     names = list(rows_a) + [n for n in rows_b if n not in rows_a]
-    out = []
+    out: list[JSONObject] = []
     for name in names:
-        ra, rb = rows_a.get(name) or {}, rows_b.get(name) or {}
+        ra: JSONObject = rows_a.get(name) or {}
+        rb: JSONObject = rows_b.get(name) or {}
         sa, sb = _mean(ra.get("step_ms")), _mean(rb.get("step_ms"))
         out.append(
             {
@@ -33,6 +36,6 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def provenance_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    pa, pb = a.get("provenance") or {}, b.get("provenance") or {}
+def provenance_diff(a: Mapping[str, JSONValue], b: Mapping[str, JSONValue]) -> list[str]:
+    pa, pb = as_object(a.get("provenance") or {}), as_object(b.get("provenance") or {})
     return [f"{k}: {pa.get(k)!r} -> {pb.get(k)!r}" for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)]

@@ -450,7 +450,7 @@ class LadderStore:
             keys, truncated = self.store.list_first(self.full_key(rel_folder.rstrip("/")), limit)
         return [k[len(self.base) + 1 :] for k in keys], truncated
 
-    def removed(self, rel_rung: str) -> dict[str, dict[str, Any]]:
+    def removed(self, rel_rung: str) -> dict[str, JSONObject]:
         """``{relative key: record}`` of what retention removed from a rung folder (its manifest)."""
         try:
             manifest = self.get_json(f"{rel_rung.rstrip('/')}/{MANIFEST_NAME}")
@@ -458,7 +458,7 @@ class LadderStore:
             return {}
         return {k[len(self.base) + 1 :]: r for k, r in removed_in(manifest).items() if k.startswith(self.base + "/")}
 
-    def removal_of(self, rel: str) -> dict[str, Any] | None:
+    def removal_of(self, rel: str) -> JSONObject | None:
         """The retention record of a trace or log key, if its rung's manifest lists it as removed."""
         if rel.endswith(f"/{LOG_OBJECT}"):
             rung = rel[: -len(LOG_OBJECT) - 1]
@@ -557,7 +557,7 @@ class LadderStore:
         SUMMARIES.put((self.bucket, key), version, data)
         return data
 
-    def _read_summary(self, run_id: str, key: str) -> dict[str, Any]:
+    def _read_summary(self, run_id: str, key: str) -> JSONObject:
         try:
             with _scrubbed():
                 data = json.loads(self.store.get_verified(key))

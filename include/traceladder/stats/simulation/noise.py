@@ -20,14 +20,23 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from traceladder.core.documents import spec_purpose
+from traceladder.core.documents import (
+    JSONObject,
+    JSONValue,
+    as_float,
+    as_int,
+    as_list,
+    as_object,
+    as_objects,
+    spec_purpose,
+)
 from traceladder.stats.model import Run
 
 DATA_FILE = "proxy_noise.json"
@@ -74,23 +83,23 @@ class NoiseModel:
             residuals=tuple(r * k for r in self.residuals),
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+    def as_dict(self) -> JSONObject:
+        d: JSONObject = asdict(self)
         d["residuals"] = [round(r, 6) for r in self.residuals]
         d["position_effects"] = [round(p, 6) for p in self.position_effects]
         d["run_sd"] = self.run_sd
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> NoiseModel:
+    def from_dict(cls, d: Mapping[str, JSONValue]) -> NoiseModel:
         return cls(
-            level=d["level"],
-            phi=d["phi"],
-            sigma_eta=d["sigma_eta"],
-            sigma_white=d["sigma_white"],
-            position_effects=tuple(d["position_effects"]),
-            residuals=tuple(d["residuals"]),
-            iterations=int(d["iterations"]),
+            level=as_float(d["level"]),
+            phi=as_float(d["phi"]),
+            sigma_eta=as_float(d["sigma_eta"]),
+            sigma_white=as_float(d["sigma_white"]),
+            position_effects=tuple(as_float(x) for x in as_list(d["position_effects"])),
+            residuals=tuple(as_float(x) for x in as_list(d["residuals"])),
+            iterations=as_int(d["iterations"]),
         )
 
 
@@ -210,30 +219,35 @@ def blocked_schedule(treatments: Sequence[str], blocks: int, seed: int) -> list[
     return out
 
 
-def schedule_from_plan(plan: dict[str, Any], purposes: tuple[str, ...] = ("measure",)) -> tuple[list[Slot], bool]:
+def schedule_from_plan(
+    plan: Mapping[str, JSONValue], purposes: tuple[str, ...] = ("measure",)
+) -> tuple[list[Slot], bool]:
     """The plan's execution order as slots (treatment = rung name), and whether it came from a
     recorded design (`plan["design"]["blocks"]`). Without one, the spec order with block = repeat."""
-    specs = {s["rung_id"]: s for s in plan["specs"]}
-    design = (plan.get("design") or {}).get("blocks")
+    plan_specs = as_objects(plan["specs"])
+    specs = {s["rung_id"]: s for s in plan_specs}
+    design = as_object(plan.get("design") or {}).get("blocks")
     if design:
         slots = []
-        for b, ids in enumerate(design):
-            for p, rid in enumerate(ids):
+        for b, ids in enumerate(as_list(design)):
+            for p, rid in enumerate(as_list(ids)):
                 spec = specs[rid]
                 if spec_purpose(spec) in purposes:
-                    slots.append(Slot(int(spec.get("block", b)), int(spec.get("position", p)), spec["rung"]))
+                    slots.append(Slot(as_int(spec.get("block", b)), as_int(spec.get("position", p)), str(spec["rung"])))
         return slots, True
-    if all("position" in s for s in plan["specs"]):  # specs carry the design without plan.json's record
-        ordered = sorted(plan["specs"], key=lambda s: (s["block"], s["position"]))
+    if all("position" in s for s in plan_specs):  # specs carry the design without plan.json's record
+        ordered = sorted(plan_specs, key=lambda s: (as_int(s["block"]), as_int(s["position"])))
         return [
-            Slot(int(s["block"]), int(s["position"]), s["rung"]) for s in ordered if spec_purpose(s) in purposes
+            Slot(as_int(s["block"]), as_int(s["position"]), str(s["rung"]))
+            for s in ordered
+            if spec_purpose(s) in purposes
         ], True
     seen: dict[int, int] = {}
     slots = []
-    for spec in plan["specs"]:
+    for spec in plan_specs:
         if spec_purpose(spec) in purposes:
-            b = int(spec.get("block", spec["repeat"]))
-            slots.append(Slot(b, seen.get(b, 0), spec["rung"]))
+            b = as_int(spec.get("block", spec["repeat"]))
+            slots.append(Slot(b, seen.get(b, 0), str(spec["rung"])))
             seen[b] = seen.get(b, 0) + 1
     return slots, False
 
@@ -244,11 +258,12 @@ def load_proxy_noise() -> NoiseModel:
     return NoiseModel.from_dict(doc["fit"])
 
 
-def refit(doc: dict[str, Any]) -> NoiseModel:
-    return fit_noise([r["step_ms_values"] for r in doc["runs"]], int(doc["block_size"]))
+def refit(doc: Mapping[str, JSONValue]) -> NoiseModel:
+    runs = [[as_float(v) for v in as_list(r["step_ms_values"])] for r in as_objects(doc["runs"])]
+    return fit_noise(runs, as_int(doc["block_size"]))
 
 
-def refit_file(path: str | Path) -> dict[str, Any]:
+def refit_file(path: str | Path) -> JSONObject:
     """Refit the runs of a noise file (proxy_noise.json) and write the fit into it; the fit less its
     residuals (`python -m benchmarks.gather_proxy_noise --refit FILE`)."""
     doc = json.loads(Path(path).read_text())
