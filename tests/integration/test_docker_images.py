@@ -130,6 +130,7 @@ def test_compose_file_is_valid_for_docker_compose() -> None:
     assert set(out.stdout.split()) == {
         "postgres",
         "s3",
+        "s3-init",
         "airflow-init",
         "api-server",
         "scheduler",
