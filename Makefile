@@ -32,12 +32,12 @@ test: setup
 # S3, Airflow's database, dockerd or Slurm: SERVICE_FIXTURES in tests/conftest.py, or starts one
 # itself and says so with @pytest.mark.service). It sets up
 # only a venv that was never set up (an edit to pyproject.toml's tool settings needs no
-# reinstall); after changing requirements.txt, run `make setup`. `-n auto`: one pytest-xdist worker
-# per CPU.
+# reinstall); after changing requirements.txt, run `make setup`. `-n auto --dist loadfile`: one
+# pytest-xdist worker per CPU, each test file on one worker (a module fixture runs once, not per worker).
 FAST_TESTS := tests/unit tests/dags
 test-fast:
 	@test -f $(STAMP) || $(MAKE) setup
-	$(BIN)/python -m pytest -q -n auto $(FAST_TESTS) -m "not service"
+	$(BIN)/python -m pytest -q -n auto --dist loadfile $(FAST_TESTS) -m "not service"
 
 # ruff (rules in pyproject.toml), mypy on include/traceladder (exceptions stated in pyproject.toml),
 # import-linter (layers, a stdlib base, the standalone workload, no cycles: .importlinter).
