@@ -9,14 +9,11 @@ ETag and answer 304 while unchanged."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.airflow_server import AirflowApiServer
+from tests.integration.ui_session import api_server
 
 pytestmark = pytest.mark.load
 
@@ -53,20 +50,12 @@ def history(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
 
 @pytest.fixture(scope="module")
 def server(s3_server, history):
-    home = Path(tempfile.mkdtemp(prefix="traceladder-page-load-"))
-    srv = AirflowApiServer(
-        home,
-        extra_env={
-            "AIRFLOW_CONN_TRACELADDER_S3": s3_server.airflow_conn_uri_json(),
-            "TRACELADDER_LADDERS_DIR": str(history["ladders_dir"]),
-        },
-    )
-    try:
-        srv.start()
+    with api_server(
+        "page-load",
+        s3_server.airflow_conn_uri_json(),
+        extra_env={"TRACELADDER_LADDERS_DIR": str(history["ladders_dir"])},
+    ) as srv:
         yield srv
-    finally:
-        srv.stop()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_viewers_get_every_page_and_no_unauthenticated_read(server, history):

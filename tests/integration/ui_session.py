@@ -19,12 +19,15 @@ CHROMIUM = "/usr/bin/chromium"
 
 @contextmanager
 def api_server(
-    name: str, s3_conn_json: str, server_class: type[AirflowApiServer] = AirflowApiServer
+    name: str,
+    s3_conn_json: str,
+    server_class: type[AirflowApiServer] = AirflowApiServer,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[AirflowApiServer]:
     """A started api-server (``server_class``) in a temporary AIRFLOW_HOME (removed afterwards),
-    whose ``traceladder_s3`` connection is ``s3_conn_json``."""
+    whose ``traceladder_s3`` connection is ``s3_conn_json``; ``extra_env`` adds to its environment."""
     home = Path(tempfile.mkdtemp(prefix=f"traceladder-{name}-"))
-    srv = server_class(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": s3_conn_json})
+    srv = server_class(home, extra_env={"AIRFLOW_CONN_TRACELADDER_S3": s3_conn_json, **(extra_env or {})})
     try:
         srv.start()
         yield srv
