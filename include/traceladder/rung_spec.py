@@ -15,6 +15,13 @@ Both refuse unknown and missing keys, wrong types and the schema's limits (``che
 an error naming the field; the runner is the stricter about JSON types (pydantic's lax mode takes
 ``"10"`` for an int, ``RunnerSpec`` does not). Both write the same JSON, byte for byte (a test
 compares them on every spec of the shipped ladders).
+
+``RunnerSpec`` is the runner spec's document class (``spec.json``, and each spec in ``plan.json``),
+as ``core.documents`` holds the others: a frozen dataclass, standard library only, with
+``to_json``/``from_json``/``to_dict`` and a schema version (``SPEC_SCHEMA``, the ``schema`` key).
+It is not a ``core.documents.Document``, on purpose: a spec is an instruction, not a record, so an
+unknown key is refused (an older runner would silently drop what it does not know) instead of
+kept. It stays here, the module the runner image and the local backend import by this path.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from traceladder.core.documents import JSONObject, default_purpose
 from traceladder.core.errors import TraceladderError
 
 Purpose = Literal["measure", "lens", "profile"]
@@ -65,7 +73,9 @@ class SpecFields:
     repeat: int = field(metadata=_limit(least=0))
     block: int = 0  # the randomised complete block this run belongs to (execution order of blocks)
     position: int = 0  # 0-based place inside its block
-    purpose: Purpose = "measure"  # measure: step-time estimates; lens: a lens block; profile: every-rung lens
+    # measure: step-time estimates; lens: a lens block; profile: every-rung lens. No field default:
+    # a spec read without the key gets the one rule, default_purpose(lens) (with_read_defaults).
+    purpose: Purpose
     rung_id: str = field(metadata=_limit(non_empty=True))
     backend: Backend
     host: str
@@ -90,6 +100,23 @@ class SpecFields:
     def primus_args(self) -> list[str]:
         """Primus command-line overrides, `--key value`, as madengine's run.sh passes them."""
         return render_overrides(self.model_args)
+
+    def to_json(self) -> str:
+        raise NotImplementedError  # each spec class writes the same bytes its own way
+
+    def to_dict(self) -> JSONObject:
+        """The spec as ``plan.json`` holds it: the JSON ``to_json`` writes, as data."""
+        doc: JSONObject = json.loads(self.to_json())
+        return doc
+
+
+def with_read_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """A spec's JSON with what a spec written before specs carried a ``purpose`` lacks: the purpose
+    its lens implies (``core.documents.default_purpose``, the rule the summary reads it by). Both
+    spec classes read through this."""
+    if "purpose" not in data:
+        return {**data, "purpose": default_purpose(data.get("lens"))}
+    return data
 
 
 def json_name(attr: str) -> str:
@@ -221,6 +248,7 @@ class RunnerSpec(SpecFields):
             raise SpecError(f"(json): {exc}") from None
         if not isinstance(data, dict):
             raise SpecError("(top level): expected a JSON object")
+        data = with_read_defaults(data)
         attrs = {json_name(name): name for name in _schema()}
         unknown = sorted(set(data) - set(attrs))
         if unknown:

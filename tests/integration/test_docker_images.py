@@ -45,9 +45,9 @@ def test_runner_spec_reader_matches_rungspec_on_every_shipped_spec() -> None:
         RunnerSpec.from_json(json.dumps({**doc, "bogus": 1}))
     with pytest.raises(SpecError, match="^timeout_s: wrong type"):
         RunnerSpec.from_json(json.dumps({**doc, "timeout_s": "10"}))
-    # a spec written before randomised blocks still reads, as block 0 of a measure run
+    # a spec written before randomised blocks still reads, as block 0 with the purpose its lens implies
     old = RunnerSpec.from_json(json.dumps({k: v for k, v in doc.items() if k not in ("block", "position", "purpose")}))
-    assert (old.block, old.position, old.purpose) == (0, 0, "measure")
+    assert (old.block, old.position, old.purpose) == (0, 0, "measure" if doc["lens"] == "none" else "lens")
 
 
 def test_operator_is_written_against_the_pinned_provider() -> None:

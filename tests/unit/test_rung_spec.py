@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from traceladder.config import find_ladder, load_ladder
+from traceladder.core.documents import spec_purpose
 from traceladder.plan.build import RungSpec, build_plan
 from traceladder.rung_spec import RunnerSpec, SpecError, SpecFields, json_name
 
@@ -65,7 +66,19 @@ def test_both_refuse_the_same_specs_naming_the_field(field: str) -> None:
     assert field in str(plan_err.value), plan_err.value
 
 
-def test_specs_written_before_blocks_read_as_block_zero_of_a_measure_run() -> None:
-    doc = {k: v for k, v in _doc().items() if k not in ("block", "position", "purpose")}
-    for spec in (RunnerSpec.from_json(json.dumps(doc)), RungSpec.model_validate(doc)):
-        assert (spec.block, spec.position, spec.purpose, spec.schema_) == (0, 0, "measure", 1)
+def test_specs_written_before_blocks_read_as_block_zero_with_the_purpose_their_lens_implies() -> None:
+    # one rule for a spec without a purpose (core.documents.spec_purpose): measure unprofiled, else lens
+    profiled = {k: v for k, v in _doc().items() if k not in ("block", "position", "purpose")}
+    plain = {**profiled, "lens": "none", "profile_window": None}
+    for doc, purpose in ((plain, "measure"), (profiled, "lens")):
+        assert spec_purpose(doc) == purpose
+        text = json.dumps(doc)
+        for spec in (RunnerSpec.from_json(text), RungSpec.from_json(text), RungSpec.model_validate(doc)):
+            assert (spec.block, spec.position, spec.purpose, spec.schema_) == (0, 0, purpose, 1)
+
+
+def test_to_dict_is_the_json_to_json_writes() -> None:
+    spec = next(s for s in build_plan(load_ladder(find_ladder("proxy-local"))) if s.profile_window)
+    runner = RunnerSpec.from_json(spec.to_json())
+    assert spec.to_dict() == runner.to_dict() == json.loads(spec.to_json())
+    assert json.dumps(spec.to_dict(), separators=(",", ":"), ensure_ascii=False) == spec.to_json()

@@ -56,7 +56,7 @@ def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: RunPa
         # A stop.json belongs to this plan only: a cleared and rerun run id plans afresh (below).
         adaptive["planned_at"] = datetime.now(timezone.utc).isoformat()
     storage = loaded.cluster.storage
-    spec_dicts = [json.loads(s.to_json()) for s in specs]
+    spec_dicts = [s.to_dict() for s in specs]
     try:
         slots = fill_slots(spec_dicts, grid)
     except PlanDoesNotFit as exc:

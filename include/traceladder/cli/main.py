@@ -57,7 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         run_id=args.run_id,
     )
     if args.json:
-        print(json.dumps([json.loads(s.to_json()) for s in specs], indent=2))
+        print(json.dumps([s.to_dict() for s in specs], indent=2))
     else:
         print(plan_table(specs))
         print(f"{len(specs)} runs")

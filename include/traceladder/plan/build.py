@@ -31,7 +31,7 @@ from traceladder.config.validate import (
     find_value,
     settings_for,
 )
-from traceladder.rung_spec import Purpose, SpecFields, check_spec, json_name, render_arg
+from traceladder.rung_spec import Purpose, SpecFields, check_spec, json_name, render_arg, with_read_defaults
 
 LADDER_LENSES = "ladder"  # the Params value meaning "the lenses the ladder file names"
 PURPOSES: tuple[str, ...] = get_args(Purpose)
@@ -48,6 +48,11 @@ class RungSpec(BaseModel, SpecFields, frozen=True):
 
     model_args: dict[str, ArgValue]
     tools: list[Tool]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_defaults(cls, data: Any) -> Any:
+        return with_read_defaults(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _runnable(self) -> RungSpec:

@@ -3,7 +3,6 @@ of the block model's verdicts, on the schedules plan/build.py really makes."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +38,7 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
     out, from_plan = [], True
     for i in range(schedules):
         kwargs: dict[str, Any] = {"run_id": f"sim{i}"} if takes_run_id else {}  # build_plan keyword arguments
-        specs = [json.loads(s.to_json()) for s in build_plan(loaded, repeats=repeats, **kwargs)]
+        specs = [s.to_dict() for s in build_plan(loaded, repeats=repeats, **kwargs)]
         slots, randomised = schedule_from_plan({"specs": specs})
         if not randomised:
             n = max(s.block for s in slots) + 1
