@@ -222,6 +222,33 @@ def test_killed_mid_deletion_the_next_run_finishes_and_loses_nothing_kept(histor
     assert sorted(records) == sorted(expected)  # each removal recorded exactly once
 
 
+def test_retention_reads_the_run_index_by_its_one_rule(history):
+    """The index's reading rule (core.documents.entries_from), as the summary applies it: a stray
+    or unreadable entry is left out (its run is never judged); a malformed older index.json or
+    latest.json stops the ladder's pass with one line naming the object."""
+    from traceladder.core.errors import ArtifactStoreError
+    from traceladder.storage.retention import Policy, RetentionError, apply_ladder
+
+    store, _env, _ladder = history
+    ns = store.namespace
+
+    def removable() -> set[str]:
+        lines: list[str] = []
+        apply_ladder(store, Policy.from_mapping(POLICY), dry_run=True, now=NOW, emit=lines.append)
+        return {line.split("\t")[0] for line in lines}
+
+    store.put_json(f"{ns}runs/zz-stray.json", {"run_id": ""})
+    store.put_json(f"{ns}runs/unindexed.json", {"run_id": "unindexed", "logical_date": 5})  # wrong type
+    assert removable() == _expected_removed(store)
+    store.put_json(f"{ns}{layout.LEGACY_INDEX}", {"runs": "nope"})
+    with pytest.raises(ArtifactStoreError, match=r"/index.json( at \S+)? has no runs list$"):
+        removable()
+    store.put_json(f"{ns}{layout.LEGACY_INDEX}", {"runs": []})
+    store.put_json(f"{ns}{layout.LATEST_OBJECT}", {"run_id": 7})
+    with pytest.raises(RetentionError, match=r"^retention: \S+/latest.json( at \S+)?: run_id: expected str, got int$"):
+        removable()
+
+
 def test_the_weekly_dag_applies_the_policy(airflow_home, history, s3_client):
     from traceladder.dev.local_airflow import dag_test
 

@@ -134,6 +134,18 @@ def test_run_index_refuses_a_legacy_index_without_runs(tmp_path: Path) -> None:
         index.list_entries(store, base)
 
 
+def test_the_index_rule_leaves_out_rows_without_a_run_id_and_skips_bad_ones_only_when_asked() -> None:
+    from traceladder.core.documents import DocumentError, entries_from, legacy_rows
+
+    rows = legacy_rows({"runs": [{"run_id": "a", "published_at": "1"}, {"run_id": ""}, {"run_id": 3}]}, "i.json")
+    rows += [({"run_id": "b", "logical_date": 5}, "runs/b.json"), ({"run_id": "a", "published_at": "2"}, "runs/a.json")]
+    # an empty or non-string run_id is a stray object; a later row of the same run wins
+    assert [(e.run_id, e.published_at) for e in entries_from(rows, skip_bad=True)] == [("a", "2")]
+    with pytest.raises(DocumentError, match=r"^runs/b.json: logical_date: expected str, got int$"):
+        entries_from(rows)
+    assert legacy_rows(None, "i.json") == []  # no older index: nothing to read
+
+
 def test_the_configuration_doc_names_every_setting() -> None:
     doc = (PACKAGE.parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert [s.name for s in settings.ALL if f"`{s.name}`" not in doc] == []

@@ -22,12 +22,12 @@ the file and the field.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeAlias, TypeVar, Union, cast
 
 from traceladder.core import layout
-from traceladder.core.errors import TraceladderError
+from traceladder.core.errors import ArtifactStoreError, TraceladderError
 
 JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
 JSONObject: TypeAlias = dict[str, JSONValue]
@@ -448,3 +448,34 @@ class IndexEntry(SummaryRef):
     def order_key(self) -> tuple[str, str]:
         """Runs in logical-date order (entries from before logical dates use their publish time)."""
         return (self.logical_date or self.published_at, self.published_at)
+
+
+# ---- the run index's one reading rule (the summary, the Ladders page and retention read by it)
+
+
+def legacy_rows(doc: object, key: str) -> list[tuple[object, str]]:
+    """The rows of an older ``index.json`` (None: it is gone), each with where it came from; a
+    document without a runs list is an ArtifactStoreError."""
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if doc is not None and not isinstance(runs, list):
+        raise ArtifactStoreError(f"{key} has no runs list", key)
+    return [(row, f"{key} runs[{i}]") for i, row in enumerate(runs or [])]
+
+
+def entries_from(rows: Iterable[tuple[object, str]], skip_bad: bool = False) -> list[IndexEntry]:
+    """The index's one reading rule, oldest first: a row that is not an object with a non-empty
+    string `run_id` is left out (a stray object); a later row of the same run wins; a row with a
+    field of the wrong type is a one-line DocumentError naming its object and field (left out
+    instead with `skip_bad`: a page lists the runs it can read, retention judges only the runs it
+    can date)."""
+    found: dict[str, IndexEntry] = {}
+    for row, source in rows:
+        if isinstance(row, dict) and isinstance(row.get("run_id"), str) and row["run_id"]:
+            try:
+                entry = IndexEntry.from_dict(row, source)
+            except DocumentError:
+                if skip_bad:
+                    continue
+                raise
+            found[entry.run_id] = entry
+    return sorted(found.values(), key=IndexEntry.order_key)

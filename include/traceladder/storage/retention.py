@@ -27,7 +27,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Mapping
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONObject, JSONValue, as_int, as_list, as_object
+from traceladder.core.documents import (
+    DocumentError,
+    IndexEntry,
+    JSONObject,
+    JSONValue,
+    as_int,
+    as_list,
+    as_object,
+    entries_from,
+    legacy_rows,
+)
 from traceladder.core.settings import DurationError, duration
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactStoreError, S3ArtifactStore
 
@@ -152,11 +162,11 @@ def _parse_time(text: object) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def run_time(entry: Mapping[str, JSONValue]) -> datetime | None:
+def run_time(entry: IndexEntry) -> datetime | None:
     """When a published run happened: its logical date, else its publish time."""
-    for name in ("logical_date", "published_at"):
-        if entry.get(name):
-            moment = _parse_time(entry[name])
+    for value in (entry.logical_date, entry.published_at):
+        if value:
+            moment = _parse_time(value)
             if moment is not None:
                 return moment
     return None
@@ -269,24 +279,26 @@ def _delete(store: S3ArtifactStore, key: str) -> None:
 
 
 def _latest_run_id(store: S3ArtifactStore, ladder: str) -> str | None:
-    doc = _json_or_none(store, f"{ladder}/{layout.LATEST_OBJECT}")
-    return str(doc["run_id"]) if isinstance(doc, dict) and doc.get("run_id") else None
+    """The run latest.json names; a latest.json that does not read as an index entry stops the
+    ladder's pass (its run must be kept whole, so it must be known)."""
+    key = f"{ladder}/{layout.LATEST_OBJECT}"
+    try:
+        return IndexEntry.from_json(store.get_bytes(key), store.describe(key)).run_id or None
+    except ArtifactNotFoundError:
+        return None
+    except DocumentError as exc:
+        raise RetentionError(f"retention: {exc}") from None
 
 
-def _index_entries(store: S3ArtifactStore, ladder: str) -> list[JSONObject]:
-    """The ladder's published runs (``runs/<run_id>.json``, and the older ``index.json``)."""
-    entries: dict[str, JSONObject] = {}
-    legacy = _json_or_none(store, f"{ladder}/{layout.LEGACY_INDEX}")
-    runs = legacy.get("runs", []) if isinstance(legacy, dict) else []
-    for entry in runs if isinstance(runs, (list, dict, str)) else []:
-        if isinstance(entry, dict) and entry.get("run_id"):
-            entries[str(entry["run_id"])] = entry
-    for key in _list_sized(store, f"{ladder}/{layout.RUNS_FOLDER}"):
-        if key.endswith(".json"):
-            entry = _json_or_none(store, key)
-            if isinstance(entry, dict) and entry.get("run_id"):
-                entries[str(entry["run_id"])] = entry
-    return list(entries.values())
+def _index_entries(store: S3ArtifactStore, ladder: str) -> list[IndexEntry]:
+    """The ladder's published runs (``runs/<run_id>.json``, and the older ``index.json``), by the
+    run index's one reading rule (``core.documents.entries_from``). An entry that does not read is
+    left out: a run retention cannot date is never judged old."""
+    legacy = f"{ladder}/{layout.LEGACY_INDEX}"
+    rows = legacy_rows(_json_or_none(store, legacy), store.describe(legacy))
+    keys = [key for key in _list_sized(store, f"{ladder}/{layout.RUNS_FOLDER}") if key.endswith(".json")]
+    rows += [(_json_or_none(store, key), key) for key in keys]
+    return entries_from(rows, skip_bad=True)
 
 
 def apply_ladder(
@@ -308,10 +320,10 @@ def apply_ladder(
     removed_at = now.isoformat(timespec="seconds")
     ladder = store.namespace.rstrip("/")
     latest = _latest_run_id(store, ladder)
-    for entry in sorted(_index_entries(store, ladder), key=lambda e: str(e.get("run_id"))):
-        run_id = layout.safe_key_part(entry["run_id"])
+    for entry in sorted(_index_entries(store, ladder), key=lambda e: e.run_id):
+        run_id = layout.safe_key_part(entry.run_id)
         when = run_time(entry)
-        if run_id == latest or entry["run_id"] == latest or when is None:
+        if run_id == latest or entry.run_id == latest or when is None:
             continue  # latest.json's run is kept whole; an undated run is never judged old
         shortest = policy.shortest()
         if shortest is None or now - when <= shortest:

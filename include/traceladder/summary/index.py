@@ -10,10 +10,9 @@ pointing backwards, whatever order concurrent publishers finish in."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from datetime import datetime, timezone
 
-from traceladder.core.documents import DocumentError, IndexEntry, SummaryRef
+from traceladder.core.documents import IndexEntry, SummaryRef, entries_from, legacy_rows
 from traceladder.core.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
 from traceladder.core.layout import entry_key as layout_entry_key
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink, ArtifactStoreError
@@ -36,36 +35,10 @@ def _read_json(store: ArtifactSink, key: str) -> object:
         raise ArtifactStoreError(f"{store.describe(key)} is not valid JSON: {exc}", key) from None
 
 
-def legacy_rows(doc: object, key: str) -> list[tuple[object, str]]:
-    """The rows of an older ``index.json`` (None: it is gone), each with where it came from; a
-    document without a runs list is an ArtifactStoreError."""
-    runs = doc.get("runs") if isinstance(doc, dict) else None
-    if doc is not None and not isinstance(runs, list):
-        raise ArtifactStoreError(f"{key} has no runs list", key)
-    return [(row, f"{key} runs[{i}]") for i, row in enumerate(runs or [])]
-
-
-def entries_from(rows: Iterable[tuple[object, str]], skip_bad: bool = False) -> list[IndexEntry]:
-    """The index's one reading rule, oldest first: a row that is not an object with a string
-    `run_id` is left out (a stray object); a later row of the same run wins; a row with a field of
-    the wrong type is a one-line DocumentError naming its object and field (left out instead with
-    `skip_bad`: a page lists the runs it can read)."""
-    found: dict[str, IndexEntry] = {}
-    for row, source in rows:
-        if isinstance(row, dict) and isinstance(row.get("run_id"), str):
-            try:
-                entry = IndexEntry.from_dict(row, source)
-            except DocumentError:
-                if skip_bad:
-                    continue
-                raise
-            found[entry.run_id] = entry
-    return sorted(found.values(), key=IndexEntry.order_key)
-
-
 def list_entries(store: ArtifactSink, ladder_prefix: str) -> list[IndexEntry]:
-    """Every published run of the ladder, oldest first (the summary reads it here; the Ladders
-    page reads the same objects through its cache and applies `entries_from`)."""
+    """Every published run of the ladder, oldest first, by the index's one reading rule
+    (`core.documents.legacy_rows`/`entries_from`, which the Ladders page's cache and retention
+    apply too)."""
     legacy = f"{ladder_prefix}/{LEGACY_INDEX}"
     rows = legacy_rows(_read_json(store, legacy), store.describe(legacy)) if store.exists(legacy) else []
     keys = [k for k in store.list(f"{ladder_prefix}/{RUNS_FOLDER}") if k.endswith(".json")]

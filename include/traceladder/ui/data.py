@@ -17,7 +17,6 @@ the connection's credentials from any message before it is shown.
 from __future__ import annotations
 
 import builtins  # LadderStore.list shadows the builtin inside the class
-import json
 import threading
 import time
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ from traceladder.storage.artifacts import (
     ladder_prefix,
     safe_key_part,
 )
-from traceladder.core.documents import DocumentError, JSONObject, Summary
+from traceladder.core.documents import DocumentError, JSONObject, Summary, entries_from, legacy_rows
 from traceladder.core import settings
 from traceladder.core.layout import LEGACY_INDEX as INDEX_OBJECT
 from traceladder.core.layout import (
@@ -478,8 +477,6 @@ class LadderStore:
         a while) and one entry per run under ``runs/``. One listing with each entry's ETag (kept
         LISTING_TTL_S): an entry read before at the same ETag is not read again, so a page costs
         one request per 1,000 runs, not one per run."""
-        from traceladder.summary import index
-
         doc = LEGACY_INDEXES.get((self.bucket, self.base))
         if doc is None:
             try:
@@ -488,7 +485,7 @@ class LadderStore:
                 doc = {"runs": []}
             LEGACY_INDEXES.put((self.bucket, self.base), doc)
         legacy = f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT}"
-        rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in index.legacy_rows(doc, legacy)]
+        rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in legacy_rows(doc, legacy)]
         listing = LISTINGS.get((self.bucket, self.base))
         if listing is None:
             listing = self._listing(RUNS_FOLDER)
@@ -519,9 +516,7 @@ class LadderStore:
 
     def runs(self) -> builtins.list[RunRow]:
         """The published runs, newest first (by logical date, then publish time), read by the run
-        index's own rule (summary/index.entries_from) from the cached index objects."""
-        from traceladder.summary import index
-
+        index's own rule (core.documents.entries_from) from the cached index objects."""
         with _scrubbed():
             rows = self._index_rows()
         # the entry's ETag: a re-published run writes a new entry, so its summary is read again
@@ -531,7 +526,7 @@ class LadderStore:
             if isinstance(row, dict) and isinstance(row.get("run_id"), str)
         }
         by_id: dict[str, RunRow] = {}
-        for run in index.entries_from(((row, where) for row, where, _ in rows), skip_bad=True):
+        for run in entries_from(((row, where) for row, where, _ in rows), skip_bad=True):
             try:
                 clean_run_id(run.run_id)
             except ArtifactKeyError:
@@ -560,18 +555,15 @@ class LadderStore:
     def _read_summary(self, run_id: str, key: str) -> JSONObject:
         try:
             with _scrubbed():
-                data = json.loads(self.store.get_verified(key))
+                raw = self.store.get_verified(key)
         except ArtifactIntegrityError as exc:
             raise ArtifactStoreError(
                 scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key
             ) from None
-        except ValueError as exc:
-            raise ArtifactStoreError(f"s3://{self.bucket}/{key} is not valid JSON: {exc}", key) from None
-        try:
-            Summary.from_dict(data, f"summary.json of run {run_id}")  # what a page may rely on
+        try:  # read through its class: what a page may rely on is checked, unknown keys kept
+            return Summary.from_json(raw, f"summary.json of run {run_id}").to_dict()
         except DocumentError as exc:
             raise ArtifactStoreError(f"{exc} (not a traceladder summary)", key) from None
-        return data
 
     def summary_files(self, run_id: str, version: str = "") -> builtins.list[str]:
         folder = f"{clean_run_id(run_id)}/{SUMMARY_FOLDER}"
