@@ -316,9 +316,9 @@ def test_env_client_and_airflow_connection(s3_server, monkeypatch):
     assert conn["extra"]["endpoint_url"] == s3_server.endpoint_url
     assert conn["extra"]["region_name"] == "us-east-1"
     monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_S3", s3_server.airflow_conn_uri_json())
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+    from traceladder.airflow.ladders import s3_client  # the tasks' and the retention DAG's one builder
 
-    hook_client = S3Hook(aws_conn_id="traceladder_s3").get_conn()
+    hook_client = s3_client("traceladder_s3")
     via_hook = S3ArtifactStore(hook_client, s3_server.bucket, "traceladder", ladder)
     assert via_hook.get_bytes(key) == b"via env"
     rp = via_hook.rung_prefix("r", "g2")

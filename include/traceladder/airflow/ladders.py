@@ -3,7 +3,7 @@ task bodies and the operators both need (its own module, so operators need not i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from traceladder.config.models import StorageSettings
 from traceladder.storage.artifacts import ArtifactSink
@@ -12,14 +12,20 @@ if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
 
 
-def store_for(ladder_name: str, storage: StorageSettings) -> ArtifactSink:
-    """The S3 store behind an Airflow `aws` connection (its extra may hold `endpoint_url`)."""
+def s3_client(conn_id: str) -> Any:
+    """A boto3 S3 client behind an Airflow `aws` connection (its extra may hold `endpoint_url`),
+    through the Amazon provider's hook: the one builder of the tasks, the operators and the
+    retention DAG (the Ladders page adds its own timeouts in ui/data.py)."""
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
+    return S3Hook(aws_conn_id=conn_id).get_conn()
+
+
+def store_for(ladder_name: str, storage: StorageSettings) -> ArtifactSink:
+    """The S3 store of a ladder behind its cluster's connection."""
     from traceladder.storage.artifacts import S3ArtifactStore
 
-    client = S3Hook(aws_conn_id=storage.conn_id).get_conn()
-    return S3ArtifactStore(client, storage.effective_bucket, storage.prefix, ladder_name)
+    return S3ArtifactStore(s3_client(storage.conn_id), storage.effective_bucket, storage.prefix, ladder_name)
 
 
 def open_ladder(ladder: str) -> LoadedLadder:

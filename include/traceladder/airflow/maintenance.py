@@ -59,6 +59,6 @@ def run_retention(
 
 def retention_task(dry_run: bool = False) -> dict[str, Any]:
     """The DAG's task: each cluster's S3 connection through the Amazon provider's hook."""
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+    from traceladder.airflow.ladders import s3_client
 
-    return run_retention(lambda conn_id: S3Hook(aws_conn_id=conn_id).get_conn(), dry_run=dry_run)
+    return run_retention(s3_client, dry_run=dry_run)
