@@ -109,6 +109,30 @@ def _store_run(store: S3ArtifactStore, ladder: str, run_id: str, week: int, slow
     return {"ladder": ladder, "run_id": run_id, "params": {}, "specs": specs}
 
 
+def test_a_later_look_at_the_index_reads_only_new_or_rewritten_entries(s3_server) -> None:
+    """What update_latest's check after a write relies on: the listing's ETags say which entries
+    changed, so a rewritten entry (a run published again) is read again and nothing else is."""
+    store = S3ArtifactStore(s3_server.client(), s3_server.bucket, PREFIX, "index-looks")
+    base = ladder_prefix(PREFIX, "index-looks")
+    for run_id, day in (("a", 1), ("b", 2)):
+        run_index.put_entry(store, base, SummaryRef(run_id=run_id, logical_date=f"2026-11-0{day}"))
+    reads: list[str] = []
+    real_get = store.get_bytes
+    store.get_bytes = lambda key: reads.append(key) or real_get(key)  # type: ignore[method-assign]
+    seen: run_index.IndexReads = {}
+
+    def look() -> list[tuple[str, str | None]]:
+        reads.clear()
+        return [(e.run_id, e.logical_date) for e in run_index.list_entries(store, base, seen)]
+
+    assert look() == [("a", "2026-11-01"), ("b", "2026-11-02")] and len(reads) == 2
+    assert look() == [("a", "2026-11-01"), ("b", "2026-11-02")] and reads == []
+    run_index.put_entry(store, base, SummaryRef(run_id="a", logical_date="2026-11-03"))  # published again
+    run_index.put_entry(store, base, SummaryRef(run_id="c", logical_date="2026-11-04"))
+    assert look() == [("b", "2026-11-02"), ("a", "2026-11-03"), ("c", "2026-11-04")]
+    assert sorted(reads) == [run_index.entry_key(base, "a"), run_index.entry_key(base, "c")]
+
+
 def test_published_summaries_carry_history_verdicts_and_the_trend(s3_server, tmp_path: Path) -> None:
     from traceladder.summary.publish import publish_latest, write_summary
 

@@ -2,7 +2,7 @@
 generated week by week in the session's SeaweedFS (benchmarks/year_history.py), the real summary
 and publish tasks run after 1 and after 3 published weeks, every S3 call counted through
 botocore's events (benchmarks/s3_requests.py). The objects under the ladder more than double;
-only the index-entry reads (one per published run) may grow."""
+only the index-entry reads (one per published run) may grow, and publishing reads each entry once."""
 
 from __future__ import annotations
 
@@ -40,3 +40,12 @@ def test_only_index_entry_reads_grow_with_the_history(s3_server, tmp_path, monke
     others = [{k: v for k, v in m["summary_by_kind"].items() if k != "GetObject index entry (runs/)"} for m in measured]
     assert others[0] == others[1], "a summary read other than the index entries grew with the history"
     assert others[0]["GetObject metrics.json"] == 45  # one per rung run of the seed plan
+
+    # publishing reads the index once: one GET per published run (this one too); its check after
+    # writing latest.json lists again and reads only what changed since (nothing, here)
+    for m, runs in ((short, 2), (long, 4)):
+        by_kind = m["publish_by_kind"]
+        assert by_kind.get("GetObject index entry (runs/)") == runs, by_kind
+        assert by_kind.get("ListObjectsV2 index entry (runs/)") == 2 and by_kind.get("GetObject latest.json") == 2
+        # 7: the entry's PUT, index.json's HEAD, two listings, latest.json's two GETs and its PUT
+        assert m["publish_requests"] == 7 + runs

@@ -263,6 +263,12 @@ class ArtifactSink(abc.ABC):
         p = _check_prefix_arg(prefix)
         return sorted(k for k in self._list(p + "/") if k.startswith(p + "/"))
 
+    def list_versions(self, prefix: str) -> dict[str, str | None]:
+        """``{key: version}`` of every key under ``prefix`` (sorted), from the listing alone: a
+        version changes when the object is rewritten with other content. None: this sink cannot
+        tell (a reader that caches reads the object again)."""
+        return dict.fromkeys(self.list(prefix))
+
     # -- tracking and manifests
     def _record(self, key: str, size: int, sha256: str) -> None:
         with self._written_lock:
@@ -454,17 +460,26 @@ class S3ArtifactStore(ArtifactSink):
             self._bucket_checked = True
         return False
 
-    def _list(self, prefix: str, limit: int | None = None) -> list[str]:
-        keys: list[str] = []
+    def _list_objects(self, prefix: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """The listing's entries (``Key``, ``ETag``, ``Size``, ...) under ``prefix``, in key order."""
+        found: list[dict[str, Any]] = []
         try:
             paginator = self.client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                keys.extend(obj["Key"] for obj in page.get("Contents", []) or [])
-                if limit is not None and len(keys) >= limit:
-                    return keys[:limit]
+                found.extend(page.get("Contents", []) or [])
+                if limit is not None and len(found) >= limit:
+                    return found[:limit]
         except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
             raise self._error("list", prefix, exc) from None
-        return keys
+        return found
+
+    def _list(self, prefix: str, limit: int | None = None) -> list[str]:
+        return [obj["Key"] for obj in self._list_objects(prefix, limit)]
+
+    def list_versions(self, prefix: str) -> dict[str, str | None]:
+        # the ETag: S3 changes it with the content, and the listing carries it (no HEAD per key)
+        found = self._list_objects(_check_prefix_arg(prefix) + "/")
+        return {obj["Key"]: str(obj.get("ETag") or "") or None for obj in sorted(found, key=lambda o: o["Key"])}
 
     def list_first(self, prefix: str, limit: int) -> tuple[list[str], bool]:
         # S3 lists in key order: stop paginating at `limit` instead of listing a huge folder.

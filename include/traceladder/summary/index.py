@@ -35,15 +35,28 @@ def _read_json(store: ArtifactSink, key: str) -> object:
         raise ArtifactStoreError(f"{store.describe(key)} is not valid JSON: {exc}", key) from None
 
 
-def list_entries(store: ArtifactSink, ladder_prefix: str) -> list[IndexEntry]:
+# What one publish has read of the index: object key -> (its listing version, the JSON as read).
+IndexReads = dict[str, tuple[str | None, object]]
+
+
+def list_entries(store: ArtifactSink, ladder_prefix: str, seen: IndexReads | None = None) -> list[IndexEntry]:
     """Every published run of the ladder, oldest first, by the index's one reading rule
     (`core.documents.legacy_rows`/`entries_from`, which the Ladders page's cache and retention
-    apply too)."""
+    apply too). With `seen`, a caller's earlier reads: each look lists the entries again but reads
+    only those that are new or whose listing version changed, and the older `index.json` (which
+    nothing writes any more) once."""
+    cache: IndexReads = seen if seen is not None else {}
     legacy = f"{ladder_prefix}/{LEGACY_INDEX}"
-    rows = legacy_rows(_read_json(store, legacy), store.describe(legacy)) if store.exists(legacy) else []
-    keys = [k for k in store.list(f"{ladder_prefix}/{RUNS_FOLDER}") if k.endswith(".json")]
-    # One GET per run: a year is 52, read 8 at a time (summary/collect.read_many).
-    rows += zip(read_many(lambda key: _read_json(store, key), keys), keys)
+    if legacy not in cache:
+        cache[legacy] = (None, _read_json(store, legacy) if store.exists(legacy) else None)
+    rows = legacy_rows(cache[legacy][1], store.describe(legacy))
+    listed = store.list_versions(f"{ladder_prefix}/{RUNS_FOLDER}")
+    keys = [k for k in listed if k.endswith(".json")]
+    fresh = [k for k in keys if listed[k] is None or k not in cache or cache[k][0] != listed[k]]
+    # One GET per new or changed run: a year is 52, read 8 at a time (summary/collect.read_many).
+    docs = read_many(lambda key: _read_json(store, key), fresh)
+    cache.update({k: (listed[k], doc) for k, doc in zip(fresh, docs)})
+    rows += [(cache[k][1], k) for k in keys]
     return entries_from(rows)
 
 
@@ -71,8 +84,9 @@ def update_latest(store: ArtifactSink, ladder_prefix: str) -> IndexEntry | None:
     always sees every entry written before its own latest.json write."""
     key = f"{ladder_prefix}/{LATEST_OBJECT}"
     newest = None
+    seen: IndexReads = {}  # a check after a write reads only the entries written since
     for _ in range(LATEST_ROUNDS):
-        newest = newest_full(list_entries(store, ladder_prefix))
+        newest = newest_full(list_entries(store, ladder_prefix, seen))
         if newest is None:
             return None
         current = _read_latest(store, key)

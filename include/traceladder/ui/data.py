@@ -504,15 +504,10 @@ class LadderStore:
         return rows
 
     def _listing(self, rel_folder: str) -> builtins.list[tuple[str, str]]:
-        """(key, ETag) of every object under ``<base>/<rel_folder>/``."""
-        prefix = self.full_key(rel_folder) + "/"
-        found: builtins.list[tuple[str, str]] = []
-        try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-                found += [(o["Key"], str(o.get("ETag") or "")) for o in page.get("Contents") or []]
-        except Exception as exc:  # noqa: BLE001 - the store's one-line error, scrubbed
-            raise type(err := self.store._error("list", prefix, exc))(scrub(err), err.key, err.code) from None
-        return found
+        """(key, ETag) of every object under ``<base>/<rel_folder>/`` (the store's versioned listing)."""
+        with _scrubbed():
+            listed = self.store.list_versions(self.full_key(rel_folder))
+        return [(key, etag or "") for key, etag in listed.items()]
 
     def runs(self) -> builtins.list[RunRow]:
         """The published runs, newest first (by logical date, then publish time), read by the run
