@@ -133,6 +133,15 @@ def test_unknown_keys_survive_a_round_trip_in_order() -> None:
     assert json.loads(plan.to_json()) == {**json.loads(text), "metric": "wall", "params": {}}
 
 
+def test_checked_json_is_the_stored_document_after_the_readers_checks() -> None:
+    stored = {"run_id": "r", "rungs": [], "zz": 1, "schema": 2, "ladder": "l"}
+    assert list(Summary.checked_json(json.dumps(stored))) == list(stored)  # as stored: no defaults, same order
+    with pytest.raises(DocumentError, match=r"^summary.json of r: ladder: expected str, got int$"):
+        Summary.checked_json(json.dumps({**stored, "ladder": 3}), "summary.json of r")
+    with pytest.raises(DocumentError, match=r"^summary.json: \(json\): "):
+        Summary.checked_json(b"{not json")
+
+
 def test_summary_json_keeps_the_bytes_of_the_summary_built() -> None:
     """write_summary stores Summary.to_json(): the same keys in the same order as build_summary's
     dict dumped as before (json.dumps(indent=1)), with the publish step's attribution and history."""

@@ -84,6 +84,13 @@ def _plain(value: object) -> JSONValue:
     raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
+def _load_json(text: str | bytes, where: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DocumentError(f"{where}: (json): {exc}") from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Document:
     """The codec the documents share: ``SCHEMA`` is the version written; ``READS`` the older
@@ -121,11 +128,16 @@ class Document:
     @classmethod
     def from_json(cls: type[D], text: str | bytes, source: str | None = None) -> D:
         where = source or cls.FILE
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise DocumentError(f"{where}: (json): {exc}") from None
-        return cls.from_dict(data, where)
+        return cls.from_dict(_load_json(text, where), where)
+
+    @classmethod
+    def checked_json(cls, text: str | bytes, source: str | None = None) -> JSONObject:
+        """The document's JSON as stored (keys in their order, no defaults filled in, no upgrade),
+        after the checks ``from_json`` makes: for a reader that shows the stored document itself."""
+        where = source or cls.FILE
+        data = _load_json(text, where)
+        cls.from_dict(data, where)
+        return cast(JSONObject, data)  # from_dict refused anything but an object
 
     @classmethod
     def from_dict(cls: type[D], data: object, source: str | None = None) -> D:

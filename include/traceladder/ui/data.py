@@ -555,8 +555,8 @@ class LadderStore:
             raise ArtifactStoreError(
                 scrub(f"summary.json of run {run_id} fails its manifest check: {exc}"), key
             ) from None
-        try:  # read through its class: what a page may rely on is checked, unknown keys kept
-            return Summary.from_json(raw, f"summary.json of run {run_id}").to_dict()
+        try:  # checked by its class (what a page may rely on), shown as stored
+            return Summary.checked_json(raw, f"summary.json of run {run_id}")
         except DocumentError as exc:
             raise ArtifactStoreError(f"{exc} (not a traceladder summary)", key) from None
 
