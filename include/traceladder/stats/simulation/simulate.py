@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceladder.core.documents import JSONObject
+from traceladder.core.documents import JSONObject, JSONValue
 from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
 from traceladder.stats.model import Run, fit_blocks, verdict
 from traceladder.stats.sequential import Design, target_reached
@@ -38,7 +38,7 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
     out, from_plan = [], True
     for i in range(schedules):
         kwargs: dict[str, Any] = {"run_id": f"sim{i}"} if takes_run_id else {}  # build_plan keyword arguments
-        specs = [s.to_dict() for s in build_plan(loaded, repeats=repeats, **kwargs)]
+        specs: list[JSONValue] = [s.to_dict() for s in build_plan(loaded, repeats=repeats, **kwargs)]
         slots, randomised = schedule_from_plan({"specs": specs})
         if not randomised:
             n = max(s.block for s in slots) + 1
