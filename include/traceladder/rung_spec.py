@@ -110,7 +110,7 @@ class SpecFields:
         return doc
 
 
-def with_read_defaults(data: dict[str, Any]) -> dict[str, Any]:
+def with_read_defaults(data: JSONObject) -> JSONObject:
     """A spec's JSON with what a spec written before specs carried a ``purpose`` lacks: the purpose
     its lens implies (``core.documents.default_purpose``, the rule the summary reads it by). Both
     spec classes read through this."""

@@ -460,13 +460,13 @@ class S3ArtifactStore(ArtifactSink):
             self._bucket_checked = True
         return False
 
-    def _list_objects(self, prefix: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """The listing's entries (``Key``, ``ETag``, ``Size``, ...) under ``prefix``, in key order."""
-        found: list[dict[str, Any]] = []
+    def _list_tagged(self, prefix: str, limit: int | None = None) -> list[tuple[str, str]]:
+        """(key, ETag) of the objects under ``prefix``, in key order (one paginated listing)."""
+        found: list[tuple[str, str]] = []
         try:
             paginator = self.client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                found.extend(page.get("Contents", []) or [])
+                found.extend((obj["Key"], str(obj.get("ETag") or "")) for obj in page.get("Contents", []) or [])
                 if limit is not None and len(found) >= limit:
                     return found[:limit]
         except Exception as exc:  # noqa: BLE001 - any S3 failure becomes one ArtifactStoreError line
@@ -474,12 +474,11 @@ class S3ArtifactStore(ArtifactSink):
         return found
 
     def _list(self, prefix: str, limit: int | None = None) -> list[str]:
-        return [obj["Key"] for obj in self._list_objects(prefix, limit)]
+        return [key for key, _etag in self._list_tagged(prefix, limit)]
 
     def list_versions(self, prefix: str) -> dict[str, str | None]:
         # the ETag: S3 changes it with the content, and the listing carries it (no HEAD per key)
-        found = self._list_objects(_check_prefix_arg(prefix) + "/")
-        return {obj["Key"]: str(obj.get("ETag") or "") or None for obj in sorted(found, key=lambda o: o["Key"])}
+        return {key: etag or None for key, etag in sorted(self._list_tagged(_check_prefix_arg(prefix) + "/"))}
 
     def list_first(self, prefix: str, limit: int) -> tuple[list[str], bool]:
         # S3 lists in key order: stop paginating at `limit` instead of listing a huge folder.
