@@ -194,6 +194,8 @@ def _json_or_none(store: S3ArtifactStore, key: str) -> JSONValue:
 
 
 def _rung_lens(store: S3ArtifactStore, rung: str) -> str | None:
+    # Only the lens, from a spec of any version: RunnerSpec refuses other schemas and unknown keys
+    # (and rung_spec is a layer beside storage), so a newer runner's spec must not stop the pass.
     spec = _json_or_none(store, f"{rung}/{layout.SPEC_OBJECT}")
     return str(spec.get("lens")) if isinstance(spec, dict) and spec.get("lens") else None
 
