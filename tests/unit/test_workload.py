@@ -737,3 +737,27 @@ def test_fused_sinkhorn_is_one_autograd_node_in_fewer_ops() -> None:
 def test_the_log_line_carries_the_slowest_ranks_compute_thread_cpu_time(runs: dict[str, Run]) -> None:
     lines = [ln for ln in runs["base"].stdout.splitlines() if "elapsed time per iteration" in ln]
     assert lines and all(re.search(r"step cpu time per iteration \(ms\): \d+\.\d \|", ln) for ln in lines)
+
+
+def test_recompute_replays_under_the_forwards_autocast() -> None:
+    """The replay in backward runs in the forward's autocast (as torch.utils.checkpoint does): the
+    same grads as no recompute, and no dtype clash in an op that autocast does not cast (bmm)."""
+    import torch
+
+    from traceladder.workload.recompute import recompute
+
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        h = x @ w  # bf16 under autocast
+        return torch.bmm(h.unsqueeze(0), x.to(h.dtype).unsqueeze(0).transpose(1, 2)).float().sum(0)
+
+    x = torch.randn(8, 8, requires_grad=True)
+    grads = []
+    for fn in (run, lambda t: recompute(run, t)):
+        w.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = fn(x)
+        out.sum().backward()  # the replay's weight grads reach .grad inside the recompute's backward
+        grads.append(w.grad)
+    assert torch.equal(grads[0], grads[1])

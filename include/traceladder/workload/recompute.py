@@ -16,6 +16,9 @@ class _Recompute(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, run: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> torch.Tensor:
         ctx.run = run
+        # The replay runs in backward, outside the caller's autocast: restore it, as
+        # torch.utils.checkpoint does, or a --bf16 replay computes in another dtype than the forward.
+        ctx.autocast = (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
         ctx.save_for_backward(*inputs)
         with torch.no_grad():
             return run(*inputs)
@@ -23,7 +26,8 @@ class _Recompute(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
         inputs = [t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors]
-        with torch.enable_grad():
+        enabled, dtype = ctx.autocast
+        with torch.enable_grad(), torch.autocast("cpu", dtype=dtype, enabled=enabled):
             out = ctx.run(*inputs)
         torch.autograd.backward(out, grad_out)
         return (None, *(t.grad if t.requires_grad else None for t in inputs))
