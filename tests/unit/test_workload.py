@@ -425,10 +425,8 @@ def test_profiled_window_carries_the_named_ranges(runs: dict[str, Run]) -> None:
     assert ranges["ProfilerStep#1"] == 1  # only iteration 2 of 3 recorded
 
 
-def test_grads_are_added_to_main_grad_under_accumulate_grad(runs: dict[str, Run]) -> None:
-    # Megatron's DDP hook: each micro-batch's grad is added into the parameter's main_grad inside
-    # the AccumulateGrad node, so aten::add_ shows there, the stacked expert weights (3-D) included.
-    events = runs["ep_mega"].events()
+def _adds_under_accumulate_grad(run: Run) -> tuple[list[dict], list[dict]]:
+    events = run.events()
     nodes = [e for e in events if e["name"] == "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"]
     adds = [
         e
@@ -436,8 +434,30 @@ def test_grads_are_added_to_main_grad_under_accumulate_grad(runs: dict[str, Run]
         if e["name"] == "aten::add_"
         and any(n["tid"] == e["tid"] and n["ts"] <= e["ts"] <= n["ts"] + n["dur"] for n in nodes)
     ]
+    return nodes, adds
+
+
+def test_grads_are_added_to_main_grad_under_accumulate_grad(runs: dict[str, Run]) -> None:
+    # Megatron's DDP hook: each micro-batch's grad is added into the parameter's main_grad inside
+    # the AccumulateGrad node, so aten::add_ shows there, the stacked expert weights (3-D) included.
+    nodes, adds = _adds_under_accumulate_grad(runs["ep_deepep"])
     assert nodes and len(adds) == len(nodes)  # one add per parameter per micro-batch
     assert any(len(e["args"]["Input Dims"][0]) == 3 for e in adds)
+
+
+def test_mega_moe_accumulates_its_expert_wgrads_in_place(runs: dict[str, Run]) -> None:
+    # The fused op writes the expert weight grads straight into main_grad (baddbmm_ inside its
+    # backward): no per-micro-batch expert grad tensor, so no 3-D add under AccumulateGrad.
+    mega = runs["ep_mega"]
+    nodes, adds = _adds_under_accumulate_grad(mega)
+    assert nodes and adds and not any(len(e["args"]["Input Dims"][0]) == 3 for e in adds)
+    backward = [e for e in mega.events() if e["name"] == "_MegaMoEBackward"]
+    inside = [
+        e
+        for e in mega.events()
+        if e["name"] == "aten::baddbmm_" and any(b["ts"] <= e["ts"] <= b["ts"] + b["dur"] for b in backward)
+    ]
+    assert backward and len(inside) == 2 * 2 * len(backward)  # w1 and w2, per chunk (2 chunks)
 
 
 def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run]) -> None:

@@ -15,7 +15,8 @@ import torch
 
 def _add_to_main_grad(param: torch.Tensor) -> None:
     main_grad: torch.Tensor = param.main_grad  # type: ignore[attr-defined]
-    assert param.grad is not None  # the hook runs after AccumulateGrad stored this micro-batch's grad
+    if param.grad is None:  # a fused wgrad accumulation (MegaMoE) already wrote into main_grad
+        return
     main_grad.add_(param.grad)
     param.grad = None
 

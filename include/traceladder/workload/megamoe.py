@@ -29,21 +29,30 @@ class _Plan:
     recv: list[list[int]]  # per chunk: rows from each source rank
 
 
-_Saved = tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]  # buckets, fc1 out, slots
+# per chunk: buckets, gate half, up half, silu(gate), slots (None when the chunk has no rows)
+_Saved = tuple[torch.Tensor | None, ...]
+
+
+def _buckets(rows: torch.Tensor, slot: torch.Tensor, n_local: int, cap: int) -> torch.Tensor:
+    """rows scattered into [E, cap, H] buckets. Padding rows must be zero (their garbage would meet
+    a zero grad in the wgrad GEMMs: 0 x NaN); with no padding (balanced routing) nothing is filled."""
+    hid = rows.shape[1]
+    padded = n_local * cap != rows.shape[0]
+    out = rows.new_zeros(n_local * cap, hid) if padded else rows.new_empty(n_local * cap, hid)
+    return out.index_copy_(0, slot, rows).view(n_local, cap, hid)
 
 
 def _expert_fwd(
     x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int
 ) -> tuple[torch.Tensor, _Saved, int]:
     if not x.numel():
-        return x.new_zeros(x.shape), (None, None, None), 0
+        return x.new_zeros(x.shape), (None,) * 5, 0
     slot, cap, _ = bucket_slots(local_e, n_local)
-    hid = x.shape[1]
-    xb = x.new_zeros(n_local * cap, hid).index_copy_(0, slot, x).view(n_local, cap, hid)
-    h = torch.bmm(xb, w1)
-    a, b = h.chunk(2, -1)
-    y = torch.bmm(torch.nn.functional.silu(a) * b, w2)
-    return y.view(-1, hid).index_select(0, slot), (xb, h, slot), cap
+    xb = _buckets(x, slot, n_local, cap)
+    gate, up = torch.bmm(xb, w1).chunk(2, -1)
+    silu = torch.nn.functional.silu(gate)
+    y = torch.bmm(silu * up, w2)
+    return y.view(-1, x.shape[1]).index_select(0, slot), (xb, gate, up, silu, slot), cap
 
 
 def _expert_bwd(
@@ -56,20 +65,27 @@ def _expert_bwd(
     gw2: torch.Tensor,
     n_local: int,
 ) -> torch.Tensor:
-    """SwiGLU MLP backward by hand on the padded buckets; accumulates into gw1/gw2."""
-    xb, h, slot = saved
-    if xb is None or h is None or slot is None:
+    """SwiGLU MLP backward by hand on the buckets, the weight grads accumulated in place into
+    gw1/gw2 (the fused kernel's wgrad accumulation: no per-micro-batch grad tensor to add)."""
+    xb, gate, up, silu, slot = saved
+    if xb is None or gate is None or up is None or silu is None or slot is None:
         return gy.new_zeros(gy.shape)
-    hid = gy.shape[1]
-    gyb = gy.new_zeros(n_local * cap, hid).index_copy_(0, slot, gy).view(n_local, cap, hid)
-    a, b = h.chunk(2, -1)
-    sa = torch.sigmoid(a)
-    silu = a * sa
-    gw2.baddbmm_((silu * b).transpose(1, 2), gyb)
+    gyb = _buckets(gy, slot, n_local, cap)
+    gw2.baddbmm_((silu * up).transpose(1, 2), gyb)
     dg = torch.bmm(gyb, w2.transpose(1, 2))
-    dh = torch.cat([dg * b * sa * (1 + a * (1 - sa)), dg * silu], -1)
+    dh = torch.cat([torch.ops.aten.silu_backward(dg * up, gate), dg * silu], -1)
     gw1.baddbmm_(xb.transpose(1, 2), dh)
-    return torch.bmm(dh, w1.transpose(1, 2)).view(-1, hid).index_select(0, slot)
+    return torch.bmm(dh, w1.transpose(1, 2)).view(-1, gy.shape[1]).index_select(0, slot)
+
+
+def _wgrad_targets(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Where the weight grads go: Megatron's DDP main_grad buffers when the weights have them
+    (fused accumulation, as the fused kernel does; autograd then has no grad to hand back), else
+    fresh tensors returned to autograd."""
+    main1, main2 = getattr(w1, "main_grad", None), getattr(w2, "main_grad", None)
+    if isinstance(main1, torch.Tensor) and isinstance(main2, torch.Tensor) and main1.dtype == w1.dtype:
+        return main1, main2, True
+    return torch.zeros_like(w1), torch.zeros_like(w2), False
 
 
 def _pipeline(
@@ -130,6 +146,7 @@ class _MegaMoE(torch.autograd.Function):
         out = rows.new_empty(rows.shape)
         _pipeline(rows, plan, payload, compute, out)
         ctx.plan, ctx.caps = plan, caps
+        ctx.weights = (w1, w2)  # the parameters themselves: their main_grad, if any, takes the wgrad
         # Through save_for_backward (not ctx attributes), so activation checkpointing can drop
         # and recompute the per-chunk buffers like any other saved activation.
         ctx.save_for_backward(w1, w2, *saved)
@@ -140,15 +157,16 @@ class _MegaMoE(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
         w1, w2, *saved = ctx.saved_tensors
         plan: _Plan = ctx.plan
-        gw1, gw2 = torch.zeros_like(w1), torch.zeros_like(w2)
+        gw1, gw2, fused_accumulation = _wgrad_targets(ctx.weights[0], ctx.weights[1])
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            chunk = (saved[3 * c], saved[3 * c + 1], saved[3 * c + 2])
-            return _expert_bwd(buf, chunk, ctx.caps[c], w1, w2, gw1, gw2, plan.n_local)
+            return _expert_bwd(buf, tuple(saved[5 * c : 5 * c + 5]), ctx.caps[c], w1, w2, gw1, gw2, plan.n_local)
 
         grad = grad.contiguous().to(w1.dtype)
         grad_rows = grad.new_empty(grad.shape)
         _pipeline(grad, plan, lambda chunk, lo, hi: chunk, compute, grad_rows)
+        if fused_accumulation:
+            return grad_rows, None, None, None, None
         return grad_rows, None, gw1, gw2, None
 
 
