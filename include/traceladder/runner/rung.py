@@ -25,7 +25,7 @@ from traceladder import __version__
 from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
-from traceladder.runner import nodes, orphans
+from traceladder.runner import nodes, orphans, warm
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
@@ -138,6 +138,25 @@ def execute(
             errors.append(exc)
 
 
+def _execute_workload(
+    spec: RungSpec,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    log_path: Path,
+    deadline_s: float,
+    echo: TextIO | None,
+    write_errors: list[OSError],
+) -> tuple[int | None, bool]:
+    """A local rung through this DAG run's warm launcher (runner/warm.py) when it can; else, and
+    for every other backend, execute() as a cold subprocess."""
+    if spec.backend == "local" and warm.enabled() and argv[1:3] == ["-m", "traceladder.workload"]:
+        outcome = warm.run(argv[3:], env, cwd, log_path, deadline_s, echo, write_errors, say=_echo_line(echo))
+        if outcome is not None:
+            return outcome
+    return execute(argv, env, cwd, log_path, deadline_s, echo, write_errors)
+
+
 def provenance(spec: RungSpec) -> JSONObject:
     from traceladder.runner import provenance as prov
 
@@ -229,7 +248,7 @@ def run_rung(
         else:
             if echo is not None:
                 echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
-            code, timed_out = execute(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
+            code, timed_out = _execute_workload(spec, argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
         peer_error = None
         if role is not None:  # the other nodes' traces and logs join this node's (runner/nodes.py)
             remaining = (deadline_s or spec.timeout_s) - (time.monotonic() - started)

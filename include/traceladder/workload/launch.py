@@ -23,6 +23,17 @@ from .quiet import pinning_enabled
 from .settings import Settings
 
 
+# "spawn" keeps this process torch-free; the warm launcher's child (workload/warm.py) has torch
+# imported already, and forks its ranks so they inherit it.
+_start_method = "spawn"
+
+
+def use_fork() -> None:
+    """Start rank processes with fork (the warm launcher's child, which imported torch)."""
+    global _start_method
+    _start_method = "fork"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -121,7 +132,7 @@ def spawn(settings: Settings, *, node: NodeLaunch | None = None) -> int:
     # One math thread per rank (quiet.settle pins it): oversubscription makes step times meaningless.
     threads = 1 if pinning_enabled() else max(1, (os.cpu_count() or 1) // world)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(_start_method)
     port = free_port()
     procs = [
         ctx.Process(target=_rank_entry, args=(r, settings, port), name=f"proxy-rank{r}", daemon=True)
@@ -134,7 +145,7 @@ def _spawn_node(settings: Settings, node: NodeLaunch) -> int:
     """One node of a multi-node launch: its GPUS_PER_NODE ranks, numbered globally."""
     threads = 1 if pinning_enabled() else max(1, (os.cpu_count() or 1) // node.gpus_per_node)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(_start_method)
     procs = [
         ctx.Process(
             target=_rank_entry,
