@@ -100,6 +100,13 @@ def run_local_rung(spec_dict: JSONObject, run_id: str) -> JSONObject:
     return {k: result.get(k) for k in RESULT_KEYS}
 
 
+def stop_warm_launcher(dag_id: str, run_id: str) -> None:
+    """The DAG run's warm launcher on this host (runner/warm.py) ends with the run."""
+    from traceladder.runner import warm
+
+    warm.stop_run(dag_id, run_id)
+
+
 def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, JSONObject]:
     """The ladder's store, the run's key prefix, and the plan.json its `plan` task stored, as it
     ran: after an adaptive ladder's early stop, without the measure blocks it skipped."""

@@ -130,8 +130,13 @@ def read_launcher(path: Path) -> JSONObject | None:
 
 def launcher_alive(doc: JSONObject) -> bool:
     """Whether the recorded launcher process still runs (the same process, not a reused pid)."""
-    start = doc.get("start")
-    return start is not None and _start_time(int(doc["pid"])) == start  # type: ignore[arg-type]
+    start, pid = doc.get("start"), int(doc["pid"])  # type: ignore[arg-type]
+    if start is None or _start_time(pid) != start:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) runs no more
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def stop_launcher(path: Path, doc: JSONObject | None = None) -> bool:

@@ -36,6 +36,7 @@ from traceladder.core import settings
 from traceladder.runner import orphans
 
 START_TIMEOUT_S = 90.0  # the launcher's imports take ~4-7 s on 2 busy cores
+REPLY_TIMEOUT_S = 30.0  # a serving launcher answers a request at once; silence means it is stuck
 _started: list[subprocess.Popen[bytes]] = []  # launchers this process started, reaped when they end
 
 
@@ -189,7 +190,7 @@ def run(
             _send_request(conn, args, {**os.environ, **env}, cwd, write_fd)
             os.close(write_fd)
             write_fd = -1
-            reply = replies.next(30.0)
+            reply = replies.next(REPLY_TIMEOUT_S)
         except (OSError, ValueError) as exc:
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         if reply is None or "pid" not in reply:
@@ -289,7 +290,9 @@ def _kill(pid: int, replies: _Replies) -> dict[str, object] | None:
 
 def stop_run(dag_id: str, run_id: str) -> bool:
     """Stop the launcher of this DAG run on this host (the DAG's last task); whether one ran."""
-    return orphans.stop_launcher(orphans.launcher_path(key_hash(key_for(dag_id, run_id))))
+    stopped = orphans.stop_launcher(orphans.launcher_path(key_hash(key_for(dag_id, run_id))))
+    _reap_started()  # one this process started (dag.test) is its zombie now: reap it
+    return stopped
 
 
 def _say(say: Callable[[str], None] | None, line: str) -> None:

@@ -229,15 +229,15 @@ class Launcher:
 
 def reset_process_state(import_env: dict[str, str]) -> None:
     """What a fresh interpreter would have, where a fork would otherwise carry the launcher's:
-    fresh entropy for `random` and numpy's global RNG, torch's default generator at its initial
-    seed, and torch's intra-op pool sized from this request's OMP_NUM_THREADS (libgomp read the
+    fresh entropy for `random`, numpy's global RNG and torch's default generator (a fresh
+    interpreter seeds each from the OS), and torch's intra-op pool sized from this request's OMP_NUM_THREADS (libgomp read the
     launcher's at import)."""
     import torch
 
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
-    torch.manual_seed(torch.initial_seed())
+    torch.seed()
     wanted = os.environ.get("OMP_NUM_THREADS", "")
     if wanted != import_env.get("OMP_NUM_THREADS", "") and wanted.isdigit() and int(wanted) > 0:
         torch.set_num_threads(int(wanted))
