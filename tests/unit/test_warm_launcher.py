@@ -289,3 +289,27 @@ def test_an_idle_launcher_exits_by_itself(records: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_sweep_stops_the_launcher_of_a_dag_run_that_is_over(records: Path) -> None:
+    over = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    unknown = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        for name, proc, run_id in (("over00000", over, "done"), ("unknown00", unknown, "lookup-fails")):
+            doc = {"pid": proc.pid, "key": f"d/{run_id}", "dag_id": "d", "run_id": run_id, "idle_s": 600}
+            assert orphans.record_launcher(name, doc)
+
+        def run_over(dag_id: str, run_id: str) -> bool:
+            if run_id == "lookup-fails":
+                raise RuntimeError("the API server is away")
+            return (dag_id, run_id) == ("d", "done")
+
+        lines: list[str] = []
+        assert orphans.stop_orphans(lines.append, run_over) == [over.pid]
+        assert over.wait(timeout=5) == -signal.SIGTERM and unknown.poll() is None  # unknown is not over
+        assert len(lines) == 1 and "d/done" in lines[0] and "its DAG run is over" in lines[0]
+    finally:
+        for proc in (over, unknown):
+            proc.kill()
+            proc.wait()
+        orphans.launcher_path("unknown00").unlink(missing_ok=True)

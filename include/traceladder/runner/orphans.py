@@ -7,8 +7,9 @@ host, the runner's pid and start time, the workload's process group), removed wh
 reaps it; the next rung's preflight stops every recorded group whose runner is gone.
 
 Warm launchers (runner/warm.py) are recorded here too, one file per DAG run and host: the
-preflight drops the record of one that is gone, and stops one unused for longer than its idle
-limit (it should have exited by itself: it is hung).
+preflight drops the record of one that is gone, and stops one whose DAG run is over (when the
+caller can ask Airflow: run_over) or that is unused for longer than its idle limit (it should
+have exited by itself: it is hung).
 
 Standard library only (the runner image imports it).
 """
@@ -68,7 +69,7 @@ def forget(path: Path | None) -> None:
         path.unlink(missing_ok=True)
 
 
-def stop_orphans(log: Callable[[str], None] | None = None) -> list[int]:
+def stop_orphans(log: Callable[[str], None] | None = None, run_over: RunOver | None = None) -> list[int]:
     """SIGKILL every recorded workload group on this host whose runner is gone, and stop every
     stale warm launcher; the groups and launcher pids stopped."""
     stopped: list[int] = []
@@ -90,7 +91,7 @@ def stop_orphans(log: Callable[[str], None] | None = None) -> list[int]:
                 what = f"an orphaned workload (process group {pgid})"
                 log(f"[traceladder] stopped {what} whose runner {runner_pid} is gone")
         path.unlink(missing_ok=True)
-    return stopped + stop_stale_launchers(log)
+    return stopped + stop_stale_launchers(log, run_over)
 
 
 # ---- warm launchers ---------------------------------------------------------------------------------
@@ -171,8 +172,23 @@ def _launcher_stale(path: Path, doc: JSONObject) -> str | None:
     return None
 
 
-def stop_stale_launchers(log: Callable[[str], None] | None = None) -> list[int]:
-    """Stop every stale warm launcher recorded on this host; the pids stopped."""
+#: ``(dag_id, run_id) -> bool``: whether Airflow says that DAG run is over (raises when unknown).
+RunOver = Callable[[str, str], bool]
+
+
+def _run_over(doc: JSONObject, run_over: RunOver | None) -> bool:
+    dag_id, run_id = doc.get("dag_id"), doc.get("run_id")
+    if run_over is None or not isinstance(dag_id, str) or not isinstance(run_id, str):
+        return False
+    try:
+        return run_over(dag_id, run_id)
+    except Exception:  # noqa: BLE001 - unknown is not over: never stop on a failed lookup
+        return False
+
+
+def stop_stale_launchers(log: Callable[[str], None] | None = None, run_over: RunOver | None = None) -> list[int]:
+    """Stop every stale warm launcher recorded on this host (its DAG run is over, per
+    ``run_over``, or it outstayed its idle limit); the pids stopped."""
     stopped: list[int] = []
     folder = launchers_dir()
     for path in sorted(folder.glob(f"{socket.gethostname()}-*.json")) if folder.is_dir() else []:
@@ -180,7 +196,7 @@ def stop_stale_launchers(log: Callable[[str], None] | None = None) -> list[int]:
         if doc is None or not launcher_alive(doc):
             path.unlink(missing_ok=True)
             continue
-        reason = _launcher_stale(path, doc)
+        reason = "its DAG run is over" if _run_over(doc, run_over) else _launcher_stale(path, doc)
         if reason is not None and stop_launcher(path, doc):
             stopped.append(int(doc["pid"]))  # type: ignore[arg-type]
             if log is not None:

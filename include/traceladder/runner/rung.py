@@ -196,9 +196,11 @@ def run_rung(
     workdir: Path | None = None,
     deadline_s: float | None = None,
     echo: TextIO | None = sys.stderr,
+    run_over: orphans.RunOver | None = None,
 ) -> JSONObject:
     """Run one rung spec and store its artifacts; returns metrics.json's data (never raises for a
-    failing workload: the status says what happened)."""
+    failing workload: the status says what happened). ``run_over`` (an Airflow task's lookup of
+    a DAG run's state) lets the preflight stop the warm launcher of a run that is over."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
     role = nodes.NodeRole.from_env()  # a node of a multi-node rung (runner/nodes.py), else None
@@ -231,7 +233,7 @@ def run_rung(
     try:
         backend = _BACKENDS[spec.backend]
         if spec.backend == "local":  # a workload whose runner was killed would share this host's cores
-            orphans.stop_orphans(_echo_line(echo))
+            orphans.stop_orphans(_echo_line(echo), run_over)
         argv, env = backend.command(spec, workspace)
         cwd = backend.workdir(spec, root)
         lens_error = None
@@ -248,7 +250,9 @@ def run_rung(
         else:
             if echo is not None:
                 echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
-            code, timed_out = _execute_workload(spec, argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
+            code, timed_out = _execute_workload(
+                spec, argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors
+            )
         peer_error = None
         if role is not None:  # the other nodes' traces and logs join this node's (runner/nodes.py)
             remaining = (deadline_s or spec.timeout_s) - (time.monotonic() - started)

@@ -48,12 +48,17 @@ def key_for(dag_id: str, run_id: str) -> str:
     return f"{dag_id}/{run_id}"
 
 
-def run_key(env: Mapping[str, str] | None = None) -> str | None:
+def dag_run(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """This task's DAG run (Airflow exports it to the task process), or None outside a DAG run:
     a one-shot runner gains nothing from a launcher, and could not bound its lifetime by a run."""
     env = os.environ if env is None else env
     dag_id, run_id = env.get("AIRFLOW_CTX_DAG_ID"), env.get("AIRFLOW_CTX_DAG_RUN_ID")
-    return key_for(dag_id, run_id) if dag_id and run_id else None
+    return (dag_id, run_id) if dag_id and run_id else None
+
+
+def run_key(env: Mapping[str, str] | None = None) -> str | None:
+    run = dag_run(env)
+    return key_for(*run) if run is not None else None
 
 
 def key_hash(key: str) -> str:
@@ -105,6 +110,8 @@ def _start(key: str) -> tuple[socket.socket | None, str]:
         {
             "pid": proc.pid,
             "key": key,
+            "dag_id": (dag_run() or ("", ""))[0],
+            "run_id": (dag_run() or ("", ""))[1],
             "idle_s": idle_s,
             "starter_pid": os.getpid(),
             "starter_start": orphans._start_time(os.getpid()),

@@ -50,8 +50,8 @@ def _import_workload() -> None:
     previous = os.environ.get(_BLAS_ENV)
     os.environ[_BLAS_ENV] = "1"
     try:
-        import torch  # noqa: F401
-        import torch._inductor.config  # noqa: F401
+        import torch
+        import torch._inductor.config
         import torch.distributed  # noqa: F401
 
         from . import __main__, launch, train  # noqa: F401
@@ -69,7 +69,7 @@ def _peer_uid(conn: socket.socket) -> int:
 
 def _read_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     """One JSON line and the fds sent with its first bytes."""
-    data, fds = b"", []
+    data, fds = b"", list[int]()
     fd_size = array.array("i").itemsize
     while not data.endswith(b"\n"):
         msg, anc, _flags, _addr = conn.recvmsg(65536, socket.CMSG_SPACE(4 * fd_size))
@@ -160,6 +160,7 @@ class Launcher:
         except OSError:
             pass  # the client went away; the workload still runs, its group is the client's to stop
         self.children[pid] = conn
+        print(f"[warm] workload {pid} started in {request['cwd']}", flush=True)
 
     def _fork(self, request: dict[str, Any], out_fd: int) -> int:
         args = [str(a) for a in request["args"]]
@@ -220,6 +221,7 @@ class Launcher:
             self.last_active = time.monotonic()
             if conn is None:
                 continue
+            print(f"[warm] workload {pid} exited with {_status_code(status)}", flush=True)
             try:
                 conn.sendall((json.dumps({"exit": _status_code(status)}) + "\n").encode())
             except OSError:
@@ -230,8 +232,8 @@ class Launcher:
 def reset_process_state(import_env: dict[str, str]) -> None:
     """What a fresh interpreter would have, where a fork would otherwise carry the launcher's:
     fresh entropy for `random`, numpy's global RNG and torch's default generator (a fresh
-    interpreter seeds each from the OS), and torch's intra-op pool sized from this request's OMP_NUM_THREADS (libgomp read the
-    launcher's at import)."""
+    interpreter seeds each from the OS), and torch's intra-op pool sized from this request's
+    OMP_NUM_THREADS (libgomp read the launcher's at import)."""
     import torch
 
     random.seed()
