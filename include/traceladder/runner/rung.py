@@ -149,8 +149,10 @@ def _execute_workload(
     write_errors: list[OSError],
 ) -> tuple[int | None, bool]:
     """A local rung through this DAG run's warm launcher (runner/warm.py) when it can; else, and
-    for every other backend, execute() as a cold subprocess."""
-    if spec.backend == "local" and warm.enabled() and argv[1:3] == ["-m", "traceladder.workload"]:
+    for every other backend and inside a Slurm job (one rung per job: nothing to keep warm),
+    execute() as a cold subprocess."""
+    in_slurm = bool(os.environ.get("SLURM_JOB_ID"))
+    if spec.backend == "local" and not in_slurm and warm.enabled() and argv[1:3] == ["-m", "traceladder.workload"]:
         outcome = warm.run(argv[3:], env, cwd, log_path, deadline_s, echo, write_errors, say=_echo_line(echo))
         if outcome is not None:
             return outcome
