@@ -8,12 +8,14 @@ environment, the cwd) to show that a child gets none of it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +39,7 @@ import traceladder.workload.__main__ as entry
 def probe(args):
     import numpy, torch, torch.distributed
     state = {
+        "pid": os.getpid(),
         "threads_at_start": len(os.listdir("/proc/self/task")),
         "random": random.random(),
         "numpy": float(numpy.random.random()),
@@ -195,9 +198,11 @@ def test_a_stuck_launcher_falls_back_to_a_cold_run(
     try:
         outcome = warm.run(["x", "0"], {}, tmp_path, tmp_path / "log.txt", 30, None, say=said.append)
     finally:
-        os.kill(pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
     assert outcome is None
     assert len(said) == 1 and "running the workload cold" in said[0]
+    assert _gone(pid), "a stuck launcher is stopped, so the next rung starts a fresh one"
 
 
 def _tiny_args() -> list[str]:
@@ -313,3 +318,38 @@ def test_the_sweep_stops_the_launcher_of_a_dag_run_that_is_over(records: Path) -
             proc.kill()
             proc.wait()
         orphans.launcher_path("unknown00").unlink(missing_ok=True)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_launcher_killed_during_a_run_fails_the_rung_and_stops_its_workload(
+    records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", f"killed-{os.getpid()}")
+    key = warm.run_key()
+    assert key is not None
+    proc = _start_driver(key, 300, records / "killed-launcher.log")
+    try:
+        _wait_serving(warm.socket_name(key), proc)
+        threading.Timer(2.0, proc.kill).start()
+        code, timed_out, state, log = _probe(tmp_path, "orphaned", "sleep", deadline_s=60)
+        assert (code, timed_out) == (None, False)
+        assert "the warm launcher died during the run; the workload was stopped" in log
+        until = time.monotonic() + 5
+        while not _gone(state["pid"]) and time.monotonic() < until:
+            time.sleep(0.05)
+        assert _gone(state["pid"]), "the workload outlived its launcher"
+        # The next rung runs cold, with one line; the dead launcher's record goes (the rung after
+        # starts a fresh one).
+        said: list[str] = []
+        assert warm.run(["x", "0"], {}, tmp_path, tmp_path / "log.txt", 30, None, say=said.append) is None
+        assert len(said) == 1 and "does not answer" in said[0] and "running the workload cold" in said[0]
+        assert not orphans.launcher_path(warm.key_hash(key)).exists()
+    finally:
+        proc.kill()
+        proc.wait()

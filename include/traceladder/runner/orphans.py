@@ -148,12 +148,13 @@ def stop_launcher(path: Path, doc: JSONObject | None = None) -> bool:
         pid = int(doc["pid"])  # type: ignore[arg-type]
         ran = True
         try:
-            os.kill(pid, signal.SIGTERM)
-            until = time.monotonic() + 2.0
-            while time.monotonic() < until and launcher_alive(doc):
-                time.sleep(0.05)
-            if launcher_alive(doc):
-                os.kill(pid, signal.SIGKILL)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                os.kill(pid, sig)
+                until = time.monotonic() + 2.0
+                while time.monotonic() < until and launcher_alive(doc):
+                    time.sleep(0.05)
+                if not launcher_alive(doc):
+                    break
         except (ProcessLookupError, PermissionError):
             pass
     path.unlink(missing_ok=True)

@@ -138,10 +138,9 @@ def _launcher(key: str) -> tuple[socket.socket | None, str]:
         path.touch(exist_ok=True)  # the sweep's measure of use
         return conn, ""
     doc = orphans.read_launcher(path)
-    if doc is not None and orphans.launcher_alive(doc):  # runs, but does not serve: broken
-        orphans.stop_launcher(path, doc)
-        return None, f"launcher {doc['pid']} does not answer; it was stopped"
-    path.unlink(missing_ok=True)
+    if doc is not None:  # this run had one: it died, or runs but does not serve
+        orphans.stop_launcher(path, doc)  # and the next rung starts a fresh one
+        return None, f"launcher {doc['pid']} does not answer"
     return _start(key)
 
 
@@ -202,6 +201,8 @@ def run(
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         if reply is None or "pid" not in reply:
             why = "closed the connection" if reply is None else str(reply.get("error"))
+            if reply is None or "Timeout" in why:  # stuck or dying: the next rung starts a fresh one
+                orphans.stop_launcher(orphans.launcher_path(key_hash(key)))
             _say(say, f"[traceladder] warm launcher refused the rung ({why}); running the workload cold")
             return None
         pid = int(reply["pid"])  # type: ignore[call-overload]

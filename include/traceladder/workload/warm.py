@@ -100,6 +100,7 @@ class Launcher:
         self.sock.bind("\0" + name)
         self.sock.listen(16)
         self.sock.setblocking(False)
+        self.selector = selectors.DefaultSelector()
 
     def serve(self) -> int:
         def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -107,7 +108,7 @@ class Launcher:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        selector = selectors.DefaultSelector()
+        selector = self.selector
         selector.register(self.sock, selectors.EVENT_READ)
         print(f"[warm] launcher {os.getpid()} serving {self.name!r} (idle exit after {self.idle_s:g} s)", flush=True)
         while not self.stopping:
@@ -144,7 +145,7 @@ class Launcher:
                 return
             if len(fds) != 1:
                 raise ValueError(f"expected one output fd, got {len(fds)}")
-            pid = self._fork(request, fds[0])
+            pid = self._fork(request, fds[0], conn)
         except Exception as exc:  # noqa: BLE001 - a bad request must not end the launcher
             try:
                 conn.sendall((json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
@@ -162,7 +163,7 @@ class Launcher:
         self.children[pid] = conn
         print(f"[warm] workload {pid} started in {request['cwd']}", flush=True)
 
-    def _fork(self, request: dict[str, Any], out_fd: int) -> int:
+    def _fork(self, request: dict[str, Any], out_fd: int, conn: socket.socket) -> int:
         args = [str(a) for a in request["args"]]
         env = {str(k): str(v) for k, v in dict(request["env"]).items()}
         cwd = str(request["cwd"])
@@ -172,6 +173,7 @@ class Launcher:
         if pid == 0:  # the child: never returns
             code = 1
             try:
+                conn.close()  # the client's end of it must see EOF if the launcher dies
                 code = self._become_workload(args, env, cwd, out_fd)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -188,6 +190,7 @@ class Launcher:
     def _become_workload(self, args: list[str], env: dict[str, str], cwd: str, out_fd: int) -> int:
         """In the forked child: leave the launcher's state, then run the workload's main()."""
         os.setsid()  # its own session: the runner's deadline kills the whole group
+        self.selector.close()
         self.sock.close()
         for conn in self.children.values():
             conn.close()
