@@ -9,7 +9,9 @@ at work, which `dag.test()` ignores), and their XCom sizes."""
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +37,10 @@ XCOM_CEILING = 64 * 1024  # bytes per XCom value; Postgres jsonb takes 255 MB, M
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("scheduler")
-    stack = start_stack(tmp, {TRIGGERED: {}, SCHEDULED: {"schedule": "0 3 * * 1"}})
+    workloads = tmp / "workloads"  # the warm launchers' records and logs (runner/warm.py)
+    stack = start_stack(
+        tmp, {TRIGGERED: {}, SCHEDULED: {"schedule": "0 3 * * 1"}}, {"TRACELADDER_WORKLOADS_DIR": str(workloads)}
+    )
     try:
         t0 = time.monotonic()
         trig_dag, weekly_dag = "traceladder-trigger", f"traceladder-{SCHEDULED}"
@@ -47,7 +52,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             time.sleep(2)
         assert weekly, f"the scheduler created no run of {weekly_dag} within 180 s of the unpause"
         weekly_run = weekly[0]["dag_run_id"]
-        out = {"stack": stack, "created_s": time.monotonic() - t0, "weekly_listing": weekly}
+        out = {"stack": stack, "created_s": time.monotonic() - t0, "weekly_listing": weekly, "workloads": workloads}
         for key, dag_id, run_id in (("trigger", trig_dag, trig_run), ("weekly", weekly_dag, weekly_run)):
             state = stack.wait_for_run(dag_id, run_id, timeout_s=1500)
             ladder = TRIGGERED if key == "trigger" else SCHEDULED
@@ -119,3 +124,18 @@ def test_rungs_of_one_host_never_overlap(runs: dict[str, Any]) -> None:
 def test_xcom_values_stay_small(runs: dict[str, Any]) -> None:
     sizes = {**runs["trigger"]["xcoms"], **runs["weekly"]["xcoms"]}
     assert sizes and max(sizes.values()) < XCOM_CEILING, sizes
+
+
+def test_each_runs_warm_launcher_served_its_rungs_and_is_gone_when_the_run_ends(runs: dict[str, Any]) -> None:
+    """Under LocalExecutor each rung is its own task process: the first rung of a DAG run starts
+    the run's launcher, later rungs fork from it, and the run's last task stops it."""
+    folder = runs["workloads"] / "launchers"
+    logs = [p.read_text() for p in sorted(folder.glob("*.log"))]
+    serving = [int(m) for text in logs for m in re.findall(r"\[warm\] launcher (\d+) serving", text)]
+    assert len(serving) >= 2, logs  # one per DAG run (two ran side by side)
+    forked = sum(text.count("] workload ") for text in logs) // 2  # a started and an exited line each
+    assert forked >= len(runs["trigger"]["rung_ids"]) + len(runs["weekly"]["rung_ids"]), logs  # none ran cold
+    assert list(folder.glob("*.json")) == []  # every record went with its launcher
+    for pid in serving:
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", f"launcher {pid} runs on"

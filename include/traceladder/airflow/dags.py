@@ -103,6 +103,8 @@ def _build_tasks(
 
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def ladder_status(summary_ref: JSONObject | None, published: JSONObject | None) -> None:
+        context = get_current_context()  # the run's last task: its warm launcher goes now
+        tasks.stop_warm_launcher(context["dag_run"].dag_id, str(context["run_id"]))
         tasks.check_rungs(summary_ref, published)
 
     planned = plan()

@@ -94,10 +94,27 @@ def run_local_rung(spec_dict: JSONObject, run_id: str) -> JSONObject:
     from traceladder.runner.rung import run_rung
 
     spec, store = _spec_store(spec_dict)
-    result = run_rung(spec, run_id, store)  # an S3 outage past the budget raises: the task retries
+    result = run_rung(
+        spec, run_id, store, run_over=_dag_run_over
+    )  # an S3 outage past the budget raises: the task retries
     if result["status"] != "ok":  # the workload itself failed: never retried
         raise AirflowFailException(f"rung {spec.rung_id} {result['status']}: {result['error']}")
     return {k: result.get(k) for k in RESULT_KEYS}
+
+
+def _dag_run_over(dag_id: str, run_id: str) -> bool:
+    """Whether Airflow says the DAG run is over (the Task SDK's execution API; no database)."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    state = RuntimeTaskInstance.get_dagrun_state(dag_id, run_id)
+    return str(getattr(state, "value", state)) in ("success", "failed")
+
+
+def stop_warm_launcher(dag_id: str, run_id: str) -> None:
+    """The DAG run's warm launcher on this host (runner/warm.py) ends with the run."""
+    from traceladder.runner import warm
+
+    warm.stop_run(dag_id, run_id)
 
 
 def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, JSONObject]:

@@ -68,6 +68,10 @@ SHARED_DIR = _setting("SHARED_DIR", None, "a Slurm rung's folder shared by its n
 WORKLOADS_DIR = _setting(
     "WORKLOADS_DIR", None, "where local workloads record their process groups (default: beside the spool)"
 )
+WARM_LAUNCHER = _setting(
+    "WARM_LAUNCHER", "1", "0 runs every local rung as a cold subprocess (no warm launcher, runner/warm.py)"
+)
+WARM_IDLE_S = _setting("WARM_IDLE_S", "120", "seconds a warm launcher waits for its next rung before it exits")
 IMAGE_ID = _setting("IMAGE_ID", None, "the runner image's id, for provenance (set by the operator)")
 IMAGE_DIGEST = _setting("IMAGE_DIGEST", None, "the runner image's digest, for provenance (set by the operator)")
 CONTAINER_NOFILE = _setting("CONTAINER_NOFILE", "1048576", "the rung container's open-file limit")
@@ -89,6 +93,8 @@ ALL: tuple[Setting, ...] = (
     NODE_DIR,
     SHARED_DIR,
     WORKLOADS_DIR,
+    WARM_LAUNCHER,
+    WARM_IDLE_S,
     IMAGE_ID,
     IMAGE_DIGEST,
     CONTAINER_NOFILE,

@@ -25,7 +25,7 @@ from traceladder import __version__
 from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
-from traceladder.runner import nodes, orphans
+from traceladder.runner import nodes, orphans, warm
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
@@ -138,6 +138,27 @@ def execute(
             errors.append(exc)
 
 
+def _execute_workload(
+    spec: RungSpec,
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    log_path: Path,
+    deadline_s: float,
+    echo: TextIO | None,
+    write_errors: list[OSError],
+) -> tuple[int | None, bool]:
+    """A local rung through this DAG run's warm launcher (runner/warm.py) when it can; else, and
+    for every other backend and inside a Slurm job (one rung per job: nothing to keep warm),
+    execute() as a cold subprocess."""
+    in_slurm = bool(os.environ.get("SLURM_JOB_ID"))
+    if spec.backend == "local" and not in_slurm and warm.enabled() and argv[1:3] == ["-m", "traceladder.workload"]:
+        outcome = warm.run(argv[3:], env, cwd, log_path, deadline_s, echo, write_errors, say=_echo_line(echo))
+        if outcome is not None:
+            return outcome
+    return execute(argv, env, cwd, log_path, deadline_s, echo, write_errors)
+
+
 def provenance(spec: RungSpec) -> JSONObject:
     from traceladder.runner import provenance as prov
 
@@ -177,9 +198,11 @@ def run_rung(
     workdir: Path | None = None,
     deadline_s: float | None = None,
     echo: TextIO | None = sys.stderr,
+    run_over: orphans.RunOver | None = None,
 ) -> JSONObject:
     """Run one rung spec and store its artifacts; returns metrics.json's data (never raises for a
-    failing workload: the status says what happened)."""
+    failing workload: the status says what happened). ``run_over`` (an Airflow task's lookup of
+    a DAG run's state) lets the preflight stop the warm launcher of a run that is over."""
     run_id = safe_key_part(run_id)
     prefix = rung_prefix(spec.storage_prefix, spec.ladder, run_id, spec.rung_id)
     role = nodes.NodeRole.from_env()  # a node of a multi-node rung (runner/nodes.py), else None
@@ -212,7 +235,7 @@ def run_rung(
     try:
         backend = _BACKENDS[spec.backend]
         if spec.backend == "local":  # a workload whose runner was killed would share this host's cores
-            orphans.stop_orphans(_echo_line(echo))
+            orphans.stop_orphans(_echo_line(echo), run_over)
         argv, env = backend.command(spec, workspace)
         cwd = backend.workdir(spec, root)
         lens_error = None
@@ -229,7 +252,9 @@ def run_rung(
         else:
             if echo is not None:
                 echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
-            code, timed_out = execute(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
+            code, timed_out = _execute_workload(
+                spec, argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors
+            )
         peer_error = None
         if role is not None:  # the other nodes' traces and logs join this node's (runner/nodes.py)
             remaining = (deadline_s or spec.timeout_s) - (time.monotonic() - started)

@@ -42,6 +42,14 @@ def max_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def peak_rss_bytes(rss_at_start: int) -> int:
+    """The run's peak memory: this rank's peak RSS (VmHWM) above its RSS when the run started,
+    after the imports. A rank forked by the warm launcher starts with the launcher's resident
+    pages (torch, the workload) mapped, which are not the run's; a cold rank's own imports are
+    not counted either, so cold and warm runs report the same quantity."""
+    return max(max_rss_bytes() - rss_at_start, 0)
+
+
 def current_rss_bytes() -> int:
     with open("/proc/self/statm", encoding="ascii") as fh:
         pages = int(fh.read().split()[1])

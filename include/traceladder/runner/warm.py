@@ -1,0 +1,308 @@
+"""Local rungs through a warm launcher: torch imported once per DAG run, a fresh fork per rung.
+
+The launcher (workload/warm.py) is started by the first local rung of a DAG run on this host and
+found by the later ones through a name derived from the run's key (dag_id/run_id, from the task
+process's AIRFLOW_CTX_* variables; outside a DAG run the rung runs cold). Its end: the DAG's last
+task stops it (stop_run), it exits when idle for TRACELADDER_WARM_IDLE_S, and the preflight sweep
+(orphans.stop_stale_launchers) stops one that outstayed its idle limit.
+
+The rung's contract is the cold subprocess's: its output goes to the rung's log (and echo) line
+by line, the exit code is the workload's (-signal when killed), the deadline kills the
+workload's whole process group, and the workload is recorded for the orphan sweep while it runs.
+When the launcher cannot be started or does not answer, run() returns None and says why in one
+line: the rung then runs cold. TRACELADDER_WARM_LAUNCHER=0 turns it off.
+
+A launcher forks only while idle between rungs, and a run's first rung waits for it to serve
+(~4-7 s, once), so its start-up never overlaps a measured run.
+"""
+
+from __future__ import annotations
+
+import array
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TextIO
+
+from traceladder.core import settings
+from traceladder.runner import orphans
+
+START_TIMEOUT_S = 90.0  # the launcher's imports take ~4-7 s on 2 busy cores
+REPLY_TIMEOUT_S = 30.0  # a serving launcher answers a request at once; silence means it is stuck
+_started: list[subprocess.Popen[bytes]] = []  # launchers this process started, reaped when they end
+
+
+def enabled(env: Mapping[str, str] | None = None) -> bool:
+    return (settings.WARM_LAUNCHER.get(env) or "1").strip() != "0"
+
+
+def key_for(dag_id: str, run_id: str) -> str:
+    return f"{dag_id}/{run_id}"
+
+
+def dag_run(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """This task's DAG run (Airflow exports it to the task process), or None outside a DAG run:
+    a one-shot runner gains nothing from a launcher, and could not bound its lifetime by a run."""
+    env = os.environ if env is None else env
+    dag_id, run_id = env.get("AIRFLOW_CTX_DAG_ID"), env.get("AIRFLOW_CTX_DAG_RUN_ID")
+    return (dag_id, run_id) if dag_id and run_id else None
+
+
+def run_key(env: Mapping[str, str] | None = None) -> str | None:
+    run = dag_run(env)
+    return key_for(*run) if run is not None else None
+
+
+def key_hash(key: str) -> str:
+    """Short and unique per records folder and key (two test suites on one host never meet)."""
+    return hashlib.sha256(f"{orphans.records_dir().resolve()}|{key}".encode()).hexdigest()[:16]
+
+
+def socket_name(key: str) -> str:
+    return f"traceladder-warm-{os.getuid()}-{key_hash(key)}"
+
+
+def _connect(name: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect("\0" + name)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _reap_started() -> None:
+    for proc in list(_started):
+        if proc.poll() is not None:
+            _started.remove(proc)
+
+
+def _start(key: str) -> tuple[socket.socket | None, str]:
+    """Start this key's launcher and wait until it serves; (connection, why not)."""
+    name, digest = socket_name(key), key_hash(key)
+    idle_s = float(settings.WARM_IDLE_S.get() or 120)
+    folder = orphans.launchers_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        log = (folder / f"{socket.gethostname()}-{digest}.log").open("ab")
+    except OSError as exc:
+        return None, f"cannot write its log in {folder}: {exc}"
+    with log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "traceladder.workload.warm", name, "--idle-s", f"{idle_s:g}"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not in the task's group: later tasks of the run use it
+        )
+    _started.append(proc)
+    orphans.record_launcher(
+        digest,
+        {
+            "pid": proc.pid,
+            "key": key,
+            "dag_id": (dag_run() or ("", ""))[0],
+            "run_id": (dag_run() or ("", ""))[1],
+            "idle_s": idle_s,
+            "starter_pid": os.getpid(),
+            "starter_start": orphans._start_time(os.getpid()),
+        },
+    )
+    until = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < until:
+        if proc.poll() is not None:
+            return None, f"it exited with {proc.returncode} while starting (see {log.name})"
+        conn = _connect(name)
+        if conn is not None:
+            return conn, ""
+        time.sleep(0.05)
+    orphans.stop_launcher(orphans.launcher_path(digest))
+    return None, f"it did not serve within {START_TIMEOUT_S:g} s"
+
+
+def _launcher(key: str) -> tuple[socket.socket | None, str]:
+    """A connection to this key's launcher, started if there is none; (connection, why not)."""
+    _reap_started()
+    path = orphans.launcher_path(key_hash(key))
+    conn = _connect(socket_name(key))
+    if conn is not None:
+        path.touch(exist_ok=True)  # the sweep's measure of use
+        return conn, ""
+    doc = orphans.read_launcher(path)
+    if doc is not None:  # this run had one: it died, or runs but does not serve
+        orphans.stop_launcher(path, doc)  # and the next rung starts a fresh one
+        return None, f"launcher {doc['pid']} does not answer"
+    return _start(key)
+
+
+def _send_request(conn: socket.socket, args: list[str], env: dict[str, str], cwd: Path, out_fd: int) -> None:
+    payload = (json.dumps({"args": args, "env": env, "cwd": str(cwd)}) + "\n").encode()
+    conn.sendmsg([payload[:1]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [out_fd]))])
+    conn.sendall(payload[1:])
+
+
+class _Replies:
+    """The launcher's JSON lines on the connection."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.buffer = conn, b""
+
+    def next(self, timeout_s: float | None) -> dict[str, object] | None:
+        """The next reply; None when the launcher closed the connection; TimeoutError past timeout_s."""
+        self.conn.settimeout(timeout_s)
+        while b"\n" not in self.buffer:
+            chunk = self.conn.recv(4096)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        reply = json.loads(line)
+        return reply if isinstance(reply, dict) else None
+
+
+def run(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    log_path: Path,
+    deadline_s: float,
+    echo: TextIO | None,
+    write_errors: list[OSError] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> tuple[int | None, bool] | None:
+    """`python -m traceladder.workload <args>` through this run's launcher, as rung.execute runs it
+    cold; (exit code, timed out), or None (said through `say`) when the launcher is unavailable."""
+    errors = write_errors if write_errors is not None else []
+    key = run_key()
+    if key is None:
+        return None
+    conn, why = _launcher(key)
+    if conn is None:
+        _say(say, f"[traceladder] warm launcher unavailable ({why}); running the workload cold")
+        return None
+    read_fd, write_fd = os.pipe()
+    replies = _Replies(conn)
+    try:
+        try:
+            _send_request(conn, args, {**os.environ, **env}, cwd, write_fd)
+            os.close(write_fd)
+            write_fd = -1
+            reply = replies.next(REPLY_TIMEOUT_S)
+        except (OSError, ValueError) as exc:
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        if reply is None or "pid" not in reply:
+            why = "closed the connection" if reply is None else str(reply.get("error"))
+            if reply is None or "Timeout" in why:  # stuck or dying: the next rung starts a fresh one
+                orphans.stop_launcher(orphans.launcher_path(key_hash(key)))
+            _say(say, f"[traceladder] warm launcher refused the rung ({why}); running the workload cold")
+            return None
+        pid = int(reply["pid"])  # type: ignore[call-overload]
+        return _follow(pid, replies, read_fd, log_path, deadline_s, echo, errors)
+    finally:
+        conn.close()
+        if write_fd >= 0:
+            os.close(write_fd)
+
+
+def _follow(
+    pid: int,
+    replies: _Replies,
+    read_fd: int,
+    log_path: Path,
+    deadline_s: float,
+    echo: TextIO | None,
+    errors: list[OSError],
+) -> tuple[int | None, bool]:
+    """Tee the workload's output, keep the deadline, return (exit code, timed out)."""
+    running = orphans.record(pid)  # its own session: pgid == pid; the sweep stops it if we die
+    out = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
+    code: int | None = None
+    timed_out = False
+    try:
+        log = log_path.open("w", encoding="utf-8", errors="replace", buffering=1)
+    except OSError as exc:
+        errors.append(exc)
+        log = None
+
+    def pump() -> None:
+        for line in out:
+            if log is not None and not errors:
+                try:
+                    log.write(line)
+                except OSError as exc:
+                    errors.append(exc)
+            if echo is not None:
+                echo.write(line)
+                echo.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    lost = False
+    try:
+        try:
+            reply = replies.next(deadline_s)
+        except TimeoutError:
+            timed_out = True
+            reply = _kill(pid, replies)
+        if reply is None:  # the launcher died: no exit status will come; stop the workload
+            lost = True
+            _killpg(pid, signal.SIGKILL)
+        else:
+            code = int(reply["exit"])  # type: ignore[call-overload]
+    except (OSError, ValueError, KeyError):
+        lost = True
+        _killpg(pid, signal.SIGKILL)
+    reader.join(timeout=10)
+    if log is not None:
+        try:
+            if timed_out and not errors:
+                log.write(f"[traceladder] deadline of {deadline_s:.0f} s reached; the rung was stopped\n")
+            if lost and not errors:
+                log.write("[traceladder] the warm launcher died during the run; the workload was stopped\n")
+            log.close()
+        except OSError as exc:
+            errors.append(exc)
+    if not reader.is_alive():  # else a grandchild holds the pipe; the daemon thread drains it
+        out.close()
+    if code is not None or lost:
+        orphans.forget(running)
+    return code, timed_out
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill(pid: int, replies: _Replies) -> dict[str, object] | None:
+    """rung._kill_group's sequence: SIGTERM to the group, 5 s, SIGKILL, 5 s; the exit reply."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        _killpg(pid, sig)
+        try:
+            return replies.next(5.0)
+        except TimeoutError:
+            continue
+    return None
+
+
+def stop_run(dag_id: str, run_id: str) -> bool:
+    """Stop the launcher of this DAG run on this host (the DAG's last task); whether one ran."""
+    stopped = orphans.stop_launcher(orphans.launcher_path(key_hash(key_for(dag_id, run_id))))
+    _reap_started()  # one this process started (dag.test) is its zombie now: reap it
+    return stopped
+
+
+def _say(say: Callable[[str], None] | None, line: str) -> None:
+    if say is not None:
+        say(line)
