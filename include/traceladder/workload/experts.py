@@ -38,7 +38,7 @@ class Experts(nn.Module):
         e, h, f = s.local_experts, s.hidden_size, s.moe_ffn_hidden_size
         self.w1 = nn.Parameter(torch.empty(e, h, 2 * f))
         self.w2 = nn.Parameter(torch.empty(e, f, h))
-        self.n_local, self.grouped = e, s.grouped_gemm
+        self.n_local, self.grouped, self.limit = e, s.grouped_gemm, s.swiglu_limit
 
     def forward(self, rows: torch.Tensor, local_e: torch.Tensor) -> torch.Tensor:
         """rows [N, H] sorted by local expert id `local_e` → outputs [N, H] in the same order."""
@@ -52,7 +52,11 @@ class Experts(nn.Module):
         # unbind once: indexing w1[e] per expert would make autograd allocate a full-size
         # gradient per expert in backward.
         w1s, w2s = self.w1.unbind(0), self.w2.unbind(0)
-        outs = [ops.swiglu(chunk @ w1s[e]) @ w2s[e] for e, chunk in enumerate(torch.split(rows, counts)) if counts[e]]
+        outs = [
+            ops.swiglu(chunk @ w1s[e], self.limit) @ w2s[e]
+            for e, chunk in enumerate(torch.split(rows, counts))
+            if counts[e]
+        ]
         return torch.cat(outs) if outs else rows.new_zeros(rows.shape)
 
     def _grouped(self, rows: torch.Tensor, local_e: torch.Tensor) -> torch.Tensor:
@@ -61,7 +65,7 @@ class Experts(nn.Module):
         slot, cap, _ = bucket_slots(local_e, self.n_local)
         h = rows.shape[1]
         buckets = rows.new_zeros(self.n_local * cap, h).index_copy(0, slot, rows).view(self.n_local, cap, h)
-        out = torch.bmm(ops.swiglu(torch.bmm(buckets, self.w1)), self.w2)
+        out = torch.bmm(ops.swiglu(torch.bmm(buckets, self.w1), self.limit), self.w2)
         return out.view(-1, h).index_select(0, slot)
 
 

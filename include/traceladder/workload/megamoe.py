@@ -27,6 +27,7 @@ class _Plan:
     bounds: list[tuple[int, int]]  # row range of each chunk in the source-side row array
     send: list[list[int]]  # per chunk: rows to each destination rank
     recv: list[list[int]]  # per chunk: rows from each source rank
+    limit: float  # the clamped SwiGLU's limit (0: plain)
 
 
 # per chunk: buckets, gate half, up half, silu(gate), slots (None when the chunk has no rows)
@@ -43,13 +44,15 @@ def _buckets(rows: torch.Tensor, slot: torch.Tensor, n_local: int, cap: int) -> 
 
 
 def _expert_fwd(
-    x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int
+    x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int, limit: float
 ) -> tuple[torch.Tensor, _Saved, int]:
     if not x.numel():
         return x.new_zeros(x.shape), (None,) * 5, 0
     slot, cap, _ = bucket_slots(local_e, n_local)
     xb = _buckets(x, slot, n_local, cap)
     gate, up = torch.bmm(xb, w1).chunk(2, -1)
+    if limit > 0:  # V4's clamped SwiGLU; backward lets the grad through where the clamp did not bite
+        gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
     silu = torch.nn.functional.silu(gate)
     y = torch.bmm(silu * up, w2)
     return y.view(-1, x.shape[1]).index_select(0, slot), (xb, gate, up, silu, slot), cap
@@ -64,6 +67,7 @@ def _expert_bwd(
     gw1: torch.Tensor,
     gw2: torch.Tensor,
     n_local: int,
+    limit: float,
 ) -> torch.Tensor:
     """SwiGLU MLP backward by hand on the buckets, the weight grads accumulated in place into
     gw1/gw2 (the fused kernel's wgrad accumulation: no per-micro-batch grad tensor to add)."""
@@ -73,7 +77,11 @@ def _expert_bwd(
     gyb = _buckets(gy, slot, n_local, cap)
     gw2.baddbmm_((silu * up).transpose(1, 2), gyb)
     dg = torch.bmm(gyb, w2.transpose(1, 2))
-    dh = torch.cat([torch.ops.aten.silu_backward(dg * up, gate), dg * silu], -1)
+    d_gate, d_up = torch.ops.aten.silu_backward(dg * up, gate), dg * silu
+    if limit > 0:  # clamped values sit exactly at the limit: zero the grad there, as clamp's backward
+        d_gate = d_gate.masked_fill_(gate >= limit, 0.0)
+        d_up = d_up.masked_fill_(up.abs() >= limit, 0.0)
+    dh = torch.cat([d_gate, d_up], -1)
     gw1.baddbmm_(xb.transpose(1, 2), dh)
     return torch.bmm(dh, w1.transpose(1, 2)).view(-1, gy.shape[1]).index_select(0, slot)
 
@@ -138,7 +146,9 @@ class _MegaMoE(torch.autograd.Function):
             return torch.cat([chunk.float(), local_ids[lo:hi].float().unsqueeze(1)], 1)
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            y, tensors, cap = _expert_fwd(buf[:, :-1].to(rows.dtype), buf[:, -1].long(), w1, w2, plan.n_local)
+            y, tensors, cap = _expert_fwd(
+                buf[:, :-1].to(rows.dtype), buf[:, -1].long(), w1, w2, plan.n_local, plan.limit
+            )
             saved.extend(tensors)
             caps.append(cap)
             return y
@@ -160,7 +170,9 @@ class _MegaMoE(torch.autograd.Function):
         gw1, gw2, fused_accumulation = _wgrad_targets(ctx.weights[0], ctx.weights[1])
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            return _expert_bwd(buf, tuple(saved[5 * c : 5 * c + 5]), ctx.caps[c], w1, w2, gw1, gw2, plan.n_local)
+            return _expert_bwd(
+                buf, tuple(saved[5 * c : 5 * c + 5]), ctx.caps[c], w1, w2, gw1, gw2, plan.n_local, plan.limit
+            )
 
         grad = grad.contiguous().to(w1.dtype)
         grad_rows = grad.new_empty(grad.shape)
@@ -189,7 +201,8 @@ def mega_moe(
         rows = x.index_select(0, order // k)
         sizes = send.sum(1).tolist()
         starts = [sum(sizes[:c]) for c in range(n_chunks)]
-        plan = _Plan(comm, n_local, [(a, a + n) for a, n in zip(starts, sizes)], send.tolist(), recv.t().tolist())
+        bounds = [(a, a + n) for a, n in zip(starts, sizes)]
+        plan = _Plan(comm, n_local, bounds, send.tolist(), recv.t().tolist(), experts.limit)
     y_rows = _MegaMoE.apply(rows, sorted_e - dest * n_local, experts.w1, experts.w2, plan)
     with record_function("moe_combine"):
         return unpermute(y_rows, order, w, n_tok, k)

@@ -163,6 +163,9 @@ def normalize_weights(w: torch.Tensor, fused: bool, eps: float = 1e-20) -> torch
     return w.mul(w.sum(-1, keepdim=True).add(eps).reciprocal())
 
 
-def swiglu(h: torch.Tensor) -> torch.Tensor:
+def swiglu(h: torch.Tensor, limit: float = 0.0) -> torch.Tensor:
+    """SwiGLU over [gate | up]; with a limit, V4's clamped form: gate clamped above, up both sides."""
     a, b = h.chunk(2, -1)
+    if limit > 0:
+        a, b = a.clamp(max=limit), b.clamp(-limit, limit)
     return F.silu(a) * b

@@ -40,6 +40,9 @@ class SettingsError(ValueError):
         self.key = key
 
 
+SWIGLU_LIMIT = 7.0
+
+
 @dataclass(frozen=True)
 class Fusions:
     rmsnorm: bool = True
@@ -69,6 +72,9 @@ class Settings:
     num_experts: int = 256
     moe_router_topk: int = 6
     moe_ffn_hidden_size: int = 16
+    # V4's experts clamp the SwiGLU's gate (above) and up (both sides) projections at this limit
+    # (v4_grouped_experts_support_clamped_swiglu); 0 = plain SwiGLU.
+    swiglu_limit: float = 0.0
     seq_length: int = 256
     micro_batch_size: int = 1
     global_batch_size: int = 2
@@ -189,6 +195,11 @@ def _bool(text: str) -> bool:
     raise ValueError(f"expected true/false, got {text!r}")
 
 
+def _swiglu_limit(text: str) -> float:
+    """The flag turns on V4's clamp at its limit, 7.0 (as GPT-OSS's clamped SwiGLU)."""
+    return SWIGLU_LIMIT if _bool(text) else 0.0
+
+
 def _int(text: str) -> int:
     return int(text.strip())
 
@@ -239,6 +250,7 @@ _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "num_experts": ("num_experts", _int),
     "moe_router_topk": ("moe_router_topk", _int),
     "moe_ffn_hidden_size": ("moe_ffn_hidden_size", _int),
+    "v4_grouped_experts_support_clamped_swiglu": ("swiglu_limit", _swiglu_limit),
     "seq_length": ("seq_length", _int),
     "micro_batch_size": ("micro_batch_size", _int),
     "global_batch_size": ("global_batch_size", _int),
