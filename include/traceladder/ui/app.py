@@ -218,20 +218,22 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: s
         charts_folder = f"{run_id}/{layout.SUMMARY_FOLDER}/{layout.CHARTS_FOLDER}/"
         view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
         if with_files:
-            keys, truncated = store.run_files(run_id)
+            listed, truncated = store.run_listing(run_id)
             groups: dict[str, list[str]] = {}
-            for key in keys:
+            for key, _ in listed:
                 rest = key[len(run_id) + 1 :]
                 folder = rest.split("/", 1)[0] if "/" in rest else "(run)"
                 groups.setdefault(folder, []).append(key)
             view["artifacts"] = groups
             view["artifacts_truncated"] = truncated
-            # what retention removed, from each rung's manifest: shown as removed, not as missing
+            # what retention removed, from each rung's manifest (kept at its listed ETag): shown as
+            # removed, not as missing
+            etags = dict(listed)
             view["removed"] = {
                 folder: sorted(removed.items())
-                for folder, group in groups.items()
-                if f"{run_id}/{folder}/{layout.MANIFEST_NAME}" in group
-                and (removed := store.removed(f"{run_id}/{folder}"))
+                for folder in groups
+                if (manifest := f"{run_id}/{folder}/{layout.MANIFEST_NAME}") in etags
+                and (removed := store.removed(f"{run_id}/{folder}", etags[manifest]))
             }
     except ArtifactStoreError as exc:
         view["error"] = view["error"] or data.scrub(exc)

@@ -391,6 +391,14 @@ ENTRIES = _VersionedCache(20_000)
 SUMMARIES = _VersionedCache(200)
 SUMMARY_FILES = _VersionedCache(2_000)
 
+# A run page's file listing, for a few seconds as the runs/ listing (retention, which changes it,
+# runs weekly), and each rung manifest parsed at its listing ETag: a run page of 45 rungs costs
+# one listing, not one listing and 45 manifest reads. A bucket that answered is not asked again
+# for a few seconds; one that did not is asked on every page.
+RUN_LISTINGS = _TtlCache(LISTING_TTL_S)
+MANIFESTS = _VersionedCache(20_000)
+BUCKET_CHECKS = _TtlCache(LISTING_TTL_S)
+
 
 class LadderStore:
     """Read-only access to one ladder's ``<prefix>/<ladder>/`` in S3, through the artifact store
@@ -426,9 +434,13 @@ class LadderStore:
         return check_key(key)
 
     def check(self) -> None:
-        """Raise ``ArtifactStoreError`` unless the bucket answers."""
+        """Raise ``ArtifactStoreError`` unless the bucket answers (an answer is kept a few seconds)."""
+        key = (self.entry.conn_id or "", self.bucket)
+        if BUCKET_CHECKS.get(key):
+            return
         with _scrubbed():
             self.store.check()
+        BUCKET_CHECKS.put(key, True)
 
     def get_bytes(self, rel: str) -> bytes:
         key = self.full_key(rel)
@@ -450,13 +462,20 @@ class LadderStore:
             keys, truncated = self.store.list_first(self.full_key(rel_folder.rstrip("/")), limit)
         return [k[len(self.base) + 1 :] for k in keys], truncated
 
-    def removed(self, rel_rung: str) -> dict[str, JSONObject]:
-        """``{relative key: record}`` of what retention removed from a rung folder (its manifest)."""
+    def removed(self, rel_rung: str, etag: str = "") -> dict[str, JSONObject]:
+        """``{relative key: record}`` of what retention removed from a rung folder (its manifest);
+        ``etag``, the manifest's from a listing, keeps what was read at that ETag."""
+        rel = f"{rel_rung.rstrip('/')}/{MANIFEST_NAME}"
+        cached = MANIFESTS.get((self.bucket, f"{self.base}/{rel}"), etag)
+        if cached is not None:
+            return dict(cached)
         try:
-            manifest = self.get_json(f"{rel_rung.rstrip('/')}/{MANIFEST_NAME}")
+            manifest = self.get_json(rel)
         except ArtifactStoreError:  # no manifest (or unreadable): nothing is known to be removed
             return {}
-        return {k[len(self.base) + 1 :]: r for k, r in removed_in(manifest).items() if k.startswith(self.base + "/")}
+        found = {k[len(self.base) + 1 :]: r for k, r in removed_in(manifest).items() if k.startswith(self.base + "/")}
+        MANIFESTS.put((self.bucket, f"{self.base}/{rel}"), etag, found)
+        return found
 
     def removal_of(self, rel: str) -> JSONObject | None:
         """The retention record of a trace or log key, if its rung's manifest lists it as removed."""
@@ -592,4 +611,27 @@ class LadderStore:
             raise type(err)(scrub(err), err.key, err.code) from None
 
     def run_files(self, run_id: str) -> tuple[builtins.list[str], bool]:
-        return self.list(clean_run_id(run_id))
+        keys, truncated = self.run_listing(run_id)
+        return [k for k, _ in keys], truncated
+
+    def run_listing(self, run_id: str, limit: int = MAX_LISTED_KEYS) -> tuple[builtins.list[tuple[str, str]], bool]:
+        """(key relative to the base, ETag) of the run's first ``limit`` files, sorted, and whether
+        the listing stopped there; one listing, kept LISTING_TTL_S."""
+        folder = self.full_key(clean_run_id(run_id))
+        cached = RUN_LISTINGS.get((self.bucket, folder))
+        if cached is not None:
+            return cached
+        found: builtins.list[tuple[str, str]] = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=folder + "/")
+            for page in pages:  # S3 lists in key order: stop at the limit
+                found += [
+                    (o["Key"][len(self.base) + 1 :], str(o.get("ETag") or "")) for o in page.get("Contents") or []
+                ]
+                if len(found) >= limit:
+                    break
+        except Exception as exc:  # noqa: BLE001 - the store's one-line error, scrubbed
+            raise type(err := self.store._error("list", folder + "/", exc))(scrub(err), err.key, err.code) from None
+        result = (sorted(found)[:limit], len(found) >= limit)
+        RUN_LISTINGS.put((self.bucket, folder), result)
+        return result
