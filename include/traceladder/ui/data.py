@@ -398,6 +398,34 @@ SUMMARY_FILES = _VersionedCache(2_000)
 RUN_LISTINGS = _TtlCache(LISTING_TTL_S)
 MANIFESTS = _VersionedCache(20_000)
 BUCKET_CHECKS = _TtlCache(LISTING_TTL_S)
+# A run page's manifests that are not cached are read this many at a time (one S3 round trip each).
+MANIFEST_READERS = 8
+
+
+class _RunsMemo:
+    """A ladder's run rows, kept while the index objects they were read from are the cached ones
+    (the same listing and legacy index objects): reading 52 index entries again on every page is
+    most of the ladder list's own work."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], tuple[object, object, builtins.list[RunRow]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str], listing: object, legacy: object) -> builtins.list[RunRow] | None:
+        if not CACHE_ENABLED:
+            return None
+        with self._lock:
+            hit = self._values.get(key)
+        return list(hit[2]) if hit and hit[0] is listing and hit[1] is legacy else None
+
+    def put(self, key: tuple[str, str], listing: object, legacy: object, rows: builtins.list[RunRow]) -> None:
+        with self._lock:
+            if len(self._values) > 1_000:
+                self._values.clear()
+            self._values[key] = (listing, legacy, list(rows))
+
+
+RUNS_MEMO = _RunsMemo()
 
 
 class LadderStore:
@@ -477,6 +505,17 @@ class LadderStore:
         MANIFESTS.put((self.bucket, f"{self.base}/{rel}"), etag, found)
         return found
 
+    def removed_many(self, manifests: builtins.list[tuple[str, str]]) -> dict[str, dict[str, JSONObject]]:
+        """``removed()`` of each ``(rung folder, manifest ETag)``: the uncached manifests read
+        MANIFEST_READERS at a time (each read is one S3 round trip)."""
+        if len(manifests) <= 1:
+            return {rung: self.removed(rung, etag) for rung, etag in manifests}
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(MANIFEST_READERS, len(manifests))) as pool:
+            found = pool.map(lambda item: (item[0], self.removed(item[0], item[1])), manifests)
+            return dict(found)
+
     def removal_of(self, rel: str) -> JSONObject | None:
         """The retention record of a trace or log key, if its rung's manifest lists it as removed."""
         if rel.endswith(f"/{LOG_OBJECT}"):
@@ -497,8 +536,11 @@ class LadderStore:
         a while) and one entry per run under ``runs/``. One listing with each entry's ETag (kept
         LISTING_TTL_S): an entry read before at the same ETag is not read again, so a page costs
         one request per 1,000 runs, not one per run."""
-        from traceladder.summary import index
+        doc, listing = self._index_sources()
+        return self._rows_from(doc, listing)
 
+    def _index_sources(self) -> tuple[Any, builtins.list[tuple[str, str]]]:
+        """The legacy index document (cached a while) and the ``runs/`` listing (kept LISTING_TTL_S)."""
         doc = LEGACY_INDEXES.get((self.bucket, self.base))
         if doc is None:
             try:
@@ -506,12 +548,17 @@ class LadderStore:
             except ArtifactNotFoundError:
                 doc = {"runs": []}
             LEGACY_INDEXES.put((self.bucket, self.base), doc)
-        legacy = f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT}"
-        rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in index.legacy_rows(doc, legacy)]
         listing = LISTINGS.get((self.bucket, self.base))
         if listing is None:
             listing = self._listing(RUNS_FOLDER)
             LISTINGS.put((self.bucket, self.base), listing)
+        return doc, listing
+
+    def _rows_from(self, doc: Any, listing: builtins.list[tuple[str, str]]) -> builtins.list[tuple[object, str, str]]:
+        from traceladder.summary import index
+
+        legacy = f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT}"
+        rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in index.legacy_rows(doc, legacy)]
         for key, etag in listing:
             if not key.endswith(".json"):
                 continue
@@ -542,7 +589,11 @@ class LadderStore:
         from traceladder.summary import index
 
         with _scrubbed():
-            rows = self._index_rows()
+            doc, listing = self._index_sources()
+            memo = RUNS_MEMO.get((self.bucket, self.base), listing, doc)
+            if memo is not None:
+                return memo
+            rows = self._rows_from(doc, listing)
         # the entry's ETag: a re-published run writes a new entry, so its summary is read again
         versions = {
             str(row["run_id"]): etag
@@ -563,7 +614,9 @@ class LadderStore:
                 failed_rungs=[str(f) for f in run.failed_rungs],
                 version=versions.get(run.run_id, ""),
             )
-        return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
+        result = sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
+        RUNS_MEMO.put((self.bucket, self.base), listing, doc, result)
+        return result
 
     def summary(self, run_id: str, version: str = "") -> JSONObject:
         """The run's summary.json, checked against the manifest beside it (as the pipeline reads it).
