@@ -193,10 +193,14 @@ def _removed_line(record: dict[str, Any]) -> str:
     return f"removed by retention on {when} (policy {record.get('policy', '?')}, {record.get('bytes', '?')} bytes)"
 
 
+_URL_SAFE_KEY = re.compile(r"[A-Za-z0-9_.~/-]*")
+
+
 def artifact_href(base: str, file: str, key: str, version: str = "") -> str:
     """A stored object's link on the page (``_macros.html``'s ``artifact_url``, spelled in Python
     for the run page's hundreds of links)."""
-    href = f"{base}/ladders/{quote(file, safe='')}/artifacts/{quote(key, safe='/')}"
+    path = key if _URL_SAFE_KEY.fullmatch(key) else quote(key, safe="/")  # most keys need no quoting
+    href = f"{base}/ladders/{quote(file, safe='')}/artifacts/{path}"
     return f"{href}?v={quote(version, safe='')}" if version else href
 
 
@@ -253,8 +257,9 @@ def _run_view(
             etags = dict(listed)
             manifests = [
                 (f"{run_id}/{folder}", etags[manifest])
-                for folder in groups
+                for folder, keys in groups.items()
                 if (manifest := f"{run_id}/{folder}/{layout.MANIFEST_NAME}") in etags
+                and _may_have_removals(folder, keys, f"{run_id}/{folder}/")
             ]
             view["removed"] = {
                 rung.split("/", 1)[1]: sorted(removed.items())
@@ -264,6 +269,22 @@ def _run_view(
     except ArtifactStoreError as exc:
         view["error"] = view["error"] or data.scrub(exc)
     return view
+
+
+def _may_have_removals(folder: str, keys: list[str], rung_prefix: str) -> bool:
+    """Whether retention may have removed something from this rung folder, judged from its
+    listing: retention removes only ``log.txt.gz`` and the whole of ``traces/`` (a rung has one
+    lens, so one policy covers all its traces). A rung that still has its log and, unless its
+    lens (``<rung>.<lens>.<r|l><n>``) is ``none``, a trace, has lost nothing, and its manifest
+    need not be read: the run page of a run retention never touched reads no manifest. (A
+    retention run killed between a rung's manifest and its deletes shows the objects still there
+    as files until the next run finishes the job.)"""
+    rels = [k[len(rung_prefix) :] for k in keys if k.startswith(rung_prefix)]
+    if layout.LOG_OBJECT not in rels:
+        return True
+    parts = folder.split(".")
+    lens = parts[-2] if len(parts) >= 3 else ""
+    return lens != "none" and not any(r.startswith(layout.TRACES_FOLDER + "/") for r in rels)
 
 
 LATEST_HTML = data._VersionedCache(500)
