@@ -352,6 +352,13 @@ def _write_page_figures(results: dict[str, Any], seconds: float, year: Any) -> N
             for t in TARGETS
         ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "## Through the run (p95 ms of the requests started in each part, requests)", ""]
+    parts = [(0.0, 10.0), (10.0, 30.0), (30.0, seconds + 1)]
+    lines.append("| run | " + " | ".join(f"{a:.0f}-{min(b, seconds):.0f} s" for a, b in parts) + " |")
+    lines.append("|---|" + "---|" * len(parts))
+    for label, r in results.items():
+        cells = [f"{q:.0f} ({n})" if n else "-" for q, n in (r.p_between(0.95, a, b) for a, b in parts)]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     errors = [e for r in results.values() for e in r.errors[:5]]
     if errors:
         lines += ["", "First errors: " + "; ".join(errors)]

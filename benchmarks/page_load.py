@@ -51,6 +51,9 @@ class LoadResult:
     viewers: int
     seconds: float
     latencies_ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # (seconds since the clock started, ms) of every request: where in the run the slow ones fall
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+    started: float = 0.0
     statuses: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     from_browser_cache: int = 0
@@ -76,6 +79,11 @@ class LoadResult:
 
     def p(self, q: float, target: str | None = None) -> float:
         return self.quantile(self.latencies_ms[target] if target else self.all_latencies(), q)
+
+    def p_between(self, q: float, from_s: float, to_s: float) -> tuple[float, int]:
+        """The quantile of the requests started in [from_s, to_s) of the run, and their count."""
+        values = [ms for at, ms in self.timeline if from_s <= at < to_s]
+        return self.quantile(values, q), len(values)
 
 
 def _loopback(url: str) -> None:
@@ -131,6 +139,7 @@ async def _viewer(
                     result.errors.append(f"{target} {path}: {type(exc).__name__}")
                     continue
                 result.latencies_ms[target].append((time.perf_counter() - t0) * 1000)
+                result.timeline.append((t0 - result.started, result.latencies_ms[target][-1]))
                 result.statuses[f"{target} {resp.status_code}"] += 1
                 if resp.status_code not in (200, 304):
                     result.errors.append(f"{target} {path}: HTTP {resp.status_code}")
@@ -189,6 +198,7 @@ async def _run(
         for target in TARGETS:
             await client.get(site.path(target, rng), headers={"Authorization": f"Bearer {tokens[0]}"})
     deadline = time.monotonic() + seconds
+    result.started = time.perf_counter()
     tasks = [
         _viewer(site, tokens[i], result, deadline, max_requests, 1000 + i, think_s, browser_cache)
         for i in range(viewers)

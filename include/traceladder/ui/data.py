@@ -20,6 +20,7 @@ import builtins  # LadderStore.list shadows the builtin inside the class
 import json
 import threading
 import time
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -398,8 +399,10 @@ SUMMARY_FILES = _VersionedCache(2_000)
 RUN_LISTINGS = _TtlCache(LISTING_TTL_S)
 MANIFESTS = _VersionedCache(20_000)
 BUCKET_CHECKS = _TtlCache(LISTING_TTL_S)
-# A run page's manifests that are not cached are read this many at a time (one S3 round trip each).
+# A run page's manifests and a ladder's index entries that are not cached are read this many at a
+# time (one S3 round trip each).
 MANIFEST_READERS = 8
+INDEX_READERS = 8
 
 
 class _RunsMemo:
@@ -410,6 +413,14 @@ class _RunsMemo:
     def __init__(self) -> None:
         self._values: dict[tuple[str, str], tuple[object, object, builtins.list[RunRow]]] = {}
         self._lock = threading.Lock()
+        self._readers: dict[tuple[str, str], threading.Lock] = {}
+
+    def lock_for(self, key: tuple[str, str]) -> Any:
+        """The ladder's reader lock (none when the caches are off: nothing to share then)."""
+        if not CACHE_ENABLED:
+            return contextlib.nullcontext()
+        with self._lock:
+            return self._readers.setdefault(key, threading.Lock())
 
     def get(self, key: tuple[str, str], listing: object, legacy: object) -> builtins.list[RunRow] | None:
         if not CACHE_ENABLED:
@@ -559,17 +570,27 @@ class LadderStore:
 
         legacy = f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT}"
         rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in index.legacy_rows(doc, legacy)]
-        for key, etag in listing:
-            if not key.endswith(".json"):
-                continue
-            cached = ENTRIES.get((self.bucket, key), etag)
-            if cached is None:
-                try:
-                    cached = self.get_json(key[len(self.base) + 1 :])
-                except ArtifactNotFoundError:
-                    continue
-                ENTRIES.put((self.bucket, key), etag, cached)
-            rows.append((cached, key, etag))
+        entries = [(key, etag) for key, etag in listing if key.endswith(".json")]
+        found = {key: ENTRIES.get((self.bucket, key), etag) for key, etag in entries}
+        missing = [(key, etag) for key, etag in entries if found[key] is None]
+
+        def read(item: tuple[str, str]) -> tuple[str, Any]:
+            key, etag = item
+            try:
+                value = self.get_json(key[len(self.base) + 1 :])
+            except ArtifactNotFoundError:
+                return key, None
+            ENTRIES.put((self.bucket, key), etag, value)
+            return key, value
+
+        if len(missing) > 1:  # a ladder's first page: its entries read INDEX_READERS at a time
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(INDEX_READERS, len(missing))) as pool:
+                found.update(pool.map(read, missing))
+        else:
+            found.update(map(read, missing))
+        rows += [(found[key], key, etag) for key, etag in entries if found[key] is not None]
         return rows
 
     def _listing(self, rel_folder: str) -> builtins.list[tuple[str, str]]:
@@ -588,7 +609,9 @@ class LadderStore:
         index's own rule (summary/index.entries_from) from the cached index objects."""
         from traceladder.summary import index
 
-        with _scrubbed():
+        # One reader per ladder at a time: the viewers' first pages all find the ladder cold, and
+        # each would otherwise read its whole index again; they wait and take the first's rows.
+        with RUNS_MEMO.lock_for((self.bucket, self.base)), _scrubbed():
             doc, listing = self._index_sources()
             memo = RUNS_MEMO.get((self.bucket, self.base), listing, doc)
             if memo is not None:
@@ -625,8 +648,12 @@ class LadderStore:
         cached = SUMMARIES.get((self.bucket, key), version)
         if cached is not None:
             return cached
-        data = self._read_summary(run_id, key)
-        SUMMARIES.put((self.bucket, key), version, data)
+        with RUNS_MEMO.lock_for((self.bucket, key)):  # concurrent first views read it once
+            cached = SUMMARIES.get((self.bucket, key), version)
+            if cached is not None:
+                return cached
+            data = self._read_summary(run_id, key)
+            SUMMARIES.put((self.bucket, key), version, data)
         return data
 
     def _read_summary(self, run_id: str, key: str) -> JSONObject:
