@@ -39,6 +39,8 @@ SEED_LADDER = "deepseek-v4-flash-mi350x"
 FIRST_MONDAY = datetime(2025, 12, 1, 3, 0, tzinfo=timezone.utc)
 MAX_TRACE_BYTES = 64 * 1024
 PUT_THREADS = 8
+# Generator processes, each writing whole ladders (``_write_ladders``); the machine has 2 cores.
+GENERATOR_PROCESSES = 2
 
 # What each lens's trace weighs for real, stored (gzip): rocprofv3 writes ~150 MB of JSON per rank
 # (~12 MB gzipped), a Primus torch trace ~4 MB gzipped, rocm_trace_lite's db ~20 MB; one seed run
@@ -486,7 +488,93 @@ class Year:
         return self.root / "ladders"
 
 
-def generate(root: Path, ladders: int, weeks: int, log: Callable[[str], None] = print) -> Year:
+def _write_ladders_in_process(
+    s3: Any, names: list[str], weeks: int, log: Callable[[str], None], done: Any = None
+) -> None:
+    """Write whole ladders, one after another, through one writer (its own put pool)."""
+    client = s3.client(max_pool_connections=PUT_THREADS * 2)
+    with tempfile.TemporaryDirectory(prefix="tl-year-") as work:
+        writer = s3_writer(s3, client, Path(work))
+        try:
+            for name in names:
+                writer.write_ladder(name, weeks, log)
+                if done is not None:
+                    done.put(name)
+        finally:
+            writer.close()
+
+
+def _ladder_worker(endpoint: dict[str, Any], ladders_dir: str, names: list[str], weeks: int, done: Any) -> None:
+    """A generator process (spawned): the same writes as in-process, for its share of the ladders."""
+    import os
+
+    os.environ["TRACELADDER_LADDERS_DIR"] = ladders_dir
+    _write_ladders_in_process(_RunningS3(**endpoint), names, weeks, lambda line: print(line, flush=True), done)
+
+
+@dataclass
+class _RunningS3:
+    """What a generator process needs of the parent's EmbeddedS3 (which it must not start or stop)."""
+
+    host: str
+    ports: dict[str, int]
+    bucket: str
+    env: dict[str, str]  # EmbeddedS3.env(): the endpoint and the keys, handed over, never printed
+
+    def client(self, **config: Any) -> Any:
+        from traceladder.storage.artifacts import s3_client_from_env
+
+        return s3_client_from_env(self.env, **{"read_timeout": 60, **config})
+
+
+def _write_ladders(s3: Any, names: list[str], weeks: int, workers: int, log: Callable[[str], None]) -> None:
+    """Every ladder written, ``workers`` processes at a time: one process's serial steps (a week's
+    summary, history and renderers; manifests) overlap another's puts, which one process under
+    the GIL cannot do. Each ladder is one process's whole job, so what it writes (seeded per
+    ladder and week) does not depend on the split."""
+    import multiprocessing
+
+    workers = max(1, min(workers, len(names)))
+    if workers == 1:
+        _write_ladders_in_process(s3, names, weeks, log)
+        return
+    import os
+
+    endpoint = {"host": s3.host, "ports": dict(s3.ports), "bucket": s3.bucket, "env": s3.env()}
+    ctx = multiprocessing.get_context("spawn")  # the parent runs threads (the S3 server's readers)
+    done = ctx.Queue()
+    shares = [names[i::workers] for i in range(workers)]
+    procs = [
+        ctx.Process(
+            target=_ladder_worker,
+            args=(endpoint, os.environ["TRACELADDER_LADDERS_DIR"], share, weeks, done),
+            name=f"year-writer-{i}",
+        )
+        for i, share in enumerate(shares)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join()
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    failed = [p.name for p in procs if p.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"year generation: {', '.join(failed)} exited non-zero (see its output above)")
+    written = []
+    while not done.empty():
+        written.append(done.get())
+    if sorted(written) != sorted(names):
+        raise RuntimeError(f"year generation: ladders not written: {sorted(set(names) - set(written))}")
+
+
+def generate(
+    root: Path, ladders: int, weeks: int, log: Callable[[str], None] = print, workers: int = GENERATOR_PROCESSES
+) -> Year:
     """Generate into ``root`` (a fresh SeaweedFS folder there); stops the server when done."""
     import os
 
@@ -501,15 +589,9 @@ def generate(root: Path, ladders: int, weeks: int, log: Callable[[str], None] = 
     s3.start()
     try:
         client = s3.client(max_pool_connections=PUT_THREADS * 2)
-        with tempfile.TemporaryDirectory(prefix="tl-year-") as work:
-            writer = s3_writer(s3, client, Path(work))
-            t0 = time.perf_counter()
-            try:
-                for name in names:
-                    writer.write_ladder(name, weeks, log)
-            finally:
-                writer.close()
-            seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _write_ladders(s3, names, weeks, workers, log)
+        seconds = time.perf_counter() - t0
         objects, size = object_count(client, s3.bucket, DEFAULT_PREFIX)
     finally:
         s3.stop()

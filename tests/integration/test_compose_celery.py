@@ -5,6 +5,7 @@ merge (`config`), not by reading the YAML ourselves."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -19,6 +20,9 @@ from traceladder.config.loader import load_clusters
 pytestmark = pytest.mark.docker
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "airflow" / "docker-compose.yaml"
+SECRETS_FILE = COMPOSE.with_name("docker-compose.secrets.yaml")
+# every Airflow command starts through the entrypoint that builds the settings from the secrets
+ENTRYPOINT = ["python", "-m", "traceladder.cli.compose_env"]
 SECRETS = (
     "POSTGRES_PASSWORD",
     "AIRFLOW_JWT_SECRET",
@@ -29,14 +33,21 @@ SECRETS = (
 )
 
 
-def _config(executor: str | None) -> dict:
+def _config(executor: str | None, secrets_dir: Path | None = None) -> dict:
+    """The merged services; with ``secrets_dir``, the secrets from its files only (the override)."""
     if not shutil.which("docker-compose"):
         unavailable("docker-compose (apt-get install -y docker-compose)")
-    env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_EXECUTOR"} | {k: "test-value" for k in SECRETS}
+    env = {k: v for k, v in os.environ.items() if k != "AIRFLOW_EXECUTOR" and k not in SECRETS}
+    files = ["-f", str(COMPOSE)]
+    if secrets_dir is None:
+        env |= {k: "test-value" for k in SECRETS}
+    else:
+        env["TRACELADDER_SECRETS_DIR"] = str(secrets_dir)
+        files += ["-f", str(SECRETS_FILE)]
     if executor:
         env["AIRFLOW_EXECUTOR"] = executor
     out = subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "--profile", "celery", "config"], capture_output=True, text=True, env=env
+        ["docker-compose", *files, "--profile", "celery", "config"], capture_output=True, text=True, env=env
     )
     assert out.returncode == 0, out.stderr
     return yaml.safe_load(out.stdout)["services"]
@@ -47,6 +58,8 @@ def test_celery_profile_has_a_worker_per_host_queue() -> None:
     queues = {}
     for name, svc in services.items():
         command = svc.get("command") or []
+        if command[: len(ENTRYPOINT)] == ENTRYPOINT:
+            command = command[len(ENTRYPOINT) :]
         if command[:3] == ["airflow", "celery", "worker"]:
             queues[command[command.index("--queues") + 1]] = name
             assert svc["environment"]["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://redis:")
@@ -60,6 +73,28 @@ def test_celery_profile_has_a_worker_per_host_queue() -> None:
 def test_local_executor_stays_the_default() -> None:
     services = _config(None)
     assert services["scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+
+
+def test_the_secrets_override_mounts_each_secret_file_where_its_file_variable_points(tmp_path: Path) -> None:
+    """docker-compose.secrets.yaml: every service that needs a secret gets its file under
+    /run/secrets/ and NAME_FILE naming it; the variable itself stays empty (no value in the
+    configuration), and every Airflow service starts through the entrypoint that reads them."""
+    for name in SECRETS:
+        (tmp_path / name.lower()).write_text("from-a-file\n")
+    services = _config("CeleryExecutor", tmp_path)
+    needs = {"postgres": ["POSTGRES_PASSWORD"], "s3": ["S3_ACCESS_KEY", "S3_SECRET_KEY"]}
+    needs["s3-init"] = needs["s3"]
+    airflow = [n for n, s in services.items() if (s.get("command") or [])[: len(ENTRYPOINT)] == ENTRYPOINT]
+    assert {"airflow-init", "api-server", "scheduler", "dag-processor", "triggerer", "worker-default"} <= set(airflow)
+    needs |= {name: list(SECRETS) for name in airflow}
+    for service, names in needs.items():
+        svc = services[service]
+        mounted = {s["source"] for s in svc.get("secrets") or []}
+        env = svc["environment"]
+        for name in names:
+            assert env[f"{name}_FILE"] == f"/run/secrets/{name.lower()}", (service, name)
+            assert name.lower() in mounted and not env.get(name), (service, name)
+    assert "from-a-file" not in json.dumps(services)
 
 
 def test_user_defined_network_resolves_service_names(docker_engine, standin_images) -> None:

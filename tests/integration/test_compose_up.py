@@ -3,7 +3,10 @@ of docker/airflow/docker-compose.yaml with its `celery` profile, its services (P
 s3-init that makes the bucket, airflow-init, api-server, scheduler, dag-processor, triggerer,
 Redis, the default worker and two host workers on their queues) on a compose network of the test
 Docker Engine, and a docker-backend ladder run through it to a published summary, its rungs
-routed to both host workers. The secrets come from the environment only (no committed file).
+routed to both host workers. Every secret (the S3 keys, the Postgres password, the Airflow keys)
+comes from a file mounted by compose's file-based ``secrets:`` (docker-compose.secrets.yaml,
+/run/secrets/), none from the environment or a committed file; none may show in the services'
+logs, the containers' configuration or the task instances' rendered fields.
 
 No public image can be pulled here, so the images are docker/compose_images.py's: the same
 Dockerfile (docker/airflow/Dockerfile, ``AIRFLOW_IMAGE`` = a debootstrap'd Debian base with
@@ -40,6 +43,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker" / "airflow" / "docker-compose.yaml"
+SECRETS = REPO / "docker" / "airflow" / "docker-compose.secrets.yaml"
 OVERRIDE = Path(__file__).resolve().parent / "compose" / "docker-compose.test.yaml"
 LADDER, TLS_CONN = "compose-e2e", "docker_tls_test"
 # the compose file ships worker-mi350x-01; the test override adds worker-mi350x-02
@@ -123,7 +127,8 @@ class Compose:
         self.project, self.env = project, env
 
     def __call__(self, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-        argv = ["docker-compose", "-p", self.project, "-f", str(COMPOSE), "-f", str(OVERRIDE), "--profile", "celery"]
+        argv = ["docker-compose", "-p", self.project, "-f", str(COMPOSE), "-f", str(SECRETS), "-f", str(OVERRIDE)]
+        argv += ["--profile", "celery"]
         argv += args
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
@@ -134,6 +139,16 @@ class Compose:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         out = self("logs", "--no-color", "--timestamps", timeout=300, check=False)
         (ARTIFACTS / f"{self.project}.log").write_text(out.stdout + out.stderr)
+
+
+def write_secrets(folder: Path, secrets_by_name: dict[str, str]) -> None:
+    """One file per secret, as a site keeps them (the value and a newline); readable by the
+    containers' users (root, uid 50000), since compose 1.29 bind-mounts them as they are."""
+    folder.mkdir(parents=True)
+    for name, value in secrets_by_name.items():
+        path = folder / name.lower()
+        path.write_text(value + "\n")
+        os.chmod(path, 0o444)
 
 
 def wait_for(what: str, probe: Any, timeout_s: float, poll_s: float = 2) -> Any:
@@ -168,18 +183,27 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
     folder = tmp_path_factory.mktemp("compose") / "mounted"
     password = write_inputs(folder, s3_port, docker_engine, standin_images.runner)
     tls_extra = {name: p.read_text() for name, p in docker_engine.tls_files().items()}
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "TRACELADDER_", "AWS_"))},
-        **images,
-        "TRACELADDER_S3_PORT": str(s3_port),
-        "TRACELADDER_AIRFLOW_PORT": str(api_port),
-        "AIRFLOW_EXECUTOR": "CeleryExecutor",
+    stack_secrets = {
         "POSTGRES_PASSWORD": secrets.token_urlsafe(16),
         "AIRFLOW_JWT_SECRET": secrets.token_urlsafe(48),
         "AIRFLOW_API_SECRET_KEY": secrets.token_urlsafe(24),
         "AIRFLOW_FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
         "S3_ACCESS_KEY": s3_keys[0],
         "S3_SECRET_KEY": s3_keys[1],
+    }
+    secrets_dir = folder.parent / "secrets"
+    write_secrets(secrets_dir, stack_secrets)
+    env = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW", "TRACELADDER_", "AWS_", "S3_", "POSTGRES_")) and k not in stack_secrets
+        },
+        **images,
+        "TRACELADDER_S3_PORT": str(s3_port),
+        "TRACELADDER_AIRFLOW_PORT": str(api_port),
+        "AIRFLOW_EXECUTOR": "CeleryExecutor",
+        "TRACELADDER_SECRETS_DIR": str(secrets_dir),  # the secrets, from files only
         "TEST_DIR": str(folder),
         "TEST_DOCKER_TLS_PORT": docker_engine.tls_url.rsplit(":", 1)[1],
         "TEST_DOCKER_TLS_CONN": json.dumps({"conn_type": "generic", "extra": tls_extra}),
@@ -230,6 +254,9 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
             worker_hosts[queue] = subprocess.run(
                 ["docker", "inspect", "--format", "{{.Config.Hostname}}", container], capture_output=True, text=True
             ).stdout.strip()
+        containers = compose("ps", "-q").stdout.split()
+        inspected = subprocess.run(["docker", "inspect", *containers], capture_output=True, text=True, check=True)
+        logs = compose("logs", "--no-color", timeout=300)
         keys = [
             o["Key"]
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket="traceladder", Prefix="traceladder/")
@@ -246,6 +273,9 @@ def compose_run(tmp_path_factory: pytest.TempPathFactory, docker_engine, standin
             "up_s": up_s,
             "wall_s": time.monotonic() - t0,
             "services": compose("ps", "--services", "--filter", "status=running").stdout.split(),
+            "secrets": stack_secrets,
+            "container_configs": inspected.stdout,
+            "logs": logs.stdout + logs.stderr,
         }
     finally:
         compose.keep_logs()
@@ -286,3 +316,18 @@ def test_each_rung_ran_on_its_host_workers_container(compose_run: dict[str, Any]
     others = [t for t in ran if not t["pool"].startswith("traceladder-mi350x-")]
     assert {"plan", "summary", "publish"} <= {t["task_id"] for t in others}
     assert {(t["queue"], t["hostname"]) for t in others} == {("default", hosts["default"])}, others
+
+
+def test_the_secrets_came_from_files_and_show_nowhere(compose_run: dict[str, Any]) -> None:
+    """The stack ran (the tests above) with every secret from /run/secrets/ only: no container's
+    configuration holds one (none came through the environment), and none shows in the services'
+    logs or in the task instances' rendered fields (the operators' templates, XCom-fed arguments)."""
+    configs = json.loads(compose_run["container_configs"])
+    assert configs, "no container inspected"
+    mounted = {m["Destination"] for c in configs for m in c["Mounts"] if m["Destination"].startswith("/run/secrets/")}
+    assert {"/run/secrets/s3_access_key", "/run/secrets/s3_secret_key", "/run/secrets/postgres_password"} <= mounted
+    tis_text = json.dumps(compose_run["tis"])
+    for name, value in compose_run["secrets"].items():
+        assert value not in compose_run["container_configs"], f"{name} is in a container's configuration"
+        assert value not in compose_run["logs"], f"{name} is in the services' logs"
+        assert value not in tis_text, f"{name} is in a task instance's rendered fields"

@@ -4,7 +4,14 @@
 # password, creates POSTGRES_DB, and accepts password logins from the network; every start then
 # runs the server in the foreground as the postgres user.
 set -euo pipefail
-: "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}"
+# POSTGRES_PASSWORD_FILE (a compose secret under /run/secrets/) is read when POSTGRES_PASSWORD is
+# empty, as the official image does (which refuses both set at once).
+if [ -z "${POSTGRES_PASSWORD:-}" ] && [ -n "${POSTGRES_PASSWORD_FILE:-}" ]; then
+  POSTGRES_PASSWORD="$(cat "$POSTGRES_PASSWORD_FILE" 2>/dev/null)" \
+    || { echo "postgres-entrypoint: POSTGRES_PASSWORD_FILE=$POSTGRES_PASSWORD_FILE: cannot read the secret file" >&2; exit 2; }
+  export POSTGRES_PASSWORD
+fi
+: "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD or POSTGRES_PASSWORD_FILE}"
 user="${POSTGRES_USER:-postgres}"
 db="${POSTGRES_DB:-$user}"
 if [ "$(id -u)" = 0 ]; then

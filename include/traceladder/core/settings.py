@@ -103,6 +103,52 @@ ALL: tuple[Setting, ...] = (
     WEED_BINARY,
 )
 
+# ---- secrets: a variable or its file ----------------------------------------------------------------
+#: ``NAME_FILE`` names the file that holds secret ``NAME`` (compose's file-based ``secrets:``,
+#: mounted at /run/secrets/<secret>).
+FILE_SUFFIX = "_FILE"
+
+#: The compose stack's secrets (docker/airflow/docker-compose.yaml), each given as the variable or
+#: as its ``_FILE``; ``traceladder.cli.compose_env`` builds the Airflow settings from them.
+COMPOSE_SECRETS: tuple[str, ...] = (
+    "POSTGRES_PASSWORD",
+    "AIRFLOW_JWT_SECRET",
+    "AIRFLOW_API_SECRET_KEY",
+    "AIRFLOW_FERNET_KEY",
+    "S3_ACCESS_KEY",
+    "S3_SECRET_KEY",
+)
+
+
+class SecretFileError(TraceladderError, OSError):
+    """A secret's ``_FILE`` that cannot be read or is empty; the message names the variable and
+    the file, never any content."""
+
+
+def secret(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Secret ``name``: the variable when it is non-empty; else the text of the file that
+    ``name_FILE`` names, without its trailing newlines (compose secrets files usually end in one);
+    else None. The variable wins over the file, so a value in the environment overrides a
+    mounted secret. A file that is named but unreadable or empty is a :class:`SecretFileError`."""
+    source = os.environ if env is None else env
+    value = source.get(name)
+    if value:
+        return value
+    file_var = name + FILE_SUFFIX
+    path = source.get(file_var)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise SecretFileError(f"{file_var}={path}: cannot read the secret file ({reason})") from None
+    if not text:
+        raise SecretFileError(f"{file_var}={path}: the secret file is empty")
+    return text
+
+
 # ---- durations (retention limits, spool ages) -------------------------------------------------------
 _DURATION = re.compile(r"^([1-9][0-9]*)([hdw])$")
 _DURATION_UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}

@@ -193,8 +193,22 @@ def _removed_line(record: dict[str, Any]) -> str:
     return f"removed by retention on {when} (policy {record.get('policy', '?')}, {record.get('bytes', '?')} bytes)"
 
 
-def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: str = "") -> dict[str, Any]:
-    """A run's summary, its summary folder (charts first) and, on the run page, every artifact."""
+_URL_SAFE_KEY = re.compile(r"[A-Za-z0-9_.~/-]*")
+
+
+def artifact_href(base: str, file: str, key: str, version: str = "") -> str:
+    """A stored object's link on the page (``_macros.html``'s ``artifact_url``, spelled in Python
+    for the run page's hundreds of links)."""
+    path = key if _URL_SAFE_KEY.fullmatch(key) else quote(key, safe="/")  # most keys need no quoting
+    href = f"{base}/ladders/{quote(file, safe='')}/artifacts/{path}"
+    return f"{href}?v={quote(version, safe='')}" if version else href
+
+
+def _run_view(
+    store: data.LadderStore, run_id: str, with_files: bool, version: str = "", base: str = ""
+) -> dict[str, Any]:
+    """A run's summary, its summary folder (charts first) and, on the run page, every artifact
+    (from one listing of the run, which also gives the summary folder and each manifest's ETag)."""
     view: dict[str, Any] = {
         "run_id": run_id,
         "version": version,
@@ -203,6 +217,7 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: s
         "summary_files": [],
         "charts": [],
         "artifacts": {},
+        "artifact_links": {},
         "artifacts_truncated": False,
         "removed": {},
     }
@@ -213,33 +228,95 @@ def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: s
     except ArtifactKeyError as exc:
         view["error"] = data.scrub(exc)
     try:
-        files = store.summary_files(run_id, version)
+        listed: list[tuple[str, str]] = []
+        truncated = False
+        if with_files:
+            listed, truncated = store.run_listing(run_id)
+        summary_folder = f"{run_id}/{layout.SUMMARY_FOLDER}/"
+        if with_files and not truncated:
+            files = [k for k, _ in listed if k.startswith(summary_folder)]
+        else:
+            files = store.summary_files(run_id, version)
         view["summary_files"] = files
-        charts_folder = f"{run_id}/{layout.SUMMARY_FOLDER}/{layout.CHARTS_FOLDER}/"
+        charts_folder = f"{summary_folder}{layout.CHARTS_FOLDER}/"
         view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
         if with_files:
-            keys, truncated = store.run_files(run_id)
             groups: dict[str, list[str]] = {}
-            for key in keys:
+            for key, _ in listed:
                 rest = key[len(run_id) + 1 :]
                 folder = rest.split("/", 1)[0] if "/" in rest else "(run)"
                 groups.setdefault(folder, []).append(key)
             view["artifacts"] = groups
+            view["artifact_links"] = {
+                folder: [(artifact_href(base, store.entry.file, key, version), key[len(run_id) + 1 :]) for key in keys]
+                for folder, keys in groups.items()
+            }
             view["artifacts_truncated"] = truncated
-            # what retention removed, from each rung's manifest: shown as removed, not as missing
+            # what retention removed, from each rung's manifest (kept at its listed ETag): shown as
+            # removed, not as missing
+            etags = dict(listed)
+            manifests = [
+                (f"{run_id}/{folder}", etags[manifest])
+                for folder, keys in groups.items()
+                if (manifest := f"{run_id}/{folder}/{layout.MANIFEST_NAME}") in etags
+                and _may_have_removals(folder, keys, f"{run_id}/{folder}/")
+            ]
             view["removed"] = {
-                folder: sorted(removed.items())
-                for folder, group in groups.items()
-                if f"{run_id}/{folder}/{layout.MANIFEST_NAME}" in group
-                and (removed := store.removed(f"{run_id}/{folder}"))
+                rung.split("/", 1)[1]: sorted(removed.items())
+                for rung, removed in store.removed_many(manifests).items()
+                if removed
             }
     except ArtifactStoreError as exc:
         view["error"] = view["error"] or data.scrub(exc)
     return view
 
 
-def _ladder_view(entry: data.LadderEntry, s3_error: str | None, runs_shown: int | None) -> dict[str, Any]:
-    view: dict[str, Any] = {"entry": entry, "runs": [], "runs_total": 0, "latest": None, "error": None}
+def _may_have_removals(folder: str, keys: list[str], rung_prefix: str) -> bool:
+    """Whether retention may have removed something from this rung folder, judged from its
+    listing: retention removes only ``log.txt.gz`` and the whole of ``traces/`` (a rung has one
+    lens, so one policy covers all its traces). A rung that still has its log and, unless its
+    lens (``<rung>.<lens>.<r|l><n>``) is ``none``, a trace, has lost nothing, and its manifest
+    need not be read: the run page of a run retention never touched reads no manifest. (A
+    retention run killed between a rung's manifest and its deletes shows the objects still there
+    as files until the next run finishes the job.)"""
+    rels = [k[len(rung_prefix) :] for k in keys if k.startswith(rung_prefix)]
+    if layout.LOG_OBJECT not in rels:
+        return True
+    parts = folder.split(".")
+    lens = parts[-2] if len(parts) >= 3 else ""
+    return lens != "none" and not any(r.startswith(layout.TRACES_FOLDER + "/") for r in rels)
+
+
+LATEST_HTML = data._VersionedCache(500)
+
+
+def _latest_html(view: dict[str, Any], base: str, entry: data.LadderEntry) -> Any:
+    """The ladder list's latest-run block (summary tables, charts, files), rendered once per run
+    version: it is most of the list's rendering, and the same for every viewer."""
+    from markupsafe import Markup
+
+    key = (base, f"{entry.file}\0{view['run_id']}")
+    version = view["version"] if view["summary"] is not None and not view["error"] else ""
+    cached = LATEST_HTML.get(key, version)
+    if cached is not None:
+        return cached
+    rendered = _templates().get_template("_latest.html").render(run=view, base=base, entry=entry)
+    html = Markup(rendered)  # noqa: S704 - the output of an autoescaping template, not raw input
+    LATEST_HTML.put(key, version, html)
+    return html
+
+
+def _ladder_view(
+    entry: data.LadderEntry, s3_error: str | None, runs_shown: int | None, base: str = ""
+) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "entry": entry,
+        "runs": [],
+        "runs_total": 0,
+        "latest": None,
+        "latest_html": "",
+        "error": None,
+    }
     if entry.error or s3_error:
         return view
     store = data.LadderStore(entry)
@@ -252,6 +329,7 @@ def _ladder_view(entry: data.LadderEntry, s3_error: str | None, runs_shown: int 
     view["runs"] = runs if runs_shown is None else runs[:runs_shown]
     if runs:
         view["latest"] = _run_view(store, runs[0]["run_id"], with_files=False, version=runs[0]["version"])
+        view["latest_html"] = _latest_html(view["latest"], base, entry)
     return view
 
 
@@ -260,11 +338,12 @@ def _page_context(
 ) -> dict[str, Any]:
     status = _storage_status(entries)
     s3_errors = sorted({f"S3 is unreachable: {msg}" for msg in status.values() if msg})
-    ladders = [_ladder_view(e, status.get(e.storage_key) if e.storage_key else None, runs_shown) for e in entries]
+    base = _base(request)
+    ladders = [_ladder_view(e, status.get(e.storage_key) if e.storage_key else None, runs_shown, base) for e in entries]
     token, _ = _caller_token(request)
     can_trigger = _can_trigger(user)
     return {
-        "base": _base(request),
+        "base": base,
         "user": user.get_name(),
         "ladders": ladders,
         "s3_errors": s3_errors,
@@ -457,7 +536,7 @@ def create_app() -> FastAPI:
             version = next((r["version"] for r in store.runs() if r["run_id"] == run_id), "")
         except ArtifactStoreError:
             version = ""
-        run = _run_view(store, run_id, with_files=True, version=version)
+        run = _run_view(store, run_id, with_files=True, version=version, base=_base(request))
         if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
         page = _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins  # LadderStore.list shadows the builtin inside the class
 import threading
 import time
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -390,6 +391,52 @@ ENTRIES = _VersionedCache(20_000)
 SUMMARIES = _VersionedCache(200)
 SUMMARY_FILES = _VersionedCache(2_000)
 
+# A run page's file listing, for a few seconds as the runs/ listing (retention, which changes it,
+# runs weekly), and each rung manifest parsed at its listing ETag: a run page of 45 rungs costs
+# one listing, not one listing and 45 manifest reads. A bucket that answered is not asked again
+# for a few seconds; one that did not is asked on every page.
+RUN_LISTINGS = _TtlCache(LISTING_TTL_S)
+MANIFESTS = _VersionedCache(20_000)
+BUCKET_CHECKS = _TtlCache(LISTING_TTL_S)
+# A run page's manifests and a ladder's index entries that are not cached are read this many at a
+# time (one S3 round trip each).
+MANIFEST_READERS = 8
+INDEX_READERS = 8
+
+
+class _RunsMemo:
+    """A ladder's run rows, kept while the index objects they were read from are the cached ones
+    (the same listing and legacy index objects): reading 52 index entries again on every page is
+    most of the ladder list's own work."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], tuple[object, object, builtins.list[RunRow]]] = {}
+        self._lock = threading.Lock()
+        self._readers: dict[tuple[str, str], threading.Lock] = {}
+
+    def lock_for(self, key: tuple[str, str]) -> Any:
+        """The ladder's reader lock (none when the caches are off: nothing to share then)."""
+        if not CACHE_ENABLED:
+            return contextlib.nullcontext()
+        with self._lock:
+            return self._readers.setdefault(key, threading.Lock())
+
+    def get(self, key: tuple[str, str], listing: object, legacy: object) -> builtins.list[RunRow] | None:
+        if not CACHE_ENABLED:
+            return None
+        with self._lock:
+            hit = self._values.get(key)
+        return list(hit[2]) if hit and hit[0] is listing and hit[1] is legacy else None
+
+    def put(self, key: tuple[str, str], listing: object, legacy: object, rows: builtins.list[RunRow]) -> None:
+        with self._lock:
+            if len(self._values) > 1_000:
+                self._values.clear()
+            self._values[key] = (listing, legacy, list(rows))
+
+
+RUNS_MEMO = _RunsMemo()
+
 
 class LadderStore:
     """Read-only access to one ladder's ``<prefix>/<ladder>/`` in S3, through the artifact store
@@ -425,9 +472,13 @@ class LadderStore:
         return check_key(key)
 
     def check(self) -> None:
-        """Raise ``ArtifactStoreError`` unless the bucket answers."""
+        """Raise ``ArtifactStoreError`` unless the bucket answers (an answer is kept a few seconds)."""
+        key = (self.entry.conn_id or "", self.bucket)
+        if BUCKET_CHECKS.get(key):
+            return
         with _scrubbed():
             self.store.check()
+        BUCKET_CHECKS.put(key, True)
 
     def get_bytes(self, rel: str) -> bytes:
         key = self.full_key(rel)
@@ -449,13 +500,31 @@ class LadderStore:
             keys, truncated = self.store.list_first(self.full_key(rel_folder.rstrip("/")), limit)
         return [k[len(self.base) + 1 :] for k in keys], truncated
 
-    def removed(self, rel_rung: str) -> dict[str, JSONObject]:
-        """``{relative key: record}`` of what retention removed from a rung folder (its manifest)."""
+    def removed(self, rel_rung: str, etag: str = "") -> dict[str, JSONObject]:
+        """``{relative key: record}`` of what retention removed from a rung folder (its manifest);
+        ``etag``, the manifest's from a listing, keeps what was read at that ETag."""
+        rel = f"{rel_rung.rstrip('/')}/{MANIFEST_NAME}"
+        cached = MANIFESTS.get((self.bucket, f"{self.base}/{rel}"), etag)
+        if cached is not None:
+            return dict(cached)
         try:
-            manifest = self.get_json(f"{rel_rung.rstrip('/')}/{MANIFEST_NAME}")
+            manifest = self.get_json(rel)
         except ArtifactStoreError:  # no manifest (or unreadable): nothing is known to be removed
             return {}
-        return {k[len(self.base) + 1 :]: r for k, r in removed_in(manifest).items() if k.startswith(self.base + "/")}
+        found = {k[len(self.base) + 1 :]: r for k, r in removed_in(manifest).items() if k.startswith(self.base + "/")}
+        MANIFESTS.put((self.bucket, f"{self.base}/{rel}"), etag, found)
+        return found
+
+    def removed_many(self, manifests: builtins.list[tuple[str, str]]) -> dict[str, dict[str, JSONObject]]:
+        """``removed()`` of each ``(rung folder, manifest ETag)``: the uncached manifests read
+        MANIFEST_READERS at a time (each read is one S3 round trip)."""
+        if len(manifests) <= 1:
+            return {rung: self.removed(rung, etag) for rung, etag in manifests}
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(MANIFEST_READERS, len(manifests))) as pool:
+            found = pool.map(lambda item: (item[0], self.removed(item[0], item[1])), manifests)
+            return dict(found)
 
     def removal_of(self, rel: str) -> JSONObject | None:
         """The retention record of a trace or log key, if its rung's manifest lists it as removed."""
@@ -477,6 +546,11 @@ class LadderStore:
         a while) and one entry per run under ``runs/``. One listing with each entry's ETag (kept
         LISTING_TTL_S): an entry read before at the same ETag is not read again, so a page costs
         one request per 1,000 runs, not one per run."""
+        doc, listing = self._index_sources()
+        return self._rows_from(doc, listing)
+
+    def _index_sources(self) -> tuple[Any, builtins.list[tuple[str, str]]]:
+        """The legacy index document (cached a while) and the ``runs/`` listing (kept LISTING_TTL_S)."""
         doc = LEGACY_INDEXES.get((self.bucket, self.base))
         if doc is None:
             try:
@@ -484,23 +558,36 @@ class LadderStore:
             except ArtifactNotFoundError:
                 doc = {"runs": []}
             LEGACY_INDEXES.put((self.bucket, self.base), doc)
-        legacy = f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT}"
-        rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in legacy_rows(doc, legacy)]
         listing = LISTINGS.get((self.bucket, self.base))
         if listing is None:
             listing = self._listing(RUNS_FOLDER)
             LISTINGS.put((self.bucket, self.base), listing)
-        for key, etag in listing:
-            if not key.endswith(".json"):
-                continue
-            cached = ENTRIES.get((self.bucket, key), etag)
-            if cached is None:
-                try:
-                    cached = self.get_json(key[len(self.base) + 1 :])
-                except ArtifactNotFoundError:
-                    continue
-                ENTRIES.put((self.bucket, key), etag, cached)
-            rows.append((cached, key, etag))
+        return doc, listing
+
+    def _rows_from(self, doc: Any, listing: builtins.list[tuple[str, str]]) -> builtins.list[tuple[object, str, str]]:
+        legacy = f"s3://{self.bucket}/{self.base}/{INDEX_OBJECT}"
+        rows: builtins.list[tuple[object, str, str]] = [(r, w, "") for r, w in legacy_rows(doc, legacy)]
+        entries = [(key, etag) for key, etag in listing if key.endswith(".json")]
+        found = {key: ENTRIES.get((self.bucket, key), etag) for key, etag in entries}
+        missing = [(key, etag) for key, etag in entries if found[key] is None]
+
+        def read(item: tuple[str, str]) -> tuple[str, Any]:
+            key, etag = item
+            try:
+                value = self.get_json(key[len(self.base) + 1 :])
+            except ArtifactNotFoundError:
+                return key, None
+            ENTRIES.put((self.bucket, key), etag, value)
+            return key, value
+
+        if len(missing) > 1:  # a ladder's first page: its entries read INDEX_READERS at a time
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(INDEX_READERS, len(missing))) as pool:
+                found.update(pool.map(read, missing))
+        else:
+            found.update(map(read, missing))
+        rows += [(found[key], key, etag) for key, etag in entries if found[key] is not None]
         return rows
 
     def _listing(self, rel_folder: str) -> builtins.list[tuple[str, str]]:
@@ -512,8 +599,14 @@ class LadderStore:
     def runs(self) -> builtins.list[RunRow]:
         """The published runs, newest first (by logical date, then publish time), read by the run
         index's own rule (core.documents.entries_from) from the cached index objects."""
-        with _scrubbed():
-            rows = self._index_rows()
+        # One reader per ladder at a time: the viewers' first pages all find the ladder cold, and
+        # each would otherwise read its whole index again; they wait and take the first's rows.
+        with RUNS_MEMO.lock_for((self.bucket, self.base)), _scrubbed():
+            doc, listing = self._index_sources()
+            memo = RUNS_MEMO.get((self.bucket, self.base), listing, doc)
+            if memo is not None:
+                return memo
+            rows = self._rows_from(doc, listing)
         # the entry's ETag: a re-published run writes a new entry, so its summary is read again
         versions = {
             str(row["run_id"]): etag
@@ -534,7 +627,9 @@ class LadderStore:
                 failed_rungs=[str(f) for f in run.failed_rungs],
                 version=versions.get(run.run_id, ""),
             )
-        return sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
+        result = sorted(by_id.values(), key=lambda r: (r["logical_date"], r["published_at"]), reverse=True)
+        RUNS_MEMO.put((self.bucket, self.base), listing, doc, result)
+        return result
 
     def summary(self, run_id: str, version: str = "") -> JSONObject:
         """The run's summary.json, checked against the manifest beside it (as the pipeline reads it).
@@ -543,8 +638,12 @@ class LadderStore:
         cached = SUMMARIES.get((self.bucket, key), version)
         if cached is not None:
             return cached
-        data = self._read_summary(run_id, key)
-        SUMMARIES.put((self.bucket, key), version, data)
+        with RUNS_MEMO.lock_for((self.bucket, key)):  # concurrent first views read it once
+            cached = SUMMARIES.get((self.bucket, key), version)
+            if cached is not None:
+                return cached
+            data = self._read_summary(run_id, key)
+            SUMMARIES.put((self.bucket, key), version, data)
         return data
 
     def _read_summary(self, run_id: str, key: str) -> JSONObject:
@@ -579,4 +678,27 @@ class LadderStore:
             raise type(err)(scrub(err), err.key, err.code) from None
 
     def run_files(self, run_id: str) -> tuple[builtins.list[str], bool]:
-        return self.list(clean_run_id(run_id))
+        keys, truncated = self.run_listing(run_id)
+        return [k for k, _ in keys], truncated
+
+    def run_listing(self, run_id: str, limit: int = MAX_LISTED_KEYS) -> tuple[builtins.list[tuple[str, str]], bool]:
+        """(key relative to the base, ETag) of the run's first ``limit`` files, sorted, and whether
+        the listing stopped there; one listing, kept LISTING_TTL_S."""
+        folder = self.full_key(clean_run_id(run_id))
+        cached = RUN_LISTINGS.get((self.bucket, folder))
+        if cached is not None:
+            return cached
+        found: builtins.list[tuple[str, str]] = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=folder + "/")
+            for page in pages:  # S3 lists in key order: stop at the limit
+                found += [
+                    (o["Key"][len(self.base) + 1 :], str(o.get("ETag") or "")) for o in page.get("Contents") or []
+                ]
+                if len(found) >= limit:
+                    break
+        except Exception as exc:  # noqa: BLE001 - the store's one-line error, scrubbed
+            raise type(err := self.store._error("list", folder + "/", exc))(scrub(err), err.key, err.code) from None
+        result = (sorted(found)[:limit], len(found) >= limit)
+        RUN_LISTINGS.put((self.bucket, folder), result)
+        return result
