@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TextIO
@@ -102,20 +101,8 @@ def execute(
             return 127, False
         running = orphans.record(proc.pid)  # the next rung's preflight stops it if this runner dies
 
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if not errors:
-                    try:
-                        log.write(line)
-                    except OSError as exc:
-                        errors.append(exc)
-                if echo is not None:
-                    echo.write(line)
-                    echo.flush()
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
+        assert proc.stdout is not None
+        reader = warm.start_tee(proc.stdout, log, echo, errors)
         try:
             proc.wait(timeout=deadline_s)
             timed_out = False

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -213,6 +213,27 @@ def run(
             os.close(write_fd)
 
 
+def start_tee(lines: Iterable[str], log: TextIO | None, echo: TextIO | None, errors: list[OSError]) -> threading.Thread:
+    """A daemon thread copying the workload's output lines to the rung's log (until a write fails:
+    that error goes to `errors`, and the output is still drained) and to `echo`. The cold path
+    (rung.execute) and the warm one share it."""
+
+    def pump() -> None:
+        for line in lines:
+            if log is not None and not errors:
+                try:
+                    log.write(line)
+                except OSError as exc:
+                    errors.append(exc)
+            if echo is not None:
+                echo.write(line)
+                echo.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    return reader
+
+
 def _follow(
     pid: int,
     replies: _Replies,
@@ -233,19 +254,7 @@ def _follow(
         errors.append(exc)
         log = None
 
-    def pump() -> None:
-        for line in out:
-            if log is not None and not errors:
-                try:
-                    log.write(line)
-                except OSError as exc:
-                    errors.append(exc)
-            if echo is not None:
-                echo.write(line)
-                echo.flush()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    reader = start_tee(out, log, echo, errors)
     lost = False
     try:
         try:
