@@ -28,6 +28,9 @@ from traceladder.rung_spec import render_overrides
 from traceladder.runner.rung import _execute_workload
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
+# Every test here starts the warm launcher, a server process on a socket, itself (and most fork a
+# real proxy from it): a service, left out of `make test-fast`.
+pytestmark = pytest.mark.service
 
 # The probe child: its state as JSON at args[0], then exit args[1] ("sleep" sleeps, "kill" SIGKILLs itself).
 _DRIVER = r"""
