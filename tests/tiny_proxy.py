@@ -5,6 +5,9 @@ proxy, so its 8-layer, 256-expert model would only cost time. Every test folder 
 
 TINY_MODEL = {
     "num_layers": 1,
+    # proxy-local's width is 32 (its calibration); the pipeline tests keep 64, the width their
+    # noise margins were measured at (tests/integration/test_adaptive_dag.py)
+    "hidden_size": 64,
     "compress_ratios": [0],
     "num_experts": 4,
     "moe_router_topk": 2,
