@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from tests.integration.needs import unavailable
 
 from tests.integration.conftest import REPO, docker_cli  # tests/integration/conftest.py
@@ -140,12 +141,33 @@ def test_compose_file_is_valid_for_docker_compose() -> None:
         "worker-default",
         "worker-mi350x-01",
     }  # the last three: profile celery
-    # secrets are required from the environment, never defaulted in the file
-    no_env = {k: v for k, v in os.environ.items() if k != "POSTGRES_PASSWORD"}
-    missing = subprocess.run(
+    # Secrets are never defaulted in the file: from the environment, or from the files the secrets
+    # override names (a missing one stops its container at start, not `config`: it may come as a file).
+    secret_names = ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "AIRFLOW_FERNET_KEY")
+    secret_names += ("S3_ACCESS_KEY", "S3_SECRET_KEY")
+    no_env = {k: v for k, v in os.environ.items() if k not in secret_names}
+    rendered = subprocess.run(
         ["docker-compose", "-f", str(compose), "config"], capture_output=True, text=True, env=no_env
     )
-    assert missing.returncode != 0 and "POSTGRES_PASSWORD" in missing.stderr
+    assert rendered.returncode == 0, rendered.stderr
+    for name, service in yaml.safe_load(rendered.stdout)["services"].items():
+        environment = service.get("environment") or {}
+        assert not any(environment.get(k) for k in secret_names), (name, environment)
+    override = compose.with_name("docker-compose.secrets.yaml")
+    with_files = subprocess.run(
+        ["docker-compose", "-f", str(compose), "-f", str(override), "config"],
+        capture_output=True,
+        text=True,
+        env={**no_env, "TRACELADDER_SECRETS_DIR": "/nonexistent-secrets"},
+    )
+    assert with_files.returncode == 0, with_files.stderr
+    files = {
+        k: v
+        for service in yaml.safe_load(with_files.stdout)["services"].values()
+        for k, v in (service.get("environment") or {}).items()
+        if k.endswith("_FILE")
+    }
+    assert files and all(str(v).startswith("/run/secrets/") for v in files.values()), files
 
 
 @pytest.mark.docker
