@@ -47,7 +47,7 @@ class FabApiServer(AirflowApiServer):
         self.airflow("roles", "add-perms", READER_ROLE, "-r", f"DAG:traceladder-{MINE}", "DAG Runs", "-a", "can_read")
         for user, role in (("admin", "Admin"), ("reader", READER_ROLE)):
             self.airflow(
-                "users", "create", "--username", user, "--password", self.passwords[user], "--role", role,
+                "users", "create", "--username", user, f"--password={self.passwords[user]}", "--role", role,
                 "--email", f"{user}@example.invalid", "--firstname", user, "--lastname", "test",
             )  # fmt: skip
 
