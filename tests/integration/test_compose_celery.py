@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from traceladder.core.settings import COMPOSE_SECRETS
 import yaml
 
 from tests.integration.needs import unavailable
@@ -23,14 +25,7 @@ COMPOSE = Path(__file__).resolve().parents[2] / "docker" / "airflow" / "docker-c
 SECRETS_FILE = COMPOSE.with_name("docker-compose.secrets.yaml")
 # every Airflow command starts through the entrypoint that builds the settings from the secrets
 ENTRYPOINT = ["python", "-m", "traceladder.cli.compose_env"]
-SECRETS = (
-    "POSTGRES_PASSWORD",
-    "AIRFLOW_JWT_SECRET",
-    "AIRFLOW_API_SECRET_KEY",
-    "AIRFLOW_FERNET_KEY",
-    "S3_ACCESS_KEY",
-    "S3_SECRET_KEY",
-)
+SECRETS = COMPOSE_SECRETS
 
 
 def _config(executor: str | None, secrets_dir: Path | None = None) -> dict:

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+
+from traceladder.core.settings import COMPOSE_SECRETS
 from tests.integration.needs import unavailable
 
 from tests.integration.conftest import REPO, docker_cli  # tests/integration/conftest.py
@@ -112,17 +114,7 @@ def test_compose_file_is_valid_for_docker_compose() -> None:
     compose = REPO / "docker" / "airflow" / "docker-compose.yaml"
     env = {
         **os.environ,
-        **{
-            k: "test-value"
-            for k in (
-                "POSTGRES_PASSWORD",
-                "AIRFLOW_JWT_SECRET",
-                "AIRFLOW_API_SECRET_KEY",
-                "AIRFLOW_FERNET_KEY",
-                "S3_ACCESS_KEY",
-                "S3_SECRET_KEY",
-            )
-        },
+        **{k: "test-value" for k in COMPOSE_SECRETS},
     }
     out = subprocess.run(
         ["docker-compose", "-f", str(compose), "config", "--services"], capture_output=True, text=True, env=env
@@ -143,8 +135,7 @@ def test_compose_file_is_valid_for_docker_compose() -> None:
     }  # the last three: profile celery
     # Secrets are never defaulted in the file: from the environment, or from the files the secrets
     # override names (a missing one stops its container at start, not `config`: it may come as a file).
-    secret_names = ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_API_SECRET_KEY", "AIRFLOW_FERNET_KEY")
-    secret_names += ("S3_ACCESS_KEY", "S3_SECRET_KEY")
+    secret_names = COMPOSE_SECRETS
     no_env = {k: v for k, v in os.environ.items() if k not in secret_names}
     rendered = subprocess.run(
         ["docker-compose", "-f", str(compose), "config"], capture_output=True, text=True, env=no_env
