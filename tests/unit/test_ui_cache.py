@@ -95,3 +95,33 @@ def test_listed_timestamps_parse_as_botocore_parses_them():
     for value in ("2026-12-02T05:56:43.226Z", "2026-12-02T05:56:43Z", "Wed, 02 Dec 2026 05:56:43 GMT"):
         assert parse(value) == DEFAULT_TIMESTAMP_PARSER(value), value
         assert parse(value).utcoffset() is not None
+
+
+def test_the_s3_client_is_remade_only_when_its_connection_changed(monkeypatch):
+    """Every CLIENT_TTL_S the connection is read again; an unchanged one keeps its client (making
+    one loads botocore's S3 model, whose discarded copies kept the workers collecting)."""
+    uri = {"value": "aws://key:secret-1@?endpoint_url=http%3A%2F%2F127.0.0.1%3A9"}
+    made: list[str] = []
+    monkeypatch.setenv("AIRFLOW_CONN_TL_TEST_S3", uri["value"])
+    monkeypatch.setattr(data, "_make_client", lambda conn_id, hook: made.append(conn_id) or object())
+    monkeypatch.setattr(data, "_freeze_long_lived", lambda: None)
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(data.time, "monotonic", lambda: clock["now"])
+    cache = data._ClientCache()
+    first = cache.get("tl_test_s3")
+    assert cache.get("tl_test_s3") is first and made == ["tl_test_s3"]
+    clock["now"] += data.CLIENT_TTL_S + 1  # re-read, unchanged: the same client
+    assert cache.get("tl_test_s3") is first and len(made) == 1
+    monkeypatch.setenv("AIRFLOW_CONN_TL_TEST_S3", uri["value"].replace("secret-1", "secret-2"))
+    clock["now"] += data.CLIENT_TTL_S + 1  # edited: a new client
+    assert cache.get("tl_test_s3") is not first and len(made) == 2
+
+
+def test_a_ttl_cache_drops_what_expired():
+    cache = data._TtlCache(5.0)
+    for i in range(data.TTL_PRUNE_AT):
+        cache.put(("b", f"old-{i}"), i)
+    cache._values = {k: (t - 10.0, v) for k, (t, v) in cache._values.items()}  # all expired
+    cache.put(("b", "new"), "x")
+    assert list(cache._values) == [("b", "new")]
+    assert cache.get(("b", "new")) == "x" and cache.get(("b", "old-0")) is None
