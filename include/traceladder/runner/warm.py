@@ -93,7 +93,7 @@ def _start(key: str) -> tuple[socket.socket | None, str]:
     folder = orphans.launchers_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        log = (folder / f"{socket.gethostname()}-{digest}.log").open("ab")
+        log = orphans.launcher_log_path(digest).open("ab")  # the sweep removes it a day after it is gone
     except OSError as exc:
         return None, f"cannot write its log in {folder}: {exc}"
     with log:
