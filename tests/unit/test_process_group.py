@@ -51,12 +51,18 @@ def test_the_group_goes_down_with_its_children(tmp_path: Path) -> None:
     assert not _alive(child)
 
 
-def test_a_leader_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+def _start_leader_ignoring_sigterm(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A group leader that has set its SIGTERM trap (so only SIGKILL ends it)."""
     ready = tmp_path / "ready"
     with open(tmp_path / "log", "ab") as log:
         proc = start_group(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.1; done"], log, tmp_path)
     while not ready.exists():
         time.sleep(0.05)
+    return proc
+
+
+def test_a_leader_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    proc = _start_leader_ignoring_sigterm(tmp_path)
     t0 = time.monotonic()
     assert stop_group(proc, grace_s=1.0)
     assert 1.0 <= time.monotonic() - t0 < 10
@@ -101,11 +107,7 @@ def test_end_group_stops_at_sigterm_when_the_group_obeys(tmp_path: Path) -> None
 
 
 def test_end_group_sigkills_after_the_grace_and_waits_again(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    with open(tmp_path / "log", "ab") as log:
-        proc = start_group(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.1; done"], log, tmp_path)
-    while not ready.exists():
-        time.sleep(0.05)
+    proc = _start_leader_ignoring_sigterm(tmp_path)
     waits: list[float] = []
     t0 = time.monotonic()
     assert end_group(proc.pid, _reaped(proc, waits), grace_s=0.5, kill_wait_s=5.0)

@@ -215,6 +215,14 @@ def test_a_stuck_launcher_falls_back_to_a_cold_run(
     assert _gone(pid), "a stuck launcher is stopped, so the next rung starts a fresh one"
 
 
+def _in_dag_run(monkeypatch: pytest.MonkeyPatch, run_id: str) -> str:
+    """This test runs as a task of DAG run `run_id` (of the module's DAG); that run's launcher key."""
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", run_id)
+    key = warm.run_key()
+    assert key is not None
+    return key
+
+
 def _tiny_args() -> list[str]:
     return render_overrides({**TINY_MODEL, "train_iters": 6, "expert_model_parallel_size": 2, "global_batch_size": 2})
 
@@ -222,9 +230,7 @@ def _tiny_args() -> list[str]:
 def test_the_real_launcher_runs_the_proxy_with_forked_ranks_and_counts_only_the_runs_memory(
     records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", f"real-{os.getpid()}")
-    key = warm.run_key()
-    assert key is not None
+    key = _in_dag_run(monkeypatch, f"real-{os.getpid()}")
     env = {"PRIMUS_WORKSPACE": str(tmp_path / "output"), "PYTHONPATH": str(INCLUDE)}
     try:
         outcome = warm.run(_tiny_args(), env, tmp_path, tmp_path / "log.txt", 120, None)
@@ -378,9 +384,7 @@ def _gone(pid: int) -> bool:
 def test_a_launcher_killed_during_a_run_fails_the_rung_and_stops_its_workload(
     records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", f"killed-{os.getpid()}")
-    key = warm.run_key()
-    assert key is not None
+    key = _in_dag_run(monkeypatch, f"killed-{os.getpid()}")
     with _serving_driver(key, 300, records / "killed-launcher.log") as proc:
         threading.Timer(2.0, proc.kill).start()
         code, timed_out, state, log = _probe(tmp_path, "orphaned", "sleep", deadline_s=60)
