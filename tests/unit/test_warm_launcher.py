@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -122,18 +122,25 @@ def _start_driver(key: str, idle_s: float, log: Path) -> subprocess.Popen[bytes]
     return proc
 
 
+@contextlib.contextmanager
+def _serving_driver(key: str, idle_s: float, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A probe driver serving `key` (recorded as this key's launcher), killed when done."""
+    proc = _start_driver(key, idle_s, log)
+    try:
+        _wait_serving(warm.socket_name(key), proc)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def probe_launcher(records: Path) -> Iterator[str]:
     """The real Launcher with a probe for main(), serving this module's DAG run key."""
     key = warm.run_key()
     assert key is not None
-    proc = _start_driver(key, 300, records / "probe-launcher.log")
-    try:
-        _wait_serving(warm.socket_name(key), proc)
+    with _serving_driver(key, 300, records / "probe-launcher.log"):
         yield key
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _probe(tmp: Path, name: str, code: str, *extra: str, deadline_s: float = 60) -> tuple[int | None, bool, dict, str]:
@@ -208,6 +215,14 @@ def test_a_stuck_launcher_falls_back_to_a_cold_run(
     assert _gone(pid), "a stuck launcher is stopped, so the next rung starts a fresh one"
 
 
+def _in_dag_run(monkeypatch: pytest.MonkeyPatch, run_id: str) -> str:
+    """This test runs as a task of DAG run `run_id` (of the module's DAG); that run's launcher key."""
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", run_id)
+    key = warm.run_key()
+    assert key is not None
+    return key
+
+
 def _tiny_args() -> list[str]:
     return render_overrides({**TINY_MODEL, "train_iters": 6, "expert_model_parallel_size": 2, "global_batch_size": 2})
 
@@ -215,9 +230,7 @@ def _tiny_args() -> list[str]:
 def test_the_real_launcher_runs_the_proxy_with_forked_ranks_and_counts_only_the_runs_memory(
     records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", f"real-{os.getpid()}")
-    key = warm.run_key()
-    assert key is not None
+    key = _in_dag_run(monkeypatch, f"real-{os.getpid()}")
     env = {"PRIMUS_WORKSPACE": str(tmp_path / "output"), "PYTHONPATH": str(INCLUDE)}
     try:
         outcome = warm.run(_tiny_args(), env, tmp_path, tmp_path / "log.txt", 120, None)
@@ -261,66 +274,104 @@ def test_without_a_launcher_the_rung_runs_cold_with_one_line(
     )
 
 
-def test_the_sweep_stops_a_stale_launcher_and_spares_a_used_one(records: Path, tmp_path: Path) -> None:
-    # Any long-lived process stands in for a launcher: the sweep judges the record, not the program.
-    stale = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    used = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    try:
-        stale_path = orphans.record_launcher("stale0000", {"pid": stale.pid, "key": "old/run", "idle_s": 5})
-        used_path = orphans.record_launcher("used00000", {"pid": used.pid, "key": "this/run", "idle_s": 5})
-        gone_path = orphans.record_launcher("gone00000", {"pid": stale.pid, "key": "gone/run", "idle_s": 5})
-        assert stale_path and used_path and gone_path
-        gone_path.write_text(json.dumps({**json.loads(gone_path.read_text()), "start": "0"}))  # a reused pid
-        old = time.time() - 5 - orphans.LAUNCHER_GRACE_S - 1
-        os.utime(stale_path, (old, old))
-        lines: list[str] = []
-        stopped = orphans.stop_orphans(lines.append)
-        assert stopped == [stale.pid]
-        assert stale.wait(timeout=5) == -signal.SIGTERM
-        assert used.poll() is None and used_path.exists()
-        assert not stale_path.exists() and not gone_path.exists()
-        assert len(lines) == 1 and "old/run" in lines[0] and "past its idle limit" in lines[0]
-    finally:
-        for proc in (stale, used):
-            proc.kill()
-            proc.wait()
-        orphans.launcher_path("used00000").unlink(missing_ok=True)
+StandIn = Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def stand_in(records: Path) -> Iterator[StandIn]:
+    """Starts a long-lived process to stand in for a launcher (the sweep judges the record, not
+    the program), its output to `log` if given; each is killed after the test, and a launcher
+    record naming it is dropped."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(log: Path | None = None) -> subprocess.Popen[bytes]:
+        with log.open("ab") if log is not None else contextlib.nullcontext() as out:
+            started.append(subprocess.Popen(["sleep", "600"], stdout=out, start_new_session=True))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+    pids = {proc.pid for proc in started}
+    for path in orphans.launchers_dir().glob("*.json"):
+        doc = orphans.read_launcher(path)
+        if doc is not None and doc.get("pid") in pids:
+            path.unlink(missing_ok=True)
+
+
+def test_the_sweep_stops_a_stale_launcher_and_spares_a_used_one(
+    stand_in: StandIn,
+) -> None:
+    stale, used = stand_in(), stand_in()
+    stale_path = orphans.record_launcher("stale0000", {"pid": stale.pid, "key": "old/run", "idle_s": 5})
+    used_path = orphans.record_launcher("used00000", {"pid": used.pid, "key": "this/run", "idle_s": 5})
+    gone_path = orphans.record_launcher("gone00000", {"pid": stale.pid, "key": "gone/run", "idle_s": 5})
+    assert stale_path and used_path and gone_path
+    gone_path.write_text(json.dumps({**json.loads(gone_path.read_text()), "start": "0"}))  # a reused pid
+    old = time.time() - 5 - orphans.LAUNCHER_GRACE_S - 1
+    os.utime(stale_path, (old, old))
+    lines: list[str] = []
+    stopped = orphans.stop_orphans(lines.append)
+    assert stopped == [stale.pid]
+    assert stale.wait(timeout=5) == -signal.SIGTERM
+    assert used.poll() is None and used_path.exists()
+    assert not stale_path.exists() and not gone_path.exists()
+    assert len(lines) == 1 and "old/run" in lines[0] and "past its idle limit" in lines[0]
 
 
 def test_an_idle_launcher_exits_by_itself(records: Path) -> None:
-    key = "idle/run"
-    proc = _start_driver(key, 0.5, records / "idle-launcher.log")
-    try:
-        _wait_serving(warm.socket_name(key), proc)
+    with _serving_driver("idle/run", 0.5, records / "idle-launcher.log") as proc:
         assert proc.wait(timeout=30) == 0
-        assert "idle for 0.5 s: exiting" in (records / "idle-launcher.log").read_text()
-    finally:
-        proc.kill()
-        proc.wait()
+    assert "idle for 0.5 s: exiting" in (records / "idle-launcher.log").read_text()
 
 
-def test_the_sweep_stops_the_launcher_of_a_dag_run_that_is_over(records: Path) -> None:
-    over = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    unknown = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    try:
-        for name, proc, run_id in (("over00000", over, "done"), ("unknown00", unknown, "lookup-fails")):
-            doc = {"pid": proc.pid, "key": f"d/{run_id}", "dag_id": "d", "run_id": run_id, "idle_s": 600}
-            assert orphans.record_launcher(name, doc)
+def test_the_sweep_stops_the_launcher_of_a_dag_run_that_is_over(
+    stand_in: StandIn,
+) -> None:
+    over, unknown = stand_in(), stand_in()
+    for name, proc, run_id in (("over00000", over, "done"), ("unknown00", unknown, "lookup-fails")):
+        doc = {"pid": proc.pid, "key": f"d/{run_id}", "dag_id": "d", "run_id": run_id, "idle_s": 600}
+        assert orphans.record_launcher(name, doc)
 
-        def run_over(dag_id: str, run_id: str) -> bool:
-            if run_id == "lookup-fails":
-                raise RuntimeError("the API server is away")
-            return (dag_id, run_id) == ("d", "done")
+    def run_over(dag_id: str, run_id: str) -> bool:
+        if run_id == "lookup-fails":
+            raise RuntimeError("the API server is away")
+        return (dag_id, run_id) == ("d", "done")
 
-        lines: list[str] = []
-        assert orphans.stop_orphans(lines.append, run_over) == [over.pid]
-        assert over.wait(timeout=5) == -signal.SIGTERM and unknown.poll() is None  # unknown is not over
-        assert len(lines) == 1 and "d/done" in lines[0] and "its DAG run is over" in lines[0]
-    finally:
-        for proc in (over, unknown):
-            proc.kill()
-            proc.wait()
-        orphans.launcher_path("unknown00").unlink(missing_ok=True)
+    lines: list[str] = []
+    assert orphans.stop_orphans(lines.append, run_over) == [over.pid]
+    assert over.wait(timeout=5) == -signal.SIGTERM and unknown.poll() is None  # unknown is not over
+    assert len(lines) == 1 and "d/done" in lines[0] and "its DAG run is over" in lines[0]
+
+
+def test_the_sweep_removes_a_gone_launchers_old_log_and_no_live_ones(stand_in: StandIn) -> None:
+    orphans.launchers_dir().mkdir(parents=True, exist_ok=True)
+    live, lingering = stand_in(), stand_in(orphans.launcher_log_path("lingering"))
+    logs = {name: orphans.launcher_log_path(name) for name in ("norecord", "dead", "live", "fresh", "lingering")}
+    for name, log in logs.items():
+        with log.open("a") as out:
+            out.write(f"[warm] launcher of {name}\n")
+    assert orphans.record_launcher("dead", {"pid": live.pid, "key": "d/dead", "idle_s": 5})
+    dead = orphans.launcher_path("dead")  # a reused pid: the launcher it names is gone
+    dead.write_text(json.dumps({**json.loads(dead.read_text()), "start": "0"}))
+    assert orphans.record_launcher("live", {"pid": live.pid, "key": "d/live", "idle_s": 600})
+    old = time.time() - orphans.LAUNCHER_LOG_MAX_AGE_S - 60
+    for name in ("norecord", "dead", "live", "lingering"):  # "fresh" was written just now
+        os.utime(logs[name], (old, old))
+    assert orphans.stop_orphans() == []  # nothing to stop: the live launcher is within its idle limit
+    kept = {name for name, log in logs.items() if log.exists()}
+    # "lingering" has no record but a process writes to it: a launcher between its log and its
+    # record, or one still going after its record was dropped
+    assert kept == {"live", "fresh", "lingering"}
+    # (other tests' gone launchers may leave logs here too: only these five are judged)
+    removed = set(orphans.remove_old_launcher_logs(max_age_s=0.0)) & set(logs.values())
+    assert removed == {logs["fresh"]}  # gone, and now old enough
+    lingering.kill()
+    lingering.wait()
+    assert orphans.remove_old_launcher_logs() == [logs["lingering"]]  # gone now
+    assert logs["live"].exists()
+    logs["live"].unlink()
 
 
 def _gone(pid: int) -> bool:
@@ -333,12 +384,8 @@ def _gone(pid: int) -> bool:
 def test_a_launcher_killed_during_a_run_fails_the_rung_and_stops_its_workload(
     records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", f"killed-{os.getpid()}")
-    key = warm.run_key()
-    assert key is not None
-    proc = _start_driver(key, 300, records / "killed-launcher.log")
-    try:
-        _wait_serving(warm.socket_name(key), proc)
+    key = _in_dag_run(monkeypatch, f"killed-{os.getpid()}")
+    with _serving_driver(key, 300, records / "killed-launcher.log") as proc:
         threading.Timer(2.0, proc.kill).start()
         code, timed_out, state, log = _probe(tmp_path, "orphaned", "sleep", deadline_s=60)
         assert (code, timed_out) == (None, False)
@@ -353,6 +400,3 @@ def test_a_launcher_killed_during_a_run_fails_the_rung_and_stops_its_workload(
         assert warm.run(["x", "0"], {}, tmp_path, tmp_path / "log.txt", 30, None, say=said.append) is None
         assert len(said) == 1 and "does not answer" in said[0] and "running the workload cold" in said[0]
         assert not orphans.launcher_path(warm.key_hash(key)).exists()
-    finally:
-        proc.kill()
-        proc.wait()

@@ -3,8 +3,9 @@
 The embedded S3 server (``dev/embedded_s3.py``) and the local Airflow stack
 (``dev/local_stack.py``) run their servers this way: a Ctrl+C in our terminal is ours to relay,
 and children that outlive the leader (Airflow's task runners) go down with the group. The local
-backend's orphan handling (``runner/orphans.py``) finds and kills a recorded group by its id.
-Standard library only (core).
+backend's orphan handling (``runner/orphans.py``) finds and kills a recorded group by its id, and
+a rung's deadline (``runner/rung.py`` cold, ``runner/warm.py`` through the warm launcher) ends the
+workload's group with ``end_group``. Standard library only (core).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
@@ -53,13 +55,32 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def kill_group(pgid: int) -> bool:
-    """SIGKILL process group ``pgid``; whether the signal was delivered."""
+def _signal_pgid(pgid: int, sig: int) -> bool:
+    """``sig`` to process group ``pgid``; whether it was delivered (a gone group, or one we may not
+    signal, is not an error: the caller judges by what it waits on)."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def kill_group(pgid: int) -> bool:
+    """SIGKILL process group ``pgid``; whether the signal was delivered."""
+    return _signal_pgid(pgid, signal.SIGKILL)
+
+
+def end_group(pgid: int, ended: Callable[[float], bool], grace_s: float = 5.0, kill_wait_s: float = 5.0) -> bool:
+    """SIGTERM to process group ``pgid`` and up to ``grace_s`` for it to end, then SIGKILL and up to
+    ``kill_wait_s`` more; whether its end was seen. ``ended(timeout_s)`` waits for whatever reports
+    the end (the leader's exit status, or a warm launcher's exit reply) and says whether it came.
+    It is called even when a signal finds no group: a leader reaped elsewhere may not have been
+    reported yet."""
+    _signal_pgid(pgid, signal.SIGTERM)
+    if ended(grace_s):
+        return True
+    kill_group(pgid)
+    return ended(kill_wait_s)
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace_s: float, sig: int = signal.SIGTERM) -> bool:

@@ -9,7 +9,8 @@ reaps it; the next rung's preflight stops every recorded group whose runner is g
 Warm launchers (runner/warm.py) are recorded here too, one file per DAG run and host: the
 preflight drops the record of one that is gone, and stops one whose DAG run is over (when the
 caller can ask Airflow: run_over) or that is unused for longer than its idle limit (it should
-have exited by itself: it is hung).
+have exited by itself: it is hung). It also removes the log of a launcher that is gone, a day
+after the log's last write.
 
 Standard library only (the runner image imports it).
 """
@@ -97,6 +98,10 @@ def stop_orphans(log: Callable[[str], None] | None = None, run_over: RunOver | N
 # ---- warm launchers ---------------------------------------------------------------------------------
 #: Past its idle limit by this much, a launcher that still runs is hung: the sweep stops it.
 LAUNCHER_GRACE_S = 30.0
+#: How long a gone launcher's log stays after its last write. A day, not the idle limit (120 s by
+#: default): the log is what explains a launcher that failed a run, and it must outlast the run's
+#: post-mortem; one small log per DAG run and host, so a day of them is little disk.
+LAUNCHER_LOG_MAX_AGE_S = 24 * 3600.0
 
 
 def launchers_dir() -> Path:
@@ -105,6 +110,11 @@ def launchers_dir() -> Path:
 
 def launcher_path(key_hash: str) -> Path:
     return launchers_dir() / f"{socket.gethostname()}-{key_hash}.json"
+
+
+def launcher_log_path(key_hash: str) -> Path:
+    """The launcher's stdout and stderr (appended to by each launcher of that DAG run)."""
+    return launchers_dir() / f"{socket.gethostname()}-{key_hash}.log"
 
 
 def record_launcher(key_hash: str, doc: JSONObject) -> Path | None:
@@ -202,4 +212,47 @@ def stop_stale_launchers(log: Callable[[str], None] | None = None, run_over: Run
             stopped.append(int(doc["pid"]))  # type: ignore[arg-type]
             if log is not None:
                 log(f"[traceladder] stopped a warm launcher (pid {doc['pid']}, {doc.get('key')}): {reason}")
+    remove_old_launcher_logs()
     return stopped
+
+
+def remove_old_launcher_logs(max_age_s: float = LAUNCHER_LOG_MAX_AGE_S) -> list[Path]:
+    """Remove this host's launcher logs that nothing wrote for ``max_age_s`` and whose launcher is
+    gone; the logs removed. A log stays while its record names a live launcher, and while any
+    process has it open (a launcher between opening its log and its record, or one that lingers
+    after its record was dropped): the age alone never judges a launcher, which writes nothing to
+    its log while one long rung runs."""
+    folder = launchers_dir()
+    now = time.time()
+    old: list[Path] = []
+    for path in sorted(folder.glob(f"{socket.gethostname()}-*.log")) if folder.is_dir() else []:
+        try:
+            if now - path.stat().st_mtime <= max_age_s:
+                continue
+        except OSError:
+            continue
+        doc = read_launcher(path.with_suffix(".json"))
+        if doc is None or not launcher_alive(doc):
+            old.append(path)
+    if old:  # only then: the scan reads every process's open files
+        held = _open_files()
+        old = [path for path in old if os.path.realpath(path) not in held]
+    for path in old:
+        path.unlink(missing_ok=True)
+    return old
+
+
+def _open_files() -> set[str]:
+    """The files open in any process we may look into (/proc/<pid>/fd), as real paths."""
+    held: set[str] = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            fds = list(fd_dir.iterdir())
+        except OSError:  # gone, or another user's
+            continue
+        for fd in fds:
+            try:
+                held.add(os.readlink(fd))
+            except OSError:
+                continue
+    return held

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from traceladder import __version__
 from traceladder.core.documents import JSONObject, RungResult
+from traceladder.core.process_group import end_group
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.runner import nodes, orphans, warm
@@ -56,17 +56,17 @@ RESULT_KEYS = ("rung_id", "status", "step_ms", "tokens_per_sec_per_gpu", "peak_m
 _BACKENDS = {"local": local_backend, "docker": docker_backend}
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+def _end_workload(proc: subprocess.Popen[str]) -> None:
+    """The deadline: SIGTERM to the workload's group, 5 s, SIGKILL, 5 s (warm.py's sequence too)."""
+
+    def reaped(timeout_s: float) -> bool:
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            continue
+            return False
+        return True
+
+    end_group(proc.pid, reaped)
 
 
 def execute(
@@ -108,7 +108,7 @@ def execute(
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            _end_workload(proc)
         reader.join(timeout=10)
         if timed_out and not errors:
             log.write(f"[traceladder] deadline of {deadline_s:.0f} s reached; the rung was stopped\n")

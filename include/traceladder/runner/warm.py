@@ -22,7 +22,6 @@ import array
 import hashlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from traceladder.core import settings
+from traceladder.core.process_group import end_group, kill_group
 from traceladder.runner import orphans
 
 START_TIMEOUT_S = 90.0  # the launcher's imports take ~4-7 s on 2 busy cores
@@ -93,7 +93,7 @@ def _start(key: str) -> tuple[socket.socket | None, str]:
     folder = orphans.launchers_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        log = (folder / f"{socket.gethostname()}-{digest}.log").open("ab")
+        log = orphans.launcher_log_path(digest).open("ab")  # the sweep removes it a day after it is gone
     except OSError as exc:
         return None, f"cannot write its log in {folder}: {exc}"
     with log:
@@ -264,12 +264,12 @@ def _follow(
             reply = _kill(pid, replies)
         if reply is None:  # the launcher died: no exit status will come; stop the workload
             lost = True
-            _killpg(pid, signal.SIGKILL)
+            kill_group(pid)
         else:
             code = int(reply["exit"])  # type: ignore[call-overload]
     except (OSError, ValueError, KeyError):
         lost = True
-        _killpg(pid, signal.SIGKILL)
+        kill_group(pid)
     reader.join(timeout=10)
     if log is not None:
         try:
@@ -287,22 +287,20 @@ def _follow(
     return code, timed_out
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _kill(pid: int, replies: _Replies) -> dict[str, object] | None:
-    """rung._kill_group's sequence: SIGTERM to the group, 5 s, SIGKILL, 5 s; the exit reply."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        _killpg(pid, sig)
+    """The cold path's deadline (end_group: SIGTERM to the group, 5 s, SIGKILL, 5 s), waiting on
+    the launcher's exit reply instead of our own child; that reply (None: the launcher closed)."""
+    got: list[dict[str, object] | None] = []
+
+    def replied(timeout_s: float) -> bool:
         try:
-            return replies.next(5.0)
+            got.append(replies.next(timeout_s))
         except TimeoutError:
-            continue
-    return None
+            return False
+        return True
+
+    end_group(pid, replied)
+    return got[0] if got else None
 
 
 def stop_run(dag_id: str, run_id: str) -> bool:
