@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import conv, elementwise, norm, reduce, sdpa
+from . import conv, elementwise, inference, norm, reduce, sdpa
 
 __all__ = ["Model", "MODELS", "SHEETS", "SPLIT_SHEETS"]
 
@@ -22,6 +22,7 @@ class Model:
     params: Callable[[str, dict], dict[str, Any]]
     metrics: Callable[[str, dict, bool], tuple[float, float | None, str]]
     has_bwd: bool = False  # an autograd backward model exists (bwd=True rows)
+    wants_args: bool = False  # metrics also reads the op's raw args (a 4th argument)
 
 
 def _plain(fn):
@@ -38,6 +39,23 @@ _REDUCE = Model(
 )
 _SDPA = Model("SDPA", sdpa.params, lambda name, p, bwd=False: (sdpa.metrics_bwd if bwd else sdpa.metrics)(p), True)
 _CONV = Model("CONV", conv.params, conv.metrics, True)
+
+
+def _fwd_only(metrics):
+    """An extension model with no backward: TraceLens's backward pass fails on it (no
+    ``flops_bwd``) and drops the op."""
+
+    def run(name: str, p: dict, bwd: bool, args: dict):
+        if bwd:
+            raise NotImplementedError(f"{name}: no backward model")
+        return metrics(name, p, args)
+
+    return run
+
+
+_RMSNORM = Model("RMSNorm", inference.rmsnorm_params, _fwd_only(inference.rmsnorm_metrics), wants_args=True)
+_ROPE = Model("RoPE", inference.rope_params, _fwd_only(inference.rope_metrics), wants_args=True)
+_GATED = Model("UnaryElementwise", inference.gated_params, lambda name, p, bwd=False: inference.gated_metrics(name, p))
 
 MODELS: dict[str, Model] = {}
 for _op in (
@@ -99,6 +117,13 @@ for _op in (
     "aten::amax",
 ):
     MODELS[_op] = _REDUCE
+# inference-library ops of TraceLens's pseudo-op extensions
+for _op in inference.RMSNORM_OPS:
+    MODELS[_op] = _RMSNORM
+for _op in inference.ROPE_OPS:
+    MODELS[_op] = _ROPE
+for _op in inference.GATED_OPS:
+    MODELS[_op] = _GATED
 for _op in sdpa.SDPA_OPS:
     MODELS[_op] = _SDPA
 for _op in conv.CONV_OPS:
@@ -107,7 +132,7 @@ for _op in conv.CONV_OPS:
 #: sheets written as one table (fwd and bwd ops together), as TraceLens does
 SHEETS = ("UnaryElementwise", "BinaryElementwise", "Normalization")
 #: sheets split into ``<sheet>_fwd`` / ``<sheet>_bwd``
-SPLIT_SHEETS = ("Reduce", "SDPA", "CONV")
+SPLIT_SHEETS = ("Reduce", "SDPA", "CONV", "RMSNorm", "RoPE")
 #: ops whose own rows go to the ``_bwd`` sheet; ops dropped from ``_bwd``
 BWD_OPS = frozenset({"aten::convolution_backward"})
 FWD_ONLY_OPS = frozenset({"aten::convolution", "aten::miopen_convolution", "aten::cudnn_convolution"})

@@ -148,7 +148,7 @@ def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
         model = pm.MODELS[name]
         try:
             p = model.params(name, a)
-            flops, nbytes, cspec = model.metrics(name, p, bwd)
+            flops, nbytes, cspec = model.metrics(name, p, bwd, a) if model.wants_args else model.metrics(name, p, bwd)
             gof[u] = len(groups)
             groups.append((name, p, flops / 1e9, nbytes, cspec, a))
         except Exception:  # noqa: BLE001, S112 - TraceLens drops ops whose perf model fails
