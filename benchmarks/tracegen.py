@@ -137,6 +137,67 @@ def _kernel_family(op: str) -> list[str]:
 # the CPU recordings
 
 
+#: inference-library ops (aiter, vLLM, sglang kernels) as TraceLens's extensions see them:
+#: name -> schema; each is registered as a no-op CPU op, so the recording holds the op
+#: with its real argument layout and no ops inside it (it launches its own kernel)
+LIBRARY_OPS = {
+    "aiter::rms_norm": "(Tensor x, Tensor weight, float eps, int sensitive) -> ()",
+    "aiter::rmsnorm": "(Tensor out, Tensor input, Tensor weight, float eps) -> ()",
+    "aiter::add_rmsnorm": "(Tensor out, Tensor input, Tensor res_in, Tensor res_out, Tensor weight, float eps) -> ()",
+    "aiter::rmsnorm2d_fwd_with_add_ck": (
+        "(Tensor out, Tensor input, Tensor res_in, Tensor res_out, Tensor weight, float eps, int sensitive) -> ()"
+    ),
+    "aiter::rmsnorm2d_fwd_with_dynamicquant_ck": (
+        "(Tensor out, Tensor input, Tensor yscale, Tensor weight, float eps, int sensitive) -> ()"
+    ),
+    "aiter::rmsnorm_quant": (
+        "(Tensor out, Tensor input, Tensor scale, Tensor weight, float eps, int group_size, bool shuffle, "
+        "bool gemma) -> ()"
+    ),
+    "vllm::rocm_aiter_rmsnorm_fp8_group_quant": "(Tensor x, Tensor weight, float eps, int group_size) -> ()",
+    "vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant": (
+        "(Tensor x, Tensor residual, Tensor weight, float eps, int group_size) -> ()"
+    ),
+    "vllm::rocm_aiter_triton_add_rmsnorm_pad": (
+        "(Tensor x, Tensor weight, float eps, Tensor residual, int pad_to_multiple) -> ()"
+    ),
+    "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant": (
+        "(Tensor x1, Tensor w1, float eps1, Tensor? x2, Tensor? w2, float eps2, Tensor? res1) -> ()"
+    ),
+    "sgl_kernel::rotary_embedding": (
+        "(Tensor positions, Tensor query, Tensor key, int head_size, Tensor cos_sin_cache, bool is_neox) -> ()"
+    ),
+    "aiter::rope_cached_positions_2c_fwd_impl": (
+        "(Tensor out_x, Tensor out_y, Tensor x, Tensor y, Tensor cos, Tensor sin, Tensor positions, "
+        "int rotate_style, bool reuse_freqs_front_part, bool nope_first) -> ()"
+    ),
+    "sgl_kernel::silu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "aiter::silu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "_C::silu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "aiter::gelu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "aiter::gelu_tanh_and_mul": "(Tensor out, Tensor input) -> ()",
+}
+_LIBS: list[Any] = []  # the torch.library handles (kept alive; one registration per process)
+
+
+def _library_ops() -> Any:
+    """``torch.ops``, with LIBRARY_OPS registered (once) as no-op CPU ops."""
+    import torch
+
+    if not _LIBS:
+        by_ns: dict[str, list[tuple[str, str]]] = {}
+        for full, schema in LIBRARY_OPS.items():
+            ns, name = full.split("::")
+            by_ns.setdefault(ns, []).append((name, schema))
+        for ns, ops in by_ns.items():
+            lib = torch.library.Library(ns, "FRAGMENT")
+            for name, schema in ops:
+                lib.define(name + schema)
+                lib.impl(name, lambda *a, **k: None, "CPU")
+            _LIBS.append(lib)
+    return torch.ops
+
+
 def _models() -> list[tuple[str, Any, Any, bool]]:
     """(name, model, input, train) for each small model; built inside the recording process."""
     import torch
@@ -204,6 +265,51 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         nn.Upsample(scale_factor=2, mode="nearest"),
     )
     norms = nn.Sequential(nn.Linear(48, 48), nn.LayerNorm(48), nn.GroupNorm(4, 48), nn.Dropout(0.1))
+
+    class LibraryDecoder(nn.Module):
+        """A decoder layer of an inference server, its norms, RoPE and activation through
+        library ops (LIBRARY_OPS), its projections through aten; bf16 like the real ones."""
+
+        def __init__(self, d: int = 64, heads: int = 4, kv_heads: int = 2) -> None:
+            super().__init__()
+            self.d, self.hd, self.kvh = d, d // heads, kv_heads
+            self.qkv = nn.Linear(d, d + 2 * kv_heads * (d // heads)).to(torch.bfloat16)
+            self.up = nn.Linear(d, 4 * d).to(torch.bfloat16)
+            self.down = nn.Linear(2 * d, d).to(torch.bfloat16)
+            self.w = torch.ones(d, dtype=torch.bfloat16)
+            self.cache = torch.randn(128, self.hd, dtype=torch.bfloat16)
+
+        def forward(self, x: Any) -> Any:
+            ops = _library_ops()
+            t, d, e = x.shape[0], self.d, 1e-6
+            like = torch.empty_like
+            out, res = like(x), like(x)
+            ops.aiter.rms_norm(x, self.w, e, 0)
+            ops.aiter.rmsnorm(out, x, self.w, e)
+            ops.aiter.add_rmsnorm(out, x, res, res, self.w, e)
+            ops.aiter.rmsnorm2d_fwd_with_add_ck(out, x, res, res, self.w, e, 0)
+            ops.aiter.rmsnorm2d_fwd_with_dynamicquant_ck(out, x, torch.empty(t, 1), self.w, e, 0)
+            ops.aiter.rmsnorm_quant(out, x, torch.empty(t, d // 32), self.w, e, 32, False, False)
+            ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, self.w, e, 16)
+            ops.vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant(x, res, self.w, e, 16)
+            ops.vllm.rocm_aiter_triton_add_rmsnorm_pad(x, self.w, e, res, 48)
+            ops.sglang_profiler.fused_mxfp4_quant_fused_rms_mxfp4_quant(x, self.w, e, x[:, :32], self.w[:32], e, res)
+            qkv = self.qkv(x)
+            q, k = qkv[:, :d].contiguous(), qkv[:, d : d + self.kvh * self.hd].contiguous()
+            pos = torch.arange(t)
+            ops.sgl_kernel.rotary_embedding(pos, q, k, self.hd, self.cache, True)
+            q4, k4 = q.view(1, t, -1, self.hd), k.view(1, t, -1, self.hd)
+            cos = self.cache[:, : self.hd // 2].reshape(128, 1, 1, -1)
+            ops.aiter.rope_cached_positions_2c_fwd_impl(q4, k4, q4, k4, cos, cos, pos.view(1, t), 0, False, False)
+            h = self.up(x)
+            act = like(h[:, : 2 * d])
+            ops.sgl_kernel.silu_and_mul(act, h)
+            ops.aiter.silu_and_mul(act, h)
+            ops._C.silu_and_mul(act, h)
+            ops.aiter.gelu_and_mul(act, h)
+            ops.aiter.gelu_tanh_and_mul(act, h.float())
+            return self.down(act)
+
     return [
         ("mlp", mlp, torch.randn(16, 64), True),
         ("mlp_infer", mlp, torch.randn(4, 64), False),
@@ -216,6 +322,7 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         ("norms", norms, torch.randn(6, 48), True),
         ("resize", resize, torch.randn(1, 3, 8, 8), True),
         ("resize_infer", resize, torch.randn(1, 3, 6, 6), False),
+        ("library_decoder", LibraryDecoder(), torch.randn(8, 64, dtype=torch.bfloat16), False),
     ]
 
 
@@ -311,6 +418,10 @@ def _launch_windows(events: list[dict]) -> list[tuple[dict, float, float]]:
     return out
 
 
+#: the other namespaces of LIBRARY_OPS, whose ops launch their kernel too
+_LIBRARY_NS = ("sgl_kernel::", "vllm::", "_C::", "sglang_profiler::")
+
+
 def gpu_trace(cpu: Trace, seed: int) -> Trace:
     """The CPU trace with seeded device activity added (a new dict; ``cpu`` is not changed)."""
     rng = random.Random(seed)
@@ -334,7 +445,7 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     added: list[dict] = []
     for op, lo, hi in sorted(_launch_windows(events), key=lambda w: w[1]):
         name = op["name"]
-        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer")):
+        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer") + _LIBRARY_NS):
             continue
         ext = op.get("args", {}).get("External id")
         if ext is None or rng.random() < 0.03:  # a few ops launch nothing

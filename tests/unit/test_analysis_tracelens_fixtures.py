@@ -94,3 +94,20 @@ def test_fixtures_show_their_rules():
     cats = [e.get("cat") for e in json.loads(gzip.decompress((u / "trace.json.gz").read_bytes()))["traceEvents"]]
     ex = [int(r["ex_UID"]) for r in _rows(u / "ops_unique_args.csv")]
     assert any(cats[:x].count("python_function") for x in ex), ex
+    # inference-library ops of TraceLens's extensions: RMSNorm_fwd / RoPE_fwd sheets of
+    # their own, the gated activations in UnaryElementwise
+    lib = f / "inference_library_ops"
+    rms = {r["name"] for r in _rows(lib / "RMSNorm_fwd.csv")}
+    assert {
+        "aiter::rms_norm",
+        "aiter::rmsnorm",
+        "aiter::add_rmsnorm",
+        "vllm::rocm_aiter_rmsnorm_fp8_group_quant",
+    } <= rms
+    assert {r["name"] for r in _rows(lib / "RoPE_fwd.csv")} == {
+        "sgl_kernel::rotary_embedding",
+        "aiter::rope_cached_positions_2c_fwd_impl",
+    }
+    un = {r["name"]: r for r in _rows(lib / "UnaryElementwise.csv")}
+    assert "sgl_kernel::silu_and_mul" in un and "aiter::gelu_tanh_and_mul" in un
+    assert float(un["sgl_kernel::silu_and_mul"]["GFLOPS_first"]) > 0
