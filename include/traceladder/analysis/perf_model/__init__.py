@@ -20,7 +20,7 @@ __all__ = ["Model", "MODELS", "SHEETS", "SPLIT_SHEETS"]
 class Model:
     sheet: str  # TraceLens's sheet category
     params: Callable[[str, dict], dict[str, Any]]
-    metrics: Callable[[str, dict, bool], tuple[float, float | None, str]]
+    metrics: Callable[..., tuple[float, float | None, str]]  # (name, params, bwd[, args])
     has_bwd: bool = False  # an autograd backward model exists (bwd=True rows)
     wants_args: bool = False  # metrics also reads the op's raw args (a 4th argument)
 
@@ -55,6 +55,12 @@ def _fwd_only(metrics):
 
 _RMSNORM = Model("RMSNorm", inference.rmsnorm_params, _fwd_only(inference.rmsnorm_metrics), wants_args=True)
 _ROPE = Model("RoPE", inference.rope_params, _fwd_only(inference.rope_metrics), wants_args=True)
+_ATTENTION = Model(
+    "InferenceAttention", inference.attention_params, _fwd_only(inference.attention_metrics), wants_args=True
+)
+_STORE_CACHE = Model(
+    "InferenceAttention", inference.store_cache_params, _fwd_only(inference.store_cache_metrics), wants_args=True
+)
 _GATED = Model("UnaryElementwise", inference.gated_params, lambda name, p, bwd=False: inference.gated_metrics(name, p))
 
 MODELS: dict[str, Model] = {}
@@ -124,6 +130,9 @@ for _op in inference.ROPE_OPS:
     MODELS[_op] = _ROPE
 for _op in inference.GATED_OPS:
     MODELS[_op] = _GATED
+for _op in inference.ATTENTION_OPS:
+    MODELS[_op] = _ATTENTION
+MODELS["sglang::store_cache"] = _STORE_CACHE
 for _op in sdpa.SDPA_OPS:
     MODELS[_op] = _SDPA
 for _op in conv.CONV_OPS:
@@ -132,7 +141,7 @@ for _op in conv.CONV_OPS:
 #: sheets written as one table (fwd and bwd ops together), as TraceLens does
 SHEETS = ("UnaryElementwise", "BinaryElementwise", "Normalization")
 #: sheets split into ``<sheet>_fwd`` / ``<sheet>_bwd``
-SPLIT_SHEETS = ("Reduce", "SDPA", "CONV", "RMSNorm", "RoPE")
+SPLIT_SHEETS = ("Reduce", "SDPA", "CONV", "RMSNorm", "RoPE", "InferenceAttention")
 #: ops whose own rows go to the ``_bwd`` sheet; ops dropped from ``_bwd``
 BWD_OPS = frozenset({"aten::convolution_backward"})
 FWD_ONLY_OPS = frozenset({"aten::convolution", "aten::miopen_convolution", "aten::cudnn_convolution"})

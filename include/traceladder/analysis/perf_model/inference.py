@@ -20,6 +20,7 @@ byte size), so the op is dropped from the sheets as TraceLens drops it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .common import bpe, prod, spec
@@ -188,3 +189,139 @@ def gated_metrics(name: str, p: dict) -> tuple[float, float, str]:
     if b_in is None or b_out is None:
         raise ValueError(f"{name}: no byte size for {p['dtype_in_out']}")
     return GATED_OPS[name] * n, 2 * n * b_in + n * b_out, spec("vector", din)
+
+
+# ---------------------------------------------------------------------------------
+# inference attention (sheet InferenceAttention_fwd)
+
+#: attention ops modelled from the step annotation's chunk statistics -> whether the V head
+#: dim comes from the v tensor (``Input Dims[2]``) rather than the key's
+ATTENTION_OPS: dict[str, bool] = {
+    "vllm::unified_attention_with_output": False,
+    "aiter::mha_varlen_fwd": False,
+    "aiter::fmha_v3_varlen_fwd": True,
+    "aiter::mha_batch_prefill": True,
+}
+#: the ops TraceLens gives their enclosing user annotation (the vLLM step label)
+ANNOTATED_PREFIX = "vllm::unified_attention_with_output"
+#: key in an op's args copy where the perf sheets put that annotation
+ANNOTATION_KEY = "__annotation__"
+
+_NO_PERF: dict[str, Any] = {
+    "B": 1,
+    **dict.fromkeys(("N_Q", "H_Q", "N_KV", "H_KV", "d_h_qk", "d_h_v"), 0),
+    **dict.fromkeys(("c_sq", "c_sk", "c_sqsq", "c_sqsk", "g_sq", "g_sk", "g_sqsq", "g_sqsk"), 0),
+    "dropout": 0.0,
+    "causal": False,
+    "flash_impl": True,
+    "dtype_Q": None,
+    "_no_perf": True,
+}
+
+# the step labels that carry the sq/sk aggregates (TraceLens's "detailed" iteration
+# annotations); a label of any other form has none, and the model gives no estimate
+_SQSK = r"\(sq\d+sk\d+sqsq\d+sqsk\d+\)"
+_VLLM_STEP = re.compile(rf"execute_\d+_context_\d+{_SQSK}_generation_\d+{_SQSK}")
+_VLLM_NATIVE = re.compile(r"execute_context_\d+\(\d+\)_generation_\d+\(\d+\)")
+_SGLANG_STEP = re.compile(r"step\[(?:EXTEND|DECODE|MIXED)\b[^\]]*sqsq=\d+[^\]]*\]")
+_SGLANG_NATIVE = re.compile(r"step\[(?:EXTEND|DECODE|MIXED)\b.*\]")
+_ATOM_STEP = re.compile(r"^(prefill|decode)\[.*sqsq=\d+.*\]")
+_ATOM_NATIVE = re.compile(r"^(prefill|decode)\[(.*)\]")
+_CHUNK_KEYS = ("c_sq", "c_sk", "c_sqsq", "c_sqsk", "g_sq", "g_sk", "g_sqsq", "g_sqsk")
+
+
+def _int(v: Any) -> int:
+    try:
+        return int(v)
+    except (ValueError, TypeError):
+        return 0
+
+
+def chunk_stats(label: str) -> dict[str, int]:
+    """The context (``c_``) and generation (``g_``) sq/sk aggregates of a step label;
+    raises ValueError where the label carries none (the formats are matched in TraceLens's
+    order: a vLLM label of the plain form, say, has no aggregates)."""
+    if _VLLM_STEP.match(label):
+        # the label's numbers in order, with the parens and the s/q/k letters as separators
+        p = re.sub(r"[sqk]+", "_", label.replace("(", "_").replace(")", "_")).split("_")
+        return dict(zip(_CHUNK_KEYS, (_int(p[i]) for i in (5, 6, 7, 8, 13, 14, 15, 16))))
+    if _VLLM_NATIVE.match(label):
+        raise ValueError("a vLLM step label without sq/sk aggregates")
+    if _SGLANG_STEP.match(label):
+        body = label[label.index("[") + 1 : label.rindex("]")]
+        kv = dict(re.findall(r"(\w+)=(\d+)", body))
+        return {k: _int(kv.get(k, 0)) for k in _CHUNK_KEYS}
+    if _SGLANG_NATIVE.match(label):
+        raise ValueError("an sglang step label without sq/sk aggregates")
+    m = _ATOM_NATIVE.match(label)
+    if m:
+        kv = dict(re.findall(r"(\w+)=(\[[^\]]*\](?:\.\.\.\+\d+)?|\S+)", m.group(2)))
+        tok, sk, sqsq, sqsk = (_int(kv.get(k, 0)) for k in ("tok", "sk", "sqsq", "sqsk"))
+        if "sqsq" in kv and "sqsk" in kv:
+            pre = "c_" if m.group(1) == "prefill" else "g_"
+            got = dict.fromkeys(_CHUNK_KEYS, 0)
+            got.update({pre + "sq": tok, pre + "sk": sk, pre + "sqsq": sqsq, pre + "sqsk": sqsk})
+            return got
+    raise ValueError(f"no sq/sk aggregates in the step label {label!r}")
+
+
+def attention_params(name: str, args: dict) -> dict[str, Any]:
+    """The step's chunk statistics (from the op's enclosing annotation) and the q / k
+    shapes; TraceLens's placeholder params (no estimate) where any of them is missing."""
+    try:
+        stats = chunk_stats(str(args.get(ANNOTATION_KEY)))
+        dims, types = args["Input Dims"], args["Input type"]
+        n_q, h_q, d_qk = dims[0]
+        n_kv, h_kv, d_v = dims[1][-3:]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return dict(_NO_PERF)
+    if ATTENTION_OPS[name] and len(dims) > 2 and len(dims[2]) >= 1:
+        d_v = dims[2][-1]
+    return {
+        "B": 1,
+        "N_Q": n_q,
+        "H_Q": h_q,
+        "H_V": h_kv,
+        "H_K": h_kv,
+        "N_KV": n_kv,
+        "H_KV": h_kv,
+        "d_h_qk": d_qk,
+        "d_h_v": d_v,
+        "dropout": 0.0,
+        "causal": False,
+        "flash_impl": True,
+        **stats,
+        "dtype_Q": types[0],
+        "dtype_KV": types[1] if len(types) > 1 else types[0],
+    }
+
+
+def attention_metrics(name: str, p: dict, args: dict) -> tuple[float, float, str]:
+    """Non-causal attention over the cached context plus causal attention within the chunk,
+    for the context and the generation requests; Q, output and the chunk's K/V in Q's
+    dtype, the cached K/V in the KV dtype."""
+    if p.get("_no_perf"):
+        raise ValueError(f"{name}: no chunk statistics, no estimate")
+    if p["c_sq"] == 0 and p["g_sq"] == 0:
+        raise ValueError(f"{name}: an empty step")
+    h_q, h_kv, d_qk, d_v = p["H_Q"], p["H_KV"], p["d_h_qk"], p["d_h_v"]
+    flops = h_q * (2 * p["c_sqsk"] * (d_qk + d_v) - p["c_sqsq"] * (d_qk + d_v) + 2 * p["g_sqsk"] * (d_qk + d_v))
+    b_q = bpe(p["dtype_Q"]) or 2
+    b_kv = (bpe(p["dtype_KV"]) if p["dtype_KV"] else None) or b_q
+    b = p["B"]
+    chunk = b * (p["c_sq"] + p["g_sq"]) * (h_q * (d_qk + d_v) + h_kv * (d_qk + d_v))
+    cached = b * ((p["c_sk"] - p["c_sq"]) + (p["g_sk"] - p["g_sq"])) * h_kv * (d_qk + d_v)
+    return flops, chunk * b_q + cached * b_kv, spec("matrix", p["dtype_Q"])
+
+
+def store_cache_params(name: str, args: dict) -> dict[str, Any]:
+    """``sglang::store_cache(k, v, k_cache, v_cache, indices, ...)``."""
+    k = tuple(args["Input Dims"][0])
+    return {"op_shape": k, "nelems": prod(k), "dtype": args["Input type"][0]}
+
+
+def store_cache_metrics(name: str, p: dict, args: dict) -> tuple[float, float, str]:
+    """A scatter of the new K/V rows into the paged cache: no math; k and v read, their
+    rows of both caches written."""
+    b = bpe(p["dtype"]) if p["dtype"] else None
+    return 0, 4 * p["nelems"] * (b if b is not None else 2), spec("vector", p["dtype"]) if p["dtype"] else ""

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .. import perf_model as pm
+from ..perf_model import inference
 from ..model.autograd_links import bwd_links
 from ..model.events import EventTable
 from ..model.op_args import op_args
@@ -132,19 +133,48 @@ class Rows:
             }
 
 
+def step_annotations(t: EventTable, ops: np.ndarray) -> tuple[np.ndarray, list[str | None]]:
+    """The step label of each op TraceLens annotates (vLLM's attention op): the first
+    ``*user_annotation`` range, by start time, that holds the op (starting no later, ending
+    strictly later). Per op a code into the returned labels; 0 (None) for the others."""
+    labels: list[str | None] = [None]
+    code = np.zeros(ops.size, dtype=np.int64)
+    target = [i for i, n in enumerate(t.names_of(ops)) if n.startswith(inference.ANNOTATED_PREFIX)]
+    if not target:
+        return code, labels
+    cats = [c for c in t.cats if c and "user_annotation" in c]
+    ann = np.flatnonzero(t.is_cat(*cats) & ~np.isnan(t.ts) & ~np.isnan(t.dur)) if cats else np.empty(0, np.int64)
+    uids = np.asarray([t.uid_of(i) for i in ann.tolist()], dtype=np.int64)
+    ann = ann[np.lexsort((uids, t.ts[ann]))]  # by start, file order among equal starts
+    a_lo, a_hi = t.ts[ann], t.ts[ann] + t.dur[ann]
+    seen: dict[str, int] = {}
+    for j in target:
+        e = int(ops[j])
+        inside = np.flatnonzero((a_lo <= t.ts[e]) & (t.ts[e] + t.dur[e] < a_hi))
+        if inside.size:
+            label = t.name_of(int(ann[inside[0]]))
+            code[j] = seen.setdefault(label, len(labels))
+            if code[j] == len(labels):
+                labels.append(label)
+    return code, labels
+
+
 def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
     """Perf-model rows for ``ops`` (UID order); ops whose model fails are dropped."""
     oa = op_args(t)
     keys = oa.keys(ops)
     codes = t.name[ops]
+    ann_code, labels = step_annotations(t, ops)
     groups: list[tuple] = []
-    # one model evaluation per distinct (name, raw args), in order of first appearance
-    _, first, inv = np.unique(dense_codes(codes, keys), return_index=True, return_inverse=True)
+    # one model evaluation per distinct (name, raw args, step label), in order of first appearance
+    _, first, inv = np.unique(dense_codes(codes, keys, ann_code), return_index=True, return_inverse=True)
     gof = np.full(first.size, -1, dtype=np.int64)
     for u in np.argsort(first, kind="stable").tolist():
         j = int(first[u])
         name = t.names[codes[j]]
         a = oa.args(int(keys[j]))
+        if ann_code[j] or name in inference.ATTENTION_OPS:  # the attention models read the step label
+            a = {**a, inference.ANNOTATION_KEY: labels[int(ann_code[j])]}
         model = pm.MODELS[name]
         try:
             p = model.params(name, a)
