@@ -176,7 +176,21 @@ LIBRARY_OPS = {
     "_C::silu_and_mul": "(Tensor out, Tensor input) -> ()",
     "aiter::gelu_and_mul": "(Tensor out, Tensor input) -> ()",
     "aiter::gelu_tanh_and_mul": "(Tensor out, Tensor input) -> ()",
+    "vllm::unified_attention_with_output": (
+        "(Tensor query, Tensor key, Tensor value, Tensor output, str layer_name, Tensor? output_scale) -> ()"
+    ),
+    "aiter::mha_batch_prefill": "(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_kv, float scale) -> ()",
+    "aiter::fmha_v3_varlen_fwd": "(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_kv, float scale) -> ()",
+    "sglang::store_cache": "(Tensor k, Tensor v, Tensor k_cache, Tensor v_cache, Tensor loc, int a, int b) -> ()",
 }
+#: the step ranges of the library decoder's recording, as inference servers label their
+#: steps: vLLM's label with the sq/sk aggregates and sglang's (TraceLens's attention model
+#: reads them from the earliest range around the op), then vLLM's plain label (none)
+STEP_LABELS = (
+    "execute_8_context_1(sq6sk10sqsq36sqsk60)_generation_2(sq2sk40sqsq2sqsk40)",
+    "step[MIXED bs=3 c=1 g=2 c_sq=5 c_sk=9 c_sqsq=25 c_sqsk=45 g_sq=3 g_sk=70 g_sqsq=3 g_sqsk=70]",
+    "execute_context_1(6)_generation_2(2)",
+)
 _LIBS: list[Any] = []  # the torch.library handles (kept alive; one registration per process)
 
 
@@ -301,6 +315,7 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
             q4, k4 = q.view(1, t, -1, self.hd), k.view(1, t, -1, self.hd)
             cos = self.cache[:, : self.hd // 2].reshape(128, 1, 1, -1)
             ops.aiter.rope_cached_positions_2c_fwd_impl(q4, k4, q4, k4, cos, cos, pos.view(1, t), 0, False, False)
+            self.attention(ops, q.view(t, -1, self.hd), k.view(t, -1, self.hd))
             h = self.up(x)
             act = like(h[:, : 2 * d])
             ops.sgl_kernel.silu_and_mul(act, h)
@@ -309,6 +324,22 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
             ops.aiter.gelu_and_mul(act, h)
             ops.aiter.gelu_tanh_and_mul(act, h.float())
             return self.down(act)
+
+        def attention(self, ops: Any, q: Any, k: Any) -> None:
+            """The attention ops (vLLM's also inside a range of its own, which starts later
+            than the step's, and with fewer tokens)."""
+            from torch.profiler import record_function
+
+            cu = torch.tensor([0, q.shape[0]], dtype=torch.int32)
+            cache = torch.empty(64, k.shape[1] * k.shape[2], dtype=torch.bfloat16)
+            out = torch.empty_like(q)
+            ops.vllm.unified_attention_with_output(q, k, k, out, "layer.0", None)
+            with record_function(STEP_LABELS[0]):
+                ops.vllm.unified_attention_with_output(q[:4], k[:4], k[:4], out[:4], "layer.0", None)
+            ops.aiter.mha_batch_prefill(q, k, k, cu, cu, 0.125)
+            ops.aiter.fmha_v3_varlen_fwd(q, k, k, cu, cu, 0.125)
+            kv = k.reshape(k.shape[0], -1)
+            ops.sglang.store_cache(kv, kv, cache, cache, torch.arange(k.shape[0]), 2048, 0)
 
     return [
         ("mlp", mlp, torch.randn(16, 64), True),
@@ -332,9 +363,11 @@ def _record(name: str, model: Any, x: Any, train: bool, shapes: bool, stack: boo
 
     opt = torch.optim.Adam(model.parameters(), lr=1e-3) if train else None
     path = out / f"{name}{'_shapes' if shapes else ''}{'_stack' if stack else ''}.json"
+    # the library decoder's steps carry an inference server's step labels
+    steps = STEP_LABELS if name == "library_decoder" else tuple(f"ProfilerStep#{i}" for i in range(2))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_stack=stack) as prof:
-        for step in range(2):
-            with record_function(f"ProfilerStep#{step}"):
+        for step_label in steps:
+            with record_function(step_label):
                 if opt is None:
                     with torch.no_grad(), record_function("forward"):
                         model(x)
@@ -419,7 +452,7 @@ def _launch_windows(events: list[dict]) -> list[tuple[dict, float, float]]:
 
 
 #: the other namespaces of LIBRARY_OPS, whose ops launch their kernel too
-_LIBRARY_NS = ("sgl_kernel::", "vllm::", "_C::", "sglang_profiler::")
+_LIBRARY_NS = ("sgl_kernel::", "vllm::", "_C::", "sglang_profiler::", "sglang::")
 
 
 def gpu_trace(cpu: Trace, seed: int) -> Trace:

@@ -111,3 +111,14 @@ def test_fixtures_show_their_rules():
     un = {r["name"]: r for r in _rows(lib / "UnaryElementwise.csv")}
     assert "sgl_kernel::silu_and_mul" in un and "aiter::gelu_tanh_and_mul" in un
     assert float(un["sgl_kernel::silu_and_mul"]["GFLOPS_first"]) > 0
+    # attention: vLLM's op has an estimate under step labels with sq/sk aggregates (vLLM's
+    # or sglang's), none under vLLM's plain label; aiter's get no label, so no estimate
+    att = _rows(lib / "InferenceAttention_fwd.csv")
+    vllm = [r for r in att if r["name"] == "vllm::unified_attention_with_output"]
+    assert {r["param: c_sq"] for r in vllm} >= {"6.0", "5.0"} and all(float(r["GFLOPS_first"]) > 0 for r in vllm)
+    assert "sglang::store_cache" in {r["name"] for r in att}
+    assert not {"aiter::mha_batch_prefill", "aiter::fmha_v3_varlen_fwd"} & {r["name"] for r in att}
+    uni = {r["name"]: r for r in _rows(lib / "unified_perf_summary.csv")}
+    assert (
+        uni["aiter::mha_batch_prefill"]["has_perf_model"] == "True" and uni["aiter::mha_batch_prefill"]["GFLOPS"] == ""
+    )
