@@ -181,6 +181,8 @@ LIBRARY_OPS = {
     ),
     "aiter::mha_batch_prefill": "(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_kv, float scale) -> ()",
     "aiter::fmha_v3_varlen_fwd": "(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_kv, float scale) -> ()",
+    "aiter::fmha_v3_fwd": "(Tensor q, Tensor k, Tensor v, float dropout_p, float scale, bool is_causal, int w) -> ()",
+    "aiter::mha_fwd": "(Tensor q, Tensor k, Tensor v, float dropout_p, float scale, bool is_causal, int w) -> ()",
     "sglang::store_cache": "(Tensor k, Tensor v, Tensor k_cache, Tensor v_cache, Tensor loc, int a, int b) -> ()",
 }
 #: the step ranges of the library decoder's recording, as inference servers label their
@@ -338,6 +340,10 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
                 ops.vllm.unified_attention_with_output(q[:4], k[:4], k[:4], out[:4], "layer.0", None)
             ops.aiter.mha_batch_prefill(q, k, k, cu, cu, 0.125)
             ops.aiter.fmha_v3_varlen_fwd(q, k, k, cu, cu, 0.125)
+            # aiter's fixed-length attention: (batch, tokens, heads, head dim)
+            qb, kb = q.view(2, -1, *q.shape[1:]), k.view(2, -1, *k.shape[1:])
+            ops.aiter.fmha_v3_fwd(qb, qb, qb, 0.0, 0.25, False, -1)
+            ops.aiter.mha_fwd(qb, kb, kb, 0.0, 0.25, True, -1)
             kv = k.reshape(k.shape[0], -1)
             ops.sglang.store_cache(kv, kv, cache, cache, torch.arange(k.shape[0]), 2048, 0)
 

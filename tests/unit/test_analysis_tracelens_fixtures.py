@@ -122,3 +122,7 @@ def test_fixtures_show_their_rules():
     assert (
         uni["aiter::mha_batch_prefill"]["has_perf_model"] == "True" and uni["aiter::mha_batch_prefill"]["GFLOPS"] == ""
     )
+    # aiter's fixed-length attention in SDPA_fwd: Q/K/V read as (B, N, H, d), no dtype
+    sd = {r["name"]: r for r in _rows(lib / "SDPA_fwd.csv")}
+    assert sd["aiter::fmha_v3_fwd"]["param: H_Q"] == "4" and sd["aiter::fmha_v3_fwd"]["Compute Spec"] == ""
+    assert sd["aiter::mha_fwd"]["param: causal"] == "True"
