@@ -457,6 +457,51 @@ def _launch_windows(events: list[dict]) -> list[tuple[dict, float, float]]:
     return out
 
 
+#: torch.compile's Triton kernel ops some traces stand in for elementwise and reduction
+#: ops: name templates ({k}: the kernel's number), some whose names do not split into
+#: known ops; the pointwise ones take xnumel, the reductions (xnumel, rnumel)
+TRITON_NAMES = (
+    "triton_poi_fused_add_mul_{k}",
+    "triton_poi_fused__unsafe_view_mul_silu_{k}",
+    "triton_poi_fused__to_copy_add_exp_neg_{k}",
+    "triton_poi_fused_addmm_gelu_view_{k}",
+    "triton_red_fused_add_mean_mul_pow_rsqrt_{k}",
+    "triton_per_fused__softmax_native_layer_norm_{k}",
+    "triton_red_fused_sum_{k}",
+    "triton_poi_fused_frobnicate_{k}",
+)
+_TRITON_STANDS_FOR = frozenset(
+    "aten::add aten::mul aten::sigmoid aten::tanh aten::exp aten::gelu aten::silu aten::sum aten::mean".split()
+)
+
+
+def _as_triton(op: dict, rng: random.Random, k: int) -> None:
+    """Turn a recorded elementwise / reduction op into a Triton kernel op, in place: its
+    tensor args (some in bf16 or fp16), then the element counts as ints (sometimes none)."""
+    a = op.get("args", {})
+    dims, types = a.get("Input Dims"), a.get("Input type")
+    if not dims or not types:
+        return
+    name = rng.choice(TRITON_NAMES).format(k=k)
+    tensors = [(d, t) for d, t in zip(dims, types) if d and t not in ("Scalar", "")]
+    if not tensors:
+        return
+    dtype = rng.choice(["c10::BFloat16", "c10::Half", "float", "c10::Float"])
+    new_dims = [list(d) for d, _ in tensors]
+    new_types = [dtype if t == "float" else t for _, t in tensors]
+    numel = 1
+    for x in new_dims[0]:
+        numel *= x
+    counts = [numel] if name.startswith("triton_poi_") else [numel // max(new_dims[0][-1], 1), new_dims[0][-1]]
+    if rng.random() < 0.15:  # no element counts: TraceLens has no model for the op
+        counts = []
+    op["name"] = name
+    a["Input Dims"] = new_dims + [[] for _ in counts]
+    a["Input type"] = new_types + ["Scalar" for _ in counts]
+    a["Input Strides"] = [[] for _ in a["Input Dims"]]
+    a["Concrete Inputs"] = ["" for _ in new_dims] + [str(c) for c in counts]
+
+
 #: the other namespaces of LIBRARY_OPS, whose ops launch their kernel too
 _LIBRARY_NS = ("sgl_kernel::", "vllm::", "_C::", "sglang_profiler::", "sglang::")
 
@@ -475,6 +520,15 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     for e in events:
         if e.get("cat") == "cpu_op" and e.get("name") in renames:
             e["name"] = renames[e["name"]]
+    # some traces are torch.compile'd: Triton kernel ops stand in for some elementwise and
+    # reduction ops (a generator of its own, so that the rest of the trace is unchanged)
+    compiled = random.Random(seed * 7 + 17)
+    if compiled.random() < 0.3:
+        k = 0
+        for e in events:
+            if e.get("cat") == "cpu_op" and e.get("name") in _TRITON_STANDS_FOR and compiled.random() < 0.5:
+                _as_triton(e, compiled, k)
+                k += 1
     gpu_pid = rng.choice([0, 2, 4])
     streams = rng.choice([[0], [0], [7], [0, 3], [7, 11, 13]])
     free = {s: 0.0 for s in streams}

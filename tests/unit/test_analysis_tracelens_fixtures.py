@@ -126,3 +126,9 @@ def test_fixtures_show_their_rules():
     sd = {r["name"]: r for r in _rows(lib / "SDPA_fwd.csv")}
     assert sd["aiter::fmha_v3_fwd"]["param: H_Q"] == "4" and sd["aiter::fmha_v3_fwd"]["Compute Spec"] == ""
     assert sd["aiter::mha_fwd"]["param: causal"] == "True"
+    # torch.compile's Triton kernel ops: modelled in unified_perf_summary where their args
+    # carry the element counts, not modelled where they do not
+    tri = [r for r in _rows(f / "triton_compiled_ops" / "unified_perf_summary.csv") if r["name"].startswith("triton_")]
+    assert any(r["has_perf_model"] == "True" and float(r["GFLOPS"]) > 0 for r in tri)
+    assert any(r["has_perf_model"] == "False" for r in tri)
+    assert any(r["Compute Spec"].startswith("vector_") for r in tri)

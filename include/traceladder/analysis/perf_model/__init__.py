@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import conv, elementwise, inference, norm, reduce, sdpa
+from . import conv, elementwise, inference, norm, reduce, sdpa, triton
 
 __all__ = ["Model", "MODELS", "SHEETS", "SPLIT_SHEETS"]
 
@@ -63,7 +63,32 @@ _STORE_CACHE = Model(
 )
 _GATED = Model("UnaryElementwise", inference.gated_params, lambda name, p, bwd=False: inference.gated_metrics(name, p))
 
-MODELS: dict[str, Model] = {}
+_TRITON = Model("triton", triton.params, triton.metrics, wants_args=True)  # no sheet of its own
+
+
+class _ModelTable(dict):
+    """Models by op name; torch.compile's Triton kernel ops, whose names are the kernels',
+    by their prefix (TraceLens's model matcher)."""
+
+    def __missing__(self, name: str) -> Model:
+        if name.startswith(triton.PREFIXES):
+            return _TRITON
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or (isinstance(name, str) and name.startswith(triton.PREFIXES))
+
+    def get(self, name: str, default: Model | None = None) -> Model | None:  # type: ignore[override]
+        return self[name] if name in self else default
+
+
+def can_model(name: str, args: dict) -> bool:
+    """Whether the op has a model on these args: every named model does; a Triton kernel
+    op only with its element counts in the args."""
+    return not name.startswith(triton.PREFIXES) or triton.can_model(name, args)
+
+
+MODELS: dict[str, Model] = _ModelTable()
 for _op in (
     "aten::copy",
     "aten::copy_",
