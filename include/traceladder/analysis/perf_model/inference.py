@@ -1,5 +1,6 @@
 """Perf models of inference-library ops (aiter, vLLM, sglang) that TraceLens models through
-its pseudo-op extensions: the RMSNorm family, fused RoPE and the gated activations.
+its pseudo-op extensions: the RMSNorm family, fused RoPE, the gated activations and the
+inference attention ops.
 
 Provenance (facts and formats): TraceLens v1.0.0 ``PerfModel/extensions/``
 (``rmsnorm_perf_model_extensions.py``, ``perf_model_extensions.py``,
@@ -13,6 +14,9 @@ Provenance (facts and formats): TraceLens v1.0.0 ``PerfModel/extensions/``
 * RoPE ops go to ``RoPE_fwd``: 3 FLOPs per rotated element, each read and written once.
 * ``*_and_mul`` gated activations are UnaryElementwise rows whose op shape is the output
   (``Input Dims[0]``); the input (gate and up halves) is read, the output written.
+* attention ops go to ``InferenceAttention_fwd``, modelled from the sq/sk aggregates of the
+  step label around them (``extensions/attention_perf_model_extensions.py``,
+  ``TraceUtils/annotation_utils.py``); without such a label, no estimate.
 
 Each function raises where TraceLens's model raises (a missing arg, a dtype without a
 byte size), so the op is dropped from the sheets as TraceLens drops it.
@@ -25,7 +29,7 @@ from typing import Any
 
 from .common import bpe, prod, spec
 
-__all__ = ["RMSNORM_OPS", "ROPE_OPS", "GATED_OPS", "rmsnorm_params", "rmsnorm_metrics"]
+__all__ = ["RMSNORM_OPS", "ROPE_OPS", "GATED_OPS", "ATTENTION_OPS", "ANNOTATED_PREFIX", "ANNOTATION_KEY", "chunk_stats"]
 
 #: RMSNorm op -> (input index, weight index, variant); the variants' extra work is in
 #: :func:`rmsnorm_metrics`
