@@ -1,7 +1,10 @@
 """TraceLens v1.0.0's perf-model sheets other than GEMM (GPU traces with host ops).
 
 Sheets: ``UnaryElementwise``, ``BinaryElementwise``, ``Normalization`` (fwd and bwd ops
-in one table) and ``Reduce_fwd/_bwd``, ``SDPA_fwd/_bwd``, ``CONV_fwd/_bwd``.  A sheet
+in one table) and ``Reduce_fwd/_bwd``, ``SDPA_fwd/_bwd``, ``CONV_fwd/_bwd``, and the
+inference-library sheets ``RMSNorm_fwd``, ``RoPE_fwd``, ``InferenceAttention_fwd`` (their
+models have no backward, so no ``_bwd`` sheet).  vLLM's attention op also gets its step label
+(:func:`step_annotations`), which its model reads.  A sheet
 with no rows is not written (TraceLens writes no empty sheet).
 
 Rules (TraceLens ``generate_perf_report_pytorch`` + ``TreePerfAnalyzer.
