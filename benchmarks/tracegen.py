@@ -137,6 +137,83 @@ def _kernel_family(op: str) -> list[str]:
 # the CPU recordings
 
 
+#: inference-library ops (aiter, vLLM, sglang kernels) as TraceLens's extensions see them:
+#: name -> schema; each is registered as a no-op CPU op, so the recording holds the op
+#: with its real argument layout and no ops inside it (it launches its own kernel)
+LIBRARY_OPS = {
+    "aiter::rms_norm": "(Tensor x, Tensor weight, float eps, int sensitive) -> ()",
+    "aiter::rmsnorm": "(Tensor out, Tensor input, Tensor weight, float eps) -> ()",
+    "aiter::add_rmsnorm": "(Tensor out, Tensor input, Tensor res_in, Tensor res_out, Tensor weight, float eps) -> ()",
+    "aiter::rmsnorm2d_fwd_with_add_ck": (
+        "(Tensor out, Tensor input, Tensor res_in, Tensor res_out, Tensor weight, float eps, int sensitive) -> ()"
+    ),
+    "aiter::rmsnorm2d_fwd_with_dynamicquant_ck": (
+        "(Tensor out, Tensor input, Tensor yscale, Tensor weight, float eps, int sensitive) -> ()"
+    ),
+    "aiter::rmsnorm_quant": (
+        "(Tensor out, Tensor input, Tensor scale, Tensor weight, float eps, int group_size, bool shuffle, "
+        "bool gemma) -> ()"
+    ),
+    "vllm::rocm_aiter_rmsnorm_fp8_group_quant": "(Tensor x, Tensor weight, float eps, int group_size) -> ()",
+    "vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant": (
+        "(Tensor x, Tensor residual, Tensor weight, float eps, int group_size) -> ()"
+    ),
+    "vllm::rocm_aiter_triton_add_rmsnorm_pad": (
+        "(Tensor x, Tensor weight, float eps, Tensor residual, int pad_to_multiple) -> ()"
+    ),
+    "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant": (
+        "(Tensor x1, Tensor w1, float eps1, Tensor? x2, Tensor? w2, float eps2, Tensor? res1) -> ()"
+    ),
+    "sgl_kernel::rotary_embedding": (
+        "(Tensor positions, Tensor query, Tensor key, int head_size, Tensor cos_sin_cache, bool is_neox) -> ()"
+    ),
+    "aiter::rope_cached_positions_2c_fwd_impl": (
+        "(Tensor out_x, Tensor out_y, Tensor x, Tensor y, Tensor cos, Tensor sin, Tensor positions, "
+        "int rotate_style, bool reuse_freqs_front_part, bool nope_first) -> ()"
+    ),
+    "sgl_kernel::silu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "aiter::silu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "_C::silu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "aiter::gelu_and_mul": "(Tensor out, Tensor input) -> ()",
+    "aiter::gelu_tanh_and_mul": "(Tensor out, Tensor input) -> ()",
+    "vllm::unified_attention_with_output": (
+        "(Tensor query, Tensor key, Tensor value, Tensor output, str layer_name, Tensor? output_scale) -> ()"
+    ),
+    "aiter::mha_batch_prefill": "(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_kv, float scale) -> ()",
+    "aiter::fmha_v3_varlen_fwd": "(Tensor q, Tensor k, Tensor v, Tensor cu_q, Tensor cu_kv, float scale) -> ()",
+    "aiter::fmha_v3_fwd": "(Tensor q, Tensor k, Tensor v, float dropout_p, float scale, bool is_causal, int w) -> ()",
+    "aiter::mha_fwd": "(Tensor q, Tensor k, Tensor v, float dropout_p, float scale, bool is_causal, int w) -> ()",
+    "sglang::store_cache": "(Tensor k, Tensor v, Tensor k_cache, Tensor v_cache, Tensor loc, int a, int b) -> ()",
+}
+#: the step ranges of the library decoder's recording, as inference servers label their
+#: steps: vLLM's label with the sq/sk aggregates and sglang's (TraceLens's attention model
+#: reads them from the earliest range around the op), then vLLM's plain label (none)
+STEP_LABELS = (
+    "execute_8_context_1(sq6sk10sqsq36sqsk60)_generation_2(sq2sk40sqsq2sqsk40)",
+    "step[MIXED bs=3 c=1 g=2 c_sq=5 c_sk=9 c_sqsq=25 c_sqsk=45 g_sq=3 g_sk=70 g_sqsq=3 g_sqsk=70]",
+    "execute_context_1(6)_generation_2(2)",
+)
+_LIBS: list[Any] = []  # the torch.library handles (kept alive; one registration per process)
+
+
+def _library_ops() -> Any:
+    """``torch.ops``, with LIBRARY_OPS registered (once) as no-op CPU ops."""
+    import torch
+
+    if not _LIBS:
+        by_ns: dict[str, list[tuple[str, str]]] = {}
+        for full, schema in LIBRARY_OPS.items():
+            ns, name = full.split("::")
+            by_ns.setdefault(ns, []).append((name, schema))
+        for ns, ops in by_ns.items():
+            lib = torch.library.Library(ns, "FRAGMENT")
+            for name, schema in ops:
+                lib.define(name + schema)
+                lib.impl(name, lambda *a, **k: None, "CPU")
+            _LIBS.append(lib)
+    return torch.ops
+
+
 def _models() -> list[tuple[str, Any, Any, bool]]:
     """(name, model, input, train) for each small model; built inside the recording process."""
     import torch
@@ -204,6 +281,72 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         nn.Upsample(scale_factor=2, mode="nearest"),
     )
     norms = nn.Sequential(nn.Linear(48, 48), nn.LayerNorm(48), nn.GroupNorm(4, 48), nn.Dropout(0.1))
+
+    class LibraryDecoder(nn.Module):
+        """A decoder layer of an inference server, its norms, RoPE and activation through
+        library ops (LIBRARY_OPS), its projections through aten; bf16 like the real ones."""
+
+        def __init__(self, d: int = 64, heads: int = 4, kv_heads: int = 2) -> None:
+            super().__init__()
+            self.d, self.hd, self.kvh = d, d // heads, kv_heads
+            self.qkv = nn.Linear(d, d + 2 * kv_heads * (d // heads)).to(torch.bfloat16)
+            self.up = nn.Linear(d, 4 * d).to(torch.bfloat16)
+            self.down = nn.Linear(2 * d, d).to(torch.bfloat16)
+            self.w = torch.ones(d, dtype=torch.bfloat16)
+            self.cache = torch.randn(128, self.hd, dtype=torch.bfloat16)
+
+        def forward(self, x: Any) -> Any:
+            ops = _library_ops()
+            t, d, e = x.shape[0], self.d, 1e-6
+            like = torch.empty_like
+            out, res = like(x), like(x)
+            ops.aiter.rms_norm(x, self.w, e, 0)
+            ops.aiter.rmsnorm(out, x, self.w, e)
+            ops.aiter.add_rmsnorm(out, x, res, res, self.w, e)
+            ops.aiter.rmsnorm2d_fwd_with_add_ck(out, x, res, res, self.w, e, 0)
+            ops.aiter.rmsnorm2d_fwd_with_dynamicquant_ck(out, x, torch.empty(t, 1), self.w, e, 0)
+            ops.aiter.rmsnorm_quant(out, x, torch.empty(t, d // 32), self.w, e, 32, False, False)
+            ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, self.w, e, 16)
+            ops.vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant(x, res, self.w, e, 16)
+            ops.vllm.rocm_aiter_triton_add_rmsnorm_pad(x, self.w, e, res, 48)
+            ops.sglang_profiler.fused_mxfp4_quant_fused_rms_mxfp4_quant(x, self.w, e, x[:, :32], self.w[:32], e, res)
+            qkv = self.qkv(x)
+            q, k = qkv[:, :d].contiguous(), qkv[:, d : d + self.kvh * self.hd].contiguous()
+            pos = torch.arange(t)
+            ops.sgl_kernel.rotary_embedding(pos, q, k, self.hd, self.cache, True)
+            q4, k4 = q.view(1, t, -1, self.hd), k.view(1, t, -1, self.hd)
+            cos = self.cache[:, : self.hd // 2].reshape(128, 1, 1, -1)
+            ops.aiter.rope_cached_positions_2c_fwd_impl(q4, k4, q4, k4, cos, cos, pos.view(1, t), 0, False, False)
+            self.attention(ops, q.view(t, -1, self.hd), k.view(t, -1, self.hd))
+            h = self.up(x)
+            act = like(h[:, : 2 * d])
+            ops.sgl_kernel.silu_and_mul(act, h)
+            ops.aiter.silu_and_mul(act, h)
+            ops._C.silu_and_mul(act, h)
+            ops.aiter.gelu_and_mul(act, h)
+            ops.aiter.gelu_tanh_and_mul(act, h.float())
+            return self.down(act)
+
+        def attention(self, ops: Any, q: Any, k: Any) -> None:
+            """The attention ops (vLLM's also inside a range of its own, which starts later
+            than the step's, and with fewer tokens)."""
+            from torch.profiler import record_function
+
+            cu = torch.tensor([0, q.shape[0]], dtype=torch.int32)
+            cache = torch.empty(64, k.shape[1] * k.shape[2], dtype=torch.bfloat16)
+            out = torch.empty_like(q)
+            ops.vllm.unified_attention_with_output(q, k, k, out, "layer.0", None)
+            with record_function(STEP_LABELS[0]):
+                ops.vllm.unified_attention_with_output(q[:4], k[:4], k[:4], out[:4], "layer.0", None)
+            ops.aiter.mha_batch_prefill(q, k, k, cu, cu, 0.125)
+            ops.aiter.fmha_v3_varlen_fwd(q, k, k, cu, cu, 0.125)
+            # aiter's fixed-length attention: (batch, tokens, heads, head dim)
+            qb, kb = q.view(2, -1, *q.shape[1:]), k.view(2, -1, *k.shape[1:])
+            ops.aiter.fmha_v3_fwd(qb, qb, qb, 0.0, 0.25, False, -1)
+            ops.aiter.mha_fwd(qb, kb, kb, 0.0, 0.25, True, -1)
+            kv = k.reshape(k.shape[0], -1)
+            ops.sglang.store_cache(kv, kv, cache, cache, torch.arange(k.shape[0]), 2048, 0)
+
     return [
         ("mlp", mlp, torch.randn(16, 64), True),
         ("mlp_infer", mlp, torch.randn(4, 64), False),
@@ -216,6 +359,7 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         ("norms", norms, torch.randn(6, 48), True),
         ("resize", resize, torch.randn(1, 3, 8, 8), True),
         ("resize_infer", resize, torch.randn(1, 3, 6, 6), False),
+        ("library_decoder", LibraryDecoder(), torch.randn(8, 64, dtype=torch.bfloat16), False),
     ]
 
 
@@ -225,9 +369,11 @@ def _record(name: str, model: Any, x: Any, train: bool, shapes: bool, stack: boo
 
     opt = torch.optim.Adam(model.parameters(), lr=1e-3) if train else None
     path = out / f"{name}{'_shapes' if shapes else ''}{'_stack' if stack else ''}.json"
+    # the library decoder's steps carry an inference server's step labels
+    steps = STEP_LABELS if name == "library_decoder" else tuple(f"ProfilerStep#{i}" for i in range(2))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_stack=stack) as prof:
-        for step in range(2):
-            with record_function(f"ProfilerStep#{step}"):
+        for step_label in steps:
+            with record_function(step_label):
                 if opt is None:
                     with torch.no_grad(), record_function("forward"):
                         model(x)
@@ -311,6 +457,55 @@ def _launch_windows(events: list[dict]) -> list[tuple[dict, float, float]]:
     return out
 
 
+#: torch.compile's Triton kernel ops some traces stand in for elementwise and reduction
+#: ops: name templates ({k}: the kernel's number), some whose names do not split into
+#: known ops; the pointwise ones take xnumel, the reductions (xnumel, rnumel)
+TRITON_NAMES = (
+    "triton_poi_fused_add_mul_{k}",
+    "triton_poi_fused__unsafe_view_mul_silu_{k}",
+    "triton_poi_fused__to_copy_add_exp_neg_{k}",
+    "triton_poi_fused_addmm_gelu_view_{k}",
+    "triton_red_fused_add_mean_mul_pow_rsqrt_{k}",
+    "triton_per_fused__softmax_native_layer_norm_{k}",
+    "triton_red_fused_sum_{k}",
+    "triton_poi_fused_frobnicate_{k}",
+)
+_TRITON_STANDS_FOR = frozenset(
+    "aten::add aten::mul aten::sigmoid aten::tanh aten::exp aten::gelu aten::silu aten::sum aten::mean".split()
+)
+
+
+def _as_triton(op: dict, rng: random.Random, k: int) -> None:
+    """Turn a recorded elementwise / reduction op into a Triton kernel op, in place: its
+    tensor args (some in bf16 or fp16), then the element counts as ints (sometimes none)."""
+    a = op.get("args", {})
+    dims, types = a.get("Input Dims"), a.get("Input type")
+    if not dims or not types:
+        return
+    name = rng.choice(TRITON_NAMES).format(k=k)
+    tensors = [(d, t) for d, t in zip(dims, types) if d and t not in ("Scalar", "")]
+    if not tensors:
+        return
+    dtype = rng.choice(["c10::BFloat16", "c10::Half", "float", "c10::Float"])
+    new_dims = [list(d) for d, _ in tensors]
+    new_types = [dtype if t == "float" else t for _, t in tensors]
+    numel = 1
+    for x in new_dims[0]:
+        numel *= x
+    counts = [numel] if name.startswith("triton_poi_") else [numel // max(new_dims[0][-1], 1), new_dims[0][-1]]
+    if rng.random() < 0.15:  # no element counts: TraceLens has no model for the op
+        counts = []
+    op["name"] = name
+    a["Input Dims"] = new_dims + [[] for _ in counts]
+    a["Input type"] = new_types + ["Scalar" for _ in counts]
+    a["Input Strides"] = [[] for _ in a["Input Dims"]]
+    a["Concrete Inputs"] = ["" for _ in new_dims] + [str(c) for c in counts]
+
+
+#: the other namespaces of LIBRARY_OPS, whose ops launch their kernel too
+_LIBRARY_NS = ("sgl_kernel::", "vllm::", "_C::", "sglang_profiler::", "sglang::")
+
+
 def gpu_trace(cpu: Trace, seed: int) -> Trace:
     """The CPU trace with seeded device activity added (a new dict; ``cpu`` is not changed)."""
     rng = random.Random(seed)
@@ -325,6 +520,15 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     for e in events:
         if e.get("cat") == "cpu_op" and e.get("name") in renames:
             e["name"] = renames[e["name"]]
+    # some traces are torch.compile'd: Triton kernel ops stand in for some elementwise and
+    # reduction ops (a generator of its own, so that the rest of the trace is unchanged)
+    compiled = random.Random(seed * 7 + 17)
+    if compiled.random() < 0.3:
+        k = 0
+        for e in events:
+            if e.get("cat") == "cpu_op" and e.get("name") in _TRITON_STANDS_FOR and compiled.random() < 0.5:
+                _as_triton(e, compiled, k)
+                k += 1
     gpu_pid = rng.choice([0, 2, 4])
     streams = rng.choice([[0], [0], [7], [0, 3], [7, 11, 13]])
     free = {s: 0.0 for s in streams}
@@ -334,7 +538,7 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     added: list[dict] = []
     for op, lo, hi in sorted(_launch_windows(events), key=lambda w: w[1]):
         name = op["name"]
-        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer")):
+        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer") + _LIBRARY_NS):
             continue
         ext = op.get("args", {}).get("External id")
         if ext is None or rng.random() < 0.03:  # a few ops launch nothing

@@ -94,3 +94,41 @@ def test_fixtures_show_their_rules():
     cats = [e.get("cat") for e in json.loads(gzip.decompress((u / "trace.json.gz").read_bytes()))["traceEvents"]]
     ex = [int(r["ex_UID"]) for r in _rows(u / "ops_unique_args.csv")]
     assert any(cats[:x].count("python_function") for x in ex), ex
+    # inference-library ops of TraceLens's extensions: RMSNorm_fwd / RoPE_fwd sheets of
+    # their own, the gated activations in UnaryElementwise
+    lib = f / "inference_library_ops"
+    rms = {r["name"] for r in _rows(lib / "RMSNorm_fwd.csv")}
+    assert {
+        "aiter::rms_norm",
+        "aiter::rmsnorm",
+        "aiter::add_rmsnorm",
+        "vllm::rocm_aiter_rmsnorm_fp8_group_quant",
+    } <= rms
+    assert {r["name"] for r in _rows(lib / "RoPE_fwd.csv")} == {
+        "sgl_kernel::rotary_embedding",
+        "aiter::rope_cached_positions_2c_fwd_impl",
+    }
+    un = {r["name"]: r for r in _rows(lib / "UnaryElementwise.csv")}
+    assert "sgl_kernel::silu_and_mul" in un and "aiter::gelu_tanh_and_mul" in un
+    assert float(un["sgl_kernel::silu_and_mul"]["GFLOPS_first"]) > 0
+    # attention: vLLM's op has an estimate under step labels with sq/sk aggregates (vLLM's
+    # or sglang's), none under vLLM's plain label; aiter's get no label, so no estimate
+    att = _rows(lib / "InferenceAttention_fwd.csv")
+    vllm = [r for r in att if r["name"] == "vllm::unified_attention_with_output"]
+    assert {r["param: c_sq"] for r in vllm} >= {"6.0", "5.0"} and all(float(r["GFLOPS_first"]) > 0 for r in vllm)
+    assert "sglang::store_cache" in {r["name"] for r in att}
+    assert not {"aiter::mha_batch_prefill", "aiter::fmha_v3_varlen_fwd"} & {r["name"] for r in att}
+    uni = {r["name"]: r for r in _rows(lib / "unified_perf_summary.csv")}
+    assert (
+        uni["aiter::mha_batch_prefill"]["has_perf_model"] == "True" and uni["aiter::mha_batch_prefill"]["GFLOPS"] == ""
+    )
+    # aiter's fixed-length attention in SDPA_fwd: Q/K/V read as (B, N, H, d), no dtype
+    sd = {r["name"]: r for r in _rows(lib / "SDPA_fwd.csv")}
+    assert sd["aiter::fmha_v3_fwd"]["param: H_Q"] == "4" and sd["aiter::fmha_v3_fwd"]["Compute Spec"] == ""
+    assert sd["aiter::mha_fwd"]["param: causal"] == "True"
+    # torch.compile's Triton kernel ops: modelled in unified_perf_summary where their args
+    # carry the element counts, not modelled where they do not
+    tri = [r for r in _rows(f / "triton_compiled_ops" / "unified_perf_summary.csv") if r["name"].startswith("triton_")]
+    assert any(r["has_perf_model"] == "True" and float(r["GFLOPS"]) > 0 for r in tri)
+    assert any(r["has_perf_model"] == "False" for r in tri)
+    assert any(r["Compute Spec"].startswith("vector_") for r in tri)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import conv, elementwise, norm, reduce, sdpa
+from . import conv, elementwise, inference, norm, reduce, sdpa, triton
 
 __all__ = ["Model", "MODELS", "SHEETS", "SPLIT_SHEETS"]
 
@@ -20,8 +20,9 @@ __all__ = ["Model", "MODELS", "SHEETS", "SPLIT_SHEETS"]
 class Model:
     sheet: str  # TraceLens's sheet category
     params: Callable[[str, dict], dict[str, Any]]
-    metrics: Callable[[str, dict, bool], tuple[float, float | None, str]]
+    metrics: Callable[..., tuple[float, float | None, str]]  # (name, params, bwd[, args])
     has_bwd: bool = False  # an autograd backward model exists (bwd=True rows)
+    wants_args: bool = False  # metrics also reads the op's raw args (a 4th argument)
 
 
 def _plain(fn):
@@ -39,7 +40,55 @@ _REDUCE = Model(
 _SDPA = Model("SDPA", sdpa.params, lambda name, p, bwd=False: (sdpa.metrics_bwd if bwd else sdpa.metrics)(p), True)
 _CONV = Model("CONV", conv.params, conv.metrics, True)
 
-MODELS: dict[str, Model] = {}
+
+def _fwd_only(metrics):
+    """An extension model with no backward: TraceLens's backward pass fails on it (no
+    ``flops_bwd``) and drops the op."""
+
+    def run(name: str, p: dict, bwd: bool, args: dict):
+        if bwd:
+            raise NotImplementedError(f"{name}: no backward model")
+        return metrics(name, p, args)
+
+    return run
+
+
+_RMSNORM = Model("RMSNorm", inference.rmsnorm_params, _fwd_only(inference.rmsnorm_metrics), wants_args=True)
+_ROPE = Model("RoPE", inference.rope_params, _fwd_only(inference.rope_metrics), wants_args=True)
+_ATTENTION = Model(
+    "InferenceAttention", inference.attention_params, _fwd_only(inference.attention_metrics), wants_args=True
+)
+_STORE_CACHE = Model(
+    "InferenceAttention", inference.store_cache_params, _fwd_only(inference.store_cache_metrics), wants_args=True
+)
+_GATED = Model("UnaryElementwise", inference.gated_params, lambda name, p, bwd=False: inference.gated_metrics(name, p))
+
+_TRITON = Model("triton", triton.params, triton.metrics, wants_args=True)  # no sheet of its own
+
+
+class _ModelTable(dict):
+    """Models by op name; torch.compile's Triton kernel ops, whose names are the kernels',
+    by their prefix (TraceLens's model matcher)."""
+
+    def __missing__(self, name: str) -> Model:
+        if name.startswith(triton.PREFIXES):
+            return _TRITON
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return super().__contains__(name) or (isinstance(name, str) and name.startswith(triton.PREFIXES))
+
+    def get(self, name: str, default: Model | None = None) -> Model | None:  # type: ignore[override]
+        return self[name] if name in self else default
+
+
+def can_model(name: str, args: dict) -> bool:
+    """Whether the op has a model on these args: every named model does; a Triton kernel
+    op only with its element counts in the args."""
+    return not name.startswith(triton.PREFIXES) or triton.can_model(name, args)
+
+
+MODELS: dict[str, Model] = _ModelTable()
 for _op in (
     "aten::copy",
     "aten::copy_",
@@ -99,6 +148,16 @@ for _op in (
     "aten::amax",
 ):
     MODELS[_op] = _REDUCE
+# inference-library ops of TraceLens's pseudo-op extensions
+for _op in inference.RMSNORM_OPS:
+    MODELS[_op] = _RMSNORM
+for _op in inference.ROPE_OPS:
+    MODELS[_op] = _ROPE
+for _op in inference.GATED_OPS:
+    MODELS[_op] = _GATED
+for _op in inference.ATTENTION_OPS:
+    MODELS[_op] = _ATTENTION
+MODELS["sglang::store_cache"] = _STORE_CACHE
 for _op in sdpa.SDPA_OPS:
     MODELS[_op] = _SDPA
 for _op in conv.CONV_OPS:
@@ -107,7 +166,7 @@ for _op in conv.CONV_OPS:
 #: sheets written as one table (fwd and bwd ops together), as TraceLens does
 SHEETS = ("UnaryElementwise", "BinaryElementwise", "Normalization")
 #: sheets split into ``<sheet>_fwd`` / ``<sheet>_bwd``
-SPLIT_SHEETS = ("Reduce", "SDPA", "CONV")
+SPLIT_SHEETS = ("Reduce", "SDPA", "CONV", "RMSNorm", "RoPE", "InferenceAttention")
 #: ops whose own rows go to the ``_bwd`` sheet; ops dropped from ``_bwd``
 BWD_OPS = frozenset({"aten::convolution_backward"})
 FWD_ONLY_OPS = frozenset({"aten::convolution", "aten::miopen_convolution", "aten::cudnn_convolution"})

@@ -17,7 +17,13 @@ SDPA_OPS = {
     "aten::_scaled_dot_product_flash_attention": (3, True),
     "aten::_scaled_dot_product_efficient_attention": (5, False),
     "aten::_scaled_dot_product_cudnn_attention": (5, False),
+    # aiter's forward ops: Q/K/V are BNHD, (q, k, v, dropout_p, softmax_scale, is_causal, ...);
+    # their params carry no dtype, so their Compute Spec is empty
+    "aiter::mha_fwd": (3, True),
+    "aiter::fmha_v3_fwd": (3, True),
 }
+#: the ops whose Q/K/V are (B, N, H, d) rather than (B, H, N, d)
+BNHD_OPS = frozenset({"aiter::mha_fwd", "aiter::fmha_v3_fwd"})
 
 
 def _float(v: Any) -> float:
@@ -32,14 +38,17 @@ def _float(v: Any) -> float:
 def params(name: str, args: dict) -> dict[str, Any]:
     drop_i, flash = SDPA_OPS[name]
     dims, ci = args["Input Dims"], args["Concrete Inputs"]
-    (bq, hq, nq, dq), (bk, hk, nk, dk), (bv, hv, nv, dv) = dims[0][:4], dims[1][:4], dims[2][:4]
+    if name in BNHD_OPS:
+        (bq, nq, hq, dq), (bk, nk, hk, dk), (bv, nv, hv, dv) = (tuple(d[i] for i in range(4)) for d in dims[:3])
+    else:
+        (bq, hq, nq, dq), (bk, hk, nk, dk), (bv, hv, nv, dv) = (tuple(d[i] for i in range(4)) for d in dims[:3])
     if bq != bk or bq != bv:
         raise ValueError("batch sizes differ")
     if hk != hv or nk != nv or dq != dk:
         raise ValueError("K/V shapes differ")
-    c = ci[drop_i + 1]
+    c = ci[drop_i + 2] if name in BNHD_OPS else ci[drop_i + 1]  # aiter's: after the softmax scale
     causal = c.lower() == "true" if c not in ("", "None") else False
-    return {
+    got = {
         "B": bq,
         "N_Q": nq,
         "H_Q": hq,
@@ -50,8 +59,10 @@ def params(name: str, args: dict) -> dict[str, Any]:
         "dropout": _float(ci[drop_i]),
         "causal": causal,
         "flash_impl": flash,
-        "dtype_A_B": tuple(args["Input type"][:2]),
     }
+    if name not in BNHD_OPS:
+        got["dtype_A_B"] = tuple(args["Input type"][:2])
+    return got
 
 
 def _causal(p: dict, flops: float) -> float:
@@ -66,7 +77,7 @@ def metrics(p: dict) -> tuple[float, float | None, str]:
     B, nq, hq, nk, hk, dqk, dv = (p[k] for k in ("B", "N_Q", "H_Q", "N_KV", "H_KV", "d_h_qk", "d_h_v"))
     flops = _causal(p, B * hq * (2 * nq * nk * dqk) + B * hq * (2 * nq * dv * nk))
     elems = B * nq * hq * dqk + B * nk * hk * dqk + B * nk * hk * dv + B * nq * hq * dv
-    return flops, elems * 2, spec("matrix", p["dtype_A_B"][0])
+    return flops, elems * 2, spec("matrix", p.get("dtype_A_B", (None,))[0])
 
 
 def metrics_bwd(p: dict) -> tuple[float, float | None, str]:
@@ -86,4 +97,4 @@ def metrics_bwd(p: dict) -> tuple[float, float | None, str]:
         + B * nk * hk * dqk
         + B * nk * hk * dv
     )
-    return flops, elems * 2, spec("matrix", p["dtype_A_B"][0])
+    return flops, elems * 2, spec("matrix", p.get("dtype_A_B", (None,))[0])

@@ -1,7 +1,10 @@
 """TraceLens v1.0.0's perf-model sheets other than GEMM (GPU traces with host ops).
 
 Sheets: ``UnaryElementwise``, ``BinaryElementwise``, ``Normalization`` (fwd and bwd ops
-in one table) and ``Reduce_fwd/_bwd``, ``SDPA_fwd/_bwd``, ``CONV_fwd/_bwd``.  A sheet
+in one table) and ``Reduce_fwd/_bwd``, ``SDPA_fwd/_bwd``, ``CONV_fwd/_bwd``, and the
+inference-library sheets ``RMSNorm_fwd``, ``RoPE_fwd``, ``InferenceAttention_fwd`` (their
+models have no backward, so no ``_bwd`` sheet).  vLLM's attention op also gets its step label
+(:func:`step_annotations`), which its model reads.  A sheet
 with no rows is not written (TraceLens writes no empty sheet).
 
 Rules (TraceLens ``generate_perf_report_pytorch`` + ``TreePerfAnalyzer.
@@ -32,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .. import perf_model as pm
+from ..perf_model import inference
 from ..model.autograd_links import bwd_links
 from ..model.events import EventTable
 from ..model.op_args import op_args
@@ -132,23 +136,52 @@ class Rows:
             }
 
 
+def step_annotations(t: EventTable, ops: np.ndarray) -> tuple[np.ndarray, list[str | None]]:
+    """The step label of each op TraceLens annotates (vLLM's attention op): the first
+    ``*user_annotation`` range, by start time, that holds the op (starting no later, ending
+    strictly later). Per op a code into the returned labels; 0 (None) for the others."""
+    labels: list[str | None] = [None]
+    code = np.zeros(ops.size, dtype=np.int64)
+    target = [i for i, n in enumerate(t.names_of(ops)) if n.startswith(inference.ANNOTATED_PREFIX)]
+    if not target:
+        return code, labels
+    cats = [c for c in t.cats if c and "user_annotation" in c]
+    ann = np.flatnonzero(t.is_cat(*cats) & ~np.isnan(t.ts) & ~np.isnan(t.dur)) if cats else np.empty(0, np.int64)
+    uids = np.asarray([t.uid_of(i) for i in ann.tolist()], dtype=np.int64)
+    ann = ann[np.lexsort((uids, t.ts[ann]))]  # by start, file order among equal starts
+    a_lo, a_hi = t.ts[ann], t.ts[ann] + t.dur[ann]
+    seen: dict[str, int] = {}
+    for j in target:
+        e = int(ops[j])
+        inside = np.flatnonzero((a_lo <= t.ts[e]) & (t.ts[e] + t.dur[e] < a_hi))
+        if inside.size:
+            label = t.name_of(int(ann[inside[0]]))
+            code[j] = seen.setdefault(label, len(labels))
+            if code[j] == len(labels):
+                labels.append(label)
+    return code, labels
+
+
 def _rows(t: EventTable, ops: np.ndarray, bwd: bool, links=None) -> Rows:
     """Perf-model rows for ``ops`` (UID order); ops whose model fails are dropped."""
     oa = op_args(t)
     keys = oa.keys(ops)
     codes = t.name[ops]
+    ann_code, labels = step_annotations(t, ops)
     groups: list[tuple] = []
-    # one model evaluation per distinct (name, raw args), in order of first appearance
-    _, first, inv = np.unique(dense_codes(codes, keys), return_index=True, return_inverse=True)
+    # one model evaluation per distinct (name, raw args, step label), in order of first appearance
+    _, first, inv = np.unique(dense_codes(codes, keys, ann_code), return_index=True, return_inverse=True)
     gof = np.full(first.size, -1, dtype=np.int64)
     for u in np.argsort(first, kind="stable").tolist():
         j = int(first[u])
         name = t.names[codes[j]]
         a = oa.args(int(keys[j]))
+        if ann_code[j] or name in inference.ATTENTION_OPS:  # the attention models read the step label
+            a = {**a, inference.ANNOTATION_KEY: labels[int(ann_code[j])]}
         model = pm.MODELS[name]
         try:
             p = model.params(name, a)
-            flops, nbytes, cspec = model.metrics(name, p, bwd)
+            flops, nbytes, cspec = model.metrics(name, p, bwd, a) if model.wants_args else model.metrics(name, p, bwd)
             gof[u] = len(groups)
             groups.append((name, p, flops / 1e9, nbytes, cspec, a))
         except Exception:  # noqa: BLE001, S112 - TraceLens drops ops whose perf model fails

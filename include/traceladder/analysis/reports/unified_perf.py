@@ -120,6 +120,10 @@ class _Tree:
         codes = [i for i, nm in enumerate(t.names) if _has_model(nm)]
         if codes:
             model = np.isin(t.name, np.asarray(codes, dtype=np.int32)) & cpu
+            # a Triton kernel op has a model only where its args carry the element counts
+            tcodes = [i for i in codes if t.names[i].startswith(pm.triton.PREFIXES)]
+            for i in np.flatnonzero(model & np.isin(t.name, np.asarray(tcodes or [-1], dtype=np.int32))).tolist():
+                model[i] = pm.can_model(t.name_of(i), t.args(i))
         self.model = model
         self.model_below = np.zeros(n, dtype=bool)
         cur = np.flatnonzero(model & self.has_gpu)
