@@ -299,14 +299,17 @@ def bench_page_load(ctx: Context) -> list[Row]:
     rows = []
     for label, r in results.items():
         p95 = r.p(0.95)
+        clean = not r.errors and not r.unauthenticated_served
+        # the target is the cached page's; "before caching" is the reference it is measured against
+        targeted = label == "after caching"
         rows.append(
             Row(
                 "page_load",
                 f"p95, {PAGE_VIEWERS} viewers x {seconds:.0f} s, {label}",
                 p95,
                 "ms",
-                f"≤ {PAGE_TARGET_MS:.0f} ms",
-                p95 <= PAGE_TARGET_MS and not r.errors and not r.unauthenticated_served,
+                f"≤ {PAGE_TARGET_MS:.0f} ms" if targeted else "reference (no errors)",
+                (p95 <= PAGE_TARGET_MS and clean) if targeted else clean,
                 f"p50 {r.p(0.5):.0f} ms; {r.requests} requests, {len(r.errors)} errors, "
                 f"{len(r.unauthenticated_served)}/{r.unauthenticated_sent} unauthenticated served; "
                 f"load generator CPU {r.cpu_s:.1f} s of {r.wall_s:.0f} s",
