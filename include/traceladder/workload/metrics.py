@@ -74,6 +74,12 @@ def _tflops(x: float) -> str:
     return f"{x:.3f}" if x >= 1 else f"{x:.6f}"
 
 
+def _gb(x: float) -> str:
+    # Primus prints .2f GB; the proxy's peak (~0.2 GB) moves by less than its 0.01 GB step, so it
+    # keeps more decimals below 1 GB (still a plain decimal, which is all a log parser needs).
+    return f"{x / GiB:.2f}" if x >= GiB else f"{x / GiB:.4f}"
+
+
 @dataclass
 class IterationLog:
     """Builds the lines Primus's last rank prints; averages cover iterations > log_avg_skip."""
@@ -123,5 +129,5 @@ class IterationLog:
             f" tokens/s/GPU inst/harmonic mean: {tokens / seconds:.1f}/{harmonic:.1f} |{tail}"
             f" hip mem usage/free/total/usage_ratio: {mem}  | rocm mem usage/free/total/usage_ratio: {mem} |"
             f" rank-{mem_rank} rocm max mem usage/usage_ratio: "
-            f"{mem_max / GiB:.2f}GB/{100.0 * mem_max / total:.2f}%"
+            f"{_gb(mem_max)}GB/{100.0 * mem_max / total:.2f}%"
         )
