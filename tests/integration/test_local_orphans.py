@@ -68,6 +68,10 @@ def test_the_next_rung_stops_a_workload_whose_runner_was_killed(tmp_path: Path) 
             time.sleep(0.2)
         assert pgid is not None, "the runner recorded no workload"
         assert json.loads(next(records.glob("*.json")).read_text())["runner_pid"] == runner.pid
+        # Held still first: an orphan dies by itself at its first output line after its runner (the
+        # pipe's reader) is gone, ~2-3 s here, sooner than a loaded machine starts the next rung.
+        # A stopped group is as alive to the sweep as a running one, and SIGKILL ends it alike.
+        os.killpg(pgid, signal.SIGSTOP)
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
         time.sleep(1)
