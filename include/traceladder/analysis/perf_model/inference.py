@@ -153,16 +153,18 @@ def rope_params(name: str, args: dict) -> dict[str, Any]:
     return {"seq_len": t[0], "batch": t[1], "heads": t[2], "head_dim": t[3], "num_elements": prod(t)}
 
 
+def _bpe_or_bf16(dtype: str | None) -> int:
+    """Bytes per element of ``dtype``; bf16's 2 where it is missing or unknown."""
+    b = bpe(dtype) if dtype else None
+    return b if b is not None else 2
+
+
 def rope_metrics(name: str, p: dict, args: dict) -> tuple[float, float, str]:
     types = args.get("Input type") or []
     n = p["num_elements"]
-    if name == "sgl_kernel::rotary_embedding":  # sized and typed by the query (input 1)
-        dtype = types[1]
-        b = bpe(dtype)
-        return 3 * n, 2 * n * (b if b is not None else 2), spec("vector", dtype) if dtype else ""
-    # the first input's dtype; bf16's size where it has none
-    b = bpe(types[0] if types else "c10::BFloat16") if not types or types[0] else None
-    return 3 * n, 2 * n * (b if b is not None else 2), spec("vector", types[0]) if types and types[0] else ""
+    # sglang's op is sized and typed by the query (input 1), the others by their first input
+    dtype = types[1] if name == "sgl_kernel::rotary_embedding" else (types[0] if types else None)
+    return 3 * n, 2 * n * _bpe_or_bf16(dtype), spec("vector", dtype) if dtype else ""
 
 
 #: gated activation -> FLOPs per output element
@@ -327,5 +329,4 @@ def store_cache_params(name: str, args: dict) -> dict[str, Any]:
 def store_cache_metrics(name: str, p: dict, args: dict) -> tuple[float, float, str]:
     """A scatter of the new K/V rows into the paged cache: no math; k and v read, their
     rows of both caches written."""
-    b = bpe(p["dtype"]) if p["dtype"] else None
-    return 0, 4 * p["nelems"] * (b if b is not None else 2), spec("vector", p["dtype"]) if p["dtype"] else ""
+    return 0, 4 * p["nelems"] * _bpe_or_bf16(p["dtype"]), spec("vector", p["dtype"]) if p["dtype"] else ""

@@ -38,10 +38,8 @@ def _float(v: Any) -> float:
 def params(name: str, args: dict) -> dict[str, Any]:
     drop_i, flash = SDPA_OPS[name]
     dims, ci = args["Input Dims"], args["Concrete Inputs"]
-    if name in BNHD_OPS:
-        (bq, nq, hq, dq), (bk, nk, hk, dk), (bv, nv, hv, dv) = (tuple(d[i] for i in range(4)) for d in dims[:3])
-    else:
-        (bq, hq, nq, dq), (bk, hk, nk, dk), (bv, hv, nv, dv) = (tuple(d[i] for i in range(4)) for d in dims[:3])
+    axes = (0, 2, 1, 3) if name in BNHD_OPS else (0, 1, 2, 3)  # each of Q/K/V read as (B, H, N, d)
+    (bq, hq, nq, dq), (bk, hk, nk, dk), (bv, hv, nv, dv) = (tuple(d[i] for i in axes) for d in dims[:3])
     if bq != bk or bq != bv:
         raise ValueError("batch sizes differ")
     if hk != hv or nk != nv or dq != dk:
