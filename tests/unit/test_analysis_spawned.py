@@ -63,6 +63,30 @@ def test_spawned_task_path_writes_the_files_of_one_process(tmp_path: Path, threa
         assert runner.run(TRACE, tmp_path / "again") == analyze_trace(TRACE, tmp_path / "one")
 
 
+@pytest.mark.parametrize(
+    "source,name",
+    [
+        (TRACE, "rank0.pt.trace.json.gz"),
+        (TRACE, "rank0.pt.trace.json"),  # stored gunzipped: the plain in-memory path
+        (REF / "rocprof" / "908_results.json.gz", "rank0_results.json.gz"),
+    ],
+)
+def test_the_task_reads_the_verified_download_as_the_cli_reads_the_file(
+    tmp_path: Path, source: Path, name: str
+) -> None:
+    # in one process, the task analyses the downloaded bytes in memory (no temporary file)
+    data = source.read_bytes() if name.endswith(".gz") else gzip.decompress(source.read_bytes())
+    store, key = _store(tmp_path / "task", name, data)
+    result = analyze_stored(store, key, spawn=False)
+    local = tmp_path / name
+    local.write_bytes(data)
+    expected = analyze_trace(local, tmp_path / "cli")
+    assert result["device"] == expected["device"]
+    got = {name: body for name, body in _reports(store, key).items() if name != "manifest.json"}
+    want = {p.name: p.read_bytes() for p in sorted((tmp_path / "cli").iterdir())}
+    assert len(want) >= 3 and got == want
+
+
 def test_bad_trace_fails_with_one_line_naming_the_stored_object(tmp_path: Path, threads: None) -> None:
     truncated = gzip.compress(b'{"traceEvents": [{"ph": "X", "cat": "kernel"')[:-7]
     store, key = _store(tmp_path, "rank0.pt.trace.json.gz", truncated)

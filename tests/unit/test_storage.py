@@ -145,19 +145,23 @@ def test_manifest_is_verified_on_read(s3_server, s3_client, trace_file):
 
     for key in keys:  # nested (traces/) objects find the manifest of their rung folder
         assert store.get_verified(key) == store.get_bytes(key)
+        buffer = store.get_verified_buffer(key)  # the analysis task's read: one writable buffer
+        assert isinstance(buffer, bytearray) and buffer == store.get_bytes(key)
 
     victim = f"{rp}/metrics.json"
     good = store.get_bytes(victim)
     same_size = good.replace(b"239.8", b"999.9")
     assert len(same_size) == len(good) and same_size != good
     s3_client.put_object(Bucket=s3_server.bucket, Key=victim, Body=same_size)
-    with pytest.raises(ArtifactIntegrityError) as ei:
-        store.get_verified(victim)
-    _assert_one_line(ei.value, victim, "sha256")
+    for read in (store.get_verified, store.get_verified_buffer):
+        with pytest.raises(ArtifactIntegrityError) as ei:
+            read(victim)
+        _assert_one_line(ei.value, victim, "sha256")
     s3_client.put_object(Bucket=s3_server.bucket, Key=victim, Body=good + b" ")
-    with pytest.raises(ArtifactIntegrityError) as ei:
-        store.get_verified(victim)
-    _assert_one_line(ei.value, victim, "size")
+    for read in (store.get_verified, store.get_verified_buffer):
+        with pytest.raises(ArtifactIntegrityError) as ei:
+            read(victim)
+        _assert_one_line(ei.value, victim, "size")
 
     # an object the manifest does not list, and a rung without a manifest
     stray = f"{rp}/stray.txt"
@@ -344,9 +348,16 @@ def test_dir_sink_has_the_same_layout_and_manifest(s3_server, s3_client, tmp_pat
     assert dir_sink.get_verified(f"{rp}/traces/rank0.pytorch.json.gz") == s3_store.get_bytes(
         f"{rp}/traces/rank0.pytorch.json.gz"
     )
+    assert dir_sink.get_verified_buffer(f"{rp}/traces/rank0.pytorch.json.gz") == bytearray(
+        s3_store.get_bytes(f"{rp}/traces/rank0.pytorch.json.gz")
+    )
     (tmp_path / "out" / rp / "metrics.json").write_text('{"step_ms": 1}')
-    with pytest.raises(ArtifactIntegrityError, match="metrics.json"):
-        dir_sink.get_verified(f"{rp}/metrics.json")
+    for read in (dir_sink.get_verified, dir_sink.get_verified_buffer):
+        with pytest.raises(ArtifactIntegrityError, match="metrics.json"):
+            read(f"{rp}/metrics.json")
+    (tmp_path / "out" / rp / "traces" / "rank0.pytorch.json.gz").unlink()  # listed, then lost
+    with pytest.raises(ArtifactNotFoundError, match="no artifact"):
+        dir_sink.get_verified_buffer(f"{rp}/traces/rank0.pytorch.json.gz")
     with pytest.raises(ArtifactKeyError):
         dir_sink.put_bytes(f"traceladder/elsewhere/{RUN_ID}/x", b"x")
     assert not (tmp_path / "out" / "traceladder" / "elsewhere").exists()

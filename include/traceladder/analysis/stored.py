@@ -48,13 +48,13 @@ def analyze_stored(
     # before the download so its imports overlap it, uses the second CPU (analysis/spawned.py)
     with tempfile.TemporaryDirectory(prefix="traceladder-analysis-") as tmp, analysis_runner(spawn) as runner:
         local = Path(tmp) / trace_key.rsplit("/", 1)[-1]
-        local.write_bytes(store.get_verified(trace_key))
+        data = store.get_verified_buffer(trace_key)
         out_dir = Path(tmp) / "reports"
         try:
             extra: dict[str, Any] = {"gpu_model": gpu_model}
             if roofline_share is not None:
                 extra["roofline_share"] = roofline_share
-            analysis = runner.run(local, out_dir, **extra)
+            analysis = runner.run(local, out_dir, data, **extra)
         except TraceError as exc:  # name the stored object, not the temporary copy
             err = TraceError(trace_key, exc.reason)
             err.args = (f"{store.describe(trace_key)}: {exc.reason}",)  # Path() would fold "s3://"

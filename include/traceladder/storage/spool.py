@@ -114,6 +114,9 @@ class SpoolingSink(ArtifactSink):
     def _load_bytes(self, key: str) -> bytes:
         return self.target._load_bytes(key)
 
+    def _load_buffer(self, key: str) -> bytearray:
+        return self.target._load_buffer(key)
+
     def _exists(self, key: str) -> bool:
         return self.target._exists(key)
 

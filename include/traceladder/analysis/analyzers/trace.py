@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import gc
 import math
+import mmap
 import os
 import re
 import time
@@ -44,7 +45,7 @@ from ..model.autograd_links import bwd_links
 from ..model.beside import beside, spare_cpu
 from ..model.events import GPU_CATS, EventTable, TraceError
 from ..readers.heavy import HEAVY_FORMATS, read_heavy, sniff
-from ..readers.pytorch_json import load_bytes, read_pytorch_json
+from ..readers.pytorch_json import load_bytes, read_pytorch_json, trace_buffer
 from ..reports import gpu_timeline as gt
 from ..reports import ops_summary as ops
 from ..reports import perf_sheets
@@ -93,22 +94,28 @@ def output_stem(path: Path) -> str:
     return name
 
 
-def read_trace(path: Path, split: bool = False) -> EventTable:
+def read_trace(path: Path, split: bool = False, data: bytearray | None = None) -> EventTable:
     """Read any supported trace into an EventTable; bad input raises TraceError only.
-    ``split``: a big PyTorch JSON trace is decoded by two processes (the CLI only)."""
+    ``split``: a big PyTorch JSON trace is decoded by two processes (the CLI only).
+    ``data``: the file's bytes, already in memory (a verified download; not an SQLite trace,
+    which is read from its file): ``path`` then only names it."""
     path = Path(path)
     # rocprofv3 JSON/CSV (a CSV folder too) and RPD-style SQLite, detected from content
-    data = None if path.is_dir() else load_bytes(path, mapped=True)
-    if data is not None and not isinstance(data, bytearray) and sniff(path, data) not in (None, "rocprofv3_json"):
-        data = bytearray(data)  # the other heavy readers take bytes; PyTorch and rocprofv3 JSON are mapped
-    t = read_heavy(path, data)
+    buf: bytearray | mmap.mmap | None = None
+    if data is not None:
+        buf = trace_buffer(path, data)
+    elif not path.is_dir():
+        buf = load_bytes(path, mapped=True)
+    if buf is not None and not isinstance(buf, bytearray) and sniff(path, buf) not in (None, "rocprofv3_json"):
+        buf = bytearray(buf)  # the other heavy readers take bytes; PyTorch and rocprofv3 JSON are mapped
+    t = read_heavy(path, buf)
     if t is not None:
         return t
     low = path.name.lower()
     for suf, what in _UNSUPPORTED.items():
-        if low.endswith(suf) and not bytes(data[:4096]).lstrip()[:1] == b"{":
+        if low.endswith(suf) and not bytes(buf[:4096]).lstrip()[:1] == b"{":
             raise TraceError(path, f"unsupported format: {what} ({suf}); only PyTorch profiler JSON is read")
-    t = read_pytorch_json(path, data, split=split)
+    t = read_pytorch_json(path, buf, split=split)
     timed = ~np.isnan(t.ts) & ~np.isnan(t.dur)
     if not timed.any():
         raise TraceError(path, "no events with a start time and duration")
@@ -154,8 +161,10 @@ def analyze_trace(
     *,
     roofline_share: float = DEFAULT_SHARE,
     gpu_model: str | None = None,
+    data: bytearray | None = None,
 ) -> dict:
     """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
+    ``data``: the trace's bytes already in memory (see :func:`read_trace`).
 
     ``split=True``: a forked child decodes part of a big trace's events, and another
     writes ``unified_perf_summary.csv`` while this process writes the rest
@@ -200,7 +209,7 @@ def analyze_trace(
     gc_on = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(Path(trace_path), Path(out_dir), split, roofline_share, gpu_model)
+        return _analyze(Path(trace_path), Path(out_dir), split, roofline_share, gpu_model, data)
     finally:
         if gc_on:
             gc.enable()
@@ -215,8 +224,10 @@ def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> d
     return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
 
 
-def _analyze(trace_path: Path, out_dir: Path, split: bool, share: float, gpu_model: str | None) -> dict:
-    t = read_trace(trace_path, split)
+def _analyze(
+    trace_path: Path, out_dir: Path, split: bool, share: float, gpu_model: str | None, data: bytearray | None
+) -> dict:
+    t = read_trace(trace_path, split, data)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
         from ..reports import rocprof_reports as heavy_reports
 

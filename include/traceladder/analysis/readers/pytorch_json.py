@@ -19,7 +19,7 @@ import re
 import zlib
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 import msgspec
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from ..model.beside import beside
 from ..model.events import MISSING, EventTable, TraceError, Interner, as_int
 
-__all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json"]
+__all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json", "trace_buffer"]
 
 
 class _Fields(msgspec.Struct, gc=False):
@@ -168,6 +168,9 @@ def _gunzip_into(path: Path, raw: bytes) -> bytearray:
     return out
 
 
+_Buffer = TypeVar("_Buffer", bound=bytearray | mmap.mmap)
+
+
 def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
     """Read a file, gunzipping if it is gzip; bad input raises TraceError.
 
@@ -185,7 +188,7 @@ def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
         with open(path, "rb") as fh:
             head = fh.read(2)
             if head == _GZIP_MAGIC:
-                data = _gunzip_into(path, head + fh.read())
+                data = _gunzip(path, head + fh.read())
             else:
                 size = os.fstat(fh.fileno()).st_size
                 if mapped and size > 2:
@@ -194,15 +197,33 @@ def load_bytes(path: Path, mapped: bool = False) -> bytearray | mmap.mmap:
                 data[: len(head)] = head
                 n = fh.readinto(memoryview(data)[len(head) :]) if size > len(head) else 0
                 del data[len(head) + (n or 0) :]
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    return _checked(path, data, gzipped=head == _GZIP_MAGIC)
+
+
+def trace_buffer(path: Path, raw: bytearray) -> bytearray:
+    """What :func:`load_bytes` makes of a file, from bytes already in memory (a verified
+    download): ``raw`` itself when it is plain, else a gunzipped copy.  ``path`` names the
+    trace in errors and its suffix counts as the file's would."""
+    path = Path(path)
+    gzipped = bytes(raw[:2]) == _GZIP_MAGIC
+    return _checked(path, _gunzip(path, bytes(raw)) if gzipped else raw, gzipped)
+
+
+def _gunzip(path: Path, raw: bytes) -> bytearray:
+    try:
+        return _gunzip_into(path, raw)
     except EOFError:
         raise TraceError(path, "truncated gzip stream") from None
     except (zlib.error, gzip.BadGzipFile) as exc:
         raise TraceError(path, f"corrupt gzip data ({exc})") from None
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
-    if not data:
+
+
+def _checked(path: Path, data: _Buffer, gzipped: bool) -> _Buffer:
+    if not len(data):
         raise TraceError(path, "empty file")
-    if head == _GZIP_MAGIC:
+    if gzipped:
         if _NON_WS.search(data) is None:
             raise TraceError(path, "empty file (after gunzip)")
     elif path.name.endswith(".gz"):
