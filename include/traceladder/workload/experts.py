@@ -1,5 +1,6 @@
-"""What moe.py and megamoe.py share: this rank's experts, the padded per-expert buckets, and the
-un-permute back to token order (its own module, so neither imports the other for it)."""
+"""What moe.py and megamoe.py share: this rank's experts and the padded per-expert buckets (its
+own module, so neither imports the other for it); and moe.py's un-permute back to token order,
+which MegaMoE fuses into its combine."""
 
 from __future__ import annotations
 

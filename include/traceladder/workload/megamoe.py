@@ -5,6 +5,12 @@ Forward and backward are written by hand inside one autograd Function: chunk c+1
 all_to_all (async, on gloo's worker thread) is in flight while chunk c computes, and chunk c's
 combine is posted async as soon as it is done. Expert ids ride in the dispatch payload as one
 extra fp32 column, so each chunk costs a single collective each way.
+
+As the fused kernel, it reads its tokens where they are and writes its output where it goes: the
+dispatch gathers each routed row straight into the payload, and the combine scales each returned
+row by its routing weight and adds it into its token's row. No permuted copy of the tokens, and no
+[tokens, top-k, hidden] array of outputs, exists outside the Function, so autograd has no gather,
+scatter, multiply or sum of them to replay in backward.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import torch
 from torch.autograd.profiler import record_function
 
 from .comm import Comm
-from .experts import Experts, bucket_slots, unpermute
+from .experts import Experts, bucket_slots
 
 
 @dataclass
@@ -28,6 +34,8 @@ class _Plan:
     send: list[list[int]]  # per chunk: rows to each destination rank
     recv: list[list[int]]  # per chunk: rows from each source rank
     limit: float  # the clamped SwiGLU's limit (0: plain)
+    token: torch.Tensor  # the token each source-side row (a routed (token, slot) pair) belongs to
+    local_ids: torch.Tensor  # each source-side row's expert id on its destination rank
 
 
 # per chunk: buckets, gate half, up half, silu(gate), slots (None when the chunk has no rows)
@@ -97,9 +105,8 @@ def _wgrad_targets(w1: torch.Tensor, w2: torch.Tensor) -> tuple[torch.Tensor, to
 
 
 def _pipeline(
-    src: torch.Tensor,
     plan: _Plan,
-    post_payload: Callable[[torch.Tensor, int, int], torch.Tensor],
+    post_payload: Callable[[int, int], torch.Tensor],
     compute: Callable[[int, torch.Tensor], torch.Tensor],
     out: torch.Tensor,
 ) -> None:
@@ -108,7 +115,7 @@ def _pipeline(
 
     def post(c: int) -> tuple[torch.Tensor, Any]:
         lo, hi = plan.bounds[c]
-        return comm.all_to_all(post_payload(src[lo:hi], lo, hi), plan.recv[c], plan.send[c], async_op=True)
+        return comm.all_to_all(post_payload(lo, hi), plan.recv[c], plan.send[c], async_op=True)
 
     combines = []
     with record_function("moe_dispatch"):
@@ -136,36 +143,42 @@ class _MegaMoE(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(
-        ctx: Any, rows: torch.Tensor, local_ids: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, plan: _Plan
+        ctx: Any, x: torch.Tensor, row_weight: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, plan: _Plan
     ) -> torch.Tensor:
         saved: list[torch.Tensor | None] = []
         caps: list[int] = []
+        hid = x.shape[1]
 
-        def payload(chunk: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-            # fused dispatch: the destination-local expert id travels as an extra fp32 column
-            return torch.cat([chunk.float(), local_ids[lo:hi].float().unsqueeze(1)], 1)
+        def payload(lo: int, hi: int) -> torch.Tensor:
+            # fused dispatch: the routed tokens gathered straight into the payload, the
+            # destination-local expert id beside them as an extra fp32 column (x is fp32 here)
+            buf = x.new_empty(hi - lo, hid + 1)
+            torch.index_select(x, 0, plan.token[lo:hi], out=buf[:, :hid])
+            buf[:, hid] = plan.local_ids[lo:hi]
+            return buf
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            y, tensors, cap = _expert_fwd(
-                buf[:, :-1].to(rows.dtype), buf[:, -1].long(), w1, w2, plan.n_local, plan.limit
-            )
+            y, tensors, cap = _expert_fwd(buf[:, :-1].to(x.dtype), buf[:, -1].long(), w1, w2, plan.n_local, plan.limit)
             saved.extend(tensors)
             caps.append(cap)
             return y
 
-        out = rows.new_empty(rows.shape)
-        _pipeline(rows, plan, payload, compute, out)
+        y_rows = x.new_empty(plan.token.numel(), hid)
+        _pipeline(plan, payload, compute, y_rows)
+        with record_function("moe_combine"):
+            # fused combine: each row scaled by its routing weight, added into its token's row
+            out = x.new_zeros(x.shape).index_add_(0, plan.token, y_rows * row_weight.unsqueeze(1))
         ctx.plan, ctx.caps = plan, caps
         ctx.weights = (w1, w2)  # the parameters themselves: their main_grad, if any, takes the wgrad
         # Through save_for_backward (not ctx attributes), so activation checkpointing can drop
         # and recompute the per-chunk buffers like any other saved activation.
-        ctx.save_for_backward(w1, w2, *saved)
+        ctx.save_for_backward(row_weight, y_rows, w1, w2, *saved)
         return out
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        w1, w2, *saved = ctx.saved_tensors
+        row_weight, y_rows, w1, w2, *saved = ctx.saved_tensors
         plan: _Plan = ctx.plan
         gw1, gw2, fused_accumulation = _wgrad_targets(ctx.weights[0], ctx.weights[1])
 
@@ -174,12 +187,17 @@ class _MegaMoE(torch.autograd.Function):
                 buf, tuple(saved[5 * c : 5 * c + 5]), ctx.caps[c], w1, w2, gw1, gw2, plan.n_local, plan.limit
             )
 
-        grad = grad.contiguous().to(w1.dtype)
-        grad_rows = grad.new_empty(grad.shape)
-        _pipeline(grad, plan, lambda chunk, lo, hi: chunk, compute, grad_rows)
+        with record_function("moe_combine"):
+            grad_rows = grad.to(w1.dtype).index_select(0, plan.token)
+            grad_weight = (grad_rows * y_rows).sum(1)
+            grad_rows.mul_(row_weight.unsqueeze(1))
+        grad_in = torch.empty_like(grad_rows)
+        _pipeline(plan, lambda lo, hi: grad_rows[lo:hi], compute, grad_in)
+        with record_function("moe_dispatch"):
+            grad_x = grad.new_zeros(grad.shape).index_add_(0, plan.token, grad_in.to(grad.dtype))
         if fused_accumulation:
-            return grad_rows, None, None, None, None
-        return grad_rows, None, gw1, gw2, None
+            return grad_x, grad_weight, None, None, None
+        return grad_x, grad_weight, gw1, gw2, None
 
 
 def mega_moe(
@@ -198,11 +216,10 @@ def mega_moe(
         n_chunks = int(chunk_of.max()) + 1
         send = torch.bincount(chunk_of[order] * world + dest, minlength=n_chunks * world).view(n_chunks, world)
         recv = comm.exchange_counts(send.t().contiguous())  # [src, chunk]
-        rows = x.index_select(0, order // k)
         sizes = send.sum(1).tolist()
         starts = [sum(sizes[:c]) for c in range(n_chunks)]
         bounds = [(a, a + n) for a, n in zip(starts, sizes)]
-        plan = _Plan(comm, n_local, bounds, send.tolist(), recv.t().tolist(), experts.limit)
-    y_rows = _MegaMoE.apply(rows, sorted_e - dest * n_local, experts.w1, experts.w2, plan)
-    with record_function("moe_combine"):
-        return unpermute(y_rows, order, w, n_tok, k)
+        local_ids = (sorted_e - dest * n_local).float()
+        plan = _Plan(comm, n_local, bounds, send.tolist(), recv.t().tolist(), experts.limit, order // k, local_ids)
+        row_weight = w.reshape(-1)[order]
+    return _MegaMoE.apply(x, row_weight, experts.w1, experts.w2, plan)
