@@ -20,7 +20,7 @@ def as_dicts(specs) -> list[dict]:
 
 def test_weekly_grid_is_the_default_plans_shape_whatever_the_seed() -> None:
     grid = weekly_grid(PROXY)
-    assert grid == {"localhost": [10, 10, 10, 10, 10, 3, 3, 3, 10]}
+    assert grid == {"localhost": [10] * PROXY.ladder.planned_blocks + [3, 3, 3, 10]}
     for seed in (0, 5, 99):
         assert host_counts(build_plan(PROXY, seed=seed)) == grid
 

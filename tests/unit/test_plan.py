@@ -50,24 +50,27 @@ def test_randomised_complete_blocks() -> None:
     specs = build_plan(PROXY, seed=7)
     names = [r.name for r in PROXY.ladder.rungs]
     blocks = blocks_of(specs)
-    # measure blocks (adaptive 3-5: all 5 planned), lens blocks (the min, 3), the every-rung block
-    assert len(blocks) == 5 + 3 + 1
+    # measure blocks (adaptive 3-8: all 8 planned), lens blocks (the min, 3), the every-rung block
+    planned = PROXY.ladder.planned_blocks
+    assert planned == 8
+    assert len(blocks) == planned + 3 + 1
     for block in blocks:
         assert [s.position for s in block] == list(range(len(block)))
         assert len({s.purpose for s in block}) == 1
-    for k, block in enumerate(blocks[:5]):  # repeat k is block k: every rung once, unprofiled
+    for k, block in enumerate(blocks[:planned]):  # repeat k is block k: every rung once, unprofiled
         assert sorted(s.rung for s in block) == sorted(names)
         assert {(s.purpose, s.lens, s.repeat) for s in block} == {("measure", "none", k)}
         assert {s.rung_id for s in block} == {f"{n}.none.r{k}" for n in names}
-    for k, block in enumerate(blocks[5:8]):  # a lens block pairs every lens with an unprofiled run
+    for k, block in enumerate(blocks[planned : planned + 3]):  # a lens block pairs every lens with an unprofiled run
         assert sorted(s.lens for s in block) == sorted(["none", "torch_rank0", "torch_all_ranks"])
         assert {(s.purpose, s.rung, s.repeat) for s in block} == {("lens", "recompute_off", k)}
-    profile = blocks[8]
+    profile = blocks[planned + 3]
     assert sorted(s.rung for s in profile) == sorted(names)
     assert {(s.purpose, s.lens, s.rung_id.rsplit(".", 1)[1]) for s in profile} == {("profile", "torch_rank0", "p0")}
     # every_rung_steps: 1 keeps the lens's window end and profiles one step; the lens blocks keep it whole
     assert all(s.profile_window == (6, 7) and s.model_args["profile_step_start"] == 6 for s in profile)
-    assert all(s.profile_window == (5, 7) for block in blocks[5:8] for s in block if s.lens != "none")
+    lens_blocks = blocks[planned : planned + 3]
+    assert all(s.profile_window == (5, 7) for block in lens_blocks for s in block if s.lens != "none")
     # the order inside blocks is shuffled, not the ladder's, and differs between blocks
     orders = [[s.rung for s in block] for block in blocks[:3]]
     assert orders[0] != names or orders[1] != names
@@ -96,8 +99,9 @@ def test_seed_reproduces_the_order_and_design_records_it() -> None:
 def test_aa_ladder_rung_differs_from_its_parent_in_name_only() -> None:
     aa = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa.yaml")
     specs = {s.rung_id: s for s in build_plan(aa, seed=1)}
-    # proxy-local's adaptive 3-5 repeats: all 5 blocks are planned
-    assert sorted(specs) == [f"{rung}.none.r{k}" for rung in ("aa", "baseline") for k in range(5)]
+    # proxy-local's adaptive repeats: all `max` blocks are planned
+    planned = aa.ladder.planned_blocks
+    assert sorted(specs) == [f"{rung}.none.r{k}" for rung in ("aa", "baseline") for k in range(planned)]
     base, flipped = specs["baseline.none.r0"], specs["aa.none.r0"]
     assert (flipped.switch, flipped.value, flipped.parent) == ("aa", "b", "baseline")
     assert flipped.additional_context() == base.additional_context()
