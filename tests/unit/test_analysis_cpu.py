@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.reports.gpu_timeline import COLUMNS as TIMELINE_COLUMNS
 from traceladder.analysis.reports.gpu_timeline import ROWS as TIMELINE_ROWS
 from traceladder.analysis.reports.ops_summary import BY_CATEGORY_COLUMNS, OPS_SUMMARY_COLUMNS
+from traceladder.core.ports import free_port
 
 import torch  # noqa: F401  - the CPU traces come from a real torch.profiler run
 
@@ -75,19 +75,13 @@ if __name__ == "__main__":
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def cpu_traces(tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("cpu_traces")
     script = d / "gen.py"
     script.write_text(GEN)
     proc = subprocess.run(
-        [sys.executable, str(script), str(d), str(_free_port())], capture_output=True, text=True, timeout=300
+        [sys.executable, str(script), str(d), str(free_port())], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     traces = sorted(d.glob("*.pt.trace.json"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from traceladder.analysis.analyzers.ranks import MultiRankError, analyze_ranks
 from traceladder.analysis.readers.collectives import collective_events
 from traceladder.analysis.analyzers.trace import read_trace
 from traceladder.cli.main import main as cli_main
+from traceladder.core.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -408,18 +408,12 @@ if __name__ == "__main__":
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def gloo_traces(tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("gloo")
     script = d / "gen.py"
     script.write_text(GLOO)
-    subprocess.run([PY, str(script), str(d), str(_free_port())], check=True, timeout=120, capture_output=True)
+    subprocess.run([PY, str(script), str(d), str(free_port())], check=True, timeout=120, capture_output=True)
     return [d / "gloo-rank0.json", d / "gloo-rank1.json"]
 
 

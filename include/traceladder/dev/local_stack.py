@@ -26,7 +26,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any, BinaryIO, Iterable
 from traceladder.core.documents import JSONObject
 from traceladder.dev.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
 from traceladder.core import settings
+from traceladder.core.ports import free_port, port_free  # noqa: F401 (re-exported for the tests and up)
 from traceladder.core.process_group import start_group, stop_group
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -49,21 +49,6 @@ AIRFLOW_BIN = str(Path(sys.executable).with_name("airflow"))
 
 class StackError(AirflowSetupError):
     """The stack could not start or a component died; the message is one line plus a log tail."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def _private(path: Path, text: str) -> None:
