@@ -16,3 +16,52 @@ TINY_MODEL = {
     "index_topk": 8,
     "train_iters": 4,
 }
+
+
+# The fusion gates Primus reads (PRIMUS_*_TRITON): "0" turns one off.
+FUSION_GATES = (
+    "PRIMUS_RMSNORM_TRITON",
+    "PRIMUS_ROPE_TRITON",
+    "PRIMUS_SINKHORN_TRITON",
+    "PRIMUS_HC_TRITON",
+    "PRIMUS_V4_ROUTER_TRITON",
+)
+# A 2-layer proxy for the workload and attribution tests, in each override syntax Primus takes
+# (`--key value`, `--key=value`, `key=value`).
+TWO_LAYER_ARGS = [
+    "--num_layers",
+    "2",
+    "--compress_ratios=[0,4]",
+    "hidden_size=32",
+    "--num_attention_heads",
+    "2",
+    "--num_experts",
+    "8",
+    "--moe_router_topk",
+    "2",
+    "--moe_ffn_hidden_size",
+    "8",
+    "--seq_length",
+    "64",
+    "--attn_sliding_window",
+    "16",
+    "--vocab_size",
+    "64",
+    "--seed",
+    "7",
+]
+# Record iteration 2 of 3 (Primus's window is [start, end), 1-based).
+PROFILE_SECOND_OF_THREE = [
+    "--train_iters",
+    "3",
+    "--profile",
+    "True",
+    "--use_pytorch_profiler",
+    "True",
+    "--profile_step_start",
+    "2",
+    "--profile_step_end",
+    "3",
+    "--exp_name",
+    "t",
+]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.integration.needs import unavailable
@@ -88,6 +89,32 @@ def standin_images(docker_engine: DockerEngine) -> StandinImages:
 
 def docker_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
+
+
+# The docker test clusters' gpus_per_node and devices: the stand-in amd-smi counts the mapped
+# render nodes, and /dev/null stands in for /dev/kfd and each render node.
+STANDIN_GPUS = 2
+STANDIN_DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
+
+
+def standin_docker_cluster(
+    runner_image: str, s3_server: Any, hosts: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    """One `backend: docker` cluster of clusters.yaml whose rungs store to the test's S3 server."""
+    storage = {
+        "conn_id": "traceladder_s3",
+        "bucket": s3_server.bucket,
+        "prefix": "traceladder",
+        "worker_endpoint_url": s3_server.endpoint_url,
+    }
+    return {
+        "backend": "docker",
+        "runner_image": runner_image,
+        "storage": storage,
+        "gpus_per_node": STANDIN_GPUS,
+        **extra,
+        "hosts": [{"devices": STANDIN_DEVICES, **h} for h in hosts],
+    }
 
 
 # ---- slurm: one throwaway cluster per session (tests/integration/slurm_cluster.py), stopped at the end.

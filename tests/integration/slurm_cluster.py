@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from traceladder.core.ports import free_port
+
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sshd", "ssh-keygen")
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 NODES = ("n1", "n2")
@@ -43,12 +45,6 @@ def which(name: str) -> str | None:
 
 def missing_binaries() -> list[str]:
     return [b for b in BINARIES if which(b) is None]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def job_pids(job_id: str) -> list[int]:

@@ -19,11 +19,15 @@ import yaml
 from traceladder.core.settings import COMPOSE_SECRETS
 from tests.integration.needs import unavailable
 
-from tests.integration.conftest import REPO, docker_cli  # tests/integration/conftest.py
+from tests.integration.conftest import (
+    REPO,
+    STANDIN_DEVICES,
+    STANDIN_GPUS,
+    docker_cli,
+    standin_docker_cluster,
+)  # tests/integration/conftest.py
 
 NOFILE = 16384  # this sandbox's dockerd has a hard nofile limit of 20000
-GPUS = 2  # the test cluster's gpus_per_node; the stand-in amd-smi counts the mapped render nodes
-DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
 
 
 def test_runner_spec_reader_matches_rungspec_on_every_shipped_spec() -> None:
@@ -245,7 +249,7 @@ def _rung_operator(spec: dict, url: str, **kw):
         spec=spec,
         run_id=kw.pop("run_id", "retry-check"),
         docker_url=url,
-        devices=list(DEVICES),
+        devices=list(STANDIN_DEVICES),
         host_name="retry-host",
         **kw,
     )
@@ -263,25 +267,11 @@ def docker_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home, s
     clusters = {
         "schema": 1,
         "clusters": {
-            "retry": {
-                "backend": "docker",
-                "runner_image": standin_images.runner,
-                "storage": {
-                    "conn_id": "traceladder_s3",
-                    "bucket": s3_server.bucket,
-                    "prefix": "traceladder",
-                    "worker_endpoint_url": s3_server.endpoint_url,
-                },
-                "gpus_per_node": GPUS,
-                "hosts": [
-                    {
-                        "name": "retry-host",
-                        "pool": "traceladder-retry-host",
-                        "docker_url": "unix:///var/run/docker.sock",
-                        "devices": DEVICES,
-                    }
-                ],
-            }
+            "retry": standin_docker_cluster(
+                standin_images.runner,
+                s3_server,
+                [{"name": "retry-host", "pool": "traceladder-retry-host", "docker_url": "unix:///var/run/docker.sock"}],
+            )
         },
     }
     (tmp_path / "clusters.yaml").write_text(yaml.safe_dump(clusters))
@@ -396,7 +386,9 @@ def test_gpu_preflight_refuses_a_busy_or_short_host_and_the_summary_marks_it(
     from traceladder.summary.collect import read_results
 
     spec = _plain(docker_spec)
-    assert spec["docker_env_vars"]["GPUS_PER_NODE"] == str(GPUS)  # the cluster's gpus_per_node beats the seed's 8
+    assert spec["docker_env_vars"]["GPUS_PER_NODE"] == str(
+        STANDIN_GPUS
+    )  # the cluster's gpus_per_node beats the seed's 8
     context = {"dag": SimpleNamespace(dag_id="gpu-dag"), "ti": _TI()}
     busy = {**spec, "docker_env_vars": {**spec["docker_env_vars"], "STANDIN_GPU_BUSY": "python3:4242"}}
     with pytest.raises(
@@ -404,9 +396,10 @@ def test_gpu_preflight_refuses_a_busy_or_short_host_and_the_summary_marks_it(
     ):
         _rung_operator(busy, docker_engine.unix_url, run_id="gpu-busy").execute(context)
     short = _rung_operator(spec, docker_engine.unix_url, run_id="gpu-short")
-    short.devices = DEVICES[:2]
+    short.devices = STANDIN_DEVICES[:2]
     with pytest.raises(
-        AirflowException, match=rf"^host retry-host: GPU preflight: amd-smi sees 1 GPU\(s\), GPUS_PER_NODE is {GPUS}$"
+        AirflowException,
+        match=rf"^host retry-host: GPU preflight: amd-smi sees 1 GPU\(s\), GPUS_PER_NODE is {STANDIN_GPUS}$",
     ):
         short.execute(context)
     store = _store(s3_server)

@@ -21,7 +21,12 @@ import yaml
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
 
-from tests.integration.conftest import docker_cli  # tests/integration/conftest.py
+from tests.integration.conftest import (
+    STANDIN_DEVICES,
+    STANDIN_GPUS,
+    docker_cli,
+    standin_docker_cluster,
+)  # tests/integration/conftest.py
 from tests.integration.ladder_checks import check_manifests, objects, task_states
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
@@ -31,8 +36,6 @@ UNIX_HOST = "dockerd-unix"
 TLS_HOST = "dockerd-tls"
 TLS_CONN = "docker_tls_test"
 NOFILE = 16384
-GPUS = 2  # the clusters' gpus_per_node; the stand-in amd-smi counts the mapped render nodes
-DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
 PRIMUS_COMMIT = "fd1eeabb0a5f1e3c2d4b6a8c0e2f4a6b8c0d2e4f"  # docker/standin/Dockerfile's .git
 
 
@@ -50,47 +53,25 @@ def docker_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server, d
     clusters = {
         "schema": 1,
         "clusters": {
-            "docker-test": {
-                "backend": "docker",
-                "runner_image": standin_images.runner,
-                "storage": {
-                    "conn_id": "traceladder_s3",
-                    "bucket": s3_server.bucket,
-                    "prefix": "traceladder",
-                    "worker_endpoint_url": s3_server.endpoint_url,
-                },
-                "gpus_per_node": GPUS,
-                # engine: tracelens runs the (stand-in) TraceLens image on this daemon
-                "tracelens": {"docker_url": docker_engine.unix_url, "image": standin_images.tracelens},
-                "hosts": [
-                    {
-                        "name": UNIX_HOST,
-                        "pool": f"traceladder-{UNIX_HOST}",
-                        "docker_url": docker_engine.unix_url,
-                        "devices": DEVICES,
-                    },
-                ],
-            },
-            "docker-tls": {
-                "backend": "docker",
-                "runner_image": standin_images.runner,
-                "storage": {
-                    "conn_id": "traceladder_s3",
-                    "bucket": s3_server.bucket,
-                    "prefix": "traceladder",
-                    "worker_endpoint_url": s3_server.endpoint_url,
-                },
-                "gpus_per_node": GPUS,
-                "hosts": [
+            # engine: tracelens runs the (stand-in) TraceLens image on this daemon
+            "docker-test": standin_docker_cluster(
+                standin_images.runner,
+                s3_server,
+                [{"name": UNIX_HOST, "pool": f"traceladder-{UNIX_HOST}", "docker_url": docker_engine.unix_url}],
+                tracelens={"docker_url": docker_engine.unix_url, "image": standin_images.tracelens},
+            ),
+            "docker-tls": standin_docker_cluster(
+                standin_images.runner,
+                s3_server,
+                [
                     {
                         "name": TLS_HOST,
                         "pool": f"traceladder-{TLS_HOST}",
                         "docker_url": docker_engine.tls_url,
                         "tls_conn_id": TLS_CONN,
-                        "devices": DEVICES,
-                    },
+                    }
                 ],
-            },
+            ),
         },
     }
     path = tmp_path / "clusters.yaml"
@@ -179,7 +160,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
             "product": "AMD Instinct MI350X",
             "arch": "gfx950",
             "driver_version": "6.14.14",
-            "count": GPUS,
+            "count": STANDIN_GPUS,
         }
         assert prov["tools"]["rtl"] == "rocm-trace-lite 0.3.3" and prov["tools"]["rocprofv3"].startswith(
             "rocprofv3 (rocprofiler-sdk) 1.0.0"
@@ -192,7 +173,9 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
         argv = json.loads(log.split("[primus-cli standin] cwd=/workspace/Primus argv=", 1)[1].splitlines()[0])
         assert argv[:3] == ["/workspace/Primus/primus-cli", "direct", "--log_file"] and argv[3].startswith("/")
         assert argv[4:8] == ["train", "pretrain", "--config", spec.model_args["config_path"]] and "--" not in argv
-        assert f"torchrun GPUS_PER_NODE={GPUS} NNODES=1 NODE_RANK=0 MASTER_ADDR=localhost MASTER_PORT=1234" in log
+        assert (
+            f"torchrun GPUS_PER_NODE={STANDIN_GPUS} NNODES=1 NODE_RANK=0 MASTER_ADDR=localhost MASTER_PORT=1234" in log
+        )
         # primus-cli got exactly the overrides the plan renders (config_path became --config), and
         # --use_rocm_mem_info True, so `rocm max mem` is the true peak (128 GB, not the stale 115)
         got = json.loads(log.split("[primus-cli standin] overrides: ", 1)[1].splitlines()[0])
@@ -267,7 +250,8 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     assert len(evidence) == 6
     for ev in evidence.values():
         assert ev["Devices"] == [
-            {"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"} for d in DEVICES
+            {"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"}
+            for d in STANDIN_DEVICES
         ]
         assert (
             ev["GroupAdd"] == ["video"] and "seccomp=unconfined" in ev["SecurityOpt"]

@@ -25,58 +25,14 @@ from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
 from traceladder.summary.publish import write_summary
 from traceladder.summary.render.markdown import to_markdown
+from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
-GATES = (
-    "PRIMUS_RMSNORM_TRITON",
-    "PRIMUS_ROPE_TRITON",
-    "PRIMUS_SINKHORN_TRITON",
-    "PRIMUS_HC_TRITON",
-    "PRIMUS_V4_ROUTER_TRITON",
-)
 # a 2-layer proxy, one profiled iteration (2 of 3)
-TINY = [
-    "--num_layers",
-    "2",
-    "--compress_ratios=[0,4]",
-    "--hidden_size",
-    "32",
-    "--num_attention_heads",
-    "2",
-    "--num_experts",
-    "8",
-    "--moe_router_topk",
-    "2",
-    "--moe_ffn_hidden_size",
-    "8",
-    "--seq_length",
-    "64",
-    "--attn_sliding_window",
-    "16",
-    "--vocab_size",
-    "64",
-    "--seed",
-    "7",
-    "--train_iters",
-    "3",
-    "--profile",
-    "True",
-    "--use_pytorch_profiler",
-    "True",
-    "--profile_step_start",
-    "2",
-    "--profile_step_end",
-    "3",
-    "--exp_name",
-    "t",
-    "--expert_model_parallel_size",
-    "1",
-    "--global_batch_size",
-    "1",
-]
+TINY = [*TWO_LAYER_ARGS, *PROFILE_SECOND_OF_THREE, "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
 RECOMPUTE = ["--recompute_granularity", "full", "--recompute_method", "block", "--recompute_num_layers", "1"]
 RUNGS = {  # rung: (parent, switch, value, args, env)
-    "baseline": (None, None, None, [*TINY, *RECOMPUTE], {g: "0" for g in GATES}),
+    "baseline": (None, None, None, [*TINY, *RECOMPUTE], {g: "0" for g in FUSION_GATES}),
     "fusions": ("baseline", "fusions", True, [*TINY, *RECOMPUTE], {}),
     "recompute_off": ("fusions", "recompute", False, TINY, {}),
 }

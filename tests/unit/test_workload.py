@@ -24,38 +24,12 @@ from pathlib import Path
 import pytest
 
 from traceladder.workload.settings import Settings, SettingsError, parse, split_overrides
+from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
-GATES = (
-    "PRIMUS_RMSNORM_TRITON",
-    "PRIMUS_ROPE_TRITON",
-    "PRIMUS_SINKHORN_TRITON",
-    "PRIMUS_HC_TRITON",
-    "PRIMUS_V4_ROUTER_TRITON",
-)
-
 # Tiny model, every override syntax Primus takes, and unmodelled keys from the seed ladder.
 TINY = [
-    "--num_layers",
-    "2",
-    "--compress_ratios=[0,4]",
-    "hidden_size=32",
-    "--num_attention_heads",
-    "2",
-    "--num_experts",
-    "8",
-    "--moe_router_topk",
-    "2",
-    "--moe_ffn_hidden_size",
-    "8",
-    "--seq_length",
-    "64",
-    "--attn_sliding_window",
-    "16",
-    "--vocab_size",
-    "64",
-    "--seed",
-    "7",
+    *TWO_LAYER_ARGS,
     "--config_path",
     "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml",
     "--mock_data",
@@ -66,23 +40,8 @@ TINY = [
     "512",
 ]
 UNMODELLED = "[proxy] ignoring unmodelled keys: config_path, mock_data, rope_type, index_topk"
-# Record iteration 2 of 3 (Primus's window is [start, end), 1-based).
-WINDOW = [
-    "--train_iters",
-    "3",
-    "--profile",
-    "True",
-    "--use_pytorch_profiler",
-    "True",
-    "--profile_step_start",
-    "2",
-    "--profile_step_end",
-    "3",
-    "--exp_name",
-    "t",
-]
-W1 = [*TINY, *WINDOW, "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
-W2 = [*TINY, *WINDOW, "--expert_model_parallel_size", "2", "--global_batch_size", "2"]
+W1 = [*TINY, *PROFILE_SECOND_OF_THREE, "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
+W2 = [*TINY, *PROFILE_SECOND_OF_THREE, "--expert_model_parallel_size", "2", "--global_batch_size", "2"]
 # Long sequence, full-causal op-by-op attention: the saved [heads, S, S + S/4] scores dominate memory.
 MEM = [
     "--expert_model_parallel_size",
@@ -123,8 +82,8 @@ MEM = [
 # for world size 1): it saves ~3 s of torch + profiler import per config on a 2-core box.
 IN_PROCESS: dict[str, tuple[list[str], dict[str, str]]] = {
     "base": (W1, {}),
-    **{f"gate_off_{g}": (W1, {g: "0"}) for g in GATES},
-    "all_gates_off": (W1, {g: "0" for g in GATES}),
+    **{f"gate_off_{g}": (W1, {g: "0"}) for g in FUSION_GATES},
+    "all_gates_off": (W1, {g: "0" for g in FUSION_GATES}),
     "gluon_v3": ([*W1, "--use_v4_attention_backend", "gluon_v3"], {}),
     "turbo": ([*W1, "--use_v4_attention_backend", "turbo", "--use_v4_csa_attention_backend", "turbo"], {}),
     "grouped": ([*W1, "--use_turbo_grouped_gemm", "True"], {}),
@@ -599,7 +558,7 @@ def test_malformed_argument_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 def test_profile_window_past_train_iters_exits_2(tmp_path: Path) -> None:
-    run = launch([*WINDOW, "--train_iters", "2"], {}, tmp_path / "ws", timeout=30)
+    run = launch([*PROFILE_SECOND_OF_THREE, "--train_iters", "2"], {}, tmp_path / "ws", timeout=30)
     assert run.rc == 2
     assert len(run.stderr.strip().splitlines()) == 1 and "profile_step_end" in run.stderr
 

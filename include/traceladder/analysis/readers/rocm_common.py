@@ -91,6 +91,23 @@ def tracelens_kernel_names(names: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------------
 # EventTable construction
+def row_part(
+    cat: str, rows: list[tuple[Any, ...]], names: list[str], columns: tuple[int, int, int, int]
+) -> dict[str, Any]:
+    """A build_table part from SQL rows; ``columns`` are the row positions of start ns, end ns,
+    the agent (the pid) and the queue (the tid and the stream)."""
+    start, end, agent, queue = columns
+    return {
+        "cat": cat,
+        "names": names,
+        "start": np.fromiter((r[start] for r in rows), dtype=np.int64, count=len(rows)),
+        "end": np.fromiter((r[end] for r in rows), dtype=np.int64, count=len(rows)),
+        "pid": [r[agent] for r in rows],
+        "tid": [r[queue] for r in rows],
+        "stream": [r[queue] for r in rows],
+    }
+
+
 def build_table(
     path: Path,
     fmt: str,

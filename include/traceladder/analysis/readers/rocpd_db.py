@@ -25,10 +25,9 @@ import re
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 
 from ..model.events import EventTable, TraceError
-from .rocm_common import build_table, tracelens_kernel_names
+from .rocm_common import build_table, row_part, tracelens_kernel_names
 
 __all__ = ["is_rocpd", "sqlite_names", "read_rocpd"]
 
@@ -122,20 +121,11 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         if len(rows) > 1:
             notes.append(f"rocpd database holds {len(rows)} processes; total time is the first one's init..fini")
 
-    def part(cat: str, rs: list, labels: list[str]) -> dict:
-        return {
-            "cat": cat,
-            "names": labels,
-            "start": np.fromiter((r[0] for r in rs), dtype=np.int64, count=len(rs)),
-            "end": np.fromiter((r[1] for r in rs), dtype=np.int64, count=len(rs)),
-            "pid": [r[2] for r in rs],
-            "tid": [r[3] for r in rs],
-            "stream": [r[3] for r in rs],
-        }
+    columns = (0, 1, 2, 3)  # start, end, agent, queue
 
     parts = [
-        part("kernel", kern, tracelens_kernel_names([r[4] or f"unknown_kernel_{r[5]}" for r in kern])),
-        part("gpu_memcpy", copies, [r[4] or "MEMORY_COPY" for r in copies]),
+        row_part("kernel", kern, tracelens_kernel_names([r[4] or f"unknown_kernel_{r[5]}" for r in kern]), columns),
+        row_part("gpu_memcpy", copies, [r[4] or "MEMORY_COPY" for r in copies], columns),
     ]
     heavy = {
         "source": f"rocprofv3 rocpd database (schema v{version})",

@@ -29,10 +29,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from ..model.events import EventTable, TraceError
-from .rocm_common import build_table, tracelens_kernel_names
+from .rocm_common import build_table, row_part, tracelens_kernel_names
 
 __all__ = ["read_rpd", "is_lite"]
 
@@ -139,22 +138,13 @@ def _read(path: Path, con: sqlite3.Connection) -> EventTable:
         if not isinstance(r[3], int) or not isinstance(r[4], int):
             raise TraceError(path, f"rocpd_op row {r[0]}: start/end are not integer ns")
 
-    def part(cat: str, rs: list, names: list[str]) -> dict:
-        return {
-            "cat": cat,
-            "names": names,
-            "start": np.fromiter((r[3] for r in rs), dtype=np.int64, count=len(rs)),
-            "end": np.fromiter((r[4] for r in rs), dtype=np.int64, count=len(rs)),
-            "pid": [r[1] for r in rs],
-            "tid": [r[2] for r in rs],
-            "stream": [r[2] for r in rs],
-        }
+    columns = (3, 4, 1, 2)  # start, end, agent, queue
 
     lite = is_lite(path, tables, meta)
     parts = [
-        part("kernel", kern, tracelens_kernel_names([r[5] or "" for r in kern])),
-        part("gpu_memcpy", copy, [r[6] for r in copy]),
-        part("gpu_memset", fill, [r[6] for r in fill]),
+        row_part("kernel", kern, tracelens_kernel_names([r[5] or "" for r in kern]), columns),
+        row_part("gpu_memcpy", copy, [r[6] for r in copy], columns),
+        row_part("gpu_memset", fill, [r[6] for r in fill], columns),
     ]
     source = "rocm-trace-lite trace.db (lite mode)" if lite else f"RPD-style SQLite (schema v{schema})"
     heavy: dict[str, Any] = {
