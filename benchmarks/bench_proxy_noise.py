@@ -14,6 +14,12 @@
   and the scaled MAD the block model floors with, pooled over runs), the between-run sd of the
   run medians, the floor ``sqrt(pi/2 * s_it^2 / m)`` and the run sd the block model would use,
   ``sqrt(max(between^2, floor^2))`` (target <= 2%: issue 25).
+* ``noise_sources``: where the CPU metric's run-level noise comes from. The ``recompute_off``
+  rung ``NOISE_RUNS`` times in each of five variants, alternating: as the demo runs it; both
+  ranks on core 0 (``taskset -c 0``); one rank (EP 1) with the other core idle; one rank with a
+  spinning process on the other core; ASLR off (``setarch -R``). Per variant, on the log scale:
+  the between-run sd of the run medians and the median within-run sd (docs/statistics.md,
+  "Where the CPU metric's run-level noise comes from").
 * ``extra_work``: the step-time change ``--extra_work_pct`` really causes, from pinned runs of
   the baseline with and without it, alternating (mean of paired differences, in %).
 
@@ -27,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.common import REPO, Context, Row
@@ -48,8 +55,11 @@ def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], in
     return argv[1:], env, spec.warmup_iters  # argv[0] is this interpreter
 
 
-def proxy_iterations(args: list[str], env: dict[str, str], *, pin: bool, python: str = sys.executable) -> list:
-    """One proxy run in a fresh workspace; its parsed iteration records (runner.primus_log)."""
+def proxy_iterations(
+    args: list[str], env: dict[str, str], *, pin: bool, python: str = sys.executable, prefix: Sequence[str] = ()
+) -> list:
+    """One proxy run in a fresh workspace; its parsed iteration records (runner.primus_log).
+    `prefix` wraps the interpreter (`taskset -c 0`, `setarch -R`)."""
     from traceladder.runner.primus_log import parse_iterations
 
     with tempfile.TemporaryDirectory(prefix="tl-noise-") as tmp:
@@ -60,7 +70,8 @@ def proxy_iterations(args: list[str], env: dict[str, str], *, pin: bool, python:
             "TRACELADDER_PROXY_PIN": "1" if pin else "0",
             "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", ""),
         }
-        proc = subprocess.run([python, *args], env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
+        argv = [*prefix, python, *args]
+        proc = subprocess.run(argv, env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
     return parse_iterations(proc.stdout.splitlines())
@@ -188,6 +199,46 @@ def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
     return rows
 
 
+ONE_RANK = ["--expert_model_parallel_size", "1", "--global_batch_size", "1"]
+NOISE_VARIANTS: dict[str, tuple[list[str], list[str], bool]] = {  # label: (prefix, extra args, spinner)
+    "2 ranks on cores 0 and 1 (the demo)": ([], [], False),
+    "2 ranks on core 0": (["taskset", "-c", "0"], [], False),
+    "1 rank, other core idle": ([], ONE_RANK, False),
+    "1 rank, other core spinning": ([], ONE_RANK, True),
+    "2 ranks, ASLR off": (["setarch", "-R"], [], False),
+}
+
+
+def bench_noise_sources(ctx: Context) -> list[Row]:
+    import math
+
+    n = 3 if ctx.quick else NOISE_RUNS
+    args, env, warmup = proxy_command("recompute_off")
+    before_load = _load()
+    runs: dict[str, list[list[float]]] = {label: [] for label in NOISE_VARIANTS}
+    for _ in range(n):
+        for label, (prefix, extra, spin) in NOISE_VARIANTS.items():
+            other_core = str(max(os.sched_getaffinity(0)))
+            spin_argv = ["taskset", "-c", other_core, ctx.python, "-c", "while 1: pass"]
+            spinner = subprocess.Popen(spin_argv) if spin else None
+            try:
+                records = proxy_iterations([*args, *extra], env, pin=True, python=ctx.python, prefix=prefix)
+            finally:
+                if spinner is not None:
+                    spinner.kill()
+                    spinner.wait()
+            runs[label].append([math.log(r.step_cpu_ms) for r in records if r.iteration > warmup and r.step_cpu_ms])
+    machine = f"{os.cpu_count()} cpus, {before_load} -> {_load()}, {n} runs each, alternating"
+    rows = []
+    for label, logs in runs.items():
+        between = statistics.stdev([statistics.median(v) for v in logs])
+        within = statistics.median(statistics.stdev(v) for v in logs)
+        med = math.exp(statistics.median(statistics.median(v) for v in logs))
+        detail = f"within-run sd {100 * within:.1f}%; median step {med:.1f} CPU ms; {machine}"
+        rows.append(Row("noise_sources", f"between-run sd, {label}", 100 * between, "%", "", None, detail))
+    return rows
+
+
 def bench_extra_work(ctx: Context) -> list[Row]:
     n = 2 if ctx.quick else max(2, NOISE_RUNS // 2)
     base_args, env, warmup = proxy_command()
@@ -215,4 +266,4 @@ def bench_extra_work(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_proxy_noise, bench_proxy_cpu_noise, bench_extra_work]
+SECTIONS = [bench_proxy_noise, bench_proxy_cpu_noise, bench_noise_sources, bench_extra_work]
