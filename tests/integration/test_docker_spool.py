@@ -22,7 +22,8 @@ import yaml
 from tests.integration.conftest import docker_cli  # tests/integration/conftest.py
 from tests.faults.rungs import verified_objects
 from tests.faults.tcp_proxy import CutProxy
-from tests.integration.test_docker_images import DEVICES, GPUS, NOFILE, _rung_operator, _TI
+from tests.integration.conftest import STANDIN_DEVICES, STANDIN_GPUS
+from tests.integration.test_docker_images import NOFILE, _rung_operator, _TI
 
 pytestmark = [pytest.mark.docker, pytest.mark.faults]
 
@@ -53,8 +54,8 @@ def spool_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_home, s3
                 "backend": "docker",
                 "runner_image": standin_images.runner,
                 "storage": {**storage, "worker_endpoint_url": proxy.url},
-                "gpus_per_node": GPUS,
-                "hosts": [{**host, "devices": DEVICES}],
+                "gpus_per_node": STANDIN_GPUS,
+                "hosts": [{**host, "devices": STANDIN_DEVICES}],
             }
         },
     }
