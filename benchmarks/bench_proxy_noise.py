@@ -216,10 +216,10 @@ def bench_noise_sources(ctx: Context) -> list[Row]:
     args, env, warmup = proxy_command("recompute_off")
     before_load = _load()
     runs: dict[str, list[list[float]]] = {label: [] for label in NOISE_VARIANTS}
+    # the spinner takes the core that rank 0 (pinned to the lowest) does not
+    spin_argv = ["taskset", "-c", str(max(os.sched_getaffinity(0))), ctx.python, "-c", "while 1: pass"]
     for _ in range(n):
         for label, (prefix, extra, spin) in NOISE_VARIANTS.items():
-            other_core = str(max(os.sched_getaffinity(0)))
-            spin_argv = ["taskset", "-c", other_core, ctx.python, "-c", "while 1: pass"]
             spinner = subprocess.Popen(spin_argv) if spin else None
             try:
                 records = proxy_iterations([*args, *extra], env, pin=True, python=ctx.python, prefix=prefix)

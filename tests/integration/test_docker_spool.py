@@ -19,10 +19,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tests.integration.conftest import docker_cli  # tests/integration/conftest.py
+from tests.integration.conftest import STANDIN_DEVICES, STANDIN_GPUS, docker_cli  # tests/integration/conftest.py
 from tests.faults.rungs import verified_objects
 from tests.faults.tcp_proxy import CutProxy
-from tests.integration.conftest import STANDIN_DEVICES, STANDIN_GPUS
 from tests.integration.test_docker_images import NOFILE, _rung_operator, _TI
 
 pytestmark = [pytest.mark.docker, pytest.mark.faults]

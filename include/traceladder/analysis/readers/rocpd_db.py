@@ -25,7 +25,6 @@ import re
 import sqlite3
 from pathlib import Path
 
-
 from ..model.events import EventTable, TraceError
 from .rocm_common import build_table, row_part, tracelens_kernel_names
 

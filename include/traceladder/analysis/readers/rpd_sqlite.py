@@ -29,7 +29,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-
 from ..model.events import EventTable, TraceError
 from .rocm_common import build_table, row_part, tracelens_kernel_names
 
