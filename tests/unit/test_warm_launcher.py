@@ -39,6 +39,15 @@ sys.path.insert(0, sys.argv[3])
 from traceladder.workload import warm
 import traceladder.workload.__main__ as entry
 
+def fd_targets():
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return targets
+
 def probe(args):
     import numpy, torch, torch.distributed
     state = {
@@ -55,6 +64,7 @@ def probe(args):
         "dist": torch.distributed.is_initialized(),
         "session_leader": os.getsid(0) == os.getpid() == os.getpgid(0),
         "rss_kb": int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024,
+        "fds": fd_targets(),
     }
     if len(args) > 2:  # leave a mess the next child must not see
         big = torch.ones(64 * 1024 * 1024 // 4)
@@ -173,6 +183,10 @@ def test_a_child_inherits_no_state(probe_launcher: str, tmp_path: Path) -> None:
         assert child["env"]["OMP_NUM_THREADS"] == "1" and "LAUNCHER_ONLY" not in child["env"]
         assert not child["profiler"] and not child["dist"]
         assert child["session_leader"]  # a group of its own: the deadline kills it whole
+        # none of the launcher's descriptors: its socket, its epoll, its pidfds of other workloads
+        assert not [
+            t for t in child["fds"] if t.startswith(("socket:", "anon_inode:[eventpoll]", "anon_inode:[pidfd]"))
+        ]
     assert first["env"]["REQUEST_ONLY"] == "first" and second["env"]["REQUEST_ONLY"] == "second"
     assert first["cwd"] == str(tmp_path / "first") and second["cwd"] == str(tmp_path / "second")
     # Fresh entropy per child, as two interpreters would have (the driver drew from its own).
