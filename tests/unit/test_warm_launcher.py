@@ -183,7 +183,7 @@ def test_a_child_inherits_no_state(probe_launcher: str, tmp_path: Path) -> None:
         assert child["env"]["OMP_NUM_THREADS"] == "1" and "LAUNCHER_ONLY" not in child["env"]
         assert not child["profiler"] and not child["dist"]
         assert child["session_leader"]  # a group of its own: the deadline kills it whole
-        # none of the launcher's descriptors: its socket, its epoll, its pidfds of other workloads
+        # none of the launcher's descriptors: its listening socket, its epoll, a pidfd
         assert not [
             t for t in child["fds"] if t.startswith(("socket:", "anon_inode:[eventpoll]", "anon_inode:[pidfd]"))
         ]

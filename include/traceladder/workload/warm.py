@@ -93,9 +93,6 @@ class Launcher:
     def __init__(self, name: str, idle_s: float) -> None:
         self.name, self.idle_s = name, idle_s
         self.children: dict[int, socket.socket] = {}  # workload pid -> its client's connection
-        # workload pid -> its pidfd, in the selector: an exit wakes the loop at once, so the runner
-        # hears it then, not at the next 0.2 s tick (~0.1 s a run, on every run of a ladder)
-        self.pidfds: dict[int, int] = {}
         self.last_active = time.monotonic()
         self.stopping = False
         self.import_env = dict(os.environ)  # what libgomp and OpenBLAS read at import
@@ -115,9 +112,8 @@ class Launcher:
         selector.register(self.sock, selectors.EVENT_READ)
         print(f"[warm] launcher {os.getpid()} serving {self.name!r} (idle exit after {self.idle_s:g} s)", flush=True)
         while not self.stopping:
-            for key, _events in selector.select(timeout=0.2):
-                if key.fileobj is self.sock:
-                    self._accept()
+            for _key, _events in selector.select(timeout=0.2):
+                self._accept()
             self._reap()
             if not self.children and time.monotonic() - self.last_active > self.idle_s:
                 print(f"[warm] launcher {os.getpid()} idle for {self.idle_s:g} s: exiting", flush=True)
@@ -165,17 +161,7 @@ class Launcher:
         except OSError:
             pass  # the client went away; the workload still runs, its group is the client's to stop
         self.children[pid] = conn
-        self._watch(pid)
         print(f"[warm] workload {pid} started in {request['cwd']}", flush=True)
-
-    def _watch(self, pid: int) -> None:
-        """Wake the loop when `pid` exits (a pidfd, Linux 5.3+); without one, the tick reaps it."""
-        try:
-            fd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            return
-        self.pidfds[pid] = fd
-        self.selector.register(fd, selectors.EVENT_READ)
 
     def _fork(self, request: dict[str, Any], out_fd: int, conn: socket.socket) -> int:
         args = [str(a) for a in request["args"]]
@@ -208,8 +194,6 @@ class Launcher:
         self.sock.close()
         for conn in self.children.values():
             conn.close()
-        for fd in self.pidfds.values():
-            os.close(fd)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -237,10 +221,6 @@ class Launcher:
             if pid == 0:
                 return
             conn = self.children.pop(pid, None)
-            fd = self.pidfds.pop(pid, None)
-            if fd is not None:
-                self.selector.unregister(fd)
-                os.close(fd)
             self.last_active = time.monotonic()
             if conn is None:
                 continue
