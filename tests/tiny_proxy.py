@@ -16,6 +16,10 @@ TINY_MODEL = {
     "index_topk": 8,
     "train_iters": 4,
 }
+# The torch lenses' window for a ladder that extends proxy-local with TINY_MODEL. proxy-local's
+# lens values set their own train_iters (a profiled run stops at its window's end), and a ladder's
+# switch values deep-merge over it, so the tiny one is said again here.
+TINY_LENS = {"model_args": {"train_iters": TINY_MODEL["train_iters"], "profile_step_start": 2, "profile_step_end": 4}}
 
 
 # The fusion gates Primus reads (PRIMUS_*_TRITON): "0" turns one off.

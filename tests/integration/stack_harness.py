@@ -21,7 +21,7 @@ import yaml
 from tests.integration.needs import unavailable
 from traceladder.dev.local_stack import AIRFLOW_BIN, LocalStack
 from traceladder.config.loader import CONFIG_DIR
-from tests.tiny_proxy import TINY_MODEL
+from tests.tiny_proxy import TINY_LENS, TINY_MODEL
 
 # The shipped proxy ladder, shrunk to what a scheduler test needs (the fault tests' sizes): one
 # layer, four experts, a 32-token sequence, four iterations, a short profiler window, one repeat.
@@ -36,8 +36,8 @@ TINY = {
     "switches": {
         "lens": {
             "values": {
-                "torch_rank0": {"model_args": {"profile_step_start": 2, "profile_step_end": 4}},
-                "torch_all_ranks": {"model_args": {"profile_step_start": 2, "profile_step_end": 4}},
+                "torch_rank0": TINY_LENS,
+                "torch_all_ranks": TINY_LENS,
             }
         }
     },

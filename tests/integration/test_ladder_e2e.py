@@ -17,6 +17,7 @@ from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
 
 from tests.integration.ladder_checks import check_manifests, objects, task_states
+from tests.tiny_proxy import TINY_LENS
 
 pytestmark = pytest.mark.e2e
 
@@ -29,8 +30,8 @@ SMALL = {
     "switches": {
         "lens": {
             "values": {
-                "torch_rank0": {"model_args": {"profile_step_start": 2, "profile_step_end": 4}},
-                "torch_all_ranks": {"model_args": {"profile_step_start": 2, "profile_step_end": 4}},
+                "torch_rank0": TINY_LENS,
+                "torch_all_ranks": TINY_LENS,
             }
         }
     },

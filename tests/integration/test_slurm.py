@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.tiny_proxy import TINY_MODEL
+from tests.tiny_proxy import TINY_LENS, TINY_MODEL
 
 from traceladder.config.loader import CONFIG_DIR
 
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
 SSH_CONN = "traceladder_slurm_test"
 CLUSTER = "slurm-test"
-WINDOW = {"model_args": {"profile_step_start": 2, "profile_step_end": 4}}
 
 
 # ---- fixtures ---------------------------------------------------------------------------------------
@@ -82,7 +81,7 @@ def write_ladder(folder: Path, name: str, **extra: Any) -> str:
         "warmup_iters": 1,
         "timeout_s": 120,
         "base": {"model_args": TINY_MODEL},
-        "switches": {"lens": {"values": {"torch_rank0": WINDOW, "torch_all_ranks": WINDOW}}},
+        "switches": {"lens": {"values": {"torch_rank0": TINY_LENS, "torch_all_ranks": TINY_LENS}}},
         "rungs": [{"name": "baseline"}],
         "lenses": {"rung": "baseline", "use": ["none", "torch_rank0"], "every_rung": None},
         **extra,

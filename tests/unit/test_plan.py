@@ -68,9 +68,9 @@ def test_randomised_complete_blocks() -> None:
     assert sorted(s.rung for s in profile) == sorted(names)
     assert {(s.purpose, s.lens, s.rung_id.rsplit(".", 1)[1]) for s in profile} == {("profile", "torch_rank0", "p0")}
     # every_rung_steps: 1 keeps the lens's window end and profiles one step; the lens blocks keep it whole
-    assert all(s.profile_window == (6, 7) and s.model_args["profile_step_start"] == 6 for s in profile)
+    assert all(s.profile_window == (3, 4) and s.model_args["profile_step_start"] == 3 for s in profile)
     lens_blocks = blocks[planned : planned + 3]
-    assert all(s.profile_window == (5, 7) for block in lens_blocks for s in block if s.lens != "none")
+    assert all(s.profile_window == (2, 4) for block in lens_blocks for s in block if s.lens != "none")
     # the order inside blocks is shuffled, not the ladder's, and differs between blocks
     orders = [[s.rung for s in block] for block in blocks[:3]]
     assert orders[0] != names or orders[1] != names
@@ -159,7 +159,7 @@ def test_params_subset_lens_repeats_override() -> None:
     ]
     assert {(s.purpose, s.block) for s in specs} == {("profile", 0), ("profile", 1)}
     assert all(s.model_args["global_batch_size"] == 4 and s.model_args["profile"] is True for s in specs)
-    assert all(s.profile_window == (5, 7) for s in specs)  # a trigger-form lens keeps the lens's whole window
+    assert all(s.profile_window == (2, 4) for s in specs)  # a trigger-form lens keeps the lens's whole window
     unprofiled = build_plan(PROXY, rungs=["baseline"], lens="none", repeats=2)
     assert [(s.rung_id, s.purpose, s.block) for s in unprofiled] == [
         ("baseline.none.r0", "measure", 0),
