@@ -36,7 +36,7 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.common import REPO, Context, Row, run_rung
+from benchmarks.common import Context, Row, run_demo, run_rung
 
 SIM_LADDERS = 2000
 POWER_LADDERS = 1000
@@ -140,23 +140,8 @@ def bench_verdicts_aa_real(ctx: Context) -> list[Row]:
 
 def _aa_demo(out_dir: str) -> dict:
     """One whole proxy-aa ladder through `traceladder demo`; its published summary.json."""
-    import re
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "traceladder.cli", "demo", "--ladder", "proxy-aa"],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        env={**os.environ, "PYTHONPATH": str(REPO / "include")},
-        cwd=out_dir,
-    )
-    found = re.search(r"\(local copy: (.+?)\)$", proc.stdout, re.M)
-    if proc.returncode != 0 or not found:
-        raise RuntimeError(f"proxy-aa demo exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
-    return json.loads((Path(found.group(1)) / "summary" / "summary.json").read_text())
+    demo = run_demo("proxy-aa", out_dir)
+    return json.loads((demo.local_copy / "summary" / "summary.json").read_text())
 
 
 def bench_verdicts_aa_ladders(ctx: Context) -> list[Row]:

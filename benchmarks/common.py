@@ -52,6 +52,39 @@ def run_rung(*args: str, out: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@dataclass
+class DemoRun:
+    """One whole `traceladder demo`: its printed wall time, its local copy of what it published,
+    and the epoch seconds at which this process started and saw it end."""
+
+    wall_s: float
+    local_copy: Path
+    started_at: float
+    ended_at: float
+
+
+def run_demo(ladder: str, cwd: str) -> DemoRun:
+    """`traceladder demo --ladder LADDER` in a fresh process, its state under `cwd`."""
+    import re
+    import time
+
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceladder.cli", "demo", "--ladder", ladder],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "PYTHONPATH": str(REPO / "include")},
+        cwd=cwd,
+    )
+    ended = time.time()
+    copy = re.search(r"\(local copy: (.+?)\)$", proc.stdout, re.M)
+    wall = re.search(r"^demo wall time: (\d+) s$", proc.stdout, re.M)
+    if proc.returncode != 0 or not copy or not wall:
+        raise RuntimeError(f"{ladder} demo exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
+    return DemoRun(float(wall.group(1)), Path(copy.group(1)), started, ended)
+
+
 # ---------------------------------------------------------------------------------
 # subprocess measurements
 _MEASURE = r"""
