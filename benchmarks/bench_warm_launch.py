@@ -17,13 +17,12 @@ them), before the first run (set-up) and after the last (analysis, summary, publ
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
-
-import json
 
 from benchmarks.common import Context, Row, load, run_demo
 

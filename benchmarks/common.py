@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,9 +67,6 @@ class DemoRun:
 
 def run_demo(ladder: str, cwd: str) -> DemoRun:
     """`traceladder demo --ladder LADDER` in a fresh process, its state under `cwd`."""
-    import re
-    import time
-
     started = time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "traceladder.cli", "demo", "--ladder", ladder],
