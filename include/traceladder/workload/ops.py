@@ -1,39 +1,57 @@
 """The small elementwise chains that Primus's Triton fusion gates replace.
 
-Each function has two real code paths with the same math: `fused=True` uses as few torch ops as
-possible (the proxy's stand-in for one Triton kernel; torch.compile is too slow to start), and
-`fused=False` spells the chain out op by op, one aten op per step, as the unfused model does.
+Each function has two real code paths with the same math. `fused=True` is the proxy's stand-in
+for one Triton kernel: for RMSNorm and Sinkhorn one compiled kernel each way (kernels.py;
+torch.compile is too slow to start), for the others as few torch ops as possible. `fused=False`
+spells the chain out op by op, one aten op per step, as the unfused model does.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from . import kernels
+
+
+def _f32(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """`t` as a C-contiguous float32 array of `shape` for a kernel, copying only when it must
+    (each torch call here is one more dispatch, the very cost a fused kernel saves)."""
+    t = t.detach().view(shape) if t.is_contiguous() else t.detach().reshape(shape).contiguous()
+    return t if t.dtype == torch.float32 else t.float()
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
 
 class _FusedRMSNorm(torch.autograd.Function):
-    """RMSNorm with hand-written forward and backward, one autograd node: what a fused kernel pair
-    does. (torch.rms_norm is no help here: on CPU, torch 2.13 runs it as a composite of
-    pow/mean/add/rsqrt/mul and autograd walks that decomposition op by op.)"""
+    """RMSNorm as one autograd node whose forward and backward are each one compiled kernel
+    (kernels.py), as the fused Triton pair is. (torch.rms_norm is no help here: on CPU, torch 2.13
+    runs it as a composite of pow/mean/add/rsqrt/mul and autograd walks that decomposition op by
+    op; a hand-written torch forward and backward was no faster than the unfused chain.)"""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        inv = torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(eps))
-        xhat = x * inv
-        ctx.save_for_backward(xhat, inv, weight)
-        return xhat * weight
+        rows, w = _f32(x, (-1, x.shape[-1])), _f32(weight, (-1,))
+        out, inv_rms = torch.empty_like(rows), rows.new_empty(rows.shape[0])
+        kernels.rms_norm_forward(rows.numpy(), w.numpy(), eps, out.numpy(), inv_rms.numpy())
+        ctx.save_for_backward(rows, inv_rms, w)
+        ctx.dtypes = (x.dtype, weight.dtype)
+        return _as(out.view(x.shape), x.dtype)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
-        xhat, inv, weight = ctx.saved_tensors
-        grad_w = (grad * xhat).reshape(-1, xhat.shape[-1]).sum(0)
-        g = grad * weight
-        return inv * (g - xhat * (g * xhat).mean(-1, keepdim=True)), grad_w, None
+        rows, inv_rms, w = ctx.saved_tensors
+        g = _f32(grad, tuple(rows.shape))
+        dx, dw = torch.empty_like(rows), torch.empty_like(w)
+        kernels.rms_norm_backward(g.numpy(), rows.numpy(), inv_rms.numpy(), w.numpy(), dx.numpy(), dw.numpy())
+        x_dtype, w_dtype = ctx.dtypes
+        return _as(dx.view(grad.shape), x_dtype), _as(dw, w_dtype), None
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, fused: bool) -> torch.Tensor:
@@ -71,51 +89,34 @@ def sigmoid(x: torch.Tensor, fused: bool) -> torch.Tensor:
     return x.neg().exp().add(1.0).reciprocal()
 
 
-@functools.lru_cache(maxsize=8)
-def _group_sums(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[n*n, n*n] 0/1 matrices: x.view(T, n*n) @ M gives each entry its row's (or column's) sum,
-    already broadcast back, so a half-iteration is one small matmul and one same-shape divide."""
-    i = torch.arange(n * n)
-    rows = (i.unsqueeze(1) // n == i.unsqueeze(0) // n).float()
-    cols = (i.unsqueeze(1) % n == i.unsqueeze(0) % n).float()
-    return rows, cols
-
-
 class _FusedSinkhorn(torch.autograd.Function):
-    """Sinkhorn with hand-written forward and backward, one autograd node: what the Triton kernel
-    pair does (the n x n tile stays in one flat row). Forward keeps each half-iteration's output
-    and broadcast sums; backward walks them in reverse (y = x / s → dx = (dy - (dy * y) @ M) / s),
-    then the first softmax."""
+    """Sinkhorn as one autograd node whose forward and backward are each one compiled kernel
+    (kernels.py), as the Triton pair is one launch each. The forward keeps every half-iteration's
+    matrix and sums, as an unfused chain's autograd graph would; the backward walks them in
+    reverse."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx: Any, logits: torch.Tensor, iters: int) -> torch.Tensor:
         n = logits.shape[-1]
-        rows, cols = (m.to(logits.dtype) for m in _group_sums(n))
-        p = torch.softmax(logits, -1)
-        flat = p.reshape(-1, n * n)
-        saved = [p]
-        for _ in range(iters):
-            for m in (cols, rows):
-                s = flat @ m
-                flat = flat / s
-                saved += [flat, s]
-        ctx.iters, ctx.n = iters, n
-        ctx.save_for_backward(*saved)
-        return flat.view(p.shape)
+        x = _f32(logits, (-1, n, n))
+        out = torch.empty_like(x)
+        iterates = x.new_empty(2 * iters + 1, n, n, x.shape[0])
+        sums = x.new_empty(2 * iters, n, x.shape[0])
+        kernels.sinkhorn_forward(x.numpy(), iters, out.numpy(), iterates.numpy(), sums.numpy())
+        ctx.save_for_backward(iterates, sums)
+        ctx.dtype = logits.dtype
+        return _as(out.view(logits.shape), logits.dtype)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        first, *rest = ctx.saved_tensors
-        rows, cols = (m.to(grad.dtype) for m in _group_sums(ctx.n))
-        mats = [cols, rows] * ctx.iters
-        g = grad.reshape(-1, ctx.n * ctx.n)
-        for k in range(len(mats) - 1, -1, -1):
-            y, s = rest[2 * k], rest[2 * k + 1]
-            g = (g - (g * y) @ mats[k]) / s
-        g = g.view(first.shape)
-        return first * (g - (g * first).sum(-1, keepdim=True)), None
+        iterates, sums = ctx.saved_tensors
+        n = grad.shape[-1]
+        g = _f32(grad, (-1, n, n))
+        dlogits = torch.empty_like(g)
+        kernels.sinkhorn_backward(g.numpy(), iterates.numpy(), sums.numpy(), dlogits.numpy())
+        return _as(dlogits.view(grad.shape), ctx.dtype), None
 
 
 def sinkhorn(logits: torch.Tensor, iters: int, fused: bool, eps: float = 1e-6) -> torch.Tensor:

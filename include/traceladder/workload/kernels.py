@@ -1,0 +1,162 @@
+"""Fused CPU kernels: the proxy's stand-ins for Primus's fused Triton kernels, compiled by numba.
+
+A Triton kernel runs a whole elementwise chain in one launch; the proxy's torch stand-ins still
+dispatched two ops per Sinkhorn half-iteration (80 forward, 160 backward per call), so on the CPU
+the fusion removed half of the chain's dispatches where the GPU removes all but one. These
+kernels are one call each, as the Triton pair is.
+
+Each kernel is compiled for its one signature when this module is imported (the warm launcher
+imports it before it forks, so no run pays for it) and cached on disk by numba (`cache=True`:
+~4 s the first time on a machine, ~0.3 s to load after). No kernel starts a thread (no
+`parallel=True`): the proxy's ranks keep one compute thread, which `metric: cpu` times.
+
+Layout: token-major arrays [T, n, n] in and out, as torch hands them over; inside, each kernel
+works on [n, n, T] so that every inner loop runs over tokens and vectorises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+Array = np.ndarray  # float32, C-contiguous, shaped as each signature says
+_FORWARD = "void(float32[:, :, ::1], int64, float32[:, :, ::1], float32[:, :, :, ::1], float32[:, :, ::1])"
+_BACKWARD = "void(float32[:, :, ::1], float32[:, :, :, ::1], float32[:, :, ::1], float32[:, :, ::1])"
+
+
+@njit(_FORWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
+def sinkhorn_forward(logits: Array, iters: int, out: Array, iterates: Array, sums: Array) -> None:
+    """Row softmax, then `iters` times a column and a row normalisation of each token's n x n
+    matrix. Keeps what the backward needs: `iterates[k]` [n, n, T] is the matrix after k
+    half-iterations (k = 0 is the softmax), `sums[k]` [n, T] the sums that half-iteration k+1
+    divided by."""
+    n_tok, n = logits.shape[0], logits.shape[1]
+    p = iterates[0]
+    for t in range(n_tok):
+        for i in range(n):
+            for j in range(n):
+                p[i, j, t] = logits[t, i, j]
+    top = np.empty(n_tok, np.float32)
+    row_sum = np.empty(n_tok, np.float32)
+    for i in range(n):
+        for t in range(n_tok):
+            top[t] = p[i, 0, t]
+            row_sum[t] = 0
+        for j in range(1, n):
+            for t in range(n_tok):
+                top[t] = max(top[t], p[i, j, t])
+        for j in range(n):
+            for t in range(n_tok):
+                p[i, j, t] = math.exp(p[i, j, t] - top[t])
+                row_sum[t] += p[i, j, t]
+        for j in range(n):
+            for t in range(n_tok):
+                p[i, j, t] /= row_sum[t]
+    for k in range(2 * iters):
+        src, dst, s = iterates[k], iterates[k + 1], sums[k]
+        if k % 2 == 0:  # columns first, then rows
+            for j in range(n):
+                for t in range(n_tok):
+                    s[j, t] = src[0, j, t]
+                for i in range(1, n):
+                    for t in range(n_tok):
+                        s[j, t] += src[i, j, t]
+                for i in range(n):
+                    for t in range(n_tok):
+                        dst[i, j, t] = src[i, j, t] / s[j, t]
+        else:
+            for i in range(n):
+                for t in range(n_tok):
+                    s[i, t] = src[i, 0, t]
+                for j in range(1, n):
+                    for t in range(n_tok):
+                        s[i, t] += src[i, j, t]
+                for j in range(n):
+                    for t in range(n_tok):
+                        dst[i, j, t] = src[i, j, t] / s[i, t]
+    last = iterates[2 * iters]
+    for t in range(n_tok):
+        for i in range(n):
+            for j in range(n):
+                out[t, i, j] = last[i, j, t]
+
+
+@njit(_BACKWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
+def sinkhorn_backward(grad: Array, iterates: Array, sums: Array, dlogits: Array) -> None:
+    """The reverse pass over the kept iterates: y = x / s gives dx = (dy - sum(dy * y)) / s
+    along the normalised axis; then the row softmax's backward."""
+    n_tok, n = grad.shape[0], grad.shape[1]
+    g = np.empty((n, n, n_tok), np.float32)
+    for t in range(n_tok):
+        for i in range(n):
+            for j in range(n):
+                g[i, j, t] = grad[t, i, j]
+    dot = np.empty(n_tok, np.float32)
+    for k in range(iterates.shape[0] - 2, -1, -1):
+        y, s = iterates[k + 1], sums[k]
+        if k % 2 == 0:  # a column normalisation
+            for j in range(n):
+                dot[:] = 0
+                for i in range(n):
+                    for t in range(n_tok):
+                        dot[t] += g[i, j, t] * y[i, j, t]
+                for i in range(n):
+                    for t in range(n_tok):
+                        g[i, j, t] = (g[i, j, t] - dot[t]) / s[j, t]
+        else:
+            for i in range(n):
+                dot[:] = 0
+                for j in range(n):
+                    for t in range(n_tok):
+                        dot[t] += g[i, j, t] * y[i, j, t]
+                for j in range(n):
+                    for t in range(n_tok):
+                        g[i, j, t] = (g[i, j, t] - dot[t]) / s[i, t]
+    p = iterates[0]
+    for i in range(n):
+        dot[:] = 0
+        for j in range(n):
+            for t in range(n_tok):
+                dot[t] += g[i, j, t] * p[i, j, t]
+        for t in range(n_tok):
+            for j in range(n):
+                dlogits[t, i, j] = p[i, j, t] * (g[i, j, t] - dot[t])
+
+
+_NORM_FORWARD = "void(float32[:, ::1], float32[::1], float32, float32[:, ::1], float32[::1])"
+_NORM_BACKWARD = "void(float32[:, ::1], float32[:, ::1], float32[::1], float32[::1], float32[:, ::1], float32[::1])"
+
+
+@njit(_NORM_FORWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
+def rms_norm_forward(x: Array, weight: Array, eps: float, out: Array, inv_rms: Array) -> None:
+    """out = x / sqrt(mean(x**2) + eps) * weight over each row of x [R, H]; keeps 1/rms per row."""
+    n_rows, width = x.shape
+    for r in range(n_rows):
+        total = np.float32(0.0)
+        for h in range(width):
+            total += x[r, h] * x[r, h]
+        inv = 1 / math.sqrt(total / width + eps)
+        inv_rms[r] = inv
+        for h in range(width):
+            out[r, h] = x[r, h] * inv * weight[h]
+
+
+@njit(_NORM_BACKWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
+def rms_norm_backward(grad: Array, x: Array, inv_rms: Array, weight: Array, dx: Array, dweight: Array) -> None:
+    """With xhat = x / rms: dweight = sum over rows of grad * xhat, and
+    dx = (grad * weight - xhat * mean(grad * weight * xhat)) / rms."""
+    n_rows, width = x.shape
+    for h in range(width):
+        dweight[h] = 0
+    for r in range(n_rows):
+        inv = inv_rms[r]
+        dot = np.float32(0.0)
+        for h in range(width):
+            xhat = x[r, h] * inv
+            dweight[h] += grad[r, h] * xhat
+            dot += grad[r, h] * weight[h] * xhat
+        dot /= width
+        for h in range(width):
+            dx[r, h] = inv * (grad[r, h] * weight[h] - x[r, h] * inv * dot)
