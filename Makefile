@@ -15,6 +15,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
 	$(BIN)/python -m compileall -q include/traceladder  # bytecode, as pip gives an installed package
+	$(BIN)/python -c "import traceladder.workload.kernels"  # compiles the proxy's kernels once (numba's cache)
 	@touch $(STAMP)
 
 demo: setup

@@ -160,3 +160,39 @@ def rms_norm_backward(grad: Array, x: Array, inv_rms: Array, weight: Array, dx: 
         dot /= width
         for h in range(width):
             dx[r, h] = inv * (grad[r, h] * weight[h] - x[r, h] * inv * dot)
+
+
+_SWIGLU_FORWARD = "void(float32[:, ::1], float32, float32[:, ::1])"
+_SWIGLU_BACKWARD = "void(float32[:, ::1], float32[:, ::1], float32, float32[:, ::1], float32[:, ::1])"
+
+
+@njit(_SWIGLU_FORWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
+def swiglu_forward(h: Array, limit: float, act: Array) -> None:
+    """act = silu(gate) * up over rows h = [gate | up] [R, 2F]; with limit > 0, V4's clamped form
+    (gate clamped above, up on both sides)."""
+    n_rows, width = act.shape
+    for r in range(n_rows):
+        for f in range(width):
+            gate, up = h[r, f], h[r, width + f]
+            if limit > 0:
+                gate, up = min(gate, limit), min(max(up, -limit), limit)
+            act[r, f] = gate / (1 + math.exp(-gate)) * up
+
+
+@njit(_SWIGLU_BACKWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
+def swiglu_backward(dact: Array, h: Array, limit: float, dh: Array, act: Array) -> None:
+    """dh = [d gate | d up] from dact; the grad stops where a clamp bit, as clamp's backward.
+    Also writes act again (the wgrad of the second GEMM needs it; recomputing beats keeping it)."""
+    n_rows, width = act.shape
+    for r in range(n_rows):
+        for f in range(width):
+            gate, up = h[r, f], h[r, width + f]
+            gate_on = up_on = True
+            if limit > 0:
+                gate_on, up_on = gate < limit, -limit < up < limit
+                gate, up = min(gate, limit), min(max(up, -limit), limit)
+            sig = 1 / (1 + math.exp(-gate))
+            silu = gate * sig
+            act[r, f] = silu * up
+            dh[r, f] = dact[r, f] * up * sig * (1 + gate * (1 - sig)) if gate_on else 0
+            dh[r, width + f] = dact[r, f] * silu if up_on else 0

@@ -22,8 +22,10 @@ from typing import Any
 import torch
 from torch.autograd.profiler import record_function
 
+from . import kernels
 from .comm import Comm
 from .experts import Experts, bucket_slots
+from .ops import as_dtype, kernel_input
 
 
 @dataclass
@@ -38,7 +40,7 @@ class _Plan:
     local_ids: torch.Tensor  # each source-side row's expert id on its destination rank
 
 
-# per chunk: buckets, gate half, up half, silu(gate), slots (None when the chunk has no rows)
+# per chunk: buckets, the first GEMM's output [gate | up], slots (None when the chunk has no rows)
 _Saved = tuple[torch.Tensor | None, ...]
 
 
@@ -55,15 +57,14 @@ def _expert_fwd(
     x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int, limit: float
 ) -> tuple[torch.Tensor, _Saved, int]:
     if not x.numel():
-        return x.new_zeros(x.shape), (None,) * 5, 0
+        return x.new_zeros(x.shape), (None,) * 3, 0
     slot, cap, _ = bucket_slots(local_e, n_local)
     xb = _buckets(x, slot, n_local, cap)
-    gate, up = torch.bmm(xb, w1).chunk(2, -1)
-    if limit > 0:  # V4's clamped SwiGLU; backward lets the grad through where the clamp did not bite
-        gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
-    silu = torch.nn.functional.silu(gate)
-    y = torch.bmm(silu * up, w2)
-    return y.view(-1, x.shape[1]).index_select(0, slot), (xb, gate, up, silu, slot), cap
+    h = torch.bmm(xb, w1)  # [E, cap, 2F]: gate | up
+    act = torch.empty(*h.shape[:2], h.shape[2] // 2)  # float32, the kernels' type
+    kernels.swiglu_forward(kernel_input(h, (-1, h.shape[2])).numpy(), limit, act.view(-1, act.shape[2]).numpy())
+    y = torch.bmm(as_dtype(act, h.dtype), w2)
+    return y.view(-1, x.shape[1]).index_select(0, slot), (xb, h, slot), cap
 
 
 def _expert_bwd(
@@ -77,19 +78,24 @@ def _expert_bwd(
     n_local: int,
     limit: float,
 ) -> torch.Tensor:
-    """SwiGLU MLP backward by hand on the buckets, the weight grads accumulated in place into
-    gw1/gw2 (the fused kernel's wgrad accumulation: no per-micro-batch grad tensor to add)."""
-    xb, gate, up, silu, slot = saved
-    if xb is None or gate is None or up is None or silu is None or slot is None:
+    """The expert MLP's backward by hand on the buckets, the SwiGLU's in one kernel, the weight
+    grads accumulated in place into gw1/gw2 (the fused kernel's wgrad accumulation: no
+    per-micro-batch grad tensor to add)."""
+    xb, h, slot = saved
+    if xb is None or h is None or slot is None:
         return gy.new_zeros(gy.shape)
     gyb = _buckets(gy, slot, n_local, cap)
-    gw2.baddbmm_((silu * up).transpose(1, 2), gyb)
-    dg = torch.bmm(gyb, w2.transpose(1, 2))
-    d_gate, d_up = torch.ops.aten.silu_backward(dg * up, gate), dg * silu
-    if limit > 0:  # clamped values sit exactly at the limit: zero the grad there, as clamp's backward
-        d_gate = d_gate.masked_fill_(gate >= limit, 0.0)
-        d_up = d_up.masked_fill_(up.abs() >= limit, 0.0)
-    dh = torch.cat([d_gate, d_up], -1)
+    dact = torch.bmm(gyb, w2.transpose(1, 2))
+    dh, act = torch.empty(h.shape), torch.empty(dact.shape)  # float32, the kernels' type
+    kernels.swiglu_backward(
+        kernel_input(dact, (-1, dact.shape[2])).numpy(),
+        kernel_input(h, (-1, h.shape[2])).numpy(),
+        limit,
+        dh.view(-1, dh.shape[2]).numpy(),
+        act.view(-1, act.shape[2]).numpy(),
+    )
+    dh, act = as_dtype(dh, h.dtype), as_dtype(act, h.dtype)
+    gw2.baddbmm_(act.transpose(1, 2), gyb)
     gw1.baddbmm_(xb.transpose(1, 2), dh)
     return torch.bmm(dh, w1.transpose(1, 2)).view(-1, gy.shape[1]).index_select(0, slot)
 
@@ -184,7 +190,7 @@ class _MegaMoE(torch.autograd.Function):
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
             return _expert_bwd(
-                buf, tuple(saved[5 * c : 5 * c + 5]), ctx.caps[c], w1, w2, gw1, gw2, plan.n_local, plan.limit
+                buf, tuple(saved[3 * c : 3 * c + 3]), ctx.caps[c], w1, w2, gw1, gw2, plan.n_local, plan.limit
             )
 
         with record_function("moe_combine"):

@@ -16,14 +16,14 @@ import torch.nn.functional as F
 from . import kernels
 
 
-def _f32(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+def kernel_input(t: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """`t` as a C-contiguous float32 array of `shape` for a kernel, copying only when it must
     (each torch call here is one more dispatch, the very cost a fused kernel saves)."""
     t = t.detach().view(shape) if t.is_contiguous() else t.detach().reshape(shape).contiguous()
     return t if t.dtype == torch.float32 else t.float()
 
 
-def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def as_dtype(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t if t.dtype == dtype else t.to(dtype)
 
 
@@ -36,22 +36,22 @@ class _FusedRMSNorm(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-        rows, w = _f32(x, (-1, x.shape[-1])), _f32(weight, (-1,))
+        rows, w = kernel_input(x, (-1, x.shape[-1])), kernel_input(weight, (-1,))
         out, inv_rms = torch.empty_like(rows), rows.new_empty(rows.shape[0])
         kernels.rms_norm_forward(rows.numpy(), w.numpy(), eps, out.numpy(), inv_rms.numpy())
         ctx.save_for_backward(rows, inv_rms, w)
         ctx.dtypes = (x.dtype, weight.dtype)
-        return _as(out.view(x.shape), x.dtype)
+        return as_dtype(out.view(x.shape), x.dtype)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         rows, inv_rms, w = ctx.saved_tensors
-        g = _f32(grad, tuple(rows.shape))
+        g = kernel_input(grad, tuple(rows.shape))
         dx, dw = torch.empty_like(rows), torch.empty_like(w)
         kernels.rms_norm_backward(g.numpy(), rows.numpy(), inv_rms.numpy(), w.numpy(), dx.numpy(), dw.numpy())
         x_dtype, w_dtype = ctx.dtypes
-        return _as(dx.view(grad.shape), x_dtype), _as(dw, w_dtype), None
+        return as_dtype(dx.view(grad.shape), x_dtype), as_dtype(dw, w_dtype), None
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, fused: bool) -> torch.Tensor:
@@ -99,24 +99,24 @@ class _FusedSinkhorn(torch.autograd.Function):
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx: Any, logits: torch.Tensor, iters: int) -> torch.Tensor:
         n = logits.shape[-1]
-        x = _f32(logits, (-1, n, n))
+        x = kernel_input(logits, (-1, n, n))
         out = torch.empty_like(x)
         iterates = x.new_empty(2 * iters + 1, n, n, x.shape[0])
         sums = x.new_empty(2 * iters, n, x.shape[0])
         kernels.sinkhorn_forward(x.numpy(), iters, out.numpy(), iterates.numpy(), sums.numpy())
         ctx.save_for_backward(iterates, sums)
         ctx.dtype = logits.dtype
-        return _as(out.view(logits.shape), logits.dtype)
+        return as_dtype(out.view(logits.shape), logits.dtype)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         iterates, sums = ctx.saved_tensors
         n = grad.shape[-1]
-        g = _f32(grad, (-1, n, n))
+        g = kernel_input(grad, (-1, n, n))
         dlogits = torch.empty_like(g)
         kernels.sinkhorn_backward(g.numpy(), iterates.numpy(), sums.numpy(), dlogits.numpy())
-        return _as(dlogits.view(grad.shape), ctx.dtype), None
+        return as_dtype(dlogits.view(grad.shape), ctx.dtype), None
 
 
 def sinkhorn(logits: torch.Tensor, iters: int, fused: bool, eps: float = 1e-6) -> torch.Tensor:
