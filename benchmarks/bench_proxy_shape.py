@@ -11,6 +11,10 @@
   ``docs/figures/<date>-proxy_shape.md`` as well, with the CPU model, since the calibration
   depends on it.
 
+* ``fused_chains``: each fused chain (workload/kernels.py: Sinkhorn, RMSNorm) against its unfused
+  op-by-op path, forward and backward of one call at proxy-local's sizes on one core: the median
+  over 5 alternating pairs of 200 calls each, as a ratio (fused / unfused) measured in the same run.
+
 ``TRACELADDER_BENCH_SHAPE_BLOCKS`` changes the block count. ``TRACELADDER_BENCH_SHAPE_ISA=avx2``
 runs every proxy as on an AVX2-only CPU: ATen's kernels dispatch at ``ATEN_CPU_CAPABILITY=avx2``
 and oneDNN's (the bf16 matmuls) at ``ONEDNN_MAX_CPU_ISA=AVX2``, so no AVX-512, AVX512-BF16 or AMX
@@ -24,6 +28,7 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks.bench_proxy_noise import proxy_command, proxy_iterations
@@ -181,4 +186,54 @@ def bench_proxy_shape(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_proxy_shape]
+def _chain_ms(fn: Callable[[], None], calls: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return 1000 * (time.perf_counter() - t0) / calls
+
+
+def bench_fused_chains(ctx: Context) -> list[Row]:
+    import torch
+
+    from traceladder.workload import ops
+
+    torch.set_num_threads(1)  # as a proxy rank runs
+    calls, pairs = (50, 3) if ctx.quick else (200, 5)
+    gen = torch.Generator().manual_seed(25)
+    logits, sk_grad = torch.randn(512, 4, 4, generator=gen), torch.randn(512, 4, 4, generator=gen)
+    rows_x, norm_grad = torch.randn(512, 128, generator=gen), torch.randn(512, 128, generator=gen)
+    weight = torch.ones(128, requires_grad=True)
+    chains: dict[str, Callable[[bool], Callable[[], None]]] = {
+        "Sinkhorn, 20 iterations, [512, 4, 4]": lambda fused: (
+            lambda: ops.sinkhorn(logits.clone().requires_grad_(), 20, fused).backward(sk_grad)
+        ),
+        "RMSNorm [512, 128]": lambda fused: (
+            lambda: ops.rms_norm(rows_x.clone().requires_grad_(), weight, 1e-6, fused).backward(norm_grad)
+        ),
+    }
+    rows = []
+    for name, make in chains.items():
+        fused, unfused = make(True), make(False)
+        fused(), unfused()  # warm: allocator, the kernels' first call
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(pairs):
+            times[True].append(_chain_ms(fused, calls))
+            times[False].append(_chain_ms(unfused, calls))
+        ratio = statistics.median(a / b for a, b in zip(times[True], times[False]))
+        rows.append(
+            Row(
+                "fused_chains",
+                f"{name}: fused / unfused, forward + backward",
+                ratio,
+                "x",
+                "",
+                None,
+                f"fused {statistics.median(times[True]):.3f} ms, unfused {statistics.median(times[False]):.3f} ms "
+                f"(medians of {pairs} alternating pairs of {calls} calls, 1 thread)",
+            )
+        )
+    return rows
+
+
+SECTIONS = [bench_proxy_shape, bench_fused_chains]
