@@ -1,17 +1,18 @@
 """Fused CPU kernels: the proxy's stand-ins for Primus's fused Triton kernels, compiled by numba.
 
-A Triton kernel runs a whole elementwise chain in one launch; the proxy's torch stand-ins still
+A Triton kernel runs a whole elementwise chain in one launch. The proxy's torch stand-ins still
 dispatched two ops per Sinkhorn half-iteration (80 forward, 160 backward per call), so on the CPU
-the fusion removed half of the chain's dispatches where the GPU removes all but one. These
-kernels are one call each, as the Triton pair is.
+the fusion removed half of the chain's dispatches where the GPU removes all but one. Each kernel
+here is one call, as the Triton pair is: Sinkhorn, RMSNorm, and MegaMoE's (clamped) SwiGLU.
 
-Each kernel is compiled for its one signature when this module is imported (the warm launcher
-imports it before it forks, so no run pays for it) and cached on disk by numba (`cache=True`:
-~4 s the first time on a machine, ~0.3 s to load after). No kernel starts a thread (no
-`parallel=True`): the proxy's ranks keep one compute thread, which `metric: cpu` times.
+Each kernel is compiled for its one signature when this module is imported, and numba caches it
+on disk (`cache=True`): ~3 s once per checkout (`make setup` does it), then ~0.6 s to import
+numba and load them. The warm launcher imports this module before it forks, so no warm run pays
+that. No kernel starts a thread (no `parallel=True`): a proxy rank keeps its one compute thread,
+which `metric: cpu` times.
 
-Layout: token-major arrays [T, n, n] in and out, as torch hands them over; inside, each kernel
-works on [n, n, T] so that every inner loop runs over tokens and vectorises.
+Layout: arrays come in and go out as torch holds them (Sinkhorn [T, n, n], the others [rows, H]).
+Inside, Sinkhorn works on [n, n, T], so every inner loop runs over tokens and vectorises.
 """
 
 from __future__ import annotations
