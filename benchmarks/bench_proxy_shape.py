@@ -17,8 +17,9 @@
 
 ``TRACELADDER_BENCH_SHAPE_BLOCKS`` changes the block count. ``TRACELADDER_BENCH_SHAPE_ISA=avx2``
 runs every proxy as on an AVX2-only CPU: ATen's kernels dispatch at ``ATEN_CPU_CAPABILITY=avx2``
-and oneDNN's (the bf16 matmuls) at ``ONEDNN_MAX_CPU_ISA=AVX2``, so no AVX-512, AVX512-BF16 or AMX
-instruction runs. The figures file then gets its own name (``-proxy_shape-avx2.md``).
+and oneDNN's (the bf16 matmuls) at ``ONEDNN_MAX_CPU_ISA=AVX2``, and numba compiles the fused
+kernels for ``NUMBA_CPU_NAME=haswell``, so no AVX-512, AVX512-BF16 or AMX instruction runs. The
+figures file then gets its own name (``-proxy_shape-avx2.md``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from benchmarks.common import REPO, Context, Row
 SHAPE_BLOCKS = int(os.environ.get("TRACELADDER_BENCH_SHAPE_BLOCKS", "5"))
 SHAPE_ISA = os.environ.get("TRACELADDER_BENCH_SHAPE_ISA", "").lower()
 # What an AVX2-only CPU leaves: ATen's and oneDNN's own ISA caps (both documented switches).
-_ISA_ENV = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+# numba compiles the fused kernels for a named CPU instead of the host (haswell: AVX2 and FMA).
+_ISA_ENV = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "NUMBA_CPU_NAME": "haswell"}}
 FIGURES = REPO / "docs" / "figures"
 
 # rung: (parent, seed effect in %, band: (lo, hi) in % of the parent, batch rung?)
