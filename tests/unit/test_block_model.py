@@ -170,3 +170,112 @@ def test_noise_fit_recovers_a_known_model() -> None:
     assert fit.run_sd == pytest.approx(truth.run_sd, rel=0.15)
     scaled = fit.scaled(0.015)
     assert scaled.run_sd == pytest.approx(0.015) and scaled.phi == fit.phi
+
+
+# --- drift terms inside blocks ----------------------------------------------------------------------
+
+
+def _drifting(rng: np.random.Generator, blocks: int, rungs: int, noise: float, slope: float) -> list[Run]:
+    """Shuffled complete blocks whose runs slow down through each block (a quadratic in time,
+    as the VM's speed moved within a demo's blocks), with known rung effects 0.05 apart."""
+    runs, clock = [], 0.0
+    for b in range(blocks):
+        shift, start = rng.normal(0, 0.1), clock
+        for t in rng.permutation(rungs):
+            clock += 4.0 + rng.random()  # a run takes 4-5 s
+            s = (clock - start) / (4.5 * rungs)  # 0 to about 1 through the block
+            y = 6 + 0.05 * t + shift + slope * (s + 0.5 * s * s) + rng.normal(0, noise)
+            runs.append(Run(b, f"r{t}", float(y), at=clock))
+    return runs
+
+
+def _raw_time_fit(runs: list[Run], degree: int, a: str, b: str) -> tuple[float, float, int]:
+    """The drift model in another parameterisation: one-hot blocks and no intercept, raw times
+    and their powers per block (uncentred), solved by lstsq: diff, se, df."""
+    blocks = sorted({r.block for r in runs})
+    treats = sorted({r.treatment for r in runs})
+    width = len(blocks) + len(treats) - 1 + degree * len(blocks)
+    x = np.zeros((len(runs), width))
+    start = {blk: min(r.at or 0.0 for r in runs if r.block == blk) for blk in blocks}  # seconds into the block
+    for i, r in enumerate(runs):
+        bi, ti = blocks.index(r.block), treats.index(r.treatment)
+        x[i, bi] = 1
+        if ti:
+            x[i, len(blocks) + ti - 1] = 1
+        for k in range(degree):
+            x[i, len(blocks) + len(treats) - 1 + degree * bi + k] = ((r.at or 0.0) - start[r.block]) ** (k + 1)
+    y = np.array([r.y for r in runs])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    df = len(runs) - x.shape[1]
+    mse = float(np.sum((y - x @ coef) ** 2) / df)
+    c = np.zeros(width)
+    for t, sign in ((a, 1.0), (b, -1.0)):
+        if treats.index(t):
+            c[len(blocks) + treats.index(t) - 1] += sign
+    return float(c @ coef), math.sqrt(mse * float(c @ np.linalg.pinv(x.T @ x) @ c)), df
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_drift_fit_matches_an_independent_least_squares(degree: int) -> None:
+    runs = _drifting(np.random.default_rng(11), blocks=4, rungs=6, noise=0.02, slope=0.2)
+    fit = fit_blocks(runs, drift=degree)
+    assert fit.drift_terms == degree * 4
+    assert fit.df == len(runs) - (1 + 3 + 5) - degree * 4
+    for a, b in (("r1", "r0"), ("r5", "r2")):
+        diff, se, df = _raw_time_fit(runs, degree, a, b)
+        c = fit.contrast(a, b)
+        assert c.diff == pytest.approx(diff, abs=1e-9) and c.se == pytest.approx(se, rel=1e-6) and c.df == df
+
+
+def test_drift_terms_remove_the_trend_that_blocks_take_as_noise() -> None:
+    rng = np.random.default_rng(5)
+    plain_sd, drift_sd, plain_err, drift_err = [], [], [], []
+    for _ in range(40):
+        runs = _drifting(rng, blocks=6, rungs=8, noise=0.02, slope=0.25)
+        plain, drift = fit_blocks(runs), fit_blocks(runs, drift=2)
+        plain_sd.append(math.sqrt(plain.mse or 0.0))
+        drift_sd.append(math.sqrt(drift.mse or 0.0))
+        plain_err.append(abs(plain.contrast("r7", "r0").diff - 0.35))
+        drift_err.append(abs(drift.contrast("r7", "r0").diff - 0.35))
+    # the quadratic trend is the model's own shape, so the residual falls to the noise (2%)
+    assert float(np.median(drift_sd)) == pytest.approx(0.02, rel=0.2)
+    assert float(np.median(plain_sd)) > 3 * float(np.median(drift_sd))
+    assert float(np.mean(drift_err)) < float(np.mean(plain_err)) / 2
+    # levels (what a delta is stated against) are at each block's average time: over the rungs of
+    # complete blocks they average to the runs' mean, as without drift terms
+    fit = fit_blocks(runs, drift=2)
+    levels = [fit.level(f"r{t}") for t in range(8)]
+    assert float(np.mean(levels)) == pytest.approx(float(np.mean([r.y for r in runs])))
+
+
+def test_blocks_too_small_or_untimed_get_no_drift_terms() -> None:
+    rng = np.random.default_rng(2)
+    small = _drifting(rng, blocks=3, rungs=4, noise=0.02, slope=0.2)  # 4 runs: a quadratic needs 5
+    assert fit_blocks(small, drift=2).drift_terms == 0
+    assert fit_blocks(small, drift=1).drift_terms == 3
+    untimed = [Run(r.block, r.treatment, r.y) for r in _drifting(rng, blocks=3, rungs=6, noise=0.02, slope=0.2)]
+    fit, plain = fit_blocks(untimed, drift=2), fit_blocks(untimed)
+    assert fit.drift_terms == 0 and fit.df == plain.df
+    assert fit.contrast("r3", "r0").diff == pytest.approx(plain.contrast("r3", "r0").diff)
+
+
+def test_the_plan_chooses_the_drift_terms_and_the_summary_model_names_them() -> None:
+    from traceladder.stats.verdicts import rung_verdicts
+
+    runs = _drifting(np.random.default_rng(8), blocks=3, rungs=6, noise=0.02, slope=0.2)
+    specs, results = [], {}
+    for r in runs:
+        rung_id = f"{r.treatment}.none.r{r.block}"
+        parent = None if r.treatment == "r0" else "r0"
+        specs.append(
+            {"rung_id": rung_id, "rung": r.treatment, "parent": parent, "block": r.block, "purpose": "measure"}
+        )
+        at = r.at or 0.0
+        results[rung_id] = {"status": "ok", "step_ms": math.exp(r.y), "started_at": at - 2, "ended_at": at + 2}
+    for drift, terms in (("none", 0), ("linear", 3), ("quadratic", 6)):
+        verdicts, model = rung_verdicts({"drift": drift, "specs": specs}, results)
+        assert model["step_ms"]["drift"] == drift and model["step_ms"]["drift_terms"] == terms
+        if drift == "quadratic":  # r5 is 25% slower than r0, against 2% noise once the trend is out
+            assert verdicts["r5"]["verdict"] == "slower"
+    with pytest.raises(ValueError, match="plan.json drift: 'cubic'"):
+        rung_verdicts({"drift": "cubic", "specs": specs}, results)

@@ -377,3 +377,19 @@ def test_a_plan_without_a_metric_is_judged_on_wall_time() -> None:
     assert summary["metric"] == "wall" and set(summary["model"]) == {"step_ms", "tokens_per_sec_per_gpu"}
     assert "blind to communication" not in "\n".join(summary["findings"])
     assert "step CPU ms" not in to_markdown(summary)
+
+
+def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
+    plan, results = make_run()
+    plan["drift"] = "linear"
+    for r in results.values():  # each block of 4 runs takes 40 s, its order rotated block to block
+        at = 100.0 * r["repeat"] + 10.0 * (([n for n, *_ in RUNGS].index(r["rung"]) + r["repeat"]) % 4)
+        r["started_at"], r["ended_at"] = at, at + 8.0
+    summary = build_summary(plan, results, {})
+    model = summary["model"]["step_ms"]
+    assert model["drift"] == "linear" and model["drift_terms"] == 3 and model["df"] == 6 - 3
+    md = to_markdown(summary)
+    assert "block model with a linear time trend inside each block (3 terms) on log step time" in md
+    assert "12 runs in 3 blocks, 3 residual df" in md
+    plain = build_summary(make_run()[0], results, {})
+    assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)

@@ -155,6 +155,9 @@ class Ladder(Strict):
     # slowest rank's compute-thread CPU time, step_cpu_ms; tokens per CPU-second for batch rungs),
     # which the CPU proxy logs and which the machine's other tenants move far less.
     metric: Literal["wall", "cpu"] = "wall"
+    # Drift terms in the verdicts' block model: a time polynomial of this degree inside each block
+    # (docs/statistics.md, "Drift inside a block"), for a machine whose speed moves within a block.
+    drift: Literal["none", "linear", "quadratic"] = "none"
     timeout_s: int = Field(default=1800, ge=10)
     engine: Literal["builtin", "tracelens"] = "builtin"
     base: RungSettings = Field(default_factory=RungSettings)

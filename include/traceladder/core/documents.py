@@ -330,6 +330,7 @@ class PlanDoc(Document):
     ladder: str = _f("str")
     run_id: str = _f("str")
     metric: str = _f("str", default="wall")
+    drift: str = _f("str", default="none")
     params: JSONObject = _f("object", default={})
     design: JSONObject | None = _f("object?", default=None, omit_none=True)
     adaptive: JSONObject | None = _f("object?", default=None, omit_none=True)

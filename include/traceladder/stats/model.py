@@ -110,12 +110,18 @@ def ratio(num: Estimate, den: Estimate) -> Estimate:
 @dataclass(frozen=True)
 class Run:
     """One run's cell in the design: `y` is the log of its figure; `iter_logs` the logs of its
-    iterations (may be empty)."""
+    iterations (may be empty); `at` when it ran (seconds, or its place in the execution order),
+    which the drift terms need."""
 
     block: Hashable
     treatment: str
     y: float
     iter_logs: tuple[float, ...] = ()
+    at: float | None = None
+
+
+# The ladder's `drift` → the degree of the time polynomial fitted inside each block.
+DRIFT_DEGREES = {"none": 0, "linear": 1, "quadratic": 2}
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,7 @@ class BlockFit:
     iter_df: int
     mean_iters: float
     missing: int  # cells of the complete design with no run
+    drift_terms: int = 0  # time-polynomial columns fitted inside blocks (drift_columns)
 
     @property
     def floor(self) -> float:
@@ -191,7 +198,10 @@ class BlockFit:
         return None if self.mse is None else max(self.mse - self.floor, 0.0)
 
     def _row(self, block: Hashable, treatment: str) -> np.ndarray:
-        return _design_row(self.blocks, self.treatments, block, treatment)
+        """A cell's row at its block's mean time: the drift columns are centred within the block,
+        so they are 0 there and a contrast or level compares rungs at the same moment."""
+        row = _design_row(self.blocks, self.treatments, block, treatment)
+        return np.concatenate([row, np.zeros(self.drift_terms)])
 
     def level(self, treatment: str) -> float:
         """LS mean of a treatment on the log scale (averaged over the blocks)."""
@@ -227,8 +237,37 @@ def _design_row(
     return row
 
 
-def fit_blocks(runs: list[Run]) -> BlockFit:
-    """Least-squares fit of y = μ + β_block + τ_treatment + e to the runs that exist."""
+def drift_columns(runs: list[Run], blocks: tuple[Hashable, ...], degree: int) -> np.ndarray:
+    """The in-block drift terms: for each block with at least degree + 3 timed runs, its runs'
+    times standardised within the block (s), and for degree 2 also s^2 less its block mean; zero
+    outside the block. Each column has mean 0 over its block, so the block effect keeps the
+    block's level and a polynomial of degree d costs d residual df per block. A block with fewer
+    runs (or an untimed run) gets none: 2 runs left beside the polynomial still inform a contrast."""
+    cols: list[np.ndarray] = []
+    if degree <= 0:
+        return np.zeros((len(runs), 0))
+    for block in blocks:
+        members = [i for i, r in enumerate(runs) if r.block == block]
+        times = [runs[i].at for i in members]
+        if len(members) < degree + 3 or any(t is None for t in times):
+            continue
+        at = np.asarray(times, dtype=float)
+        spread = float(np.std(at))
+        if spread <= 0:
+            continue
+        s = (at - at.mean()) / spread
+        for power in range(1, degree + 1):
+            col = np.zeros(len(runs))
+            term = s**power
+            col[members] = term - term.mean()
+            cols.append(col)
+    return np.column_stack(cols) if cols else np.zeros((len(runs), 0))
+
+
+def fit_blocks(runs: list[Run], drift: int = 0) -> BlockFit:
+    """Least-squares fit of y = μ + β_block + τ_treatment + e to the runs that exist; with
+    `drift` = d > 0, plus a time polynomial of degree d inside each block (`drift_columns`):
+    the machine's speed moving within a block, which blocks alone take as noise."""
     blocks = tuple(dict.fromkeys(r.block for r in runs))
     treatments = tuple(dict.fromkeys(r.treatment for r in runs))
     counts: dict[str, int] = {}
@@ -236,7 +275,9 @@ def fit_blocks(runs: list[Run]) -> BlockFit:
         counts[r.treatment] = counts.get(r.treatment, 0) + 1
     if not runs:
         return BlockFit((), (), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)), {}, 0, None, None, 0, 0.0, 0)
-    x = np.array([_design_row(blocks, treatments, r.block, r.treatment) for r in runs])
+    base = np.array([_design_row(blocks, treatments, r.block, r.treatment) for r in runs])
+    trend = drift_columns(runs, blocks, drift)
+    x = np.hstack([base, trend])
     y = np.array([r.y for r in runs])
     xtx = x.T @ x
     xtx_pinv = np.linalg.pinv(xtx)
@@ -267,6 +308,7 @@ def fit_blocks(runs: list[Run]) -> BlockFit:
         iter_df,
         float(np.mean(iters)) if iters else 0.0,
         len(blocks) * len(treatments) - len(cells),
+        trend.shape[1],
     )
 
 
@@ -365,6 +407,7 @@ def log_or_none(value: float | None) -> float | None:
 
 
 __all__ = [
+    "DRIFT_DEGREES",
     "BlockFit",
     "Contrast",
     "Estimate",

@@ -17,7 +17,17 @@ from traceladder.core.documents import (
     as_objects,
     spec_purpose,
 )
-from traceladder.stats.model import CONFIDENCE, POWER, BlockFit, Run, fit_blocks, log_or_none, t_quantile, verdict
+from traceladder.stats.model import (
+    CONFIDENCE,
+    DRIFT_DEGREES,
+    POWER,
+    BlockFit,
+    Run,
+    fit_blocks,
+    log_or_none,
+    t_quantile,
+    verdict,
+)
 from traceladder.stats.sequential import Design, critical_t, target_reached, worst
 
 BATCH_SWITCHES = {"global_batch"}
@@ -49,6 +59,14 @@ def plan_metric(plan: Mapping[str, JSONValue]) -> str:
     return "cpu" if plan.get("metric") == "cpu" else "wall"
 
 
+def plan_drift(plan: Mapping[str, JSONValue]) -> str:
+    """The plan's drift terms (`drift` in the ladder; plans before it: none)."""
+    drift = str(plan.get("drift") or "none")
+    if drift not in DRIFT_DEGREES:
+        raise ValueError(f"plan.json drift: {drift!r} is not one of {', '.join(DRIFT_DEGREES)}")
+    return drift
+
+
 def spec_block(spec: Mapping[str, JSONValue]) -> int:
     return as_int(spec["block"] if spec.get("block") is not None else spec["repeat"])
 
@@ -77,8 +95,14 @@ def _runs(
         if y is None:
             continue
         iters = tuple(math.log(v) for v in _numbers(result.get(values)) if v and v > 0)
-        out.append(Run(spec_block(spec), treatment(spec), y, iters))
+        out.append(Run(spec_block(spec), treatment(spec), y, iters, _midpoint(result)))
     return out
+
+
+def _midpoint(result: Mapping[str, JSONValue]) -> float | None:
+    """When a run ran: the middle of its start and end (epoch s), for the drift terms."""
+    start, end = as_number(result.get("started_at")), as_number(result.get("ended_at"))
+    return None if start is None or end is None else (start + end) / 2
 
 
 def _numbers(value: JSONValue) -> list[float]:
@@ -96,7 +120,7 @@ def measured(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -
     return out
 
 
-def _model(fit: BlockFit, critical_z: float | None = None) -> JSONObject:
+def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONObject:
     def pct(var: float | None) -> float | None:
         return None if var is None else 100 * math.sqrt(var)
 
@@ -107,6 +131,8 @@ def _model(fit: BlockFit, critical_z: float | None = None) -> JSONObject:
         "runs": sum(fit.counts.values()),
         "blocks": len(fit.blocks),
         "missing_cells": fit.missing,
+        "drift": drift,
+        "drift_terms": fit.drift_terms,
         "t975": t_quantile(0.5 + CONFIDENCE / 2, fit.df) if fit.df > 0 else None,
         "t80": t_quantile(POWER, fit.df) if fit.df > 0 else None,
         "residual_ms": fit.mse,
@@ -125,7 +151,11 @@ def rung_verdicts(
     ladder's verdict metric: wall or cpu). `critical_z`: an adaptive ladder's look (its intervals
     and MDEs use that critical value, stats/sequential.py); None: the fixed 95%."""
     step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
-    fits = {metric: fit_blocks(_runs(plan, results, _measure, metric, values=values)) for metric in (step, tokens)}
+    drift = plan_drift(plan)
+    fits = {
+        metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), DRIFT_DEGREES[drift])
+        for metric in (step, tokens)
+    }
     info: dict[str, JSONObject] = {}
     for spec in plan_specs(plan):
         info.setdefault(str(spec["rung"]), spec)
@@ -141,7 +171,7 @@ def rung_verdicts(
             continue
         level = math.exp(fit.level(parent))
         out[rung] = verdict(fit.contrast(rung, parent), level, metric, metric == tokens, critical_z)
-    model: JSONObject = {metric: _model(fit, critical_z) for metric, fit in fits.items()}
+    model: JSONObject = {metric: _model(fit, drift, critical_z) for metric, fit in fits.items()}
     return out, model
 
 

@@ -204,7 +204,8 @@ def simulate_runs(
     logs = base[:, None] + iters
     medians = np.median(logs, axis=1)
     return [
-        Run(slot.block, slot.treatment, float(medians[t]), tuple(logs[t].tolist())) for t, slot in enumerate(schedule)
+        Run(slot.block, slot.treatment, float(medians[t]), tuple(logs[t].tolist()), at=float(t))
+        for t, slot in enumerate(schedule)
     ]
 
 

@@ -12,17 +12,19 @@ import numpy as np
 
 from traceladder.core.documents import JSONObject, JSONValue
 from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
-from traceladder.stats.model import Run, fit_blocks, verdict
+from traceladder.stats.model import DRIFT_DEGREES, Run, fit_blocks, verdict
 from traceladder.stats.sequential import Design, target_reached
 
 
 @dataclass(frozen=True)
 class LadderShape:
-    """The rungs and their parents, and schedules (one per simulated run id) in execution order."""
+    """The rungs and their parents, schedules (one per simulated run id) in execution order, and
+    the degree of the drift terms the ladder's verdicts fit (its `drift`)."""
 
     pairs: tuple[tuple[str, str], ...]  # (rung, parent)
     schedules: tuple[tuple[Slot, ...], ...]
     from_plan: bool  # False: plan/build.py records no block design yet, so the schedules are our own shuffle
+    drift: int = 0
 
 
 def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -> LadderShape:
@@ -46,7 +48,7 @@ def ladder_shape(ladder: str, repeats: int | None = None, schedules: int = 50) -
         out.append(tuple(slots))
         if not takes_run_id and from_plan:
             break  # one fixed design: the same schedule every time
-    return LadderShape(pairs, tuple(out), from_plan)
+    return LadderShape(pairs, tuple(out), from_plan, DRIFT_DEGREES[loaded.ladder.drift])
 
 
 def simulate_verdicts(
@@ -69,17 +71,20 @@ def simulate_verdicts(
         runs: list[Run] = simulate_runs(model, schedule, effects or {}, rng)
         if drop:
             runs = [r for r in runs if rng.random() >= drop]
-        fit = fit_blocks(runs)
+        fit = fit_blocks(runs, shape.drift)
         out.append({rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False) for rung, parent in judged})
     return out
 
 
 def blocked_shape(
-    rungs: Sequence[str], pairs: Sequence[tuple[str, str]], blocks: int, schedules: int = 20
+    rungs: Sequence[str], pairs: Sequence[tuple[str, str]], blocks: int, schedules: int = 20, drift: int = 0
 ) -> LadderShape:
     """A ladder shape from rung names alone: `schedules` seeded randomised complete block orders."""
     return LadderShape(
-        tuple(pairs), tuple(tuple(blocked_schedule(list(rungs), blocks, seed=i)) for i in range(schedules)), False
+        tuple(pairs),
+        tuple(tuple(blocked_schedule(list(rungs), blocks, seed=i)) for i in range(schedules)),
+        False,
+        drift,
     )
 
 
@@ -112,7 +117,7 @@ def simulate_adaptive(
         schedule = shape.schedules[i % len(shape.schedules)]
         runs: list[Run] = simulate_runs(model, schedule, effects or {}, rng)
         for n in design.looks:
-            fit = fit_blocks([r for r in runs if int(r.block) < n])  # type: ignore[call-overload]
+            fit = fit_blocks([r for r in runs if int(r.block) < n], shape.drift)  # type: ignore[call-overload]
             critical_z = design.z_at(n)
             verdicts = {
                 rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False, critical_z) for rung, parent in judged

@@ -43,9 +43,15 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
             if cpu
             else "step time (tokens/s/GPU for batch rungs)"
         )
+        drift = str(model.get("drift") or "none")
+        trend = (
+            f" with a {drift} time trend inside each block ({model['drift_terms']} terms)"
+            if drift != "none" and model.get("drift_terms")
+            else ""
+        )
         lines += [
             "",
-            f"vs parent: randomised block model on log {what}, "
+            f"vs parent: randomised block model{trend} on log {what}, "
             f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
             f"{model['run_sd_pct']:.1f}%; MDE at 80% power.",
         ]
