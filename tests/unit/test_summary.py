@@ -389,7 +389,7 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     model = summary["model"]["step_ms"]
     assert model["drift"] == "linear" and model["drift_terms"] == 3 and model["df"] == 6 - 3
     md = to_markdown(summary)
-    assert "block model with a linear time trend inside each block (3 terms) on log step time" in md
+    assert "block model with a linear time trend inside each block (3 terms) on the log of step time" in md
     assert "12 runs in 3 blocks, 3 residual df" in md
     plain = build_summary(make_run()[0], results, {})
     assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)

@@ -51,7 +51,7 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
         )
         lines += [
             "",
-            f"vs parent: randomised block model{trend} on log {what}, "
+            f"vs parent: randomised block model{trend} on the log of {what}, "
             f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
             f"{model['run_sd_pct']:.1f}%; MDE at 80% power.",
         ]
