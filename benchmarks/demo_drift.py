@@ -69,23 +69,16 @@ def refit_lines(demo: Path) -> list[str]:
     return lines
 
 
-def _figures(plan: dict) -> tuple[str, str, str]:
-    from traceladder.stats.verdicts import VERDICT_METRICS
-
-    return VERDICT_METRICS[plan["metric"]]
-
-
 def relabelled(plan: dict, results: dict[str, dict], rng: np.random.Generator) -> dict[str, dict]:
     """The results with each rung's effect removed and rung names shuffled within blocks; every
     figure the verdicts read (step, tokens, per-iteration values) is scaled alike."""
-    step, tokens, values = _figures(plan)
-    verdicts_levels = {}
-    for figure in (step, tokens):
-        from traceladder.stats.model import DRIFT_DEGREES, fit_blocks
-        from traceladder.stats.verdicts import _runs, _measure
+    from traceladder.stats.verdicts import VERDICT_METRICS, measure_fits
 
-        fit = fit_blocks(_runs(plan, results, _measure, figure, values=values), DRIFT_DEGREES["quadratic"])
-        verdicts_levels[figure] = {r: fit.level(r) for r in fit.treatments}
+    step, tokens, values = VERDICT_METRICS[plan["metric"]]
+    levels = {
+        figure: {r: fit.level(r) for r in fit.treatments}
+        for figure, fit in measure_fits({**plan, "drift": "quadratic"}, results).items()
+    }
     by_block: dict[int, list[dict]] = {}
     for spec in plan["specs"]:
         by_block.setdefault(int(spec["block"]), []).append(spec)
@@ -96,7 +89,7 @@ def relabelled(plan: dict, results: dict[str, dict], rng: np.random.Generator) -
         for spec, new_rung in zip(specs, shuffled):
             m = dict(results[spec["rung_id"]])
             for figure, per_iter in ((step, values), (tokens, None)):
-                level = verdicts_levels[figure].get(spec["rung"])
+                level = levels[figure].get(spec["rung"])
                 if level is None or m.get(figure) is None:
                     continue
                 scale = math.exp(-level)

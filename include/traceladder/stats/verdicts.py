@@ -144,18 +144,25 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
     }
 
 
+def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, BlockFit]:
+    """The block model of the measure runs on the plan's verdict metric: its step figure and its
+    batch rungs' figure, each fitted with the plan's drift terms."""
+    step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
+    degree = DRIFT_DEGREES[plan_drift(plan)]
+    return {
+        metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), degree) for metric in (step, tokens)
+    }
+
+
 def rung_verdicts(
     plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], critical_z: float | None = None
 ) -> tuple[dict[str, JSONObject], JSONObject]:
     """rung → vs_parent for every rung with a parent, and the model's figures per metric (the
     ladder's verdict metric: wall or cpu). `critical_z`: an adaptive ladder's look (its intervals
     and MDEs use that critical value, stats/sequential.py); None: the fixed 95%."""
-    step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
+    step, tokens, _ = VERDICT_METRICS[plan_metric(plan)]
     drift = plan_drift(plan)
-    fits = {
-        metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), DRIFT_DEGREES[drift])
-        for metric in (step, tokens)
-    }
+    fits = measure_fits(plan, results)
     info: dict[str, JSONObject] = {}
     for spec in plan_specs(plan):
         info.setdefault(str(spec["rung"]), spec)
