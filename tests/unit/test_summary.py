@@ -391,5 +391,8 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     md = to_markdown(summary)
     assert "block model with a linear time trend inside each block (3 terms) on the log of step time" in md
     assert "12 runs in 3 blocks, 3 residual df" in md
+    html = to_html(summary, {})
+    assert "with a linear time trend inside each block (3 terms): 12 runs in 3 blocks, 3 residual df" in html
     plain = build_summary(make_run()[0], results, {})
     assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)
+    assert "time trend" not in to_html(plain, {}) and "Randomised block model: 12 runs" in to_html(plain, {})
