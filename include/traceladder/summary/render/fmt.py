@@ -36,3 +36,22 @@ def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> s
     if vs["verdict"] == "no_change":
         return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
     return f"{vs['verdict']}: {change}{interval}"
+
+
+def fmt_trend(model: Mapping[str, JSONValue]) -> str:
+    """The block model's drift terms as a phrase (" with a quadratic time trend inside each block
+    (16 terms)"), or "" when it fitted none."""
+    drift = str(model.get("drift") or "none")
+    return (
+        f" with a {drift} time trend inside each block ({model['drift_terms']} terms)"
+        if (drift != "none" and model.get("drift_terms"))
+        else ""
+    )
+
+
+def fmt_fit(model: Mapping[str, JSONValue]) -> str:
+    """The block model's size and noise: runs, blocks, residual df, run-level sd."""
+    return (
+        f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, "
+        f"run-level sd {model['run_sd_pct']:.1f}%"
+    )

@@ -10,7 +10,7 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import fmt_us
-from traceladder.summary.render.fmt import fmt_change, fmt_est
+from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_trend
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -27,10 +27,8 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 <p id="verdict-metric">Verdicts judge {% if cpu %}the slowest rank's compute-thread CPU time (metric: cpu); \
 wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif %}</p>
 {% set m = (s.model or {}).get('step_cpu_ms' if cpu else 'step_ms') or {} %}\
-{% if m.df %}<p id="verdict-model">Randomised block model\
-{% if m.drift and m.drift != 'none' and m.drift_terms %} with a {{ m.drift }} time trend inside each block \
-({{ m.drift_terms }} terms){% endif %}: {{ m.runs }} runs in {{ m.blocks }} blocks, {{ m.df }} residual df, \
-run-level sd {{ '%.1f' % m.run_sd_pct }}%; MDE at 80% power.</p>{% endif %}
+{% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }}: {{ m | fit }}; \
+MDE at 80% power.</p>{% endif %}
 {% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
 MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
@@ -102,6 +100,8 @@ _ENV = Environment(autoescape=select_autoescape(default=True))
 _ENV.filters["est"] = fmt_est
 _ENV.filters["change"] = fmt_change
 _ENV.filters["us"] = fmt_us
+_ENV.filters["trend"] = fmt_trend
+_ENV.filters["fit"] = fmt_fit
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
-from traceladder.summary.render.fmt import fmt_change, fmt_est
+from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_trend
 
 
 def _obj(value: JSONValue) -> JSONObject | None:
@@ -43,17 +43,10 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
             if cpu
             else "step time (tokens/s/GPU for batch rungs)"
         )
-        drift = str(model.get("drift") or "none")
-        trend = (
-            f" with a {drift} time trend inside each block ({model['drift_terms']} terms)"
-            if drift != "none" and model.get("drift_terms")
-            else ""
-        )
         lines += [
             "",
-            f"vs parent: randomised block model{trend} on the log of {what}, "
-            f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, run-level sd "
-            f"{model['run_sd_pct']:.1f}%; MDE at 80% power.",
+            f"vs parent: randomised block model{fmt_trend(model)} on the log of {what}, {fmt_fit(model)}; "
+            "MDE at 80% power.",
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
