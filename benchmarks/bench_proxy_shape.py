@@ -176,7 +176,8 @@ def bench_proxy_shape(ctx: Context) -> list[Row]:
                 "|---|---|---|---|---|---|---|",
                 *table,
                 "",
-                f"Activation memory (VmHWM minus the RSS after imports, median over blocks): megamoe "
+                "Activation memory (the most live heap bytes at once above those after the imports, "
+                f"workload.metrics.PeakMemory; median over blocks): megamoe "
                 f"{peaks['megamoe']:.3f} GB, recompute_off {peaks['recompute_off']:.3f} GB, a rise of {rise:.1f}% "
                 "of recompute_off's (band: at least 10%).",
                 "",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -42,12 +44,58 @@ def max_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def peak_rss_bytes(rss_at_start: int) -> int:
-    """The run's peak memory: this rank's peak RSS (VmHWM) above its RSS when the run started,
-    after the imports. A rank forked by the warm launcher starts with the launcher's resident
-    pages (torch, the workload) mapped, which are not the run's; a cold rank's own imports are
-    not counted either, so cold and warm runs report the same quantity."""
-    return max(max_rss_bytes() - rss_at_start, 0)
+class _MallInfo2(ctypes.Structure):
+    # glibc's struct mallinfo2 (2.33+): sizes in bytes, summed over every arena
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    ]
+
+
+def _mallinfo2() -> Callable[[], _MallInfo2] | None:
+    try:
+        fn = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):  # not glibc, or glibc < 2.33
+        return None
+    fn.restype = _MallInfo2
+    return fn
+
+
+class PeakMemory:
+    """The run's peak memory, the proxy's `rocm max mem usage`: the most bytes its tensors held at
+    once, as torch.cuda.max_memory_allocated counts a GPU run's. That is the C heap's live bytes
+    (glibc `mallinfo2`: allocated chunks plus mmapped blocks, every arena), sampled where a step's
+    memory peaks (each micro-batch's loss, when its saved activations are all alive, and the
+    step's end), above the live bytes when the run started, after the imports.
+
+    Not the peak RSS (VmHWM): the allocator keeps what it frees (`quiet.steady_malloc`), so the
+    heap's extent creeps up by a few MB a step through fragmentation, whatever the rung. In cold
+    ranks that creep hid recompute_off's 25 MB of extra saved activations (its VmHWM read 2% below
+    megamoe's), while ranks forked by the warm launcher showed them (+20%). A rank's live bytes
+    at start also leave out a forked rank's inherited launcher pages. Without mallinfo2 (not
+    glibc 2.33+) it falls back to VmHWM above the RSS at start."""
+
+    def __init__(self) -> None:
+        self._mallinfo = _mallinfo2()
+        self._rss_at_start = current_rss_bytes()
+        self._start = self._live()
+        self._peak = self._start
+
+    def _live(self) -> int:
+        if self._mallinfo is None:
+            return 0
+        info = self._mallinfo()
+        return int(info.uordblks + info.hblkhd)
+
+    def sample(self) -> None:
+        """Take the live bytes now into the peak (a few hundred µs: mallinfo2 walks the free lists)."""
+        if self._mallinfo is not None:
+            self._peak = max(self._peak, self._live())
+
+    def peak_bytes(self) -> int:
+        if self._mallinfo is None:
+            return max(max_rss_bytes() - self._rss_at_start, 0)
+        return max(self._peak - self._start, 0)
 
 
 def current_rss_bytes() -> int:

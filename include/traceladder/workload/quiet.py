@@ -47,8 +47,8 @@ def fix_threads(world: int) -> int:
 def steady_malloc() -> bool:
     """Keep freed memory in the heap (glibc mallopt): without it every step's big activations are
     fresh mmap()s, whose ~1,200 page faults a step land in the compute thread's CPU time (the
-    `metric: cpu` figure) as kernel time that depends on the host, not on the code. Peak RSS
-    (VmHWM) is unchanged: it is the same peak, only no longer handed back between steps."""
+    `metric: cpu` figure) as kernel time that depends on the host, not on the code. The peak
+    memory figure counts live bytes (metrics.PeakMemory), which this does not change."""
     try:
         import ctypes
 

@@ -24,7 +24,7 @@ from .comm import Comm
 from .data import MockData
 from .ddp import GradBuffer
 from .extra import ExtraWork
-from .metrics import IterationLog, current_rss_bytes, peak_rss_bytes
+from .metrics import IterationLog, PeakMemory
 from .model import Model
 from .optim import AdamW
 from .quiet import fix_threads, pin_rank, steady_malloc
@@ -146,8 +146,8 @@ def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = Non
     """`rank` is the global rank. `master_addr` (multi-node: the first node's address, torchrun's
     MASTER_ADDR) replaces the loopback rendezvous; None keeps the single-node one."""
     # The run's peak memory is counted from here: the interpreter and torch are not the run's, and
-    # a rank forked by the warm launcher shares the launcher's pages (metrics.peak_rss_bytes).
-    rss_at_start = current_rss_bytes()
+    # a rank forked by the warm launcher shares the launcher's pages (metrics.PeakMemory).
+    memory = PeakMemory()
     threads = fix_threads(s.world_size)
     steady_malloc()
     comm = Comm(rank, s.world_size)
@@ -163,13 +163,13 @@ def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = Non
         )
     placement = pin_rank(rank)  # after the process group: gloo's own threads keep floating
     try:
-        _train(rank, s, comm, f"[proxy] rank {rank}: {placement}, {threads} intra-op thread(s)", rss_at_start)
+        _train(rank, s, comm, f"[proxy] rank {rank}: {placement}, {threads} intra-op thread(s)", memory)
     finally:
         if comm.distributed:
             dist.destroy_process_group()
 
 
-def _train(rank: int, s: Settings, comm: Comm, placement: str, rss_at_start: int) -> None:
+def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemory) -> None:
     fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
     model = Model(s, comm)
     dense, experts = model.dense_parameters(), model.expert_parameters()
@@ -204,6 +204,7 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, rss_at_start: int
                 # Sum over this micro-batch / all tokens of the global batch: summed over ranks
                 # and micro-batches this is the global-batch mean, whatever the world size.
                 loss = F.cross_entropy(logits.float(), labels.reshape(-1), reduction="sum") / tokens_per_step
+                memory.sample()  # the micro-batch's saved activations are all alive here
                 loss.backward()
                 loss_sum += loss.detach()
             extra()
@@ -215,11 +216,12 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, rss_at_start: int
                 opt.step()
                 dense_grads.zero()
                 expert_grads.zero()
+            memory.sample()
             cpu_seconds = clock.cpu_lap()  # before the log's collective, as the wall lap below
             # One small collective for the log: every rank's loss share, its peak RSS and its
             # compute-thread CPU time (the slowest rank sets a synchronous step).
             stats = comm.all_gather(
-                torch.tensor([[float(loss_sum), float(peak_rss_bytes(rss_at_start)), cpu_seconds]], dtype=torch.float64)
+                torch.tensor([[float(loss_sum), float(memory.peak_bytes()), cpu_seconds]], dtype=torch.float64)
             )
             seconds = clock.lap()
             if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
