@@ -51,9 +51,6 @@ def make_profiler(s: Settings, rank: int) -> Any:
     recorded; the trace is written when iteration profile_step_end starts."""
     if not (s.profiling and rank in s.profile_ranks):
         return _NoProfiler()
-    # The profiler's first start imports torch._inductor (and dynamo, ~1.4 s here). Pay that now,
-    # not in the middle of the measured iterations when the window opens.
-    importlib.import_module("torch._inductor.config")
     start, end = s.profile_step_start, s.profile_step_end
     # prof.step() closes each iteration, so iteration i is profiler step i-1.
     schedule = torch.profiler.schedule(
@@ -74,6 +71,19 @@ def make_profiler(s: Settings, rank: int) -> Any:
 # to compress it at level 3 (2.2 MB rather than 1.4 MB). The proxy's profile and lens runs write
 # 16 such traces in a demo; the level changes the file's size, never its content.
 TRACE_GZIP_LEVEL = 3
+
+
+def _preload(s: Settings, rank: int) -> None:
+    """Modules torch imports lazily on a path this run takes, imported before the run's time and
+    memory are counted, as a warm launcher's child has them already. The profiler's first start
+    imports torch._inductor (and dynamo, ~1.4 s here), which would land in the measured iterations
+    when the window opens. torch.autograd.backward with explicit grads, as the recompute replay
+    calls it, imports torch.fx.experimental.symbolic_shapes: sympy and ~490 modules, 13 MB of heap
+    that a cold rank counted as the run's peak memory."""
+    if s.profiling and rank in s.profile_ranks:
+        importlib.import_module("torch._inductor.config")
+    if s.recomputed_layers():
+        importlib.import_module("torch.fx.experimental.symbolic_shapes")
 
 
 def _trace_writer(directory: str, worker: str, use_gzip: bool) -> Any:
@@ -147,6 +157,7 @@ def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = Non
     MASTER_ADDR) replaces the loopback rendezvous; None keeps the single-node one."""
     # The run's peak memory is counted from here: the interpreter and torch are not the run's, and
     # a rank forked by the warm launcher shares the launcher's pages (metrics.PeakMemory).
+    _preload(s, rank)
     memory = PeakMemory()
     threads = fix_threads(s.world_size)
     steady_malloc()
