@@ -396,3 +396,23 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     plain = build_summary(make_run()[0], results, {})
     assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)
     assert "time trend" not in to_html(plain, {}) and "Randomised block model: 12 runs" in to_html(plain, {})
+
+
+def test_peak_memory_moves_against_the_parent_are_stated_largest_first() -> None:
+    plan, results = make_run()
+    peaks = {"baseline": 0.0837, "fusions": 0.0769, "deepep": 0.0780, "gbs16": 0.1052}  # GB
+    for r in results.values():
+        r["peak_mem_gb"] = peaks[r["rung"]] * (1.0 + r["repeat"] / 1000)
+    summary = build_summary(plan, results, {})
+    moved = [f for f in summary["findings"] if f.startswith("Peak memory moved")]
+    # gbs16 vs deepep +35.0%, fusions vs baseline -8.1%; deepep's +1.4% is within the runs' spread
+    largest = {name: peak * 1.002 for name, peak in peaks.items()}
+    gbs, fus = 100 * (largest["gbs16"] / largest["deepep"] - 1), 100 * (largest["fusions"] / largest["baseline"] - 1)
+    assert moved == [
+        f"Peak memory moved (the largest of each rung's runs): gbs16 {gbs:+.1f}% against deepep "
+        f"(0.078 → 0.105 GB); fusions {fus:+.1f}% against baseline (0.084 → 0.077 GB)."
+    ]
+    # the table gives the proxy's sub-GB peaks three decimals, as it gives a GPU's 128.1 GB one
+    md = to_markdown(summary)
+    assert "| 0.105 | 3/3 |" in md and "| 0.084 | 3/3 |" in md
+    assert "<td>0.105</td>" in to_html(summary, {})

@@ -16,6 +16,7 @@ from traceladder.core.documents import (
     spec_purpose,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
+from traceladder.summary.render.fmt import fmt_gb
 from traceladder.summary.whats_left import headroom_section
 from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
@@ -242,10 +243,35 @@ def _collectives(by_rung: Mapping[str, JSONObject]) -> JSONObject | None:
     }
 
 
+#: a peak-memory move against the parent worth a sentence, in % of the parent's peak (the proxy's
+#: peaks spread by about 1% over a rung's runs)
+MEMORY_MOVE_PCT = 5.0
+
+
+def memory_findings(rungs: list[JSONObject]) -> list[str]:
+    """One sentence on the rungs whose peak memory moved against their parent's, largest first, as
+    the write-up states recompute off's 117.3 -> 128.1 GB. Each side is the largest of its runs."""
+    peaks = {str(r["rung"]): as_number(r["peak_mem_gb"]) for r in rungs}
+    moves = []
+    for r in rungs:
+        own, base = peaks[str(r["rung"])], peaks.get(str(r["parent"]))
+        if own is None or not base:
+            continue
+        pct = 100.0 * (own / base - 1.0)
+        if abs(pct) >= MEMORY_MOVE_PCT:
+            text = f"{r['rung']} {pct:+.1f}% against {r['parent']} ({fmt_gb(base)} → {fmt_gb(own)} GB)"
+            moves.append((abs(pct), text))
+    if not moves:
+        return []
+    listed = "; ".join(text for _, text in sorted(moves, reverse=True))
+    return [f"Peak memory moved (the largest of each rung's runs): {listed}."]
+
+
 def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """Sentences a reader would write from the table: biggest wins, lens costs, leftovers, failures."""
     out: list[str] = verdict_findings(summary)
     rungs = as_objects(summary["rungs"])
+    out += memory_findings(rungs)
     final = [r for r in rungs if r["speedup_vs_root"] and r["kind"] == "optimisation"]
     if final:
         last = final[-1]

@@ -82,7 +82,7 @@ def _etag_matches(request: Request, etag: str) -> bool:
 def _templates():
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    from traceladder.summary.render.fmt import fmt_change, fmt_est
+    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
 
     env = Environment(
         loader=PackageLoader("traceladder.ui", "templates"),
@@ -92,6 +92,7 @@ def _templates():
     )
     env.filters["est"] = fmt_est
     env.filters["change"] = fmt_change
+    env.filters["gb"] = fmt_gb
     env.filters["urlpart"] = lambda s: quote(str(s), safe="")
     env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
     from traceladder.plan import trigger_form

@@ -21,6 +21,14 @@ def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
     return f"{est['mean']:.{digits}f} ± {ci:.{digits}f}"
 
 
+def fmt_gb(gb: JSONValue) -> str:
+    """A memory figure in GB to about three significant digits: a GPU's 128.1, a CPU proxy's 0.064."""
+    if gb is None:
+        return "-"
+    x = float(gb)  # type: ignore[arg-type]
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}" if x >= 1 else f"{x:.3f}"
+
+
 def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
     """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
     if not vs:

@@ -10,7 +10,7 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import fmt_us
-from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_trend
+from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_gb, fmt_trend
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -40,7 +40,7 @@ MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.<
 <td{% if r.vs_parent and r.vs_parent.verdict in ('no_change', 'single_run') %} class="noise"{% endif %}>\
 {{ r.vs_parent | change }}</td>
 <td>{{ '%.2fx' % r.speedup_vs_root.mean if r.speedup_vs_root else '-' }}</td><td>\
-{{ '%.2f' % r.peak_mem_gb if r.peak_mem_gb is not none else '-' }}</td>
+{{ r.peak_mem_gb | gb }}</td>
 <td{% if r.ok != r.runs %} class="failed"{% endif %}>{{ r.ok }}/{{ r.runs }}\
 {% if r.ok != r.runs %} FAILED{% endif %}</td></tr>
 {% endfor %}</table>
@@ -100,6 +100,7 @@ _ENV = Environment(autoescape=select_autoescape(default=True))
 _ENV.filters["est"] = fmt_est
 _ENV.filters["change"] = fmt_change
 _ENV.filters["us"] = fmt_us
+_ENV.filters["gb"] = fmt_gb
 _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
 _REPORT = _ENV.from_string(_TEMPLATE)

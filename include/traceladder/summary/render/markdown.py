@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
-from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_trend
+from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_gb, fmt_trend
 
 
 def _obj(value: JSONValue) -> JSONObject | None:
@@ -26,14 +26,13 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     for row in as_objects(summary["rungs"]):
         change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
         vs_parent = fmt_change(_obj(row.get("vs_parent")))
-        mem = f"{row['peak_mem_gb']:.2f}" if row["peak_mem_gb"] is not None else "-"
         speed = f"{as_object(row['speedup_vs_root'])['mean']:.2f}x" if row["speedup_vs_root"] else "-"
         flag = "" if row["ok"] == row["runs"] else " FAILED"
         lines.append(
             f"| {row['rung']} | {change} | {fmt_est(_obj(row['step_ms']))} |"
             + (f" {fmt_est(_obj(row.get('step_cpu_ms')))} |" if cpu else "")
             + f" {fmt_est(_obj(row['tokens_per_sec_per_gpu']), 0)} "
-            f"| {vs_parent} | {speed} | {mem} | {row['ok']}/{row['runs']}{flag} |"
+            f"| {vs_parent} | {speed} | {fmt_gb(row['peak_mem_gb'])} | {row['ok']}/{row['runs']}{flag} |"
         )
     step_metric = VERDICT_METRICS[plan_metric(summary)][0]
     model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
