@@ -143,7 +143,7 @@ def bench_proxy_shape(ctx: Context) -> list[Row]:
             f"| {rung} | {parent} | {seed:+.1f}% | {band} | {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {weff:+.1f}% "
             f"| {'yes' if ok else 'NO'} |"
         )
-    # peak_mem_gb is the run's activation memory (VmHWM minus the RSS after imports): the band asks
+    # peak_mem_gb is the run's activation memory (workload.metrics.PeakMemory): the band asks
     # recompute_off to hold at least 10% more of it than its parent (medians over blocks).
     peaks = {r: statistics.median(m.peak_gb for m in data[r]) for r in ("megamoe", "recompute_off")}
     rise = 100 * (peaks["recompute_off"] - peaks["megamoe"]) / peaks["recompute_off"] if peaks["recompute_off"] else 0.0

@@ -254,6 +254,8 @@ def memory_findings(rungs: list[JSONObject]) -> list[str]:
     peaks = {str(r["rung"]): as_number(r["peak_mem_gb"]) for r in rungs}
     moves = []
     for r in rungs:
+        if r["parent"] is None:
+            continue
         own, base = peaks[str(r["rung"])], peaks.get(str(r["parent"]))
         if own is None or not base:
             continue

@@ -45,7 +45,8 @@ def max_rss_bytes() -> int:
 
 
 class _MallInfo2(ctypes.Structure):
-    # glibc's struct mallinfo2 (2.33+): sizes in bytes, summed over every arena
+    # glibc's struct mallinfo2 (2.33+); uordblks (bytes allocated, every arena) and hblkhd (bytes in
+    # mmapped blocks) are the two read here
     _fields_ = [
         (name, ctypes.c_size_t)
         for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
@@ -64,9 +65,10 @@ def _mallinfo2() -> Callable[[], _MallInfo2] | None:
 class PeakMemory:
     """The run's peak memory, the proxy's `rocm max mem usage`: the most bytes its tensors held at
     once, as torch.cuda.max_memory_allocated counts a GPU run's. That is the C heap's live bytes
-    (glibc `mallinfo2`: allocated chunks plus mmapped blocks, every arena), sampled where a step's
-    memory peaks (each micro-batch's loss, when its saved activations are all alive, and the
-    step's end), above the live bytes when the run started, after the imports.
+    (glibc `mallinfo2`: allocated chunks plus mmapped blocks, every arena), the largest of its
+    samples where a step's memory peaks (each micro-batch's loss, when its saved activations are
+    all alive; each recompute replay; the step's end), above the live bytes when the run started,
+    after the imports. Between samples it can only be under the true peak.
 
     Not the peak RSS (VmHWM): the allocator keeps what it frees (`quiet.steady_malloc`), so the
     heap's extent creeps up by a few MB a step through fragmentation, whatever the rung. In cold
@@ -123,7 +125,7 @@ def _tflops(x: float) -> str:
 
 
 def _gb(x: float) -> str:
-    # Primus prints .2f GB; the proxy's peak (~0.2 GB) moves by less than its 0.01 GB step, so it
+    # Primus prints .2f GB; the proxy's peak (~0.06-0.09 GB) moves by less than its 0.01 GB step, so it
     # keeps more decimals below 1 GB (still a plain decimal, which is all a log parser needs).
     return f"{x / GiB:.2f}" if x >= GiB else f"{x / GiB:.4f}"
 

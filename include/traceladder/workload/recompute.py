@@ -12,6 +12,15 @@ from typing import Any, Callable
 import torch
 
 
+def _nothing() -> None:
+    return None
+
+
+#: called after each replay's forward, when the replayed segment's activations are all alive
+#: beside the rest of backward's (train.run_rank points it at the run's PeakMemory.sample)
+after_replay: Callable[[], None] = _nothing
+
+
 class _Recompute(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, run: Callable[..., torch.Tensor], *inputs: torch.Tensor) -> torch.Tensor:
@@ -29,6 +38,7 @@ class _Recompute(torch.autograd.Function):
         enabled, dtype = ctx.autocast
         with torch.enable_grad(), torch.autocast("cpu", dtype=dtype, enabled=enabled):
             out = ctx.run(*inputs)
+        after_replay()
         torch.autograd.backward(out, grad_out)
         return (None, *(t.grad if t.requires_grad else None for t in inputs))
 

@@ -27,6 +27,7 @@ from .extra import ExtraWork
 from .metrics import IterationLog, PeakMemory
 from .model import Model
 from .optim import AdamW
+from . import recompute
 from .quiet import fix_threads, pin_rank, steady_malloc
 from .settings import Settings
 
@@ -82,7 +83,7 @@ def _preload(s: Settings, rank: int) -> None:
     that a cold rank counted as the run's peak memory."""
     if s.profiling and rank in s.profile_ranks:
         importlib.import_module("torch._inductor.config")
-    if s.recomputed_layers():
+    if s.recomputed_layers() or s.recompute_granularity == "selective":
         importlib.import_module("torch.fx.experimental.symbolic_shapes")
 
 
@@ -158,7 +159,9 @@ def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = Non
     # The run's peak memory is counted from here: the interpreter and torch are not the run's, and
     # a rank forked by the warm launcher shares the launcher's pages (metrics.PeakMemory).
     _preload(s, rank)
+    gc.collect()  # the imports' garbage is not the run's: freed later, it would lower the peak
     memory = PeakMemory()
+    recompute.after_replay = memory.sample
     threads = fix_threads(s.world_size)
     steady_malloc()
     comm = Comm(rank, s.world_size)
@@ -229,7 +232,7 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemor
                 expert_grads.zero()
             memory.sample()
             cpu_seconds = clock.cpu_lap()  # before the log's collective, as the wall lap below
-            # One small collective for the log: every rank's loss share, its peak RSS and its
+            # One small collective for the log: every rank's loss share, its peak memory and its
             # compute-thread CPU time (the slowest rank sets a synchronous step).
             stats = comm.all_gather(
                 torch.tensor([[float(loss_sum), float(memory.peak_bytes()), cpu_seconds]], dtype=torch.float64)

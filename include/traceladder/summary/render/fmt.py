@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, as_list
+from traceladder.core.documents import JSONValue, as_list, as_number
 from traceladder.stats.verdicts import METRIC_WORDS, TOKENS
 
 
@@ -23,9 +23,9 @@ def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
 
 def fmt_gb(gb: JSONValue) -> str:
     """A memory figure in GB to about three significant digits: a GPU's 128.1, a CPU proxy's 0.064."""
-    if gb is None:
+    x = as_number(gb)
+    if x is None:
         return "-"
-    x = float(gb)  # type: ignore[arg-type]
     return f"{x:.1f}" if x >= 10 else f"{x:.2f}" if x >= 1 else f"{x:.3f}"
 
 
