@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -82,6 +83,10 @@ class PeakMemory:
         self._rss_at_start = current_rss_bytes()
         self._start = self._live()
         self._peak = self._start
+        # Time spent sampling, which the step's clocks leave out: ~0.25 ms a sample here, up to
+        # 5 a step with recompute on 3 layers against 2 without (1% of a step, not the code's).
+        self.cost_s = 0.0
+        self.cost_cpu_s = 0.0
 
     def _live(self) -> int:
         if self._mallinfo is None:
@@ -91,8 +96,12 @@ class PeakMemory:
 
     def sample(self) -> None:
         """Take the live bytes now into the peak (a few hundred µs: mallinfo2 walks the free lists)."""
-        if self._mallinfo is not None:
-            self._peak = max(self._peak, self._live())
+        if self._mallinfo is None:
+            return
+        wall, cpu = time.perf_counter(), time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+        self._peak = max(self._peak, self._live())
+        self.cost_cpu_s += time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID) - cpu
+        self.cost_s += time.perf_counter() - wall
 
     def peak_bytes(self) -> int:
         if self._mallinfo is None:

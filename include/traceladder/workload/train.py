@@ -202,7 +202,7 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemor
         gc.disable()
         gc.collect()
     with make_profiler(s, rank) as prof:
-        clock = _Clock()
+        clock = _Clock(memory)
         for it in range(1, s.train_iters + 1):
             if it == fail_at and rank == 0:
                 raise RuntimeError(f"injected fault at iteration {it} ({FAULT_ENV})")
@@ -270,18 +270,22 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemor
 class _Clock:
     """Megatron's interval timer: wall time between consecutive iteration ends; and the compute
     thread's own CPU time over the same span (CLOCK_THREAD_CPUTIME_ID: gloo's threads and the
-    wait for a peer are not in it)."""
+    wait for a peer are not in it). Both leave out the time the peak-memory samples took, which
+    is the proxy's instrument, not its code."""
 
-    def __init__(self) -> None:
-        self._t = time.perf_counter()
-        self._cpu = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
+    def __init__(self, memory: PeakMemory) -> None:
+        self._memory = memory
+        self._t, self._cost = time.perf_counter(), memory.cost_s
+        self._cpu, self._cost_cpu = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID), memory.cost_cpu_s
 
     def lap(self) -> float:
-        t = time.perf_counter()
-        dt, self._t = t - self._t, t
+        t, cost = time.perf_counter(), self._memory.cost_s
+        dt = (t - self._t) - (cost - self._cost)
+        self._t, self._cost = t, cost
         return dt
 
     def cpu_lap(self) -> float:
-        c = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID)
-        dc, self._cpu = c - self._cpu, c
+        c, cost = time.clock_gettime(time.CLOCK_THREAD_CPUTIME_ID), self._memory.cost_cpu_s
+        dc = (c - self._cpu) - (cost - self._cost_cpu)
+        self._cpu, self._cost_cpu = c, cost
         return dc
