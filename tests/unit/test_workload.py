@@ -746,6 +746,35 @@ def test_fused_rms_norm_is_one_autograd_node_with_the_unfused_math() -> None:
     assert _graph_nodes(ops.rms_norm(xf, weight.detach().float(), 1e-6, fused=True)) == 2  # the node + x's leaf
 
 
+def test_fused_swiglu_kernels_match_float64_over_the_whole_float32_range() -> None:
+    """MegaMoE's SwiGLU kernels write exp out (Cephes' expf, so the loops vectorise): within a few
+    float32 ulp of float64 torch, with and without V4's clamp, and where exp would overflow."""
+    import numpy as np
+    import torch
+
+    from traceladder.workload import kernels
+
+    rng = np.random.default_rng(0)
+    h = (rng.standard_normal((257, 2 * 24)) * 30).astype(np.float32)
+    h[0, :6] = [-100.0, 100.0, 87.5, -88.5, 0.0, -1e-30]  # beyond the clamp of exp's argument, and zero
+    dact = rng.standard_normal((257, 24)).astype(np.float32)
+    for limit in (0.0, 7.0):
+        act, dh, act_again = np.empty_like(dact), np.empty_like(h), np.empty_like(dact)
+        kernels.swiglu_forward(h, limit, act)
+        kernels.swiglu_backward(dact, h, limit, dh, act_again)
+        x = torch.from_numpy(h).double().requires_grad_()
+        gate, up = x[:, :24], x[:, 24:]
+        if limit:
+            gate, up = gate.clamp(max=limit), up.clamp(-limit, limit)
+        ref = gate * torch.sigmoid(gate) * up
+        (ref * torch.from_numpy(dact).double()).sum().backward()
+        assert x.grad is not None
+        ref_np, grad_np = ref.detach().numpy(), x.grad.numpy()
+        assert np.all(np.abs(act - ref_np) <= 1e-6 * np.abs(ref_np) + 1e-30), limit
+        assert np.array_equal(act, act_again)
+        assert np.abs(dh - grad_np).max() <= 1e-6 * np.abs(grad_np).max(), limit
+
+
 def test_the_log_line_carries_the_slowest_ranks_compute_thread_cpu_time(runs: dict[str, Run]) -> None:
     lines = [ln for ln in runs["base"].stdout.splitlines() if "elapsed time per iteration" in ln]
     assert lines and all(re.search(r"step cpu time per iteration \(ms\): \d+\.\d \|", ln) for ln in lines)

@@ -173,17 +173,56 @@ _SWIGLU_FORWARD = "void(float32[:, ::1], float32, float32[:, ::1])"
 _SWIGLU_BACKWARD = "void(float32[:, ::1], float32[:, ::1], float32, float32[:, ::1], float32[:, ::1])"
 
 
+# exp(x) = p(z) * 2**n, n = round(x / ln 2), z = x - n ln 2 (ln 2 in two parts, so z is exact):
+# Cephes' single-precision expf. numba's math.exp is a scalar libm call (pip's llvmlite has no
+# SVML), which keeps a loop from vectorising; a fused GPU kernel's exp is the hardware's fast
+# exp2, and torch's own silu a vectorised (Sleef) exp. Written out, the SwiGLU kernels below take
+# 68 against 237 us forward and 110 against 264 us backward on [3072, 64] (one thread), within
+# 1e-6 of float64 torch (tests/unit/test_workload.py).
+_EXP_LO, _EXP_HI = np.float32(-87.0), np.float32(88.0)  # 2**n stays a normal float32
+_LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)
+_EXP_POLY = tuple(
+    np.float32(c)
+    for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+)
+
+
+@njit(inline="always", nogil=True, fastmath=True, error_model="numpy")
+def _exp_parts(x: np.float32) -> tuple[np.float32, np.int32]:
+    """exp(x) as (p(z), the float32 bits of 2**n): their product is exp(x), x clamped to the
+    float32 range."""
+    x = min(max(x, _EXP_LO), _EXP_HI)
+    n = math.floor(x * _LOG2E + np.float32(0.5))
+    z = x - n * _LN2_HI - n * _LN2_LO
+    p = _EXP_POLY[0]
+    for c in _EXP_POLY[1:]:
+        p = p * z + c
+    return p * z * z + z + 1, (np.int32(n) + 127) << 23
+
+
+@njit(inline="always", nogil=True, fastmath=True, error_model="numpy")
+def _gate_exps(h: Array, r: int, limit: float, mant: Array, bits: Array) -> None:
+    """exp(-gate) for row r's gates as mant * bits.view(float32): the 2**n factor goes through
+    an int32 array because numba has no scalar bit cast; both loops vectorise."""
+    for f in range(mant.shape[0]):
+        gate = min(h[r, f], limit) if limit > 0 else h[r, f]
+        mant[f], bits[f] = _exp_parts(-gate)
+
+
 @njit(_SWIGLU_FORWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
 def swiglu_forward(h: Array, limit: float, act: Array) -> None:
     """act = silu(gate) * up over rows h = [gate | up] [R, 2F]; with limit > 0, V4's clamped form
     (gate clamped above, up on both sides)."""
     n_rows, width = act.shape
+    mant, bits = np.empty(width, np.float32), np.empty(width, np.int32)
+    scale = bits.view(np.float32)
     for r in range(n_rows):
+        _gate_exps(h, r, limit, mant, bits)
         for f in range(width):
             gate, up = h[r, f], h[r, width + f]
             if limit > 0:
                 gate, up = min(gate, limit), min(max(up, -limit), limit)
-            act[r, f] = gate / (1 + math.exp(-gate)) * up
+            act[r, f] = gate / (1 + mant[f] * scale[f]) * up
 
 
 @njit(_SWIGLU_BACKWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
@@ -191,14 +230,17 @@ def swiglu_backward(dact: Array, h: Array, limit: float, dh: Array, act: Array) 
     """dh = [d gate | d up] from dact; the grad stops where a clamp bit, as clamp's backward.
     Also writes act again (the wgrad of the second GEMM needs it; recomputing beats keeping it)."""
     n_rows, width = act.shape
+    mant, bits = np.empty(width, np.float32), np.empty(width, np.int32)
+    scale = bits.view(np.float32)
     for r in range(n_rows):
+        _gate_exps(h, r, limit, mant, bits)
         for f in range(width):
             gate, up = h[r, f], h[r, width + f]
             gate_on = up_on = True
             if limit > 0:
                 gate_on, up_on = gate < limit, -limit < up < limit
                 gate, up = min(gate, limit), min(max(up, -limit), limit)
-            sig = 1 / (1 + math.exp(-gate))
+            sig = 1 / (1 + mant[f] * scale[f])
             silu = gate * sig
             act[r, f] = silu * up
             dh[r, f] = dact[r, f] * up * sig * (1 + gate * (1 - sig)) if gate_on else 0
