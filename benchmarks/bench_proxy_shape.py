@@ -239,4 +239,104 @@ def bench_fused_chains(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_proxy_shape, bench_fused_chains]
+#: iterations of each paired run (the first PAIRED_WARMUP left out: allocator and caches warm)
+PAIRED_ITERS, PAIRED_WARMUP = int(os.environ.get("TRACELADDER_BENCH_PAIRED_ITERS", "40")), 2
+
+
+def _paired(child: str, parent: str, iters: int, seed: int, python: str) -> tuple[list[float], float]:
+    """(per-iteration log ratios child / parent of the slowest rank's step CPU time, and the
+    ratio of their tokens per step) from one benchmarks.proxy_paired run."""
+    import json
+    import subprocess
+
+    from traceladder.workload.settings import parse
+
+    runs = []
+    for rung in (parent, child):
+        args, env, _ = proxy_command(rung)
+        if args[:2] != ["-m", "traceladder.workload"]:
+            raise RuntimeError(f"{rung}: unexpected proxy command {args[:2]}")
+        runs.append((args[2:], {**env, **_ISA_ENV.get(SHAPE_ISA, {})}))
+    tokens = [parse(argv, {**os.environ, **env}).global_batch_size for argv, env in runs]
+    env = {
+        **os.environ,
+        **runs[1][1],
+        "TRACELADDER_PROXY_PIN": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    argv = [python, "-m", "benchmarks.proxy_paired", str(iters), str(seed), *(json.dumps(r) for r in runs)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
+    lines = [ln[len("PAIRED ") :] for ln in proc.stdout.splitlines() if ln.startswith("PAIRED ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{child} vs {parent}: proxy_paired exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+    pairs = json.loads(lines[0])[PAIRED_WARMUP:]
+    return [math.log(c / p) for p, c in pairs], tokens[1] / tokens[0]
+
+
+def bench_proxy_paired(ctx: Context) -> list[Row]:
+    """Each rung against its parent, stepped alternately in the same two rank processes
+    (benchmarks/proxy_paired.py), so the VM's speed between runs is out of the comparison; and
+    an A/A pair (recompute_off against itself) for the instrument's own bias."""
+    from scipy.stats import t as student_t
+
+    iters = 12 if ctx.quick else PAIRED_ITERS
+    rows, table = [], []
+    t0 = time.monotonic()
+    cases = [(rung, *BANDS[rung]) for rung in BANDS] + [("recompute_off", "recompute_off", 0.0, (0.0, 0.0), False)]
+    for i, (rung, parent, seed, (lo, hi), batch) in enumerate(cases):
+        logs, token_ratio = _paired(rung, parent, iters, 25 + i, ctx.python)
+        if batch:  # tokens per CPU-second: more tokens in a step, over its CPU time
+            logs = [math.log(token_ratio) - x for x in logs]
+        n = len(logs)
+        mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+        half = float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+        eff, elo, ehi = (100 * math.expm1(v) for v in (mean, mean - half, mean + half))
+        name = "A/A: recompute_off vs itself" if rung == parent else f"{rung} vs {parent}"
+        ok = elo <= 0 <= ehi if rung == parent else lo <= eff <= hi
+        band = "0 in the interval" if rung == parent else f"{lo:+.0f}%..{hi:+.0f}%"
+        band = band.replace("+1000%", "inf").replace("-100%", "-inf")
+        what = "tokens/CPU-s gain" if batch else "step CPU time"
+        rows.append(
+            Row(
+                "proxy_paired",
+                f"{name}, {what}",
+                eff,
+                "%",
+                band if rung == parent else f"in {band} (seed {seed:+.1f}%)",
+                ok,
+                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], sd of a pair's log ratio {100 * sd:.1f}%, {n} pairs",
+            )
+        )
+        table.append(
+            f"| {name} | {'' if rung == parent else f'{seed:+.1f}%'} | {band} | {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {100 * sd:.1f}% "
+            f"| {'yes' if ok else 'NO'} |"
+        )
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    out = FIGURES / f"{time.strftime('%Y-%m-%d')}-proxy_paired{'-' + SHAPE_ISA if SHAPE_ISA else ''}.md"
+    out.write_text(
+        "\n".join(
+            [
+                "# The proxy's calibration, paired in process (`python -m benchmarks --only proxy_paired`)",
+                "",
+                f"CPU: {_cpu_model()}. Each rung and its parent built in the same two gloo rank processes and "
+                f"stepped alternately, in a seeded random order, {iters} iterations ({PAIRED_WARMUP} left out); "
+                f"{time.monotonic() - t0:.0f} s in all, load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} "
+                "at the end.",
+                "Effect: mean over iterations of the log ratio of the two steps' slowest-rank compute-thread CPU "
+                "times (batch rungs: tokens per CPU-second), with a Student t 95% interval over the iterations. "
+                "The A/A row steps two copies of recompute_off: the instrument's own bias, whose interval should "
+                "hold 0.",
+                "",
+                "| rung | seed | band | proxy, CPU (95% CI) | sd of a pair | in band |",
+                "|---|---|---|---|---|---|",
+                *table,
+                "",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    rows.append(Row("proxy_paired", "figures file", float("nan"), "", "", None, str(out.relative_to(REPO))))
+    return rows
+
+
+SECTIONS = [bench_proxy_shape, bench_proxy_paired, bench_fused_chains]

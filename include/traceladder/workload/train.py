@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -153,9 +154,14 @@ def _optimizer(model: Model, s: Settings) -> AdamW:
     )
 
 
-def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = None) -> None:
-    """`rank` is the global rank. `master_addr` (multi-node: the first node's address, torchrun's
-    MASTER_ADDR) replaces the loopback rendezvous; None keeps the single-node one."""
+@contextlib.contextmanager
+def rank_process(
+    rank: int, s: Settings, port: int, *, master_addr: str | None = None
+) -> Iterator[tuple[Comm, PeakMemory, str]]:
+    """This process as rank `rank`: threads, allocator and process group set up, its peak memory
+    counted from here; yields (comm, memory, a line saying where it runs). `master_addr`
+    (multi-node: the first node's address, torchrun's MASTER_ADDR) replaces the loopback
+    rendezvous; None keeps the single-node one."""
     # The run's peak memory is counted from here: the interpreter and torch are not the run's, and
     # a rank forked by the warm launcher shares the launcher's pages (metrics.PeakMemory).
     _preload(s, rank)
@@ -177,24 +183,69 @@ def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = Non
         )
     placement = pin_rank(rank)  # after the process group: gloo's own threads keep floating
     try:
-        _train(rank, s, comm, f"[proxy] rank {rank}: {placement}, {threads} intra-op thread(s)", memory)
+        yield comm, memory, f"[proxy] rank {rank}: {placement}, {threads} intra-op thread(s)"
     finally:
         if comm.distributed:
             dist.destroy_process_group()
 
 
+def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = None) -> None:
+    """`rank` is the global rank; `master_addr` as rank_process takes it."""
+    with rank_process(rank, s, port, master_addr=master_addr) as (comm, memory, placement):
+        _train(rank, s, comm, placement, memory)
+
+
+class Trainer:
+    """One model's training state on this rank, and its Megatron step: the micro-batches'
+    forward and backward, the dense grads' all-reduce, the clipped AdamW. The training loop steps
+    one; the paired calibration bench (benchmarks/proxy_paired.py) alternates two."""
+
+    def __init__(self, s: Settings, comm: Comm, rank: int) -> None:
+        self.s, self.comm = s, comm
+        self.model = Model(s, comm)
+        self.dense, self.experts = self.model.dense_parameters(), self.model.expert_parameters()
+        self.dense_grads, self.expert_grads = GradBuffer(self.dense), GradBuffer(self.experts)  # Megatron's DDP buffers
+        self.opt = _optimizer(self.model, s)
+        self.data = MockData(s, rank)
+        self.extra = ExtraWork(s)  # the positive control (extra_work_pct); nothing when 0
+        self.tokens_per_step = s.global_batch_size * s.seq_length
+        self.autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16)
+
+    def step(self, it: int, memory: PeakMemory) -> tuple[float, float]:
+        """Iteration `it` (1-based): (this rank's share of the loss, the global grad norm)."""
+        s = self.s
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(s, it - 1)
+        loss_sum = torch.zeros(())
+        for m in range(s.num_micro_batches):
+            tokens, labels, token_ids = self.data.micro_batch(it, m)
+            with self.autocast:
+                logits = self.model(tokens, token_ids)
+            # Sum over this micro-batch / all tokens of the global batch: summed over ranks
+            # and micro-batches this is the global-batch mean, whatever the world size.
+            loss = F.cross_entropy(logits.float(), labels.reshape(-1), reduction="sum") / self.tokens_per_step
+            memory.sample()  # the micro-batch's saved activations are all alive here
+            loss.backward()
+            loss_sum += loss.detach()
+        self.extra()
+        self.dense_grads.expose()
+        self.expert_grads.expose()
+        _sync_dense_grads(self.dense_grads, self.comm)
+        with record_function("optimizer_step"):
+            grad_norm = _clip(self.dense, self.experts, s.clip_grad, self.comm)
+            self.opt.step()
+            self.dense_grads.zero()
+            self.expert_grads.zero()
+        memory.sample()
+        return float(loss_sum), grad_norm
+
+
 def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemory) -> None:
     fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
-    model = Model(s, comm)
-    dense, experts = model.dense_parameters(), model.expert_parameters()
-    dense_grads, expert_grads = GradBuffer(dense), GradBuffer(experts)  # Megatron's DDP buffers
-    opt = _optimizer(model, s)
-    data = MockData(s, rank)
+    trainer = Trainer(s, comm, rank)
+    extra = trainer.extra
     last = rank == s.world_size - 1
     log = IterationLog(s)
-    extra = ExtraWork(s)  # the positive control (extra_work_pct); nothing when 0
-    tokens_per_step = s.global_batch_size * s.seq_length
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=s.bf16)
     if last:
         print(s.header(), flush=True)
         print(placement, flush=True)
@@ -208,34 +259,12 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemor
                 raise RuntimeError(f"injected fault at iteration {it} ({FAULT_ENV})")
             if s.manual_gc and s.manual_gc_interval and it % s.manual_gc_interval == 0:
                 gc.collect()
-            for group in opt.param_groups:
-                group["lr"] = lr_at(s, it - 1)
-            loss_sum = torch.zeros(())
-            for m in range(s.num_micro_batches):
-                tokens, labels, token_ids = data.micro_batch(it, m)
-                with autocast:
-                    logits = model(tokens, token_ids)
-                # Sum over this micro-batch / all tokens of the global batch: summed over ranks
-                # and micro-batches this is the global-batch mean, whatever the world size.
-                loss = F.cross_entropy(logits.float(), labels.reshape(-1), reduction="sum") / tokens_per_step
-                memory.sample()  # the micro-batch's saved activations are all alive here
-                loss.backward()
-                loss_sum += loss.detach()
-            extra()
-            dense_grads.expose()
-            expert_grads.expose()
-            _sync_dense_grads(dense_grads, comm)
-            with record_function("optimizer_step"):
-                grad_norm = _clip(dense, experts, s.clip_grad, comm)
-                opt.step()
-                dense_grads.zero()
-                expert_grads.zero()
-            memory.sample()
+            loss_share, grad_norm = trainer.step(it, memory)
             cpu_seconds = clock.cpu_lap()  # before the log's collective, as the wall lap below
             # One small collective for the log: every rank's loss share, its peak memory and its
             # compute-thread CPU time (the slowest rank sets a synchronous step).
             stats = comm.all_gather(
-                torch.tensor([[float(loss_sum), float(memory.peak_bytes()), cpu_seconds]], dtype=torch.float64)
+                torch.tensor([[loss_share, float(memory.peak_bytes()), cpu_seconds]], dtype=torch.float64)
             )
             seconds = clock.lap()
             if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
