@@ -308,7 +308,8 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
             )
         )
         table.append(
-            f"| {name} | {'' if rung == parent else f'{seed:+.1f}%'} | {band} | {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {100 * sd:.1f}% "
+            f"| {name} | {'' if rung == parent else f'{seed:+.1f}%'} | {band} "
+            f"| {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {100 * sd:.1f}% "
             f"| {'yes' if ok else 'NO'} |"
         )
     FIGURES.mkdir(parents=True, exist_ok=True)
