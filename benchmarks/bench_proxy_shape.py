@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from benchmarks import proxy_paired
 from benchmarks.bench_proxy_noise import proxy_command, proxy_iterations
 from benchmarks.common import REPO, Context, Row
 
@@ -243,7 +244,9 @@ def bench_fused_chains(ctx: Context) -> list[Row]:
 PAIRED_ITERS, PAIRED_WARMUP = int(os.environ.get("TRACELADDER_BENCH_PAIRED_ITERS", "40")), 2
 
 
-def _paired(child: str, parent: str, iters: int, seed: int, python: str) -> tuple[list[float], float]:
+def _paired(
+    child: str, parent: str, iters: int, seed: int, python: str, unit: str = "step"
+) -> tuple[list[float], float]:
     """(per-iteration log ratios child / parent of the slowest rank's step CPU time, and the
     ratio of their tokens per step) from one benchmarks.proxy_paired run."""
     import json
@@ -264,7 +267,8 @@ def _paired(child: str, parent: str, iters: int, seed: int, python: str) -> tupl
         "TRACELADDER_PROXY_PIN": "1",
         "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    argv = [python, "-m", "benchmarks.proxy_paired", str(iters), str(seed), *(json.dumps(r) for r in runs)]
+    argv = [python, "-m", "benchmarks.proxy_paired", f"--unit={unit}", str(iters), str(seed)]
+    argv += [json.dumps(r) for r in runs]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
     lines = [ln[len("PAIRED ") :] for ln in proc.stdout.splitlines() if ln.startswith("PAIRED ")]
     if proc.returncode != 0 or not lines:
@@ -340,4 +344,32 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_proxy_shape, bench_proxy_paired, bench_fused_chains]
+def bench_moe_layer(ctx: Context) -> list[Row]:
+    """One MoE layer of each rung against its parent's, alternated in the same two rank processes
+    (benchmarks/proxy_paired.py --unit=moe_layer): what the expert and dispatch paths cost on the
+    compute thread, where the whole step's figure dilutes it."""
+    from scipy.stats import t as student_t
+
+    iters = 12 if ctx.quick else PAIRED_ITERS
+    rows = []
+    for i, (rung, parent) in enumerate([("grouped_gemm", "deepep"), ("megamoe", "grouped_gemm")]):
+        logs, _ = _paired(rung, parent, iters, 50 + i, ctx.python, unit="moe_layer")
+        n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
+        half = float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+        eff, elo, ehi = (100 * math.expm1(v) for v in (mean, mean - half, mean + half))
+        rows.append(
+            Row(
+                "moe_layer",
+                f"{rung} vs {parent}: one MoE layer, CPU time",
+                eff,
+                "%",
+                "",
+                None,
+                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], {n} pairs of {proxy_paired.LAYER_PASSES} forward and "
+                "backward passes, slowest rank's compute-thread CPU time",
+            )
+        )
+    return rows
+
+
+SECTIONS = [bench_proxy_shape, bench_proxy_paired, bench_moe_layer, bench_fused_chains]
