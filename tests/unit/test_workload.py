@@ -844,3 +844,26 @@ def test_clamped_swiglu_is_the_same_math_on_every_expert_path() -> None:
         for ref, got in zip(results["loop"], results[name]):
             # MegaMoE's dispatch payload is fp32 (ids ride in it): equal to 1e-6 of the tensor's scale
             assert torch.allclose(ref, got, rtol=0.0, atol=1e-6 * float(ref.abs().max())), name
+
+
+def test_two_trainers_stepped_alternately_keep_their_own_state() -> None:
+    """The paired calibration bench (benchmarks/proxy_paired.py) steps a rung and its parent in one
+    process: each model's losses and grad norms are those it has when stepped alone."""
+    from traceladder.workload.comm import Comm
+    from traceladder.workload.metrics import PeakMemory
+    from traceladder.workload.train import Trainer
+
+    tiny = [*TINY, "--expert_model_parallel_size", "1", "--global_batch_size", "1", "--train_iters", "3"]
+    settings = [parse(tiny, env={}), parse([*tiny, "--use_turbo_grouped_gemm", "True", "--seed", "11"], env={})]
+    memory = PeakMemory()
+    alone = []
+    for s in settings:
+        trainer = Trainer(s, Comm(0, 1), 0)
+        alone.append([trainer.step(it, memory) for it in (1, 2, 3)])
+    trainers = [Trainer(s, Comm(0, 1), 0) for s in settings]
+    paired: list[list[tuple[float, float]]] = [[], []]
+    for it, order in zip((1, 2, 3), ((0, 1), (1, 0), (0, 1))):
+        for v in order:
+            paired[v].append(trainers[v].step(it, memory))
+    assert paired == alone
+    assert alone[0] != alone[1]  # the two models differ, so a mix-up would show
