@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from benchmarks.changes_replay import MATCH_RUNS, replay
-from benchmarks.common import REPO, Context, Row
+from benchmarks.common import REPO, Context, Row, write_section_figures
 
 RUNS, FIRST = 52, 8  # a year of weekly runs; the first evaluation sees 8
 NOISE = (0.01, 0.02, 0.03, 0.04, 0.13)
@@ -56,7 +56,6 @@ OTAVA = {"window_len": 50, "max_pvalue": 0.001, "min_magnitude": 0.0}  # Otava's
 # chosen on the 2% cells of this replay; its rate per cell is in the table): the comparison at
 # similar false alarms, reported beside the targets
 OTAVA_STRICT = {**OTAVA, "max_pvalue": 2e-5}
-FIGURES = REPO / "docs" / "figures"
 
 
 @dataclass(frozen=True)
@@ -273,63 +272,59 @@ def bench_changes_vs_otava(ctx: Context) -> list[Row]:
             f"ours {ours_s:.0f} s; {n} histories per cell, {len(all_cells)} cells",
         )
     )
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / f"{time.strftime('%Y-%m-%d')}-changes_vs_otava.md"
-    path.write_text(
-        "\n".join(
-            [
-                "# Change points against Apache Otava (`python -m benchmarks --only changes_vs_otava`)",
-                "",
-                f"{n} seeded histories per cell of {RUNS} runs, replayed run by run from {FIRST} runs on "
-                f"through `stats.history.detect` and Otava {OTAVA} (apache-otava 0.8.0, its defaults), on the same "
-                "run-level figures; a call is a new slower change point. σ = the noise sd per run (log scale). "
-                "Definitions: benchmarks/bench_changes_vs_otava.py; the detector: docs/statistics-history.md.",
-                "",
-                f"Targets met: false alarms ≤ 5% {'yes' if met['false alarms'] else 'NO'}; "
-                f"recall within {WITHIN} ≥ Otava's − the paired 95% half-width in every step cell "
-                f"{'yes' if met['recall'] else 'NO'}; median delay ≤ Otava's in every step cell "
-                f"{'yes' if met['delay'] else 'NO'}.",
-                "",
-                f"At similar false alarms: against Otava at p < {OTAVA_STRICT['max_pvalue']:g} (chosen to bring its "
-                "false alarms down to about 5%; its rate per cell is in the last column below), our recall "
-                f"within {WITHIN} is at least its own minus the paired 95% half-width in {beats_strict['recall']} "
-                f"of {beats_strict['cells']} step cells, and our median delay no longer in "
-                f"{beats_strict['delay']} of {beats_strict['cells']}.",
-                "",
-                "## False alarms (histories with any call)",
-                "",
-                f"| cell | Otava | ours | ≤ 5% | Otava p < {OTAVA_STRICT['max_pvalue']:g} |",
-                "|---|---|---|---|---|",
-                *fa_lines,
-                "",
-                f"## Steps: recall within {WITHIN} runs after the step's first run, and delay",
-                "",
-                "Delay: runs after the step's first run that the calling evaluation had seen (0 = called on "
-                "that run); a miss counts as never. Paired difference: ours − Otava's per history, "
-                "with its normal 95% interval.",
-                "",
-                "| cell | Otava recall | our recall | paired diff, pp [95%] | recall ok | Otava median delay "
-                "| our median delay | delay ok | strict Otava recall | ours − strict, pp [95%] "
-                "| strict Otava median delay |",
-                "|---|---|---|---|---|---|---|---|---|---|---|",
-                *step_lines,
-                "",
-                f"## Drifts (reported, not scored): linear from run {DRIFT_START}",
-                "",
-                "Per detector: histories with a call after the drift began; median runs after its start at "
-                "the first call; median size of that call in σ, with the true drift at its newest run.",
-                "",
-                "| cell | Otava called | Otava first call | Otava size | ours called | our first call | our size "
-                "| strict Otava called | its first call | its size |",
-                "|---|---|---|---|---|---|---|---|---|---|",
-                *drift_lines,
-                "",
-                f"Replay: {wall:.0f} s on {os.cpu_count()} CPUs (ours {ours_s:.0f} s, Otava beside it or cached). "
-                f"'Strict Otava': Otava at p < {OTAVA_STRICT['max_pvalue']:g}, otherwise its defaults.",
-                "",
-            ]
-        ),
-        encoding="utf-8",
+    path = write_section_figures(
+        "changes_vs_otava",
+        [
+            "# Change points against Apache Otava (`python -m benchmarks --only changes_vs_otava`)",
+            "",
+            f"{n} seeded histories per cell of {RUNS} runs, replayed run by run from {FIRST} runs on "
+            f"through `stats.history.detect` and Otava {OTAVA} (apache-otava 0.8.0, its defaults), on the same "
+            "run-level figures; a call is a new slower change point. σ = the noise sd per run (log scale). "
+            "Definitions: benchmarks/bench_changes_vs_otava.py; the detector: docs/statistics-history.md.",
+            "",
+            f"Targets met: false alarms ≤ 5% {'yes' if met['false alarms'] else 'NO'}; "
+            f"recall within {WITHIN} ≥ Otava's − the paired 95% half-width in every step cell "
+            f"{'yes' if met['recall'] else 'NO'}; median delay ≤ Otava's in every step cell "
+            f"{'yes' if met['delay'] else 'NO'}.",
+            "",
+            f"At similar false alarms: against Otava at p < {OTAVA_STRICT['max_pvalue']:g} (chosen to bring its "
+            "false alarms down to about 5%; its rate per cell is in the last column below), our recall "
+            f"within {WITHIN} is at least its own minus the paired 95% half-width in {beats_strict['recall']} "
+            f"of {beats_strict['cells']} step cells, and our median delay no longer in "
+            f"{beats_strict['delay']} of {beats_strict['cells']}.",
+            "",
+            "## False alarms (histories with any call)",
+            "",
+            f"| cell | Otava | ours | ≤ 5% | Otava p < {OTAVA_STRICT['max_pvalue']:g} |",
+            "|---|---|---|---|---|",
+            *fa_lines,
+            "",
+            f"## Steps: recall within {WITHIN} runs after the step's first run, and delay",
+            "",
+            "Delay: runs after the step's first run that the calling evaluation had seen (0 = called on "
+            "that run); a miss counts as never. Paired difference: ours − Otava's per history, "
+            "with its normal 95% interval.",
+            "",
+            "| cell | Otava recall | our recall | paired diff, pp [95%] | recall ok | Otava median delay "
+            "| our median delay | delay ok | strict Otava recall | ours − strict, pp [95%] "
+            "| strict Otava median delay |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *step_lines,
+            "",
+            f"## Drifts (reported, not scored): linear from run {DRIFT_START}",
+            "",
+            "Per detector: histories with a call after the drift began; median runs after its start at "
+            "the first call; median size of that call in σ, with the true drift at its newest run.",
+            "",
+            "| cell | Otava called | Otava first call | Otava size | ours called | our first call | our size "
+            "| strict Otava called | its first call | its size |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            *drift_lines,
+            "",
+            f"Replay: {wall:.0f} s on {os.cpu_count()} CPUs (ours {ours_s:.0f} s, Otava beside it or cached). "
+            f"'Strict Otava': Otava at p < {OTAVA_STRICT['max_pvalue']:g}, otherwise its defaults.",
+            "",
+        ],
     )
     rows.append(Row("changes_vs_otava", "figures file", float("nan"), "", "", None, str(path.relative_to(REPO))))
     return rows

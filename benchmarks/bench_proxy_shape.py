@@ -34,14 +34,13 @@ from dataclasses import dataclass
 
 from benchmarks import proxy_paired
 from benchmarks.bench_proxy_noise import proxy_command, proxy_iterations
-from benchmarks.common import REPO, Context, Row
+from benchmarks.common import REPO, Context, Row, write_section_figures
 
 SHAPE_BLOCKS = int(os.environ.get("TRACELADDER_BENCH_SHAPE_BLOCKS", "5"))
 SHAPE_ISA = os.environ.get("TRACELADDER_BENCH_SHAPE_ISA", "").lower()
 # What an AVX2-only CPU leaves: ATen's and oneDNN's own ISA caps (both documented switches).
 # numba compiles the fused kernels for a named CPU instead of the host (haswell: AVX2 and FMA).
 _ISA_ENV = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "NUMBA_CPU_NAME": "haswell"}}
-FIGURES = REPO / "docs" / "figures"
 
 # rung: (parent, seed effect in %, band: (lo, hi) in % of the parent, batch rung?)
 # Step rungs: negative is faster. Batch rungs: tokens/s/GPU gain, positive is better.
@@ -56,7 +55,6 @@ BANDS: dict[str, tuple[str, float, tuple[float, float], bool]] = {
     "gbs16": ("recompute_off", 18.3, (10.0, 1000.0), True),
     "gbs32": ("recompute_off", 29.5, (15.0, 1000.0), True),
 }
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 @dataclass
@@ -84,9 +82,12 @@ def _run(rung: str, python: str) -> Measured:
 
 
 def _effect(logs: list[float]) -> tuple[float, float, float]:
-    """(mean %, lo %, hi %) of paired log ratios over blocks."""
+    """(mean %, lo %, hi %) of paired log ratios: their mean with a Student t 95% interval."""
+    from scipy.stats import t as student_t
+
     mean = statistics.fmean(logs)
-    half = T975.get(len(logs) - 1, 2.0) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+    n = len(logs)
+    half = float(student_t.ppf(0.975, n - 1)) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else 0.0
     return 100 * math.expm1(mean), 100 * math.expm1(mean - half), 100 * math.expm1(mean + half)
 
 
@@ -161,30 +162,26 @@ def bench_proxy_shape(ctx: Context) -> list[Row]:
         )
     )
     wall = time.monotonic() - t0
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    out = FIGURES / f"{time.strftime('%Y-%m-%d')}-proxy_shape{'-' + SHAPE_ISA if SHAPE_ISA else ''}.md"
-    out.write_text(
-        "\n".join(
-            [
-                "# The proxy's calibration against the seed (`python -m benchmarks --only proxy_shape`)",
-                "",
-                f"CPU: {cpu}. {blocks} blocks of every proxy-local rung, shuffled, {wall:.0f} s; "
-                f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} at the end.",
-                "Effect: mean over blocks of the paired log ratio to the parent, Student t 95% interval; "
-                "CPU = the slowest rank's compute-thread CPU time (batch rungs: tokens per CPU-second).",
-                "",
-                "| rung | parent | seed | band | proxy, CPU (95% CI) | proxy, wall | in band |",
-                "|---|---|---|---|---|---|---|",
-                *table,
-                "",
-                "Activation memory (the most live heap bytes at once above those after the imports, "
-                f"workload.metrics.PeakMemory; median over blocks): megamoe "
-                f"{peaks['megamoe']:.3f} GB, recompute_off {peaks['recompute_off']:.3f} GB, a rise of {rise:.1f}% "
-                "of recompute_off's (band: at least 10%).",
-                "",
-            ]
-        ),
-        encoding="utf-8",
+    out = write_section_figures(
+        f"proxy_shape{'-' + SHAPE_ISA if SHAPE_ISA else ''}",
+        [
+            "# The proxy's calibration against the seed (`python -m benchmarks --only proxy_shape`)",
+            "",
+            f"CPU: {cpu}. {blocks} blocks of every proxy-local rung, shuffled, {wall:.0f} s; "
+            f"load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} at the end.",
+            "Effect: mean over blocks of the paired log ratio to the parent, Student t 95% interval; "
+            "CPU = the slowest rank's compute-thread CPU time (batch rungs: tokens per CPU-second).",
+            "",
+            "| rung | parent | seed | band | proxy, CPU (95% CI) | proxy, wall | in band |",
+            "|---|---|---|---|---|---|---|",
+            *table,
+            "",
+            "Activation memory (the most live heap bytes at once above those after the imports, "
+            f"workload.metrics.PeakMemory; median over blocks): megamoe "
+            f"{peaks['megamoe']:.3f} GB, recompute_off {peaks['recompute_off']:.3f} GB, a rise of {rise:.1f}% "
+            "of recompute_off's (band: at least 10%).",
+            "",
+        ],
     )
     rows.append(Row("proxy_shape", "figures file", float("nan"), "", "", None, str(out.relative_to(REPO))))
     return rows
@@ -281,8 +278,6 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
     """Each rung against its parent, stepped alternately in the same two rank processes
     (benchmarks/proxy_paired.py), so the VM's speed between runs is out of the comparison; and
     an A/A pair (recompute_off against itself) for the instrument's own bias."""
-    from scipy.stats import t as student_t
-
     iters = 12 if ctx.quick else PAIRED_ITERS
     rows, table = [], []
     t0 = time.monotonic()
@@ -291,10 +286,8 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
         logs, token_ratio = _paired(rung, parent, iters, 25 + i, ctx.python)
         if batch:  # tokens per CPU-second: more tokens in a step, over its CPU time
             logs = [math.log(token_ratio) - x for x in logs]
-        n = len(logs)
-        mean, sd = statistics.fmean(logs), statistics.stdev(logs)
-        half = float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-        eff, elo, ehi = (100 * math.expm1(v) for v in (mean, mean - half, mean + half))
+        n, sd = len(logs), statistics.stdev(logs)
+        eff, elo, ehi = _effect(logs)
         name = "A/A: recompute_off vs itself" if rung == parent else f"{rung} vs {parent}"
         ok = elo <= 0 <= ehi if rung == parent else lo <= eff <= hi
         band = "0 in the interval" if rung == parent else f"{lo:+.0f}%..{hi:+.0f}%"
@@ -316,29 +309,25 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
             f"| {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {100 * sd:.1f}% "
             f"| {'yes' if ok else 'NO'} |"
         )
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    out = FIGURES / f"{time.strftime('%Y-%m-%d')}-proxy_paired{'-' + SHAPE_ISA if SHAPE_ISA else ''}.md"
-    out.write_text(
-        "\n".join(
-            [
-                "# The proxy's calibration, paired in process (`python -m benchmarks --only proxy_paired`)",
-                "",
-                f"CPU: {_cpu_model()}. Each rung and its parent built in the same two gloo rank processes and "
-                f"stepped alternately, in a seeded random order, {iters} iterations ({PAIRED_WARMUP} left out); "
-                f"{time.monotonic() - t0:.0f} s in all, load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} "
-                "at the end.",
-                "Effect: mean over iterations of the log ratio of the two steps' slowest-rank compute-thread CPU "
-                "times (batch rungs: tokens per CPU-second), with a Student t 95% interval over the iterations. "
-                "The A/A row steps two copies of recompute_off: the instrument's own bias, whose interval should "
-                "hold 0.",
-                "",
-                "| rung | seed | band | proxy, CPU (95% CI) | sd of a pair | in band |",
-                "|---|---|---|---|---|---|",
-                *table,
-                "",
-            ]
-        ),
-        encoding="utf-8",
+    out = write_section_figures(
+        f"proxy_paired{'-' + SHAPE_ISA if SHAPE_ISA else ''}",
+        [
+            "# The proxy's calibration, paired in process (`python -m benchmarks --only proxy_paired`)",
+            "",
+            f"CPU: {_cpu_model()}. Each rung and its parent built in the same two gloo rank processes and "
+            f"stepped alternately, in a seeded random order, {iters} iterations ({PAIRED_WARMUP} left out); "
+            f"{time.monotonic() - t0:.0f} s in all, load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} "
+            "at the end.",
+            "Effect: mean over iterations of the log ratio of the two steps' slowest-rank compute-thread CPU "
+            "times (batch rungs: tokens per CPU-second), with a Student t 95% interval over the iterations. "
+            "The A/A row steps two copies of recompute_off: the instrument's own bias, whose interval should "
+            "hold 0.",
+            "",
+            "| rung | seed | band | proxy, CPU (95% CI) | sd of a pair | in band |",
+            "|---|---|---|---|---|---|",
+            *table,
+            "",
+        ],
     )
     rows.append(Row("proxy_paired", "figures file", float("nan"), "", "", None, str(out.relative_to(REPO))))
     return rows
@@ -348,15 +337,11 @@ def bench_moe_layer(ctx: Context) -> list[Row]:
     """One MoE layer of each rung against its parent's, alternated in the same two rank processes
     (benchmarks/proxy_paired.py --unit=moe_layer): what the expert and dispatch paths cost on the
     compute thread, where the whole step's figure dilutes it."""
-    from scipy.stats import t as student_t
-
     iters = 12 if ctx.quick else PAIRED_ITERS
     rows = []
     for i, (rung, parent) in enumerate([("grouped_gemm", "deepep"), ("megamoe", "grouped_gemm")]):
         logs, _ = _paired(rung, parent, iters, 50 + i, ctx.python, unit="moe_layer")
-        n, mean, sd = len(logs), statistics.fmean(logs), statistics.stdev(logs)
-        half = float(student_t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-        eff, elo, ehi = (100 * math.expm1(v) for v in (mean, mean - half, mean + half))
+        eff, elo, ehi = _effect(logs)
         rows.append(
             Row(
                 "moe_layer",
@@ -365,8 +350,8 @@ def bench_moe_layer(ctx: Context) -> list[Row]:
                 "%",
                 "",
                 None,
-                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], {n} pairs of {proxy_paired.LAYER_PASSES} forward and "
-                "backward passes, slowest rank's compute-thread CPU time",
+                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], {len(logs)} pairs of {proxy_paired.LAYER_PASSES} forward "
+                "and backward passes, slowest rank's compute-thread CPU time",
             )
         )
     return rows

@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, Context, Row
+from benchmarks.common import REPO, Context, Row, write_section_figures
 
-FIGURES = REPO / "docs" / "figures"
 SUMMARY_TARGET_S = 15.0
 HISTORY_WEEKS = (1, 13, 26, 52)
 YEAR_LADDERS, YEAR_WEEKS = 10, 52
@@ -233,8 +232,7 @@ def _write_figures(probe: list[dict[str, Any]], year: dict[str, Any] | None) -> 
             f"The generated year: {y['ladders']} ladders, {y['objects']} objects, {y['bytes'] / 1e9:.2f} GB stored, "
             f"generated in {y['seconds'] / 60:.1f} min.",
         ]
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    (FIGURES / f"{time.strftime('%Y-%m-%d')}-summary_scale.md").write_text("\n".join(lines) + "\n")
+    write_section_figures("summary_scale", lines)
 
 
 # ---- page_load --------------------------------------------------------------------------------
@@ -369,8 +367,7 @@ def _write_page_figures(results: dict[str, Any], seconds: float, year: Any) -> N
     errors = [e for r in results.values() for e in r.errors[:5]]
     if errors:
         lines += ["", "First errors: " + "; ".join(errors)]
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    (FIGURES / f"{time.strftime('%Y-%m-%d')}-page_load.md").write_text("\n".join(lines) + "\n")
+    write_section_figures("page_load", lines)
 
 
 SECTIONS = [bench_summary_scale, bench_page_load]

@@ -18,6 +18,16 @@ CACHE = REPO / ".traceladder" / "bench"
 # The reference traces beside the clone; TRACELADDER_SHARED points elsewhere.
 SHARED = Path(os.environ.get("TRACELADDER_SHARED", REPO.parent / "shared"))
 SHARED_REF = SHARED / "reference" / "tracelens-v1.0.0"
+FIGURES = REPO / "docs" / "figures"
+
+
+def write_section_figures(name: str, lines: list[str]) -> Path:
+    """``docs/figures/<date>-<name>.md``: a section's own tables, beside the run's bench file."""
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / f"{time.strftime('%Y-%m-%d')}-{name}.md"
+    text = "\n".join(lines)
+    path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    return path
 
 
 @dataclass
