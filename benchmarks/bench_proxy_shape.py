@@ -11,6 +11,13 @@
   ``docs/figures/<date>-proxy_shape.md`` as well, with the CPU model, since the calibration
   depends on it.
 
+* ``proxy_paired``: the same effects, each rung and its parent stepped alternately in the same
+  two rank processes (``benchmarks/proxy_paired.py``), so the VM's speed between runs is out of
+  the comparison; an A/A row for the instrument's bias. Table: ``docs/figures/<date>-proxy_paired.md``.
+
+* ``moe_layer``: one MoE layer of grouped_gemm against deepep's, and of megamoe against
+  grouped_gemm's, alternated the same way: what the dispatch and expert paths cost on their own.
+
 * ``fused_chains``: each fused chain (workload/kernels.py: Sinkhorn, RMSNorm) against its unfused
   op-by-op path, forward and backward of one call at proxy-local's sizes on one core: the median
   over 5 alternating pairs of 200 calls each, as a ratio (fused / unfused) measured in the same run.
