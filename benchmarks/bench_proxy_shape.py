@@ -244,16 +244,19 @@ def bench_fused_chains(ctx: Context) -> list[Row]:
     return rows
 
 
-#: iterations of each paired run (the first PAIRED_WARMUP left out: allocator and caches warm)
-PAIRED_ITERS, PAIRED_WARMUP = int(os.environ.get("TRACELADDER_BENCH_PAIRED_ITERS", "40")), 2
+#: iterations of each paired run (the first PAIRED_WARMUP left out: allocator and caches warm),
+#: and paired runs (process pairs) per rung
+PAIRED_ITERS, PAIRED_WARMUP = int(os.environ.get("TRACELADDER_BENCH_PAIRED_ITERS", "30")), 2
+PAIRED_PROCESSES = int(os.environ.get("TRACELADDER_BENCH_PAIRED_PROCESSES", "3"))
 
 
 def _paired(
-    child: str, parent: str, iters: int, seed: int, python: str, unit: str = "step"
+    child: str, parent: str, iters: int, seed: int, python: str, unit: str = "step", child_first: bool = False
 ) -> tuple[list[float], float]:
     """(per-iteration log ratios child / parent of the slowest rank's step CPU time, and the
     ratio of their tokens per step) from one benchmarks.proxy_paired run."""
     import json
+    import signal
     import subprocess
 
     from traceladder.workload.settings import parse
@@ -271,30 +274,86 @@ def _paired(
         "TRACELADDER_PROXY_PIN": "1",
         "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    argv = [python, "-m", "benchmarks.proxy_paired", f"--unit={unit}", str(iters), str(seed)]
-    argv += [json.dumps(r) for r in runs]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, cwd=REPO)
-    lines = [ln[len("PAIRED ") :] for ln in proc.stdout.splitlines() if ln.startswith("PAIRED ")]
+    argv = [python, "-m", "benchmarks.proxy_paired", f"--unit={unit}", *(["--child-first"] if child_first else [])]
+    argv += [str(iters), str(seed), *(json.dumps(r) for r in runs)]
+    # its own session, so a timeout stops the ranks too, not only their launcher
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"{child} vs {parent}: proxy_paired ran past 900 s; stopped") from None
+    lines = [ln[len("PAIRED ") :] for ln in out.splitlines() if ln.startswith("PAIRED ")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{child} vs {parent}: proxy_paired exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        raise RuntimeError(f"{child} vs {parent}: proxy_paired exited {proc.returncode}: {err.strip()[-300:]}")
     pairs = json.loads(lines[0])[PAIRED_WARMUP:]
     return [math.log(c / p) for p, c in pairs], tokens[1] / tokens[0]
+
+
+@dataclass
+class PairedEffect:
+    """A child's effect against its parent over several process pairs (percent)."""
+
+    effect: float
+    lo: float
+    hi: float
+    per_pair: list[float]  # each process pair's own effect
+    iterations: int
+    iteration_sd: float  # of an iteration's log ratio, within a pair (mean over pairs)
+
+    def describe(self) -> str:
+        return (
+            f"{self.effect:+.1f}% [{self.lo:+.1f}, {self.hi:+.1f}] over {len(self.per_pair)} process pairs "
+            f"({', '.join(f'{x:+.1f}' for x in self.per_pair)}), {self.iterations} iterations, "
+            f"sd of an iteration's log ratio {100 * self.iteration_sd:.1f}%"
+        )
+
+
+def _paired_effect(
+    child: str,
+    parent: str,
+    iters: int,
+    processes: int,
+    seed: int,
+    python: str,
+    *,
+    unit: str = "step",
+    batch: bool = False,
+) -> PairedEffect:
+    """`processes` proxy_paired runs, the build order alternating; the interval is over their
+    means, since what is fixed for a process pair (the heap's layout) varies between them."""
+    per_process = []
+    for k in range(processes):
+        logs, token_ratio = _paired(child, parent, iters, seed + k, python, unit=unit, child_first=k % 2 == 1)
+        if batch:  # tokens per CPU-second: more tokens in a step, over its CPU time
+            logs = [math.log(token_ratio) - x for x in logs]
+        per_process.append(logs)
+    means = [statistics.fmean(x) for x in per_process]
+    eff, lo, hi = _effect(means)
+    return PairedEffect(
+        eff,
+        lo,
+        hi,
+        [100 * math.expm1(m) for m in means],
+        sum(map(len, per_process)),
+        statistics.fmean(statistics.stdev(x) for x in per_process),
+    )
 
 
 def bench_proxy_paired(ctx: Context) -> list[Row]:
     """Each rung against its parent, stepped alternately in the same two rank processes
     (benchmarks/proxy_paired.py), so the VM's speed between runs is out of the comparison; and
     an A/A pair (recompute_off against itself) for the instrument's own bias."""
-    iters = 12 if ctx.quick else PAIRED_ITERS
+    iters, processes = (12, 2) if ctx.quick else (PAIRED_ITERS, PAIRED_PROCESSES)
     rows, table = [], []
     t0 = time.monotonic()
     cases = [(rung, *BANDS[rung]) for rung in BANDS] + [("recompute_off", "recompute_off", 0.0, (0.0, 0.0), False)]
     for i, (rung, parent, seed, (lo, hi), batch) in enumerate(cases):
-        logs, token_ratio = _paired(rung, parent, iters, 25 + i, ctx.python)
-        if batch:  # tokens per CPU-second: more tokens in a step, over its CPU time
-            logs = [math.log(token_ratio) - x for x in logs]
-        n, sd = len(logs), statistics.stdev(logs)
-        eff, elo, ehi = _effect(logs)
+        paired = _paired_effect(rung, parent, iters, processes, 100 * i, ctx.python, batch=batch)
+        eff, elo, ehi = paired.effect, paired.lo, paired.hi
         name = "A/A: recompute_off vs itself" if rung == parent else f"{rung} vs {parent}"
         ok = elo <= 0 <= ehi if rung == parent else lo <= eff <= hi
         band = "0 in the interval" if rung == parent else f"{lo:+.0f}%..{hi:+.0f}%"
@@ -308,12 +367,13 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
                 "%",
                 band if rung == parent else f"in {band} (seed {seed:+.1f}%)",
                 ok,
-                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], sd of a pair's log ratio {100 * sd:.1f}%, {n} pairs",
+                paired.describe(),
             )
         )
         table.append(
             f"| {name} | {'' if rung == parent else f'{seed:+.1f}%'} | {band} "
-            f"| {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {100 * sd:.1f}% "
+            f"| {eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}] | {', '.join(f'{x:+.1f}' for x in paired.per_pair)} "
+            f"| {100 * paired.iteration_sd:.1f}% "
             f"| {'yes' if ok else 'NO'} |"
         )
     out = write_section_figures(
@@ -322,16 +382,18 @@ def bench_proxy_paired(ctx: Context) -> list[Row]:
             "# The proxy's calibration, paired in process (`python -m benchmarks --only proxy_paired`)",
             "",
             f"CPU: {_cpu_model()}. Each rung and its parent built in the same two gloo rank processes and "
-            f"stepped alternately, in a seeded random order, {iters} iterations ({PAIRED_WARMUP} left out); "
+            f"stepped alternately (balanced orders), {iters} iterations ({PAIRED_WARMUP} left out), in "
+            f"{processes} such process pairs per rung with the build order alternating; "
             f"{time.monotonic() - t0:.0f} s in all, load {'/'.join(f'{x:.2f}' for x in os.getloadavg())} "
             "at the end.",
-            "Effect: mean over iterations of the log ratio of the two steps' slowest-rank compute-thread CPU "
-            "times (batch rungs: tokens per CPU-second), with a Student t 95% interval over the iterations. "
-            "The A/A row steps two copies of recompute_off: the instrument's own bias, whose interval should "
-            "hold 0.",
+            "Per process pair: the mean over iterations of the log ratio of the two steps' slowest-rank "
+            "compute-thread CPU times (batch rungs: tokens per CPU-second). Effect: the mean of those, with "
+            "a Student t 95% interval over the process pairs (what is fixed for a pair, such as the heap's "
+            "layout, varies between them). The A/A row steps two copies of recompute_off: the instrument's "
+            "own bias, whose interval should hold 0.",
             "",
-            "| rung | seed | band | proxy, CPU (95% CI) | sd of a pair | in band |",
-            "|---|---|---|---|---|---|",
+            "| rung | seed | band | proxy, CPU (95% CI) | per process pair | sd of an iteration | in band |",
+            "|---|---|---|---|---|---|---|",
             *table,
             "",
         ],
@@ -344,21 +406,19 @@ def bench_moe_layer(ctx: Context) -> list[Row]:
     """One MoE layer of each rung against its parent's, alternated in the same two rank processes
     (benchmarks/proxy_paired.py --unit=moe_layer): what the expert and dispatch paths cost on the
     compute thread, where the whole step's figure dilutes it."""
-    iters = 12 if ctx.quick else PAIRED_ITERS
+    iters, processes = (12, 2) if ctx.quick else (PAIRED_ITERS, PAIRED_PROCESSES)
     rows = []
     for i, (rung, parent) in enumerate([("grouped_gemm", "deepep"), ("megamoe", "grouped_gemm")]):
-        logs, _ = _paired(rung, parent, iters, 50 + i, ctx.python, unit="moe_layer")
-        eff, elo, ehi = _effect(logs)
+        paired = _paired_effect(rung, parent, iters, processes, 5000 + 100 * i, ctx.python, unit="moe_layer")
         rows.append(
             Row(
                 "moe_layer",
                 f"{rung} vs {parent}: one MoE layer, CPU time",
-                eff,
+                paired.effect,
                 "%",
                 "",
                 None,
-                f"{eff:+.1f}% [{elo:+.1f}, {ehi:+.1f}], {len(logs)} pairs of {proxy_paired.LAYER_PASSES} forward "
-                "and backward passes, slowest rank's compute-thread CPU time",
+                f"{paired.describe()}; a unit is {proxy_paired.LAYER_PASSES} forward and backward passes",
             )
         )
     return rows

@@ -17,7 +17,7 @@ def _nothing() -> None:
 
 
 #: called after each replay's forward, when the replayed segment's activations are all alive
-#: beside the rest of backward's (train.run_rank points it at the run's PeakMemory.sample)
+#: beside the rest of backward's (train.rank_process points it at the run's PeakMemory.sample)
 after_replay: Callable[[], None] = _nothing
 
 
