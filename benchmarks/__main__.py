@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, Context, Row, format_table
+from benchmarks.common import FIGURES, REPO, Context, Row, format_table
 
 
 def sections() -> list:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if not args.no_figures and rows:
         argv_used = argv if argv is not None else sys.argv[1:]
-        path = write_figures(REPO / "docs" / "figures", argv_used, args.only, table, started, load_before)
+        path = write_figures(FIGURES, argv_used, args.only, table, started, load_before)
         print(f"bench: figures written to {path.relative_to(REPO)}", file=sys.stderr)
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=1))

@@ -250,15 +250,12 @@ PAIRED_ITERS, PAIRED_WARMUP = int(os.environ.get("TRACELADDER_BENCH_PAIRED_ITERS
 PAIRED_PROCESSES = int(os.environ.get("TRACELADDER_BENCH_PAIRED_PROCESSES", "3"))
 
 
-def _paired(
-    child: str, parent: str, iters: int, seed: int, python: str, unit: str = "step", child_first: bool = False
-) -> tuple[list[float], float]:
-    """(per-iteration log ratios child / parent of the slowest rank's step CPU time, and the
-    ratio of their tokens per step) from one benchmarks.proxy_paired run."""
-    import json
-    import signal
-    import subprocess
+Runs = list[tuple[list[str], dict[str, str]]]
 
+
+def _paired_runs(child: str, parent: str) -> tuple[Runs, float]:
+    """The parent's and the child's (proxy argv, environment), as the runner starts them, and
+    the ratio of their tokens per step."""
     from traceladder.workload.settings import parse
 
     runs = []
@@ -268,6 +265,16 @@ def _paired(
             raise RuntimeError(f"{rung}: unexpected proxy command {args[:2]}")
         runs.append((args[2:], {**env, **_ISA_ENV.get(SHAPE_ISA, {})}))
     tokens = [parse(argv, {**os.environ, **env}).global_batch_size for argv, env in runs]
+    return runs, tokens[1] / tokens[0]
+
+
+def _paired(label: str, runs: Runs, iters: int, seed: int, python: str, unit: str, child_first: bool) -> list[float]:
+    """Per-iteration log ratios child / parent of the slowest rank's step CPU time, from one
+    benchmarks.proxy_paired run of `runs` (parent, child); `label` names them in errors."""
+    import json
+    import signal
+    import subprocess
+
     env = {
         **os.environ,
         **runs[1][1],
@@ -285,12 +292,12 @@ def _paired(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        raise RuntimeError(f"{child} vs {parent}: proxy_paired ran past 900 s; stopped") from None
+        raise RuntimeError(f"{label}: proxy_paired ran past 900 s; stopped") from None
     lines = [ln[len("PAIRED ") :] for ln in out.splitlines() if ln.startswith("PAIRED ")]
     if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{child} vs {parent}: proxy_paired exited {proc.returncode}: {err.strip()[-300:]}")
+        raise RuntimeError(f"{label}: proxy_paired exited {proc.returncode}: {err.strip()[-300:]}")
     pairs = json.loads(lines[0])[PAIRED_WARMUP:]
-    return [math.log(c / p) for p, c in pairs], tokens[1] / tokens[0]
+    return [math.log(c / p) for p, c in pairs]
 
 
 @dataclass
@@ -325,9 +332,10 @@ def _paired_effect(
 ) -> PairedEffect:
     """`processes` proxy_paired runs, the build order alternating; the interval is over their
     means, since what is fixed for a process pair (the heap's layout) varies between them."""
+    runs, token_ratio = _paired_runs(child, parent)
     per_process = []
     for k in range(processes):
-        logs, token_ratio = _paired(child, parent, iters, seed + k, python, unit=unit, child_first=k % 2 == 1)
+        logs = _paired(f"{child} vs {parent}", runs, iters, seed + k, python, unit, child_first=k % 2 == 1)
         if batch:  # tokens per CPU-second: more tokens in a step, over its CPU time
             logs = [math.log(token_ratio) - x for x in logs]
         per_process.append(logs)
