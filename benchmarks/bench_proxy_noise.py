@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks.common import REPO, Context, Row
@@ -55,6 +55,13 @@ def proxy_command(rung: str = "baseline") -> tuple[list[str], dict[str, str], in
     return argv[1:], env, spec.warmup_iters  # argv[0] is this interpreter
 
 
+def proxy_env(env: Mapping[str, str], *, pin: bool) -> dict[str, str]:
+    """A proxy run's environment over this process's: its pinning switch, and the checkout's
+    include/ (the package) and root (benchmarks.*) first on PYTHONPATH."""
+    path = os.pathsep.join([str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, **env, "TRACELADDER_PROXY_PIN": "1" if pin else "0", "PYTHONPATH": path}
+
+
 def proxy_iterations(
     args: list[str], env: dict[str, str], *, pin: bool, python: str = sys.executable, prefix: Sequence[str] = ()
 ) -> list:
@@ -63,13 +70,7 @@ def proxy_iterations(
     from traceladder.runner.primus_log import parse_iterations
 
     with tempfile.TemporaryDirectory(prefix="tl-noise-") as tmp:
-        full_env = {
-            **os.environ,
-            **env,
-            "PRIMUS_WORKSPACE": tmp,
-            "TRACELADDER_PROXY_PIN": "1" if pin else "0",
-            "PYTHONPATH": str(REPO / "include") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
+        full_env = {**proxy_env(env, pin=pin), "PRIMUS_WORKSPACE": tmp}
         argv = [*prefix, python, *args]
         proc = subprocess.run(argv, env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks import proxy_paired
-from benchmarks.bench_proxy_noise import proxy_command, proxy_iterations
+from benchmarks.bench_proxy_noise import proxy_command, proxy_env, proxy_iterations
 from benchmarks.common import REPO, Context, Row, write_section_figures
 
 SHAPE_BLOCKS = int(os.environ.get("TRACELADDER_BENCH_SHAPE_BLOCKS", "5"))
@@ -275,12 +275,7 @@ def _paired(label: str, runs: Runs, iters: int, seed: int, python: str, unit: st
     import signal
     import subprocess
 
-    env = {
-        **os.environ,
-        **runs[1][1],
-        "TRACELADDER_PROXY_PIN": "1",
-        "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = proxy_env(runs[1][1], pin=True)
     argv = [python, "-m", "benchmarks.proxy_paired", f"--unit={unit}", *(["--child-first"] if child_first else [])]
     argv += [str(iters), str(seed), *(json.dumps(r) for r in runs)]
     # its own session, so a timeout stops the ranks too, not only their launcher

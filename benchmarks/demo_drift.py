@@ -1,4 +1,4 @@
-"""Drift inside a block, on finished demos: `python -m benchmarks.demo_drift [--aa N] DEMO_DIR ...`
+"""Drift inside a block, on finished demos: `python -m benchmarks.demo_drift [--aa N] [--statistic S] DEMO_DIR ...`
 
 A demo's local copy (`.traceladder/demo/<ladder>/<run id>/`) holds every run's `metrics.json`.
 From those this rebuilds the plan's measure specs and judges them with the summary's own code
@@ -13,6 +13,13 @@ an A/A comparison whose noise is the demo's own: its drift, its slow spells, its
 prints the share of those comparisons called under each fit, and their median MDE. The
 permutations of one demo share its noise, so they are not independent trials: the rate is a
 check that real drift does not break a fit's calibration, without a binomial interval.
+
+`--statistic median|mean` (a `metric: cpu` demo): each run's CPU figures remade from its
+per-iteration values with that statistic first (the tokens per CPU-second too), so demos run
+before and after the mean became the CPU figure are judged alike. Each demo then also prints a
+model-free check of precision: the contrasts fitted on the first and the second half of the
+blocks, and the RMS of their differences (about 0.82 x the run sd at 6 + 6 blocks when the model's
+sd is right, whatever the statistic).
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ import numpy as np
 DRIFTS = ("none", "linear", "quadratic")
 
 
-def load_demo(demo: Path) -> tuple[dict, dict[str, dict]]:
-    """The demo's measure runs as a plan (specs) and its results, keyed by rung id."""
+def load_demo(demo: Path, statistic: str | None = None) -> tuple[dict, dict[str, dict]]:
+    """The demo's measure runs as a plan (specs) and its results, keyed by rung id; with
+    `statistic`, their CPU figures remade with it (`with_cpu_statistic`)."""
     results: dict[str, dict] = {}
     specs = []
     for path in sorted(glob.glob(str(demo / "*" / "metrics.json"))):
@@ -41,7 +49,33 @@ def load_demo(demo: Path) -> tuple[dict, dict[str, dict]]:
     if not specs:
         raise SystemExit(f"{demo}: no measure run's metrics.json (is this a demo's local copy?)")
     metric = "cpu" if any(m.get("step_cpu_ms") for m in results.values()) else "wall"
+    if statistic:
+        results = {k: with_cpu_statistic(m, statistic) for k, m in results.items()}
     return {"metric": metric, "specs": specs}, results
+
+
+def with_cpu_statistic(m: dict, statistic: str) -> dict:
+    """A run's CPU figures over its iterations' CPU times by `statistic`: step_cpu_ms, and its
+    tokens per CPU-second (tokens per rank per step: tokens/s/GPU x step time, whole tokens)."""
+    values = m.get("step_cpu_ms_values") or []
+    if not values or m.get("status") != "ok":
+        return m
+    cpu_ms = float(np.median(values)) if statistic == "median" else float(np.mean(values))
+    tokens = round(m["tokens_per_sec_per_gpu"] * m["step_ms"] / 1000)
+    return {**m, "step_cpu_ms": cpu_ms, "tokens_per_cpu_s_per_gpu": tokens / (cpu_ms / 1000)}
+
+
+def split_half_rms(plan: dict, results: dict[str, dict]) -> float:
+    """RMS over rungs of (contrast on the first half of the blocks - on the second), in %."""
+    blocks = sorted({int(s["block"]) for s in plan["specs"]})
+    halves = (blocks[: len(blocks) // 2], blocks[len(blocks) // 2 :])
+    effects = []
+    for half in halves:
+        sub = {**plan, "specs": [s for s in plan["specs"] if int(s["block"]) in half]}
+        verdicts, _ = judge(sub, results, "quadratic")
+        effects.append({r: math.log1p(v["delta_pct"] / 100) for r, v in verdicts.items() if v["delta_pct"] is not None})
+    diffs = [effects[0][r] - effects[1][r] for r in effects[0] if r in effects[1]]
+    return 100 * math.sqrt(float(np.mean(np.square(diffs))))
 
 
 def judge(plan: dict, results: dict[str, dict], drift: str) -> tuple[dict, dict]:
@@ -51,9 +85,13 @@ def judge(plan: dict, results: dict[str, dict], drift: str) -> tuple[dict, dict]
     return verdicts, model[VERDICT_METRICS[plan["metric"]][0]]
 
 
-def refit_lines(demo: Path) -> list[str]:
-    plan, results = load_demo(demo)
-    lines = [f"{demo.name}: {len(results)} measure runs, metric {plan['metric']}"]
+def refit_lines(demo: Path, statistic: str | None = None) -> list[str]:
+    plan, results = load_demo(demo, statistic)
+    lines = [
+        f"{demo.name}: {len(results)} measure runs, metric {plan['metric']}"
+        + (f", CPU figure: {statistic}" if statistic else "")
+        + f"; split-half RMS {split_half_rms(plan, results):.2f}%"
+    ]
     for drift in DRIFTS:
         verdicts, model = judge(plan, results, drift)
         effects = " ".join(
@@ -74,7 +112,7 @@ def relabelled(plan: dict, results: dict[str, dict], rng: np.random.Generator) -
     figure the verdicts read (step, tokens, per-iteration values) is scaled alike."""
     from traceladder.stats.verdicts import VERDICT_METRICS, measure_fits
 
-    step, tokens, values = VERDICT_METRICS[plan["metric"]]
+    step, tokens, values, _ = VERDICT_METRICS[plan["metric"]]
     levels = {
         figure: {r: fit.level(r) for r in fit.treatments}
         for figure, fit in measure_fits({**plan, "drift": "quadratic"}, results).items()
@@ -100,13 +138,13 @@ def relabelled(plan: dict, results: dict[str, dict], rng: np.random.Generator) -
     return out
 
 
-def aa_lines(demos: list[Path], permutations: int) -> list[str]:
+def aa_lines(demos: list[Path], permutations: int, statistic: str | None = None) -> list[str]:
     rng = np.random.default_rng(20261203)
     calls = {d: 0 for d in DRIFTS}
     mdes: dict[str, list[float]] = {d: [] for d in DRIFTS}
     comparisons = 0
     for demo in demos:
-        plan, results = load_demo(demo)
+        plan, results = load_demo(demo, statistic)
         for _ in range(permutations):
             shuffled = relabelled(plan, results, rng)
             specs = []
@@ -133,17 +171,24 @@ def aa_lines(demos: list[Path], permutations: int) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    permutations = 0
-    if argv[:1] == ["--aa"]:
-        permutations, argv = int(argv[1]), argv[2:]
+    permutations, statistic = 0, None
+    while argv[:1] in (["--aa"], ["--statistic"]):
+        if argv[0] == "--aa":
+            permutations = int(argv[1])
+        elif argv[1] in ("median", "mean"):
+            statistic = argv[1]
+        else:
+            print(f"demo_drift: --statistic: {argv[1]!r} is not median or mean", file=sys.stderr)
+            return 2
+        argv = argv[2:]
     if not argv:
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2
     demos = [Path(a) for a in argv]
     for demo in demos:
-        print("\n".join(refit_lines(demo)))
+        print("\n".join(refit_lines(demo, statistic)))
     if permutations:
-        print("\n".join(aa_lines(demos, permutations)))
+        print("\n".join(aa_lines(demos, permutations, statistic)))
     return 0
 
 

@@ -79,11 +79,10 @@ def paired_rank(
     first. Ends the process with os._exit, as a proxy rank does (no slow teardown)."""
     import torch
 
-    from traceladder.workload import train
+    from traceladder.workload import launch, train
     from traceladder.workload.settings import parse
 
-    code = 0
-    try:
+    def body() -> None:
         settings = [parse(argv, {**os.environ, **env}) for argv, env in runs]
         train._preload(settings[1], rank)  # rank_process preloads the first's
         with train.rank_process(rank, settings[0], port) as (comm, memory, _):
@@ -108,11 +107,8 @@ def paired_rank(
                 per_iter.append([float(x) for x in slowest])
             if rank == 0:
                 print("PAIRED " + json.dumps(per_iter), flush=True)
-    except BaseException as exc:  # noqa: BLE001 - a rank must never die silently
-        print(f"[proxy_paired] rank {rank} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        code = 1
-    sys.stdout.flush()
-    os._exit(code)
+
+    launch.exit_after(body, f"[proxy_paired] rank {rank}")
 
 
 def main(argv: list[str]) -> int:

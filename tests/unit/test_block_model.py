@@ -88,6 +88,19 @@ def test_run_variance_is_floored_by_its_iterations() -> None:
     assert fit.contrast("b", "a").se == pytest.approx(math.sqrt(2 * fit.run_var / 3))
 
 
+def test_a_mean_figure_is_floored_by_the_sample_variance_of_its_iterations() -> None:
+    # metric: cpu's run figure is the mean of its iterations: Var(mean) = sigma^2 / m exactly, with
+    # sigma^2 every iteration's (a stretched one too), so the floor is the plain sample variance / m.
+    iters = (math.log(99.0), math.log(100.0), math.log(101.0), math.log(130.0))
+    runs = [Run(b, t, 4.6 + 0.01 * b + (0.05 if t == "b" else 0.0), iters) for b in range(3) for t in ("a", "b")]
+    fit = fit_blocks(runs, statistic="mean")
+    by_hand = float(np.var(np.asarray(iters), ddof=1))
+    assert fit.iter_var == pytest.approx(by_hand) and fit.run_var == pytest.approx(by_hand / 4)
+    assert fit.run_var > fit_blocks(runs).run_var  # the median's floor ignores the stretched one
+    with pytest.raises(ValueError, match="run statistic 'mode'"):
+        fit_blocks(runs, statistic="mode")
+
+
 @pytest.mark.parametrize("n", [3, 6, 12])
 def test_mad_factor_makes_the_scaled_mad_unbiased_for_the_variance(n: int) -> None:
     # An independent draw (another seed than mad_factor's): E[(c_n MAD)^2] = sigma^2 = 4.

@@ -140,10 +140,13 @@ def make_run(
     return {"ladder": "mini", "run_id": run_id, "specs": specs}, results
 
 
-def by_hand(results: dict[str, dict[str, Any]], rung: str, parent: str, field: str = "step_ms") -> dict[str, float]:
+def by_hand(
+    results: dict[str, dict[str, Any]], rung: str, parent: str, field: str = "step_ms", statistic: str = "median"
+) -> dict[str, float]:
     """The recipe in docs/statistics.md for a complete design, written out: log figures, two-way residuals,
     pooled MSE with (B-1)(R-1) df, floored by (pi/2) (c_n MAD)^2 / n of the runs' log iterations
-    (every run here has the same four), se = sqrt(2 max(MSE, floor) / B)."""
+    (every run here has the same four) for a median figure, by their sample variance / n for a
+    mean, se = sqrt(2 max(MSE, floor) / B)."""
     names = [r[0] for r in RUNGS]
     y = np.array([[math.log(results[f"{n}.none.r{k}"][field]) for n in names] for k in range(3)])  # blocks x rungs
     resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
@@ -151,7 +154,7 @@ def by_hand(results: dict[str, dict[str, Any]], rung: str, parent: str, field: s
     mse = float((resid**2).sum() / df)
     iters = np.log([0.99, 1.0, 1.01, 1.0])
     mad = float(np.median(np.abs(iters - np.median(iters))))
-    floor = math.pi / 2 * (mad_factor(4) * mad) ** 2 / 4
+    floor = math.pi / 2 * (mad_factor(4) * mad) ** 2 / 4 if statistic == "median" else np.var(iters, ddof=1) / 4
     d = float(y[:, names.index(rung)].mean() - y[:, names.index(parent)].mean())
     se = math.sqrt(2 * max(mse, floor) / y.shape[0])
     t975, t80 = scipy_stats.t.ppf(0.975, df), scipy_stats.t.ppf(0.80, df)
@@ -353,8 +356,9 @@ def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figure
     summary = build_summary(plan, results, {})
     rows = {r["rung"]: r for r in summary["rungs"]}
     fus, gbs = rows["fusions"]["vs_parent"], rows["gbs16"]["vs_parent"]
-    hand = by_hand(results, "fusions", "baseline", "step_cpu_ms")
+    hand = by_hand(results, "fusions", "baseline", "step_cpu_ms", statistic="mean")
     assert summary["metric"] == "cpu" and set(summary["model"]) == {"step_cpu_ms", "tokens_per_cpu_s_per_gpu"}
+    assert summary["model"]["step_cpu_ms"]["run_statistic"] == "mean"  # a run's CPU figure is its mean
     assert fus["metric"] == "step_cpu_ms" and fus["delta_pct"] == pytest.approx(hand["delta_pct"])
     assert fus["mde_pct"] == pytest.approx(hand["mde_pct"]) and fus["verdict"] == "faster"
     assert gbs["metric"] == "tokens_per_cpu_s_per_gpu"
@@ -389,7 +393,10 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     model = summary["model"]["step_ms"]
     assert model["drift"] == "linear" and model["drift_terms"] == 3 and model["df"] == 6 - 3
     md = to_markdown(summary)
-    assert "block model with a linear time trend inside each block (3 terms) on the log of step time" in md
+    assert (
+        "block model with a linear time trend inside each block (3 terms) on the log of each run's median step time"
+        in md
+    )
     assert "12 runs in 3 blocks, 3 residual df" in md
     html = to_html(summary, {})
     assert "with a linear time trend inside each block (3 terms): 12 runs in 3 blocks, 3 residual df" in html
@@ -416,3 +423,13 @@ def test_peak_memory_moves_against_the_parent_are_stated_largest_first() -> None
     md = to_markdown(summary)
     assert "| 0.105 | 3/3 |" in md and "| 0.084 | 3/3 |" in md
     assert "<td>0.105</td>" in to_html(summary, {})
+
+
+@pytest.mark.parametrize(
+    "gb, shown",
+    [(128.14, "128.1"), (9.996, "10.0"), (9.94, "9.94"), (0.9996, "1.00"), (0.0644, "0.064"), (None, "-")],
+)
+def test_memory_figures_keep_three_significant_digits_after_rounding(gb: float | None, shown: str) -> None:
+    from traceladder.summary.render.fmt import fmt_gb
+
+    assert fmt_gb(gb) == shown

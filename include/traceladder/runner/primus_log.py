@@ -83,10 +83,13 @@ class StepMetrics:
     skip_iterations: int = 0
     window: tuple[int, int] | None = None
     peak_mem_source: str | None = None  # "rocm_max_mem" | "hip_mem" | None
-    # over the same iterations as step_ms, where every one of them logged it (the CPU proxy)
+    # over the same iterations as step_ms, where every one of them logged it (the CPU proxy):
+    # their mean, the run's CPU cost per step (CPU time's spread is skewed by the VM's slow
+    # spells, and a mean of all iterations scatters less between runs than their median;
+    # docs/statistics.md, "The run's CPU figure")
     step_cpu_ms: float | None = None
     step_cpu_ms_values: list[float] | None = None
-    # tokens per rank per CPU-second of step_cpu_ms (median over the same iterations)
+    # tokens per rank per CPU-second over the same iterations: their tokens over their CPU time
     tokens_per_cpu_s_per_gpu: float | None = None
 
     def to_dict(self) -> JSONObject:
@@ -294,13 +297,26 @@ def summarize(
         skip_iterations=skip_iterations,
         window=window,
         peak_mem_source=source,
-        step_cpu_ms=_median(cpu_values),
+        step_cpu_ms=_mean(cpu_values),
         step_cpu_ms_values=cpu_values or None,
-        tokens_per_cpu_s_per_gpu=_median(
-            [
-                r.tokens_per_sec_per_gpu * r.elapsed_ms / r.step_cpu_ms
-                for r in used
-                if cpu_values and r.tokens_per_sec_per_gpu is not None and r.step_cpu_ms
-            ]
-        ),
+        tokens_per_cpu_s_per_gpu=_tokens_per_cpu_s(used) if cpu_values else None,
     )
+
+
+def _mean(values: list[float]) -> float | None:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(statistics.fmean(finite)) if finite else None
+
+
+def _tokens_per_cpu_s(used: list[IterationRecord]) -> float | None:
+    """Tokens per rank over the iterations' summed step CPU time, in seconds (each iteration's
+    tokens are its tokens/s/GPU times its elapsed time); None where an iteration lacks either."""
+    tokens = [
+        r.tokens_per_sec_per_gpu * r.elapsed_ms / 1000
+        for r in used
+        if r.tokens_per_sec_per_gpu is not None and not math.isnan(r.elapsed_ms)
+    ]
+    cpu_s = sum(r.step_cpu_ms or 0.0 for r in used) / 1000
+    if len(tokens) < len(used) or cpu_s <= 0:
+        return None
+    return sum(tokens) / cpu_s

@@ -2,10 +2,14 @@
 
 A randomised complete block design on the log of each run's figure: one effect per block, one per
 rung, the residual pooled across every rung of the ladder. Iterations nest in runs: the run's
-figure (the median of its iterations) is the unit of analysis, and the within-run iteration
-spread only floors the run-level variance (iterations are not independent samples of a rung).
-That spread is measured robustly (a scaled MAD per run, `robust_iter_var`): the median ignores
-an iteration that another tenant or a collector stretched, so the floor must too.
+figure is the unit of analysis, and the within-run iteration spread only floors the run-level
+variance (iterations are not independent samples of a rung). The floor follows the figure
+(`RUN_STATISTICS`):
+- the median of the iterations (wall time, as Primus's step time is read): its spread is measured
+  robustly (a scaled MAD per run, `robust_iter_var`), since the median ignores an iteration that
+  another tenant or a collector stretched, so the floor must too;
+- the mean (`metric: cpu`: CPU time per step over the run): the plain sample variance, since
+  every iteration counts in a mean.
 Missing cells (failed runs) are left out and the same model is fitted by least squares on the
 cells that exist (an incomplete-block, intra-block analysis): contrasts stay unbiased and their
 standard errors grow to match.
@@ -32,6 +36,8 @@ CONFIDENCE = 0.95
 POWER = 0.80
 # Var(median of m iid normal values) ~ (pi/2) sigma^2 / m: the floor the iterations put under a run.
 MEDIAN_EFFICIENCY = math.pi / 2
+# A run's figure over its iterations → Var(figure) / (sigma^2 / m), the floor's factor.
+RUN_STATISTICS = {"median": MEDIAN_EFFICIENCY, "mean": 1.0}
 VERDICTS = ("faster", "slower", "no_change", "single_run")
 
 
@@ -177,13 +183,14 @@ class BlockFit:
     mean_iters: float
     missing: int  # cells of the complete design with no run
     drift_terms: int = 0  # time-polynomial columns fitted inside blocks (drift_columns)
+    statistic: str = "median"  # the run's figure over its iterations (RUN_STATISTICS)
 
     @property
     def floor(self) -> float:
         """The run-level variance can be no smaller than what its own iterations put there."""
         if self.iter_var is None or self.mean_iters <= 0:
             return 0.0
-        return MEDIAN_EFFICIENCY * self.iter_var / self.mean_iters
+        return RUN_STATISTICS[self.statistic] * self.iter_var / self.mean_iters
 
     @property
     def run_var(self) -> float | None:
@@ -264,17 +271,30 @@ def drift_columns(runs: list[Run], blocks: tuple[Hashable, ...], degree: int) ->
     return np.column_stack(cols) if cols else np.zeros((len(runs), 0))
 
 
-def fit_blocks(runs: list[Run], drift: int = 0) -> BlockFit:
+def iteration_var(iter_logs: Iterable[float], statistic: str = "median") -> float:
+    """One run's iteration variance on the log scale, as its figure's floor needs it: robust
+    (`robust_iter_var`) under a median, the sample variance under a mean."""
+    if statistic == "mean":
+        return float(np.var(np.asarray(list(iter_logs), dtype=float), ddof=1))
+    return robust_iter_var(iter_logs)
+
+
+def fit_blocks(runs: list[Run], drift: int = 0, statistic: str = "median") -> BlockFit:
     """Least-squares fit of y = μ + β_block + τ_treatment + e to the runs that exist; with
     `drift` = d > 0, plus a time polynomial of degree d inside each block (`drift_columns`):
-    the machine's speed moving within a block, which blocks alone take as noise."""
+    the machine's speed moving within a block, which blocks alone take as noise. `statistic`:
+    what each run's y is over its iterations (RUN_STATISTICS), which sets the floor."""
+    if statistic not in RUN_STATISTICS:
+        raise ValueError(f"run statistic {statistic!r} is not one of {', '.join(RUN_STATISTICS)}")
     blocks = tuple(dict.fromkeys(r.block for r in runs))
     treatments = tuple(dict.fromkeys(r.treatment for r in runs))
     counts: dict[str, int] = {}
     for r in runs:
         counts[r.treatment] = counts.get(r.treatment, 0) + 1
     if not runs:
-        return BlockFit((), (), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)), {}, 0, None, None, 0, 0.0, 0)
+        return BlockFit(
+            (), (), np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)), {}, 0, None, None, 0, 0.0, 0, 0, statistic
+        )
     base = np.array([_design_row(blocks, treatments, r.block, r.treatment) for r in runs])
     trend = drift_columns(runs, blocks, drift)
     x = np.hstack([base, trend])
@@ -290,7 +310,7 @@ def fit_blocks(runs: list[Run], drift: int = 0) -> BlockFit:
     for r in runs:
         if len(r.iter_logs) > 1:
             n = len(r.iter_logs)
-            iter_ss += (n - 1) * robust_iter_var(r.iter_logs)
+            iter_ss += (n - 1) * iteration_var(r.iter_logs, statistic)
             iter_df += n - 1
             iters.append(n)
     iter_var = iter_ss / iter_df if iter_df else None
@@ -309,6 +329,7 @@ def fit_blocks(runs: list[Run], drift: int = 0) -> BlockFit:
         float(np.mean(iters)) if iters else 0.0,
         len(blocks) * len(treatments) - len(cells),
         trend.shape[1],
+        statistic,
     )
 
 

@@ -33,10 +33,12 @@ from traceladder.stats.sequential import Design, critical_t, target_reached, wor
 BATCH_SWITCHES = {"global_batch"}
 STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"
 CPU_STEP, CPU_TOKENS = "step_cpu_ms", "tokens_per_cpu_s_per_gpu"
-# The ladder's `metric` → (step figure, batch rungs' figure, the per-iteration values of the step figure)
+# The ladder's `metric` → (step figure, batch rungs' figure, the per-iteration values of the step
+# figure, what a run's figure is over them: stats.model.RUN_STATISTICS). Wall time is Primus's
+# median step; CPU time is the run's mean, its CPU cost per step (runner/primus_log.summarize).
 VERDICT_METRICS = {
-    "wall": (STEP, TOKENS, "step_ms_values"),
-    "cpu": (CPU_STEP, CPU_TOKENS, "step_cpu_ms_values"),
+    "wall": (STEP, TOKENS, "step_ms_values", "median"),
+    "cpu": (CPU_STEP, CPU_TOKENS, "step_cpu_ms_values", "mean"),
 }
 STEP_METRICS = {STEP, CPU_STEP}
 # How a verdict names its figure: (what, unit in a sentence, unit in a table cell)
@@ -133,6 +135,7 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
         "missing_cells": fit.missing,
         "drift": drift,
         "drift_terms": fit.drift_terms,
+        "run_statistic": fit.statistic,
         "t975": t_quantile(0.5 + CONFIDENCE / 2, fit.df) if fit.df > 0 else None,
         "t80": t_quantile(POWER, fit.df) if fit.df > 0 else None,
         "residual_ms": fit.mse,
@@ -147,10 +150,11 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
 def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, BlockFit]:
     """The block model of the measure runs on the plan's verdict metric: its step figure and its
     batch rungs' figure, each fitted with the plan's drift terms."""
-    step, tokens, values = VERDICT_METRICS[plan_metric(plan)]
+    step, tokens, values, statistic = VERDICT_METRICS[plan_metric(plan)]
     degree = DRIFT_DEGREES[plan_drift(plan)]
     return {
-        metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), degree) for metric in (step, tokens)
+        metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), degree, statistic)
+        for metric in (step, tokens)
     }
 
 
@@ -160,7 +164,7 @@ def rung_verdicts(
     """rung → vs_parent for every rung with a parent, and the model's figures per metric (the
     ladder's verdict metric: wall or cpu). `critical_z`: an adaptive ladder's look (its intervals
     and MDEs use that critical value, stats/sequential.py); None: the fixed 95%."""
-    step, tokens, _ = VERDICT_METRICS[plan_metric(plan)]
+    step, tokens, _, _ = VERDICT_METRICS[plan_metric(plan)]
     drift = plan_drift(plan)
     fits = measure_fits(plan, results)
     info: dict[str, JSONObject] = {}

@@ -15,10 +15,11 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import NoReturn
 
 from .quiet import pinning_enabled
 from .settings import Settings
@@ -94,24 +95,34 @@ class NodeLaunch:
         return launch
 
 
-def _rank_entry(rank: int, settings: Settings, port: int, *, master_addr: str | None = None) -> None:
-    """Child process body: any exception → traceback on stderr and exit 1 at once (no slow
-    interpreter/gloo teardown that could leave peers waiting)."""
+def exit_after(body: Callable[[], object], who: str) -> NoReturn:
+    """A rank process's end: run `body`, then leave at once with os._exit, any exception as a
+    traceback on stderr and exit 1 (no slow interpreter/gloo teardown that could leave peers
+    waiting). `who` names the rank in that message."""
     code = 0
     try:
+        body()
+    except BaseException:  # noqa: BLE001 - a rank must never die silently
+        print(f"{who} failed:", file=sys.stderr)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _rank_entry(rank: int, settings: Settings, port: int, *, master_addr: str | None = None) -> None:
+    """Child process body: one rank's training run (`exit_after`)."""
+
+    def body() -> None:
         from .train import run_rank
 
         if master_addr is None:
             run_rank(rank, settings, port)
         else:  # a node of a multi-node launch: global rank, the first node's rendezvous
             run_rank(rank, settings, port, master_addr=master_addr)
-    except BaseException:  # noqa: BLE001 - a rank must never die silently
-        print(f"[proxy] rank {rank} failed:", file=sys.stderr)
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+
+    exit_after(body, f"[proxy] rank {rank}")
 
 
 def run_local(settings: Settings) -> int:

@@ -26,7 +26,10 @@ def fmt_gb(gb: JSONValue) -> str:
     x = as_number(gb)
     if x is None:
         return "-"
-    return f"{x:.1f}" if x >= 10 else f"{x:.2f}" if x >= 1 else f"{x:.3f}"
+    # the unit's decimals chosen on the rounded value, so 9.996 prints "10.0", not "10.00"
+    if round(x, 2) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}" if round(x, 3) >= 1 else f"{x:.3f}"
 
 
 def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> str:

@@ -38,9 +38,10 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
     if model and model.get("df"):
         what = (
-            "the slowest rank's compute-thread CPU time (tokens per CPU-second for batch rungs)"
+            "each run's mean over its iterations of the slowest rank's compute-thread CPU time "
+            "(tokens per CPU-second for batch rungs)"
             if cpu
-            else "step time (tokens/s/GPU for batch rungs)"
+            else "each run's median step time (tokens/s/GPU for batch rungs)"
         )
         lines += [
             "",
