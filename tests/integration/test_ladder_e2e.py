@@ -112,6 +112,12 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
             assert f"{run_prefix}/{rung_id}/{name}" in stored, f"{rung_id}/{name}"
         metrics = json.loads(stored[f"{run_prefix}/{rung_id}/metrics.json"])
         assert metrics["status"] == "ok" and metrics["step_ms"] > 0 and metrics["tokens_per_sec_per_gpu"] > 0
+        # metric: cpu's figures from a real proxy log: the run's mean CPU time per step, and its
+        # tokens per CPU-second (a step's tokens over that mean, though Primus's first kept line
+        # has no tokens/s), at least its tokens per second: a thread's CPU time is within its wall time
+        cpu_values = metrics["step_cpu_ms_values"]
+        assert cpu_values and metrics["step_cpu_ms"] == pytest.approx(sum(cpu_values) / len(cpu_values))
+        assert metrics["tokens_per_cpu_s_per_gpu"] >= 0.9 * metrics["tokens_per_sec_per_gpu"]
         assert metrics["provenance"]["config_hash"] and metrics["provenance"]["tools"]["torch"]
         assert b"iteration" in gzip.decompress(stored[f"{run_prefix}/{rung_id}/log.txt.gz"])
     assert {json.loads(stored[f"{run_prefix}/{i}/metrics.json"])["purpose"] for i in design["blocks"][2]} == {"profile"}

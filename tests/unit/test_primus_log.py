@@ -260,6 +260,12 @@ def test_the_proxys_cpu_time_is_parsed_beside_the_elapsed_time() -> None:
     assert m.step_cpu_ms_values == [52.0, 53.0, 54.0, 81.0] and m.step_cpu_ms == pytest.approx(60.0)
     # tokens per rank per CPU-second: 4 steps of 2048 tokens over their 240 CPU ms
     assert m.tokens_per_cpu_s_per_gpu == pytest.approx(4 * 2048 / 0.240)
+    # Primus's lines up to log_avg_skip_iterations carry no tokens/s: a step's tokens come from
+    # the lines that do, and the CPU time from every kept line
+    bare_second = lines[1].replace("tokens/s/GPU inst/harmonic mean:", "no tokens here:")
+    bare = summarize(parse_iterations([lines[0], bare_second, *lines[2:]]), skip_iterations=1)
+    assert bare.step_cpu_ms == pytest.approx(60.0)
+    assert bare.tokens_per_cpu_s_per_gpu == pytest.approx(4 * 2048 / 0.240)
     # Primus's own lines carry no CPU time: no figure, not a zero
     plain = summarize(parse_iterations([current(it, 100.0, 1.0, 1.0) for it in range(1, 4)]), skip_iterations=1)
     assert plain.step_cpu_ms is None and plain.step_cpu_ms_values is None and plain.tokens_per_cpu_s_per_gpu is None

@@ -309,14 +309,13 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _tokens_per_cpu_s(used: list[IterationRecord]) -> float | None:
-    """Tokens per rank over the iterations' summed step CPU time, in seconds (each iteration's
-    tokens are its tokens/s/GPU times its elapsed time); None where an iteration lacks either."""
-    tokens = [
-        r.tokens_per_sec_per_gpu * r.elapsed_ms / 1000
-        for r in used
-        if r.tokens_per_sec_per_gpu is not None and not math.isnan(r.elapsed_ms)
-    ]
-    cpu_s = sum(r.step_cpu_ms or 0.0 for r in used) / 1000
-    if len(tokens) < len(used) or cpu_s <= 0:
+    """Tokens per rank per second of the iterations' mean step CPU time. A step's tokens (its
+    tokens/s/GPU times its elapsed time) are the same every step; they come from the iterations
+    that log tokens/s (Primus leaves them out of the lines up to log_avg_skip_iterations)."""
+    per_step = _median(
+        [r.tokens_per_sec_per_gpu * r.elapsed_ms / 1000 for r in used if r.tokens_per_sec_per_gpu is not None]
+    )
+    cpu_ms = _mean([r.step_cpu_ms for r in used if r.step_cpu_ms is not None])
+    if per_step is None or not cpu_ms or cpu_ms <= 0:
         return None
-    return sum(tokens) / cpu_s
+    return per_step / (cpu_ms / 1000)
