@@ -10,10 +10,10 @@
 * ``proxy_cpu_noise``: the verdict metric of ``metric: cpu`` (the slowest rank's compute-thread
   CPU time per iteration), baseline rung, ``NOISE_RUNS`` runs with the threshold garbage
   collector (the "before") and ``NOISE_RUNS`` with Megatron's ``--manual_gc`` (proxy-local's
-  setting, the "after"), alternating. Per mode, on the log scale: the iteration sd (sample sd
-  and the scaled MAD the block model floors with, pooled over runs), the between-run sd of the
-  run medians, the floor ``sqrt(pi/2 * s_it^2 / m)`` and the run sd the block model would use,
-  ``sqrt(max(between^2, floor^2))`` (target <= 2%: issue 25).
+  setting, the "after"), alternating. Per mode, on the log scale: the iteration sd (the sample
+  CV the block model floors a mean with, and the scaled MAD, pooled over runs), the between-run
+  sd of the run means (a run's figure under ``metric: cpu``), the floor ``sqrt(CV^2 / m)`` and the
+  run sd the block model would use, ``sqrt(max(between^2, floor^2))`` (target <= 2%: issue 25).
 * ``noise_sources``: where the CPU metric's run-level noise comes from. The ``recompute_off``
   rung ``NOISE_RUNS`` times in each of five variants, alternating: as the demo runs it; both
   ranks on core 0 (``taskset -c 0``); one rank (EP 1) with the other core idle; one rank with a
@@ -151,20 +151,22 @@ def bench_proxy_noise(ctx: Context) -> list[Row]:
 
 
 def cpu_noise_components(runs: list[list[float]]) -> dict[str, float]:
-    """Run-level figures of CPU-time runs (each its measured iterations, ms), on the log scale."""
+    """Run-level figures of CPU-time runs (each its measured iterations, ms), on the log scale, as
+    the block model takes a `metric: cpu` run: its figure the mean of its iterations, floored by
+    their pooled squared coefficient of variation over m (stats.model.iteration_var)."""
     import math
 
-    from traceladder.stats.model import MEDIAN_EFFICIENCY, robust_iter_var
+    from traceladder.stats.model import RUN_STATISTICS, iteration_var, robust_iter_var
 
     logs = [[math.log(v) for v in r] for r in runs if len(r) > 1]
     df = sum(len(v) - 1 for v in logs)
-    classic = sum(statistics.variance(v) * (len(v) - 1) for v in logs) / df
+    classic = sum(iteration_var(v, "mean") * (len(v) - 1) for v in logs) / df
     robust = sum(robust_iter_var(v) * (len(v) - 1) for v in logs) / df
     m = statistics.mean(len(v) for v in logs)
-    between = statistics.variance([statistics.median(v) for v in logs])
-    floor = MEDIAN_EFFICIENCY * robust / m
+    between = statistics.variance([math.log(statistics.fmean(r)) for r in runs if len(r) > 1])
+    floor = RUN_STATISTICS["mean"] * classic / m
     return {
-        "iteration sd (sample)": math.sqrt(classic),
+        "iteration sd (sample CV)": math.sqrt(classic),
         "iteration sd (scaled MAD)": math.sqrt(robust),
         "between-run sd": math.sqrt(between),
         "floor sd": math.sqrt(floor),

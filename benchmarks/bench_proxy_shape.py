@@ -2,9 +2,10 @@
 
 * ``proxy_shape``: ``SHAPE_BLOCKS`` blocks (``--quick``: 2); each block runs every rung of
   proxy-local once (lens none, 2 EP ranks, as a ladder's slot runs it) in a shuffled order. Per
-  rung and block: the median over measured iterations of the wall step time and of the slowest
-  rank's compute-thread CPU time (``step cpu time per iteration``), and tokens/s/GPU and tokens
-  per CPU-second for the batch rungs. The effect of a rung is the mean over blocks of its log
+  rung and block: the run's figures as the runner keeps them (``runner.primus_log.summarize``):
+  the median over measured iterations of the wall step time, the mean of the slowest rank's
+  compute-thread CPU time (``step cpu time per iteration``), and tokens/s/GPU and tokens per
+  CPU-second for the batch rungs. The effect of a rung is the mean over blocks of its log
   ratio to its parent in the same block (paired), shown as a percentage with a Student t 95%
   interval over the blocks. Each is checked against its band (issue 25, item 1), on the metric
   the ladder judges (``metric: cpu``); the wall effect is beside it. The table goes to

@@ -58,11 +58,16 @@ def with_cpu_statistic(m: dict, statistic: str) -> dict:
     """A run's CPU figures over its iterations' CPU times by `statistic`: step_cpu_ms, and its
     tokens per CPU-second (tokens per rank per step: tokens/s/GPU x step time, whole tokens)."""
     values = m.get("step_cpu_ms_values") or []
-    if not values or m.get("status") != "ok":
+    if not values or m.get("status") != "ok" or m.get("tokens_per_sec_per_gpu") is None:
         return m
     cpu_ms = float(np.median(values)) if statistic == "median" else float(np.mean(values))
     tokens = round(m["tokens_per_sec_per_gpu"] * m["step_ms"] / 1000)
-    return {**m, "step_cpu_ms": cpu_ms, "tokens_per_cpu_s_per_gpu": tokens / (cpu_ms / 1000)}
+    return {
+        **m,
+        "step_cpu_ms": cpu_ms,
+        "tokens_per_cpu_s_per_gpu": tokens / (cpu_ms / 1000),
+        "step_cpu_statistic": statistic,  # so the fit floors it as that statistic
+    }
 
 
 def split_half_rms(plan: dict, results: dict[str, dict]) -> float:
@@ -173,6 +178,9 @@ def aa_lines(demos: list[Path], permutations: int, statistic: str | None = None)
 def main(argv: list[str]) -> int:
     permutations, statistic = 0, None
     while argv[:1] in (["--aa"], ["--statistic"]):
+        if len(argv) < 2:
+            print(f"demo_drift: {argv[0]} needs a value", file=sys.stderr)
+            return 2
         if argv[0] == "--aa":
             permutations = int(argv[1])
         elif argv[1] in ("median", "mean"):

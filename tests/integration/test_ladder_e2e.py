@@ -15,6 +15,7 @@ import yaml
 
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
+from traceladder.runner.primus_log import parse_iterations
 
 from tests.integration.ladder_checks import check_manifests, objects, task_states
 from tests.tiny_proxy import TINY_LENS
@@ -113,11 +114,15 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
         metrics = json.loads(stored[f"{run_prefix}/{rung_id}/metrics.json"])
         assert metrics["status"] == "ok" and metrics["step_ms"] > 0 and metrics["tokens_per_sec_per_gpu"] > 0
         # metric: cpu's figures from a real proxy log: the run's mean CPU time per step, and its
-        # tokens per CPU-second (a step's tokens over that mean, though Primus's first kept line
-        # has no tokens/s), at least its tokens per second: a thread's CPU time is within its wall time
+        # tokens per CPU-second, a step's tokens over that mean (though Primus's first kept line
+        # has no tokens/s): the same tokens a step as its tokens/s/GPU times its step time
         cpu_values = metrics["step_cpu_ms_values"]
         assert cpu_values and metrics["step_cpu_ms"] == pytest.approx(sum(cpu_values) / len(cpu_values))
-        assert metrics["tokens_per_cpu_s_per_gpu"] >= 0.9 * metrics["tokens_per_sec_per_gpu"]
+        assert metrics["step_cpu_statistic"] == "mean"
+        tokens_a_step = metrics["tokens_per_cpu_s_per_gpu"] * metrics["step_cpu_ms"] / 1000
+        logged = parse_iterations(gzip.decompress(stored[f"{run_prefix}/{rung_id}/log.txt.gz"]).decode().splitlines())
+        each = [r.tokens_per_sec_per_gpu * r.elapsed_ms / 1000 for r in logged if r.tokens_per_sec_per_gpu]
+        assert each and tokens_a_step == pytest.approx(each[-1], rel=0.005)  # the log's rounding
         assert metrics["provenance"]["config_hash"] and metrics["provenance"]["tools"]["torch"]
         assert b"iteration" in gzip.decompress(stored[f"{run_prefix}/{rung_id}/log.txt.gz"])
     assert {json.loads(stored[f"{run_prefix}/{i}/metrics.json"])["purpose"] for i in design["blocks"][2]} == {"profile"}

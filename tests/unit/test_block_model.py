@@ -89,12 +89,18 @@ def test_run_variance_is_floored_by_its_iterations() -> None:
 
 
 def test_a_mean_figure_is_floored_by_the_sample_variance_of_its_iterations() -> None:
-    # metric: cpu's run figure is the mean of its iterations: Var(mean) = sigma^2 / m exactly, with
-    # sigma^2 every iteration's (a stretched one too), so the floor is the plain sample variance / m.
-    iters = (math.log(99.0), math.log(100.0), math.log(101.0), math.log(130.0))
+    # metric: cpu's run figure is the log of its iterations' mean: Var(mean) = sigma^2 / m with
+    # sigma^2 every iteration's (a stretched one too), so by the delta method the floor is the
+    # iterations' squared coefficient of variation / m: here 0.0195 / 4, where the variance of
+    # the logs (0.0173) would be 12% low under this right skew.
+    values = (99.0, 100.0, 101.0, 130.0)
+    iters = tuple(math.log(v) for v in values)
     runs = [Run(b, t, 4.6 + 0.01 * b + (0.05 if t == "b" else 0.0), iters) for b in range(3) for t in ("a", "b")]
     fit = fit_blocks(runs, statistic="mean")
-    by_hand = float(np.var(np.asarray(iters), ddof=1))
+    by_hand = float(np.var(values, ddof=1)) / float(np.mean(values)) ** 2
+    assert by_hand == pytest.approx(0.0195, abs=1e-4) and float(np.var(iters, ddof=1)) == pytest.approx(
+        0.0173, abs=1e-4
+    )
     assert fit.iter_var == pytest.approx(by_hand) and fit.run_var == pytest.approx(by_hand / 4)
     assert fit.run_var > fit_blocks(runs).run_var  # the median's floor ignores the stretched one
     with pytest.raises(ValueError, match="run statistic 'mode'"):

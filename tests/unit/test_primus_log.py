@@ -258,6 +258,7 @@ def test_the_proxys_cpu_time_is_parsed_beside_the_elapsed_time() -> None:
     m = summarize(parse_iterations(lines), skip_iterations=1)
     # the run's CPU cost per step: the mean over the kept iterations (their median would be 53.5)
     assert m.step_cpu_ms_values == [52.0, 53.0, 54.0, 81.0] and m.step_cpu_ms == pytest.approx(60.0)
+    assert m.step_cpu_statistic == "mean"  # recorded, so the block model floors it as a mean
     # tokens per rank per CPU-second: 4 steps of 2048 tokens over their 240 CPU ms
     assert m.tokens_per_cpu_s_per_gpu == pytest.approx(4 * 2048 / 0.240)
     # Primus's lines up to log_avg_skip_iterations carry no tokens/s: a step's tokens come from
@@ -269,3 +270,4 @@ def test_the_proxys_cpu_time_is_parsed_beside_the_elapsed_time() -> None:
     # Primus's own lines carry no CPU time: no figure, not a zero
     plain = summarize(parse_iterations([current(it, 100.0, 1.0, 1.0) for it in range(1, 4)]), skip_iterations=1)
     assert plain.step_cpu_ms is None and plain.step_cpu_ms_values is None and plain.tokens_per_cpu_s_per_gpu is None
+    assert plain.step_cpu_statistic is None

@@ -145,8 +145,8 @@ def by_hand(
 ) -> dict[str, float]:
     """The recipe in docs/statistics.md for a complete design, written out: log figures, two-way residuals,
     pooled MSE with (B-1)(R-1) df, floored by (pi/2) (c_n MAD)^2 / n of the runs' log iterations
-    (every run here has the same four) for a median figure, by their sample variance / n for a
-    mean, se = sqrt(2 max(MSE, floor) / B)."""
+    (every run here has the same four) for a median figure, by their squared coefficient of
+    variation / n for a mean, se = sqrt(2 max(MSE, floor) / B)."""
     names = [r[0] for r in RUNGS]
     y = np.array([[math.log(results[f"{n}.none.r{k}"][field]) for n in names] for k in range(3)])  # blocks x rungs
     resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
@@ -154,7 +154,9 @@ def by_hand(
     mse = float((resid**2).sum() / df)
     iters = np.log([0.99, 1.0, 1.01, 1.0])
     mad = float(np.median(np.abs(iters - np.median(iters))))
-    floor = math.pi / 2 * (mad_factor(4) * mad) ** 2 / 4 if statistic == "median" else np.var(iters, ddof=1) / 4
+    raw = np.exp(iters)
+    cv2 = np.var(raw, ddof=1) / np.mean(raw) ** 2  # a mean's floor: the iterations' CV^2 (delta method)
+    floor = math.pi / 2 * (mad_factor(4) * mad) ** 2 / 4 if statistic == "median" else cv2 / 4
     d = float(y[:, names.index(rung)].mean() - y[:, names.index(parent)].mean())
     se = math.sqrt(2 * max(mse, floor) / y.shape[0])
     t975, t80 = scipy_stats.t.ppf(0.975, df), scipy_stats.t.ppf(0.80, df)
@@ -353,6 +355,7 @@ def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figure
         r["step_cpu_ms"], r["step_cpu_ms_values"] = cpu, [cpu * f for f in (0.99, 1.0, 1.01, 1.0)]
         per_rank_tokens = r["tokens_per_sec_per_gpu"] * r["step_ms"] / 1000
         r["tokens_per_cpu_s_per_gpu"] = per_rank_tokens / (cpu / 1000)
+        r["step_cpu_statistic"] = "mean"  # as runner/primus_log.summarize records it
     summary = build_summary(plan, results, {})
     rows = {r["rung"]: r for r in summary["rungs"]}
     fus, gbs = rows["fusions"]["vs_parent"], rows["gbs16"]["vs_parent"]
@@ -373,6 +376,14 @@ def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figure
     assert "step CPU ms (95% CI)" in md and "vs parent on CPU time" in md and "CPU ms (" in md
     html = to_html(summary, {})
     assert "metric: cpu" in html and "step CPU ms (95% CI)" in html
+    assert "on the log of each run's mean over its iterations" in html and "each run's mean over its" in md
+    # Runs from before the mean (no step_cpu_statistic) hold medians: judged and floored as medians
+    for r in results.values():
+        del r["step_cpu_statistic"]
+    older = build_summary(plan, results, {})
+    assert older["model"]["step_cpu_ms"]["run_statistic"] == "median"
+    older_fus = {r["rung"]: r for r in older["rungs"]}["fusions"]["vs_parent"]
+    assert older_fus["mde_pct"] == pytest.approx(by_hand(results, "fusions", "baseline", "step_cpu_ms")["mde_pct"])
 
 
 def test_a_plan_without_a_metric_is_judged_on_wall_time() -> None:
@@ -399,10 +410,14 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     )
     assert "12 runs in 3 blocks, 3 residual df" in md
     html = to_html(summary, {})
-    assert "with a linear time trend inside each block (3 terms): 12 runs in 3 blocks, 3 residual df" in html
+    assert (
+        "with a linear time trend inside each block (3 terms) on the log of each run's median over its "
+        "iterations: 12 runs in 3 blocks, 3 residual df"
+    ) in html
     plain = build_summary(make_run()[0], results, {})
     assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)
-    assert "time trend" not in to_html(plain, {}) and "Randomised block model: 12 runs" in to_html(plain, {})
+    assert "time trend" not in to_html(plain, {})
+    assert "Randomised block model on the log of each run's median over its iterations: 12 runs" in to_html(plain, {})
 
 
 def test_peak_memory_moves_against_the_parent_are_stated_largest_first() -> None:

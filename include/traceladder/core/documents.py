@@ -288,6 +288,8 @@ class RungResult(Document):
     step_ms_values: list[float] = _f("list", default=[])
     step_cpu_ms: float | None = _f("number?", default=None)
     step_cpu_ms_values: list[float] = _f("list", default=[])
+    # what step_cpu_ms is over step_cpu_ms_values: "mean" (absent: a run from before it, a median)
+    step_cpu_statistic: str | None = _f("str?", default=None)
     tokens_per_sec_per_gpu: float | None = _f("number?", default=None)
     tokens_per_cpu_s_per_gpu: float | None = _f("number?", default=None)
     tflops: float | None = _f("number?", default=None)

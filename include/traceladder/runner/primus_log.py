@@ -91,6 +91,8 @@ class StepMetrics:
     step_cpu_ms_values: list[float] | None = None
     # tokens per rank per CPU-second over the same iterations: their tokens over their CPU time
     tokens_per_cpu_s_per_gpu: float | None = None
+    # what step_cpu_ms is over its values (stats.model.RUN_STATISTICS), so a fit knows its floor
+    step_cpu_statistic: str | None = None
 
     def to_dict(self) -> JSONObject:
         out = asdict(self)
@@ -300,11 +302,12 @@ def summarize(
         step_cpu_ms=_mean(cpu_values),
         step_cpu_ms_values=cpu_values or None,
         tokens_per_cpu_s_per_gpu=_tokens_per_cpu_s(used) if cpu_values else None,
+        step_cpu_statistic="mean" if cpu_values else None,
     )
 
 
 def _mean(values: list[float]) -> float | None:
-    finite = [v for v in values if not math.isnan(v)]
+    finite = [v for v in values if math.isfinite(v)]
     return float(statistics.fmean(finite)) if finite else None
 
 

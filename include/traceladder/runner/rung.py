@@ -250,7 +250,7 @@ def run_rung(
             peer_error = nodes.peer_failure(peers)
         full = disk_full(root, write_errors) if (code is not None and code != 0) or write_errors else None
 
-        figures: dict[str, float | list[float] | list[int] | None] = {}
+        figures: dict[str, float | str | list[float] | list[int] | None] = {}
         log_error = None
         try:
             records = parse_iterations(log_path.read_text(encoding="utf-8", errors="replace").splitlines())
@@ -260,6 +260,7 @@ def run_rung(
                 "step_ms_values": metrics.step_ms_values,
                 "step_cpu_ms": metrics.step_cpu_ms,
                 "step_cpu_ms_values": metrics.step_cpu_ms_values or [],
+                "step_cpu_statistic": metrics.step_cpu_statistic,
                 "tokens_per_sec_per_gpu": metrics.tokens_per_sec_per_gpu,
                 "tokens_per_cpu_s_per_gpu": metrics.tokens_per_cpu_s_per_gpu,
                 "tflops": metrics.tflops,

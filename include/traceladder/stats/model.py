@@ -8,8 +8,8 @@ variance (iterations are not independent samples of a rung). The floor follows t
 - the median of the iterations (wall time, as Primus's step time is read): its spread is measured
   robustly (a scaled MAD per run, `robust_iter_var`), since the median ignores an iteration that
   another tenant or a collector stretched, so the floor must too;
-- the mean (`metric: cpu`: CPU time per step over the run): the plain sample variance, since
-  every iteration counts in a mean.
+- the mean (`metric: cpu`: CPU time per step over the run): the iterations' squared coefficient
+  of variation (the delta method's Var(ln mean) = CV^2 / m), since every iteration counts in a mean.
 Missing cells (failed runs) are left out and the same model is fitted by least squares on the
 cells that exist (an incomplete-block, intra-block analysis): contrasts stay unbiased and their
 standard errors grow to match.
@@ -178,7 +178,7 @@ class BlockFit:
     counts: dict[str, int]
     df: int
     mse: float | None  # pooled residual mean square of run values; None when df = 0
-    iter_var: float | None  # pooled within-run variance of log iterations (robust: scaled MAD)
+    iter_var: float | None  # pooled within-run variance of log iterations (iteration_var: per statistic)
     iter_df: int
     mean_iters: float
     missing: int  # cells of the complete design with no run
@@ -273,9 +273,12 @@ def drift_columns(runs: list[Run], blocks: tuple[Hashable, ...], degree: int) ->
 
 def iteration_var(iter_logs: Iterable[float], statistic: str = "median") -> float:
     """One run's iteration variance on the log scale, as its figure's floor needs it: robust
-    (`robust_iter_var`) under a median, the sample variance under a mean."""
+    (`robust_iter_var`) under a median; under a mean (the log of the iterations' arithmetic mean),
+    the sample variance of the iterations over their mean, CV^2: Var(ln mean) ~ CV^2 / m by the
+    delta method, which a right-skewed spread puts above the variance of the logs."""
     if statistic == "mean":
-        return float(np.var(np.asarray(list(iter_logs), dtype=float), ddof=1))
+        x = np.exp(np.asarray(list(iter_logs), dtype=float))
+        return float(np.var(x / x.mean(), ddof=1))
     return robust_iter_var(iter_logs)
 
 

@@ -34,11 +34,12 @@ BATCH_SWITCHES = {"global_batch"}
 STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"
 CPU_STEP, CPU_TOKENS = "step_cpu_ms", "tokens_per_cpu_s_per_gpu"
 # The ladder's `metric` → (step figure, batch rungs' figure, the per-iteration values of the step
-# figure, what a run's figure is over them: stats.model.RUN_STATISTICS). Wall time is Primus's
-# median step; CPU time is the run's mean, its CPU cost per step (runner/primus_log.summarize).
+# figure, the result field that says what a run's figure is over them, stats.model.RUN_STATISTICS;
+# None: always the median). Wall time is Primus's median step; CPU time is the run's mean, its CPU
+# cost per step (runner/primus_log.summarize), and a median in runs from before that.
 VERDICT_METRICS = {
-    "wall": (STEP, TOKENS, "step_ms_values", "median"),
-    "cpu": (CPU_STEP, CPU_TOKENS, "step_cpu_ms_values", "mean"),
+    "wall": (STEP, TOKENS, "step_ms_values", None),
+    "cpu": (CPU_STEP, CPU_TOKENS, "step_cpu_ms_values", "step_cpu_statistic"),
 }
 STEP_METRICS = {STEP, CPU_STEP}
 # How a verdict names its figure: (what, unit in a sentence, unit in a table cell)
@@ -147,11 +148,22 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
     }
 
 
+def _run_statistic(results: Mapping[str, JSONObject], field: str | None) -> str:
+    """What the runs' figures are over their iterations, as each result records it in `field`:
+    the mean only where every run that has the figure says so (a summary built again over runs
+    from before the mean keeps their median and its floor)."""
+    if field is None:
+        return "median"
+    said = {r.get(field) for r in results.values() if r.get("status") == "ok" and r.get("step_cpu_ms") is not None}
+    return "mean" if said == {"mean"} else "median"
+
+
 def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, BlockFit]:
     """The block model of the measure runs on the plan's verdict metric: its step figure and its
     batch rungs' figure, each fitted with the plan's drift terms."""
-    step, tokens, values, statistic = VERDICT_METRICS[plan_metric(plan)]
+    step, tokens, values, recorded = VERDICT_METRICS[plan_metric(plan)]
     degree = DRIFT_DEGREES[plan_drift(plan)]
+    statistic = _run_statistic(results, recorded)
     return {
         metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), degree, statistic)
         for metric in (step, tokens)

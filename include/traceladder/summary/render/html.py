@@ -27,8 +27,8 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 <p id="verdict-metric">Verdicts judge {% if cpu %}the slowest rank's compute-thread CPU time (metric: cpu); \
 wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif %}</p>
 {% set m = (s.model or {}).get('step_cpu_ms' if cpu else 'step_ms') or {} %}\
-{% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }}: {{ m | fit }}; \
-MDE at 80% power.</p>{% endif %}
+{% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }} on the log of each run's \
+{{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power.</p>{% endif %}
 {% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
 MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\

@@ -37,11 +37,12 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     step_metric = VERDICT_METRICS[plan_metric(summary)][0]
     model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
     if model and model.get("df"):
+        stat = str(model.get("run_statistic") or "median")  # summaries from before it: medians
         what = (
-            "each run's mean over its iterations of the slowest rank's compute-thread CPU time "
+            f"each run's {stat} over its iterations of the slowest rank's compute-thread CPU time "
             "(tokens per CPU-second for batch rungs)"
             if cpu
-            else "each run's median step time (tokens/s/GPU for batch rungs)"
+            else f"each run's {stat} step time (tokens/s/GPU for batch rungs)"
         )
         lines += [
             "",
