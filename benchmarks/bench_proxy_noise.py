@@ -158,12 +158,13 @@ def cpu_noise_components(runs: list[list[float]]) -> dict[str, float]:
 
     from traceladder.stats.model import RUN_STATISTICS, iteration_var, robust_iter_var
 
-    logs = [[math.log(v) for v in r] for r in runs if len(r) > 1]
+    kept = [r for r in runs if len(r) > 1]
+    logs = [[math.log(v) for v in r] for r in kept]
     df = sum(len(v) - 1 for v in logs)
     classic = sum(iteration_var(v, "mean") * (len(v) - 1) for v in logs) / df
     robust = sum(robust_iter_var(v) * (len(v) - 1) for v in logs) / df
     m = statistics.mean(len(v) for v in logs)
-    between = statistics.variance([math.log(statistics.fmean(r)) for r in runs if len(r) > 1])
+    between = statistics.variance([math.log(statistics.fmean(r)) for r in kept])
     floor = RUN_STATISTICS["mean"] * classic / m
     return {
         "iteration sd (sample CV)": math.sqrt(classic),

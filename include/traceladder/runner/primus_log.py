@@ -272,6 +272,7 @@ def summarize(
     cpu_values = [r.step_cpu_ms for r in used if r.step_cpu_ms is not None]
     if len(cpu_values) < len(used):
         cpu_values = []  # a figure over other iterations than step_ms's would not compare
+    step_cpu_ms = _mean(cpu_values)
     tokens = _median([r.tokens_per_sec_per_gpu for r in used if r.tokens_per_sec_per_gpu is not None])
     tflops = _median([r.tflops for r in used if r.tflops is not None])
 
@@ -299,9 +300,9 @@ def summarize(
         skip_iterations=skip_iterations,
         window=window,
         peak_mem_source=source,
-        step_cpu_ms=_mean(cpu_values),
+        step_cpu_ms=step_cpu_ms,
         step_cpu_ms_values=cpu_values or None,
-        tokens_per_cpu_s_per_gpu=_tokens_per_cpu_s(used) if cpu_values else None,
+        tokens_per_cpu_s_per_gpu=_tokens_per_cpu_s(used, step_cpu_ms),
         step_cpu_statistic="mean" if cpu_values else None,
     )
 
@@ -311,14 +312,13 @@ def _mean(values: list[float]) -> float | None:
     return float(statistics.fmean(finite)) if finite else None
 
 
-def _tokens_per_cpu_s(used: list[IterationRecord]) -> float | None:
-    """Tokens per rank per second of the iterations' mean step CPU time. A step's tokens (its
-    tokens/s/GPU times its elapsed time) are the same every step; they come from the iterations
-    that log tokens/s (Primus leaves them out of the lines up to log_avg_skip_iterations)."""
+def _tokens_per_cpu_s(used: list[IterationRecord], step_cpu_ms: float | None) -> float | None:
+    """Tokens per rank per second of `step_cpu_ms`, the iterations' mean step CPU time. A step's
+    tokens (its tokens/s/GPU times its elapsed time) are the same every step; they come from the
+    iterations that log tokens/s (Primus leaves them out of the lines up to log_avg_skip_iterations)."""
     per_step = _median(
         [r.tokens_per_sec_per_gpu * r.elapsed_ms / 1000 for r in used if r.tokens_per_sec_per_gpu is not None]
     )
-    cpu_ms = _mean([r.step_cpu_ms for r in used if r.step_cpu_ms is not None])
-    if per_step is None or not cpu_ms or cpu_ms <= 0:
+    if per_step is None or not step_cpu_ms or step_cpu_ms <= 0:
         return None
-    return per_step / (cpu_ms / 1000)
+    return per_step / (step_cpu_ms / 1000)

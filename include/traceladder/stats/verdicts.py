@@ -148,13 +148,13 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
     }
 
 
-def _run_statistic(results: Mapping[str, JSONObject], field: str | None) -> str:
-    """What the runs' figures are over their iterations, as each result records it in `field`:
+def _run_statistic(results: Mapping[str, JSONObject], figure: str, field: str | None) -> str:
+    """What the runs' `figure` is over their iterations, as each result records it in `field`:
     the mean only where every run that has the figure says so (a summary built again over runs
     from before the mean keeps their median and its floor)."""
     if field is None:
         return "median"
-    said = {r.get(field) for r in results.values() if r.get("status") == "ok" and r.get("step_cpu_ms") is not None}
+    said = {r.get(field) for r in results.values() if r.get("status") == "ok" and r.get(figure) is not None}
     return "mean" if said == {"mean"} else "median"
 
 
@@ -163,7 +163,7 @@ def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject
     batch rungs' figure, each fitted with the plan's drift terms."""
     step, tokens, values, recorded = VERDICT_METRICS[plan_metric(plan)]
     degree = DRIFT_DEGREES[plan_drift(plan)]
-    statistic = _run_statistic(results, recorded)
+    statistic = _run_statistic(results, step, recorded)
     return {
         metric: fit_blocks(_runs(plan, results, _measure, metric, values=values), degree, statistic)
         for metric in (step, tokens)
