@@ -247,14 +247,11 @@ def _ours_dir(out: Path, trace: Path) -> Path:
     return out / output_stem(trace)
 
 
-def compare_all(groups: dict[str, list[Path]], bin_dir: Path) -> list[Outcome]:
-    conf = _conformance()
-    everything = [t for ts in groups.values() for t in ts]
-    with ThreadPoolExecutor(2) as pool:
-        oracle = dict(zip(everything, pool.map(lambda t: run_oracle(bin_dir, t), everything)))
-    # one unique file name per trace (two references share a name), copied into one folder
-    # (analyze names its output after a link's target)
-    stage = WORK / "stage"
+def stage_and_analyze(groups: dict[str, list[Path]], work: Path) -> tuple[dict[Path, Path], dict[Path, str], Path]:
+    """Each trace copied under a unique name into ``work/stage`` (two references share a name,
+    and analyze names its output after a link's target), then ``traceladder analyze`` on all of
+    them into ``work/ours``: (trace -> its staged copy, trace -> its error line, the output root)."""
+    stage = work / "stage"
     stage.mkdir(parents=True, exist_ok=True)
     staged: dict[Path, Path] = {}
     for source, traces in groups.items():
@@ -262,9 +259,36 @@ def compare_all(groups: dict[str, list[Path]], bin_dir: Path) -> list[Outcome]:
             staged[t] = stage / f"{source}__{t.parent.name}__{t.name}"
             if not staged[t].exists() or staged[t].stat().st_size != t.stat().st_size:
                 shutil.copyfile(t, staged[t])
-    ours_root = WORK / "ours"
+    ours_root = work / "ours"
     raw_errors = run_ours(list(staged.values()), ours_root)
-    errors = {t: raw_errors[s] for t, s in staged.items() if s in raw_errors}
+    return staged, {t: raw_errors[s] for t, s in staged.items() if s in raw_errors}, ours_root
+
+
+def trace_groups(n_generated: int, seed: int) -> tuple[dict[str, list[Path]], list[str]]:
+    """The harness's traces by source, and the mirror paths skipped (each with why). Without the
+    mirror (``TRACELENS_MIRROR``), TraceLens's own test traces are left out and say so."""
+    for sub in ("tl-tests", "generated", "mutated"):
+        (WORK / "traces" / sub).mkdir(parents=True, exist_ok=True)
+    shared = shared_traces()
+    if MIRROR.is_dir():
+        tl_tests, skipped = tl_test_traces(WORK / "traces" / "tl-tests")
+    else:
+        tl_tests, skipped = [], [f"tests/traces: no mirror at {MIRROR}"]
+    groups = {
+        "shared": shared,
+        "tl-tests": tl_tests,
+        "generated": generated_traces(WORK / "traces" / "generated", n_generated, seed),
+        "mutated": mutated_traces(WORK / "traces" / "mutated", shared, seed),
+    }
+    return groups, skipped
+
+
+def compare_all(groups: dict[str, list[Path]], bin_dir: Path) -> list[Outcome]:
+    conf = _conformance()
+    everything = [t for ts in groups.values() for t in ts]
+    with ThreadPoolExecutor(2) as pool:
+        oracle = dict(zip(everything, pool.map(lambda t: run_oracle(bin_dir, t), everything)))
+    staged, errors, ours_root = stage_and_analyze(groups, WORK)
     outcomes = []
     for source, traces in groups.items():
         for t in traces:
@@ -317,16 +341,7 @@ def bench_tracelens_diff(ctx: Context) -> list[Row]:
     bin_dir = oracle_bin()
     n_gen = int(os.environ.get("TRACELENS_DIFF_GENERATED", "20" if ctx.quick else "200"))
     seed = int(os.environ.get("TRACELENS_DIFF_SEED", "1"))
-    for sub in ("tl-tests", "generated", "mutated"):
-        (WORK / "traces" / sub).mkdir(parents=True, exist_ok=True)
-    shared = shared_traces()
-    tl_tests, skipped = tl_test_traces(WORK / "traces" / "tl-tests")
-    groups = {
-        "shared": shared,
-        "tl-tests": tl_tests,
-        "generated": generated_traces(WORK / "traces" / "generated", n_gen, seed),
-        "mutated": mutated_traces(WORK / "traces" / "mutated", shared, seed),
-    }
+    groups, skipped = trace_groups(n_gen, seed)
     outcomes = compare_all(groups, bin_dir)
     (WORK / "report.txt").write_text(_report(outcomes, skipped))
     rows = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tests.conftest import REFERENCE_DIR
@@ -120,6 +121,38 @@ def compare_csv(produced: Path, reference: Path, max_report: int = 10) -> list[s
     for k, left in pool.items():
         for _ in left:
             diffs.append(f"{produced.name}: extra row {k}")
+    if len(diffs) > max_report:
+        diffs = diffs[:max_report] + [f"... and {len(diffs) - max_report} more"]
+    return diffs
+
+
+# HTA's get_idle_time_breakdown against our GPU idle split (idle_breakdown.csv): HTA's times are
+# whole µs (it rounds each event in), its ratio is rounded to 2 places.
+IDLE_TIME_TOL_US = 1.0
+IDLE_RATIO_TOL = 0.005 + 1e-9
+
+
+def compare_idle(ours: Iterable[Sequence[object]], hta_csv: Path, max_report: int = 10) -> list[str]:
+    """Our idle rows (``rank, stream, idle_category, idle_time, idle_time_ratio``, as numbers or
+    CSV text) against HTA's CSV: the same (stream, category) rows, each time within 1 µs and
+    ratio within HTA's rounding. Differences as text (empty when they agree)."""
+    with open(hta_csv, newline="") as fh:
+        hta = {(int(r["stream"]), r["idle_category"]): r for r in csv.DictReader(fh)}
+    mine = {(int(float(str(r[1]))), str(r[2])): r for r in ours}
+    name = Path(hta_csv).name
+    if mine.keys() != hta.keys():
+        return [f"{name}: rows differ: ours {sorted(mine)}, HTA {sorted(hta)}"]
+
+    def number(cell: object) -> float:  # both CSVs leave a NaN (a stream with no gap) empty
+        return float(str(cell) or "nan")
+
+    diffs = []
+    for key, row in hta.items():
+        time, ratio = number(mine[key][3]), number(mine[key][4])
+        want_time, want_ratio = number(row["idle_time"]), number(row["idle_time_ratio"])
+        ratio_ok = math.isnan(want_ratio) and math.isnan(ratio) or abs(ratio - want_ratio) <= IDLE_RATIO_TOL
+        if abs(time - want_time) > IDLE_TIME_TOL_US or not ratio_ok:
+            diffs.append(f"{name}: {key}: ours {time:g} µs ({ratio:.4f}), HTA {want_time:g} µs ({want_ratio:.4f})")
     if len(diffs) > max_report:
         diffs = diffs[:max_report] + [f"... and {len(diffs) - max_report} more"]
     return diffs
