@@ -14,6 +14,9 @@
   CV the block model floors a mean with, and the scaled MAD, pooled over runs), the between-run
   sd of the run means (a run's figure under ``metric: cpu``), the floor ``sqrt(CV^2 / m)`` and the
   run sd the block model would use, ``sqrt(max(between^2, floor^2))`` (target <= 2%: issue 25).
+  From the "after" runs' per-rank CPU times (``TRACELADDER_PROXY_RANK_CPU=1``): the between-run
+  sd of the slowest-rank figure against that of the mean over ranks, and the correlation of the
+  two ranks' run means (docs/statistics.md, "Where the CPU metric's run-level noise comes from").
 * ``noise_sources``: where the CPU metric's run-level noise comes from. The ``recompute_off``
   rung ``NOISE_RUNS`` times in each of five variants, alternating: as the demo runs it; both
   ranks on core 0 (``taskset -c 0``); one rank (EP 1) with the other core idle; one rank with a
@@ -62,20 +65,55 @@ def proxy_env(env: Mapping[str, str], *, pin: bool) -> dict[str, str]:
     return {**os.environ, **env, "TRACELADDER_PROXY_PIN": "1" if pin else "0", "PYTHONPATH": path}
 
 
-def proxy_iterations(
+def proxy_output(
     args: list[str], env: dict[str, str], *, pin: bool, python: str = sys.executable, prefix: Sequence[str] = ()
-) -> list:
-    """One proxy run in a fresh workspace; its parsed iteration records (runner.primus_log).
-    `prefix` wraps the interpreter (`taskset -c 0`, `setarch -R`)."""
-    from traceladder.runner.primus_log import parse_iterations
-
+) -> list[str]:
+    """One proxy run in a fresh workspace; its stdout lines. `prefix` wraps the interpreter
+    (`taskset -c 0`, `setarch -R`)."""
     with tempfile.TemporaryDirectory(prefix="tl-noise-") as tmp:
         full_env = {**proxy_env(env, pin=pin), "PRIMUS_WORKSPACE": tmp}
         argv = [*prefix, python, *args]
         proc = subprocess.run(argv, env=full_env, cwd=tmp, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"proxy exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
-    return parse_iterations(proc.stdout.splitlines())
+    return proc.stdout.splitlines()
+
+
+def proxy_iterations(
+    args: list[str], env: dict[str, str], *, pin: bool, python: str = sys.executable, prefix: Sequence[str] = ()
+) -> list:
+    """One proxy run's parsed iteration records (runner.primus_log)."""
+    from traceladder.runner.primus_log import parse_iterations
+
+    return parse_iterations(proxy_output(args, env, pin=pin, python=python, prefix=prefix))
+
+
+def rank_cpu_ms(lines: list[str], warmup: int) -> list[list[float]]:
+    """Each measured iteration's compute-thread CPU ms per rank, from the lines the proxy prints
+    with TRACELADDER_PROXY_RANK_CPU=1 (one per iteration, warm-up first)."""
+    from traceladder.workload.train import RANK_CPU_PREFIX
+
+    rows = [
+        [float(v) for v in ln.removeprefix(RANK_CPU_PREFIX).split()] for ln in lines if ln.startswith(RANK_CPU_PREFIX)
+    ]
+    return rows[warmup:]
+
+
+def rank_figures(runs: list[list[list[float]]]) -> dict[str, float]:
+    """Between-run sd (log) of a run's mean CPU time per step taken two ways, and how the ranks'
+    own run means move together: the slowest rank per iteration (the verdict metric) against
+    the mean over ranks (a cost per rank, which the max's order statistic does not inflate)."""
+    import math
+
+    kept = [r for r in runs if len(r) > 1]
+    slowest = [math.log(statistics.fmean(max(it) for it in r)) for r in kept]
+    mean = [math.log(statistics.fmean(statistics.fmean(it) for it in r)) for r in kept]
+    ranks = [[math.log(statistics.fmean(it[k] for it in r)) for r in kept] for k in range(len(kept[0][0]))]
+    return {
+        "between-run sd, slowest rank (the metric)": statistics.stdev(slowest),
+        "between-run sd, mean over ranks": statistics.stdev(mean),
+        "correlation of rank 0 and rank 1 run means": statistics.correlation(ranks[0], ranks[1]),
+    }
 
 
 def run_proxy(
@@ -179,11 +217,18 @@ def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
     n = 3 if ctx.quick else NOISE_RUNS
     args, env, warmup = proxy_command()
     before_load = _load()
+    from traceladder.runner.primus_log import parse_iterations
+    from traceladder.workload.train import RANK_CPU_ENV
+
     runs: dict[str, list[list[float]]] = {"before": [], "after": []}
+    by_rank: list[list[list[float]]] = []  # the "after" runs, per iteration and rank
     for _ in range(n):
         for mode, extra in (("before", ["--manual_gc", "False"]), ("after", ["--manual_gc", "True"])):
-            records = proxy_iterations([*args, *extra], env, pin=True, python=ctx.python)
+            lines = proxy_output([*args, *extra], {**env, RANK_CPU_ENV: "1"}, pin=True, python=ctx.python)
+            records = parse_iterations(lines)
             runs[mode].append([r.step_cpu_ms for r in records if r.iteration > warmup and r.step_cpu_ms])
+            if mode == "after":
+                by_rank.append(rank_cpu_ms(lines, warmup))
     machine = f"{os.cpu_count()} cpus, {before_load} -> {_load()}, {n} runs each, alternating"
     rows = []
     for mode, label in (("before", "threshold gc (before)"), ("after", "manual gc (after)")):
@@ -200,6 +245,23 @@ def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
                     f"{100 * value:.2f}%; {machine}",
                 )
             )
+    figures = rank_figures(by_rank)
+    slowest, mean = figures["between-run sd, slowest rank (the metric)"], figures["between-run sd, mean over ranks"]
+    corr = figures["correlation of rank 0 and rank 1 run means"]
+    for name in ("between-run sd, slowest rank (the metric)", "between-run sd, mean over ranks"):
+        value = figures[name]
+        rows.append(
+            Row("proxy_cpu_noise", f"CPU {name}, manual gc", 100 * value, "%", detail=f"{100 * value:.2f}%; {machine}")
+        )
+    rows.append(
+        Row(
+            "proxy_cpu_noise",
+            "CPU between-run sd, mean over ranks / slowest rank",
+            mean / slowest,
+            "x",
+            detail=f"correlation of rank 0 and rank 1 run means {corr:.2f}; {machine}",
+        )
+    )
     return rows
 
 

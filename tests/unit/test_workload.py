@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from traceladder.workload.settings import Settings, SettingsError, parse, split_overrides
+from traceladder.workload.train import RANK_CPU_PREFIX
 from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
@@ -121,7 +122,7 @@ CLI: dict[str, tuple[list[str], dict[str, str]]] = {
             "--log_avg_skip_iterations",
             "1",
         ],
-        {},
+        {"TRACELADDER_PROXY_RANK_CPU": "1"},  # the bench's per-rank noise diagnostic
     ),
     "mem_recompute_off": ([*MEM, "--recompute_num_layers", "0"], {}),
     "mem_recompute_on": ([*MEM, "--recompute_num_layers", "4"], {}),
@@ -540,6 +541,12 @@ def test_log_lines_have_primus_shapes(runs: dict[str, Run]) -> None:
     assert 0 < float(last.group(14)) <= float(last.group(16))  # current RSS within host memory
     lrs = [float(re.search(r"learning rate: ([\d.E+-]+)", ln).group(1)) for ln in lines]
     assert lrs == sorted(lrs, reverse=True) and lrs[-1] == 0.0  # cosine to min_lr 0 at train_iters
+    # TRACELADDER_PROXY_RANK_CPU=1: each rank's CPU ms per iteration, the slowest being the line's figure
+    by_rank = [ln.removeprefix(RANK_CPU_PREFIX).split() for ln in out if ln.startswith(RANK_CPU_PREFIX)]
+    assert [len(r) for r in by_rank] == [2, 2, 2], by_rank
+    logged = [float(re.search(r"step cpu time per iteration \(ms\): ([\d.]+)", ln).group(1)) for ln in lines]
+    assert [round(max(map(float, r)), 1) for r in by_rank] == pytest.approx(logged, abs=0.051)
+    assert RANK_CPU_PREFIX not in runs["ep_allgather"].stdout  # off unless asked for
 
 
 def test_unmodelled_keys_are_named_once(runs: dict[str, Run]) -> None:

@@ -34,6 +34,10 @@ from .settings import Settings
 
 # Fault injection for testing the platform's failure handling: rank 0 raises at this iteration.
 FAULT_ENV = "TRACELADDER_PROXY_FAIL_AT_ITER"
+# Set to 1: the last rank also prints each rank's compute-thread CPU ms per iteration (a noise
+# diagnostic for the bench; the log line keeps the slowest rank's figure, the verdict metric).
+RANK_CPU_ENV = "TRACELADDER_PROXY_RANK_CPU"
+RANK_CPU_PREFIX = "[proxy] compute-thread CPU ms by rank:"
 
 
 def lr_at(s: Settings, step: int) -> float:
@@ -242,6 +246,7 @@ class Trainer:
 
 def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemory) -> None:
     fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
+    rank_cpu = os.environ.get(RANK_CPU_ENV, "").strip() == "1"
     trainer = Trainer(s, comm, rank)
     extra = trainer.extra
     last = rank == s.world_size - 1
@@ -278,6 +283,10 @@ def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemor
                 clock.lap()  # the calibration itself is in no iteration's time
                 clock.cpu_lap()
             if last:
+                if rank_cpu:
+                    print(
+                        f"{RANK_CPU_PREFIX} {' '.join(f'{v * 1000.0:.2f}' for v in stats[:, 2].tolist())}", flush=True
+                    )
                 top = int(stats[:, 1].argmax())
                 print(
                     log.line(
