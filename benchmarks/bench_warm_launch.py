@@ -12,7 +12,10 @@ demo_split (named with --only; one whole `traceladder demo`, ~9 min): #25's meas
 kept iterations' time summed over every run's metrics.json over the demo's printed wall time, and
 the rest of the wall time in parts: the runs' own time outside those iterations (start-up, warm-up,
 profiler and trace export, exit), the gaps between runs (task hand-offs and the uploads between
-them), before the first run (set-up) and after the last (analysis, summary, publish).
+them), before the first run (set-up) and after the last (analysis, summary, publish). Also, from
+every process's CPU time read in /proc every 0.5 s while the demo runs (CpuSampler): the CPU that
+processes other than the workload's took during the measure runs, as a share of the cores, and
+its correlation with a run's figure centred on its rung (is the noise the demo's own services?).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -112,13 +116,85 @@ def bench_warm_launch(ctx: Context) -> list[Row]:
     return rows
 
 
+class CpuSampler(threading.Thread):
+    """Every SAMPLE_S: each process's CPU seconds since the last look (utime + stime from
+    /proc/<pid>/stat), as (time, {pid: (seconds, name)}); a process is named `workload` when its
+    command line runs traceladder.workload (a cold rung, the warm launcher and their forks)."""
+
+    SAMPLE_S = 0.5
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, dict[int, tuple[float, str]]]] = []
+        self.stopped = threading.Event()
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def _read(self) -> dict[int, tuple[float, str]]:
+        seen = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:  # gone between the listing and the read
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            seen[int(entry.name)] = (
+                (int(fields[11]) + int(fields[12])) / self._tick,
+                "workload" if "traceladder.workload" in cmd else comm,
+            )
+        return seen
+
+    def run(self) -> None:
+        last = self._read()
+        while not self.stopped.wait(self.SAMPLE_S):
+            now = self._read()
+            used = {
+                pid: (cpu - last[pid][0], name)
+                for pid, (cpu, name) in now.items()
+                if pid in last and cpu > last[pid][0]
+            }
+            self.samples.append((time.time(), used))
+            last = now
+
+
+def others_during(
+    samples: list[tuple[float, dict[int, tuple[float, str]]]], runs: list[dict]
+) -> tuple[float, float, dict[str, float], list[float]]:
+    """CPU seconds used by processes other than the workload while measure runs ran: (their
+    seconds, the runs' seconds, seconds by process name, each run's share of a core)."""
+    by_name: dict[str, float] = {}
+    shares, total, span = [], 0.0, 0.0
+    for m in runs:
+        start, end = m["started_at"] + CpuSampler.SAMPLE_S, m["ended_at"]  # a sample covers the half-second before it
+        mine = 0.0
+        for at, used in samples:
+            if start <= at <= end:
+                for secs, name in used.values():
+                    if name != "workload":
+                        mine += secs
+                        by_name[name] = by_name.get(name, 0.0) + secs
+        total, span = total + mine, span + max(end - start, 0.0)
+        shares.append(mine / max(end - start, 1e-9))
+    return total, span, by_name, shares
+
+
 def bench_demo_split(ctx: Context) -> list[Row]:
     l0 = load()
-    with tempfile.TemporaryDirectory(prefix="traceladder-demo-split-") as tmp:
-        demo = run_demo("proxy-local", tmp)
-        runs = sorted(
-            (json.loads(p.read_text()) for p in demo.local_copy.glob("*/metrics.json")), key=lambda m: m["started_at"]
-        )
+    sampler = CpuSampler()
+    sampler.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="traceladder-demo-split-") as tmp:
+            demo = run_demo("proxy-local", tmp)
+            runs = sorted(
+                (json.loads(p.read_text()) for p in demo.local_copy.glob("*/metrics.json")),
+                key=lambda m: m["started_at"],
+            )
+    finally:
+        sampler.stopped.set()
+        sampler.join()
     measured = sum(sum(m.get("step_ms_values") or []) for m in runs) / 1000.0
     inside = sum(m["wall_s"] for m in runs) - measured
     gaps = sum(max(0.0, b["started_at"] - a["ended_at"]) for a, b in zip(runs, runs[1:]))
@@ -147,6 +223,34 @@ def bench_demo_split(ctx: Context) -> list[Row]:
         part("gaps between runs", gaps, f"{gaps / max(len(runs) - 1, 1):.2f} s a gap"),
         part("before the first run", before, "process start, S3, Airflow home, DAG parse, launcher"),
         part("after the last run", after, "analysis, summary, publish, S3 stop"),
+        *_other_tenants(sampler.samples, [m for m in runs if m["purpose"] == "measure" and m.get("step_cpu_ms")]),
+    ]
+
+
+def _other_tenants(samples: list[tuple[float, dict[int, tuple[float, str]]]], measure: list[dict]) -> list[Row]:
+    """How much CPU the demo's other processes took from its measure runs, and whether a run's
+    figure (centred on its rung, log) moves with it (docs/statistics.md, the CPU metric's noise)."""
+    import math
+
+    other, span, by_name, shares = others_during(samples, measure)
+    cores = os.cpu_count() or 1
+    top = ", ".join(f"{n} {v:.1f} s" for n, v in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
+    logs = [math.log(m["step_cpu_ms"]) for m in measure]
+    centre = {
+        r: statistics.fmean(y for y, m in zip(logs, measure) if m["rung"] == r) for r in {m["rung"] for m in measure}
+    }
+    centred = [y - centre[m["rung"]] for y, m in zip(logs, measure)]
+    corr = statistics.correlation(shares, centred) if len(measure) > 2 and len(set(shares)) > 1 else float("nan")
+    return [
+        Row(
+            "demo_split",
+            "other processes' CPU during the measure runs",
+            round(100 * other / (span * cores), 2),
+            f"% of {cores} cores",
+            detail=f"{100 * other / (span * cores):.2f}%: {other:.1f} CPU-s over {span:.0f} s of "
+            f"{len(measure)} runs ({top}); "
+            f"correlation with the run's rung-centred log step_cpu_ms {corr:.2f}",
+        )
     ]
 
 
