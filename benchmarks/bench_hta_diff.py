@@ -32,6 +32,7 @@ from benchmarks.bench_tracelens_diff import _conformance, _ours_dir, stage_and_a
 from benchmarks.common import CACHE, REPO, SHARED, Context, Row
 
 WORK = CACHE / "hta_diff"
+HTA_VERSION = "0.5.0"  # what ../shared/tools/hta_oracle.sh installs; part of the cache path
 SETTINGS = (False, True)  # include_last_profiler_step
 
 
@@ -58,19 +59,32 @@ def oracle_python() -> str:
 
 def _stem(trace: Path) -> Path:
     digest = hashlib.sha1(trace.read_bytes(), usedforsecurity=False).hexdigest()[:16]
-    return WORK / "hta" / digest
+    return WORK / f"hta-{HTA_VERSION}" / digest
 
 
 def run_oracle(python: str, traces: list[Path]) -> dict[Path, Path]:
-    """HTA's CSVs for every trace not yet cached, in two workers; trace -> its output stem."""
+    """HTA's CSVs for every trace not yet cached, in two workers; trace -> its output stem. A
+    worker that dies or times out is said in one line; its traces are left uncached."""
     stems = {t: _stem(t) for t in traces}
-    (WORK / "hta").mkdir(parents=True, exist_ok=True)
-    todo = [t for t, s in stems.items() if not Path(f"{s}.error").exists() and not Path(f"{s}.last_true.csv").exists()]
+    (WORK / f"hta-{HTA_VERSION}").mkdir(parents=True, exist_ok=True)
+    pending = {
+        s: t for t, s in stems.items() if not Path(f"{s}.error").exists() and not Path(f"{s}.last_true.csv").exists()
+    }
+    todo = list(pending.values())  # one trace per stem: equal contents never race in two workers
     worker = str(REPO / "benchmarks" / "hta_worker.py")
 
     def batch(part: list[Path]) -> None:
         lines = "".join(f"{t.resolve()}\t{stems[t]}\n" for t in part)
-        subprocess.run(["nice", "-n", "19", python, worker], input=lines, text=True, capture_output=True, timeout=3600)
+        try:
+            r = subprocess.run(
+                ["nice", "-n", "19", python, worker], input=lines, text=True, capture_output=True, timeout=3600
+            )
+        except subprocess.TimeoutExpired:
+            print(f"hta_diff: an HTA worker ran past 3600 s on {len(part)} traces", file=sys.stderr)
+            return
+        if r.returncode != 0:
+            tail = r.stderr.strip().splitlines()[-1:] or [f"exit {r.returncode}"]
+            print(f"hta_diff: an HTA worker failed ({tail[0][:200]})", file=sys.stderr)
 
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(batch, [todo[0::2], todo[1::2]]))
@@ -97,9 +111,9 @@ def compare_all(groups: dict[str, list[Path]], python: str) -> list[Outcome]:
                 o.ours = errors.get(t) or ("wrote idle_breakdown.csv" if ours.exists() else "wrote no idle split")
                 outcomes.append(o)
                 continue
-            if t in errors:
+            if t in errors:  # both settings differ: HTA split a trace that traceladder refused
                 o.ours, o.tables = errors[t], len(SETTINGS)
-                o.differ.append(f"traceladder failed where HTA did not: {errors[t]}")
+                o.differ += [f"include_last_profiler_step={x}: traceladder failed: {errors[t]}" for x in SETTINGS]
                 outcomes.append(o)
                 continue
             for include_last in SETTINGS:

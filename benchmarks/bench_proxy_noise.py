@@ -106,6 +106,8 @@ def rank_figures(runs: list[list[list[float]]]) -> dict[str, float]:
     import math
 
     kept = [r for r in runs if len(r) > 1]
+    if len(kept) < 3:
+        raise RuntimeError(f"proxy_cpu_noise: {len(kept)} runs with per-rank CPU times; 3 are needed")
     slowest = [math.log(statistics.fmean(max(it) for it in r)) for r in kept]
     mean = [math.log(statistics.fmean(statistics.fmean(it) for it in r)) for r in kept]
     ranks = [[math.log(statistics.fmean(it[k] for it in r)) for r in kept] for k in range(len(kept[0][0]))]
@@ -224,7 +226,8 @@ def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
     by_rank: list[list[list[float]]] = []  # the "after" runs, per iteration and rank
     for _ in range(n):
         for mode, extra in (("before", ["--manual_gc", "False"]), ("after", ["--manual_gc", "True"])):
-            lines = proxy_output([*args, *extra], {**env, RANK_CPU_ENV: "1"}, pin=True, python=ctx.python)
+            run_env = {**env, RANK_CPU_ENV: "1"} if mode == "after" else env  # "before" prints nothing extra
+            lines = proxy_output([*args, *extra], run_env, pin=True, python=ctx.python)
             records = parse_iterations(lines)
             runs[mode].append([r.step_cpu_ms for r in records if r.iteration > warmup and r.step_cpu_ms])
             if mode == "after":

@@ -14,7 +14,8 @@ traces, and compares every sheet TraceLens writes by the conformance rule
 
 A trace where TraceLens crashes or writes no sheet is counted apart, with what traceladder
 did on it (its one-line error, or its reports). Needs the mirror (``TRACELENS_MIRROR``,
-default /work/.mirror/AMD-AGI+TraceLens/repo) and the oracle that
+default /work/.mirror/AMD-AGI+TraceLens/repo; without it the ``tl-tests`` source is empty and
+its row fails) and the oracle that
 ``../shared/tools/tracelens_oracle.sh`` builds from it (``TRACELENS_ORACLE``, the venv;
 default /tmp/tracelens-oracle). Only runs when named with ``--only``: CI has no mirror.
 Environment knobs: ``TRACELENS_DIFF_GENERATED`` (default 200), ``TRACELENS_DIFF_SEED`` (1).

@@ -118,8 +118,10 @@ def bench_warm_launch(ctx: Context) -> list[Row]:
 
 class CpuSampler(threading.Thread):
     """Every SAMPLE_S: each process's CPU seconds since the last look (utime + stime from
-    /proc/<pid>/stat), as (time, {pid: (seconds, name)}); a process is named `workload` when its
-    command line runs traceladder.workload (a cold rung, the warm launcher and their forks)."""
+    /proc/<pid>/stat), as (time, {pid: (seconds, name)}). A process is named `workload` when its
+    command line runs traceladder.workload, or an ancestor's does (the warm launcher, a cold
+    rung and their ranks, forked or spawned). A process first seen counts all its CPU (it started
+    after the last look); a process's last < SAMPLE_S before it exits is not seen."""
 
     SAMPLE_S = 0.5
 
@@ -130,7 +132,7 @@ class CpuSampler(threading.Thread):
         self._tick = os.sysconf("SC_CLK_TCK")
 
     def _read(self) -> dict[int, tuple[float, str]]:
-        seen = {}
+        found: dict[int, tuple[float, str, int, bool]] = {}  # pid: (cpu s, name, ppid, runs the workload)
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
@@ -139,23 +141,31 @@ class CpuSampler(threading.Thread):
                 cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:  # gone between the listing and the read
                 continue
-            fields = stat[stat.rindex(")") + 2 :].split()
+            fields = stat[stat.rindex(")") + 2 :].split()  # fields[0] is the stat line's 3rd field
             comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            seen[int(entry.name)] = (
-                (int(fields[11]) + int(fields[12])) / self._tick,
-                "workload" if "traceladder.workload" in cmd else comm,
-            )
-        return seen
+            cpu = (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime: fields 14 and 15
+            found[int(entry.name)] = (cpu, comm, int(fields[1]), "traceladder.workload" in cmd)
+
+        def workload(pid: int) -> bool:
+            for _ in range(16):  # up the parent chain
+                if pid not in found:
+                    return False
+                if found[pid][3]:
+                    return True
+                pid = found[pid][2]
+            return False
+
+        return {pid: (cpu, "workload" if workload(pid) else comm) for pid, (cpu, comm, _, _) in found.items()}
 
     def run(self) -> None:
         last = self._read()
         while not self.stopped.wait(self.SAMPLE_S):
             now = self._read()
-            used = {
-                pid: (cpu - last[pid][0], name)
-                for pid, (cpu, name) in now.items()
-                if pid in last and cpu > last[pid][0]
-            }
+            used = {}
+            for pid, (cpu, name) in now.items():
+                spent = cpu - (last[pid][0] if pid in last else 0.0)
+                if spent > 0:
+                    used[pid] = (spent, name)
             self.samples.append((time.time(), used))
             last = now
 
@@ -232,6 +242,12 @@ def _other_tenants(samples: list[tuple[float, dict[int, tuple[float, str]]]], me
     figure (centred on its rung, log) moves with it (docs/statistics.md, the CPU metric's noise)."""
     import math
 
+    if not measure:
+        return [
+            Row(
+                "demo_split", "other processes' CPU during the measure runs", float("nan"), "%", detail="no measure run"
+            )
+        ]
     other, span, by_name, shares = others_during(samples, measure)
     cores = os.cpu_count() or 1
     top = ", ".join(f"{n} {v:.1f} s" for n, v in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
@@ -240,7 +256,8 @@ def _other_tenants(samples: list[tuple[float, dict[int, tuple[float, str]]]], me
         r: statistics.fmean(y for y, m in zip(logs, measure) if m["rung"] == r) for r in {m["rung"] for m in measure}
     }
     centred = [y - centre[m["rung"]] for y, m in zip(logs, measure)]
-    corr = statistics.correlation(shares, centred) if len(measure) > 2 and len(set(shares)) > 1 else float("nan")
+    varied = len(measure) > 2 and len(set(shares)) > 1 and len(set(centred)) > 1
+    corr = statistics.correlation(shares, centred) if varied else float("nan")
     return [
         Row(
             "demo_split",

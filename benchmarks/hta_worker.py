@@ -19,15 +19,13 @@ import tempfile
 from pathlib import Path
 
 
-def idle_split(trace: Path, stem: Path) -> None:
-    from hta.trace_analysis import TraceAnalysis
-
+def idle_split(analysis_class: type, trace: Path, stem: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="hta-") as d:
         os.symlink(trace.resolve(), Path(d) / "rank-0.json.gz")
         for include_last in (False, True):
             quiet = io.StringIO()
             with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-                analysis = TraceAnalysis(trace_dir=d, include_last_profiler_step=include_last)
+                analysis = analysis_class(trace_dir=d, include_last_profiler_step=include_last)
                 frame = analysis.get_idle_time_breakdown(visualize=False)[0]
             if frame is None or frame.empty:
                 raise ValueError("no GPU stream to split")
@@ -35,11 +33,15 @@ def idle_split(trace: Path, stem: Path) -> None:
 
 
 def main() -> int:
+    # HTA is imported once, before any trace: a broken venv fails the worker (its exit code and
+    # stderr reach the harness), and is never cached as every trace's outcome
+    from hta.trace_analysis import TraceAnalysis
+
     logging.disable(logging.CRITICAL)
     for line in sys.stdin:
         trace, stem = line.rstrip("\n").split("\t")
         try:
-            idle_split(Path(trace), Path(stem))
+            idle_split(TraceAnalysis, Path(trace), Path(stem))
         except Exception as exc:  # noqa: BLE001 - whatever HTA raises is the oracle's outcome
             text = " ".join(f"{type(exc).__name__}: {exc}".split())
             Path(f"{stem}.error").write_text(text[:300])

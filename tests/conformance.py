@@ -134,16 +134,19 @@ IDLE_RATIO_TOL = 0.005 + 1e-9
 
 def compare_idle(ours: Iterable[Sequence[object]], hta_csv: Path, max_report: int = 10) -> list[str]:
     """Our idle rows (``rank, stream, idle_category, idle_time, idle_time_ratio``, as numbers or
-    CSV text) against HTA's CSV: the same (stream, category) rows, each time within 1 µs and
-    ratio within HTA's rounding. Differences as text (empty when they agree)."""
+    CSV text) against HTA's CSV: the same (stream, category) rows, as many of them, each time
+    within 1 µs and ratio within HTA's rounding; an empty or NaN ratio (0/0) only against another.
+    Differences as text (empty when they agree)."""
     with open(hta_csv, newline="") as fh:
-        hta = {(int(r["stream"]), r["idle_category"]): r for r in csv.DictReader(fh)}
-    mine = {(int(float(str(r[1]))), str(r[2])): r for r in ours}
+        hta_rows = list(csv.DictReader(fh))
+    our_rows = list(ours)
+    hta = {(int(r["stream"]), r["idle_category"]): r for r in hta_rows}
+    mine = {(int(float(str(r[1]))), str(r[2])): r for r in our_rows}
     name = Path(hta_csv).name
-    if mine.keys() != hta.keys():
-        return [f"{name}: rows differ: ours {sorted(mine)}, HTA {sorted(hta)}"]
+    if mine.keys() != hta.keys() or len(our_rows) != len(hta_rows):  # a repeated row counts too
+        return [f"{name}: rows differ: ours {len(our_rows)} {sorted(mine)}, HTA {len(hta_rows)} {sorted(hta)}"]
 
-    def number(cell: object) -> float:  # both CSVs leave a NaN (a stream with no gap) empty
+    def number(cell: object) -> float:  # both CSVs leave a NaN (0/0: a stream with no gap) empty
         return float(str(cell) or "nan")
 
     diffs = []
@@ -151,7 +154,7 @@ def compare_idle(ours: Iterable[Sequence[object]], hta_csv: Path, max_report: in
         time, ratio = number(mine[key][3]), number(mine[key][4])
         want_time, want_ratio = number(row["idle_time"]), number(row["idle_time_ratio"])
         ratio_ok = math.isnan(want_ratio) and math.isnan(ratio) or abs(ratio - want_ratio) <= IDLE_RATIO_TOL
-        if abs(time - want_time) > IDLE_TIME_TOL_US or not ratio_ok:
+        if not abs(time - want_time) <= IDLE_TIME_TOL_US or not ratio_ok:  # a NaN time differs
             diffs.append(f"{name}: {key}: ours {time:g} µs ({ratio:.4f}), HTA {want_time:g} µs ({want_ratio:.4f})")
     if len(diffs) > max_report:
         diffs = diffs[:max_report] + [f"... and {len(diffs) - max_report} more"]

@@ -49,9 +49,14 @@ def test_compare_idle_flags_a_microsecond_and_a_missing_row(tmp_path: Path) -> N
 
 
 def test_compare_idle_takes_an_empty_ratio_as_nan(tmp_path: Path) -> None:
-    """A stream with a single event: no gap, a ratio of 0/0, left empty by HTA's CSV and ours."""
+    """A stream with no gap (a single event, or back-to-back ones): a ratio of 0/0, left empty by
+    HTA's CSV and ours. An empty idle time is no number and differs."""
     hta = tmp_path / "hta.csv"
     hta.write_text("rank,stream,idle_category,idle_time,idle_time_ratio\n0,11,other,0.0,\n")
     assert compare_idle([["0", "11", "other", "0.0", ""]], hta) == []
     assert compare_idle([[0, 11, "other", 0.0, float("nan")]], hta) == []
     assert compare_idle([[0, 11, "other", 0.0, 0.0]], hta) != []
+    assert compare_idle([[0, 11, "other", "", ""]], hta) != []
+    assert compare_idle([[0, 11, "other", 0.0, ""], [0, 11, "other", 0.0, ""]], hta)[0].startswith(
+        "hta.csv: rows differ"
+    )

@@ -545,7 +545,8 @@ def test_log_lines_have_primus_shapes(runs: dict[str, Run]) -> None:
     by_rank = [ln.removeprefix(RANK_CPU_PREFIX).split() for ln in out if ln.startswith(RANK_CPU_PREFIX)]
     assert [len(r) for r in by_rank] == [2, 2, 2], by_rank
     logged = [float(re.search(r"step cpu time per iteration \(ms\): ([\d.]+)", ln).group(1)) for ln in lines]
-    assert [round(max(map(float, r)), 1) for r in by_rank] == pytest.approx(logged, abs=0.051)
+    # the rank line has 2 decimals, the log line 1: each within half its last digit of the same value
+    assert [max(map(float, r)) for r in by_rank] == pytest.approx(logged, abs=0.055 + 1e-9)
     assert RANK_CPU_PREFIX not in runs["ep_allgather"].stdout  # off unless asked for
 
 
