@@ -20,6 +20,7 @@ worker processes (benchmarks/hta_worker.py); its CSVs are cached by trace conten
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
 import subprocess
@@ -120,7 +121,7 @@ def compare_all(groups: dict[str, list[Path]], python: str) -> list[Outcome]:
                 hta = Path(f"{stem}.last_{str(include_last).lower()}.csv")
                 try:
                     if include_last:  # what the product writes
-                        rows = list(conf.csv.reader(ours.open(newline="")))[1:] if ours.exists() else []
+                        rows = _csv_rows(ours) if ours.exists() else []
                     else:
                         rows = gpu_idle(read_trace(staged[t]), 0, include_last=False)
                     diffs = conf.compare_idle(rows, hta, max_report=3)
@@ -131,6 +132,12 @@ def compare_all(groups: dict[str, list[Path]], python: str) -> list[Outcome]:
                     o.differ.append(f"include_last_profiler_step={include_last}: " + " | ".join(diffs))
             outcomes.append(o)
     return outcomes
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    """A CSV's rows below its header."""
+    with path.open(newline="") as fh:
+        return list(csv.reader(fh))[1:]
 
 
 def summary_line(outcomes: list[Outcome]) -> str:

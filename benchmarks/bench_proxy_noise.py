@@ -38,6 +38,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from benchmarks.common import REPO, Context, Row
 
@@ -99,10 +100,15 @@ def rank_cpu_ms(lines: list[str], warmup: int) -> list[list[float]]:
     return rows[warmup:]
 
 
-def rank_figures(runs: list[list[list[float]]]) -> dict[str, float]:
+class RankFigures(NamedTuple):
+    slowest_sd: float  # between-run sd (log) of the slowest rank per iteration: the verdict metric
+    mean_sd: float  # the same of the mean over ranks: a cost per rank, not inflated by a max
+    correlation: float  # of rank 0's and rank 1's run means
+
+
+def rank_figures(runs: list[list[list[float]]]) -> RankFigures:
     """Between-run sd (log) of a run's mean CPU time per step taken two ways, and how the ranks'
-    own run means move together: the slowest rank per iteration (the verdict metric) against
-    the mean over ranks (a cost per rank, which the max's order statistic does not inflate)."""
+    own run means move together."""
     import math
 
     kept = [r for r in runs if len(r) > 1]
@@ -111,11 +117,7 @@ def rank_figures(runs: list[list[list[float]]]) -> dict[str, float]:
     slowest = [math.log(statistics.fmean(max(it) for it in r)) for r in kept]
     mean = [math.log(statistics.fmean(statistics.fmean(it) for it in r)) for r in kept]
     ranks = [[math.log(statistics.fmean(it[k] for it in r)) for r in kept] for k in range(len(kept[0][0]))]
-    return {
-        "between-run sd, slowest rank (the metric)": statistics.stdev(slowest),
-        "between-run sd, mean over ranks": statistics.stdev(mean),
-        "correlation of rank 0 and rank 1 run means": statistics.correlation(ranks[0], ranks[1]),
-    }
+    return RankFigures(statistics.stdev(slowest), statistics.stdev(mean), statistics.correlation(ranks[0], ranks[1]))
 
 
 def run_proxy(
@@ -249,10 +251,10 @@ def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
                 )
             )
     figures = rank_figures(by_rank)
-    slowest, mean = figures["between-run sd, slowest rank (the metric)"], figures["between-run sd, mean over ranks"]
-    corr = figures["correlation of rank 0 and rank 1 run means"]
-    for name in ("between-run sd, slowest rank (the metric)", "between-run sd, mean over ranks"):
-        value = figures[name]
+    for name, value in (
+        ("between-run sd, slowest rank (the metric)", figures.slowest_sd),
+        ("between-run sd, mean over ranks", figures.mean_sd),
+    ):
         rows.append(
             Row("proxy_cpu_noise", f"CPU {name}, manual gc", 100 * value, "%", detail=f"{100 * value:.2f}%; {machine}")
         )
@@ -260,9 +262,9 @@ def bench_proxy_cpu_noise(ctx: Context) -> list[Row]:
         Row(
             "proxy_cpu_noise",
             "CPU between-run sd, mean over ranks / slowest rank",
-            mean / slowest,
+            figures.mean_sd / figures.slowest_sd,
             "x",
-            detail=f"correlation of rank 0 and rank 1 run means {corr:.2f}; {machine}",
+            detail=f"correlation of rank 0 and rank 1 run means {figures.correlation:.2f}; {machine}",
         )
     )
     return rows

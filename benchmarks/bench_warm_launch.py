@@ -250,6 +250,7 @@ def _other_tenants(samples: list[tuple[float, dict[int, tuple[float, str]]]], me
         ]
     other, span, by_name, shares = others_during(samples, measure)
     cores = os.cpu_count() or 1
+    share_pct = 100 * other / (span * cores)
     top = ", ".join(f"{n} {v:.1f} s" for n, v in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
     logs = [math.log(m["step_cpu_ms"]) for m in measure]
     centre = {
@@ -262,9 +263,9 @@ def _other_tenants(samples: list[tuple[float, dict[int, tuple[float, str]]]], me
         Row(
             "demo_split",
             "other processes' CPU during the measure runs",
-            round(100 * other / (span * cores), 2),
+            round(share_pct, 2),
             f"% of {cores} cores",
-            detail=f"{100 * other / (span * cores):.2f}%: {other:.1f} CPU-s over {span:.0f} s of "
+            detail=f"{share_pct:.2f}%: {other:.1f} CPU-s over {span:.0f} s of "
             f"{len(measure)} runs ({top}); "
             f"correlation with the run's rung-centred log step_cpu_ms {corr:.2f}",
         )
