@@ -815,9 +815,68 @@ def test_recompute_replays_under_the_forwards_autocast() -> None:
     assert torch.equal(grads[0], grads[1])
 
 
-def test_clamped_swiglu_is_the_same_math_on_every_expert_path() -> None:
+def test_mega_moe_layout_and_movement_kernels_match_torch() -> None:
+    """MegaMoE's compiled layout, bucketing and scatter kernels against the torch ops they replace,
+    on unbalanced routing (some experts get no rows, so buckets are padded) and 3 chunks."""
+    import torch
+
+    from traceladder.workload import kernels
+    from traceladder.workload.experts import bucket_slots
+
+    gen = torch.Generator().manual_seed(7)
+    n_tok, k, n_local, world, chunks = 50, 3, 4, 2, 3
+    idx = torch.randint(0, n_local * world - 2, (n_tok, k), generator=gen)  # experts 6 and 7 get none
+    per_chunk = -(-n_tok // chunks)
+    order, token, local_id = (torch.empty(n_tok * k, dtype=torch.int64) for _ in range(3))
+    send = torch.empty(chunks, world, dtype=torch.int64)
+    kernels.moe_plan(
+        idx.reshape(-1).numpy(), k, per_chunk, n_local, order.numpy(), token.numpy(), local_id.numpy(), send.numpy()
+    )
+    flat = idx.reshape(-1)
+    chunk_of = torch.arange(n_tok * k) // k // per_chunk
+    ref = torch.argsort(chunk_of * (n_local * world) + flat, stable=True)
+    assert torch.equal(order, ref) and torch.equal(token, ref // k) and torch.equal(local_id, flat[ref] % n_local)
+    ref_send = torch.bincount(chunk_of[ref] * world + flat[ref] // n_local, minlength=chunks * world).view(
+        chunks, world
+    )
+    assert torch.equal(send, ref_send)
+
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(n_tok, 5, generator=gen, dtype=dtype)
+        payload = torch.empty(n_tok * k, 6, dtype=dtype)
+        kernels.gather_payload(x.numpy(), token.numpy(), local_id.numpy(), payload.numpy())
+        assert torch.equal(payload[:, :5], x[token]) and torch.equal(payload[:, 5].long(), local_id)
+        slot = torch.empty(n_tok * k, dtype=torch.int64)
+        cap = kernels.payload_slots(payload.numpy(), n_local, slot.numpy())
+        ref_slot, ref_cap, _ = bucket_slots(local_id, n_local)
+        assert cap == ref_cap and torch.equal(slot, ref_slot)
+        buckets = torch.zeros(n_local * cap, 5, dtype=dtype)
+        kernels.scatter_rows(payload.numpy(), slot.numpy(), buckets.numpy())
+        assert torch.equal(buckets, torch.zeros_like(buckets).index_copy(0, slot, payload[:, :5]))
+
+        rows, weight = (
+            torch.randn(n_tok * k, 5, generator=gen, dtype=dtype),
+            torch.rand(n_tok * k, generator=gen, dtype=dtype),
+        )
+        out = torch.full((n_tok, 5), float("nan"), dtype=dtype)  # the kernel zeroes it first
+        kernels.scatter_add_rows(rows.numpy(), weight.numpy(), token.numpy(), out.numpy())
+        assert torch.allclose(out, torch.zeros_like(out).index_add_(0, token, rows * weight[:, None]))
+        kernels.scatter_add_rows(rows.numpy(), weight[:0].numpy(), token.numpy(), out.numpy())
+        assert torch.allclose(out, torch.zeros_like(out).index_add_(0, token, rows))
+        grad = torch.randn(n_tok, 5, generator=gen, dtype=dtype)
+        grad_rows, grad_weight = torch.empty_like(rows), torch.empty_like(weight)
+        kernels.gather_scale_dot(
+            grad.numpy(), token.numpy(), weight.numpy(), rows.numpy(), grad_rows.numpy(), grad_weight.numpy()
+        )
+        assert torch.allclose(grad_rows, grad[token] * weight[:, None])
+        assert torch.allclose(grad_weight, (grad[token] * rows).sum(1))
+
+
+@pytest.mark.parametrize("balanced", [True, False], ids=["forced-balance", "top-k"])
+def test_clamped_swiglu_is_the_same_math_on_every_expert_path(balanced: bool) -> None:
     """V4's clamped SwiGLU (v4_grouped_experts_support_clamped_swiglu): the expert loop, the grouped
-    GEMM and MegaMoE's hand-written backward give the same outputs and grads where the clamp bites."""
+    GEMM and MegaMoE's hand-written backward give the same outputs and grads where the clamp bites;
+    under top-k routing too, whose uneven experts pad the buckets (MegaMoE then in 2 chunks)."""
     import torch
 
     from traceladder.workload.comm import Comm
@@ -827,11 +886,12 @@ def test_clamped_swiglu_is_the_same_math_on_every_expert_path() -> None:
         *("--expert_model_parallel_size", "1", "--num_experts", "4", "--moe_ffn_hidden_size", "8"),
         *("--hidden_size", "16", "--seq_length", "32", "--moe_router_topk", "2"),
         *("--v4_grouped_experts_support_clamped_swiglu", "True"),
+        *("--moe_router_force_load_balancing", str(balanced)),
     ]
     paths = {
         "loop": [],
         "grouped": ["--use_turbo_grouped_gemm", "True"],
-        "mega": ["--use_turbo_mega_moe", "True", "--mega_moe_chunks", "1"],
+        "mega": ["--use_turbo_mega_moe", "True", "--mega_moe_chunks", "1" if balanced else "2"],
     }
     results = {}
     for name, flags in paths.items():
@@ -847,6 +907,9 @@ def test_clamped_swiglu_is_the_same_math_on_every_expert_path() -> None:
         y = moe(x, torch.arange(32))
         y.pow(2).sum().backward()
         results[name] = (y.detach(), x.grad, moe.experts.w1.grad, moe.experts.w2.grad)
+        if name == "loop" and not balanced:  # uneven experts: the buckets are padded
+            counts = torch.bincount(moe.router(x, torch.arange(32))[0].reshape(-1), minlength=4)
+            assert counts.min() < counts.max()
         if name == "loop":  # the clamp bites on this input
             with torch.no_grad():
                 h = x @ moe.experts.w1[0]

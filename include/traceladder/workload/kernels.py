@@ -3,9 +3,11 @@
 A Triton kernel runs a whole elementwise chain in one launch. The proxy's torch stand-ins still
 dispatched two ops per Sinkhorn half-iteration (80 forward, 160 backward per call), so on the CPU
 the fusion removed half of the chain's dispatches where the GPU removes all but one. Each kernel
-here is one call, as the Triton pair is: Sinkhorn, RMSNorm, and MegaMoE's (clamped) SwiGLU.
+here is one call, as the Triton pair is: Sinkhorn, RMSNorm, and MegaMoE's (clamped) SwiGLU, its
+dispatch layout and its gathers and scatters (the stages of the real op's one persistent kernel).
 
-Each kernel is compiled for its one signature when this module is imported, and numba caches it
+Each kernel is compiled for its signatures (float32; float64 too for MegaMoE's data movement, which
+the tests run in float64) when this module is imported, and numba caches it
 on disk (`cache=True`): ~3 s once per checkout (`make setup` does it), then ~0.6 s to import
 numba and load them. The warm launcher imports this module before it forks, so no warm run pays
 that. No kernel starts a thread (no `parallel=True`): a proxy rank keeps its one compute thread,
@@ -249,3 +251,125 @@ def swiglu_backward(dact: Array, h: Array, limit: float, dh: Array, act: Array) 
             act[r, f] = silu * up
             dh[r, f] = dact[r, f] * up * sig * (_ONE + gate * (_ONE - sig)) if gate_on else _ZERO
             dh[r, width + f] = dact[r, f] * silu if up_on else _ZERO
+
+
+# ---------------------------------------------------------------- MegaMoE's layout and data movement
+# The real MegaMoE computes its dispatch layout, gathers the routed tokens, buckets them per expert
+# and scatters the weighted outputs home inside its one persistent kernel. The proxy's torch
+# spelling took ~25 dispatches a layer for the same (a stable argsort alone is ~70 us here); each
+# kernel below is one call. Float kernels take float32 (training) or float64 (the tests' reference
+# comparison): every float array of a call has the one type.
+def _float_sigs(template: str) -> list[str]:
+    return [template.replace("F", dtype) for dtype in ("float32", "float64")]
+
+
+@njit(
+    "void(int64[::1], int64, int64, int64, int64[::1], int64[::1], int64[::1], int64[:, ::1])",
+    cache=True,
+    nogil=True,
+    error_model="numpy",
+)
+def moe_plan(
+    expert: Array, k: int, per_chunk: int, n_local: int, order: Array, token: Array, local_id: Array, send: Array
+) -> None:
+    """The routed (token, slot) pairs (`expert`: each pair's global expert, token-major) ordered
+    chunk-major, then by expert, hence by destination rank: a stable counting sort. Writes each
+    placed pair's index (`order`), token and destination-local expert id, and the pairs each chunk
+    sends to each rank (`send` [chunks, world])."""
+    world = send.shape[1]
+    n_exp = n_local * world
+    start = np.zeros(send.shape[0] * n_exp + 1, np.int64)
+    for p in range(expert.shape[0]):
+        if expert[p] < 0 or expert[p] >= n_exp:
+            raise ValueError("moe_plan: an expert id out of range")
+        start[(p // k // per_chunk) * n_exp + expert[p] + 1] += 1
+    for key in range(start.shape[0] - 1):
+        start[key + 1] += start[key]
+    send[:, :] = 0
+    for p in range(expert.shape[0]):
+        chunk, e = p // k // per_chunk, expert[p]
+        key = chunk * n_exp + e
+        at = start[key]
+        start[key] = at + 1
+        order[at], token[at], local_id[at] = p, p // k, e % n_local
+        send[chunk, e // n_local] += 1
+
+
+@njit(_float_sigs("void(F[:, ::1], int64[::1], int64[::1], F[:, ::1])"), cache=True, nogil=True, error_model="numpy")
+def gather_payload(x: Array, token: Array, local_id: Array, out: Array) -> None:
+    """Dispatch payload rows: each pair's token row, then its destination-local expert id as one
+    more column (exact in float32 below 2**24)."""
+    hid = x.shape[1]
+    for i in range(token.shape[0]):
+        t = token[i]
+        for c in range(hid):
+            out[i, c] = x[t, c]
+        out[i, hid] = local_id[i]
+
+
+@njit(_float_sigs("int64(F[:, ::1], int64, int64[::1])"), cache=True, nogil=True, error_model="numpy")
+def payload_slots(payload: Array, n_local: int, slot: Array) -> int:
+    """Each received row's slot in [n_local * cap] per-expert buckets, read from its id column (the
+    last), arrival order kept within an expert; returns cap, the largest expert's row count."""
+    counts = np.zeros(n_local, np.int64)
+    last = payload.shape[1] - 1
+    for r in range(payload.shape[0]):
+        e = np.int64(payload[r, last])
+        if e < 0 or e >= n_local:
+            raise ValueError("payload_slots: an expert id out of range")
+        counts[e] += 1
+    cap = counts.max() if n_local else 0
+    counts[:] = 0
+    for r in range(payload.shape[0]):
+        e = np.int64(payload[r, last])
+        slot[r] = e * cap + counts[e]
+        counts[e] += 1
+    return cap
+
+
+@njit(_float_sigs("void(F[:, ::1], int64[::1], F[:, ::1])"), cache=True, nogil=True, error_model="numpy")
+def scatter_rows(rows: Array, slot: Array, out: Array) -> None:
+    """out[slot[r]] = the first out.shape[1] columns of rows[r] (a payload's id column stays behind)."""
+    width = out.shape[1]
+    for r in range(slot.shape[0]):
+        s = slot[r]
+        for c in range(width):
+            out[s, c] = rows[r, c]
+
+
+@njit(_float_sigs("void(F[:, ::1], F[::1], int64[::1], F[:, ::1])"), cache=True, nogil=True, error_model="numpy")
+def scatter_add_rows(rows: Array, weight: Array, index: Array, out: Array) -> None:
+    """out = 0, then out[index[r]] += rows[r] * weight[r], in row order (index_add_'s order); an
+    empty `weight` adds the rows as they are."""
+    out[:, :] = 0
+    if weight.shape[0] == 0:
+        for r in range(index.shape[0]):
+            t = index[r]
+            for c in range(out.shape[1]):
+                out[t, c] += rows[r, c]
+        return
+    for r in range(index.shape[0]):
+        t, w = index[r], weight[r]
+        for c in range(out.shape[1]):
+            out[t, c] += rows[r, c] * w
+
+
+@njit(
+    _float_sigs("void(F[:, ::1], int64[::1], F[::1], F[:, ::1], F[:, ::1], F[::1])"),
+    cache=True,
+    nogil=True,
+    error_model="numpy",
+)
+def gather_scale_dot(
+    grad: Array, index: Array, weight: Array, rows: Array, grad_rows: Array, grad_weight: Array
+) -> None:
+    """The weighted scatter-add's backward in one pass: grad_rows[r] = grad[index[r]] * weight[r],
+    grad_weight[r] = grad[index[r]] . rows[r]."""
+    for r in range(index.shape[0]):
+        t, w = index[r], weight[r]
+        dot = grad[t, 0] * rows[r, 0]
+        grad_rows[r, 0] = grad[t, 0] * w
+        for c in range(1, rows.shape[1]):
+            dot += grad[t, c] * rows[r, c]
+            grad_rows[r, c] = grad[t, c] * w
+        grad_weight[r] = dot

@@ -10,7 +10,9 @@ As the fused kernel, it reads its tokens where they are and writes its output wh
 dispatch gathers each routed row straight into the payload, and the combine scales each returned
 row by its routing weight and adds it into its token's row. No permuted copy of the tokens, and no
 [tokens, top-k, hidden] array of outputs, exists outside the Function, so autograd has no gather,
-scatter, multiply or sum of them to replay in backward.
+scatter, multiply or sum of them to replay in backward. The layout (a counting sort by chunk and
+expert), the payload gather, the per-expert bucketing and the weighted scatter home are each one
+compiled kernel (kernels.py), as they are stages of one kernel in the real op.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from torch.autograd.profiler import record_function
 
 from . import kernels
 from .comm import Comm
-from .experts import Experts, bucket_slots
+from .experts import Experts
 from .ops import as_dtype, kernel_input
 
 
@@ -37,34 +39,43 @@ class _Plan:
     recv: list[list[int]]  # per chunk: rows from each source rank
     limit: float  # the clamped SwiGLU's limit (0: plain)
     token: torch.Tensor  # the token each source-side row (a routed (token, slot) pair) belongs to
-    local_ids: torch.Tensor  # each source-side row's expert id on its destination rank
+    local_ids: torch.Tensor  # each source-side row's expert id on its destination rank (int64)
 
 
 # per chunk: buckets, the first GEMM's output [gate | up], slots (None when the chunk has no rows)
 _Saved = tuple[torch.Tensor | None, ...]
 
 
-def _buckets(rows: torch.Tensor, slot: torch.Tensor, n_local: int, cap: int) -> torch.Tensor:
-    """rows scattered into [E, cap, H] buckets. Padding rows must be zero (their garbage would meet
-    a zero grad in the wgrad GEMMs: 0 x NaN); with no padding (balanced routing) nothing is filled."""
-    hid = rows.shape[1]
+def _np(t: torch.Tensor) -> Any:
+    """The kernels' view of a tensor (float32 or float64, C-contiguous: copied only if it is not)."""
+    return t.detach().contiguous().numpy()
+
+
+def _buckets(rows: torch.Tensor, slot: torch.Tensor, n_local: int, cap: int, hid: int) -> torch.Tensor:
+    """The first `hid` columns of rows scattered into [E, cap, hid] buckets. Padding rows must be
+    zero (their garbage would meet a zero grad in the wgrad GEMMs: 0 x NaN); with no padding
+    (balanced routing) nothing is filled."""
     padded = n_local * cap != rows.shape[0]
-    out = rows.new_zeros(n_local * cap, hid) if padded else rows.new_empty(n_local * cap, hid)
-    return out.index_copy_(0, slot, rows).view(n_local, cap, hid)
+    out = (torch.zeros if padded else torch.empty)(n_local * cap, hid, dtype=rows.dtype)
+    kernels.scatter_rows(_np(rows), _np(slot), out.numpy())
+    return out.view(n_local, cap, hid)
 
 
 def _expert_fwd(
-    x: torch.Tensor, local_e: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int, limit: float
+    payload: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, n_local: int, limit: float
 ) -> tuple[torch.Tensor, _Saved, int]:
-    if not x.numel():
-        return x.new_zeros(x.shape), (None,) * 3, 0
-    slot, cap, _ = bucket_slots(local_e, n_local)
-    xb = _buckets(x, slot, n_local, cap)
+    """The expert MLPs on received payload rows ([rows, H + 1]: the id column last) → [rows, H]."""
+    hid = payload.shape[1] - 1
+    if not payload.shape[0]:
+        return payload.new_zeros(0, hid), (None,) * 3, 0
+    slot = torch.empty(payload.shape[0], dtype=torch.int64)
+    cap = kernels.payload_slots(_np(payload), n_local, slot.numpy())
+    xb = _buckets(payload, slot, n_local, cap, hid)
     h = torch.bmm(xb, w1)  # [E, cap, 2F]: gate | up
     act = torch.empty(*h.shape[:2], h.shape[2] // 2)  # float32, the kernels' type
     kernels.swiglu_forward(kernel_input(h, (-1, h.shape[2])).numpy(), limit, act.view(-1, act.shape[2]).numpy())
     y = torch.bmm(as_dtype(act, h.dtype), w2)
-    return y.view(-1, x.shape[1]).index_select(0, slot), (xb, h, slot), cap
+    return y.view(-1, hid).index_select(0, slot), (xb, h, slot), cap
 
 
 def _expert_bwd(
@@ -84,7 +95,7 @@ def _expert_bwd(
     xb, h, slot = saved
     if xb is None or h is None or slot is None:
         return gy.new_zeros(gy.shape)
-    gyb = _buckets(gy, slot, n_local, cap)
+    gyb = _buckets(gy, slot, n_local, cap, gy.shape[1])
     dact = torch.bmm(gyb, w2.transpose(1, 2))
     dh, act = torch.empty(h.shape), torch.empty(dact.shape)  # float32, the kernels' type
     kernels.swiglu_backward(
@@ -155,16 +166,17 @@ class _MegaMoE(torch.autograd.Function):
         caps: list[int] = []
         hid = x.shape[1]
 
+        x_np = _np(x)
+
         def payload(lo: int, hi: int) -> torch.Tensor:
             # fused dispatch: the routed tokens gathered straight into the payload, the
-            # destination-local expert id beside them as an extra fp32 column (x is fp32 here)
+            # destination-local expert id beside them as one more column
             buf = x.new_empty(hi - lo, hid + 1)
-            torch.index_select(x, 0, plan.token[lo:hi], out=buf[:, :hid])
-            buf[:, hid] = plan.local_ids[lo:hi]
+            kernels.gather_payload(x_np, plan.token[lo:hi].numpy(), plan.local_ids[lo:hi].numpy(), buf.numpy())
             return buf
 
         def compute(c: int, buf: torch.Tensor) -> torch.Tensor:
-            y, tensors, cap = _expert_fwd(buf[:, :-1].to(x.dtype), buf[:, -1].long(), w1, w2, plan.n_local, plan.limit)
+            y, tensors, cap = _expert_fwd(buf, w1, w2, plan.n_local, plan.limit)
             saved.extend(tensors)
             caps.append(cap)
             return y
@@ -173,7 +185,8 @@ class _MegaMoE(torch.autograd.Function):
         _pipeline(plan, payload, compute, y_rows)
         with record_function("moe_combine"):
             # fused combine: each row scaled by its routing weight, added into its token's row
-            out = x.new_zeros(x.shape).index_add_(0, plan.token, y_rows * row_weight.unsqueeze(1))
+            out = x.new_empty(x.shape)
+            kernels.scatter_add_rows(y_rows.numpy(), _np(row_weight), plan.token.numpy(), out.numpy())
         ctx.plan, ctx.caps = plan, caps
         ctx.weights = (w1, w2)  # the parameters themselves: their main_grad, if any, takes the wgrad
         # Through save_for_backward (not ctx attributes), so activation checkpointing can drop
@@ -194,13 +207,22 @@ class _MegaMoE(torch.autograd.Function):
             )
 
         with record_function("moe_combine"):
-            grad_rows = grad.to(w1.dtype).index_select(0, plan.token)
-            grad_weight = (grad_rows * y_rows).sum(1)
-            grad_rows.mul_(row_weight.unsqueeze(1))
+            grad_rows = y_rows.new_empty(y_rows.shape)
+            grad_weight = row_weight.new_empty(row_weight.shape)
+            kernels.gather_scale_dot(
+                _np(as_dtype(grad, w1.dtype)),
+                plan.token.numpy(),
+                _np(row_weight),
+                _np(y_rows),
+                grad_rows.numpy(),
+                grad_weight.numpy(),
+            )
         grad_in = torch.empty_like(grad_rows)
         _pipeline(plan, lambda lo, hi: grad_rows[lo:hi], compute, grad_in)
         with record_function("moe_dispatch"):
-            grad_x = grad.new_zeros(grad.shape).index_add_(0, plan.token, grad_in.to(grad.dtype))
+            grad_x = grad_in.new_empty(grad.shape)
+            kernels.scatter_add_rows(grad_in.numpy(), grad_in.new_empty(0).numpy(), plan.token.numpy(), grad_x.numpy())
+            grad_x = as_dtype(grad_x, grad.dtype)
         if fused_accumulation:
             return grad_x, grad_weight, None, None, None
         return grad_x, grad_weight, gw1, gw2, None
@@ -213,19 +235,17 @@ def mega_moe(
     n_local, world = experts.n_local, comm.world
     with record_function("moe_dispatch"):
         # Rows ordered chunk-major, then by expert (hence by destination rank) inside a chunk.
-        per_chunk = -(-n_tok // chunks)
-        flat_e = idx.reshape(-1)
-        chunk_of = torch.arange(n_tok * k) // k // per_chunk
-        order = torch.argsort(chunk_of * (n_local * world) + flat_e, stable=True)
-        sorted_e = flat_e[order]
-        dest = sorted_e // n_local
-        n_chunks = int(chunk_of.max()) + 1
-        send = torch.bincount(chunk_of[order] * world + dest, minlength=n_chunks * world).view(n_chunks, world)
+        per_chunk = max(1, -(-n_tok // chunks))
+        n_chunks = max(1, -(-n_tok // per_chunk))
+        order, token, local_ids = (torch.empty(n_tok * k, dtype=torch.int64) for _ in range(3))
+        send = torch.empty(n_chunks, world, dtype=torch.int64)
+        kernels.moe_plan(
+            _np(idx.reshape(-1)), k, per_chunk, n_local, order.numpy(), token.numpy(), local_ids.numpy(), send.numpy()
+        )
         recv = comm.exchange_counts(send.t().contiguous())  # [src, chunk]
         sizes = send.sum(1).tolist()
         starts = [sum(sizes[:c]) for c in range(n_chunks)]
         bounds = [(a, a + n) for a, n in zip(starts, sizes)]
-        local_ids = (sorted_e - dest * n_local).float()
-        plan = _Plan(comm, n_local, bounds, send.tolist(), recv.t().tolist(), experts.limit, order // k, local_ids)
+        plan = _Plan(comm, n_local, bounds, send.tolist(), recv.t().tolist(), experts.limit, token, local_ids)
         row_weight = w.reshape(-1)[order]
     return _MegaMoE.apply(x, row_weight, experts.w1, experts.w2, plan)
