@@ -1,5 +1,6 @@
-"""What moe.py and megamoe.py share: this rank's experts and the padded per-expert buckets (its
-own module, so neither imports the other for it); and moe.py's un-permute back to token order,
+"""This rank's experts, which moe.py and megamoe.py share (its own module, so neither imports the
+other for it); the grouped path's padded per-expert buckets (MegaMoE makes the same slots in one
+compiled kernel, and the tests hold the two equal); and moe.py's un-permute back to token order,
 which MegaMoE fuses into its combine."""
 
 from __future__ import annotations

@@ -278,6 +278,8 @@ def moe_plan(
     sends to each rank (`send` [chunks, world])."""
     world = send.shape[1]
     n_exp = n_local * world
+    if expert.shape[0] and (expert.shape[0] - 1) // k // per_chunk >= send.shape[0]:
+        raise ValueError("moe_plan: more chunks than send has rows")
     start = np.zeros(send.shape[0] * n_exp + 1, np.int64)
     for p in range(expert.shape[0]):
         if expert[p] < 0 or expert[p] >= n_exp:
@@ -341,6 +343,8 @@ def scatter_rows(rows: Array, slot: Array, out: Array) -> None:
 def scatter_add_rows(rows: Array, weight: Array, index: Array, out: Array) -> None:
     """out = 0, then out[index[r]] += rows[r] * weight[r], in row order (index_add_'s order); an
     empty `weight` adds the rows as they are."""
+    if rows.shape[0] < index.shape[0] or 0 < weight.shape[0] < index.shape[0]:
+        raise ValueError("scatter_add_rows: fewer rows or weights than indices")
     out[:, :] = 0
     if weight.shape[0] == 0:
         for r in range(index.shape[0]):
@@ -364,12 +368,14 @@ def gather_scale_dot(
     grad: Array, index: Array, weight: Array, rows: Array, grad_rows: Array, grad_weight: Array
 ) -> None:
     """The weighted scatter-add's backward in one pass: grad_rows[r] = grad[index[r]] * weight[r],
-    grad_weight[r] = grad[index[r]] . rows[r]."""
+    grad_weight[r] = grad[index[r]] . rows[r] (summed in float64: a float32 running sum over a wide
+    row would lose what torch's pairwise sum keeps)."""
+    if weight.shape[0] < index.shape[0] or rows.shape[0] < index.shape[0] or grad_rows.shape[0] < index.shape[0]:
+        raise ValueError("gather_scale_dot: fewer rows or weights than indices")
     for r in range(index.shape[0]):
         t, w = index[r], weight[r]
-        dot = grad[t, 0] * rows[r, 0]
-        grad_rows[r, 0] = grad[t, 0] * w
-        for c in range(1, rows.shape[1]):
+        dot = 0.0
+        for c in range(rows.shape[1]):
             dot += grad[t, c] * rows[r, c]
             grad_rows[r, c] = grad[t, c] * w
         grad_weight[r] = dot

@@ -4,7 +4,8 @@ so that communication overlaps compute (use_turbo_mega_moe; replaces DeepEP and 
 Forward and backward are written by hand inside one autograd Function: chunk c+1's dispatch
 all_to_all (async, on gloo's worker thread) is in flight while chunk c computes, and chunk c's
 combine is posted async as soon as it is done. Expert ids ride in the dispatch payload as one
-extra fp32 column, so each chunk costs a single collective each way.
+extra column of the activations' float type (fp32 in training; exact below 2**24), so each chunk
+costs a single collective each way.
 
 As the fused kernel, it reads its tokens where they are and writes its output where it goes: the
 dispatch gathers each routed row straight into the payload, and the combine scales each returned
@@ -47,7 +48,7 @@ _Saved = tuple[torch.Tensor | None, ...]
 
 
 def _np(t: torch.Tensor) -> Any:
-    """The kernels' view of a tensor (float32 or float64, C-contiguous: copied only if it is not)."""
+    """The kernels' view of a tensor (C-contiguous: copied only if it is not)."""
     return t.detach().contiguous().numpy()
 
 
@@ -240,7 +241,14 @@ def mega_moe(
         order, token, local_ids = (torch.empty(n_tok * k, dtype=torch.int64) for _ in range(3))
         send = torch.empty(n_chunks, world, dtype=torch.int64)
         kernels.moe_plan(
-            _np(idx.reshape(-1)), k, per_chunk, n_local, order.numpy(), token.numpy(), local_ids.numpy(), send.numpy()
+            _np(idx.reshape(-1).long()),
+            k,
+            per_chunk,
+            n_local,
+            order.numpy(),
+            token.numpy(),
+            local_ids.numpy(),
+            send.numpy(),
         )
         recv = comm.exchange_counts(send.t().contiguous())  # [src, chunk]
         sizes = send.sum(1).tolist()
