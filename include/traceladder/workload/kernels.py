@@ -8,8 +8,8 @@ dispatch layout and its gathers and scatters (the stages of the real op's one pe
 
 Each kernel is compiled for its signatures (float32; float64 too for MegaMoE's data movement, which
 the tests run in float64) when this module is imported, and numba caches it
-on disk (`cache=True`): ~3 s once per checkout (`make setup` does it), then ~0.6 s to import
-numba and load them. The warm launcher imports this module before it forks, so no warm run pays
+on disk (`cache=True`): ~6.5 s once per checkout (`make setup` does it), then ~0.8 s to import
+numba (0.3 s) and load them. The warm launcher imports this module before it forks, so no warm run pays
 that. No kernel starts a thread (no `parallel=True`): a proxy rank keeps its one compute thread,
 which `metric: cpu` times.
 
