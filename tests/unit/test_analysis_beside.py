@@ -145,3 +145,78 @@ def test_parent_failure_leaves_no_unified_part(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="a report failed"):
         analyze_trace(TRACE, tmp_path / "out", split=True)
     assert not [p.name for p in (tmp_path / "out").iterdir() if "unified" in p.name]
+
+
+def _small_rocprof(tmp_path: Path, dispatches: int = 2500, broken_at: int | None = None) -> Path:
+    import gzip
+
+    import orjson
+
+    doc = orjson.loads(gzip.decompress((REF / "rocprof" / "908_results.json.gz").read_bytes()))
+    records = doc["rocprofiler-sdk-tool"][0]["buffer_records"]
+    records["kernel_dispatch"] = records["kernel_dispatch"][:dispatches]
+    if broken_at is not None:
+        records["kernel_dispatch"][broken_at]["end_timestamp"] = "late"
+    trace = tmp_path / "small_results.json"
+    trace.write_bytes(orjson.dumps(doc))
+    return trace
+
+
+@pytest.fixture
+def rocprof_split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
+    """Small batches, the split on from 4 of them, and the pids that decoded a part."""
+    from traceladder.analysis.readers import rocprof_json
+
+    monkeypatch.setattr(rocprof_json, "_DISPATCH_BATCH", 300)
+    monkeypatch.setattr(rocprof_json, "SPLIT_MIN_DISPATCHES", 1200)
+    pids = tmp_path / "pids"
+    real = rocprof_json._dispatch_columns
+
+    def noted(*args):
+        with pids.open("a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(*args)
+
+    monkeypatch.setattr(rocprof_json, "_dispatch_columns", noted)
+    return pids
+
+
+def test_rocprof_split_writes_the_same_files(tmp_path, rocprof_split):
+    """A big rocprofv3 JSON's dispatches are decoded half in a forked child: the same reports."""
+    trace = _small_rocprof(tmp_path)
+    one = analyze_trace(trace, tmp_path / "one", split=False)
+    rocprof_split.unlink()
+    two = analyze_trace(trace, tmp_path / "two", split=True)
+    assert len(set(rocprof_split.read_text().split())) == 2  # this process and its child
+    assert one == two and one["top_ops"]
+    files = _files(tmp_path / "two")
+    assert len(files) == 4 and files == _files(tmp_path / "one")
+
+
+def test_rocprof_split_error_in_the_childs_half_reads_as_in_one_process(tmp_path, rocprof_split):
+    trace = _small_rocprof(tmp_path, broken_at=2300)
+    with pytest.raises(TraceError) as one:
+        analyze_trace(trace, tmp_path / "one", split=False)
+    with pytest.raises(TraceError) as two:
+        analyze_trace(trace, tmp_path / "two", split=True)
+    assert "kernel_dispatch" in str(two.value) and "$[200].end_timestamp" in str(two.value)
+    assert str(one.value) == str(two.value)
+
+
+def test_rocprof_split_falls_back_when_its_child_dies(tmp_path, rocprof_split, monkeypatch):
+    from traceladder.analysis.readers import rocprof_json
+
+    trace = _small_rocprof(tmp_path)
+    whole = rocprof_json.read_rocprof_json(trace, trace.read_bytes())
+    parent, real = os.getpid(), rocprof_json._dispatch_columns
+
+    def killed_in_child(*args):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args)
+
+    monkeypatch.setattr(rocprof_json, "_dispatch_columns", killed_in_child)
+    split = rocprof_json.read_rocprof_json(trace, trace.read_bytes(), split=True)
+    assert len(split) == len(whole) == 2500
+    assert (split.metadata["ns_start"] == whole.metadata["ns_start"]).all()
+    assert split.names == whole.names and (split.name == whole.name).all()

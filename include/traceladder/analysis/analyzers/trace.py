@@ -96,7 +96,8 @@ def output_stem(path: Path) -> str:
 
 def read_trace(path: Path, split: bool = False, data: bytearray | None = None) -> EventTable:
     """Read any supported trace into an EventTable; bad input raises TraceError only.
-    ``split``: a big PyTorch JSON trace is decoded by two processes (the CLI only).
+    ``split``: a big PyTorch or rocprofv3 JSON trace is decoded by two processes (a caller with
+    no threads of its own only: the CLI, or the interpreter an Airflow task spawns).
     ``data``: the file's bytes, already in memory (a verified download; not an SQLite trace,
     which is read from its file): ``path`` then only names it."""
     path = Path(path)
@@ -108,7 +109,7 @@ def read_trace(path: Path, split: bool = False, data: bytearray | None = None) -
         buf = load_bytes(path, mapped=True)
     if buf is not None and not isinstance(buf, bytearray) and sniff(path, buf) not in (None, "rocprofv3_json"):
         buf = bytearray(buf)  # the other heavy readers take bytes; PyTorch and rocprofv3 JSON are mapped
-    t = read_heavy(path, buf)
+    t = read_heavy(path, buf, split)
     if t is not None:
         return t
     low = path.name.lower()

@@ -71,10 +71,11 @@ def sniff(path: Path, data: bytes | None) -> str | None:
     return None
 
 
-def read_heavy(path: Path, data: bytes | None) -> EventTable | None:
+def read_heavy(path: Path, data: bytes | None, split: bool = False) -> EventTable | None:
     """Read a rocprofv3 / RPD trace (``data`` = the file's bytes, gunzipped; None for a
     directory).  Returns None when the content is not a heavy-lens trace (the caller
-    then tries the PyTorch reader); bad heavy-lens input raises TraceError."""
+    then tries the PyTorch reader); bad heavy-lens input raises TraceError.  ``split``: a
+    big rocprofv3 JSON is decoded by two processes (a caller with no threads only)."""
     path = Path(path)
     kind = sniff(path, data)
     low = path.name.lower()
@@ -103,7 +104,7 @@ def read_heavy(path: Path, data: bytes | None) -> EventTable | None:
     if kind == "rocprofv3_json":
         from .rocprof_json import read_rocprof_json
 
-        return read_rocprof_json(path, data)
+        return read_rocprof_json(path, data, split=split)
     from .rocprof_csv import read_rocprof_csv
 
     return read_rocprof_csv(path, data)
