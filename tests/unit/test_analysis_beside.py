@@ -163,8 +163,9 @@ def _small_rocprof(tmp_path: Path, dispatches: int = 2500, broken_at: int | None
 
 
 @pytest.fixture
-def rocprof_split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
-    """Small batches, the split on from 4 of them, and the pids that decoded a part."""
+def rocprof_split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Small batches, the split on from 4 of them; the file it returns gets a line per decoded
+    part: the pid that decoded it and the part's length."""
     from traceladder.analysis.readers import rocprof_json
 
     monkeypatch.setattr(rocprof_json, "_DISPATCH_BATCH", 300)
@@ -174,21 +175,44 @@ def rocprof_split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[int]:
 
     def noted(*args):
         with pids.open("a") as fh:
-            fh.write(f"{os.getpid()}\n")
+            fh.write(f"{os.getpid()} {len(args[1])}\n")
         return real(*args)
 
     monkeypatch.setattr(rocprof_json, "_dispatch_columns", noted)
     return pids
 
 
-def test_rocprof_split_writes_the_same_files(tmp_path, rocprof_split):
-    """A big rocprofv3 JSON's dispatches are decoded half in a forked child: the same reports."""
+_TABLE_ARRAYS = ("cat", "name", "pid", "tid", "stream", "corr", "ts", "dur")
+
+
+def _same_table(a, b) -> None:
+    """Row by row: every column, the values the codes stand for, and the exact nanoseconds."""
+    import numpy as np
+
+    assert len(a) == len(b)
+    for col in _TABLE_ARRAYS:
+        assert np.array_equal(getattr(a, col), getattr(b, col)), col
+    assert (a.names, a.pids, a.tids, a.streams, a.cats) == (b.names, b.pids, b.tids, b.streams, b.cats)
+    for ns in ("ns_start", "ns_end"):
+        assert np.array_equal(a.metadata[ns], b.metadata[ns]), ns
+
+
+def test_rocprof_split_reads_the_same_table_and_writes_the_same_files(tmp_path, rocprof_split):
+    """A big rocprofv3 JSON's dispatches are decoded in part by a forked child: the same table
+    row by row, and the same reports."""
+    from traceladder.analysis.readers import rocprof_json
+
     trace = _small_rocprof(tmp_path)
-    one = analyze_trace(trace, tmp_path / "one", split=False)
+    one = rocprof_json.read_rocprof_json(trace, trace.read_bytes())
     rocprof_split.unlink()
-    two = analyze_trace(trace, tmp_path / "two", split=True)
-    assert len(set(rocprof_split.read_text().split())) == 2  # this process and its child
-    assert one == two and one["top_ops"]
+    two = rocprof_json.read_rocprof_json(trace, trace.read_bytes(), split=True)
+    parts = [line.split() for line in rocprof_split.read_text().splitlines()]
+    # two parts, each decoded once, by two processes: the child's own half was used
+    assert len(parts) == 2 and len({pid for pid, _ in parts}) == 2
+    assert sorted(int(n) for _, n in parts) == [1000, 1500]
+    _same_table(one, two)
+    reports = [analyze_trace(trace, tmp_path / name, split=name == "two") for name in ("one", "two")]
+    assert reports[0] == reports[1] and reports[0]["top_ops"]
     files = _files(tmp_path / "two")
     assert len(files) == 4 and files == _files(tmp_path / "one")
 
@@ -217,6 +241,5 @@ def test_rocprof_split_falls_back_when_its_child_dies(tmp_path, rocprof_split, m
 
     monkeypatch.setattr(rocprof_json, "_dispatch_columns", killed_in_child)
     split = rocprof_json.read_rocprof_json(trace, trace.read_bytes(), split=True)
-    assert len(split) == len(whole) == 2500
-    assert (split.metadata["ns_start"] == whole.metadata["ns_start"]).all()
-    assert split.names == whole.names and (split.name == whole.name).all()
+    assert len(whole) == 2500
+    _same_table(whole, split)

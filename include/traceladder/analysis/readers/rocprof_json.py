@@ -151,8 +151,9 @@ _DISPATCH_BATCH = 20_000
 
 
 def _drop_pages(data: object) -> None:
-    """Drop a mapped file's resident pages (a private read-only mapping: a page touched again
-    is read back from the file), so they do not count in the peak RSS beside the table."""
+    """Drop a mapped file's resident pages (a private copy-on-write mapping that this reader never
+    writes: a page touched again is read back from the file), so they do not count in the peak
+    RSS beside the table. In a forked child it drops only the child's own page tables."""
     if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
         data.madvise(mmap.MADV_DONTNEED)
 
@@ -199,7 +200,7 @@ def _dispatch_columns_split(path: Path, raws: list[msgspec.Raw], data: object) -
         first = _dispatch_columns(path, raws[:mid], data)
         try:
             second = side.result()
-        except RuntimeError:  # the child died: its half is decoded here
+        except RuntimeError:  # the child died (or failed other than on the input): its half is decoded here
             second = _dispatch_columns(path, raws[mid:], data)
     return {k: np.concatenate((v, second[k])) if isinstance(v, np.ndarray) else v + second[k] for k, v in first.items()}
 
