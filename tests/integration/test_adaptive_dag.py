@@ -120,3 +120,25 @@ def test_unreached_target_runs_to_max(airflow_home, s3_server, ladders_dir: Path
     assert (repeats_doc["blocks_run"], repeats_doc["blocks_planned"], repeats_doc["stopped"]) == (3, 3, "max_reached")
     assert [look["blocks"] for look in repeats_doc["looks"]] == [2, 3]
     assert summary["failed_rungs"] == [] and all(r["runs"] == 3 for r in summary["rungs"])
+
+
+def test_time_budget_ends_the_blocks_at_a_final_look(airflow_home, s3_server, ladders_dir: Path) -> None:
+    """A budget no block fits: the look before block 2 (min) stops the ladder by the clock, and
+    that look, made the final analysis, judges at the critical value that spends all of alpha."""
+    from traceladder.stats.sequential import Design
+
+    repeats = {"min": 2, "max": 4, "target_mde_pct": 0.01, "budget_s": 1.0}
+    dag_run, states, prefix, stored = _run(ladders_dir, s3_server, "adaptive-budget", repeats)
+    assert str(dag_run.state) == "success", states
+    assert all(_slots(states, k) == {"success"} for k in range(2))
+    assert states[("block_02.look", -1)] == "skipped" and _slots(states, 2) == _slots(states, 3) == {"skipped"}
+    stop = json.loads(stored[f"{prefix}/stop.json"])
+    final = Design(2, 4, 0.01).final_z_at(2)
+    assert (stop["blocks"], stop["reason"], stop["target_reached"]) == (2, "budget", False)
+    assert stop["critical_z"] == pytest.approx(final)
+    summary = json.loads(stored[f"{prefix}/summary/summary.json"])
+    repeats_doc = summary["repeats"]
+    assert (repeats_doc["blocks_run"], repeats_doc["stopped"], repeats_doc["budget_s"]) == (2, "budget", 1.0)
+    assert repeats_doc["critical_z_used"] == pytest.approx(final)
+    assert all(r["runs"] == 2 for r in summary["rungs"])
+    assert "more than 1 s after the plan (the time budget)" in stored[f"{prefix}/summary/summary.md"].decode()

@@ -19,8 +19,8 @@ from traceladder.config.loader import CONFIG_DIR
 from traceladder.core.settings import MAX_REPEATS
 from traceladder.plan.build import adaptive_plan, build_plan
 from traceladder.plan.grid import check_blocks, host_counts, weekly_grid
-from traceladder.stats.sequential import Design, boundaries, critical_t, obf_spending, target_reached
-from traceladder.stats.verdicts import apply_stop, sequential_look, sequential_verdicts
+from traceladder.stats.sequential import Design, boundaries, critical_t, obf_spending, over_budget, target_reached
+from traceladder.stats.verdicts import apply_stop, measure_block_spans, sequential_look, sequential_verdicts
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.html import to_html
 from traceladder.summary.render.markdown import to_markdown
@@ -63,6 +63,8 @@ def test_repeats_takes_a_number_or_an_adaptive_mapping(tmp_path: Path) -> None:
         ({"min": 3, "max": 5, "target_mde_pct": 100}, "repeats.target_mde_pct", "less than 100"),
         ({"min": 3, "max": 5}, "repeats.target_mde_pct", "Field required"),
         ({"min": 3, "max": 5, "target_mde_pct": 5, "maximum": 9}, "repeats.maximum", "unknown key"),
+        ({"min": 3, "max": 5, "target_mde_pct": 5, "budget_s": 0}, "repeats.budget_s", "greater than 0"),
+        ({"min": 3, "max": 5, "target_mde_pct": 5, "budget_s": "soon"}, "repeats.budget_s", "valid number"),
         (0, "repeats", "greater than or equal to 1"),
         ("three", "repeats", "valid integer"),
     ],
@@ -96,7 +98,8 @@ def test_adaptive_ladder_plans_max_measure_blocks_then_min_lens_blocks(tmp_path:
     assert len({s.block for s in specs if s.purpose == "lens"}) == 3  # lens blocks: min
     assert weekly_grid(loaded)["localhost"] == [10] * 6 + [3] * 3 + [10]
     assert check_blocks([loaded]) == [3, 4, 5]  # a look before each block the rule may skip
-    assert adaptive_plan(loaded) == {"min_blocks": 3, "max_blocks": 6, "target_mde_pct": 5.0}
+    # `extends` deep-merges the mapping: proxy-local's time budget stays
+    assert adaptive_plan(loaded) == {"min_blocks": 3, "max_blocks": 6, "target_mde_pct": 5.0, "budget_s": 450.0}
     # a number from the trigger form keeps its meaning: that many blocks, no stopping rule
     assert adaptive_plan(loaded, repeats=2) is None
     assert max(s.block for s in build_plan(loaded, repeats=2, seed=3) if s.purpose == "measure") == 1
@@ -160,6 +163,39 @@ def test_any_look_crosses_with_probability_alpha() -> None:
     crossed = (np.abs(b / np.sqrt(t)) >= np.array(design.critical_z)).any(axis=1).mean()
     assert crossed == pytest.approx(0.05, abs=0.0025)
     assert list(design.critical_z) == sorted(design.critical_z, reverse=True)  # strict early, near 1.96 at the end
+
+
+def _crossing_rate(fractions: np.ndarray, critical: np.ndarray, seed: int = 7) -> float:
+    """How often |Z| crosses some look's critical value, Brownian motion at those fractions."""
+    rng = np.random.default_rng(seed)
+    b = np.cumsum(rng.normal(size=(200_000, len(fractions))) * np.sqrt(np.diff(fractions, prepend=0.0)), axis=1)
+    return float((np.abs(b / np.sqrt(fractions)) >= critical).any(axis=1).mean())
+
+
+def test_a_look_the_time_budget_ends_spends_the_alpha_left() -> None:
+    """Stopped by the clock after 5 of 8 planned blocks: looks 3 and 4 keep their values, look 5
+    spends the rest, so some look still crosses 5% of the time, not the 2.3% that look 5's own
+    value would give; at max it is the planned final look."""
+    design = Design(3, 8, 5.0, budget_s=400.0)
+    assert design.final_z_at(8) == design.z_at(8)
+    final = design.final_z_at(5)
+    assert 1.96 < final < design.z_at(5)
+    t = np.array([3 / 8, 4 / 8, 5 / 8])
+    early = np.array(design.critical_z[:2])
+    assert _crossing_rate(t, np.append(early, final)) == pytest.approx(0.05, abs=0.0025)
+    assert _crossing_rate(t, np.append(early, design.z_at(5))) < 0.03
+    # a look before min (runs that never came) is min's look made final: one look, all of alpha
+    assert design.final_z_at(2) == pytest.approx(1.959964, abs=1e-5)
+    doc = design.as_dict()
+    assert doc["budget_s"] == 400.0 and "more than 400 s after the plan" in str(doc["rule"])
+    assert Design.from_dict(doc) == design and "budget_s" not in Design(3, 8, 5.0).as_dict()
+
+
+def test_time_budget_rule_by_hand() -> None:
+    """Another block as long as the longest so far must end by the budget; no block yet, no call."""
+    assert not over_budget(1000.0, 450.0, [40.0, 43.0], now=1000.0 + 407.0)  # 450 exactly: goes on
+    assert over_budget(1000.0, 450.0, [40.0, 43.0], now=1000.0 + 407.5)
+    assert not over_budget(1000.0, 1.0, [], now=5000.0)
 
 
 def test_t_scale_keeps_the_tail_and_design_record() -> None:
@@ -263,6 +299,29 @@ def test_summary_after_a_stop_and_after_max() -> None:
 
 
 # --- the false-call rate, simulated -------------------------------------------------------------
+
+
+def test_block_spans_and_the_summary_after_a_budget_stop() -> None:
+    plan, results = _hand_made(target=1.0)
+    plan["adaptive"] = Design(2, 4, 1.0, budget_s=100.0).as_dict()
+    for rung_id, result in results.items():  # block b's runs: 30 s from 100 b, the fast rung 5 s later
+        block, late = int(rung_id.rsplit("r", 1)[1]), 5.0 * rung_id.startswith("fast")
+        result["started_at"], result["ended_at"] = 100.0 * block + late, 100.0 * block + late + 25.0
+    assert measure_block_spans(plan, results) == [30.0] * 4
+
+    stop = {**sequential_look(plan, results, 3, final=True), "reason": "budget"}
+    ran = {k: v for k, v in results.items() if not k.endswith("r3")}
+    summary = build_summary(apply_stop(plan, stop), ran, {})
+    repeats = summary["repeats"]
+    final = Design(2, 4, 1.0).final_z_at(3)
+    assert (repeats["blocks_run"], repeats["stopped"], repeats["critical_z_used"]) == (3, "budget", final)
+    assert repeats["looks"][-1]["critical_z"] == final and repeats["looks"][0]["critical_z"] == Design(2, 4, 1.0).z_at(
+        2
+    )
+    d = np.log(0.9) + np.array(OFFSETS[:3])
+    mde = 100 * math.expm1((stats.t.isf(_sf(final), 2) + stats.t.ppf(0.8, 2)) * d.std(ddof=1) / math.sqrt(3))
+    assert summary["rungs"][1]["vs_parent"]["mde_pct"] == pytest.approx(mde, rel=1e-6)
+    assert "3 of 4 planned blocks ran: another would have ended more than 100 s after the plan" in to_markdown(summary)
 
 
 def test_simulated_false_call_rate_stays_near_nominal() -> None:

@@ -22,8 +22,11 @@ def continue_or_skip(look: JSONObject) -> JSONObject:
 
     if look.get("stop"):
         worst = look.get("worst_mde_pct")
-        raise AirflowSkipException(
-            f"adaptive repeats: stop after {look['blocks']} blocks"
-            + (f" (every MDE <= {look['target_mde_pct']:g}%, the largest {worst:.2f}%)" if worst is not None else "")
-        )
+        if look.get("reason") == "budget":
+            why = " (the time budget: another block would end past it" + (
+                f"; the largest MDE {worst:.2f}%)" if worst is not None else ")"
+            )
+        else:
+            why = f" (every MDE <= {look['target_mde_pct']:g}%, the largest {worst:.2f}%)" if worst is not None else ""
+        raise AirflowSkipException(f"adaptive repeats: stop after {look['blocks']} blocks{why}")
     return look

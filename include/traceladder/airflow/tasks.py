@@ -5,12 +5,22 @@ inside the bodies, never when a DAG file is parsed."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from typing import TypedDict, cast
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
-from traceladder.core.documents import JSONObject, PlanDoc, SummaryRef, as_int, as_list, as_object, as_objects
+from traceladder.core.documents import (
+    JSONObject,
+    PlanDoc,
+    SummaryRef,
+    as_int,
+    as_list,
+    as_number,
+    as_object,
+    as_objects,
+)
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
@@ -52,7 +62,7 @@ def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: RunPa
     if rule:  # the stopping rule with its critical values, for the checks and for a reader
         from traceladder.stats.sequential import Design
 
-        adaptive = Design(rule["min_blocks"], rule["max_blocks"], rule["target_mde_pct"]).as_dict()
+        adaptive = Design.from_dict(cast(JSONObject, rule)).as_dict()
         # A stop.json belongs to this plan only: a cleared and rerun run id plans afresh (below).
         adaptive["planned_at"] = datetime.now(timezone.utc).isoformat()
     storage = loaded.cluster.storage
@@ -145,13 +155,23 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     adaptive = as_object(plan.get("adaptive") or {})
     if not adaptive or plan.get("stop") or not as_int(adaptive["min_blocks"]) <= block < as_int(adaptive["max_blocks"]):
         return {"stop": bool(plan.get("stop")), "blocks": block}
-    from traceladder.stats.verdicts import sequential_look
+    from traceladder.stats.sequential import over_budget
+    from traceladder.stats.verdicts import measure_block_spans, sequential_look
 
     done: JSONObject = {**plan, "specs": [s for s in as_objects(plan["specs"]) if as_int(s["block"]) < block]}
-    look = {**sequential_look(plan, read_results(store, done), block), "planned_at": adaptive.get("planned_at")}
-    if look["target_reached"]:
+    results = read_results(store, done)
+    look = {**sequential_look(plan, results, block), "planned_at": adaptive.get("planned_at"), "reason": "target"}
+    budget = as_number(adaptive.get("budget_s"))
+    if not look["target_reached"] and budget is not None:
+        planned_at = datetime.fromisoformat(str(adaptive["planned_at"])).timestamp()
+        if over_budget(planned_at, budget, measure_block_spans(done, results), time.time()):
+            # the clock, not the data, ends the blocks here: this look is the final analysis
+            look = {**sequential_look(plan, results, block, final=True), "planned_at": adaptive["planned_at"]}
+            look["reason"] = "budget"
+    stop = look["target_reached"] or look["reason"] == "budget"
+    if stop:
         store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
-    return {"stop": look["target_reached"], **look}
+    return {"stop": stop, **look}
 
 
 def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:

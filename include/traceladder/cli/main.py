@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, cast
 
 from traceladder import __version__
 from traceladder.core.errors import TraceladderError
@@ -63,9 +63,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"{len(specs)} runs")
         adaptive = adaptive_plan(loaded, lens=args.lens, repeats=args.repeats)
         if adaptive:  # the runs above are the most it makes: the rule may skip the last measure blocks
+            from traceladder.core.documents import JSONObject
             from traceladder.stats.sequential import Design
 
-            design = Design(adaptive["min_blocks"], adaptive["max_blocks"], adaptive["target_mde_pct"])
+            design = Design.from_dict(cast(JSONObject, adaptive))
             critical = ", ".join(f"{c:.3f}" for c in design.critical_z)
             print(f"adaptive repeats: {design.as_dict()['rule']} (critical z by look: {critical})")
     return 0

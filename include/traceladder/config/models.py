@@ -90,12 +90,15 @@ class LensPlan(Strict):
 
 
 class AdaptiveRepeats(Strict):
-    """`repeats: {min, max, target_mde_pct}`: plan `max` blocks and stop after a block from `min`
-    on once every non-root rung's MDE is at or below the target (docs/statistics-adaptive.md)."""
+    """`repeats: {min, max, target_mde_pct, budget_s}`: plan `max` blocks and stop after a block
+    from `min` on once every non-root rung's MDE is at or below the target, or (with `budget_s`)
+    once another block would end more than `budget_s` seconds after the plan
+    (docs/statistics-adaptive.md)."""
 
     min: int = Field(ge=2, le=MAX_REPEATS)  # two blocks at least: a verdict needs two runs a side
     max: int = Field(ge=2, le=MAX_REPEATS)
     target_mde_pct: float = Field(gt=0, lt=100)
+    budget_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _max_not_below_min(self) -> AdaptiveRepeats:

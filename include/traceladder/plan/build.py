@@ -273,11 +273,13 @@ def build_plan(
 
 
 class AdaptiveRepeats(TypedDict):
-    """A ladder's adaptive repeats as the plan runs them (``repeats: {min, max, target_mde_pct}``)."""
+    """A ladder's adaptive repeats as the plan runs them (``repeats: {min, max, target_mde_pct,
+    budget_s}``; ``budget_s`` None: no time rule)."""
 
     min_blocks: int
     max_blocks: int
     target_mde_pct: float
+    budget_s: float | None
 
 
 def adaptive_plan(
@@ -290,7 +292,12 @@ def adaptive_plan(
     adaptive = loaded.ladder.adaptive
     if adaptive is None or repeats is not None or lens not in (LADDER_LENSES, "none"):
         return None
-    return AdaptiveRepeats(min_blocks=adaptive.min, max_blocks=adaptive.max, target_mde_pct=adaptive.target_mde_pct)
+    return AdaptiveRepeats(
+        min_blocks=adaptive.min,
+        max_blocks=adaptive.max,
+        target_mde_pct=adaptive.target_mde_pct,
+        budget_s=adaptive.budget_s,
+    )
 
 
 # What the Slurm job sets on each node (airflow/slurm_hook.py); a ladder's value would beat it.

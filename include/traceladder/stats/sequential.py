@@ -9,6 +9,12 @@ under no effect the chance that |Z_n| crosses c_n at ANY look is alpha (Lan and 
 two-sided, O'Brien-Fleming-type spending). Whatever rule picks the look that is reported, a
 false call there is a crossing at some look, so its probability is at most alpha.
 
+`budget_s: B` adds a time rule: before a block, the ladder also stops when one more block, as
+long as the longest so far, would end more than B seconds after the plan. That stop is decided by
+the clock, not by the data, so the look where it happens is made the final analysis and spends
+all the alpha the earlier looks left (Lan and DeMets' final look): given any such stopping
+block, the chance of a crossing at some look is still exactly alpha.
+
 The model, so the numbers can be redone by hand:
 - information fraction of look n: t_n = n / M (information grows with the blocks);
 - under no effect Z_n = B(t_n) / sqrt(t_n), B a standard Brownian motion: increments between
@@ -63,9 +69,11 @@ def _exit_prob(b: float, grid: np.ndarray, mass: np.ndarray, s: float) -> float:
 
 
 @lru_cache(maxsize=256)
-def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA) -> tuple[float, ...]:
+def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA, last_is_final: bool = False) -> tuple[float, ...]:
     """Two-sided critical values c_n on the Z scale at information fractions `fractions`
-    (increasing, the last <= 1), spending `alpha` by the O'Brien-Fleming-type function."""
+    (increasing, the last <= 1), spending `alpha` by the O'Brien-Fleming-type function.
+    `last_is_final`: the last look is the final analysis (a stop that does not depend on the data,
+    such as a time budget), so it spends all the alpha the earlier looks left (Lan and DeMets)."""
     if not fractions or any(b <= a for a, b in zip(fractions, fractions[1:])) or fractions[0] <= 0:
         raise ValueError(f"information fractions must increase from above 0, got {fractions}")
     out: list[float] = []
@@ -74,8 +82,9 @@ def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA) -> tuple[floa
     grid: np.ndarray | None = None
     mass = np.zeros(0)
     prev_t = 0.0
-    for t in fractions:
-        target = obf_spending(t, alpha) - spent
+    for i, t in enumerate(fractions):
+        final = last_is_final and i == len(fractions) - 1
+        target = (alpha if final else obf_spending(t, alpha)) - spent
         spent += target
         if grid is None:
             c = float(stats.norm.isf(target / 2)) if target > 0 else math.inf
@@ -117,6 +126,7 @@ class Design:
     max_blocks: int
     target_mde_pct: float
     alpha: float = ALPHA
+    budget_s: float | None = None  # seconds from the plan by which the measure blocks must end
     critical_z: tuple[float, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -139,9 +149,24 @@ class Design:
         index = min(max(blocks, self.min_blocks), self.max_blocks) - self.min_blocks
         return self.critical_z[index]
 
+    def final_z_at(self, blocks: int) -> float:
+        """The critical value when the look after `blocks` blocks is made the final analysis for
+        a reason the data do not decide (the time budget): it spends all the alpha that the
+        looks before it left, so the false-call rate stays alpha. At `max_blocks` it is z_at's."""
+        if blocks >= self.max_blocks:
+            return self.z_at(blocks)
+        looks = range(self.min_blocks, max(blocks, self.min_blocks) + 1)
+        return boundaries(tuple(n / self.max_blocks for n in looks), self.alpha, last_is_final=True)[-1]
+
     def as_dict(self) -> JSONObject:
         """plan.json's `adaptive` record."""
-        return {
+        budget = (
+            f", or as soon as another block would end more than {self.budget_s:g} s after the plan "
+            "(that look then spends the alpha left)"
+            if self.budget_s
+            else ""
+        )
+        doc: JSONObject = {
             "min_blocks": self.min_blocks,
             "max_blocks": self.max_blocks,
             "target_mde_pct": self.target_mde_pct,
@@ -152,19 +177,32 @@ class Design:
             "critical_z": [round(c, 6) for c in self.critical_z],
             "rule": (
                 f"after each block from {self.min_blocks} on, stop once every non-root rung's MDE "
-                f"(80% power, at that look's critical value) is <= {self.target_mde_pct:g}%; "
+                f"(80% power, at that look's critical value) is <= {self.target_mde_pct:g}%{budget}; "
                 f"else run all {self.max_blocks} blocks"
             ),
         }
+        if self.budget_s:
+            doc["budget_s"] = self.budget_s
+        return doc
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, JSONValue]) -> Design:
+        """From plan.json's `adaptive` record, or the plan's rule (plan.build.adaptive_plan)."""
+        budget = doc.get("budget_s")
         return cls(
             as_int(doc["min_blocks"]),
             as_int(doc["max_blocks"]),
             float(as_float(doc["target_mde_pct"])),
             float(as_float(doc.get("alpha", ALPHA))),
+            None if budget is None else float(as_float(budget)),
         )
+
+
+def over_budget(planned_at: float, budget_s: float, block_spans: Sequence[float], now: float) -> bool:
+    """The time rule: one more block, as long as the longest finished one, would end more than
+    `budget_s` seconds after the plan (`planned_at`, `now`: epoch seconds). It looks at the
+    clock, never at the data, so the look where it stops may spend the rest of alpha."""
+    return bool(block_spans) and now + max(block_spans) > planned_at + budget_s
 
 
 def target_reached(mde_pcts: Mapping[str, float | None], target_pct: float) -> bool:

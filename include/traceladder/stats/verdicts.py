@@ -214,13 +214,16 @@ def _first_blocks(plan: Mapping[str, JSONValue], blocks: int) -> JSONObject:
     return {**plan, "specs": keep}
 
 
-def sequential_look(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], blocks: int) -> JSONObject:
+def sequential_look(
+    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], blocks: int, *, final: bool = False
+) -> JSONObject:
     """The stopping rule after `blocks` measure blocks: every non-root rung's MDE at this look's
-    critical value, and whether each is at or below the target."""
+    critical value, and whether each is at or below the target. `final`: the look the time budget
+    made the last, at the critical value that spends the alpha left (Design.final_z_at)."""
     design = adaptive_design(plan)
     if design is None:
         raise ValueError("the plan has no adaptive repeats")
-    critical_z = design.z_at(blocks)
+    critical_z = design.final_z_at(blocks) if final else design.z_at(blocks)
     verdicts, _ = rung_verdicts(_first_blocks(plan, blocks), results, critical_z)
     mdes: dict[str, float | None] = {rung: as_number(v["mde_pct"]) for rung, v in verdicts.items()}
     return {
@@ -231,6 +234,22 @@ def sequential_look(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObj
         "target_mde_pct": design.target_mde_pct,
         "target_reached": target_reached(mdes, design.target_mde_pct),
     }
+
+
+def measure_block_spans(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> list[float]:
+    """Each finished measure block's wall time in seconds: its first run's start to its last run's
+    end (metrics.json `started_at` / `ended_at`), for the time budget's look ahead."""
+    starts: dict[int, float] = {}
+    ends: dict[int, float] = {}
+    for spec in plan_specs(plan):
+        result = results.get(str(spec["rung_id"])) or {}
+        start, end = as_number(result.get("started_at")), as_number(result.get("ended_at"))
+        if not _measure(spec) or start is None or end is None:
+            continue
+        block = spec_block(spec)
+        starts[block] = min(start, starts.get(block, start))
+        ends[block] = max(end, ends.get(block, end))
+    return [ends[b] - starts[b] for b in sorted(starts)]
 
 
 def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
@@ -251,12 +270,20 @@ def sequential_verdicts(
         return (*rung_verdicts(plan, results), None)
     stop = plan.get("stop")
     ran = as_int(as_object(stop)["blocks"]) if stop else design.max_blocks
-    critical_z = design.z_at(ran)
+    budget_stop = bool(stop) and as_object(stop).get("reason") == "budget"
+    critical_z = design.final_z_at(ran) if budget_stop else design.z_at(ran)
     verdicts, model = rung_verdicts(plan, results, critical_z)
-    looks = [sequential_look(plan, results, n) for n in design.looks if n <= ran]
+    looks = [sequential_look(plan, results, n, final=budget_stop and n == ran) for n in design.looks if n <= ran]
     reached = target_reached({r: as_number(v["mde_pct"]) for r, v in verdicts.items()}, design.target_mde_pct)
     target = f"{design.target_mde_pct:g}%"
-    if stop:
+    if budget_stop:
+        why = "budget"
+        sentence = (
+            f"{ran} of {design.max_blocks} planned blocks ran: another would have ended more than "
+            f"{design.budget_s:g} s after the plan (the time budget), with some MDE still above {target}; "
+            f"this last look spends the alpha the earlier looks left"
+        )
+    elif stop:
         why = "target_reached"
         sentence = (
             f"{ran} of {design.max_blocks} planned blocks ran: stopped once every rung's MDE was {target} or less"
