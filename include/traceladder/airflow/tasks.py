@@ -146,9 +146,10 @@ def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, JSONObjec
 
 def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     """Before measure block `block` of an adaptive ladder: the stopping rule on the finished
-    blocks' stored metrics (stats/verdicts.sequential_look). On a stop, stop.json records the look
-    and the caller skips the remaining blocks. Nothing to decide (a fixed plan, a lens block, the
-    first `min` blocks) continues."""
+    blocks' stored metrics (stats/verdicts.sequential_look), and the ladder's time budget
+    (stats/sequential.over_budget). On a stop, stop.json records the look and its `reason`
+    (`target` or `budget`), and the caller skips the remaining blocks. Nothing to decide (a fixed
+    plan, a lens block, the first `min` blocks) continues."""
     from traceladder.summary.collect import read_results
 
     store, prefix, plan = _stored_plan(ladder, run_id)
@@ -160,18 +161,18 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
 
     done: JSONObject = {**plan, "specs": [s for s in as_objects(plan["specs"]) if as_int(s["block"]) < block]}
     results = read_results(store, done)
-    look = {**sequential_look(plan, results, block), "planned_at": adaptive.get("planned_at"), "reason": "target"}
+    look = sequential_look(plan, results, block)
+    reason = "target" if look["target_reached"] else None
     budget = as_number(adaptive.get("budget_s"))
-    if not look["target_reached"] and budget is not None:
+    if reason is None and budget is not None:
         planned_at = datetime.fromisoformat(str(adaptive["planned_at"])).timestamp()
         if over_budget(planned_at, budget, measure_block_spans(done, results), time.time()):
             # the clock, not the data, ends the blocks here: this look is the final analysis
-            look = {**sequential_look(plan, results, block, final=True), "planned_at": adaptive["planned_at"]}
-            look["reason"] = "budget"
-    stop = look["target_reached"] or look["reason"] == "budget"
-    if stop:
+            look, reason = sequential_look(plan, results, block, final=True), "budget"
+    look = {**look, "planned_at": adaptive.get("planned_at"), "reason": reason}
+    if reason:
         store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
-    return {"stop": stop, **look}
+    return {"stop": reason is not None, **look}
 
 
 def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
