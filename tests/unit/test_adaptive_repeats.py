@@ -174,7 +174,7 @@ def _crossing_rate(fractions: np.ndarray, critical: np.ndarray, seed: int = 7) -
 
 def test_a_look_the_time_budget_ends_spends_the_alpha_left() -> None:
     """Stopped by the clock after 5 of 8 planned blocks: looks 3 and 4 keep their values, look 5
-    spends the rest, so some look still crosses 5% of the time, not the 2.3% that look 5's own
+    spends the rest, so some look still crosses 5% of the time, not the 0.9% that look 5's own
     value would give; at max it is the planned final look."""
     design = Design(3, 8, 5.0, budget_s=400.0)
     assert design.final_z_at(8) == design.z_at(8)
@@ -183,7 +183,7 @@ def test_a_look_the_time_budget_ends_spends_the_alpha_left() -> None:
     t = np.array([3 / 8, 4 / 8, 5 / 8])
     early = np.array(design.critical_z[:2])
     assert _crossing_rate(t, np.append(early, final)) == pytest.approx(0.05, abs=0.0025)
-    assert _crossing_rate(t, np.append(early, design.z_at(5))) < 0.03
+    assert _crossing_rate(t, np.append(early, design.z_at(5))) < 0.012
     # a look before min (runs that never came) is min's look made final: one look, all of alpha
     assert design.final_z_at(2) == pytest.approx(1.959964, abs=1e-5)
     doc = design.as_dict()
