@@ -47,6 +47,8 @@ def test_repeats_takes_a_number_or_an_adaptive_mapping(tmp_path: Path) -> None:
     ladder = load_ladder(write(tmp_path, data)).ladder
     assert ladder.adaptive is not None and (ladder.adaptive.min, ladder.adaptive.max) == (3, 6)
     assert (ladder.planned_blocks, ladder.lens_repeats, ladder.repeats_label) == (6, 3, "3-6 adaptive")
+    data["repeats"] = {**ADAPTIVE, "budget_s": 450}
+    assert load_ladder(write(tmp_path, data)).ladder.repeats_label == "3-6 adaptive, 450 s budget"
 
 
 @pytest.mark.parametrize(

@@ -181,9 +181,11 @@ class Ladder(Strict):
 
     @property
     def repeats_label(self) -> str:
-        """How the repeats read on a page: `3`, or `3-8 adaptive`."""
+        """How the repeats read on a page: `3`, `3-8 adaptive`, or `3-11 adaptive, 450 s budget`."""
         a = self.adaptive
-        return f"{a.min}-{a.max} adaptive" if a else str(self.repeats)
+        if a is None:
+            return str(self.repeats)
+        return f"{a.min}-{a.max} adaptive" + (f", {a.budget_s:g} s budget" if a.budget_s else "")
 
     @property
     def lens_repeats(self) -> int:

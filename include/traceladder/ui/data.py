@@ -80,7 +80,7 @@ class LadderEntry:
     backend: str = ""
     cluster: str = ""
     schedule: str | None = None
-    repeats: str | None = None  # `3`, or `3-8 adaptive` (Ladder.repeats_label)
+    repeats: str | None = None  # `3`, or `3-8 adaptive[, 450 s budget]` (Ladder.repeats_label)
     rungs: list[str] = field(default_factory=list)
     lenses: list[str] = field(default_factory=list)  # lenses this ladder's backend can run
     conn_id: str | None = None
