@@ -24,7 +24,8 @@ def test_looks_gate_the_blocks_the_rule_may_skip() -> None:
         assert head.upstream_task_ids >= {f"block_{k:02d}.look", f"block_{k - 1:02d}.done"}
         assert head.trigger_rule == "all_success"  # a skipped look skips it, and its chain after it
         tail = dag.get_task(f"block_{k:02d}.rungs_localhost_01")
-        assert tail.upstream_task_ids - {"plan"} == {f"block_{k:02d}.rungs_localhost_00"}
+        # the look too: a stop skips the whole chain at once (none_skipped), not a slot a pass
+        assert tail.upstream_task_ids - {"plan"} == {f"block_{k:02d}.rungs_localhost_00", f"block_{k:02d}.look"}
         assert tail.trigger_rule == "none_skipped"
         assert dag.get_task(f"block_{k:02d}.done").trigger_rule == "all_done"  # the block ends, skipped or not
     lens_head = dag.get_task("block_04.rungs_localhost_00")

@@ -76,8 +76,8 @@ def _build_tasks(
 
     @task(**safe)
     def look(block: int) -> JSONObject:
-        # A skip here skips this block's first slots (all_success), so their chains, and the next
-        # block's look (all_success), so every later measure block: Airflow's own skip.
+        # A skip here skips this block's slots (all_success, none_skipped) and the next block's
+        # look (all_success), so every later measure block: Airflow's own skip.
         return blocks.continue_or_skip(tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block))
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
@@ -144,7 +144,9 @@ def _build_tasks(
                         before >> op
                     elif previous is not None:
                         previous >> op
-                    if previous is None and check is not None:
+                    if check is not None:
+                        # every slot waits on the look, so a stop skips the whole chain in one
+                        # scheduler pass, not one slot a pass (dag.test: ~1 s each)
                         check >> op
                     previous = op
                 if previous is not None:
