@@ -20,7 +20,7 @@ from traceladder.core.settings import MAX_REPEATS
 from traceladder.plan.build import adaptive_plan, build_plan
 from traceladder.plan.grid import check_blocks, host_counts, weekly_grid
 from traceladder.stats.sequential import Design, boundaries, critical_t, obf_spending, over_budget, target_reached
-from traceladder.stats.verdicts import apply_stop, measure_block_spans, sequential_look, sequential_verdicts
+from traceladder.stats.verdicts import apply_stop, measure_block_starts, sequential_look, sequential_verdicts
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.html import to_html
 from traceladder.summary.render.markdown import to_markdown
@@ -194,9 +194,13 @@ def test_a_look_the_time_budget_ends_spends_the_alpha_left() -> None:
 
 
 def test_time_budget_rule_by_hand() -> None:
-    """Another block as long as the longest so far must end by the budget; no block yet, no call."""
-    assert not over_budget(1000.0, 450.0, [40.0, 43.0], now=1000.0 + 407.0)  # 450 exactly: goes on
-    assert over_budget(1000.0, 450.0, [40.0, 43.0], now=1000.0 + 407.5)
+    """Another block as long as the longest so far (start to next start; the last to now) must end
+    by the budget; no timed block yet, no call."""
+    starts = [1010.0, 1050.0, 1093.0]  # blocks of 40 and 43 s, the third running 40 s to `now`
+    assert not over_budget(1000.0, 450.0, starts, now=1133.0)  # 1133 + 43 = 1176 <= 1450
+    assert not over_budget(1000.0, 176.0, starts, now=1133.0)  # ends at the budget exactly: goes on
+    assert over_budget(1000.0, 175.5, starts, now=1133.0)
+    assert over_budget(1000.0, 450.0, [1010.0, 1050.0], now=1400.0)  # the last block, 350 s to now
     assert not over_budget(1000.0, 1.0, [], now=5000.0)
 
 
@@ -306,10 +310,10 @@ def test_summary_after_a_stop_and_after_max() -> None:
 def test_block_spans_and_the_summary_after_a_budget_stop() -> None:
     plan, results = _hand_made(target=1.0)
     plan["adaptive"] = Design(2, 4, 1.0, budget_s=100.0).as_dict()
-    for rung_id, result in results.items():  # block b's runs: 30 s from 100 b, the fast rung 5 s later
+    for rung_id, result in results.items():  # block b's runs from 100 b, the fast rung 5 s later
         block, late = int(rung_id.rsplit("r", 1)[1]), 5.0 * rung_id.startswith("fast")
         result["started_at"], result["ended_at"] = 100.0 * block + late, 100.0 * block + late + 25.0
-    assert measure_block_spans(plan, results) == [30.0] * 4
+    assert measure_block_starts(plan, results) == [0.0, 100.0, 200.0, 300.0]
 
     stop = {**sequential_look(plan, results, 3, final=True), "reason": "budget"}
     ran = {k: v for k, v in results.items() if not k.endswith("r3")}
@@ -324,6 +328,11 @@ def test_block_spans_and_the_summary_after_a_budget_stop() -> None:
     mde = 100 * math.expm1((stats.t.isf(_sf(final), 2) + stats.t.ppf(0.8, 2)) * d.std(ddof=1) / math.sqrt(3))
     assert summary["rungs"][1]["vs_parent"]["mde_pct"] == pytest.approx(mde, rel=1e-6)
     assert "3 of 4 planned blocks ran: another would have ended more than 100 s after the plan" in to_markdown(summary)
+    assert "some MDE still above 1%" in repeats["sentence"]
+    # the final look's value is lower than the planned one: every MDE may reach the target there
+    plan["adaptive"] = Design(2, 4, 99.0, budget_s=100.0).as_dict()
+    stop = {**sequential_look(plan, results, 3, final=True), "reason": "budget"}
+    assert "every rung's MDE 99% or less" in build_summary(apply_stop(plan, stop), ran, {})["repeats"]["sentence"]
 
 
 def test_simulated_false_call_rate_stays_near_nominal() -> None:

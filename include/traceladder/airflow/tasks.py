@@ -154,10 +154,12 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
 
     store, prefix, plan = _stored_plan(ladder, run_id)
     adaptive = as_object(plan.get("adaptive") or {})
-    if not adaptive or plan.get("stop") or not as_int(adaptive["min_blocks"]) <= block < as_int(adaptive["max_blocks"]):
-        return {"stop": bool(plan.get("stop")), "blocks": block}
+    if plan.get("stop"):  # a retried look after its stop: the stop as it was recorded
+        return {**as_object(plan["stop"]), "stop": True}
+    if not adaptive or not as_int(adaptive["min_blocks"]) <= block < as_int(adaptive["max_blocks"]):
+        return {"stop": False, "blocks": block}
     from traceladder.stats.sequential import over_budget
-    from traceladder.stats.verdicts import measure_block_spans, sequential_look
+    from traceladder.stats.verdicts import measure_block_starts, sequential_look
 
     done: JSONObject = {**plan, "specs": [s for s in as_objects(plan["specs"]) if as_int(s["block"]) < block]}
     results = read_results(store, done)
@@ -166,7 +168,7 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     budget = as_number(adaptive.get("budget_s"))
     if reason is None and budget is not None:
         planned_at = datetime.fromisoformat(str(adaptive["planned_at"])).timestamp()
-        if over_budget(planned_at, budget, measure_block_spans(done, results), time.time()):
+        if over_budget(planned_at, budget, measure_block_starts(done, results), time.time()):
             # the clock, not the data, ends the blocks here: this look is the final analysis
             look, reason = sequential_look(plan, results, block, final=True), "budget"
     look = {**look, "planned_at": adaptive.get("planned_at"), "reason": reason}

@@ -11,9 +11,11 @@ false call there is a crossing at some look, so its probability is at most alpha
 
 `budget_s: B` adds a time rule: before a block, the ladder also stops when one more block, as
 long as the longest so far, would end more than B seconds after the plan. That stop is decided by
-the clock, not by the data, so the look where it happens is made the final analysis and spends
-all the alpha the earlier looks left (Lan and DeMets' final look): given any such stopping
-block, the chance of a crossing at some look is still exactly alpha.
+the clock, not by the rungs' differences, so the look where it happens is made the final
+analysis and spends all the alpha the earlier looks left (Lan and DeMets' final look). Given a
+stopping block chosen independently of the contrasts, a crossing at some look has probability
+exactly alpha. The blocks' lengths are the runs' own times, summed over every rung, so the
+independence is close, not exact (docs/statistics-adaptive.md, "A time budget").
 
 The model, so the numbers can be redone by hand:
 - information fraction of look n: t_n = n / M (information grows with the blocks);
@@ -151,8 +153,8 @@ class Design:
 
     def final_z_at(self, blocks: int) -> float:
         """The critical value when the look after `blocks` blocks is made the final analysis for
-        a reason the data do not decide (the time budget): it spends all the alpha that the
-        looks before it left, so the false-call rate stays alpha. At `max_blocks` it is z_at's."""
+        a reason the contrasts do not decide (the time budget): it spends all the alpha that the
+        looks before it left. At `max_blocks` it is z_at's."""
         if blocks >= self.max_blocks:
             return self.z_at(blocks)
         looks = range(self.min_blocks, max(blocks, self.min_blocks) + 1)
@@ -198,11 +200,16 @@ class Design:
         )
 
 
-def over_budget(planned_at: float, budget_s: float, block_spans: Sequence[float], now: float) -> bool:
+def over_budget(planned_at: float, budget_s: float, block_starts: Sequence[float], now: float) -> bool:
     """The time rule: one more block, as long as the longest finished one, would end more than
-    `budget_s` seconds after the plan (`planned_at`, `now`: epoch seconds). It looks at the
-    clock, never at the data, so the look where it stops may spend the rest of alpha."""
-    return bool(block_spans) and now + max(block_spans) > planned_at + budget_s
+    `budget_s` seconds after the plan. A block lasts from its first run's start to the next
+    block's (the last one's: to `now`, this look), so the task start-ups, the uploads and the look
+    count. `planned_at`, `block_starts` (finished blocks, in order) and `now`: epoch seconds.
+    No timed block yet: no call."""
+    if not block_starts:
+        return False
+    edges = [*block_starts, now]
+    return now + max(b - a for a, b in zip(edges, edges[1:])) > planned_at + budget_s
 
 
 def target_reached(mde_pcts: Mapping[str, float | None], target_pct: float) -> bool:

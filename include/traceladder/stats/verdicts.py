@@ -236,20 +236,16 @@ def sequential_look(
     }
 
 
-def measure_block_spans(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> list[float]:
-    """Each finished measure block's wall time in seconds: its first run's start to its last run's
-    end (metrics.json `started_at` / `ended_at`), for the time budget's look ahead."""
+def measure_block_starts(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> list[float]:
+    """When each measure block with a timed run began (its earliest metrics.json `started_at`,
+    epoch s), in block order: the time budget's look ahead (stats/sequential.over_budget)."""
     starts: dict[int, float] = {}
-    ends: dict[int, float] = {}
     for spec in plan_specs(plan):
-        result = results.get(str(spec["rung_id"])) or {}
-        start, end = as_number(result.get("started_at")), as_number(result.get("ended_at"))
-        if not _measure(spec) or start is None or end is None:
-            continue
-        block = spec_block(spec)
-        starts[block] = min(start, starts.get(block, start))
-        ends[block] = max(end, ends.get(block, end))
-    return [ends[b] - starts[b] for b in sorted(starts)]
+        start = as_number((results.get(str(spec["rung_id"])) or {}).get("started_at"))
+        if _measure(spec) and start is not None:
+            block = spec_block(spec)
+            starts[block] = min(start, starts.get(block, start))
+    return [starts[b] for b in sorted(starts)]
 
 
 def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
@@ -280,8 +276,9 @@ def sequential_verdicts(
         why = "budget"
         sentence = (
             f"{ran} of {design.max_blocks} planned blocks ran: another would have ended more than "
-            f"{design.budget_s:g} s after the plan (the time budget), with some MDE still above {target}; "
-            f"this last look spends the alpha the earlier looks left"
+            f"{design.budget_s:g} s after the plan (the time budget), "
+            + (f"every rung's MDE {target} or less" if reached else f"some MDE still above {target}")
+            + "; this last look spends the alpha the earlier looks left"
         )
     elif stop:
         why = "target_reached"
