@@ -4,7 +4,12 @@ the trigger rules, every later measure block) once the stopping rule says stop."
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 from traceladder.core.documents import JSONObject
+
+log = logging.getLogger(__name__)
 
 
 def slot_spec(slot: list[JSONObject]) -> JSONObject:
@@ -30,3 +35,21 @@ def continue_or_skip(look: JSONObject) -> JSONObject:
             why = f" (every MDE <= {look['target_mde_pct']:g}%, the largest {worst:.2f}%)" if worst is not None else ""
         raise AirflowSkipException(f"adaptive repeats: stop after {look['blocks']} blocks{why}")
     return look
+
+
+def look_or_go_on(check: Callable[[], JSONObject], block: int) -> JSONObject:
+    """The look's decision, or "go on" when the look itself fails (the store unreadable, a plan it
+    cannot parse): a failed look would leave its block's first slot, and every later block's,
+    upstream_failed. Going on is always safe: a stop is optional, and the summary judges at the
+    look where the blocks really ended."""
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - any failure of the optional look: one line, and go on
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        log.warning(
+            "adaptive repeats: the look before block %d failed (%s: %s); the ladder goes on",
+            block,
+            type(exc).__name__,
+            first,
+        )
+        return {"stop": False, "blocks": block, "error": f"{type(exc).__name__}: {first}"}

@@ -78,7 +78,8 @@ def _build_tasks(
     def look(block: int) -> JSONObject:
         # A skip here skips this block's slots (all_success, none_skipped) and the next block's
         # look (all_success), so every later measure block: Airflow's own skip.
-        return blocks.continue_or_skip(tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block))
+        decision = blocks.look_or_go_on(lambda: tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block), block)
+        return blocks.continue_or_skip(decision)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
     def collect_traces() -> list[dict[str, str]]:
