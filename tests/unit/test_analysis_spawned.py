@@ -166,19 +166,13 @@ def test_mapped_rocprof_json_in_batches_reads_as_its_gzip(tmp_path: Path, monkey
     """A plain rocprofv3 JSON is decoded from the mapped file, its dispatches a batch at a time
     with the file's pages dropped between batches: the reports are those of the same trace
     gzipped (read whole into memory)."""
-    import orjson
-
+    from tests.unit.test_analysis_beside import _small_rocprof
     from traceladder.analysis.readers import rocprof_json
 
-    ref = REF / "rocprof" / "908_results.json.gz"
-    doc = orjson.loads(gzip.decompress(ref.read_bytes()))
-    tool = doc["rocprofiler-sdk-tool"][0]
-    tool["buffer_records"]["kernel_dispatch"] = tool["buffer_records"]["kernel_dispatch"][:2500]
-    raw = orjson.dumps(doc)
-    (tmp_path / "plain_results.json").write_bytes(raw)
-    (tmp_path / "packed_results.json.gz").write_bytes(gzip.compress(raw, 1))
+    trace = _small_rocprof(tmp_path)  # 2,500 dispatches of the reference
+    (tmp_path / "packed_results.json.gz").write_bytes(gzip.compress(trace.read_bytes(), 1))
     monkeypatch.setattr(rocprof_json, "_DISPATCH_BATCH", 300)
-    plain = analyze_trace(tmp_path / "plain_results.json", tmp_path / "plain")
+    plain = analyze_trace(trace, tmp_path / "plain")
     packed = analyze_trace(tmp_path / "packed_results.json.gz", tmp_path / "packed")
     assert plain["top_ops"] and plain["top_ops"] == packed["top_ops"]
     got = {p.name: p.read_bytes() for p in (tmp_path / "plain").glob("*.csv")}

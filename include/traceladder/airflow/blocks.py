@@ -45,11 +45,6 @@ def look_or_go_on(check: Callable[[], JSONObject], block: int) -> JSONObject:
     try:
         return check()
     except Exception as exc:  # noqa: BLE001 - any failure of the optional look: one line, and go on
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        log.warning(
-            "adaptive repeats: the look before block %d failed (%s: %s); the ladder goes on",
-            block,
-            type(exc).__name__,
-            first,
-        )
-        return {"stop": False, "blocks": block, "error": f"{type(exc).__name__}: {first}"}
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]  # as tasks.publish_run's notify_error
+        log.warning("adaptive repeats: the look before block %d failed (%s); the ladder goes on", block, error)
+        return {"stop": False, "blocks": block, "error": error}
