@@ -16,7 +16,7 @@ import pytest
 import traceladder
 from traceladder.core import settings
 from traceladder.core.documents import SummaryRef
-from traceladder.core.errors import ArtifactKeyError, ArtifactStoreError, TraceladderError
+from traceladder.core.errors import ArtifactKeyError, ArtifactStoreError, TraceladderError, first_line
 from traceladder.storage.artifacts import DirArtifactSink, ladder_prefix
 from traceladder.summary import index
 
@@ -106,6 +106,15 @@ def test_error_str_is_one_line_and_old_bases_still_catch() -> None:
         raise SpecError("ladder: missing")
     assert isinstance(LadderConfigError("repeats", "must be at least 1", "x.yaml"), TraceladderError)
     assert isinstance(ArtifactKeyError("bad key"), ValueError)
+
+
+def test_first_line_of_any_exception() -> None:
+    """What a task or the CLI shows for a foreign exception: never an IndexError on an empty one."""
+    assert first_line(ValueError("\n  broken CSV at row 3\nTraceback follows")) == "broken CSV at row 3"
+    assert first_line(ValueError("")) == "ValueError"
+    assert first_line(OSError("disk full\nmore"), typed=True) == "OSError: disk full"
+    assert first_line(KeyError(), typed=True) == "KeyError"
+    assert first_line(TraceladderError("a\nb")) == "a | b"  # ours is one line already
 
 
 def _write(store: DirArtifactSink, key: str, doc: object) -> None:

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 
 from traceladder.core.documents import JSONObject
+from traceladder.core.errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,6 @@ def look_or_go_on(check: Callable[[], JSONObject], block: int) -> JSONObject:
     try:
         return check()
     except Exception as exc:  # noqa: BLE001 - any failure of the optional look: one line, and go on
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0]  # as tasks.publish_run's notify_error
+        error = first_line(exc, typed=True)  # as tasks.publish_run's notify_error
         log.warning("adaptive repeats: the look before block %d failed (%s); the ladder goes on", block, error)
         return {"stop": False, "blocks": block, "error": error}

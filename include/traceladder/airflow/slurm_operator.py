@@ -42,6 +42,7 @@ from traceladder.airflow.slurm_hook import (
     sbatch_script,
 )
 from traceladder.core.documents import JSONObject, RungResult
+from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.core.settings import SHARED_DIR
@@ -87,7 +88,7 @@ class SlurmJobTrigger(BaseTrigger):
             try:
                 state = await job_state_async(self.ssh_conn_id, self.job_id)
             except Exception as exc:  # noqa: BLE001 - ssh, asyncssh and Slurm failures alike: retry
-                text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                text = first_line(exc)
                 if "Invalid job id" in text:  # finished longer than MinJobAge ago: the store says how
                     yield TriggerEvent({"status": "gone", "job_id": self.job_id, "error": text})
                     return

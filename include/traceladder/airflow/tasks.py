@@ -21,6 +21,7 @@ from traceladder.core.documents import (
     as_object,
     as_objects,
 )
+from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.storage.artifacts import ArtifactSink, run_prefix
@@ -203,7 +204,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
             store, item["key"], roofline_share=loaded.ladder.headroom.share, gpu_model=loaded.ladder.cluster
         )
     except (TraceError, ArtifactIntegrityError) as exc:
-        raise AirflowFailException(str(exc).splitlines()[0]) from None
+        raise AirflowFailException(first_line(exc)) from None
     if loaded.ladder.engine == "tracelens":  # TraceLens's own CSVs too, beside the builtin ones
         from traceladder.airflow.tracelens import run_tracelens
 
@@ -261,7 +262,7 @@ def publish_run(ladder: str, run_id: str, summary_ref: JSONObject) -> JSONObject
         try:
             RegressionNotifier(loaded.ladder.ladder, summary_ref)({})
         except Exception as exc:  # noqa: BLE001 - any webhook failure
-            return {**entry, "notify_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+            return {**entry, "notify_error": first_line(exc, typed=True)}
     return entry
 
 

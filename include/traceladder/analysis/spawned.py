@@ -29,6 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from traceladder.core.errors import first_line
+
 from .model.beside import spare_cpu
 from .model.events import TraceError
 
@@ -161,7 +163,7 @@ def _serve(parent: int) -> int:
     except TraceError as exc:
         msg = {"trace_error": exc.reason}
     except Exception as exc:  # noqa: BLE001 - reported to the caller, which raises it
-        msg = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+        msg = {"error": first_line(exc, typed=True)}
     sys.stdout.buffer.write(json.dumps(msg).encode())
     sys.stdout.flush()
     return 0

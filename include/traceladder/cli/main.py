@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, cast
 
 from traceladder import __version__
-from traceladder.core.errors import TraceladderError
+from traceladder.core.errors import TraceladderError, first_line
 from traceladder.core.settings import DEFAULT_BUCKET
 
 EXIT_USAGE = 2
@@ -98,7 +98,7 @@ def cmd_run_rung(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"{args.spec}: {exc.strerror or exc}") from None
         except ValueError as exc:  # SpecError: `<file>: <field>: <reason>`, no "traceladder:" prefix
-            raise SpecError(f"{source}: {str(exc).splitlines()[0]}") from None
+            raise SpecError(f"{source}: {first_line(exc)}") from None
     elif args.ladder and args.rung:
         from traceladder.plan.build import build_plan
 

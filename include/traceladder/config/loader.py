@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from traceladder.config.models import Cluster, Clusters, Ladder
 from traceladder.core import settings
+from traceladder.core.errors import first_line
 from traceladder.config.validate import Assignment, LadderConfigError, validate_ladder
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout (dev tools' state folder)
@@ -84,7 +85,7 @@ def _read_yaml(path: Path) -> tuple[Any, bytes]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}:{mark.column + 1}" if mark else "yaml"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = getattr(exc, "problem", None) or first_line(exc)
         raise LadderConfigError(where, f"YAML syntax error: {problem}", str(path)) from None
 
 

@@ -19,6 +19,16 @@ class TraceladderError(Exception):
         return " | ".join(lines) if lines else type(self).__name__
 
 
+def first_line(exc: BaseException, *, typed: bool = False) -> str:
+    """Any exception as the one line a user sees: its message's first non-blank line (the class
+    name when it has none), after ``Type: `` when ``typed`` (for a failure whose type tells
+    what broke: a webhook's, a look's)."""
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    if typed:
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text or type(exc).__name__
+
+
 class ArtifactError(TraceladderError):
     """Base of the artifact store's errors. Messages are one line."""
 

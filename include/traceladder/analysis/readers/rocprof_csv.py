@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traceladder.core.errors import first_line
+
 from ..model.events import EventTable, TraceError
 from .rocm_common import build_table, tracelens_kernel_names
 
@@ -54,7 +56,7 @@ def _frame(path: Path, data: bytes, need: tuple[str, ...], want: tuple[str, ...]
             engine="c",
         )
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        raise TraceError(path, f"broken rocprofv3 CSV ({str(exc).splitlines()[0]})") from None
+        raise TraceError(path, f"broken rocprofv3 CSV ({first_line(exc)})") from None
     for c in ("Start_Timestamp", "End_Timestamp"):
         col = df[c]
         if not pd.api.types.is_integer_dtype(col):
