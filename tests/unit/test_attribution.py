@@ -1,6 +1,7 @@
-"""Why each rung moved, on real CPU-proxy traces in a real SeaweedFS store: three tiny profiled
-runs (fusions off + recompute, fusions on + recompute, fusions on without recompute) are stored
-and analysed as the DAG does, then attributed rung to rung from their stored reports."""
+"""Why each rung moved, on real CPU-proxy traces in a real SeaweedFS store: four tiny profiled
+runs (fusions off + recompute, fusions on + recompute, fusions on without recompute, and that at
+twice the global batch) are stored and analysed as the DAG does, then attributed rung to rung
+from their stored reports."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REFERENCE_DIR
-from traceladder.analysis.stored import analyze_stored
+from traceladder.analysis.stored import analysis_prefix, analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import attribute_stored, fmt_abs_us
 from traceladder.summary.build import build_summary
@@ -29,13 +30,16 @@ from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_AR
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 # a 2-layer proxy, one profiled iteration (2 of 3)
-TINY = [*TWO_LAYER_ARGS, *PROFILE_SECOND_OF_THREE, "--expert_model_parallel_size", "1", "--global_batch_size", "1"]
+TINY = [*TWO_LAYER_ARGS, *PROFILE_SECOND_OF_THREE, "--expert_model_parallel_size", "1"]
 RECOMPUTE = ["--recompute_granularity", "full", "--recompute_method", "block", "--recompute_num_layers", "1"]
+GB1, GB2 = ["--global_batch_size", "1"], ["--global_batch_size", "2"]
 RUNGS = {  # rung: (parent, switch, value, args, env)
-    "baseline": (None, None, None, [*TINY, *RECOMPUTE], {g: "0" for g in FUSION_GATES}),
-    "fusions": ("baseline", "fusions", True, [*TINY, *RECOMPUTE], {}),
-    "recompute_off": ("fusions", "recompute", False, TINY, {}),
+    "baseline": (None, None, None, [*TINY, *GB1, *RECOMPUTE], {g: "0" for g in FUSION_GATES}),
+    "fusions": ("baseline", "fusions", True, [*TINY, *GB1, *RECOMPUTE], {}),
+    "recompute_off": ("fusions", "recompute", False, [*TINY, *GB1], {}),
+    "gbs2": ("recompute_off", "global_batch", 2, [*TINY, *GB2], {}),  # 2 micro-batches a step
 }
+TOKENS_PER_STEP = {"gbs2": 128.0}  # the others 64: a step's tokens, as the runner's figures give them
 _BATCH = """
 import contextlib, json, os, sys
 from traceladder.workload.settings import parse
@@ -94,7 +98,7 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
                 "repeat": 0,
                 "status": "ok",
                 "step_ms": 100.0,
-                "tokens_per_sec_per_gpu": 640.0,
+                "tokens_per_sec_per_gpu": TOKENS_PER_STEP.get(rung, 64.0) * 10,
                 "peak_mem_gb": 1.0,
                 "traces": [],
             }
@@ -151,7 +155,7 @@ def _stored_csv(store: S3ArtifactStore, key: str) -> dict[str, dict[str, str]]:
 
 def test_fusions_replace_unfused_ops_and_recompute_off_drops_the_replay(stored) -> None:
     summary, by_rung = _attribute(stored, {})
-    assert set(by_rung) == {"fusions", "recompute_off"}  # every rung with its own and its parent's trace
+    assert set(by_rung) == {"fusions", "recompute_off", "gbs2"}  # every rung with its own and its parent's trace
     store = stored["store"]
     fus = json.loads(store.get_bytes(by_rung["fusions"]["compare"]))
     # the fused paths' single ops appear; the op-by-op chains they replace vanish
@@ -238,13 +242,36 @@ def test_the_summary_task_publishes_the_attribution(stored) -> None:
     store = stored["store"]
     ref = write_summary(store, stored["run_prefix"], stored["plan"])
     summary = json.loads(store.get_bytes(ref["summary_json"]))
-    assert [e["rung"] for e in summary["attribution"]] == ["fusions", "recompute_off"]
+    assert [e["rung"] for e in summary["attribution"]] == ["fusions", "recompute_off", "gbs2"]
     for e in summary["attribution"]:
         assert store.exists(e["compare"])
     assert store.exists(f"{stored['summary_prefix']}/charts/attribution.png")
     assert 'id="attribution"' in store.get_bytes(ref["report_html"]).decode()
     md = store.get_bytes(ref["summary_md"]).decode()
     assert md.count("vs fusions (torch_rank0)") == 1 and md.count("vs baseline (torch_rank0)") == 1
+    assert md.count("vs recompute_off (torch_rank0)") == 1
+
+
+def test_a_batch_rung_is_compared_for_its_parents_tokens(stored) -> None:
+    """gbs2's step holds two micro-batches: its per-step figures are halved before the deltas,
+    so the optimizer, which runs once a step, shows as time saved per token."""
+    _, by_rung = _attribute(stored, {})
+    e = by_rung["gbs2"]
+    assert e["work_ratio"] == 2.0 and by_rung["recompute_off"]["work_ratio"] == 1.0
+    assert e["sentence"].startswith("gbs2 runs 2.00x recompute_off's tokens per step; for recompute_off's tokens it ")
+    store = stored["store"]
+    doc = json.loads(store.get_bytes(e["compare"]))
+    assert doc["work_ratio"] == 2.0 and doc["steps"] == {"base": 1, "new": 1}
+    ops = _stored_csv(store, e["compare"].replace("compare.json", "compare_ops_summary.csv"))
+    mm = ops["aten::mm"]  # TraceLens's own columns stay per trace; ours are per base step's tokens
+    assert float(mm["new::per_step_us"]) == pytest.approx(float(mm["new::total_direct_kernel_time_ms"]) * 1e3 / 2)
+    assert float(mm["new::Count"]) == 2 * float(mm["base::Count"])  # the same ops, twice a step
+    opt = [  # µs per step, one profiled step each
+        json.loads(store.get_bytes(f"{analysis_prefix(e[side])}/analysis.json"))["regions"]["optimizer_step"] * 1e3
+        for side in ("base_trace", "new_trace")
+    ]
+    assert doc["regions"]["optimizer_step"] == pytest.approx(opt[1] / 2 - opt[0])
+    assert doc["regions"]["optimizer_step"] < 0  # one optimizer pass for twice the tokens
 
 
 def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:

@@ -166,6 +166,8 @@ def by_hand(
         "lo": level * math.expm1(d - t975 * se),
         "hi": level * math.expm1(d + t975 * se),
         "delta_pct": 100 * math.expm1(d),
+        "lo_pct": 100 * math.expm1(d - t975 * se),
+        "hi_pct": 100 * math.expm1(d + t975 * se),
         "mde_pct": 100 * math.expm1((t975 + t80) * se),
         "df": df,
     }
@@ -191,13 +193,22 @@ def test_ladder_table_block_model_verdicts() -> None:
     rows = {r["rung"]: r for r in summary["rungs"]}
     assert "vs_parent" not in rows["baseline"]
     for name in ("fusions", "deepep", "gbs16"):
-        assert set(rows[name]["vs_parent"]) == {"metric", "delta", "ci95", "delta_pct", "verdict", "mde_pct"}
+        assert set(rows[name]["vs_parent"]) == {
+            "metric",
+            "delta",
+            "ci95",
+            "ci95_pct",
+            "delta_pct",
+            "verdict",
+            "mde_pct",
+        }
     fus, dee, gbs = rows["fusions"]["vs_parent"], rows["deepep"]["vs_parent"], rows["gbs16"]["vs_parent"]
     hand = by_hand(results, "fusions", "baseline")
     assert summary["model"]["step_ms"]["df"] == hand["df"] == 6
     assert fus["metric"] == "step_ms" and fus["verdict"] == "faster"
     assert fus["delta"] == pytest.approx(hand["delta"]) and fus["ci95"] == pytest.approx([hand["lo"], hand["hi"]])
     assert fus["delta_pct"] == pytest.approx(hand["delta_pct"]) and fus["mde_pct"] == pytest.approx(hand["mde_pct"])
+    assert fus["ci95_pct"] == pytest.approx([hand["lo_pct"], hand["hi_pct"]])
     assert dee["verdict"] == "no_change" and dee["ci95"][0] < 0 < dee["ci95"][1]  # 341 vs 340: nothing to see
     assert dee["mde_pct"] == pytest.approx(by_hand(results, "deepep", "fusions")["mde_pct"])
     tok = by_hand(results, "gbs16", "deepep", "tokens_per_sec_per_gpu")
@@ -216,6 +227,16 @@ def test_ladder_table_block_model_verdicts() -> None:
     assert lens["overhead_ratio"]["ci95"][0] < lens["overhead_ratio"]["mean"] < lens["overhead_ratio"]["ci95"][1]
     assert summary["profile"]["timeline_percent"]["exposed_comm_time"] == 5.0
     text = "\n".join(summary["findings"])
+    # the interval in % of the parent (the verdict's scale), the absolute delta after it
+    assert (
+        f"fusions (fusions=True) is faster than baseline: step time {hand['delta_pct']:+.1f}% "
+        f"(95% CI {hand['lo_pct']:+.1f}% to {hand['hi_pct']:+.1f}%; {hand['delta']:+.1f} ms/step)." in text
+    )
+    # a batch rung's throughput is higher, not faster
+    assert (
+        f"gbs16 (global_batch=16) has higher tokens/s/GPU than deepep: {tok['delta_pct']:+.1f}% "
+        f"(95% CI {tok['lo_pct']:+.1f}% to {tok['hi_pct']:+.1f}%; {tok['delta']:+.1f} tokens/s/GPU)." in text
+    )
     assert (
         "fusions (fusions=True) is faster than baseline" in text
         and "No change detected" in text
@@ -226,7 +247,9 @@ def test_ladder_table_block_model_verdicts() -> None:
     md = to_markdown(summary)
     assert (
         "| fusions | fusions=True | " in md
-        and f"faster: {fus['delta']:+.1f} ms" in md
+        and f"faster: {fus['delta']:+.1f} ms, {fus['delta_pct']:+.1f}% [{hand['lo_pct']:+.1f}%, {hand['hi_pct']:+.1f}%]"
+        in md
+        and f"higher: {gbs['delta']:+.1f} tok/s, {gbs['delta_pct']:+.1f}%" in md
         and f"MDE {dee['mde_pct']:.1f}%" in md
     )
     charts = render_charts(summary)

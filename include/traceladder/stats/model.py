@@ -350,6 +350,7 @@ def verdict(
             "metric": metric,
             "delta": None,
             "ci95": None,
+            "ci95_pct": None,
             "delta_pct": None,
             "verdict": "single_run",
             "mde_pct": None,
@@ -359,6 +360,7 @@ def verdict(
         "metric": metric,
         "delta": delta,
         "ci95": None,
+        "ci95_pct": None,
         "delta_pct": 100 * math.expm1(contrast.diff),
         "verdict": "single_run",
         "mde_pct": None,
@@ -371,6 +373,7 @@ def verdict(
         return out
     lo, hi = interval
     out["ci95"] = [level_b * math.expm1(lo), level_b * math.expm1(hi)]
+    out["ci95_pct"] = [100 * math.expm1(lo), 100 * math.expm1(hi)]
     out["mde_pct"] = 100 * math.expm1(mde)
     if lo > 0 or hi < 0:
         up = lo > 0

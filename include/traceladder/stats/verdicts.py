@@ -11,7 +11,6 @@ from traceladder.core.documents import (
     JSONObject,
     JSONValue,
     as_int,
-    as_list,
     as_number,
     as_object,
     as_objects,
@@ -49,6 +48,31 @@ METRIC_WORDS = {
     CPU_STEP: ("step CPU time", "CPU ms/step", "CPU ms"),
     CPU_TOKENS: ("tokens per CPU-second per GPU", "tokens/CPU-s/GPU", "tok/CPU-s"),
 }
+
+
+def change_pct_interval(vs: Mapping[str, JSONValue]) -> tuple[float, float] | None:
+    """A `vs_parent`'s 95% interval in % of the parent, the scale the verdict is judged on:
+    `ci95_pct`, or for a summary from before it, its `ci95` over the parent's level (which
+    `delta` / `delta_pct` give back)."""
+    pct = vs.get("ci95_pct")
+    if isinstance(pct, list) and len(pct) == 2:
+        return as_number(pct[0]) or 0.0, as_number(pct[1]) or 0.0
+    ci, delta, delta_pct = vs.get("ci95"), as_number(vs.get("delta")), as_number(vs.get("delta_pct"))
+    if not (isinstance(ci, list) and len(ci) == 2 and delta and delta_pct):
+        return None
+    level = 100 * delta / delta_pct
+    return 100 * (as_number(ci[0]) or 0.0) / level, 100 * (as_number(ci[1]) or 0.0) / level
+
+
+def change_word(vs: Mapping[str, JSONValue]) -> str:
+    """How a call reads: `faster`/`slower` for a step figure, `higher`/`lower` for a batch rung's
+    throughput (the stored verdict stays `faster`/`slower` for both)."""
+    word = str(vs.get("verdict"))
+    if vs.get("metric") in STEP_METRICS or word not in ("faster", "slower"):
+        return word
+    return "higher" if word == "faster" else "lower"
+
+
 # Where a verdict on `metric: cpu` is shown, it says what that figure cannot see.
 CPU_METRIC_CAVEAT = (
     "Verdicts judge the slowest rank's compute-thread CPU time (metric: cpu): it is blind to "
@@ -341,12 +365,15 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     called = [(r, v) for r, v in rows if v["verdict"] in ("faster", "slower")]
     for r, v in sorted(called, key=lambda rv: -abs(as_number(rv[1]["delta_pct"]) or 0.0)):
         what, unit, _ = METRIC_WORDS.get(str(v["metric"]), METRIC_WORDS[STEP])
-        ci95 = [as_number(x) or 0.0 for x in as_list(v["ci95"])]
         delta_pct, delta = as_number(v["delta_pct"]) or 0.0, as_number(v["delta"]) or 0.0
-        out.append(
-            f"{r['rung']} ({r['switch']}={r['value']}) is {v['verdict']} than {r['parent']}: {what} "
-            f"{delta_pct:+.1f}% ({delta:+.1f} {unit}, 95% CI {ci95[0]:+.1f} to {ci95[1]:+.1f})."
-        )
+        interval = change_pct_interval(v)
+        ci = f"95% CI {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
+        head = f"{r['rung']} ({r['switch']}={r['value']})"
+        if v["metric"] in STEP_METRICS:
+            head += f" is {v['verdict']} than {r['parent']}: {what}"
+        else:
+            head += f" has {change_word(v)} {what} than {r['parent']}:"
+        out.append(f"{head} {delta_pct:+.1f}% ({ci}{delta:+.1f} {unit}).")
     quiet = [(r, v) for r, v in rows if v["verdict"] == "no_change"]
     if quiet:
         out.append(

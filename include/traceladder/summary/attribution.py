@@ -114,7 +114,14 @@ def sentence(e: Mapping[str, JSONValue]) -> str:
     what = "kernel" if e["device"] == "gpu" else "op"
     d = as_float(e["kernel_time_delta_us"])
     verb = "removed" if d < 0 else "added"
-    parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
+    work = as_float(e.get("work_ratio") or 1.0)
+    if work != 1.0:  # a batch rung: the time for the parent's tokens per step, so fixed costs show
+        parts = [
+            f"{e['rung']} runs {work:.2f}x {e['parent']}'s tokens per step; for {e['parent']}'s tokens it "
+            f"{verb} {fmt_abs_us(d)} of {what} time"
+        ]
+    else:
+        parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
     cats = [c for c in as_objects(e["categories"]) if c["delta_us"] != 0][:3]
     if cats:
         parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(as_float(c['delta_us']))}" for c in cats)
@@ -142,6 +149,35 @@ def sentence(e: Mapping[str, JSONValue]) -> str:
 
 def _strs(value: JSONValue) -> list[str]:
     return [str(x) for x in as_list(value)]
+
+
+def _run_tokens(r: Mapping[str, JSONValue]) -> float | None:
+    """One run's tokens per step per GPU. Its tokens per CPU-second times its step CPU time is
+    exact (the runner derives one from the other); tokens/s/GPU times the median step time is a
+    product of two medians, within a few % on a noisy run."""
+    for rate, step in (("tokens_per_cpu_s_per_gpu", "step_cpu_ms"), ("tokens_per_sec_per_gpu", "step_ms")):
+        if r.get(rate) and r.get(step):
+            return as_float(r[rate]) * as_float(r[step]) / 1e3
+    return None
+
+
+def tokens_per_step(results: Mapping[str, JSONObject], rung: str) -> float | None:
+    """A rung's tokens per step per GPU: the median over its ok runs."""
+    per_run = sorted(
+        t
+        for r in results.values()
+        if r.get("rung") == rung and r.get("status") == "ok" and (t := _run_tokens(r)) is not None
+    )
+    return per_run[len(per_run) // 2] if per_run else None
+
+
+def work_ratio(row: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> float:
+    """How many of its parent's steps of tokens a batch rung's step holds (1 for other rungs, or
+    where either side has no throughput figure)."""
+    if row.get("kind") != "batch":
+        return 1.0
+    new, base = tokens_per_step(results, str(row["rung"])), tokens_per_step(results, str(row["parent"]))
+    return round(new / base, 3) if new and base else 1.0
 
 
 def entry(row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, c: Comparison) -> JSONObject:
@@ -173,6 +209,7 @@ def entry(row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, 
         "new_trace": new_key,
         "device": "gpu" if gpu else "cpu",
         "steps": doc["steps"],
+        "work_ratio": doc["work_ratio"],
         "kernel_time_delta_us": doc["total_kernel_time_delta_us"],
         "busy_time_delta_us": doc["busy_time_delta_us"],
         "residual_us": doc["residual_us"],
@@ -228,7 +265,7 @@ def attribute(
         if base is None or new is None:
             continue
         try:
-            c = compare_reports(base, new)
+            c = compare_reports(base, new, work_ratio(row, results))
         except CompareError:
             continue
         e = entry(row, lens, base_key, new_key, c)
@@ -280,7 +317,7 @@ def markdown(entries: list[JSONObject]) -> list[str]:
     """The summary.md section (what `make demo` prints per rung)."""
     if not entries:
         return []
-    lines = ["", "## Why each rung moved (profiled window vs parent, per step)"]
+    lines = ["", "## Why each rung moved (profiled window vs parent, per step; a batch rung per its parent's tokens)"]
     for e in entries:
         lines.append(f"- **{e['rung']}** vs {e['parent']} ({e['lens']}): {e['sentence']}")
     return lines

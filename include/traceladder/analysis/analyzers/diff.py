@@ -14,7 +14,9 @@ Our additions come last: ``status`` (both | appeared | vanished) and the per-ste
 as 0, so an op that vanished shows its whole time as the delta).
 
 Every delta in ``compare.json`` is µs per profiled step: a trace's totals are divided by its
-number of ``ProfilerStep#N`` markers (1, with a note, when it has none). The category deltas
+number of ``ProfilerStep#N`` markers (1, with a note, when it has none). Where a new step holds
+more work than a base step (``work_ratio``: a batch rung's tokens per step over its parent's),
+the new side's are divided by that too, so a delta is the time for a base step's tokens. The category deltas
 add up to ``total_kernel_time_delta_us`` (the summed direct kernel time of the ops; a CPU
 trace's op self time); ``residual_us`` = busy-time delta − that, the part no category owns
 (kernels overlapping on several streams, communication and memcpy, unlinked kernels).
@@ -220,8 +222,8 @@ def _side_by_side(
     spec: tuple,
     base_us: pd.Series,
     new_us: pd.Series,
-    base_steps: int,
-    new_steps: int,
+    base_steps: float,
+    new_steps: float,
     sort: bool = True,
 ) -> pd.DataFrame:
     """TraceLens's build_df_dff for two reports, plus status and per-step columns."""
@@ -290,10 +292,15 @@ def _named(df: pd.DataFrame, key: str, status: str) -> list[str]:
     return [str(x) for x in hit.sort_values(col, ascending=False, kind="stable")[key]]
 
 
-def compare_reports(base: Reports, new: Reports) -> Comparison:
+def compare_reports(base: Reports, new: Reports, work_ratio: float = 1.0) -> Comparison:
+    """`new` against `base`, per profiled step. `work_ratio` is how many of the base's steps of
+    work one new step holds (a batch rung: its tokens per step over its parent's): the new side's
+    per-step figures are divided by it too, so both sides count the time for the same tokens."""
     if base.legacy_kernels != new.legacy_kernels:
         raise CompareError(f"{new.label}: cannot compare a rocprof report set with a PyTorch one ({base.label})")
-    bs, ns = base.steps, new.steps
+    if not (math.isfinite(work_ratio) and work_ratio > 0):
+        raise CompareError(f"{new.label}: work_ratio must be a positive number, got {work_ratio!r}")
+    bs, ns = base.steps, new.steps * work_ratio
     ops = _side_by_side(
         base.ops, new.ops, _OPS, base.ops[_TIME_MS].astype(float) * 1e3, new.ops[_TIME_MS].astype(float) * 1e3, bs, ns
     )
@@ -322,14 +329,15 @@ def compare_reports(base: Reports, new: Reports) -> Comparison:
         spec = _KERNELS_LEGACY if base.legacy_kernels else _KERNELS
         kernels = _side_by_side(base.kernels, new.kernels, spec, base.kernel_us, new.kernel_us, bs, ns)
 
-    def per_step(r: Reports, row: str) -> float:
-        return r.timeline_ms(row) * 1e3 / r.steps
+    def per_step(r: Reports, row: str, steps: float) -> float:
+        return r.timeline_ms(row) * 1e3 / steps
 
     total_base = float(base.ops[_TIME_MS].astype(float).sum()) * 1e3 / bs
     total_new = float(new.ops[_TIME_MS].astype(float).sum()) * 1e3 / ns
     kernel_delta = total_new - total_base
-    busy_delta = per_step(new, "busy_time") - per_step(base, "busy_time")
-    gap_base, gap_new = per_step(base, "busy_time") - total_base, per_step(new, "busy_time") - total_new
+    busy_base, busy_new = per_step(base, "busy_time", bs), per_step(new, "busy_time", ns)
+    busy_delta = busy_new - busy_base
+    gap_base, gap_new = busy_base - total_base, busy_new - total_new
     gap = pd.DataFrame(
         [
             {
@@ -355,8 +363,9 @@ def compare_reports(base: Reports, new: Reports) -> Comparison:
         "base": base.label,
         "new": new.label,
         "device": {"base": base.analysis.get("device"), "new": new.analysis.get("device")},
-        "steps": {"base": bs, "new": ns},
-        "unit": "us per profiled step",
+        "steps": {"base": bs, "new": new.steps},
+        "work_ratio": work_ratio,
+        "unit": "us per profiled step" if work_ratio == 1 else "us per base step's work (new steps / work_ratio)",
         "total_kernel_time_delta_us": kernel_delta,
         "busy_time_delta_us": busy_delta,
         "residual_us": busy_delta - kernel_delta,

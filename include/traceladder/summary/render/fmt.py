@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, as_list, as_number
-from traceladder.stats.verdicts import METRIC_WORDS, TOKENS
+from traceladder.core.documents import JSONValue, as_number
+from traceladder.stats.verdicts import METRIC_WORDS, TOKENS, change_pct_interval, change_word
 
 
 def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
@@ -33,7 +33,8 @@ def fmt_gb(gb: JSONValue) -> str:
 
 
 def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
-    """A `vs_parent` cell: verdict, delta with its 95% interval, and the MDE where nothing was seen."""
+    """A `vs_parent` cell: the call, the delta, and the change in % with its 95% interval (the
+    scale the verdict is judged on), or the MDE where nothing was seen."""
     if not vs:
         return "-"
     unit = unit or METRIC_WORDS.get(str(vs["metric"]), METRIC_WORDS[TOKENS])[2]
@@ -42,11 +43,11 @@ def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> s
     change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"
     if vs["verdict"] == "single_run":
         return f"{change}, single run: no verdict"
-    ci95 = as_list(vs["ci95"])
-    interval = f" [{ci95[0]:+.1f}, {ci95[1]:+.1f}]"
+    pct = change_pct_interval(vs)
+    interval = f" [{pct[0]:+.1f}%, {pct[1]:+.1f}%]" if pct else ""
     if vs["verdict"] == "no_change":
         return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
-    return f"{vs['verdict']}: {change}{interval}"
+    return f"{change_word(vs)}: {vs['delta']:+.1f} {unit}, {vs['delta_pct']:+.1f}%{interval}"
 
 
 def fmt_trend(model: Mapping[str, JSONValue]) -> str:

@@ -79,7 +79,8 @@ s.profile.timeline %}
 {% if e.other_kinds %}<p>The first target of each other kind:</p><ul>{% for t in e.other_kinds %}\
 <li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
 {% endfor %}{% endif %}
-{% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step)</h2>
+{% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step; \
+a batch rung per its parent's tokens)</h2>
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
 <th>top categories</th><th>vanished / appeared</th></tr>
 {% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>\
