@@ -252,7 +252,7 @@ def _pooled(ladders: list[tuple[dict, dict[str, dict]]]) -> tuple[dict, dict[str
 
 def bench_verdicts_power_real(ctx: Context) -> list[Row]:
     from traceladder.stats.model import t_quantile
-    from traceladder.stats.verdicts import VERDICT_METRICS, plan_metric, rung_verdicts
+    from traceladder.stats.verdicts import VERDICT_METRICS, change_pct_interval, plan_metric, rung_verdicts
 
     count = 2 if ctx.quick else POWER_REAL_LADDERS
     with tempfile.TemporaryDirectory(prefix="traceladder-power-") as tmp:
@@ -279,8 +279,7 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
         lo, hi = _ci(k, n)
         cal = pooled[rung]
         runs = sum(1 for s in plan["specs"] if s["rung"] == rung and results[s["rung_id"]].get("status") == "ok")
-        parent_ms = 100 * cal["delta"] / cal["delta_pct"] if cal["delta_pct"] else math.nan  # delta = parent * pct/100
-        ci = [100 * c / parent_ms for c in cal["ci95"]] if cal["ci95"] else [math.nan, math.nan]
+        ci = change_pct_interval(cal) or (math.nan, math.nan)
         gate = pct == 10
         rows.append(
             Row(

@@ -52,7 +52,7 @@ for item in json.load(sys.stdin):
 
 @pytest.fixture(scope="module")
 def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The three runs' traces in S3 under a run of their own, each analysed by analyze_stored."""
+    """The four runs' traces in S3 under a run of their own, each analysed by analyze_stored."""
     base = tmp_path_factory.mktemp("attr")
     items = [
         {"args": args, "env": {"PRIMUS_WORKSPACE": str(base / rung), **env}}
@@ -86,6 +86,7 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
                     "repeat": 0,
                     "storage_prefix": "traceladder",
                     "purpose": "profile" if lens != "none" else "measure",
+                    "model_args": {"global_batch_size": 2 if rung == "gbs2" else 1, "seq_length": 64},
                 }
             )
             result = {
@@ -271,7 +272,35 @@ def test_a_batch_rung_is_compared_for_its_parents_tokens(stored) -> None:
         for side in ("base_trace", "new_trace")
     ]
     assert doc["regions"]["optimizer_step"] == pytest.approx(opt[1] / 2 - opt[0])
-    assert doc["regions"]["optimizer_step"] < 0  # one optimizer pass for twice the tokens
+
+
+def test_work_ratio_from_the_plan_else_the_runs() -> None:
+    from traceladder.summary.attribution import step_tokens, work_ratio
+
+    specs = [
+        {"rung": "r", "model_args": {"global_batch_size": 2, "seq_length": 512}},
+        {"rung": "g", "model_args": {"global_batch_size": 8, "seq_length": 512}},
+        {"rung": "x", "model_args": {"seq_length": 512}},  # no global batch: not planned
+    ]
+    planned = step_tokens(specs)
+    assert planned == {"r": 1024.0, "g": 4096.0}
+    batch = {"rung": "g", "parent": "r", "kind": "batch"}
+
+    def run(rung: str, **figures: float) -> dict[str, Any]:
+        return {"rung": rung, "status": "ok", **figures}
+
+    # the CPU figures give a run's tokens exactly; wall figures are a product of two medians
+    results = {
+        "r1": run("r", tokens_per_cpu_s_per_gpu=4000.0, step_cpu_ms=128.0),  # 512 tokens
+        "g1": run("g", tokens_per_cpu_s_per_gpu=4000.0, step_cpu_ms=512.0),  # 2048
+        "g2": run("g", tokens_per_sec_per_gpu=3000.0, step_ms=690.0),  # 2070: a noisy wall figure
+        "g3": run("g", tokens_per_cpu_s_per_gpu=4000.0, step_cpu_ms=511.0),  # 2044
+        "g4": {**run("g", tokens_per_sec_per_gpu=1.0, step_ms=1.0), "status": "failed"},
+    }
+    assert work_ratio(batch, results, planned) == 4.0  # the plan's, exact
+    assert work_ratio(batch, results, {}) == pytest.approx(2048 / 512)  # the median run's
+    assert work_ratio({**batch, "kind": "optimisation"}, results, {}) == 1.0  # tokens differ, not a batch rung
+    assert work_ratio({**batch, "parent": "x"}, results, planned) is None  # neither says for x
 
 
 def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:

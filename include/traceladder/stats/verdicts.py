@@ -56,12 +56,16 @@ def change_pct_interval(vs: Mapping[str, JSONValue]) -> tuple[float, float] | No
     `delta` / `delta_pct` give back)."""
     pct = vs.get("ci95_pct")
     if isinstance(pct, list) and len(pct) == 2:
-        return as_number(pct[0]) or 0.0, as_number(pct[1]) or 0.0
+        lo, hi = as_number(pct[0]), as_number(pct[1])
+        return (lo, hi) if lo is not None and hi is not None else None
     ci, delta, delta_pct = vs.get("ci95"), as_number(vs.get("delta")), as_number(vs.get("delta_pct"))
     if not (isinstance(ci, list) and len(ci) == 2 and delta and delta_pct):
         return None
-    level = 100 * delta / delta_pct
-    return 100 * (as_number(ci[0]) or 0.0) / level, 100 * (as_number(ci[1]) or 0.0) / level
+    lo, hi = as_number(ci[0]), as_number(ci[1])
+    if lo is None or hi is None:
+        return None
+    level = 100 * delta / delta_pct  # delta = level * delta_pct / 100
+    return 100 * lo / level, 100 * hi / level
 
 
 def change_word(vs: Mapping[str, JSONValue]) -> str:

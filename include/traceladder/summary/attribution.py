@@ -13,12 +13,13 @@ step-time interval.
 from __future__ import annotations
 
 import re
+import statistics
 import tempfile
 from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_number, as_object, as_objects
 from traceladder.stats.verdicts import STEP_METRICS
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
 
@@ -151,36 +152,63 @@ def _strs(value: JSONValue) -> list[str]:
     return [str(x) for x in as_list(value)]
 
 
+def step_tokens(specs: list[JSONObject]) -> dict[str, float]:
+    """rung → the work one step holds, as its plan sets it: `global_batch_size` × `seq_length`
+    from its model args (× 1 where no spec of the ladder sets a sequence length). Only batch
+    rungs and their parents need it; a rung whose spec sets no global batch is left out."""
+    out: dict[str, float] = {}
+    for spec in specs:
+        args = spec.get("model_args")
+        if str(spec["rung"]) in out or not isinstance(args, dict):
+            continue
+        batch, seq = as_number(args.get("global_batch_size")), as_number(args.get("seq_length", 1))
+        if batch and batch > 0 and seq and seq > 0:
+            out[str(spec["rung"])] = batch * seq
+    return out
+
+
 def _run_tokens(r: Mapping[str, JSONValue]) -> float | None:
-    """One run's tokens per step per GPU. Its tokens per CPU-second times its step CPU time is
-    exact (the runner derives one from the other); tokens/s/GPU times the median step time is a
-    product of two medians, within a few % on a noisy run."""
+    """One run's measured tokens per step per GPU. Its tokens per CPU-second times its step CPU
+    time is exact (the runner derives one from the other); tokens/s/GPU times the median step
+    time is a product of two medians, within a few % on a noisy run."""
     for rate, step in (("tokens_per_cpu_s_per_gpu", "step_cpu_ms"), ("tokens_per_sec_per_gpu", "step_ms")):
         if r.get(rate) and r.get(step):
             return as_float(r[rate]) * as_float(r[step]) / 1e3
     return None
 
 
-def tokens_per_step(results: Mapping[str, JSONObject], rung: str) -> float | None:
-    """A rung's tokens per step per GPU: the median over its ok runs."""
-    per_run = sorted(
-        t
-        for r in results.values()
-        if r.get("rung") == rung and r.get("status") == "ok" and (t := _run_tokens(r)) is not None
-    )
-    return per_run[len(per_run) // 2] if per_run else None
+def measured_tokens(results: Mapping[str, JSONObject], rung: str) -> float | None:
+    """A rung's measured tokens per step per GPU: the median over its ok runs."""
+    per_run = [
+        t for r in results.values() if r.get("rung") == rung and r.get("status") == "ok" if (t := _run_tokens(r))
+    ]
+    return statistics.median(per_run) if per_run else None
 
 
-def work_ratio(row: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> float:
-    """How many of its parent's steps of tokens a batch rung's step holds (1 for other rungs, or
-    where either side has no throughput figure)."""
+def work_ratio(
+    row: Mapping[str, JSONValue], results: Mapping[str, JSONObject], planned: Mapping[str, float]
+) -> float | None:
+    """How many of its parent's steps of tokens a batch rung's step holds: from the plan's
+    `planned` step tokens, else from the runs' figures; 1 for other rungs; None for a batch rung
+    where neither says."""
     if row.get("kind") != "batch":
         return 1.0
-    new, base = tokens_per_step(results, str(row["rung"])), tokens_per_step(results, str(row["parent"]))
-    return round(new / base, 3) if new and base else 1.0
+    rung, parent = str(row["rung"]), str(row["parent"])
+    new, base = planned.get(rung), planned.get(parent)
+    if not (new and base):
+        new, base = measured_tokens(results, rung), measured_tokens(results, parent)
+    return new / base if new and base else None
 
 
-def entry(row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, c: Comparison) -> JSONObject:
+NO_WORK_RATIO = (
+    "neither the plan nor the runs give the batch rung's and its parent's tokens per step, so it is "
+    "compared per step, not for the same tokens"
+)
+
+
+def entry(
+    row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, c: Comparison, work_known: bool = True
+) -> JSONObject:
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
@@ -222,7 +250,7 @@ def entry(row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, 
         "vanished": [*vanished[:TOP]],
         "n_vanished": len(vanished),
         "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
-        "indicative": _indicative(row, largest),
+        "indicative": _indicative(row, largest) if work_known else NO_WORK_RATIO,
         "notes": doc["notes"],
     }
     e["sentence"] = sentence(e)
@@ -235,13 +263,16 @@ def attribute(
     purposes: dict[str, str],
     load: Callable[[str], Reports | None],
     keep: Callable[[str, Comparison], str | None] | None = None,
+    specs: list[JSONObject] | None = None,
 ) -> list[JSONObject]:
     """One entry per rung whose trace and parent's trace (same lens) both have reports.
     `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
-    store the comparison's files and return where."""
+    store the comparison's files and return where; `specs` (the plan's) give a batch rung's
+    tokens per step."""
     from traceladder.analysis.analyzers.diff import CompareError, compare_reports
 
     traces = profiled_traces(results, purposes)
+    planned = step_tokens(specs or [])
     cache: dict[str, Reports | None] = {}
 
     def reports(key: str) -> Reports | None:
@@ -264,11 +295,12 @@ def attribute(
         base, new = reports(base_key), reports(new_key)
         if base is None or new is None:
             continue
+        ratio = work_ratio(row, results, planned)
         try:
-            c = compare_reports(base, new, work_ratio(row, results))
+            c = compare_reports(base, new, ratio or 1.0)
         except CompareError:
             continue
-        e = entry(row, lens, base_key, new_key, c)
+        e = entry(row, lens, base_key, new_key, c, work_known=ratio is not None)
         if keep:
             e["compare"] = keep(rung, c)
         out.append(e)
@@ -287,7 +319,8 @@ def attribute_stored(
     from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
     from traceladder.analysis.stored import analysis_prefix
 
-    purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in as_objects(plan.get("specs", []))}
+    specs = as_objects(plan.get("specs", []))
+    purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in specs}
 
     def load(trace_key: str) -> Reports | None:
         prefix = analysis_prefix(trace_key)
@@ -310,7 +343,7 @@ def attribute_stored(
                 store.put_file(f"{folder}/{path.name}", path)
         return f"{folder}/{COMPARE_OBJECT}"
 
-    return attribute(summary, results, purposes, load, keep)
+    return attribute(summary, results, purposes, load, keep, specs)
 
 
 def markdown(entries: list[JSONObject]) -> list[str]:

@@ -365,7 +365,9 @@ def compare_reports(base: Reports, new: Reports, work_ratio: float = 1.0) -> Com
         "device": {"base": base.analysis.get("device"), "new": new.analysis.get("device")},
         "steps": {"base": bs, "new": new.steps},
         "work_ratio": work_ratio,
-        "unit": "us per profiled step" if work_ratio == 1 else "us per base step's work (new steps / work_ratio)",
+        "unit": "us per profiled step"
+        if work_ratio == 1
+        else "us per base step's tokens (new side / (steps x work_ratio))",
         "total_kernel_time_delta_us": kernel_delta,
         "busy_time_delta_us": busy_delta,
         "residual_us": busy_delta - kernel_delta,

@@ -79,9 +79,14 @@ def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) ->
             label="busy-time delta" if i == 0 else None,
         )
     ax.axhline(0, color="black", linewidth=0.8)
-    labels = [f"{e['rung']}\nvs {e['parent']}" + ("\n(indicative)" if e.get("indicative") else "") for e in entries]
+    labels = [
+        f"{e['rung']}\nvs {e['parent']}"
+        + (f"\n(per {e['parent']}'s tokens)" if as_float(e.get("work_ratio") or 1.0) != 1.0 else "")
+        + ("\n(indicative)" if e.get("indicative") else "")
+        for e in entries
+    ]
     ax.set_xticks(range(len(entries)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("Δ ms per profiled step")
+    ax.set_ylabel("Δ ms per profiled step (batch rungs: per parent's tokens)")
     ax.set_title(f"{ladder}: why each rung moved (by category, from traces)")
     ax.grid(axis="y", alpha=0.3)
     handles, labs = ax.get_legend_handles_labels()

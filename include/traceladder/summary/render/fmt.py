@@ -40,14 +40,14 @@ def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> s
     unit = unit or METRIC_WORDS.get(str(vs["metric"]), METRIC_WORDS[TOKENS])[2]
     if vs["delta"] is None:
         return "single run: no verdict"
-    change = f"{vs['delta']:+.1f} {unit} ({vs['delta_pct']:+.1f}%)"
+    change = f"{vs['delta']:+.1f} {unit}, {vs['delta_pct']:+.1f}%"
     if vs["verdict"] == "single_run":
         return f"{change}, single run: no verdict"
     pct = change_pct_interval(vs)
     interval = f" [{pct[0]:+.1f}%, {pct[1]:+.1f}%]" if pct else ""
     if vs["verdict"] == "no_change":
         return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
-    return f"{change_word(vs)}: {vs['delta']:+.1f} {unit}, {vs['delta_pct']:+.1f}%{interval}"
+    return f"{change_word(vs)}: {change}{interval}"
 
 
 def fmt_trend(model: Mapping[str, JSONValue]) -> str:
