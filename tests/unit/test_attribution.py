@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
-from traceladder.summary.attribution import attribute_stored, fmt_abs_us
+from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
@@ -234,6 +234,9 @@ def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:
         .render(s=summary, e={"file": "x.yaml"})
     )
     assert 'class="attribution"' in page
+    # one scope line, in each of the three renderings (a missing Jinja global would render empty)
+    assert f"## Why each rung moved ({ATTRIBUTION_SCOPE})" in md
+    assert str(escape(ATTRIBUTION_SCOPE)) in html and str(escape(ATTRIBUTION_SCOPE)) in page
     for e in by_rung.values():
         assert str(escape(e["sentence"])) in page
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pandas stays out of render/UI imports
 # lenses whose traces have ops and categories, best first (the per-rank window of the method)
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
 TOP = 5
+# what each entry compares, after the section's title in summary.md, report.html and the Ladders page
+ATTRIBUTION_SCOPE = "profiled window vs parent, per step; a batch rung per its parent's tokens"
 _RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.pt.trace.json.gz, Primus's rank[0]
 
 
@@ -350,7 +352,7 @@ def markdown(entries: list[JSONObject]) -> list[str]:
     """The summary.md section (what `make demo` prints per rung)."""
     if not entries:
         return []
-    lines = ["", "## Why each rung moved (profiled window vs parent, per step; a batch rung per its parent's tokens)"]
+    lines = ["", f"## Why each rung moved ({ATTRIBUTION_SCOPE})"]
     for e in entries:
         lines.append(f"- **{e['rung']}** vs {e['parent']} ({e['lens']}): {e['sentence']}")
     return lines

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
-from traceladder.summary.attribution import fmt_us
+from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us
 from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_gb, fmt_trend
 
 _TEMPLATE = """<!doctype html>
@@ -79,8 +79,7 @@ s.profile.timeline %}
 {% if e.other_kinds %}<p>The first target of each other kind:</p><ul>{% for t in e.other_kinds %}\
 <li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
 {% endfor %}{% endif %}
-{% if s.attribution %}<h2 id="attribution">Why each rung moved (profiled window vs parent, per step; \
-a batch rung per its parent's tokens)</h2>
+{% if s.attribution %}<h2 id="attribution">Why each rung moved ({{ attribution_scope }})</h2>
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
 <th>top categories</th><th>vanished / appeared</th></tr>
 {% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>\
@@ -104,6 +103,7 @@ _ENV.filters["us"] = fmt_us
 _ENV.filters["gb"] = fmt_gb
 _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
+_ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 
