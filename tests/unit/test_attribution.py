@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -16,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markupsafe import escape
 
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
-from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us
+from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, noise_line
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
@@ -149,6 +151,17 @@ def _attribute(
     return summary, {e["rung"]: e for e in summary["attribution"]}
 
 
+def _ladders_page(summary: dict[str, Any]) -> str:
+    """The Ladders page's summary block for `summary`."""
+    from traceladder.ui.app import _templates
+
+    return (
+        _templates()
+        .from_string('{% import "_macros.html" as m %}{{ m.summary_body(s, "", e) }}')
+        .render(s=summary, e={"file": "x.yaml"})
+    )
+
+
 def _stored_csv(store: S3ArtifactStore, key: str) -> dict[str, dict[str, str]]:
     rows = list(csv.DictReader(io.StringIO(store.get_bytes(key).decode())))
     return {r.get("name") or r["op category"]: r for r in rows}
@@ -214,6 +227,47 @@ def test_indicative_follows_the_verdict_and_the_interval(stored) -> None:
     assert "width" in wide["fusions"]["indicative"]
 
 
+def test_profile_noise_by_hand() -> None:
+    from traceladder.stats.model import t_quantile
+    from traceladder.summary.attribution import ProfileNoise
+
+    noise = ProfileNoise.pooled({"a": [100.0, 110.0], "b": [200.0, 180.0, 190.0], "c": [50.0]})
+    assert noise is not None and (noise.df, noise.runs, noise.rungs) == (3, 5, ("a", "b"))
+    a, b = [math.log(x) for x in (100, 110)], [math.log(x) for x in (200, 180, 190)]
+    ss = sum((x - sum(a) / 2) ** 2 for x in a) + sum((x - sum(b) / 3) ** 2 for x in b)
+    assert noise.sd_log == pytest.approx(math.sqrt(ss / 3))
+    # one run against one run, at their mean level (110 µs): t(0.975, 3) = 3.182
+    assert t_quantile(0.975, 3) == pytest.approx(3.1824, abs=1e-4)
+    assert noise.half_width_us(100, 120) == pytest.approx(3.1824463 * math.sqrt(2) * noise.sd_log * 110)
+    assert ProfileNoise.pooled({"a": [100.0], "b": [5.0]}) is None  # no rung profiled twice: no df
+
+
+def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative(stored) -> None:
+    """A second profiled run of fusions (here: the baseline's trace, so the two differ by the
+    whole fusions effect) makes the noise as large as that effect."""
+    results = dict(stored["results"])
+    again = {**results["fusions.torch_rank0.r0"], "rung_id": "fusions.torch_rank0.r1", "repeat": 1}
+    again["traces"] = results["baseline.torch_rank0.r0"]["traces"]
+    results["fusions.torch_rank0.r1"] = again
+    _, plain = _attribute(stored, {})
+    delta = plain["fusions"]["kernel_time_delta_us"] / 1e3  # ms; fusions removes op time
+    assert delta < 0 and plain["fusions"]["noise"] is None  # one profiled run per rung: no noise figure
+    narrow = _vs_parent("faster", delta * 1.1, delta * 0.9)
+    _, by_rung = _attribute({**stored, "results": results}, {"fusions": narrow})
+    e = by_rung["fusions"]
+    assert e["base_trace"] == results["baseline.torch_rank0.r0"]["traces"][0]  # the attributed run: repeat 0
+    assert e["noise"]["df"] == 1 and e["noise"]["runs"] == 2 and e["noise"]["rungs"] == ["fusions"]
+    assert e["noise"]["half_width_us"] > abs(e["kernel_time_delta_us"])  # t(0.975, 1) = 12.7
+    assert "two profiled runs of one rung differ by" in e["indicative"]
+    summary, _ = _attribute({**stored, "results": results}, {"fusions": narrow})
+    line = noise_line(summary["attribution"])
+    assert line and "pooled over 2 profiled runs of fusions, 1 df" in line and line in to_markdown(summary)
+    page = _ladders_page(summary)
+    assert str(escape(line)) in to_html(summary, {}) and str(escape(line)) in page
+    _, against = _attribute(stored, {"fusions": _vs_parent("slower", -delta * 0.9, -delta * 1.1)})
+    assert "moved the other way" in against["fusions"]["indicative"]
+
+
 def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:
     summary, by_rung = _attribute(stored, {})
     charts = render_charts(summary)
@@ -224,15 +278,7 @@ def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:
     assert "## Why each rung moved" in md
     for rung, e in by_rung.items():
         assert f"**{rung}** vs {e['parent']}" in md and e["sentence"] in md
-    from markupsafe import escape
-
-    from traceladder.ui.app import _templates  # the Ladders page's summary block
-
-    page = (
-        _templates()
-        .from_string('{% import "_macros.html" as m %}{{ m.summary_body(s, "", e) }}')
-        .render(s=summary, e={"file": "x.yaml"})
-    )
+    page = _ladders_page(summary)
     assert 'class="attribution"' in page
     # one scope line, in each of the three renderings (a missing Jinja global would render empty)
     assert f"## Why each rung moved ({ATTRIBUTION_SCOPE})" in md

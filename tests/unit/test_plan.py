@@ -67,10 +67,16 @@ def test_randomised_complete_blocks() -> None:
     profile = blocks[planned + 3]
     assert sorted(s.rung for s in profile) == sorted(names)
     assert {(s.purpose, s.lens, s.rung_id.rsplit(".", 1)[1]) for s in profile} == {("profile", "torch_rank0", "p0")}
-    # every_rung_steps: 1 keeps the lens's window end and profiles one step; the lens blocks keep it whole
-    assert all(s.profile_window == (3, 4) and s.model_args["profile_step_start"] == 3 for s in profile)
+    # every_rung_steps: 2 profiles the lens runs' whole window, so their repeats measure its noise
     lens_blocks = blocks[planned : planned + 3]
     assert all(s.profile_window == (2, 4) for block in lens_blocks for s in block if s.lens != "none")
+    assert all(s.profile_window == (2, 4) and s.model_args["profile_step_start"] == 2 for s in profile)
+    # every_rung_steps: 1 keeps the lens's window end and profiles one step; the lens blocks keep it whole
+    lenses = PROXY.ladder.lenses.model_copy(update={"every_rung_steps": 1})
+    one = dataclasses.replace(PROXY, ladder=PROXY.ladder.model_copy(update={"lenses": lenses}))
+    trimmed = blocks_of(build_plan(one, seed=7))
+    assert all(s.profile_window == (3, 4) and s.model_args["profile_step_start"] == 3 for s in trimmed[planned + 3])
+    assert all(s.profile_window == (2, 4) for b in trimmed[planned : planned + 3] for s in b if s.lens != "none")
     # the order inside blocks is shuffled, not the ladder's, and differs between blocks
     orders = [[s.rung for s in block] for block in blocks[:3]]
     assert orders[0] != names or orders[1] != names

@@ -6,15 +6,19 @@ however large the traces are. Each entry says which categories, ops (CPU proxy: 
 regions; GPU: kernels and categories) moved, which appeared or vanished, how compute, exposed
 communication and idle time changed, and one sentence built only from those numbers. A profiled
 repeat is one run, so the entry is marked indicative when the rung's `vs_parent` verdict is
-`no_change`/`single_run`, or when its largest category delta is inside the width of the
+`no_change`/`single_run`, when its op time moved against that verdict, when the change is inside
+what two profiled runs of one rung differ by here (`ProfileNoise`, from the rungs the ladder
+profiled more than once), or when its largest category delta is inside the width of the
 step-time interval.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
@@ -48,9 +52,10 @@ def _rank0(keys: list[str]) -> str | None:
     return keys[0] if keys else None
 
 
-def profiled_traces(results: Mapping[str, JSONObject], purposes: dict[str, str]) -> dict[str, dict[str, str]]:
-    """rung → lens → its rank-0 trace key; every-rung profile runs first, then the lowest repeat."""
-    found: dict[str, dict[str, str]] = {}
+def profiled_traces(results: Mapping[str, JSONObject], purposes: dict[str, str]) -> dict[str, dict[str, list[str]]]:
+    """rung → lens → the rank-0 trace key of each of its profiled runs: every-rung profile runs
+    first, then by repeat. The first is the one attributed; all of them measure the noise."""
+    found: dict[str, dict[str, list[str]]] = {}
     ranked = sorted(
         results.values(), key=lambda r: (purposes.get(str(r["rung_id"])) != "profile", as_float(r.get("repeat", 0)))
     )
@@ -59,17 +64,88 @@ def profiled_traces(results: Mapping[str, JSONObject], purposes: dict[str, str])
             continue
         key = _rank0([str(k) for k in as_list(r.get("traces") or [])])
         if key:
-            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), key)
+            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), []).append(key)
     return found
 
 
-def _indicative(row: Mapping[str, JSONValue], largest_us: float) -> str | None:
+@dataclass(frozen=True)
+class ProfileNoise:
+    """How much two profiled runs of one rung differ in op time per step here: the sd of log op
+    time per step, pooled over the rungs the ladder profiled more than once with one lens (the
+    lens rung's lens blocks). A rung's and its parent's profiled runs differ by the VM's speed
+    between them as well as by the change (5-15% between runs on these VMs), and one run each
+    cannot tell the two apart; this says how large a change must be to stand out."""
+
+    sd_log: float
+    df: int
+    runs: int
+    rungs: tuple[str, ...]
+
+    @classmethod
+    def pooled(cls, per_rung: Mapping[str, list[float]]) -> ProfileNoise | None:
+        """From each rung's op µs per step, one figure per profiled run; None below 1 df."""
+        logs = {r: [math.log(x) for x in xs if x > 0] for r, xs in per_rung.items()}
+        logs = {r: xs for r, xs in logs.items() if len(xs) >= 2}
+        df = sum(len(xs) - 1 for xs in logs.values())
+        if df < 1:
+            return None
+        ss = sum(sum((x - statistics.fmean(xs)) ** 2 for x in xs) for xs in logs.values())
+        return cls(math.sqrt(ss / df), df, sum(map(len, logs.values())), tuple(sorted(logs)))
+
+    def half_width_us(self, base_us: float, new_us: float) -> float:
+        """The 95% range of one run against one run, at their mean level:
+        t(0.975, df) · √2 · sd · (base + new) / 2."""
+        from traceladder.stats.model import t_quantile
+
+        return t_quantile(0.975, self.df) * math.sqrt(2) * self.sd_log * (base_us + new_us) / 2
+
+    def to_json(self, half_width_us: float) -> JSONObject:
+        return {
+            "sd_pct": 100 * self.sd_log,
+            "df": self.df,
+            "runs": self.runs,
+            "rungs": [*self.rungs],
+            "half_width_us": half_width_us,
+        }
+
+
+def noise_line(entries: list[JSONObject]) -> str | None:
+    """The noise statement under the section's title, from the first entry that carries it."""
+    noise = next((as_object(e["noise"]) for e in entries if e.get("noise")), None)
+    if noise is None:
+        return None
+    return (
+        f"One profiled run per rung: two profiled runs of one rung differ in op time per step by "
+        f"{as_float(noise['sd_pct']):.1f}% (sd of log op time per step, pooled over {noise['runs']} profiled runs "
+        f"of {', '.join(_strs(noise['rungs']))}, {noise['df']} df), so a change smaller than "
+        f"t(0.975, {noise['df']}) × √2 × sd of the two rungs' mean op time per step is marked indicative."
+    )
+
+
+def _against(verdict: JSONValue, delta_us: float) -> bool:
+    """The op time moved the other way from the verdict (faster: less op time per parent's work)."""
+    return (verdict == "faster" and delta_us > 0) or (verdict == "slower" and delta_us < 0)
+
+
+def _indicative(
+    row: Mapping[str, JSONValue], largest_us: float, delta_us: float = 0.0, noise_us: float | None = None
+) -> str | None:
     """Why the attribution is only indicative, or None when the step-time change is resolved."""
     vs = row.get("vs_parent")
     if isinstance(vs, dict):
         verdict = vs.get("verdict")
         if verdict in ("no_change", "single_run"):
             return f"vs_parent verdict is {verdict}"
+        if _against(verdict, delta_us):
+            return (
+                f"its profiled op time moved the other way ({fmt_us(delta_us)}) from the {verdict} verdict: "
+                "one profiled run per rung, at whatever speed the VM ran it"
+            )
+        if noise_us is not None and abs(delta_us) < noise_us:
+            return (
+                f"the op-time change {fmt_us(delta_us)} is inside the ±{fmt_abs_us(noise_us)} "
+                "that two profiled runs of one rung differ by here (95%)"
+            )
         ci = vs.get("ci95")
         if vs.get("metric") in STEP_METRICS and isinstance(ci, list) and len(ci) == 2 and None not in ci:
             width_ms = as_float(ci[1]) - as_float(ci[0])
@@ -209,8 +285,15 @@ NO_WORK_RATIO = (
 
 
 def entry(
-    row: Mapping[str, JSONValue], lens: str, base_key: str, new_key: str, c: Comparison, work_known: bool = True
+    row: Mapping[str, JSONValue],
+    lens: str,
+    base_key: str,
+    new_key: str,
+    c: Comparison,
+    work_known: bool = True,
+    noise: JSONObject | None = None,
 ) -> JSONObject:
+    """`noise` (ProfileNoise.to_json) marks a change inside what two profiled runs differ by."""
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
@@ -227,6 +310,7 @@ def entry(
         for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]
     ]
     largest = max((abs(v) for _, v in cats), default=0.0)
+    delta = float(doc["total_kernel_time_delta_us"])
     by_region = [] if gpu else sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))
     regions: list[JSONValue] = [{"name": k, "delta_us": v} for k, v in by_region[:TOP]]
     e: JSONObject = {
@@ -252,7 +336,10 @@ def entry(
         "vanished": [*vanished[:TOP]],
         "n_vanished": len(vanished),
         "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
-        "indicative": _indicative(row, largest) if work_known else NO_WORK_RATIO,
+        "noise": noise,
+        "indicative": _indicative(row, largest, delta, as_float(noise["half_width_us"]) if noise else None)
+        if work_known
+        else NO_WORK_RATIO,
         "notes": doc["notes"],
     }
     e["sentence"] = sentence(e)
@@ -282,6 +369,20 @@ def attribute(
             cache[key] = load(key)
         return cache[key]
 
+    def op_us_per_step(key: str) -> float | None:
+        r = reports(key)
+        return r.op_us() / r.steps if r is not None else None
+
+    noise_by_lens = {
+        lens: ProfileNoise.pooled(
+            {
+                rung: [x for k in by_lens[lens] if (x := op_us_per_step(k))]
+                for rung, by_lens in traces.items()
+                if len(by_lens.get(lens, [])) > 1
+            }
+        )
+        for lens in TRACE_LENSES
+    }
     out = []
     for row in as_objects(summary["rungs"]):
         if not row.get("parent") or row["rung"] not in traces or row["parent"] not in traces:
@@ -293,7 +394,7 @@ def attribute(
         )
         if lens is None:
             continue
-        base_key, new_key = traces[parent][lens], traces[rung][lens]
+        base_key, new_key = traces[parent][lens][0], traces[rung][lens][0]
         base, new = reports(base_key), reports(new_key)
         if base is None or new is None:
             continue
@@ -302,7 +403,12 @@ def attribute(
             c = compare_reports(base, new, ratio or 1.0)
         except CompareError:
             continue
-        e = entry(row, lens, base_key, new_key, c, work_known=ratio is not None)
+        pooled = noise_by_lens[lens]
+        noise = None
+        if pooled is not None:  # at the two sides' levels, the new one per the parent's work
+            half = pooled.half_width_us(base.op_us() / base.steps, new.op_us() / (new.steps * (ratio or 1.0)))
+            noise = pooled.to_json(half)
+        e = entry(row, lens, base_key, new_key, c, work_known=ratio is not None, noise=noise)
         if keep:
             e["compare"] = keep(rung, c)
         out.append(e)
@@ -353,6 +459,8 @@ def markdown(entries: list[JSONObject]) -> list[str]:
     if not entries:
         return []
     lines = ["", f"## Why each rung moved ({ATTRIBUTION_SCOPE})"]
+    if line := noise_line(entries):
+        lines.append(line)
     for e in entries:
         lines.append(f"- **{e['rung']}** vs {e['parent']} ({e['lens']}): {e['sentence']}")
     return lines

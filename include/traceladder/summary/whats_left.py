@@ -44,7 +44,7 @@ def _rung_analysis(
     rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject], purposes: dict[str, str]
 ) -> tuple[JSONObject, str, str] | None:
     """The rank-0 analysis of the rung's first profiled run with the headroom keys: (analysis, lens,
-    trace key). Lens runs (the full window) before the one-step attribution runs of every_rung."""
+    trace key). Lens runs (the full window) before every_rung's attribution runs (which may profile fewer steps)."""
     order = sorted(
         results.values(),
         key=lambda r: (purposes.get(str(r["rung_id"])) != "lens", as_int(r["repeat"]), str(r["rung_id"])),

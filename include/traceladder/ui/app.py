@@ -82,7 +82,7 @@ def _etag_matches(request: Request, etag: str) -> bool:
 def _templates():
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    from traceladder.summary.attribution import ATTRIBUTION_SCOPE
+    from traceladder.summary.attribution import ATTRIBUTION_SCOPE, noise_line
     from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
 
     env = Environment(
@@ -97,6 +97,7 @@ def _templates():
     env.filters["urlpart"] = lambda s: quote(str(s), safe="")
     env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
     env.globals["attribution_scope"] = ATTRIBUTION_SCOPE
+    env.globals["attribution_noise"] = noise_line
     from traceladder.plan import trigger_form
 
     # the form's bounds and pattern, as the trigger DAG's Params have them

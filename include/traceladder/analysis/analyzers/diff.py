@@ -110,6 +110,10 @@ class Reports:
         hit = self.timeline.loc[self.timeline["type"] == row, "time ms"]
         return float(hit.iloc[0]) if len(hit) else 0.0
 
+    def op_us(self) -> float:
+        """The window's op (or kernel) time in µs, over all its steps."""
+        return float(self.ops[_TIME_MS].astype(float).sum()) * 1e3
+
 
 @overload
 def _csv(read: Callable[[str], bytes | None], name: str, label: str) -> pd.DataFrame: ...
@@ -332,8 +336,7 @@ def compare_reports(base: Reports, new: Reports, work_ratio: float = 1.0) -> Com
     def per_step(r: Reports, row: str, steps: float) -> float:
         return r.timeline_ms(row) * 1e3 / steps
 
-    total_base = float(base.ops[_TIME_MS].astype(float).sum()) * 1e3 / bs
-    total_new = float(new.ops[_TIME_MS].astype(float).sum()) * 1e3 / ns
+    total_base, total_new = base.op_us() / bs, new.op_us() / ns
     kernel_delta = total_new - total_base
     busy_base, busy_new = per_step(base, "busy_time", bs), per_step(new, "busy_time", ns)
     busy_delta = busy_new - busy_base

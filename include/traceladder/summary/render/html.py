@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
-from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us
+from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
 from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_gb, fmt_trend
 
 _TEMPLATE = """<!doctype html>
@@ -80,6 +80,7 @@ s.profile.timeline %}
 <li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
 {% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved ({{ attribution_scope }})</h2>
+{% if attribution_noise(s.attribution) %}<p class="muted">{{ attribution_noise(s.attribution) }}</p>{% endif %}
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
 <th>top categories</th><th>vanished / appeared</th></tr>
 {% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>\
@@ -104,6 +105,7 @@ _ENV.filters["gb"] = fmt_gb
 _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
+_ENV.globals["attribution_noise"] = noise_line
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 
