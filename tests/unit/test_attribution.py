@@ -227,6 +227,36 @@ def test_indicative_follows_the_verdict_and_the_interval(stored) -> None:
     assert "width" in wide["fusions"]["indicative"]
 
 
+def test_a_profiled_run_counts_at_its_rungs_measured_speed(stored) -> None:
+    """fusions' profiled run stepped at 200 ms where its measured runs step at 100 ms (the VM ran
+    it at half speed): its op times count half, as its rung's runs measure it."""
+    results = dict(stored["results"])
+    results["fusions.torch_rank0.r0"] = {**results["fusions.torch_rank0.r0"], "step_ms": 200.0}
+    _, plain = _attribute(stored, {})
+    _, slow = _attribute({**stored, "results": results}, {})
+    store = stored["store"]
+    base_doc, slow_doc = (json.loads(store.get_bytes(e["fusions"]["compare"])) for e in (plain, slow))
+    assert plain["fusions"]["speed_ratio"] == 1.0 and slow["fusions"]["speed_ratio"] == 0.5
+    assert slow_doc["speed_ratio"] == 0.5 and "speed_ratio" in slow_doc["unit"]
+    new_us = plain["fusions"]["kernel_time_delta_us"] + _op_us(store, plain["fusions"]["base_trace"])
+    assert slow["fusions"]["kernel_time_delta_us"] == pytest.approx(
+        new_us / 2 - _op_us(store, plain["fusions"]["base_trace"])
+    )
+    # the parent's own comparison with fusions as its base: the base stays as profiled
+    assert slow["recompute_off"]["speed_ratio"] == 2.0
+    assert base_doc["notes"] == slow_doc["notes"]
+    results["fusions.torch_rank0.r0"] = {**results["fusions.torch_rank0.r0"], "step_ms": None}
+    _, unknown = _attribute({**stored, "results": results}, {})
+    assert unknown["fusions"]["speed_ratio"] == 1.0
+    assert any("not speed-corrected" in n for n in unknown["fusions"]["notes"])
+
+
+def _op_us(store: S3ArtifactStore, trace_key: str) -> float:
+    """A stored trace's op µs per profiled step, from its ops_summary.csv (one step each here)."""
+    ops = _stored_csv(store, f"{analysis_prefix(trace_key)}/ops_summary.csv")
+    return sum(float(r["total_direct_kernel_time_ms"]) for r in ops.values()) * 1e3
+
+
 def test_profile_noise_by_hand() -> None:
     from traceladder.stats.model import t_quantile
     from traceladder.summary.attribution import ProfileNoise

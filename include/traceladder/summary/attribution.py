@@ -34,7 +34,10 @@ if TYPE_CHECKING:  # pandas stays out of render/UI imports
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
 TOP = 5
 # what each entry compares, after the section's title in summary.md, report.html and the Ladders page
-ATTRIBUTION_SCOPE = "profiled window vs parent, per step; a batch rung per its parent's tokens"
+ATTRIBUTION_SCOPE = (
+    "profiled window vs parent, per step, at the speed each rung's measured runs ran at; "
+    "a batch rung per its parent's tokens"
+)
 _RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.pt.trace.json.gz, Primus's rank[0]
 
 
@@ -52,10 +55,12 @@ def _rank0(keys: list[str]) -> str | None:
     return keys[0] if keys else None
 
 
-def profiled_traces(results: Mapping[str, JSONObject], purposes: dict[str, str]) -> dict[str, dict[str, list[str]]]:
-    """rung → lens → the rank-0 trace key of each of its profiled runs: every-rung profile runs
-    first, then by repeat. The first is the one attributed; all of them measure the noise."""
-    found: dict[str, dict[str, list[str]]] = {}
+def profiled_traces(
+    results: Mapping[str, JSONObject], purposes: dict[str, str]
+) -> dict[str, dict[str, list[tuple[str, JSONObject]]]]:
+    """rung → lens → (rank-0 trace key, run result) of each of its profiled runs: every-rung
+    profile runs first, then by repeat. The first is the one attributed; all measure the noise."""
+    found: dict[str, dict[str, list[tuple[str, JSONObject]]]] = {}
     ranked = sorted(
         results.values(), key=lambda r: (purposes.get(str(r["rung_id"])) != "profile", as_float(r.get("repeat", 0)))
     )
@@ -64,17 +69,33 @@ def profiled_traces(results: Mapping[str, JSONObject], purposes: dict[str, str])
             continue
         key = _rank0([str(k) for k in as_list(r.get("traces") or [])])
         if key:
-            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), []).append(key)
+            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), []).append((key, r))
     return found
+
+
+def _measured_step_ms(row: Mapping[str, JSONValue]) -> float | None:
+    step = row.get("step_ms")
+    mean = as_number(step.get("mean")) if isinstance(step, dict) else None
+    return mean if mean and mean > 0 else None
+
+
+def run_speed(row: Mapping[str, JSONValue] | None, run: Mapping[str, JSONValue]) -> float | None:
+    """How fast a profiled run went against its rung's measured runs: the rung's mean step time
+    over the run's own step time in its profiled window, both wall clock as the trace's op and
+    kernel times are (the window's profiler overhead is in it, alike for a rung and its parent
+    under one lens). None where either is missing."""
+    measured = _measured_step_ms(row) if row is not None else None
+    own = as_number(run.get("step_ms"))
+    return measured / own if measured and own and own > 0 else None
 
 
 @dataclass(frozen=True)
 class ProfileNoise:
-    """How much two profiled runs of one rung differ in op time per step here: the sd of log op
-    time per step, pooled over the rungs the ladder profiled more than once with one lens (the
-    lens rung's lens blocks). A rung's and its parent's profiled runs differ by the VM's speed
-    between them as well as by the change (5-15% between runs on these VMs), and one run each
-    cannot tell the two apart; this says how large a change must be to stand out."""
+    """How much two profiled runs of one rung differ in op time per step here, once each is
+    taken at its rung's measured speed (`run_speed`): the sd of log(op time per step × speed),
+    pooled over the rungs the ladder profiled more than once with one lens (the lens rung's lens
+    blocks). One profiled run per rung cannot tell a change from what is left of the run-to-run
+    noise; this says how large a change must be to stand out."""
 
     sd_log: float
     df: int
@@ -115,8 +136,9 @@ def noise_line(entries: list[JSONObject]) -> str | None:
     if noise is None:
         return None
     return (
-        f"One profiled run per rung: two profiled runs of one rung differ in op time per step by "
-        f"{as_float(noise['sd_pct']):.1f}% (sd of log op time per step, pooled over {noise['runs']} profiled runs "
+        "One profiled run per rung, each taken at the speed its rung's measured runs ran at (op times × the "
+        "rung's mean step time / the window's step time): two profiled runs of one rung then differ in op time "
+        f"per step by {as_float(noise['sd_pct']):.1f}% (sd of the log, pooled over {noise['runs']} profiled runs "
         f"of {', '.join(_strs(noise['rungs']))}, {noise['df']} df), so a change smaller than "
         f"t(0.975, {noise['df']}) × √2 × sd of the two rungs' mean op time per step is marked indicative."
     )
@@ -324,6 +346,7 @@ def entry(
         "device": "gpu" if gpu else "cpu",
         "steps": doc["steps"],
         "work_ratio": doc["work_ratio"],
+        "speed_ratio": doc["speed_ratio"],
         "kernel_time_delta_us": doc["total_kernel_time_delta_us"],
         "busy_time_delta_us": doc["busy_time_delta_us"],
         "residual_us": doc["residual_us"],
@@ -369,14 +392,17 @@ def attribute(
             cache[key] = load(key)
         return cache[key]
 
-    def op_us_per_step(key: str) -> float | None:
-        r = reports(key)
-        return r.op_us() / r.steps if r is not None else None
+    rows = {str(r["rung"]): r for r in as_objects(summary["rungs"])}
+
+    def at_speed(rung: str, key: str, run: JSONObject) -> float | None:
+        """A profiled run's op µs per step at its rung's measured speed."""
+        r, speed = reports(key), run_speed(rows.get(rung), run)
+        return r.op_us() / r.steps * speed if r is not None and speed else None
 
     noise_by_lens = {
         lens: ProfileNoise.pooled(
             {
-                rung: [x for k in by_lens[lens] if (x := op_us_per_step(k))]
+                rung: [x for k, run in by_lens[lens] if (x := at_speed(rung, k, run))]
                 for rung, by_lens in traces.items()
                 if len(by_lens.get(lens, [])) > 1
             }
@@ -394,20 +420,24 @@ def attribute(
         )
         if lens is None:
             continue
-        base_key, new_key = traces[parent][lens][0], traces[rung][lens][0]
+        (base_key, base_run), (new_key, new_run) = traces[parent][lens][0], traces[rung][lens][0]
         base, new = reports(base_key), reports(new_key)
         if base is None or new is None:
             continue
         ratio = work_ratio(row, results, planned)
+        speeds = run_speed(rows.get(parent), base_run), run_speed(row, new_run)
+        speed = speeds[1] / speeds[0] if speeds[0] and speeds[1] else None
         try:
-            c = compare_reports(base, new, ratio or 1.0)
+            c = compare_reports(base, new, ratio or 1.0, speed or 1.0)
         except CompareError:
             continue
+        if speed is None:
+            c.doc["notes"].append(f"not speed-corrected: no measured or profiled step time for {rung} or {parent}")
         pooled = noise_by_lens[lens]
         noise = None
-        if pooled is not None:  # at the two sides' levels, the new one per the parent's work
-            half = pooled.half_width_us(base.op_us() / base.steps, new.op_us() / (new.steps * (ratio or 1.0)))
-            noise = pooled.to_json(half)
+        if pooled is not None and speed:  # at the two sides' levels, the new one per the parent's work
+            level_new = new.op_us() / (new.steps * (ratio or 1.0)) * speed
+            noise = pooled.to_json(pooled.half_width_us(base.op_us() / base.steps, level_new))
         e = entry(row, lens, base_key, new_key, c, work_known=ratio is not None, noise=noise)
         if keep:
             e["compare"] = keep(rung, c)
