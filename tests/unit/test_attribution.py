@@ -229,26 +229,31 @@ def test_indicative_follows_the_verdict_and_the_interval(stored) -> None:
 
 def test_a_profiled_run_counts_at_its_rungs_measured_speed(stored) -> None:
     """fusions' profiled run stepped at 200 ms where its measured runs step at 100 ms (the VM ran
-    it at half speed): its op times count half, as its rung's runs measure it."""
+    it at half speed): its op times count half, as its rung's runs measure it, on either side."""
     results = dict(stored["results"])
     results["fusions.torch_rank0.r0"] = {**results["fusions.torch_rank0.r0"], "step_ms": 200.0}
     _, plain = _attribute(stored, {})
     _, slow = _attribute({**stored, "results": results}, {})
     store = stored["store"]
-    base_doc, slow_doc = (json.loads(store.get_bytes(e["fusions"]["compare"])) for e in (plain, slow))
-    assert plain["fusions"]["speed_ratio"] == 1.0 and slow["fusions"]["speed_ratio"] == 0.5
-    assert slow_doc["speed_ratio"] == 0.5 and "speed_ratio" in slow_doc["unit"]
-    new_us = plain["fusions"]["kernel_time_delta_us"] + _op_us(store, plain["fusions"]["base_trace"])
-    assert slow["fusions"]["kernel_time_delta_us"] == pytest.approx(
-        new_us / 2 - _op_us(store, plain["fusions"]["base_trace"])
-    )
-    # the parent's own comparison with fusions as its base: the base stays as profiled
-    assert slow["recompute_off"]["speed_ratio"] == 2.0
-    assert base_doc["notes"] == slow_doc["notes"]
+    op = {rung: _op_us(store, plain[rung]["new_trace"]) for rung in ("fusions", "recompute_off")}
+    op["baseline"] = _op_us(store, plain["fusions"]["base_trace"])
+    assert plain["fusions"]["speed"] == {"base": 1.0, "new": 1.0}
+    assert slow["fusions"]["speed"] == {"base": 1.0, "new": 0.5}
+    assert slow["fusions"]["kernel_time_delta_us"] == pytest.approx(op["fusions"] / 2 - op["baseline"])
+    # fusions as the base of recompute_off: taken at the same speed there, so the deltas add up
+    assert slow["recompute_off"]["speed"] == {"base": 0.5, "new": 1.0}
+    assert slow["recompute_off"]["kernel_time_delta_us"] == pytest.approx(op["recompute_off"] - op["fusions"] / 2)
+    doc = json.loads(store.get_bytes(slow["fusions"]["compare"]))
+    assert doc["speed"] == {"base": 1.0, "new": 0.5} and "each side x its speed" in doc["unit"]
+    assert not any("speed" in n for n in slow["fusions"]["notes"])
+    # no step time for the profiled run: compared as profiled, and said to be indicative
     results["fusions.torch_rank0.r0"] = {**results["fusions.torch_rank0.r0"], "step_ms": None}
-    _, unknown = _attribute({**stored, "results": results}, {})
-    assert unknown["fusions"]["speed_ratio"] == 1.0
+    faster = _vs_parent("faster", -1e6, -1e6 + 1)
+    _, unknown = _attribute({**stored, "results": results}, {"fusions": faster, "recompute_off": faster})
+    assert unknown["fusions"]["speed"] == {"base": 1.0, "new": 1.0}
     assert any("not speed-corrected" in n for n in unknown["fusions"]["notes"])
+    for rung in ("fusions", "recompute_off"):  # fusions is a side of both
+        assert "no measured or profiled step time for fusions" in unknown[rung]["indicative"]
 
 
 def _op_us(store: S3ArtifactStore, trace_key: str) -> float:
@@ -274,7 +279,10 @@ def test_profile_noise_by_hand() -> None:
 
 def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative(stored) -> None:
     """A second profiled run of fusions (here: the baseline's trace, so the two differ by the
-    whole fusions effect) makes the noise as large as that effect."""
+    whole fusions effect) makes the noise as large as that effect; every entry's half width is
+    t(0.975, 1) × √2 × sd × the mean of its two sides' op time per step."""
+    from traceladder.stats.model import t_quantile
+
     results = dict(stored["results"])
     again = {**results["fusions.torch_rank0.r0"], "rung_id": "fusions.torch_rank0.r1", "repeat": 1}
     again["traces"] = results["baseline.torch_rank0.r0"]["traces"]
@@ -283,19 +291,33 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     delta = plain["fusions"]["kernel_time_delta_us"] / 1e3  # ms; fusions removes op time
     assert delta < 0 and plain["fusions"]["noise"] is None  # one profiled run per rung: no noise figure
     narrow = _vs_parent("faster", delta * 1.1, delta * 0.9)
-    _, by_rung = _attribute({**stored, "results": results}, {"fusions": narrow})
+    summary, by_rung = _attribute({**stored, "results": results}, {"fusions": narrow})
+    store = stored["store"]
+    op = {e["rung"]: _op_us(store, e["new_trace"]) for e in by_rung.values()}
+    op["baseline"] = _op_us(store, by_rung["fusions"]["base_trace"])
+    sd = abs(math.log(op["fusions"] / op["baseline"])) / math.sqrt(2)  # two runs, 1 df
     e = by_rung["fusions"]
     assert e["base_trace"] == results["baseline.torch_rank0.r0"]["traces"][0]  # the attributed run: repeat 0
     assert e["noise"]["df"] == 1 and e["noise"]["runs"] == 2 and e["noise"]["rungs"] == ["fusions"]
-    assert e["noise"]["half_width_us"] > abs(e["kernel_time_delta_us"])  # t(0.975, 1) = 12.7
-    assert "two profiled runs of one rung differ by" in e["indicative"]
-    summary, _ = _attribute({**stored, "results": results}, {"fusions": narrow})
+    assert e["noise"]["sd_pct"] == pytest.approx(100 * sd)
+    t = t_quantile(0.975, 1)
+    assert e["noise"]["t"] == pytest.approx(12.706, abs=1e-3)
+    assert e["noise"]["half_width_us"] == pytest.approx(t * math.sqrt(2) * sd * (op["baseline"] + op["fusions"]) / 2)
+    # the batch rung: its side per its parent's tokens (gbs2 holds two of recompute_off's steps)
+    gbs2 = by_rung["gbs2"]["noise"]["half_width_us"]
+    assert gbs2 == pytest.approx(t * math.sqrt(2) * sd * (op["recompute_off"] + op["gbs2"] / 2) / 2)
+    assert "that two profiled runs of one rung differ by here (95%)" in e["indicative"]
     line = noise_line(summary["attribution"])
-    assert line and "pooled over 2 profiled runs of fusions, 1 df" in line and line in to_markdown(summary)
-    page = _ladders_page(summary)
-    assert str(escape(line)) in to_html(summary, {}) and str(escape(line)) in page
+    assert line and "torch_rank0: sd" in line and "over 2 runs of fusions (1 df, t(0.975, 1) = 12.71)" in line
+    assert line in to_markdown(summary)
+    assert str(escape(line)) in to_html(summary, {}) and str(escape(line)) in _ladders_page(summary)
     _, against = _attribute(stored, {"fusions": _vs_parent("slower", -delta * 0.9, -delta * 1.1)})
     assert "moved the other way" in against["fusions"]["indicative"]
+    # a batch rung's `faster` is more tokens per CPU-second: less op time for its parent's tokens
+    gbs_delta = plain["gbs2"]["kernel_time_delta_us"]
+    wrong_way = _vs_parent("faster" if gbs_delta > 0 else "slower", -1e6, 1e6)
+    _, batch = _attribute(stored, {"gbs2": wrong_way})
+    assert "moved the other way" in batch["gbs2"]["indicative"]
 
 
 def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:

@@ -5,10 +5,11 @@ trace (`<rung>/analysis/<stem>/*.csv` + analysis.json), never the traces: a summ
 however large the traces are. Each entry says which categories, ops (CPU proxy: ops and named
 regions; GPU: kernels and categories) moved, which appeared or vanished, how compute, exposed
 communication and idle time changed, and one sentence built only from those numbers. A profiled
-repeat is one run, so the entry is marked indicative when the rung's `vs_parent` verdict is
-`no_change`/`single_run`, when its op time moved against that verdict, when the change is inside
-what two profiled runs of one rung differ by here (`ProfileNoise`, from the rungs the ladder
-profiled more than once), or when its largest category delta is inside the width of the
+repeat is one run: a CPU trace is taken at its rung's measured speed (`run_speed`), so the VM's
+speed between two profiled runs is not read as the change, and the entry is marked indicative
+when the rung's `vs_parent` verdict is `no_change`/`single_run`, when that speed is unknown, when
+its op time moved against the verdict, when the change is inside what profiled runs of one rung
+vary by here (`ProfileNoise`), or when its largest category delta is inside the width of the
 step-time interval.
 """
 
@@ -35,7 +36,7 @@ TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
 TOP = 5
 # what each entry compares, after the section's title in summary.md, report.html and the Ladders page
 ATTRIBUTION_SCOPE = (
-    "profiled window vs parent, per step, at the speed each rung's measured runs ran at; "
+    "profiled window vs parent, per step, a CPU trace at its rung's measured speed; "
     "a batch rung per its parent's tokens"
 )
 _RANK0 = re.compile(r"rank[\[_-]?0(?!\d)", re.IGNORECASE)  # the runner's rank0.pt.trace.json.gz, Primus's rank[0]
@@ -91,11 +92,11 @@ def run_speed(row: Mapping[str, JSONValue] | None, run: Mapping[str, JSONValue])
 
 @dataclass(frozen=True)
 class ProfileNoise:
-    """How much two profiled runs of one rung differ in op time per step here, once each is
-    taken at its rung's measured speed (`run_speed`): the sd of log(op time per step × speed),
-    pooled over the rungs the ladder profiled more than once with one lens (the lens rung's lens
-    blocks). One profiled run per rung cannot tell a change from what is left of the run-to-run
-    noise; this says how large a change must be to stand out."""
+    """How much a profiled run's op time per step varies between runs of one rung here, each
+    taken as the attribution takes it (a CPU trace at its rung's measured speed, `run_speed`):
+    the sd of its natural log, pooled over the rungs with more than one ok profiled run of one
+    lens (the lens rung's lens runs, and its every-rung run). One profiled run per rung cannot
+    tell a change from that noise; this says how large a change must be to stand out."""
 
     sd_log: float
     df: int
@@ -121,9 +122,12 @@ class ProfileNoise:
         return t_quantile(0.975, self.df) * math.sqrt(2) * self.sd_log * (base_us + new_us) / 2
 
     def to_json(self, half_width_us: float) -> JSONObject:
+        from traceladder.stats.model import t_quantile
+
         return {
             "sd_pct": 100 * self.sd_log,
             "df": self.df,
+            "t": t_quantile(0.975, self.df),
             "runs": self.runs,
             "rungs": [*self.rungs],
             "half_width_us": half_width_us,
@@ -131,16 +135,23 @@ class ProfileNoise:
 
 
 def noise_line(entries: list[JSONObject]) -> str | None:
-    """The noise statement under the section's title, from the first entry that carries it."""
-    noise = next((as_object(e["noise"]) for e in entries if e.get("noise")), None)
-    if noise is None:
+    """The noise statement under the section's title: one clause per lens whose entries carry it."""
+    by_lens: dict[str, JSONObject] = {}
+    for e in entries:
+        if e.get("noise"):
+            by_lens.setdefault(str(e["lens"]), as_object(e["noise"]))
+    if not by_lens:
         return None
+    clauses = [
+        f"{lens}: sd {as_float(n['sd_pct']):.1f}% over {n['runs']} runs of {', '.join(_strs(n['rungs']))} "
+        f"({n['df']} df, t(0.975, {n['df']}) = {as_float(n['t']):.2f})"
+        for lens, n in by_lens.items()
+    ]
     return (
-        "One profiled run per rung, each taken at the speed its rung's measured runs ran at (op times × the "
-        "rung's mean step time / the window's step time): two profiled runs of one rung then differ in op time "
-        f"per step by {as_float(noise['sd_pct']):.1f}% (sd of the log, pooled over {noise['runs']} profiled runs "
-        f"of {', '.join(_strs(noise['rungs']))}, {noise['df']} df), so a change smaller than "
-        f"t(0.975, {noise['df']}) × √2 × sd of the two rungs' mean op time per step is marked indicative."
+        "One profiled run per rung. A CPU trace's op times are taken at its rung's measured speed (× the "
+        "rung's mean step time / the window's step time). Between profiled runs of one rung, op time per step "
+        f"varies by (sd of its natural log) {'; '.join(clauses)}. A change smaller than "
+        "t × √2 × sd × the mean of the two sides' op time per step is marked indicative."
     )
 
 
@@ -150,19 +161,23 @@ def _against(verdict: JSONValue, delta_us: float) -> bool:
 
 
 def _indicative(
-    row: Mapping[str, JSONValue], largest_us: float, delta_us: float = 0.0, noise_us: float | None = None
+    row: Mapping[str, JSONValue],
+    largest_us: float,
+    delta_us: float = 0.0,
+    noise_us: float | None = None,
+    uncorrected: str | None = None,
 ) -> str | None:
-    """Why the attribution is only indicative, or None when the step-time change is resolved."""
+    """Why the attribution is only indicative, or None when the step-time change is resolved.
+    `uncorrected` says why a CPU trace could not be taken at its rung's measured speed."""
     vs = row.get("vs_parent")
     if isinstance(vs, dict):
         verdict = vs.get("verdict")
         if verdict in ("no_change", "single_run"):
             return f"vs_parent verdict is {verdict}"
+        if uncorrected:
+            return uncorrected
         if _against(verdict, delta_us):
-            return (
-                f"its profiled op time moved the other way ({fmt_us(delta_us)}) from the {verdict} verdict: "
-                "one profiled run per rung, at whatever speed the VM ran it"
-            )
+            return f"its profiled op time moved the other way ({fmt_us(delta_us)}) from the {verdict} verdict"
         if noise_us is not None and abs(delta_us) < noise_us:
             return (
                 f"the op-time change {fmt_us(delta_us)} is inside the ±{fmt_abs_us(noise_us)} "
@@ -314,8 +329,10 @@ def entry(
     c: Comparison,
     work_known: bool = True,
     noise: JSONObject | None = None,
+    uncorrected: str | None = None,
 ) -> JSONObject:
-    """`noise` (ProfileNoise.to_json) marks a change inside what two profiled runs differ by."""
+    """`noise` (ProfileNoise.to_json) marks a change inside what two profiled runs differ by;
+    `uncorrected` (why the speeds are unknown) marks the entry indicative."""
     doc = c.doc
     cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
     gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
@@ -346,7 +363,7 @@ def entry(
         "device": "gpu" if gpu else "cpu",
         "steps": doc["steps"],
         "work_ratio": doc["work_ratio"],
-        "speed_ratio": doc["speed_ratio"],
+        "speed": doc["speed"],
         "kernel_time_delta_us": doc["total_kernel_time_delta_us"],
         "busy_time_delta_us": doc["busy_time_delta_us"],
         "residual_us": doc["residual_us"],
@@ -360,7 +377,7 @@ def entry(
         "n_vanished": len(vanished),
         "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
         "noise": noise,
-        "indicative": _indicative(row, largest, delta, as_float(noise["half_width_us"]) if noise else None)
+        "indicative": _indicative(row, largest, delta, as_float(noise["half_width_us"]) if noise else None, uncorrected)
         if work_known
         else NO_WORK_RATIO,
         "notes": doc["notes"],
@@ -394,9 +411,17 @@ def attribute(
 
     rows = {str(r["rung"]): r for r in as_objects(summary["rungs"])}
 
+    def speed_of(rung: str, key: str, run: JSONObject) -> float | None:
+        """The factor a run's trace is taken at: its speed for a CPU trace (None when unknown);
+        1 for a GPU trace, whose kernel times run on the device's clock, not the step's."""
+        r = reports(key)
+        if r is None:
+            return None
+        return run_speed(rows.get(rung), run) if r.analysis.get("device") == "cpu" else 1.0
+
     def at_speed(rung: str, key: str, run: JSONObject) -> float | None:
-        """A profiled run's op µs per step at its rung's measured speed."""
-        r, speed = reports(key), run_speed(rows.get(rung), run)
+        """A profiled run's op µs per step, taken as the attribution takes it."""
+        r, speed = reports(key), speed_of(rung, key, run)
         return r.op_us() / r.steps * speed if r is not None and speed else None
 
     noise_by_lens = {
@@ -425,20 +450,28 @@ def attribute(
         if base is None or new is None:
             continue
         ratio = work_ratio(row, results, planned)
-        speeds = run_speed(rows.get(parent), base_run), run_speed(row, new_run)
-        speed = speeds[1] / speeds[0] if speeds[0] and speeds[1] else None
+        base_speed, new_speed = speed_of(parent, base_key, base_run), speed_of(rung, new_key, new_run)
+        uncorrected = None
+        if base_speed is None or new_speed is None:
+            missing = " and ".join(r for r, sp in ((parent, base_speed), (rung, new_speed)) if sp is None)
+            uncorrected = (
+                f"no measured or profiled step time for {missing}, so its trace is not taken at its rung's "
+                "measured speed and the VM's speed between the two profiled runs is in the change"
+            )
+        speed = (base_speed or 1.0, new_speed or 1.0)
         try:
-            c = compare_reports(base, new, ratio or 1.0, speed or 1.0)
+            c = compare_reports(base, new, ratio or 1.0, speed)
         except CompareError:
             continue
-        if speed is None:
-            c.doc["notes"].append(f"not speed-corrected: no measured or profiled step time for {rung} or {parent}")
+        if uncorrected:
+            c.doc["notes"].append(f"not speed-corrected: {uncorrected}")
         pooled = noise_by_lens[lens]
         noise = None
-        if pooled is not None and speed:  # at the two sides' levels, the new one per the parent's work
-            level_new = new.op_us() / (new.steps * (ratio or 1.0)) * speed
-            noise = pooled.to_json(pooled.half_width_us(base.op_us() / base.steps, level_new))
-        e = entry(row, lens, base_key, new_key, c, work_known=ratio is not None, noise=noise)
+        if pooled is not None and not uncorrected:  # at the two sides' levels, the new one per the parent's work
+            level_base = base.op_us() / base.steps * speed[0]
+            level_new = new.op_us() / (new.steps * (ratio or 1.0)) * speed[1]
+            noise = pooled.to_json(pooled.half_width_us(level_base, level_new))
+        e = entry(row, lens, base_key, new_key, c, ratio is not None, noise, uncorrected)
         if keep:
             e["compare"] = keep(rung, c)
         out.append(e)

@@ -16,10 +16,9 @@ as 0, so an op that vanished shows its whole time as the delta).
 Every delta in ``compare.json`` is µs per profiled step: a trace's totals are divided by its
 number of ``ProfilerStep#N`` markers (1, with a note, when it has none). Where a new step holds
 more work than a base step (``work_ratio``: a batch rung's tokens per step over its parent's),
-the new side's are divided by that too, so a delta is the time for a base step's tokens. Where the
-two traces ran at different machine speeds (``speed_ratio``: how much faster the new trace's run
-went than its rung's other runs, over the same for the base), the new side's are multiplied by
-it, so both sides count at the speed their rungs were measured at. The category deltas
+the new side's are divided by that too, so a delta is the time for a base step's tokens. Where a
+trace's run went faster or slower than its rung's measured runs (``speed``, one factor per side),
+that side's are multiplied by its factor, so both count at the speed their rungs were measured at. The category deltas
 add up to ``total_kernel_time_delta_us`` (the summed direct kernel time of the ops; a CPU
 trace's op self time); ``residual_us`` = busy-time delta − that, the part no category owns
 (kernels overlapping on several streams, communication and memcpy, unlinked kernels).
@@ -299,18 +298,20 @@ def _named(df: pd.DataFrame, key: str, status: str) -> list[str]:
     return [str(x) for x in hit.sort_values(col, ascending=False, kind="stable")[key]]
 
 
-def compare_reports(base: Reports, new: Reports, work_ratio: float = 1.0, speed_ratio: float = 1.0) -> Comparison:
+def compare_reports(
+    base: Reports, new: Reports, work_ratio: float = 1.0, speed: tuple[float, float] = (1.0, 1.0)
+) -> Comparison:
     """`new` against `base`, per profiled step. `work_ratio` is how many of the base's steps of
     work one new step holds (a batch rung: its tokens per step over its parent's): the new side's
     per-step figures are divided by it too, so both sides count the time for the same tokens.
-    `speed_ratio` multiplies the new side's figures too: how fast the new trace's run went against
-    its rung's measured runs, over the same for the base's (summary.attribution.run_speed)."""
+    `speed` (base, new) multiplies each side's figures by how fast its run went against its
+    rung's measured runs (summary.attribution.run_speed; 1: as profiled)."""
     if base.legacy_kernels != new.legacy_kernels:
         raise CompareError(f"{new.label}: cannot compare a rocprof report set with a PyTorch one ({base.label})")
-    for name, ratio in (("work_ratio", work_ratio), ("speed_ratio", speed_ratio)):
+    for name, ratio in (("work_ratio", work_ratio), ("base speed", speed[0]), ("new speed", speed[1])):
         if not (math.isfinite(ratio) and ratio > 0):
             raise CompareError(f"{new.label}: {name} must be a positive number, got {ratio!r}")
-    bs, ns = base.steps, new.steps * work_ratio / speed_ratio
+    bs, ns = base.steps / speed[0], new.steps * work_ratio / speed[1]
     ops = _side_by_side(
         base.ops, new.ops, _OPS, base.ops[_TIME_MS].astype(float) * 1e3, new.ops[_TIME_MS].astype(float) * 1e3, bs, ns
     )
@@ -374,9 +375,10 @@ def compare_reports(base: Reports, new: Reports, work_ratio: float = 1.0, speed_
         "device": {"base": base.analysis.get("device"), "new": new.analysis.get("device")},
         "steps": {"base": bs, "new": new.steps},
         "work_ratio": work_ratio,
-        "speed_ratio": speed_ratio,
+        "speed": {"base": speed[0], "new": speed[1]},
         "unit": ("us per profiled step" if work_ratio == 1 else "us per base step's tokens")
-        + ("" if work_ratio == speed_ratio == 1 else " (new side x speed_ratio / (steps x work_ratio))"),
+        + ("" if speed == (1.0, 1.0) else ", each side x its speed")
+        + ("" if work_ratio == 1 else " (new side / (steps x work_ratio))"),
         "total_kernel_time_delta_us": kernel_delta,
         "busy_time_delta_us": busy_delta,
         "residual_us": busy_delta - kernel_delta,

@@ -80,7 +80,7 @@ s.profile.timeline %}
 <li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
 {% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved ({{ attribution_scope }})</h2>
-{% if attribution_noise(s.attribution) %}<p class="muted">{{ attribution_noise(s.attribution) }}</p>{% endif %}
+{% set noise = attribution_noise(s.attribution) %}{% if noise %}<p class="muted">{{ noise }}</p>{% endif %}
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
 <th>top categories</th><th>vanished / appeared</th></tr>
 {% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>\
