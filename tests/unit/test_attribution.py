@@ -311,6 +311,7 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     assert line and "torch_rank0: sd" in line and "over 2 runs of fusions (1 df, t(0.975, 1) = 12.71)" in line
     assert line in to_markdown(summary)
     assert str(escape(line)) in to_html(summary, {}) and str(escape(line)) in _ladders_page(summary)
+    assert render_charts(summary)["attribution.png"].startswith(b"\x89PNG")  # with the noise bars
     _, against = _attribute(stored, {"fusions": _vs_parent("slower", -delta * 0.9, -delta * 1.1)})
     assert "moved the other way" in against["fusions"]["indicative"]
     # a batch rung's `faster` is more tokens per CPU-second: less op time for its parent's tokens

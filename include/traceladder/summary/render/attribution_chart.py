@@ -78,6 +78,18 @@ def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) ->
             markersize=5,
             label="busy-time delta" if i == 0 else None,
         )
+        noise = e.get("noise")
+        if isinstance(noise, dict):  # what two profiled runs of one rung differ by, around the op-time delta
+            ax.errorbar(
+                i + 0.3,
+                as_float(e["kernel_time_delta_us"]) / 1e3,
+                yerr=as_float(noise["half_width_us"]) / 1e3,
+                fmt="_",
+                color="dimgray",
+                capsize=3,
+                linewidth=1,
+                label="op-time delta, ±95% range of two profiled runs",
+            )
     ax.axhline(0, color="black", linewidth=0.8)
     labels = [
         f"{e['rung']}\nvs {e['parent']}"
@@ -86,7 +98,7 @@ def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) ->
         for e in entries
     ]
     ax.set_xticks(range(len(entries)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("Δ ms per profiled step (batch rungs: per parent's tokens)")
+    ax.set_ylabel("Δ ms per profiled step (batch rungs: per parent's tokens)", fontsize=8)
     ax.set_title(f"{ladder}: why each rung moved (by category, from traces)")
     ax.grid(axis="y", alpha=0.3)
     handles, labs = ax.get_legend_handles_labels()
