@@ -298,7 +298,7 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     sd = abs(math.log(op["fusions"] / op["baseline"])) / math.sqrt(2)  # two runs, 1 df
     e = by_rung["fusions"]
     assert e["base_trace"] == results["baseline.torch_rank0.r0"]["traces"][0]  # the attributed run: repeat 0
-    assert e["noise"]["df"] == 1 and e["noise"]["runs"] == 2 and e["noise"]["rungs"] == ["fusions"]
+    assert e["noise"]["df"] == 1 and e["noise"]["runs"] == 2 and e["noise"]["rungs"] == ["fusions (torch_rank0)"]
     assert e["noise"]["sd_pct"] == pytest.approx(100 * sd)
     t = t_quantile(0.975, 1)
     assert e["noise"]["t"] == pytest.approx(12.706, abs=1e-3)
@@ -308,7 +308,9 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     assert gbs2 == pytest.approx(t * math.sqrt(2) * sd * (op["recompute_off"] + op["gbs2"] / 2) / 2)
     assert "that two profiled runs of one rung differ by here (95%)" in e["indicative"]
     line = noise_line(summary["attribution"])
-    assert line and "torch_rank0: sd" in line and "over 2 runs of fusions (1 df, t(0.975, 1) = 12.71)" in line
+    assert (
+        line and "pooled over 2 runs of fusions (torch_rank0), 1 df). A change smaller than t(0.975, 1) (12.71)" in line
+    )
     assert line in to_markdown(summary)
     assert str(escape(line)) in to_html(summary, {}) and str(escape(line)) in _ladders_page(summary)
     assert render_charts(summary)["attribution.png"].startswith(b"\x89PNG")  # with the noise bars

@@ -94,9 +94,10 @@ def run_speed(row: Mapping[str, JSONValue] | None, run: Mapping[str, JSONValue])
 class ProfileNoise:
     """How much a profiled run's op time per step varies between runs of one rung here, each
     taken as the attribution takes it (a CPU trace at its rung's measured speed, `run_speed`):
-    the sd of its natural log, pooled over the rungs with more than one ok profiled run of one
-    lens (the lens rung's lens runs, and its every-rung run). One profiled run per rung cannot
-    tell a change from that noise; this says how large a change must be to stand out."""
+    the sd of its natural log, pooled over each (rung, lens) with more than one ok profiled run
+    (the lens rung's runs under each trace lens, its every-rung run among them), each about its
+    own mean. One profiled run per rung cannot tell a change from that noise; this says how large
+    a change must be to stand out."""
 
     sd_log: float
     df: int
@@ -105,7 +106,8 @@ class ProfileNoise:
 
     @classmethod
     def pooled(cls, per_rung: Mapping[str, list[float]]) -> ProfileNoise | None:
-        """From each rung's op µs per step, one figure per profiled run; None below 1 df."""
+        """From each group's op µs per step (a group: one rung under one lens), one figure per
+        profiled run; None below 1 df."""
         logs = {r: [math.log(x) for x in xs if x > 0] for r, xs in per_rung.items()}
         logs = {r: xs for r, xs in logs.items() if len(xs) >= 2}
         df = sum(len(xs) - 1 for xs in logs.values())
@@ -135,23 +137,17 @@ class ProfileNoise:
 
 
 def noise_line(entries: list[JSONObject]) -> str | None:
-    """The noise statement under the section's title: one clause per lens whose entries carry it."""
-    by_lens: dict[str, JSONObject] = {}
-    for e in entries:
-        if e.get("noise"):
-            by_lens.setdefault(str(e["lens"]), as_object(e["noise"]))
-    if not by_lens:
+    """The noise statement under the section's title, from the first entry that carries it (one
+    pool serves every entry of a summary)."""
+    n = next((as_object(e["noise"]) for e in entries if e.get("noise")), None)
+    if n is None:
         return None
-    clauses = [
-        f"{lens}: sd {as_float(n['sd_pct']):.1f}% over {n['runs']} runs of {', '.join(_strs(n['rungs']))} "
-        f"({n['df']} df, t(0.975, {n['df']}) = {as_float(n['t']):.2f})"
-        for lens, n in by_lens.items()
-    ]
     return (
         "One profiled run per rung. A CPU trace's op times are taken at its rung's measured speed (× the "
         "rung's mean step time / the window's step time). Between profiled runs of one rung, op time per step "
-        f"varies by (sd of its natural log) {'; '.join(clauses)}. A change smaller than "
-        "t × √2 × sd × the mean of the two sides' op time per step is marked indicative."
+        f"varies by sd {as_float(n['sd_pct']):.1f}% (of its natural log; pooled over {n['runs']} runs of "
+        f"{', '.join(_strs(n['rungs']))}, {n['df']} df). A change smaller than t(0.975, {n['df']}) "
+        f"({as_float(n['t']):.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative."
     )
 
 
@@ -424,16 +420,14 @@ def attribute(
         r, speed = reports(key), speed_of(rung, key, run)
         return r.op_us() / r.steps * speed if r is not None and speed else None
 
-    noise_by_lens = {
-        lens: ProfileNoise.pooled(
-            {
-                rung: [x for k, run in by_lens[lens] if (x := at_speed(rung, k, run))]
-                for rung, by_lens in traces.items()
-                if len(by_lens.get(lens, [])) > 1
-            }
-        )
-        for lens in TRACE_LENSES
-    }
+    pooled = ProfileNoise.pooled(
+        {
+            f"{rung} ({lens})": [x for k, run in runs if (x := at_speed(rung, k, run))]
+            for rung, by_lens in traces.items()
+            for lens, runs in by_lens.items()
+            if len(runs) > 1
+        }
+    )
     out = []
     for row in as_objects(summary["rungs"]):
         if not row.get("parent") or row["rung"] not in traces or row["parent"] not in traces:
@@ -465,7 +459,6 @@ def attribute(
             continue
         if uncorrected:
             c.doc["notes"].append(f"not speed-corrected: {uncorrected}")
-        pooled = noise_by_lens[lens]
         noise = None
         if pooled is not None and not uncorrected:  # at the two sides' levels, the new one per the parent's work
             level_base = base.op_us() / base.steps * speed[0]
