@@ -15,6 +15,7 @@ step-time interval.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -116,20 +117,23 @@ class ProfileNoise:
         ss = sum(sum((x - statistics.fmean(xs)) ** 2 for x in xs) for xs in logs.values())
         return cls(math.sqrt(ss / df), df, sum(map(len, logs.values())), tuple(sorted(logs)))
 
+    @functools.cached_property
+    def t(self) -> float:
+        """t(0.975, df): one scipy call per pool, not one per entry and rendering."""
+        from traceladder.stats.model import t_quantile
+
+        return t_quantile(0.975, self.df)
+
     def half_width_us(self, base_us: float, new_us: float) -> float:
         """The 95% range of one run against one run, at their mean level:
         t(0.975, df) · √2 · sd · (base + new) / 2."""
-        from traceladder.stats.model import t_quantile
-
-        return t_quantile(0.975, self.df) * math.sqrt(2) * self.sd_log * (base_us + new_us) / 2
+        return self.t * math.sqrt(2) * self.sd_log * (base_us + new_us) / 2
 
     def to_json(self, half_width_us: float) -> JSONObject:
-        from traceladder.stats.model import t_quantile
-
         return {
             "sd_pct": 100 * self.sd_log,
             "df": self.df,
-            "t": t_quantile(0.975, self.df),
+            "t": self.t,
             "runs": self.runs,
             "rungs": [*self.rungs],
             "half_width_us": half_width_us,
@@ -461,9 +465,9 @@ def attribute(
             c.doc["notes"].append(f"not speed-corrected: {uncorrected}")
         noise = None
         if pooled is not None and not uncorrected:  # at the two sides' levels, the new one per the parent's work
-            level_base = base.op_us() / base.steps * speed[0]
-            level_new = new.op_us() / (new.steps * (ratio or 1.0)) * speed[1]
-            noise = pooled.to_json(pooled.half_width_us(level_base, level_new))
+            level_base, level_new = at_speed(parent, base_key, base_run), at_speed(rung, new_key, new_run)
+            if level_base and level_new:
+                noise = pooled.to_json(pooled.half_width_us(level_base, level_new / (ratio or 1.0)))
         e = entry(row, lens, base_key, new_key, c, ratio is not None, noise, uncorrected)
         if keep:
             e["compare"] = keep(rung, c)
