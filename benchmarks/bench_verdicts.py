@@ -57,6 +57,13 @@ def _ci(k: int, n: int) -> tuple[float, float]:
     return clopper_pearson(k, n)
 
 
+def _mdes(verdicts: list[dict], rung: str) -> list[float]:
+    """The rung's MDE in % over simulated or real ladders, where it has one."""
+    from traceladder.core.documents import as_number
+
+    return [x for v in verdicts if (x := as_number(v[rung]["mde_pct"])) is not None]
+
+
 def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
     from traceladder.stats.simulation.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
     from traceladder.stats.simulation.noise import load_proxy_noise
@@ -188,7 +195,7 @@ def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int,
     verdicts = simulate_verdicts(
         model, shape, ladders, seed=seed, effects={rung: log_shift(pct)}, pairs=[p for p in shape.pairs if p[0] == rung]
     )
-    mde = float(np.median([math.log1p(v[rung]["mde_pct"] / 100) for v in verdicts if v[rung]["mde_pct"] is not None]))
+    mde = float(np.median([math.log1p(x / 100) for x in _mdes(verdicts, rung)]))
     return (*call_rate(verdicts, rung, ("slower",)), mde)
 
 
@@ -251,6 +258,7 @@ def _pooled(ladders: list[tuple[dict, dict[str, dict]]]) -> tuple[dict, dict[str
 
 
 def bench_verdicts_power_real(ctx: Context) -> list[Row]:
+    from traceladder.core.documents import as_float, as_object
     from traceladder.stats.model import t_quantile
     from traceladder.stats.verdicts import VERDICT_METRICS, change_pct_interval, plan_metric, rung_verdicts
 
@@ -264,7 +272,8 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
             seen.append(str(verdicts[rung]["verdict"]))
     plan, results = _pooled(ladders)
     pooled, model = rung_verdicts(plan, results)
-    run_sd = model[VERDICT_METRICS[plan_metric(plan)][0]]["run_sd_pct"] / 100
+    fit = as_object(model[VERDICT_METRICS[plan_metric(plan)][0]])
+    run_sd = as_float(fit["run_sd_pct"]) / 100
     rungs = 10  # proxy-local's: its block model's residual df at n blocks is (n - 1)(rungs - 1)
 
     def mde(n: int) -> float:
@@ -302,7 +311,7 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
             "",
             "",
             None,
-            f"run sd {100 * run_sd:.1f}% from {model['step_ms']['runs']} real runs (df {model['step_ms']['df']}); "
+            f"run sd {100 * run_sd:.1f}% from {fit['runs']} real runs (df {fit['df']}); "
             "MDE(n) = (t.975 + t.80)[df = 9(n - 1)] * sd * sqrt(2 / n) <= ln 1.10 for proxy-local's 10 rungs",
         )
     )
@@ -361,7 +370,7 @@ def bench_verdicts_mde(ctx: Context) -> list[Row]:
     verdicts = simulate_verdicts(model, shape, 100 if ctx.quick else 500, seed=5)
     rows = []
     for rung, parent in shape.pairs:
-        mdes = [float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]
+        mdes = _mdes(verdicts, rung)
         rows.append(
             Row(
                 "verdicts",
@@ -383,7 +392,7 @@ def _mde_at(model, shape, rung: str, ctx: Context) -> float:
     verdicts = simulate_verdicts(
         model, shape, 50 if ctx.quick else 200, seed=6, pairs=[p for p in shape.pairs if p[0] == rung]
     )
-    return float(np.median([float(v[rung]["mde_pct"]) for v in verdicts if v[rung]["mde_pct"] is not None]))
+    return float(np.median(_mdes(verdicts, rung)))
 
 
 ADAPTIVE = (3, 5, 5.0)  # min, max, target MDE %: what the demo's 10 minutes allow (docs/statistics-adaptive.md)
