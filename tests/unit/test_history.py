@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.stats.history import detect, evaluate, new_regressions, regression_lines
+from traceladder.stats.history import (
+    detect,
+    evaluate,
+    new_regressions,
+    provenance_changes,
+    regression_lines,
+    run_points,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 # A fixed noise pattern, ±1.2% at most (GPU-like), so the series are known exactly.
@@ -206,6 +213,27 @@ def test_a_cpu_metric_ladder_finds_its_change_points_on_the_step_cpu_time() -> N
     for entry in entries:
         entry["points"].pop("metric", None)
     assert evaluate(entries)["regressions"] == []
+
+
+def test_a_change_of_the_run_statistic_is_marked_as_a_change_of_method() -> None:
+    # A `metric: cpu` ladder's run figure became the mean of its iterations (it was their median);
+    # the history marks the run where that happened beside the provenance changes. Index entries
+    # from before the field count as medians, so only the switch itself is marked.
+    def summary(statistic: str | None) -> dict:
+        fit = {"run_statistic": statistic} if statistic else {}
+        return {
+            "metric": "cpu",
+            "model": {"step_cpu_ms": fit},
+            "rungs": [{"rung": "base", "step_ms": {"mean": 100.0}, "step_cpu_ms": {"mean": 50.0}}],
+        }
+
+    points = [run_points(summary(s)) for s in (None, "median", "mean", "mean")]
+    assert [p["run_statistic"] for p in points] == ["median", "median", "mean", "mean"]
+    legacy = {k: v for k, v in points[0].items() if k != "run_statistic"}  # an entry from before the field
+    changes = provenance_changes([{"points": p} for p in (legacy, *points[1:])])
+    assert changes == [[], [], ["run_statistic: 'median' -> 'mean'"], []]
+    # a wall ladder's figure is the median of its iterations
+    assert run_points({"rungs": [], "model": {"step_ms": {"run_statistic": "median"}}})["run_statistic"] == "median"
 
 
 # ---- the command -------------------------------------------------------------------------------

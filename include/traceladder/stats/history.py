@@ -323,8 +323,13 @@ def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
     """What one run contributes to the history (stored in its index entry, so a history needs
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
     provenance = as_object(summary.get("provenance") or {})
+    metric = plan_metric(summary)
+    fit = as_object(as_object(summary.get("model") or {}).get(VERDICT_METRICS[metric][0]) or {})
     return {
-        "metric": summary.get("metric") or "wall",
+        "metric": metric,
+        # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
+        # is a change of method, marked beside the provenance's
+        "run_statistic": fit.get("run_statistic") or "median",
         "rungs": {
             str(r["rung"]): {
                 "step_ms": r.get("step_ms"),
@@ -338,16 +343,24 @@ def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
     }
 
 
+def _provenance(entry: Mapping[str, JSONValue]) -> JSONObject:
+    """A run's provenance fields and its run statistic (index entries from before the field: the
+    median, which every run's figure was until `metric: cpu` took the mean)."""
+    points = _points(entry)
+    return {**as_object(points.get("provenance") or {}), "run_statistic": points.get("run_statistic") or "median"}
+
+
 def provenance_changes(entries: Sequence[Mapping[str, JSONValue]]) -> list[list[str]]:
-    """Per run, the provenance fields that differ from the run before (none for the first)."""
+    """Per run, the provenance fields (and the run statistic) that differ from the run before
+    (none for the first)."""
+    fields = (*PROVENANCE_FIELDS, "run_statistic")
     out: list[list[str]] = []
     for i, entry in enumerate(entries):
         if i == 0:
             out.append([])
             continue
-        old = as_object(_points(entries[i - 1]).get("provenance") or {})
-        new = as_object(_points(entry).get("provenance") or {})
-        out.append([f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in PROVENANCE_FIELDS if old.get(k) != new.get(k)])
+        old, new = _provenance(entries[i - 1]), _provenance(entry)
+        out.append([f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in fields if old.get(k) != new.get(k)])
     return out
 
 
