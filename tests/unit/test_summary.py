@@ -466,6 +466,10 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
         "with a linear time trend inside each block (3 terms) on the log of each run's median over its "
         "iterations: 12 runs in 3 blocks, 3 residual df"
     ) in html
+    # what the 5% level means over the ladder: 3 judged comparisons (the root has none), 3/20 calls
+    assert sum(bool(r.get("vs_parent")) and r["vs_parent"]["verdict"] != "single_run" for r in summary["rungs"]) == 3
+    expected = "up to 1 time in 20, so over these 3 comparisons up to 0.15 such calls are expected."
+    assert expected in md and expected in html
     plain = build_summary(make_run()[0], results, {})
     assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)
     assert "time trend" not in to_html(plain, {})

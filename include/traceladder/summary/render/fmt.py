@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, as_number
+from traceladder.core.documents import JSONValue, as_number, as_objects
 from traceladder.stats.verdicts import METRIC_WORDS, TOKENS, change_pct_interval, change_word
 
 
@@ -58,6 +58,23 @@ def fmt_trend(model: Mapping[str, JSONValue]) -> str:
         f" with a {drift} time trend inside each block ({model['drift_terms']} terms)"
         if (drift != "none" and model.get("drift_terms"))
         else ""
+    )
+
+
+def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
+    """What the verdicts' 5% level means over the whole ladder: a rung that does not move is
+    still called faster or slower 1 time in 20, so k comparisons expect k/20 such calls.
+    Rungs judged single_run do not count."""
+    judged = sum(
+        1
+        for row in as_objects(summary.get("rungs") or [])
+        if isinstance(vs := row.get("vs_parent"), dict) and vs.get("verdict") not in (None, "single_run")
+    )
+    if not judged:
+        return ""
+    return (
+        "each verdict is a two-sided test at 5%: a rung that does not move is still called faster or slower "
+        f"up to 1 time in 20, so over these {judged} comparisons up to {judged / 20:.2f} such calls are expected"
     )
 
 

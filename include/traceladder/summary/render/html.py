@@ -10,7 +10,7 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
-from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_fit, fmt_gb, fmt_trend
+from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -28,7 +28,8 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif %}</p>
 {% set m = (s.model or {}).get('step_cpu_ms' if cpu else 'step_ms') or {} %}\
 {% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }} on the log of each run's \
-{{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power.</p>{% endif %}
+{{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power\
+{% set false_calls = s | false_calls %}{% if false_calls %}; {{ false_calls }}{% endif %}.</p>{% endif %}
 {% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
 MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
@@ -104,6 +105,7 @@ _ENV.filters["us"] = fmt_us
 _ENV.filters["gb"] = fmt_gb
 _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
+_ENV.filters["false_calls"] = fmt_false_calls
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["attribution_noise"] = noise_line
 _REPORT = _ENV.from_string(_TEMPLATE)
