@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
+.PHONY: setup demo keys up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 demo: setup
 	$(BIN)/traceladder demo
+
+# Every S3 key of the latest demo run, from the S3 data the demo kept (.traceladder/s3).
+keys: setup
+	$(BIN)/traceladder keys
 
 # The embedded S3 + Airflow api-server, scheduler, dag-processor, triggerer until Ctrl-C (state in .traceladder/).
 up: setup

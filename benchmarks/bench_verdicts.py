@@ -395,7 +395,18 @@ def _mde_at(model, shape, rung: str, ctx: Context) -> float:
     return float(np.median(_mdes(verdicts, rung)))
 
 
-ADAPTIVE = (3, 5, 5.0)  # min, max, target MDE %: what the demo's 10 minutes allow (docs/statistics-adaptive.md)
+ADAPTIVE = (3, 5, 5.0)  # min, max, target MDE %: the first adaptive rule the demo's 10 minutes allowed
+PROXY_LOCAL_BUDGET_BLOCKS = (9, 10)  # where its budget stopped the demos of 2026-12-05 (docs/statistics.md)
+
+
+def _proxy_local_design():  # -> Design
+    """proxy-local.yaml's own adaptive repeats, as its plan runs them."""
+    from traceladder.config.loader import ladders_dir, load_ladder
+    from traceladder.stats.sequential import Design
+
+    rule = load_ladder(ladders_dir() / "proxy-local.yaml").ladder.adaptive
+    assert rule is not None, "proxy-local's repeats are adaptive"
+    return Design(rule.min, rule.max, rule.target_mde_pct, budget_s=rule.budget_s)
 
 
 def bench_verdicts_adaptive(ctx: Context) -> list[Row]:
@@ -403,14 +414,20 @@ def bench_verdicts_adaptive(ctx: Context) -> list[Row]:
     from traceladder.stats.simulation.noise import load_proxy_noise
     from traceladder.stats.simulation.simulate import ladder_shape, log_shift, one_per_ladder, simulate_adaptive
 
-    design = Design(*ADAPTIVE)
-    shape = ladder_shape("proxy-local", repeats=design.max_blocks, schedules=100)
     fitted = load_proxy_noise()
     aa_n = 400 if ctx.quick else SIM_LADDERS
     power_n = 200 if ctx.quick else POWER_LADDERS
     rows = []
-    for label, model in (("fitted", fitted), ("2% noise", fitted.scaled(0.02))):
-        outcomes = simulate_adaptive(model, shape, design, aa_n, seed=21)
+    cases = [
+        (Design(*ADAPTIVE), (), "fitted", fitted),
+        (Design(*ADAPTIVE), (), "2% noise", fitted.scaled(0.02)),
+        # proxy-local's own rule; its demos' budget stopped them after 9 or 10 blocks, at a run sd of 3-7%
+        (_proxy_local_design(), PROXY_LOCAL_BUDGET_BLOCKS, "5% noise, proxy-local's rule", fitted.scaled(0.05)),
+    ]
+    for design, budget_blocks, label, model in cases:
+        shape = ladder_shape("proxy-local", repeats=design.max_blocks, schedules=100)
+        budget = f", the budget stopping at {' or '.join(map(str, budget_blocks))} blocks" if budget_blocks else ""
+        outcomes = simulate_adaptive(model, shape, design, aa_n, seed=21, budget_blocks=budget_blocks)
         k, n = one_per_ladder([o.verdicts for o in outcomes], seed=22)
         lo, hi = _ci(k, n)
         blocks = [o.blocks for o in outcomes]
@@ -424,14 +441,20 @@ def bench_verdicts_adaptive(ctx: Context) -> list[Row]:
                 f"CI upper <= {100 * TARGET_UPPER:.1f}",
                 hi <= TARGET_UPPER,
                 f"{k}/{n} ladders (one random rung each), 95% CI {100 * lo:.1f}-{100 * hi:.1f}%; repeats "
-                f"{{min: {design.min_blocks}, max: {design.max_blocks}, target_mde_pct: {design.target_mde_pct:g}}}, "
-                f"critical z {', '.join(f'{c:.3f}' for c in design.critical_z)}; blocks run ({spread}), mean "
+                f"{{min: {design.min_blocks}, max: {design.max_blocks}, target_mde_pct: {design.target_mde_pct:g}}}"
+                f"{budget}, critical z {', '.join(f'{c:.3f}' for c in design.critical_z)}; blocks run ({spread}), mean "
                 f"{np.mean(blocks):.2f}; run sd {100 * model.run_sd:.1f}%",
             )
         )
         for pct in (5.0, 10.0):
             outcomes = simulate_adaptive(
-                model, shape, design, power_n, seed=30 + int(pct), effects={"recompute_off": log_shift(pct)}
+                model,
+                shape,
+                design,
+                power_n,
+                seed=30 + int(pct),
+                effects={"recompute_off": log_shift(pct)},
+                budget_blocks=budget_blocks,
             )
             k = sum(o.verdicts["recompute_off"]["verdict"] == "slower" for o in outcomes)
             lo, hi = _ci(k, len(outcomes))

@@ -352,3 +352,22 @@ def test_simulated_false_call_rate_stays_near_nominal() -> None:
     calls, n = one_per_ladder([o.verdicts for o in outcomes], seed=12)
     low, high = clopper_pearson(calls, n)
     assert low <= 0.05 and high <= 0.075, (calls, n)
+
+
+def test_simulated_budget_stop_is_the_final_analysis() -> None:
+    """The simulation's time budget (proxy-local's demos stop on it): a ladder stopped after 4
+    of 6 planned blocks by the clock is judged at the value that spends the alpha left, so the
+    A/A false-call rate is the nominal 5%, not the 4th look's smaller share."""
+    from traceladder.stats.model import clopper_pearson
+    from traceladder.stats.simulation.noise import load_proxy_noise
+    from traceladder.stats.simulation.simulate import blocked_shape, one_per_ladder, simulate_adaptive
+
+    model = load_proxy_noise().scaled(0.03)
+    shape = blocked_shape(["a", "b", "c"], [("b", "a"), ("c", "b")], blocks=6, schedules=20)
+    design = Design(3, 6, 0.1)  # a target no ladder reaches: the budget decides
+    outcomes = simulate_adaptive(model, shape, design, ladders=800, seed=13, budget_blocks=(4,))
+    assert {(o.blocks, o.target_reached) for o in outcomes} == {(4, False)}
+    assert design.final_z_at(4) < design.z_at(4)
+    calls, n = one_per_ladder([o.verdicts for o in outcomes], seed=14)
+    low, high = clopper_pearson(calls, n)
+    assert low <= 0.05 <= high, (calls, n)

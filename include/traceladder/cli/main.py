@@ -160,6 +160,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(ladder=args.ladder, list_keys=args.list_keys)
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    from traceladder.dev.demo import list_run_keys
+
+    return list_run_keys(ladder=args.ladder, run_id=args.run)
+
+
 def cmd_changes(args: argparse.Namespace) -> int:
     from traceladder.cli.changes import report
 
@@ -270,6 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ladder", default="proxy-local")
     p.add_argument("--list-keys", action="store_true", help="also list every S3 key of the run (before the summary)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("keys", help="list the S3 keys of a run the demo stored (in .traceladder/s3)")
+    p.add_argument("--ladder", default="proxy-local")
+    p.add_argument("--run", help="a run id (default: the ladder's latest published run)")
+    p.set_defaults(func=cmd_keys)
 
     p = sub.add_parser("retention", help="remove old traces and logs per each cluster's storage.retention")
     p.add_argument("--dry-run", action="store_true", help="list what would go (a line per key, then a JSON total)")

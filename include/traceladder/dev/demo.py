@@ -3,7 +3,8 @@
 Starts SeaweedFS, prepares an Airflow home under `.traceladder/` (git-ignored), runs the
 ladder's weekly DAG with `dag.test()`, reads the published summary back from S3, prints it and
 then where the rest is (the report, the S3 prefix and its object count; `--list-keys` lists
-the keys), keeps a local copy, and stops what it started."""
+the keys), keeps a local copy, and stops what it started. `traceladder keys` (`make keys`) lists a
+stored run's keys afterwards, from the same S3 data, without running anything."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def run_demo(ladder: str = "proxy-local", list_keys: bool = False) -> int:
     loaded = load_ladder(find_ladder(ladder))
     storage = loaded.cluster.storage
     say(
-        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs x {loaded.ladder.repeats_label} repeats, "
+        f"ladder {loaded.ladder.ladder}: {len(loaded.ladder.rungs)} rungs, blocks: {loaded.ladder.repeats_label}; "
         f"lenses {loaded.ladder.lenses.use if loaded.ladder.lenses else []}"
     )
     say("starting the embedded S3 server (SeaweedFS)")
@@ -55,7 +56,7 @@ def where_the_rest_is(
     return [
         "",
         f"report: {local_report}",
-        f"S3: s3://{bucket}/{run_prefix}/ ({n_objects} objects; `traceladder demo --list-keys` lists them)",
+        f"S3: s3://{bucket}/{run_prefix}/ ({n_objects} objects, kept in .traceladder/s3; `make keys` lists them)",
         latest_line,
         "browse it: make up (the Airflow UI's Ladders page)",
         f"demo wall time: {wall_s:.0f} s",
@@ -94,3 +95,37 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
     wall_s = time.monotonic() - started
     print("\n".join(where_the_rest_is(s3.bucket, run_prefix, len(keys), report, latest_line, wall_s)))
     return 0 if str(dag_run.state) == "success" else 1
+
+
+def list_run_keys(ladder: str = "proxy-local", run_id: str | None = None) -> int:
+    """Print every S3 key of a stored run of `ladder` (the latest, or `run_id`) from the demo's
+    S3 data under .traceladder/s3, starting the embedded server for the listing only."""
+    from traceladder.config import find_ladder, load_ladder
+    from traceladder.core import layout
+    from traceladder.core.documents import IndexEntry
+    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix
+
+    loaded = load_ladder(find_ladder(ladder))
+    storage = loaded.cluster.storage
+    if not (STATE_DIR / "s3").is_dir():
+        print(f"no S3 data under {STATE_DIR / 's3'}: run `make demo` first", file=sys.stderr)
+        return 1
+    with EmbeddedS3(STATE_DIR / "s3", bucket=storage.bucket) as s3:
+        store = S3ArtifactStore(s3.client(), s3.bucket, storage.prefix, ladder)
+        base = ladder_prefix(storage.prefix, ladder)
+        entry_key = f"{base}/{layout.LATEST_OBJECT}" if run_id is None else layout.entry_key(base, run_id)
+        if not store.exists(entry_key):
+            what = f"run {run_id}" if run_id else "published run"
+            print(f"no {what} of ladder {ladder} in s3://{s3.bucket}/{base}/ (.traceladder/s3)", file=sys.stderr)
+            return 1
+        entry = IndexEntry.from_json(store.get_bytes(entry_key), entry_key)
+        if not entry.summary_json:
+            print(f"run {entry.run_id} of ladder {ladder} published no summary", file=sys.stderr)
+            return 1
+        run_prefix = entry.summary_json.rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
+        keys = store.list(run_prefix + "/")
+        print(f"S3 objects under s3://{s3.bucket}/{run_prefix}/ ({len(keys)}):")
+        for key in keys:
+            print(f"  {key}")
+    return 0

@@ -12,7 +12,7 @@ import numpy as np
 
 from traceladder.core.documents import JSONObject, JSONValue
 from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
-from traceladder.stats.model import DRIFT_DEGREES, Run, fit_blocks, verdict
+from traceladder.stats.model import DRIFT_DEGREES, BlockFit, Run, fit_blocks, verdict
 from traceladder.stats.sequential import Design, target_reached
 
 
@@ -97,6 +97,10 @@ class AdaptiveOutcome:
     verdicts: dict[str, JSONObject]
 
 
+def _verdicts_at(fit: BlockFit, judged: Sequence[tuple[str, str]], critical_z: float) -> dict[str, JSONObject]:
+    return {rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False, critical_z) for rung, parent in judged}
+
+
 def simulate_adaptive(
     model: NoiseModel,
     shape: LadderShape,
@@ -105,26 +109,28 @@ def simulate_adaptive(
     seed: int,
     effects: dict[str, float] | None = None,
     pairs: Sequence[tuple[str, str]] | None = None,
+    budget_blocks: Sequence[int] = (),
 ) -> list[AdaptiveOutcome]:
     """Simulated ladders under adaptive repeats: each simulates its `max` blocks, then looks after
     block n = min, ..., max as the DAG does (the block model on blocks < n, every judged rung's
     MDE at that look's critical value) and stops at the first look where all are <= the target.
-    The shape's schedules need `design.max_blocks` measure blocks."""
+    `budget_blocks`: the time budget, as the block count where it stops a ladder, drawn per
+    ladder from these (the clock, not the contrasts, decides it); that look is then the final
+    analysis, at `design.final_z_at`. The shape's schedules need `design.max_blocks` measure blocks."""
     rng = np.random.default_rng(seed)
     judged = tuple(pairs or shape.pairs)
     out = []
     for i in range(ladders):
         schedule = shape.schedules[i % len(shape.schedules)]
         runs: list[Run] = simulate_runs(model, schedule, effects or {}, rng)
+        budget = int(rng.choice(budget_blocks)) if budget_blocks else design.max_blocks
         for n in design.looks:
             fit = fit_blocks([r for r in runs if int(r.block) < n], shape.drift)  # type: ignore[call-overload]
-            critical_z = design.z_at(n)
-            verdicts = {
-                rung: verdict(fit.contrast(rung, parent), 1.0, "step_ms", False, critical_z) for rung, parent in judged
-            }
+            verdicts = _verdicts_at(fit, judged, design.z_at(n))
             reached = target_reached({r: v["mde_pct"] for r, v in verdicts.items()}, design.target_mde_pct)  # type: ignore[misc]
-            if reached or n == design.max_blocks:
-                out.append(AdaptiveOutcome(n, reached, verdicts))
+            if reached or n >= min(budget, design.max_blocks):
+                final = verdicts if reached else _verdicts_at(fit, judged, design.final_z_at(n))
+                out.append(AdaptiveOutcome(n, reached, final))
                 break
     return out
 
