@@ -255,6 +255,9 @@ def test_ladder_table_block_model_verdicts() -> None:
     assert lens["overhead_ratio"]["mean"] == pytest.approx(math.exp(np.mean(np.log(ratios))))
     assert lens["overhead_ratio"]["ci95"][0] < lens["overhead_ratio"]["mean"] < lens["overhead_ratio"]["ci95"][1]
     assert summary["profile"]["timeline_percent"]["exposed_comm_time"] == 5.0
+    # the window's figures say what they are, beside What's left's per-step ones
+    units = "Times in ms over the whole profiled window (every step in it); a region is its ranges' wall time"
+    assert units in to_markdown(summary) and units.replace("'", "&#39;") in to_html(summary, {})
     text = "\n".join(summary["findings"])
     # the interval in % of the parent (the verdict's scale), the absolute delta after it
     assert (

@@ -84,3 +84,10 @@ def fmt_fit(model: Mapping[str, JSONValue]) -> str:
         f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, "
         f"run-level sd {model['run_sd_pct']:.1f}%"
     )
+
+
+# Under "Where the time went": what its figures are, beside What's left's per-step ones.
+PROFILE_UNITS = (
+    "Times in ms over the whole profiled window (every step in it); a region is its ranges' wall time, "
+    "waits included; What's left gives per-step direct op time, backward included"
+)

@@ -10,7 +10,7 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
-from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
+from traceladder.summary.render.fmt import PROFILE_UNITS, fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -55,12 +55,13 @@ MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.<
 {% if s.profile and s.profile.timeline %}\
 <h2>Where the time went ({{ s.profile.lens }}, {{ s.profile.rung_id }}, {{ (s.profile.device or 'gpu') | upper }} \
 timeline)</h2>
+<p class="noise">{{ profile_units }}.</p>
 <table><tr><th>part</th><th>ms</th><th>%</th></tr>\
 {% for k in ['computation_time','exposed_comm_time','exposed_memcpy_time','idle_time','total_time'] if k in \
 s.profile.timeline %}
 <tr><td>{{ k }}</td><td>{{ '%.2f' % s.profile.timeline[k] }}</td><td>\
 {{ '%.1f' % (s.profile.timeline_percent or {}).get(k, 0) }}</td></tr>{% endfor %}</table>
-{% if s.profile.regions %}<table><tr><th>region</th><th>ms</th></tr>\
+{% if s.profile.regions %}<table><tr><th>region (range wall time)</th><th>ms</th></tr>\
 {% for k, v in s.profile.regions | dictsort(by='value', reverse=true) %}<tr><td>{{ k }}</td><td>{{ '%.2f' % v }}\
 </td></tr>{% endfor %}</table>{% endif %}
 {% if s.profile.top_ops %}<table><tr><th>top op</th><th>ms</th><th>%</th><th>count</th></tr>\
@@ -107,6 +108,7 @@ _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
 _ENV.filters["false_calls"] = fmt_false_calls
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
+_ENV.globals["profile_units"] = PROFILE_UNITS
 _ENV.globals["attribution_noise"] = noise_line
 _REPORT = _ENV.from_string(_TEMPLATE)
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
-from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
+from traceladder.summary.render.fmt import PROFILE_UNITS, fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
 
 
 def _obj(value: JSONValue) -> JSONObject | None:
@@ -93,6 +93,8 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
             "",
             f"## Where the time went ({profile['lens']}, {profile['rung_id']}, "
             f"{str(profile.get('device', 'gpu')).upper()} timeline)",
+            f"{PROFILE_UNITS}.",
+            "",
             "| part | ms | % |",
             "|---|---|---|",
         ]
@@ -100,7 +102,7 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
             if key in tl:
                 parts.append(f"| {key} | {tl[key]:.2f} | {tp.get(key, 0):.1f} |")
         if profile.get("regions"):
-            parts += ["", "| region | ms |", "|---|---|"] + [
+            parts += ["", "| region (range wall time) | ms |", "|---|---|"] + [
                 f"| {k} | {v:.2f} |"
                 for k, v in sorted(as_object(profile["regions"]).items(), key=lambda kv: -as_float(kv[1]))
             ]
