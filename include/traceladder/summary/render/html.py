@@ -10,7 +10,15 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
-from traceladder.summary.render.fmt import PROFILE_UNITS, fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
+from traceladder.summary.render.fmt import (
+    PROFILE_UNITS,
+    fmt_change,
+    fmt_est,
+    fmt_false_calls,
+    fmt_fit,
+    fmt_gb,
+    fmt_trend,
+)
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
-from traceladder.summary.render.fmt import PROFILE_UNITS, fmt_change, fmt_est, fmt_false_calls, fmt_fit, fmt_gb, fmt_trend
+from traceladder.summary.render.fmt import (
+    PROFILE_UNITS,
+    fmt_change,
+    fmt_est,
+    fmt_false_calls,
+    fmt_fit,
+    fmt_gb,
+    fmt_trend,
+)
 
 
 def _obj(value: JSONValue) -> JSONObject | None:
