@@ -22,7 +22,7 @@ from markupsafe import escape
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
-from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, noise_line
+from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, fmt_us, noise_line
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
@@ -221,7 +221,8 @@ def test_indicative_follows_the_verdict_and_the_interval(stored) -> None:
     )
     assert by_rung["fusions"]["indicative"] is None and "Indicative" not in by_rung["fusions"]["sentence"]
     assert (
-        "no_change" in by_rung["recompute_off"]["indicative"] and "Indicative" in by_rung["recompute_off"]["sentence"]
+        by_rung["recompute_off"]["indicative"] == "no change detected in its measured runs"
+        and "Indicative: no change detected in its measured runs." in by_rung["recompute_off"]["sentence"]
     )
     _, wide = _attribute(stored, {"fusions": _vs_parent("faster", -largest * 3, -largest * 0.5)})
     assert "width" in wide["fusions"]["indicative"]
@@ -311,6 +312,8 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     assert (
         line and "pooled over 2 runs of fusions (torch_rank0), 1 df). A change smaller than t(0.975, 1) (12.71)" in line
     )
+    # the line states both rules an entry with a verdict is judged by
+    assert line.endswith("smaller than the width of its rung's step-time 95% interval.")
     assert line in to_markdown(summary)
     assert str(escape(line)) in to_html(summary, {}) and str(escape(line)) in _ladders_page(summary)
     assert render_charts(summary)["attribution.png"].startswith(b"\x89PNG")  # with the noise bars
@@ -318,9 +321,11 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     assert "moved the other way" in against["fusions"]["indicative"]
     # a batch rung's `faster` is more tokens per CPU-second: less op time for its parent's tokens
     gbs_delta = plain["gbs2"]["kernel_time_delta_us"]
-    wrong_way = _vs_parent("faster" if gbs_delta > 0 else "slower", -1e6, 1e6)
+    wrong_way = {**_vs_parent("faster" if gbs_delta > 0 else "slower", -1e6, 1e6), "metric": "tokens_per_sec_per_gpu"}
     _, batch = _attribute(stored, {"gbs2": wrong_way})
-    assert "moved the other way" in batch["gbs2"]["indicative"]
+    # said in the word its verdict is shown with: higher or lower tokens/s
+    word = "higher" if gbs_delta > 0 else "lower"
+    assert f"moved the other way ({fmt_us(gbs_delta)}) from the {word} verdict" in batch["gbs2"]["indicative"]
 
 
 def test_report_chart_and_markdown_carry_the_attribution(stored) -> None:

@@ -266,7 +266,7 @@ def test_final_rung_is_the_end_of_the_longest_non_batch_chain() -> None:
 def test_section_covers_lens_and_final_rung() -> None:
     from traceladder.summary.render.html import to_html
     from traceladder.summary.render.markdown import to_markdown
-    from traceladder.summary.whats_left import headroom_section, markdown
+    from traceladder.summary.whats_left import OTHER_KINDS_HEADING, headroom_section, markdown
 
     results = FUSIONS_LENS_RESULT
     section = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "fusions")
@@ -287,7 +287,7 @@ def test_section_covers_lens_and_final_rung() -> None:
     assert [t["target"] for t in lens["other_kinds"]] == ["op6"]  # the region row, beyond the top 5
     md = "\n".join(markdown(section))
     assert "## What's left" in md and "| 1 | op | op0 | 10.00 | 5.0 | - |" in md and "5. s4." in md
-    assert "The first target of each other kind:\n- s6." in md
+    assert f"{OTHER_KINDS_HEADING}\n- s6." in md
     # the lens rung is the final rung: one entry
     one = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "recompute_off")
     assert [(e["rung"], e["role"]) for e in one] == [("recompute_off", "lens rung and final rung")]

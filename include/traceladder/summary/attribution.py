@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_number, as_object, as_objects
-from traceladder.stats.verdicts import STEP_METRICS
+from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
@@ -151,7 +151,8 @@ def noise_line(entries: list[JSONObject]) -> str | None:
         "rung's mean step time / the window's step time). Between profiled runs of one rung, op time per step "
         f"varies by sd {as_float(n['sd_pct']):.1f}% (of its natural log; pooled over {n['runs']} runs of "
         f"{', '.join(_strs(n['rungs']))}, {n['df']} df). A change smaller than t(0.975, {n['df']}) "
-        f"({as_float(n['t']):.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative."
+        f"({as_float(n['t']):.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative, "
+        "as is one whose largest category delta is smaller than the width of its rung's step-time 95% interval."
     )
 
 
@@ -172,12 +173,14 @@ def _indicative(
     vs = row.get("vs_parent")
     if isinstance(vs, dict):
         verdict = vs.get("verdict")
-        if verdict in ("no_change", "single_run"):
-            return f"vs_parent verdict is {verdict}"
+        if verdict == "no_change":
+            return "no change detected in its measured runs"
+        if verdict == "single_run":
+            return "too few measured runs for a verdict"
         if uncorrected:
             return uncorrected
         if _against(verdict, delta_us):
-            return f"its profiled op time moved the other way ({fmt_us(delta_us)}) from the {verdict} verdict"
+            return f"its profiled op time moved the other way ({fmt_us(delta_us)}) from the {change_word(vs)} verdict"
         if noise_us is not None and abs(delta_us) < noise_us:
             return (
                 f"the op-time change {fmt_us(delta_us)} is inside the ±{fmt_abs_us(noise_us)} "

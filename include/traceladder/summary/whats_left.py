@@ -117,6 +117,11 @@ def headroom_section(
     return out
 
 
+OTHER_KINDS_HEADING = (
+    "Beyond the top 5: the first target of each kind it lacks, and the first gradient add under AccumulateGrad:"
+)
+
+
 def _other_kinds(rows: list[JSONObject]) -> list[JSONValue]:
     """The best row of each kind the top 5 lacks, and the first AccumulateGrad origin wherever it
     ranks (the seed's largest leftover: grads added under AccumulateGrad, on the expert weights)."""
@@ -162,5 +167,5 @@ def markdown(section: list[JSONObject] | None) -> list[str]:
         lines += [f"{i}. {t['sentence']}" for i, t in enumerate(targets, 1)]
         if e.get("other_kinds"):
             others = as_objects(e["other_kinds"])
-            lines += ["", "The first target of each other kind:"] + [f"- {t['sentence']}" for t in others]
+            lines += ["", OTHER_KINDS_HEADING] + [f"- {t['sentence']}" for t in others]
     return lines

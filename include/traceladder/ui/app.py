@@ -83,6 +83,7 @@ def _templates():
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     from traceladder.summary.attribution import ATTRIBUTION_SCOPE, noise_line
+    from traceladder.summary.whats_left import OTHER_KINDS_HEADING
     from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
 
     env = Environment(
@@ -98,6 +99,7 @@ def _templates():
     env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
     env.globals["attribution_scope"] = ATTRIBUTION_SCOPE
     env.globals["attribution_noise"] = noise_line
+    env.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
     from traceladder.plan import trigger_form
 
     # the form's bounds and pattern, as the trigger DAG's Params have them

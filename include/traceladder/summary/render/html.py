@@ -10,6 +10,7 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
+from traceladder.summary.whats_left import OTHER_KINDS_HEADING
 from traceladder.summary.render.fmt import (
     PROFILE_UNITS,
     fmt_change,
@@ -86,7 +87,7 @@ s.profile.timeline %}
 <td>{{ '%.2f' % t.ms_per_step }}</td><td>{{ '%.1f' % t.pct_of_step if t.pct_of_step is not none else '-' }}</td>\
 <td>{{ '%.2f' % t.recoverable_ms if t.recoverable_ms is not none else '-' }}</td></tr>{% endfor %}</table>
 <ol>{% for t in e.targets %}<li>{{ t.sentence }}</li>{% endfor %}</ol>{% endif %}
-{% if e.other_kinds %}<p>The first target of each other kind:</p><ul>{% for t in e.other_kinds %}\
+{% if e.other_kinds %}<p>{{ other_kinds_heading }}</p><ul>{% for t in e.other_kinds %}\
 <li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
 {% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved ({{ attribution_scope }})</h2>
@@ -118,6 +119,7 @@ _ENV.filters["false_calls"] = fmt_false_calls
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["profile_units"] = PROFILE_UNITS
 _ENV.globals["attribution_noise"] = noise_line
+_ENV.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 
