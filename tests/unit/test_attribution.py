@@ -198,13 +198,15 @@ def test_fusions_replace_unfused_ops_and_recompute_off_drops_the_replay(stored) 
     for e in by_rung.values():  # CPU proxy: ops and named regions, closure per step
         assert e["device"] == "cpu" and e["steps"] == {"base": 1, "new": 1}
         assert sum(e["category_deltas_us"].values()) == pytest.approx(e["kernel_time_delta_us"], rel=1e-9, abs=1e-6)
-        assert {r["name"] for r in e["regions"]} & {
-            "attention",
-            "moe_dispatch",
-            "moe_experts",
-            "moe_combine",
-            "optimizer_step",
-        }
+        assert {r["name"] for r in e["regions"]} & {"attention", "moe_dispatch", "moe_experts", "moe_combine"}
+        # regions in op time (step_regions: the ops that start in their ranges, backward included);
+        # with the op time outside every region they add up to the op-time change
+        doc = json.loads(store.get_bytes(e["compare"]))
+        assert doc["regions_measure"] == e["regions_measure"] == "op time"
+        total = sum(doc["regions"].values()) + doc["regions_outside_us"]
+        assert total == pytest.approx(e["kernel_time_delta_us"], rel=1e-9, abs=1e-6)
+        if e["regions_outside_us"]:
+            assert f"({fmt_us(e['regions_outside_us'])} outside the named regions)" in e["sentence"]
         assert f"{fmt_abs_us(e['kernel_time_delta_us'])} of op time" in e["sentence"]
         assert e["categories"][0]["name"] in e["sentence"]
 
@@ -376,11 +378,44 @@ def test_a_batch_rung_is_compared_for_its_parents_tokens(stored) -> None:
     mm = ops["aten::mm"]  # TraceLens's own columns stay per trace; ours are per base step's tokens
     assert float(mm["new::per_step_us"]) == pytest.approx(float(mm["new::total_direct_kernel_time_ms"]) * 1e3 / 2)
     assert float(mm["new::Count"]) == 2 * float(mm["base::Count"])  # the same ops, twice a step
-    opt = [  # µs per step, one profiled step each
-        json.loads(store.get_bytes(f"{analysis_prefix(e[side])}/analysis.json"))["regions"]["optimizer_step"] * 1e3
+    opt = [  # the optimizer region's op time, µs per step, one profiled step each
+        next(
+            r["ms_per_step"] * 1e3
+            for r in json.loads(store.get_bytes(f"{analysis_prefix(e[side])}/analysis.json"))["step_regions"]
+            if r["region"] == "optimizer"
+        )
         for side in ("base_trace", "new_trace")
     ]
-    assert doc["regions"]["optimizer_step"] == pytest.approx(opt[1] / 2 - opt[0])
+    assert doc["regions"]["optimizer"] == pytest.approx(opt[1] / 2 - opt[0])
+
+
+def test_analyses_without_step_regions_compare_the_ranges_wall_time(stored) -> None:
+    """An analysis from before `step_regions` has only each region's ranges' wall time: the
+    comparison then uses that on both sides (never one of each), says so, and states no op time
+    outside the regions; the sentence names the measure."""
+    import dataclasses
+
+    from traceladder.analysis.analyzers.diff import compare_reports, load_reports
+    from traceladder.summary.attribution import sentence
+
+    _, by_rung = _attribute(stored, {})
+    e, store = by_rung["fusions"], stored["store"]
+
+    def reports(key: str):
+        prefix = analysis_prefix(key)
+        return load_reports(
+            lambda name: store.get_bytes(f"{prefix}/{name}") if store.exists(f"{prefix}/{name}") else None, key
+        )
+
+    base, new = reports(e["base_trace"]), reports(e["new_trace"])
+    old = dataclasses.replace(new, analysis={k: v for k, v in new.analysis.items() if k != "step_regions"})
+    doc = compare_reports(base, old).doc
+    assert doc["regions_measure"] == "range wall time" and doc["regions_outside_us"] is None
+    ranges = (old.analysis["regions"]["optimizer_step"] - base.analysis["regions"]["optimizer_step"]) * 1e3
+    assert doc["regions"]["optimizer_step"] == pytest.approx(ranges)
+    assert compare_reports(base, new).doc["regions_measure"] == "op time"
+    legacy = {**e, "regions_measure": None, "regions_outside_us": None}  # an entry from before the field
+    assert "by region's range wall time " in sentence(legacy) and "outside the named regions" not in sentence(legacy)
 
 
 def test_work_ratio_from_the_plan_else_the_runs() -> None:

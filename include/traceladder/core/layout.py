@@ -49,6 +49,9 @@ REPORT_HTML = "report.html"
 PERF_CSV = "perf.csv"
 ATTRIBUTION_FOLDER = "attribution"
 COMPARE_OBJECT = "compare.json"
+# compare.json's `regions_measure`: a region's direct op time (step_regions, backward included), or
+# (analyses from before step_regions) its ranges' wall time
+REGION_OP_TIME, REGION_RANGE_TIME = "op time", "range wall time"
 RUNS_FOLDER = "runs"
 LEGACY_INDEX = "index.json"
 LATEST_OBJECT = "latest.json"

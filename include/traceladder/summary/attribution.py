@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_number, as_object, as_objects
 from traceladder.stats.verdicts import STEP_METRICS, change_word
-from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT
+from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
     from traceladder.analysis.analyzers.diff import Comparison, Reports
@@ -246,7 +246,14 @@ def sentence(e: Mapping[str, JSONValue]) -> str:
         parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(as_float(c['delta_us']))}" for c in cats)
     regions = [r for r in as_objects(e.get("regions", [])) if r["delta_us"] != 0][:3]
     if regions:
-        parts.append("by region " + ", ".join(f"{r['name']} {fmt_us(as_float(r['delta_us']))}" for r in regions))
+        # entries from before `regions_measure` compared the regions' range wall time
+        by = "by region" if e.get("regions_measure") == REGION_OP_TIME else "by region's range wall time"
+        outside = as_number(e.get("regions_outside_us"))
+        parts.append(
+            f"{by} "
+            + ", ".join(f"{r['name']} {fmt_us(as_float(r['delta_us']))}" for r in regions)
+            + (f" ({fmt_us(outside)} outside the named regions)" if outside else "")
+        )
     unit = "kernels" if e["device"] == "gpu" else "ops"
     if e["vanished"] or e["appeared"]:
         bits = []
@@ -374,6 +381,8 @@ def entry(
         "categories": [{"name": k, "delta_us": v} for k, v in cats[:TOP]],
         "moved": [{k: m[k] for k in ("name", "delta_us", "status")} for m in movers[:TOP]],
         "regions": regions,
+        "regions_measure": doc["regions_measure"],
+        "regions_outside_us": None if gpu else doc.get("regions_outside_us"),
         "appeared": [*appeared[:TOP]],
         "n_appeared": len(appeared),
         "vanished": [*vanished[:TOP]],

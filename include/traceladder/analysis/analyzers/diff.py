@@ -37,6 +37,7 @@ import pandas as pd
 
 from traceladder.core.documents import DocumentError, TraceAnalysis
 from traceladder.core.errors import TraceladderError
+from traceladder.core.layout import REGION_OP_TIME, REGION_RANGE_TIME
 
 from ..storage_adapter import ANALYSIS_OBJECT, COMPARE_OBJECT
 
@@ -298,6 +299,24 @@ def _named(df: pd.DataFrame, key: str, status: str) -> list[str]:
     return [str(x) for x in hit.sort_values(col, ascending=False, kind="stable")[key]]
 
 
+def _region_totals(base: Reports, new: Reports) -> tuple[dict[str, float], dict[str, float], str]:
+    """Each side's ms per region over its window, and what they measure: the direct op time of
+    `step_regions` (backward included, the op time the comparison is about) where both analyses
+    have it, else the raw `regions` (each region's ranges' wall time, waits included: older
+    analyses). The two are never mixed."""
+    rows_b, rows_n = base.analysis.get("step_regions"), new.analysis.get("step_regions")
+
+    def op_time(r: Reports, rows: list[dict[str, Any]]) -> dict[str, float]:
+        return {str(x["region"]): float(x["ms_per_step"]) * r.steps for x in rows}
+
+    def range_time(r: Reports) -> dict[str, float]:
+        return {str(k): float(v) for k, v in (r.analysis.get("regions") or {}).items()}
+
+    if rows_b and rows_n:
+        return op_time(base, rows_b), op_time(new, rows_n), REGION_OP_TIME
+    return range_time(base), range_time(new), REGION_RANGE_TIME
+
+
 def compare_reports(
     base: Reports, new: Reports, work_ratio: float = 1.0, speed: tuple[float, float] = (1.0, 1.0)
 ) -> Comparison:
@@ -367,7 +386,11 @@ def compare_reports(
     if kernels is not None and not base.legacy_kernels:
         appeared += [k for k in _named(kernels, "Kernel name", "appeared") if k not in appeared]
         vanished += [k for k in _named(kernels, "Kernel name", "vanished") if k not in vanished]
-    regions_b, regions_n = base.analysis.get("regions") or {}, new.analysis.get("regions") or {}
+    regions_b, regions_n, regions_measure = _region_totals(base, new)
+    region_deltas = {
+        k: (regions_n.get(k, 0.0) / ns - regions_b.get(k, 0.0) / bs) * 1e3
+        for k in list(regions_b) + [k for k in regions_n if k not in regions_b]
+    }
     doc: dict[str, Any] = {
         "schema": 1,
         "base": base.label,
@@ -384,10 +407,11 @@ def compare_reports(
         "residual_us": busy_delta - kernel_delta,
         "categories": {str(r["op category"]): float(r["per_step_us__new_diff"]) for _, r in real.iterrows()},
         "timeline": {str(r["type"]): float(r["per_step_us__new_diff"]) for _, r in tl.iterrows()},
-        "regions": {
-            k: (float(regions_n.get(k, 0.0)) / ns - float(regions_b.get(k, 0.0)) / bs) * 1e3
-            for k in list(regions_b) + [k for k in regions_n if k not in regions_b]
-        },
+        "regions": region_deltas,
+        "regions_measure": regions_measure,
+        # op time in no region's range (an op that starts outside them, as a fused op whose stages
+        # the ranges name from inside): with the regions it adds up to the op-time delta
+        "regions_outside_us": kernel_delta - sum(region_deltas.values()) if regions_measure == REGION_OP_TIME else None,
         "appeared": appeared,
         "vanished": vanished,
         "top_ops": _movers(ops, key_ops),
