@@ -306,7 +306,8 @@ def sequential_verdicts(
             f"{ran} of {design.max_blocks} planned blocks ran: another would have ended more than "
             f"{design.budget_s:g} s after the plan (the time budget), "
             + (f"every rung's MDE {target} or less" if reached else f"some MDE still above {target}")
-            + "; this last look spends the alpha the earlier looks left"
+            + "; this look is the last, so its critical value uses all of the 5% false-call rate the earlier "
+            "looks left unused"
         )
     elif stop:
         why = "target_reached"

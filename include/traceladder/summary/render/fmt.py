@@ -91,3 +91,35 @@ PROFILE_UNITS = (
     "Times in ms over the whole profiled window (every step in it); a region is its ranges' wall time, "
     "waits included; What's left gives per-step direct op time, backward included"
 )
+
+
+# The words a first reader of a summary meets undefined; the last section of summary.md and report.html.
+TERMS = (
+    ("block", "one run of every rung in a random order; a verdict compares a rung with its parent within blocks"),
+    (
+        "MDE",
+        "minimum detectable effect: the smallest change the verdict would have called with 80% probability "
+        "(two-sided 5% test); a rung with no change detected may still have moved by less",
+    ),
+    (
+        "critical value (z)",
+        "how many standard errors an interval spans: 1.96 for one look; adaptive repeats look after every "
+        "block, so each look's is larger and the false-call rate over all of them stays at 5%",
+    ),
+    (
+        "lens",
+        "how a run is observed (no profiler, the PyTorch profiler on rank 0 or on all ranks, rocprofv3, ...); "
+        "a lens's overhead is its runs' step time over the unprofiled runs of the same rung, in the same blocks",
+    ),
+    (
+        "direct op time",
+        "an op's own time: its kernels' busy time on a GPU trace, its self time on the compute thread on a CPU "
+        "trace (the CPU proxy's)",
+    ),
+    (
+        "recoverable time",
+        "what an op would save at the device's peak FLOP/s or bandwidth (roofline); a CPU trace has no device "
+        "peak, so none",
+    ),
+    ("indicative", "an attribution whose change the profiles or the verdict cannot resolve; the reason is given"),
+)

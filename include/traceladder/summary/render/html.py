@@ -13,6 +13,7 @@ from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_lin
 from traceladder.summary.whats_left import OTHER_KINDS_HEADING
 from traceladder.summary.render.fmt import (
     PROFILE_UNITS,
+    TERMS,
     fmt_change,
     fmt_est,
     fmt_false_calls,
@@ -105,6 +106,8 @@ s.profile.timeline %}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
 {% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">\
 {{ f.rung_id }}: {{ f.status }}: {{ f.error }}</li>{% endfor %}</ul>{% endif %}
+<h2 id="terms">Terms</h2><dl>{% for term, meaning in terms %}<dt>{{ term }}</dt><dd>{{ meaning }}.</dd>\
+{% endfor %}</dl>
 </body></html>
 """
 
@@ -118,6 +121,7 @@ _ENV.filters["fit"] = fmt_fit
 _ENV.filters["false_calls"] = fmt_false_calls
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["profile_units"] = PROFILE_UNITS
+_ENV.globals["terms"] = TERMS
 _ENV.globals["attribution_noise"] = noise_line
 _ENV.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
 _REPORT = _ENV.from_string(_TEMPLATE)

@@ -8,6 +8,7 @@ from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list,
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
 from traceladder.summary.render.fmt import (
     PROFILE_UNITS,
+    TERMS,
     fmt_change,
     fmt_est,
     fmt_false_calls,
@@ -151,4 +152,5 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
         parts += ["", "## Failed runs"] + [
             f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in as_objects(summary["failures"])
         ]
+    parts += ["", "## Terms"] + [f"- **{term}**: {meaning}." for term, meaning in TERMS]
     return "\n".join(parts) + "\n"
