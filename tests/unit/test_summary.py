@@ -473,6 +473,9 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     assert sum(bool(r.get("vs_parent")) and r["vs_parent"]["verdict"] != "single_run" for r in summary["rungs"]) == 3
     expected = "up to 1 time in 20, so over these 3 comparisons up to 0.15 such calls are expected."
     assert expected in md and expected in html
+    # the table's plain means and the model's verdicts can disagree, and the summary says why
+    assert "The step columns are plain means of each rung's runs; a verdict compares the model's" in md
+    assert "The step columns are plain means of each rung&#39;s runs" in html
     # the summary ends by defining the words it uses undefined above
     assert md.rstrip().split("## Terms\n")[1].startswith("- **block**: one run of every rung in a random order")
     assert '<h2 id="terms">Terms</h2><dl><dt>block</dt>' in html and "<dt>MDE</dt><dd>minimum detectable effect" in html

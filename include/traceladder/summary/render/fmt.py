@@ -86,6 +86,12 @@ def fmt_fit(model: Mapping[str, JSONValue]) -> str:
     )
 
 
+# Beside the model line: why a row's plain means and its verdict can disagree.
+MEANS_VS_MODEL = (
+    "The step columns are plain means of each rung's runs; a verdict compares the model's estimates, "
+    "which take out each block's level (and any drift within it), so the two can differ."
+)
+
 # Under "Where the time went": what its figures are, beside What's left's per-step ones.
 PROFILE_UNITS = (
     "Times in ms over the whole profiled window (every step in it); a region is its ranges' wall time, "

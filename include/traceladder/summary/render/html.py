@@ -12,6 +12,7 @@ from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
 from traceladder.summary.whats_left import OTHER_KINDS_HEADING
 from traceladder.summary.render.fmt import (
+    MEANS_VS_MODEL,
     PROFILE_UNITS,
     TERMS,
     fmt_change,
@@ -39,7 +40,8 @@ wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif
 {% set m = (s.model or {}).get('step_cpu_ms' if cpu else 'step_ms') or {} %}\
 {% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }} on the log of each run's \
 {{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power\
-{% set false_calls = s | false_calls %}{% if false_calls %}; {{ false_calls }}{% endif %}.</p>{% endif %}
+{% set false_calls = s | false_calls %}{% if false_calls %}; {{ false_calls }}{% endif %}. \
+{{ means_vs_model }}</p>{% endif %}
 {% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
 MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
@@ -122,6 +124,7 @@ _ENV.filters["false_calls"] = fmt_false_calls
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["profile_units"] = PROFILE_UNITS
 _ENV.globals["terms"] = TERMS
+_ENV.globals["means_vs_model"] = MEANS_VS_MODEL
 _ENV.globals["attribution_noise"] = noise_line
 _ENV.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
 _REPORT = _ENV.from_string(_TEMPLATE)

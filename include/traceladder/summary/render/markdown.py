@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
 from traceladder.summary.render.fmt import (
+    MEANS_VS_MODEL,
     PROFILE_UNITS,
     TERMS,
     fmt_change,
@@ -56,7 +57,7 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
         lines += [
             "",
             f"vs parent: randomised block model{fmt_trend(model)} on the log of {what}, {fmt_fit(model)}; "
-            "MDE at 80% power" + "".join(f"; {x}" for x in [fmt_false_calls(summary)] if x) + ".",
+            "MDE at 80% power" + "".join(f"; {x}" for x in [fmt_false_calls(summary)] if x) + ". " + MEANS_VS_MODEL,
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
