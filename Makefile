@@ -21,9 +21,10 @@ $(STAMP): requirements.txt pyproject.toml
 demo: setup
 	$(BIN)/traceladder demo
 
-# Every S3 key of the latest demo run, from the S3 data the demo kept (.traceladder/s3).
+# Every S3 key of the latest demo run, from the S3 data the demo kept (.traceladder/s3);
+# LADDER=name for another ladder's, RUN=run_id for an older run.
 keys: setup
-	$(BIN)/traceladder keys
+	$(BIN)/traceladder keys $(if $(LADDER),--ladder $(LADDER)) $(if $(RUN),--run $(RUN))
 
 # The embedded S3 + Airflow api-server, scheduler, dag-processor, triggerer until Ctrl-C (state in .traceladder/).
 up: setup

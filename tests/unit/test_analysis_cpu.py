@@ -156,6 +156,7 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
         "notes",
         # the "what's left" keys (issue 26)
         "step_regions",
+        "step_regions_outside_ms_per_step",
         "idle_breakdown",
         "op_origins",
         "headroom",

@@ -216,9 +216,10 @@ def test_a_cpu_metric_ladder_finds_its_change_points_on_the_step_cpu_time() -> N
 
 
 def test_a_change_of_the_run_statistic_is_marked_as_a_change_of_method() -> None:
-    # A `metric: cpu` ladder's run figure became the mean of its iterations (it was their median);
-    # the history marks the run where that happened beside the provenance changes. Index entries
-    # from before the field count as medians, so only the switch itself is marked.
+    # A run's figure can be the median or the mean of its iterations (a `metric: cpu` ladder took
+    # the mean from 2026-12-04); the history marks the run where the recorded statistic changes,
+    # beside the provenance changes. Summaries from before the field record none, and no change
+    # is claimed against them (they may hold either figure).
     def summary(statistic: str | None) -> dict:
         fit = {"run_statistic": statistic} if statistic else {}
         return {
@@ -227,13 +228,14 @@ def test_a_change_of_the_run_statistic_is_marked_as_a_change_of_method() -> None
             "rungs": [{"rung": "base", "step_ms": {"mean": 100.0}, "step_cpu_ms": {"mean": 50.0}}],
         }
 
-    points = [run_points(summary(s)) for s in (None, "median", "mean", "mean")]
-    assert [p["run_statistic"] for p in points] == ["median", "median", "mean", "mean"]
-    legacy = {k: v for k, v in points[0].items() if k != "run_statistic"}  # an entry from before the field
+    points = [run_points(summary(s)) for s in (None, "mean", "median", "median", "mean")]
+    assert [p["run_statistic"] for p in points] == [None, "mean", "median", "median", "mean"]
+    legacy = {k: v for k, v in points[0].items() if k != "run_statistic"}  # an index entry from before the field
     changes = provenance_changes([{"points": p} for p in (legacy, *points[1:])])
-    assert changes == [[], [], ["run_statistic: 'median' -> 'mean'"], []]
-    # a wall ladder's figure is the median of its iterations
-    assert run_points({"rungs": [], "model": {"step_ms": {"run_statistic": "median"}}})["run_statistic"] == "median"
+    assert changes == [[], [], ["run_statistic: 'mean' -> 'median'"], [], ["run_statistic: 'median' -> 'mean'"]]
+    # the statistic is read from the verdict metric's fit: a wall ladder's step_ms
+    wall = {"rungs": [], "model": {"step_ms": {"run_statistic": "median"}, "step_cpu_ms": {"run_statistic": "mean"}}}
+    assert run_points(wall)["run_statistic"] == "median"
 
 
 # ---- the command -------------------------------------------------------------------------------

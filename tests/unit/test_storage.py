@@ -540,6 +540,10 @@ def test_keys_lists_a_stored_runs_keys_from_the_demos_kept_data(tmp_path, monkey
             "summary_json": f"{run}/summary/summary.json",
         }
         publish_latest(store, ladder_prefix("traceladder", "proxy-local"), ref)
+        # a second server on the same folder (`make keys` while `make up` runs) is refused in one line
+        with pytest.raises(EmbeddedS3Error) as refused:
+            demo.list_run_keys()
+        _assert_one_line(refused.value, "another S3 server already serves", str(tmp_path / "state" / "s3"))
     capsys.readouterr()
 
     assert demo.list_run_keys() == 0  # the server is stopped: keys starts its own
@@ -550,3 +554,6 @@ def test_keys_lists_a_stored_runs_keys_from_the_demos_kept_data(tmp_path, monkey
     assert demo.list_run_keys(run_id="nope") == 1
     err = capsys.readouterr().err.strip()
     assert err == "no run nope of ladder proxy-local in s3://traceladder/traceladder/proxy-local/ (.traceladder/s3)"
+    # the demo's pointer to it names the ladder when it is not the default
+    assert "`make keys` lists them" in demo.where_the_rest_is("b", "p", 2, "r", "l", 1.0, "proxy-local")[2]
+    assert "`make keys LADDER=proxy-aa` lists them" in demo.where_the_rest_is("b", "p", 2, "r", "l", 1.0, "proxy-aa")[2]

@@ -15,13 +15,14 @@ import time
 from traceladder.config.loader import REPO_ROOT
 
 STATE_DIR = REPO_ROOT / ".traceladder"
+DEFAULT_LADDER = "proxy-local"
 
 
 def say(message: str) -> None:
     print(f"[demo] {message}", file=sys.stderr, flush=True)
 
 
-def run_demo(ladder: str = "proxy-local", list_keys: bool = False) -> int:
+def run_demo(ladder: str = DEFAULT_LADDER, list_keys: bool = False) -> int:
     from traceladder.dev.local_airflow import airflow_env, prepare
     from traceladder.config import find_ladder, load_ladder
     from traceladder.dev.embedded_s3 import EmbeddedS3
@@ -50,13 +51,14 @@ def run_demo(ladder: str = "proxy-local", list_keys: bool = False) -> int:
 
 
 def where_the_rest_is(
-    bucket: str, run_prefix: str, n_objects: int, local_report: str, latest_line: str, wall_s: float
+    bucket: str, run_prefix: str, n_objects: int, local_report: str, latest_line: str, wall_s: float, ladder: str
 ) -> list[str]:
     """What `make demo` prints after the summary: where the rest of the run is, not every key."""
+    keys = "make keys" + ("" if ladder == DEFAULT_LADDER else f" LADDER={ladder}")
     return [
         "",
         f"report: {local_report}",
-        f"S3: s3://{bucket}/{run_prefix}/ ({n_objects} objects, kept in .traceladder/s3; `make keys` lists them)",
+        f"S3: s3://{bucket}/{run_prefix}/ ({n_objects} objects, kept in .traceladder/s3; `{keys}` lists them)",
         latest_line,
         "browse it: make up (the Airflow UI's Ladders page)",
         f"demo wall time: {wall_s:.0f} s",
@@ -93,11 +95,11 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
     latest_line = f"latest: s3://{s3.bucket}/{latest_key} -> {latest.summary_json} (local copy: {local})"
     report = str(local / layout.SUMMARY_FOLDER / layout.REPORT_HTML)
     wall_s = time.monotonic() - started
-    print("\n".join(where_the_rest_is(s3.bucket, run_prefix, len(keys), report, latest_line, wall_s)))
+    print("\n".join(where_the_rest_is(s3.bucket, run_prefix, len(keys), report, latest_line, wall_s, ladder)))
     return 0 if str(dag_run.state) == "success" else 1
 
 
-def list_run_keys(ladder: str = "proxy-local", run_id: str | None = None) -> int:
+def list_run_keys(ladder: str = DEFAULT_LADDER, run_id: str | None = None) -> int:
     """Print every S3 key of a stored run of `ladder` (the latest, or `run_id`) from the demo's
     S3 data under .traceladder/s3, starting the embedded server for the listing only."""
     from traceladder.config import find_ladder, load_ladder

@@ -28,6 +28,7 @@ first real write does not pay for the bucket's volume growth.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -169,6 +170,7 @@ class EmbeddedS3:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Any = None
         self._lock = threading.Lock()
+        self._folder_lock: int | None = None  # a file lock: one server per data folder
         self.ports: dict[str, int] = {}
         self.start_seconds: float | None = None
         self.stop_seconds: float | None = None
@@ -313,12 +315,13 @@ class EmbeddedS3:
                 return self
             t0 = time.monotonic()
             self.dir.mkdir(parents=True, exist_ok=True)
-            self.data_dir.mkdir(exist_ok=True)
-            (self.dir / "master").mkdir(exist_ok=True)
-            weed = self._weed_binary or find_weed_binary()
-            self._load_or_make_identity()
+            self._take_folder()
             attempts = 1 if self._requested_s3_port else 3
             try:
+                self.data_dir.mkdir(exist_ok=True)
+                (self.dir / "master").mkdir(exist_ok=True)
+                weed = self._weed_binary or find_weed_binary()
+                self._load_or_make_identity()
                 for attempt in range(attempts):
                     try:
                         self._launch_and_wait(weed)
@@ -330,6 +333,7 @@ class EmbeddedS3:
                 self._ensure_bucket()
             except BaseException:
                 self._kill()
+                self._release_folder()
                 raise
             self.start_seconds = time.monotonic() - t0
             log.info(
@@ -341,6 +345,24 @@ class EmbeddedS3:
                 self.start_seconds,
             )
             return self
+
+    def _take_folder(self) -> None:
+        """Two servers on one data folder would corrupt it (`make up` running, then `make demo` or
+        `make keys`): the second fails with one line. The OS drops the lock if this process dies."""
+        fd = os.open(self.dir / ".server.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise EmbeddedS3Error(
+                f"another S3 server already serves {self.dir} (`make up` or a demo running?): stop it first"
+            ) from None
+        self._folder_lock = fd
+
+    def _release_folder(self) -> None:
+        if self._folder_lock is not None:
+            os.close(self._folder_lock)  # closing the descriptor drops the flock
+            self._folder_lock = None
 
     def _pick_ports(self) -> None:
         fixed = self._requested_s3_port
@@ -432,6 +454,7 @@ class EmbeddedS3:
                 return
             t0 = time.monotonic()
             self._kill(self.stop_grace_s)
+            self._release_folder()
             self.stop_seconds = time.monotonic() - t0
             log.info("SeaweedFS S3 stopped in %.1f s", self.stop_seconds)
 

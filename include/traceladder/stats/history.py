@@ -328,8 +328,9 @@ def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
     return {
         "metric": metric,
         # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
-        # is a change of method, marked beside the provenance's
-        "run_statistic": fit.get("run_statistic") or "median",
+        # is a change of method, marked beside the provenance's. Summaries from before the field
+        # record none: unknown, not assumed.
+        "run_statistic": fit.get("run_statistic"),
         "rungs": {
             str(r["rung"]): {
                 "step_ms": r.get("step_ms"),
@@ -343,24 +344,23 @@ def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
     }
 
 
-def _provenance(entry: Mapping[str, JSONValue]) -> JSONObject:
-    """A run's provenance fields and its run statistic (index entries from before the field: the
-    median, which every run's figure was until `metric: cpu` took the mean)."""
-    points = _points(entry)
-    return {**as_object(points.get("provenance") or {}), "run_statistic": points.get("run_statistic") or "median"}
-
-
 def provenance_changes(entries: Sequence[Mapping[str, JSONValue]]) -> list[list[str]]:
-    """Per run, the provenance fields (and the run statistic) that differ from the run before
-    (none for the first)."""
-    fields = (*PROVENANCE_FIELDS, "run_statistic")
+    """Per run, the provenance fields that differ from the run before (none for the first), and
+    the run statistic where both runs record it (index entries from before the field do not say
+    which figure their runs took, so no change is claimed against them)."""
     out: list[list[str]] = []
     for i, entry in enumerate(entries):
         if i == 0:
             out.append([])
             continue
-        old, new = _provenance(entries[i - 1]), _provenance(entry)
-        out.append([f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in fields if old.get(k) != new.get(k)])
+        before, now = _points(entries[i - 1]), _points(entry)
+        old = as_object(before.get("provenance") or {})
+        new = as_object(now.get("provenance") or {})
+        changes = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in PROVENANCE_FIELDS if old.get(k) != new.get(k)]
+        was, is_ = before.get("run_statistic"), now.get("run_statistic")
+        if was and is_ and was != is_:
+            changes.append(f"run_statistic: {was!r} -> {is_!r}")
+        out.append(changes)
     return out
 
 

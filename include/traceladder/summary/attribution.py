@@ -152,7 +152,8 @@ def noise_line(entries: list[JSONObject]) -> str | None:
         f"varies by sd {as_float(n['sd_pct']):.1f}% (of its natural log; pooled over {n['runs']} runs of "
         f"{', '.join(_strs(n['rungs']))}, {n['df']} df). A change smaller than t(0.975, {n['df']}) "
         f"({as_float(n['t']):.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative, "
-        "as is one whose largest category delta is smaller than the width of its rung's step-time 95% interval."
+        "as is, on a step-time verdict, one whose largest category delta is smaller than the width of its 95% "
+        "interval."
     )
 
 
@@ -252,7 +253,12 @@ def sentence(e: Mapping[str, JSONValue]) -> str:
         parts.append(
             f"{by} "
             + ", ".join(f"{r['name']} {fmt_us(as_float(r['delta_us']))}" for r in regions)
-            + (f" ({fmt_us(outside)} outside the named regions)" if outside else "")
+            # the op time in no region, where it is as large as the regions named
+            + (
+                f" ({fmt_us(outside)} outside the named regions)"
+                if outside and abs(outside) >= min(abs(as_float(r["delta_us"])) for r in regions)
+                else ""
+            )
         )
     unit = "kernels" if e["device"] == "gpu" else "ops"
     if e["vanished"] or e["appeared"]:

@@ -299,11 +299,13 @@ def _named(df: pd.DataFrame, key: str, status: str) -> list[str]:
     return [str(x) for x in hit.sort_values(col, ascending=False, kind="stable")[key]]
 
 
-def _region_totals(base: Reports, new: Reports) -> tuple[dict[str, float], dict[str, float], str]:
-    """Each side's ms per region over its window, and what they measure: the direct op time of
-    `step_regions` (backward included, the op time the comparison is about) where both analyses
-    have it, else the raw `regions` (each region's ranges' wall time, waits included: older
-    analyses). The two are never mixed."""
+def _region_totals(
+    base: Reports, new: Reports
+) -> tuple[dict[str, float], dict[str, float], str, tuple[float, float] | None]:
+    """Each side's ms per region over its window, what they measure, and each side's ms in no
+    region (None where unknown): the direct op time of `step_regions` (backward included, the op
+    time the comparison is about) where both analyses have it, else the raw `regions` (each
+    region's ranges' wall time, waits included: older analyses). The two are never mixed."""
     rows_b, rows_n = base.analysis.get("step_regions"), new.analysis.get("step_regions")
 
     def op_time(r: Reports, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -313,8 +315,10 @@ def _region_totals(base: Reports, new: Reports) -> tuple[dict[str, float], dict[
         return {str(k): float(v) for k, v in (r.analysis.get("regions") or {}).items()}
 
     if rows_b and rows_n:
-        return op_time(base, rows_b), op_time(new, rows_n), REGION_OP_TIME
-    return range_time(base), range_time(new), REGION_RANGE_TIME
+        out_b, out_n = (r.analysis.get("step_regions_outside_ms_per_step") for r in (base, new))
+        known = None if out_b is None or out_n is None else (float(out_b) * base.steps, float(out_n) * new.steps)
+        return op_time(base, rows_b), op_time(new, rows_n), REGION_OP_TIME, known
+    return range_time(base), range_time(new), REGION_RANGE_TIME, None
 
 
 def compare_reports(
@@ -386,7 +390,7 @@ def compare_reports(
     if kernels is not None and not base.legacy_kernels:
         appeared += [k for k in _named(kernels, "Kernel name", "appeared") if k not in appeared]
         vanished += [k for k in _named(kernels, "Kernel name", "vanished") if k not in vanished]
-    regions_b, regions_n, regions_measure = _region_totals(base, new)
+    regions_b, regions_n, regions_measure, outside = _region_totals(base, new)
     region_deltas = {
         k: (regions_n.get(k, 0.0) / ns - regions_b.get(k, 0.0) / bs) * 1e3
         for k in list(regions_b) + [k for k in regions_n if k not in regions_b]
@@ -409,9 +413,9 @@ def compare_reports(
         "timeline": {str(r["type"]): float(r["per_step_us__new_diff"]) for _, r in tl.iterrows()},
         "regions": region_deltas,
         "regions_measure": regions_measure,
-        # op time in no region's range (an op that starts outside them, as a fused op whose stages
-        # the ranges name from inside): with the regions it adds up to the op-time delta
-        "regions_outside_us": kernel_delta - sum(region_deltas.values()) if regions_measure == REGION_OP_TIME else None,
+        # the op time in no region's range (a fused op whose stages the ranges name from inside,
+        # an unnamed chain), counted by the analysis; None where either analysis predates it
+        "regions_outside_us": (outside[1] / ns - outside[0] / bs) * 1e3 if outside else None,
         "appeared": appeared,
         "vanished": vanished,
         "top_ops": _movers(ops, key_ops),

@@ -86,11 +86,19 @@ def region_ranges(t: EventTable) -> dict[str, tuple[np.ndarray, list[str]]]:
 
 def step_regions(t: EventTable, launchers: Launchers, steps: int) -> list[dict[str, Any]]:
     """One row per region, in :data:`REGIONS` order."""
+    return regions_and_outside(t, launchers, steps)[0]
+
+
+def regions_and_outside(t: EventTable, launchers: Launchers, steps: int) -> tuple[list[dict[str, Any]], float]:
+    """The region rows, and the direct time per step (ms) of the ops that fall in no region
+    (fused ops whose stages the ranges name from inside, unnamed chains): a region can nest in
+    another, so the rows need not add up, and this is counted, not taken as a remainder."""
     direct = np.asarray(launchers.direct_us, dtype=np.float64)
     total = float(direct.sum())
     l_thread, l_ts = _thread(t, launchers.idx), t.ts[launchers.idx]
     fwd, bwd_of = seq_pairs(t) if launchers.idx.size else (np.empty(0, np.int64), np.empty(0, np.int64))
     rows = []
+    in_any = np.zeros(direct.size, dtype=bool)
     for region, (rng, names) in region_ranges(t).items():
         r_thread, r_s = _thread(t, rng), t.ts[rng]
         r_e = r_s + t.dur[rng]
@@ -101,6 +109,7 @@ def step_regions(t: EventTable, launchers: Launchers, steps: int) -> list[dict[s
                 r_s = np.concatenate([r_s, t.ts[bwd]])
                 r_e = np.concatenate([r_e, t.ts[bwd] + t.dur[bwd]])
         hit = _inside(l_thread, l_ts, r_thread, r_s, r_e) if rng.size else np.zeros(l_ts.size, bool)
+        in_any |= hit
         us = float(direct[hit].sum())
         rows.append(
             {
@@ -110,7 +119,7 @@ def step_regions(t: EventTable, launchers: Launchers, steps: int) -> list[dict[s
                 "matched_names": "; ".join(names),
             }
         )
-    return rows
+    return rows, float(direct[~in_any].sum()) / 1e3 / max(steps, 1)
 
 
 def write_csv(rows: list[dict[str, Any]], out_dir: Path) -> Table:

@@ -67,7 +67,7 @@ def write_reports(
     else:
         idle_rows = idle.cpu_idle(t, sel, rank or 0) if sel is not None else []
     idle.write_csv(idle_rows, out_dir)
-    regions = sr.step_regions(t, launchers, n_steps)
+    regions, outside_ms = sr.regions_and_outside(t, launchers, n_steps)
     sr.write_csv(regions, out_dir)
     top = [(str(r["name"]), float(r["total_direct_kernel_time_sum"])) for r in ops_table.records(TOP_OPS)]
     origins = oo.op_origins(t, launchers, [n for n, _ in top], n_steps)
@@ -100,6 +100,7 @@ def write_reports(
     return _json_safe(
         {
             "step_regions": regions,
+            "step_regions_outside_ms_per_step": outside_ms,
             "idle_breakdown": [dict(zip(idle.COLUMNS, r)) for r in idle_rows],
             "op_origins": origins[: TOP_OPS * 3],
             "headroom": top_rows(rows, HEADROOM_IN_JSON),

@@ -95,7 +95,7 @@ MEANS_VS_MODEL = (
 # Under "Where the time went": what its figures are, beside What's left's per-step ones.
 PROFILE_UNITS = (
     "Times in ms over the whole profiled window (every step in it); a region is its ranges' wall time, "
-    "waits included; What's left gives per-step direct op time, backward included"
+    "waits included; What's left gives figures per step (a region there: its direct op time, backward included)"
 )
 
 
@@ -109,8 +109,9 @@ TERMS = (
     ),
     (
         "critical value (z)",
-        "how many standard errors an interval spans: 1.96 for one look; adaptive repeats look after every "
-        "block, so each look's is larger and the false-call rate over all of them stays at 5%",
+        "how many standard errors an interval reaches each side: t(0.975, df) for a ladder that looks once "
+        "(about 2.0 with the demo's df); adaptive repeats look after every block, so each look's value is larger "
+        "and the false-call rate over all of them stays at 5% (given on the z scale, turned into t for the df)",
     ),
     (
         "lens",
@@ -119,8 +120,8 @@ TERMS = (
     ),
     (
         "direct op time",
-        "an op's own time: its kernels' busy time on a GPU trace, its self time on the compute thread on a CPU "
-        "trace (the CPU proxy's)",
+        "an op's own time: the summed durations of the kernels it launched on a GPU trace, its self time on the "
+        "compute thread on a CPU trace (the CPU proxy's)",
     ),
     (
         "recoverable time",
