@@ -78,8 +78,7 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
         print(f"DAG run {dag_run.run_id} ended {dag_run.state} and published no summary", file=sys.stderr)
         return 1
     summary = Summary.from_json(store.get_verified(latest.summary_json), latest.summary_json).to_dict()
-    run_prefix = latest.summary_json.rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
-    keys = store.list(run_prefix + "/")
+    run_prefix, keys = _run_keys(store, latest.summary_json)
     local = STATE_DIR / "demo" / ladder / run_prefix.rsplit("/", 1)[-1]
     local.mkdir(parents=True, exist_ok=True)
     for key in keys:
@@ -88,9 +87,7 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(store.get_bytes(key))
     if list_keys:
-        print(f"S3 objects under s3://{s3.bucket}/{run_prefix}/ ({len(keys)}):")
-        for key in keys:
-            print(f"  {key}")
+        _print_keys(s3.bucket, run_prefix, keys)
     print(to_markdown(summary))
     latest_line = f"latest: s3://{s3.bucket}/{latest_key} -> {latest.summary_json} (local copy: {local})"
     report = str(local / layout.SUMMARY_FOLDER / layout.REPORT_HTML)
@@ -125,9 +122,19 @@ def list_run_keys(ladder: str = DEFAULT_LADDER, run_id: str | None = None) -> in
         if not entry.summary_json:
             print(f"run {entry.run_id} of ladder {ladder} published no summary", file=sys.stderr)
             return 1
-        run_prefix = entry.summary_json.rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
-        keys = store.list(run_prefix + "/")
-        print(f"S3 objects under s3://{s3.bucket}/{run_prefix}/ ({len(keys)}):")
-        for key in keys:
-            print(f"  {key}")
+        _print_keys(s3.bucket, *_run_keys(store, entry.summary_json))
     return 0
+
+
+def _run_keys(store, summary_key: str) -> tuple[str, list[str]]:
+    """A published run's prefix (its summary key less the summary folder) and every key under it."""
+    from traceladder.core import layout
+
+    run_prefix = summary_key.rsplit(f"/{layout.SUMMARY_FOLDER}/", 1)[0]
+    return run_prefix, store.list(run_prefix + "/")
+
+
+def _print_keys(bucket: str, run_prefix: str, keys: list[str]) -> None:
+    print(f"S3 objects under s3://{bucket}/{run_prefix}/ ({len(keys)}):")
+    for key in keys:
+        print(f"  {key}")

@@ -483,9 +483,9 @@ def attribute(
             c.doc["notes"].append(f"not speed-corrected: {uncorrected}")
         noise = None
         if pooled is not None and not uncorrected:  # at the two sides' levels, the new one per the parent's work
-            level_base, level_new = at_speed(parent, base_key, base_run), at_speed(rung, new_key, new_run)
-            if level_base and level_new:
-                noise = pooled.to_json(pooled.half_width_us(level_base, level_new / (ratio or 1.0)))
+            level_base = base.op_us() / base.steps * speed[0]
+            level_new = new.op_us() / (new.steps * (ratio or 1.0)) * speed[1]
+            noise = pooled.to_json(pooled.half_width_us(level_base, level_new))
         e = entry(row, lens, base_key, new_key, c, ratio is not None, noise, uncorrected)
         if keep:
             e["compare"] = keep(rung, c)
