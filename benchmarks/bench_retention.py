@@ -67,7 +67,7 @@ def _write_year(store: Any, weeks: int, now: datetime) -> int:
 
 
 def bench_retention(ctx: Context) -> list[Row]:
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
     from traceladder.storage.artifacts import S3ArtifactStore
     from traceladder.storage.retention import Policy, apply_ladder
 

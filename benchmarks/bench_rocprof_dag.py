@@ -1,7 +1,7 @@
 """8 ranks x 150 MB rocprofv3 through the DAG's analysis step as it runs
 (``python -m benchmarks --only rocprof_dag``; heavy, never in CI).
 
-A real stack (traceladder.dev.local_stack: SeaweedFS, api-server, scheduler, dag-processor,
+A real stack (traceladder.embedded.local_stack: SeaweedFS, api-server, scheduler, dag-processor,
 triggerer) with LocalExecutor and ``parallelism`` 2. The 8 traces are stored as one rung's
 ranks (with its manifest), and a bench DAG maps the DAG's own analysis task body
 (``airflow.tasks.analyze_stored_trace``, as ``airflow/dags.py``'s ``analyze`` calls it) over
@@ -60,7 +60,7 @@ def _when(s: str) -> datetime:
 
 def bench_rocprof_dag(ctx: Context) -> list[Row]:
     from traceladder.config.loader import CONFIG_DIR
-    from traceladder.dev.local_stack import LocalStack
+    from traceladder.embedded.local_stack import LocalStack
     from traceladder.storage.artifacts import S3ArtifactStore
 
     trace = rocprof_trace(ctx)
@@ -119,7 +119,7 @@ def bench_rocprof_dag(ctx: Context) -> list[Row]:
         "",
         f"{RANKS} mapped tasks of `airflow.tasks.analyze_stored_trace` (the ladder DAG's analysis step) on "
         f"`{trace.name}` ({trace.stat().st_size / 1e6:.0f} MB each, stored in SeaweedFS as one rung's ranks), "
-        f"LocalExecutor, parallelism {PARALLELISM}, a real scheduler (traceladder.dev.local_stack).",
+        f"LocalExecutor, parallelism {PARALLELISM}, a real scheduler (traceladder.embedded.local_stack).",
         "",
         f"- span, first analysis task's start to the last one's end: **{span:.1f} s** (load {l0} before, {l1} after)",
         f"- task durations: {', '.join(f'{s:.1f}' for s in task_s)} s",

@@ -78,7 +78,7 @@ def summary_task(writer: Any, client: Any, bucket: str, ladder: str, week: int) 
 def _probe(ctx: Context, weeks: tuple[int, ...]) -> list[dict[str, Any]]:
     """One ladder, week by week, in a fresh SeaweedFS; the real tasks at each history length."""
     from benchmarks.year_history import ladder_files, s3_writer
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     root = ctx.scratch / "summary_scale"
     (ladder,) = ladder_files(root / "ladders", 1)
@@ -110,7 +110,7 @@ def _probe(ctx: Context, weeks: tuple[int, ...]) -> list[dict[str, Any]]:
 def _year_week(ctx: Context) -> dict[str, Any] | None:
     """The 53rd week of the first ladder of the cached year (10 ladders in the bucket); removed after."""
     from benchmarks.year_history import cached_year, s3_writer
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
     os.environ["TRACELADDER_LADDERS_DIR"] = str(year.ladders_dir)
@@ -264,7 +264,7 @@ def bench_page_load(ctx: Context) -> list[Row]:
     keep nothing) and after (caches on, viewers keep immutable responses and revalidate ETags)."""
     from benchmarks.page_load import Site, drive
     from benchmarks.year_history import _run_id, cached_year
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
     seconds = 15.0 if ctx.quick else PAGE_SECONDS

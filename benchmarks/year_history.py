@@ -578,7 +578,7 @@ def generate(
     """Generate into ``root`` (a fresh SeaweedFS folder there); stops the server when done."""
     import os
 
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
     from traceladder.core.layout import DEFAULT_PREFIX
 
     root.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def airflow_home(s3_server) -> Path:
     """A migrated Airflow database with the pools from clusters.yaml, and the S3 connection
     (from the environment, as a deployment would set it) pointing at the session's S3 server."""
-    from traceladder.dev.local_airflow import airflow_env, prepare
+    from traceladder.embedded.local_airflow import airflow_env, prepare
 
     env = airflow_env(AIRFLOW_HOME, s3_server.env(), s3_server.airflow_conn_uri_json())
     os.environ.update(env)
@@ -90,7 +90,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory):
     ``traceladder``. Use ``s3_server.env()`` / ``s3_server.airflow_conn_uri_json()`` for clients;
     tests that share it should write under their own ladder name.
     """
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     server = EmbeddedS3(tmp_path_factory.mktemp("s3"), bucket="traceladder")
     server.start()

@@ -1,5 +1,5 @@
 """A real ``airflow api-server`` alone for the UI tests: the project's ``LocalStack`` harness
-(traceladder.dev.local_stack) with only the api-server, no scheduler and no S3 server of its
+(traceladder.embedded.local_stack) with only the api-server, no scheduler and no S3 server of its
 own; its own temporary AIRFLOW_HOME, a migrated SQLite database, the repo's DAGs serialized,
 this repo's plugins, SimpleAuthManager users ``admin`` (Admin) and ``viewer`` (Viewer), on a
 free loopback port.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from traceladder.dev.local_stack import USERS, LocalStack, StackError, free_port  # noqa: F401 (re-exported)
+from traceladder.embedded.local_stack import USERS, LocalStack, StackError, free_port  # noqa: F401 (re-exported)
 
 AirflowServerError = StackError
 

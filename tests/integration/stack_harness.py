@@ -1,4 +1,4 @@
-"""The real-scheduler harness for tests: ``LocalStack`` (traceladder.dev.local_stack) on free
+"""The real-scheduler harness for tests: ``LocalStack`` (traceladder.embedded.local_stack) on free
 ports in a temporary folder, with a temporary ladders folder of tiny ladders that the DAG files
 read. The scheduler tests and the fault tests both start their stacks through ``start_stack``.
 
@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from tests.integration.needs import unavailable
-from traceladder.dev.local_stack import AIRFLOW_BIN, LocalStack
+from traceladder.embedded.local_stack import AIRFLOW_BIN, LocalStack
 from traceladder.config.loader import CONFIG_DIR
 from tests.tiny_proxy import TINY_LENS, TINY_MODEL
 
@@ -59,7 +59,7 @@ def start_stack(
 ) -> LocalStack:
     """A started stack (S3 + api-server, scheduler, dag-processor, triggerer) whose DAGs are the
     given tiny ladders plus the trigger DAG. ``kwargs`` go to ``LocalStack``."""
-    from traceladder.dev.embedded_s3 import find_weed_binary
+    from traceladder.embedded.embedded_s3 import find_weed_binary
 
     if not Path(AIRFLOW_BIN).exists():
         unavailable(f"no airflow CLI beside {AIRFLOW_BIN}")

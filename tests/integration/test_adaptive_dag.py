@@ -61,7 +61,7 @@ def ladders_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _run(ladders_dir: Path, s3_server, name: str, repeats: dict[str, Any]):
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
 
     write_ladder(ladders_dir, name, repeats)
     dag_run = dag_test(f"traceladder-{name}")

@@ -32,7 +32,7 @@ def test_no_secret_anywhere_in_a_ladder_run(
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
 
     canary = "canary-" + secrets.token_hex(12)
     monkeypatch.setenv("TRACELADDER_CANARY_TOKEN", canary)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.needs import unavailable
 from tests.integration.stack_harness import keep_logs, ran_rung_slots, start_stack, stored_rung_ids
-from traceladder.dev.local_stack import COMPONENTS, CELERY_WORKER
+from traceladder.embedded.local_stack import COMPONENTS, CELERY_WORKER
 
 pytestmark = pytest.mark.scheduler
 
@@ -27,7 +27,7 @@ CONF = {"ladder": LADDER, "rungs": ["baseline", "fusions"], "repeats": 1, "lens"
 
 @pytest.fixture(scope="module")
 def celery_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from traceladder.dev.local_services import LocalPostgres, LocalRedis
+    from traceladder.embedded.local_services import LocalPostgres, LocalRedis
 
     for binary in ("redis-server", "initdb"):
         if not shutil.which(binary) and not list(Path("/usr/lib/postgresql").glob(f"*/bin/{binary}")):

@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from tests.integration.needs import unavailable
-from traceladder.dev.local_stack import free_port
+from traceladder.embedded.local_stack import free_port
 from traceladder.storage.artifacts import safe_key_part
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]

@@ -106,7 +106,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
     from traceladder.plan.build import RungSpec
 
     write_ladder(
@@ -274,7 +274,7 @@ def test_docker_ladder_over_tls_with_a_hanging_rung(
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
 
     assert docker_engine.tls_url, "the TLS listener of docker/dockerd/start.sh is needed"
     write_ladder(

@@ -68,7 +68,7 @@ def ran_in_order(stored: dict[str, bytes], run_prefix: str, design: dict[str, An
 
 
 def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_dir: Path) -> None:
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
 
     write_ladder(
         ladders_dir,
@@ -148,7 +148,7 @@ def test_two_rung_one_lens_ladder_end_to_end(airflow_home, s3_server, ladders_di
 
 @pytest.mark.faults  # fault 6 of the matrix (issue 19)
 def test_crashing_rung_fails_its_task_and_the_summary_marks_it(airflow_home, s3_server, ladders_dir: Path) -> None:
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
 
     write_ladder(
         ladders_dir,

@@ -250,7 +250,7 @@ def test_retention_reads_the_run_index_by_its_one_rule(history):
 
 
 def test_the_weekly_dag_applies_the_policy(airflow_home, history, s3_client):
-    from traceladder.dev.local_airflow import dag_test
+    from traceladder.embedded.local_airflow import dag_test
 
     store, _env, _ladder = history
     before = _snapshot(s3_client, store.bucket, store.namespace)

@@ -166,7 +166,7 @@ def test_published_summaries_carry_history_verdicts_and_the_trend(s3_server, tmp
 def own_s3(tmp_path: Path):
     """A SeaweedFS of this test's own: it publishes proxy-local runs, which the Ladders page tests
     of the session's server must not see."""
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     server = EmbeddedS3(tmp_path / "s3", bucket="traceladder")
     server.start()

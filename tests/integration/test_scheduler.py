@@ -1,5 +1,5 @@
 """Ladders under a real `airflow scheduler` (LocalExecutor), not `dag.test()`: the stack that
-`make up` starts (traceladder.dev.local_stack), on free ports, with two tiny ladders.
+`make up` starts (traceladder.embedded.local_stack), on free ports, with two tiny ladders.
 
 One stack and two DAG runs at once for the module: a REST trigger of `traceladder-trigger`
 (two rungs, one repeat, a lens) and the scheduled run that the scheduler creates when the

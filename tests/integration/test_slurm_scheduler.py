@@ -1,5 +1,5 @@
 """A `backend: slurm` ladder under the real scheduler and triggerer (the `make up` stack,
-traceladder.dev.local_stack) on the real test Slurm cluster (issue 27).
+traceladder.embedded.local_stack) on the real test Slurm cluster (issue 27).
 
 One stack for the module, two runs of the trigger DAG:
 * a whole small ladder (one 2-node rung) through to a published summary, while the test watches the

@@ -22,7 +22,7 @@ RUN_IDS = [f"scheduled__2026-{w + 1:02d}-05T03-00-00-00-00" for w in range(WEEKS
 
 @pytest.fixture(scope="module")
 def own_s3(tmp_path_factory: pytest.TempPathFactory):
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     server = EmbeddedS3(tmp_path_factory.mktemp("s3-history"), bucket="traceladder")
     server.start()

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.integration.stack_harness import write_ladders
-from traceladder.dev.local_stack import free_port
+from traceladder.embedded.local_stack import free_port
 
 pytestmark = pytest.mark.scheduler
 

@@ -246,7 +246,7 @@ def test_the_shipped_proxy_slurm_ladder_plans_two_nodes_of_one_rank() -> None:
 
 
 def test_make_up_passes_the_login_nodes_connection_but_not_the_s3_one() -> None:
-    from traceladder.dev.up import passed_env
+    from traceladder.embedded.up import passed_env
 
     env = {
         "AIRFLOW_CONN_TRACELADDER_SLURM": '{"conn_type": "ssh"}',

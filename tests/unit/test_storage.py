@@ -31,7 +31,7 @@ from traceladder.storage.artifacts import (
     s3_client_from_env,
     safe_key_part,
 )
-from traceladder.dev.embedded_s3 import EmbeddedS3, EmbeddedS3Error, free_ports
+from traceladder.embedded.embedded_s3 import EmbeddedS3, EmbeddedS3Error, free_ports
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
 RUN_ID = "manual__2026-11-29T10:00:00+00:00"
@@ -520,7 +520,7 @@ def test_keys_lists_a_stored_runs_keys_from_the_demos_kept_data(tmp_path, monkey
     keys, or a named run's, from the S3 data a stopped demo left; a missing run or no data at all
     is one line and exit 1."""
     from traceladder.core.layout import run_prefix
-    from traceladder.dev import demo
+    from traceladder.embedded import demo
     from traceladder.storage.artifacts import ladder_prefix
     from traceladder.summary.publish import publish_latest
 

@@ -125,7 +125,7 @@ def _sink(out: str | None, ladder: str, prefix: str):
 
 
 def cmd_s3_server(args: argparse.Namespace) -> int:
-    from traceladder.dev.embedded_s3 import serve
+    from traceladder.embedded.embedded_s3 import serve
 
     return serve(args.dir, args.bucket, port=args.port, host=args.host)
 
@@ -155,13 +155,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from traceladder.dev.demo import run_demo
+    from traceladder.embedded.demo import run_demo
 
     return run_demo(ladder=args.ladder, list_keys=args.list_keys)
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from traceladder.dev.demo import list_run_keys
+    from traceladder.embedded.demo import list_run_keys
 
     return list_run_keys(ladder=args.ladder, run_id=args.run)
 
@@ -191,7 +191,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from traceladder.dev.up import STATE_DIR, run_up
+    from traceladder.embedded.up import STATE_DIR, run_up
 
     return run_up(Path(args.dir) if args.dir else STATE_DIR, port=args.port)
 

@@ -1,6 +1,6 @@
 """A process in a process group of its own: start it, stop it with its children.
 
-The embedded S3 server (``dev/embedded_s3.py``) and the local Airflow stack
+The embedded S3 server (``embedded/embedded_s3.py``) and the local Airflow stack
 (``dev/local_stack.py``) run their servers this way: a Ctrl+C in our terminal is ours to relay,
 and children that outlive the leader (Airflow's task runners) go down with the group. The local
 backend's orphan handling (``runner/orphans.py``) finds and kills a recorded group by its id, and

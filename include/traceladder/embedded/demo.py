@@ -23,9 +23,9 @@ def say(message: str) -> None:
 
 
 def run_demo(ladder: str = DEFAULT_LADDER, list_keys: bool = False) -> int:
-    from traceladder.dev.local_airflow import airflow_env, prepare
+    from traceladder.embedded.local_airflow import airflow_env, prepare
     from traceladder.config import find_ladder, load_ladder
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     started = time.monotonic()
     loaded = load_ladder(find_ladder(ladder))
@@ -43,7 +43,7 @@ def run_demo(ladder: str = DEFAULT_LADDER, list_keys: bool = False) -> int:
         prepare(STATE_DIR / "airflow", env)
         dag_id = f"traceladder-{loaded.ladder.ladder}"
         say(f"running DAG {dag_id} with dag.test(); each rung's log follows")
-        from traceladder.dev.local_airflow import dag_test
+        from traceladder.embedded.local_airflow import dag_test
 
         dag_run = dag_test(dag_id)
         say(f"DAG run {dag_run.run_id}: {dag_run.state}")
@@ -102,7 +102,7 @@ def list_run_keys(ladder: str = DEFAULT_LADDER, run_id: str | None = None) -> in
     from traceladder.config import find_ladder, load_ladder
     from traceladder.core import layout
     from traceladder.core.documents import IndexEntry
-    from traceladder.dev.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix
 
     loaded = load_ladder(find_ladder(ladder))

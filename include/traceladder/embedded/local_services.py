@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from traceladder.dev.local_stack import StackError, free_port
+from traceladder.embedded.local_stack import StackError, free_port
 
 
 def _binary(name: str) -> str:

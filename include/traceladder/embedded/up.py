@@ -40,7 +40,7 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 
 def run_up(state_dir: Path = STATE_DIR, port: int | None = None) -> int:
-    from traceladder.dev.local_stack import LocalStack, port_free
+    from traceladder.embedded.local_stack import LocalStack, port_free
 
     if port is None:
         port = DEFAULT_PORT if port_free(DEFAULT_PORT) else None  # None: a free port

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable
 
 from traceladder.core.documents import JSONObject
-from traceladder.dev.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
+from traceladder.embedded.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
 from traceladder.core import settings
 from traceladder.core.ports import free_port, port_free  # noqa: F401 (re-exported for the tests and up)
 from traceladder.core.process_group import start_group, stop_group
@@ -94,7 +94,7 @@ class LocalStack:
         self.startup_timeout_s = startup_timeout_s
         self._own_s3 = s3 is None and with_s3
         if self._own_s3:
-            from traceladder.dev.embedded_s3 import EmbeddedS3
+            from traceladder.embedded.embedded_s3 import EmbeddedS3
 
             s3 = EmbeddedS3(self.state_dir / "s3", bucket=settings.DEFAULT_BUCKET)
         self.s3 = s3
