@@ -103,4 +103,4 @@ validate: setup
 	@for f in include/traceladder/configs/ladders/*.yaml; do $(BIN)/traceladder validate $$f || exit 1; done
 
 clean:
-	rm -rf .traceladder test-artifacts
+	rm -rf .traceladder test-artifacts build

@@ -28,7 +28,7 @@ SEED = 20261130
 
 # Run-level CV of the proxy's run medians: 10% measured on an idle 2-core layout (docs/statistics.md, "Proxy
 # noise"); 5% and 13% bracket the range the verdicts issue measured. The fitted execution-order model
-# (stats/simulation/proxy_noise.json) was gathered on a loaded machine (51% run sd) and would say nothing here.
+# (testkit/simulation/proxy_noise.json) was gathered on a loaded machine (51% run sd) and would say nothing here.
 PROXY_RUN_CVS = (0.05, 0.10, 0.13)
 
 

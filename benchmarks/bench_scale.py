@@ -1,5 +1,5 @@
 """A year of weekly ladders (issue 30): the summary task against the history's length, and the
-Ladders page under load. The generated year (benchmarks/year_history.py: 10 ladders x 52 weeks of
+Ladders page under load. The generated year (testkit/year_history.py: 10 ladders x 52 weeks of
 the seed ladder in a real SeaweedFS) is made once and cached under /var/tmp/traceladder-scale by
 generator version; ``TRACELADDER_SCALE_CACHE`` names another folder.
 
@@ -11,19 +11,18 @@ generator version; ``TRACELADDER_SCALE_CACHE`` names another folder.
   events), and the objects under the ladder's prefix. Then the 53rd week of one ladder of the
   generated year (a bucket of ten ladders), the same way; its objects are removed afterwards so
   the cache stays a year. Target: the summary task ≤ 15 s.
-* ``page_load``: see benchmarks/page_load.py.
+* ``page_load``: see testkit/page_load.py.
 
 Figures go to ``docs/figures/<date>-<section>.md``."""
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, Context, Row, write_section_figures
+from testkit.summary_task import summary_task
 
 SUMMARY_TARGET_S = 15.0
 HISTORY_WEEKS = (1, 13, 26, 52)
@@ -34,50 +33,9 @@ def cache_root() -> Path:
     return Path(os.environ.get("TRACELADDER_SCALE_CACHE", "/var/tmp/traceladder-scale"))  # noqa: S108 - a cache
 
 
-def summary_task(writer: Any, client: Any, bucket: str, ladder: str, week: int) -> dict[str, Any]:
-    """Write week ``week``'s rungs, then run the summary and publish tasks as the DAG does."""
-    from benchmarks.s3_requests import RequestCounter
-    from benchmarks.year_history import object_count
-    from traceladder.core import layout
-    from traceladder.summary.publish import publish_latest, write_summary
-
-    written = writer.write_rungs(ladder, week)
-    store = writer.reader_for(ladder)  # a fresh S3 store, as a task has
-    run = written["run"]
-    with RequestCounter(client) as summary_requests:
-        t0 = time.perf_counter()
-        plan = json.loads(store.get_bytes(f"{run}/{layout.PLAN_OBJECT}"))  # tasks._stored_plan
-        ref = write_summary(store, run, plan, written["stamp"])
-        summary_s = time.perf_counter() - t0
-    with RequestCounter(client) as publish_requests:
-        t0 = time.perf_counter()
-        entry = publish_latest(store, layout.ladder_prefix(writer.prefix, ladder), ref)
-        publish_s = time.perf_counter() - t0
-    objects, size = object_count(client, bucket, layout.ladder_prefix(writer.prefix, ladder))
-    history = json.loads(store.get_bytes(ref["summary_json"])).get("history") or {}
-    return {
-        "week": week + 1,
-        "history_runs": week,
-        "summary_s": summary_s,
-        "publish_s": publish_s,
-        "summary_requests": summary_requests.total,
-        "summary_by_op": dict(summary_requests.by_op),
-        "summary_by_kind": dict(summary_requests.by_kind),
-        "publish_requests": publish_requests.total,
-        "publish_by_kind": dict(publish_requests.by_kind),
-        "objects": objects,
-        "bytes": size,
-        "run": run,
-        "entry": entry,
-        "history_points": max((len(r.get("run_ids") or []) for r in history.get("rungs", [])), default=None),
-        "change_points": sum(len(r.get("change_points") or []) for r in history.get("rungs", [])),
-        "regressions": ref["regressions"],
-    }
-
-
 def _probe(ctx: Context, weeks: tuple[int, ...]) -> list[dict[str, Any]]:
     """One ladder, week by week, in a fresh SeaweedFS; the real tasks at each history length."""
-    from benchmarks.year_history import ladder_files, s3_writer
+    from testkit.year_history import ladder_files, s3_writer
     from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     root = ctx.scratch / "summary_scale"
@@ -109,7 +67,7 @@ def _probe(ctx: Context, weeks: tuple[int, ...]) -> list[dict[str, Any]]:
 
 def _year_week(ctx: Context) -> dict[str, Any] | None:
     """The 53rd week of the first ladder of the cached year (10 ladders in the bucket); removed after."""
-    from benchmarks.year_history import cached_year, s3_writer
+    from testkit.year_history import cached_year, s3_writer
     from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
@@ -140,7 +98,7 @@ def _year_week(ctx: Context) -> dict[str, Any] | None:
 def _remove_week(client: Any, bucket: str, writer: Any, ladder: str, week: int) -> None:
     """Delete what ``summary_task`` wrote for ``week`` (its run folder and index entry), even
     after a failure half-way, and point latest.json back at the newest run left."""
-    from benchmarks.year_history import _run_id
+    from testkit.year_history import _run_id
     from traceladder.core.layout import entry_key, ladder_prefix, run_prefix
     from traceladder.summary.index import update_latest
 
@@ -188,7 +146,7 @@ def _write_figures(probe: list[dict[str, Any]], year: dict[str, Any] | None) -> 
         "The DAG's summary task (`summary.publish.write_summary`, with the plan read first as the task does) and "
         "its publish (`publish_latest`), run for real on the next week of a ladder with 1, 13, 26 and 52 "
         "published weeks (one ladder in a fresh SeaweedFS), then on week 53 of a ladder in the generated year "
-        "(benchmarks/year_history.py: 10 seed ladders x 52 weeks in one bucket). S3 requests are counted with "
+        "(testkit/year_history.py: 10 seed ladders x 52 weeks in one bucket). S3 requests are counted with "
         "botocore's `before-parameter-build` events (one per API call; a listing counts one per page of 1,000 keys). "
         f"Target: the summary task ≤ {SUMMARY_TARGET_S:.0f} s. Machine: 2 shared cores, `nice -n 19`.",
         "",
@@ -262,8 +220,8 @@ def _page_server(year: Any, s3: Any, home: Path, cache: bool, passwords: dict[st
 def bench_page_load(ctx: Context) -> list[Row]:
     """20 viewers for 60 s on the generated year: before caching (the page's caches off, viewers
     keep nothing) and after (caches on, viewers keep immutable responses and revalidate ETags)."""
-    from benchmarks.page_load import Site, drive
-    from benchmarks.year_history import _run_id, cached_year
+    from testkit.page_load import Site, drive
+    from testkit.year_history import _run_id, cached_year
     from traceladder.embedded.embedded_s3 import EmbeddedS3
 
     year = cached_year(YEAR_LADDERS, YEAR_WEEKS, cache_root())
@@ -318,14 +276,14 @@ def bench_page_load(ctx: Context) -> list[Row]:
 
 
 def _write_page_figures(results: dict[str, Any], seconds: float, year: Any) -> None:
-    from benchmarks.page_load import TARGETS
+    from testkit.page_load import TARGETS
 
     lines = [
         "# The Ladders page under load (`python -m benchmarks --only page_load`)",
         "",
         f"A real `airflow api-server` ({PAGE_WORKERS} workers, `[api] workers`) holding the generated year "
         f"({len(year.ladders)} seed ladders x {year.weeks} weeks, {year.objects} objects in SeaweedFS), driven by "
-        f"{PAGE_VIEWERS} concurrent viewers for {seconds:.0f} s (benchmarks/page_load.py: httpx async, loopback, "
+        f"{PAGE_VIEWERS} concurrent viewers for {seconds:.0f} s (testkit/page_load.py: httpx async, loopback, "
         "one token each from `POST /auth/token`, 0.5-1.5 s think time, a loop over the ladder list, a run's page, "
         "its report and a chart of a random run of a random ladder), and a prober sending the same requests "
         "with no token and a forged one. Before caching: `TRACELADDER_UI_CACHE=0` and viewers keep nothing. After: "

@@ -9,7 +9,7 @@ traces, and compares every sheet TraceLens writes by the conformance rule
 * ``shared``: the shared references (../shared/reference, PyTorch ones, derived/ included);
 * ``tl-tests``: every PyTorch trace in TraceLens's own ``tests/traces/`` at v1.0.0, read with
   ``git show`` from the mirror (blobs the mirror lacks are counted, not read);
-* ``generated``: :mod:`benchmarks.tracegen` traces (CPU recordings given device activity);
+* ``generated``: :mod:`testkit.tracegen` traces (CPU recordings given device activity);
 * ``mutated``: seeded mutations of the shared GPU references.
 
 A trace where TraceLens crashes or writes no sheet is counted apart, with what traceladder
@@ -38,12 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.common import CACHE, REPO, SHARED, Context, Row
+from testkit.tracelens_oracle import MIRROR, ORACLE_CMD, TAG, oracle_bin
 
-MIRROR = Path(os.environ.get("TRACELENS_MIRROR", "/work/.mirror/AMD-AGI+TraceLens/repo"))
-ORACLE = Path(os.environ.get("TRACELENS_ORACLE", "/tmp/tracelens-oracle"))  # noqa: S108 - the script's default
-TAG = "v1.0.0"
 WORK = CACHE / "tracelens_diff"
-ORACLE_CMD = "TraceLens_generate_perf_report_pytorch"
 
 
 def _conformance():
@@ -63,56 +60,6 @@ class Outcome:
     extra: list[str] = field(default_factory=list)
     oracle_failed: str = ""  # TraceLens crashed or wrote nothing: why
     ours: str = ""  # what traceladder did on such a trace
-
-
-#: what the oracle is built from: the package and its build files (the mirror lacks some
-#: large test blobs, which is why the shared script's ``git archive`` of the tag fails there)
-_ORACLE_PATHS = ("TraceLens", "setup.py", "pyproject.toml", "setup.cfg", "README.md", "LICENSE")
-
-
-def oracle_bin() -> Path:
-    """The oracle venv's bin dir, built when missing: through the shared script, or, where that
-    fails (its ``git archive`` stops on the mirror's missing large blobs), by the same steps
-    with ``read-tree`` + ``checkout-index`` of the package paths only, which never touch them."""
-    exe = ORACLE / "bin" / ORACLE_CMD
-    if exe.exists():
-        return exe.parent
-    script = SHARED / "tools" / "tracelens_oracle.sh"
-    r = subprocess.run(["bash", str(script), str(MIRROR), str(ORACLE)], capture_output=True, text=True)
-    if r.returncode != 0 or not exe.exists():
-        _build_oracle_by_checkout()
-    if not exe.exists():
-        raise RuntimeError(f"tracelens_diff: the oracle did not build from {MIRROR}: {r.stderr.strip()[-500:]}")
-    return exe.parent
-
-
-def oracle_source(dest: Path) -> Path:
-    """TraceLens v1.0.0's package files from the mirror into ``dest`` (a throwaway index, so
-    only the blobs of those paths are read)."""
-    git = ["git", f"--git-dir={MIRROR}"]
-    names = subprocess.run([*git, "ls-tree", TAG, "--name-only"], capture_output=True, text=True, check=True)
-    paths = [p for p in names.stdout.split() if p in _ORACLE_PATHS]
-    env = {**os.environ, "GIT_INDEX_FILE": str(dest / ".oracle-index")}
-    subprocess.run([*git, "read-tree", TAG], env=env, check=True)
-    listed = subprocess.run([*git, "ls-files", "--", *paths], env=env, capture_output=True, text=True, check=True)
-    subprocess.run(
-        [*git, f"--work-tree={dest}", "checkout-index", f"--prefix={dest}/", "--stdin"],
-        input=listed.stdout,
-        env=env,
-        text=True,
-        check=True,
-    )
-    (dest / ".oracle-index").unlink()
-    return dest
-
-
-def _build_oracle_by_checkout() -> None:
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="tracelens-src-") as tmp:
-        src = oracle_source(Path(tmp))
-        subprocess.run([sys.executable, "-m", "venv", str(ORACLE)], check=True)
-        subprocess.run([str(ORACLE / "bin" / "pip"), "install", "-q", str(src)], check=True)
 
 
 # ---------------------------------------------------------------------------------
@@ -170,7 +117,7 @@ def _write(trace: dict, path: Path) -> Path:
 
 
 def generated_traces(dest: Path, n: int, seed: int) -> list[Path]:
-    from benchmarks import tracegen
+    from testkit import tracegen
 
     marker = dest / f".done-{n}-{seed}"
     if marker.exists():
@@ -181,7 +128,7 @@ def generated_traces(dest: Path, n: int, seed: int) -> list[Path]:
 
 
 def mutated_traces(dest: Path, bases: list[Path], seed: int) -> list[Path]:
-    from benchmarks import tracegen
+    from testkit import tracegen
 
     paths = []
     for i, base in enumerate(bases):

@@ -65,8 +65,8 @@ def _mdes(verdicts: list[dict], rung: str) -> list[float]:
 
 
 def bench_verdicts_aa_simulated(ctx: Context) -> list[Row]:
-    from traceladder.stats.simulation.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
-    from traceladder.stats.simulation.noise import load_proxy_noise
+    from testkit.simulation.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
+    from testkit.simulation.noise import load_proxy_noise
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=200)
@@ -123,7 +123,7 @@ def _aa_ladders(step_values: list[list[float]], seed: int) -> list[str]:
 def bench_verdicts_aa_real(ctx: Context) -> list[Row]:
     from importlib import resources
 
-    doc = json.loads(resources.files("traceladder.stats.simulation").joinpath("proxy_noise.json").read_text())
+    doc = json.loads(resources.files("testkit.simulation").joinpath("proxy_noise.json").read_text())
     stored = _aa_ladders([r["step_ms_values"] for r in doc["runs"]], seed=3)
     fresh: list[str] = []
     fresh_n = 1 if ctx.quick else REAL_FRESH_LADDERS
@@ -189,7 +189,7 @@ bench_verdicts_aa_ladders.explicit_only = True  # type: ignore[attr-defined]  # 
 
 def _power(model, shape, pct: float, ladders: int, seed: int) -> tuple[int, int, float]:
     """(slower calls, ladders, median MDE in log units) for recompute_off made pct% slower."""
-    from traceladder.stats.simulation.simulate import call_rate, log_shift, simulate_verdicts
+    from testkit.simulation.simulate import call_rate, log_shift, simulate_verdicts
 
     rung = "recompute_off"
     verdicts = simulate_verdicts(
@@ -215,7 +215,7 @@ def _formula_repeats(mde_log: float, repeats: int, pct: float, rungs: int = 10) 
 
 def _repeats_for(model, pct: float, ladders: int, limit: int = 24) -> int | None:
     """The smallest repeats whose simulated power at +pct% is >= 80% (None beyond `limit`)."""
-    from traceladder.stats.simulation.simulate import ladder_shape
+    from testkit.simulation.simulate import ladder_shape
 
     def ok(n: int) -> bool:
         k, m, _ = _power(model, ladder_shape("proxy-local", repeats=n, schedules=10), pct, ladders, seed=100 + n)
@@ -319,8 +319,8 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
 
 
 def bench_verdicts_power(ctx: Context) -> list[Row]:
-    from traceladder.stats.simulation.simulate import ladder_shape
-    from traceladder.stats.simulation.noise import load_proxy_noise
+    from testkit.simulation.simulate import ladder_shape
+    from testkit.simulation.noise import load_proxy_noise
 
     fitted = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=100)
@@ -362,8 +362,8 @@ def bench_verdicts_power(ctx: Context) -> list[Row]:
 
 
 def bench_verdicts_mde(ctx: Context) -> list[Row]:
-    from traceladder.stats.simulation.simulate import ladder_shape, simulate_verdicts
-    from traceladder.stats.simulation.noise import load_proxy_noise
+    from testkit.simulation.simulate import ladder_shape, simulate_verdicts
+    from testkit.simulation.noise import load_proxy_noise
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=50)
@@ -387,7 +387,7 @@ def bench_verdicts_mde(ctx: Context) -> list[Row]:
 
 
 def _mde_at(model, shape, rung: str, ctx: Context) -> float:
-    from traceladder.stats.simulation.simulate import simulate_verdicts
+    from testkit.simulation.simulate import simulate_verdicts
 
     verdicts = simulate_verdicts(
         model, shape, 50 if ctx.quick else 200, seed=6, pairs=[p for p in shape.pairs if p[0] == rung]
@@ -411,8 +411,8 @@ def _proxy_local_design():  # -> Design
 
 def bench_verdicts_adaptive(ctx: Context) -> list[Row]:
     from traceladder.stats.sequential import Design
-    from traceladder.stats.simulation.noise import load_proxy_noise
-    from traceladder.stats.simulation.simulate import ladder_shape, log_shift, one_per_ladder, simulate_adaptive
+    from testkit.simulation.noise import load_proxy_noise
+    from testkit.simulation.simulate import ladder_shape, log_shift, one_per_ladder, simulate_adaptive
 
     fitted = load_proxy_noise()
     aa_n = 400 if ctx.quick else SIM_LADDERS

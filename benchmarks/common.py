@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from testkit.bench_table import Row as Row, format_table as format_table  # the tests check these too
+from testkit.paths import REPO, SHARED
+
 CACHE = REPO / ".traceladder" / "bench"
-# The reference traces beside the clone; TRACELADDER_SHARED points elsewhere.
-SHARED = Path(os.environ.get("TRACELADDER_SHARED", REPO.parent / "shared"))
 SHARED_REF = SHARED / "reference" / "tracelens-v1.0.0"
 FIGURES = REPO / "docs" / "figures"
 
@@ -28,17 +28,6 @@ def write_section_figures(name: str, lines: list[str]) -> Path:
     text = "\n".join(lines)
     path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
     return path
-
-
-@dataclass
-class Row:
-    section: str
-    metric: str
-    value: float
-    unit: str = ""
-    target: str = ""
-    ok: bool | None = None
-    detail: str = ""
 
 
 @dataclass
@@ -215,22 +204,3 @@ def run_child(ctx: Context, cmd: list[str], env: dict[str, str] | None = None) -
 def load() -> str:
     """The 1-minute load average, to print beside a figure measured on a shared machine."""
     return f"{os.getloadavg()[0]:.1f}"
-
-
-def format_table(rows: list[Row]) -> str:
-    head = ("section", "metric", "value", "target", "ok", "detail")
-    body = []
-    for r in rows:
-        val = (
-            "n/a"
-            if r.value != r.value
-            else (f"{r.value:.3f}{r.unit}" if r.unit == "x" else f"{r.value:.0f} {r.unit}".strip())
-        )
-        ok = "" if r.ok is None else ("yes" if r.ok else "NO")
-        body.append((r.section, r.metric, val, r.target, ok, r.detail))
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-
-    return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(b) for b in body])

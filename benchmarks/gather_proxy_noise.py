@@ -1,5 +1,5 @@
 """Gather back-to-back real proxy runs and fit the execution-order noise model to them, into
-include/traceladder/stats/simulation/proxy_noise.json (the runs, how they were made, and the fit).
+testkit/simulation/proxy_noise.json (the runs, how they were made, and the fit).
 
     PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --runs 48
     PYTHONPATH=$PWD/include python -m benchmarks.gather_proxy_noise --from-jsonl runs.jsonl
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks.common import REPO, run_rung
 
-TARGET = REPO / "include" / "traceladder" / "stats" / "simulation" / "proxy_noise.json"
+TARGET = REPO / "testkit" / "simulation" / "proxy_noise.json"
 COMMAND = (
     "PYTHONPATH=$PWD/include nice -n 10 python -m traceladder.cli run-rung --ladder proxy-local "
     "--rung recompute_off --run-id aaK --out DIR"
@@ -37,7 +37,7 @@ def run_once(k: int, out: str) -> dict:
 
 
 def write(lines: list[dict], note: str) -> dict:
-    from traceladder.stats.simulation.noise import refit
+    from testkit.simulation.noise import refit
 
     ok = [line for line in lines if line["result"]["status"] == "ok"]
     doc = {
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refit", type=Path, help="refit this file's runs and write the fit into it")
     args = ap.parse_args(argv)
     if args.refit:
-        from traceladder.stats.simulation.noise import refit_file
+        from testkit.simulation.noise import refit_file
 
         print(json.dumps(refit_file(args.refit)))
         return 0

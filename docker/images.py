@@ -11,11 +11,11 @@ same inputs builds nothing:
 * ``traceladder/standin-base:<h>``: ``debootstrap --variant=minbase --include=python3,python3-boto3
   bookworm`` from the machine's Debian mirror, ``docker import``ed. The root filesystem tarball is
   cached in ``.traceladder/images/`` (git-ignored), so a new Docker data root re-imports in seconds.
-* ``traceladder/standin-primus:<h>``: that plus ``docker/standin/`` (``primus-cli``, ``rocprofv3``,
+* ``traceladder/standin-primus:<h>``: that plus ``testkit/standin/`` (``primus-cli``, ``rocprofv3``,
   ``rtl`` with the real command-line contracts, and a Primus checkout stub with the seed config).
 * ``traceladder/runner-standin:<version>-<h>``: ``docker/runner/Dockerfile`` built with ``BASE_IMAGE`` =
   the stand-in Primus image and a stand-in ``rocm_trace_lite`` wheel (built here from
-  ``docker/standin/rtl``) as an extra wheel, as a site puts the real one in ``docker/wheels/``;
+  ``testkit/standin/rtl``) as an extra wheel, as a site puts the real one in ``docker/wheels/``;
   and the same runner without any extra wheel (``RUNNER_IMAGE_NO_RTL``), for the lens preflight.
 * ``traceladder/standin-tracelens:<h>``: ``docker/tracelens``'s scripts on the stand-in base with a
   stand-in TraceLens CLI that checks its arguments (``engine: tracelens`` in the tests).
@@ -41,6 +41,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+STANDIN = REPO / "testkit" / "standin"  # the test doubles the stand-in images carry
 CACHE = Path(os.environ.get("TRACELADDER_IMAGE_CACHE", REPO / ".traceladder" / "images"))
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-boto3")
@@ -146,7 +147,7 @@ def standin_base() -> str:
 
 
 def standin_primus(base: str) -> str:
-    ctx = HERE / "standin"
+    ctx = STANDIN
     tag = f"traceladder/standin-primus:{hash_inputs(image_id(base), ctx)}"
     if image_exists(tag):
         log(f"{tag} is present")
@@ -160,7 +161,7 @@ def standin_primus(base: str) -> str:
 
 def standin_tracelens(base: str) -> str:
     """docker/tracelens's scripts on the stand-in base, with a stand-in TraceLens CLI."""
-    src = HERE / "standin" / "tracelens"
+    src = STANDIN / "tracelens"
     scripts = [HERE / "tracelens" / "tracelens-report", HERE / "tracelens" / "tracelens_s3.py"]
     tag = f"traceladder/standin-tracelens:{hash_inputs(image_id(base), src, *scripts)}"
     if image_exists(tag):
@@ -191,12 +192,12 @@ def site_wheels() -> list[Path]:
 
 
 def build_rtl_standin_wheel() -> Path:
-    """A wheel of the stand-in rocm-trace-lite (docker/standin/rtl), written with zipfile: the
+    """A wheel of the stand-in rocm-trace-lite (testkit/standin/rtl), written with zipfile: the
     `rtl` console script, as the GitHub-release wheel provides it. Deterministic bytes."""
     import base64
     import zipfile
 
-    src = HERE / "standin" / "rtl"
+    src = STANDIN / "rtl"
     version = "0.3.3"
     out = CACHE / "wheels-standin" / f"rocm_trace_lite-{version}-py3-none-any.whl"
     out.parent.mkdir(parents=True, exist_ok=True)

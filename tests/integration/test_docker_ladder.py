@@ -36,7 +36,7 @@ UNIX_HOST = "dockerd-unix"
 TLS_HOST = "dockerd-tls"
 TLS_CONN = "docker_tls_test"
 NOFILE = 16384
-PRIMUS_COMMIT = "fd1eeabb0a5f1e3c2d4b6a8c0e2f4a6b8c0d2e4f"  # docker/standin/Dockerfile's .git
+PRIMUS_COMMIT = "fd1eeabb0a5f1e3c2d4b6a8c0e2f4a6b8c0d2e4f"  # testkit/standin/Dockerfile's .git
 
 
 def managed_containers(label: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The Ladders page under concurrent viewers (issue 30, item 3), on a real api-server holding a
-generated history (benchmarks/year_history.py: one seed ladder, 8 weekly runs, in the session's
+generated history (testkit/year_history.py: one seed ladder, 8 weekly runs, in the session's
 SeaweedFS). 20 viewers with tokens from ``POST /auth/token`` open the ladder list, run pages,
-reports and charts for 10 s (benchmarks/page_load.py, loopback only), while a prober sends the
+reports and charts for 10 s (testkit/page_load.py, loopback only), while a prober sends the
 same requests with no token and with a forged one. Asserted: no error and no unauthenticated
 read (the latency target is the bench's, ``python -m benchmarks --only page_load``); and the
 caching contract: summary/ and analysis/ are immutable, a run's page and its traces carry an
@@ -27,7 +27,7 @@ def history(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     """One seed ladder with WEEKS published runs, written with the product's builders."""
     import os
 
-    from benchmarks.year_history import ladder_files, s3_writer
+    from testkit.year_history import ladder_files, s3_writer
 
     root = tmp_path_factory.mktemp("page-load")
     ladders_dir = root / "ladders"
@@ -59,7 +59,7 @@ def server(s3_server, history):
 
 
 def test_viewers_get_every_page_and_no_unauthenticated_read(server, history):
-    from benchmarks.page_load import MIN_PROBES, Site, drive
+    from testkit.page_load import MIN_PROBES, Site, drive
 
     site = Site(server.url, {history["ladder"]: history["runs"]})
     result = drive(site, "viewer", server.passwords["viewer"], viewers=VIEWERS, seconds=LOAD_S, max_requests=60)

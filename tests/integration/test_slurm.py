@@ -159,7 +159,7 @@ def test_the_standin_primus_cli_slurm_mode_runs_on_the_cluster(slurm_cluster) ->
     missing entry exits 2 with Primus's message before any job is made."""
     import subprocess
 
-    primus = REPO / "docker" / "standin" / "Primus"
+    primus = REPO / "testkit" / "standin" / "Primus"
     out = slurm_cluster.root / f"primus-{uuid.uuid4().hex[:6]}"
     config = "examples/megatron/configs/MI355X/deepseek_v4_flash-BF16-pretrain.yaml"
     tail = f"-- direct --log_file {out}/log.txt -- train pretrain --config {config} --train_iters 3"

@@ -1,7 +1,7 @@
 """The summary task's S3 reads against the history's length (issue 30, item 2): a seed ladder
-generated week by week in the session's SeaweedFS (benchmarks/year_history.py), the real summary
+generated week by week in the session's SeaweedFS (testkit/year_history.py), the real summary
 and publish tasks run after 1 and after 3 published weeks, every S3 call counted through
-botocore's events (benchmarks/s3_requests.py). The objects under the ladder more than double;
+botocore's events (testkit/s3_requests.py). The objects under the ladder more than double;
 only the index-entry reads (one per published run) may grow, and publishing reads each entry once."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 
 def test_only_index_entry_reads_grow_with_the_history(s3_server, tmp_path, monkeypatch):
-    from benchmarks.bench_scale import summary_task
-    from benchmarks.year_history import ladder_files, s3_writer
+    from testkit.summary_task import summary_task
+    from testkit.year_history import ladder_files, s3_writer
 
     (ladder,) = ladder_files(tmp_path / "ladders", 1, stem="reads")
     monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(tmp_path / "ladders"))

@@ -11,9 +11,9 @@ from importlib import resources
 
 import pytest
 
-from traceladder.stats.simulation.noise import DATA_FILE, refit
-from traceladder.stats.simulation.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
-from traceladder.stats.simulation.noise import load_proxy_noise
+from testkit.simulation.noise import DATA_FILE, refit
+from testkit.simulation.simulate import every_call, ladder_shape, one_per_ladder, simulate_verdicts
+from testkit.simulation.noise import load_proxy_noise
 from traceladder.stats.model import clopper_pearson
 
 LADDERS = 6000  # at a true 5.2% (every rung's rate with drift terms), the upper bound sits near 5.8%
@@ -33,7 +33,7 @@ def _calls(verdicts: list[dict[str, dict[str, object]]]) -> tuple[int, int, int]
 
 
 def test_noise_model_is_the_fit_of_its_runs() -> None:
-    doc = json.loads(resources.files("traceladder.stats.simulation").joinpath(DATA_FILE).read_text())
+    doc = json.loads(resources.files("testkit.simulation").joinpath(DATA_FILE).read_text())
     assert len(doc["runs"]) >= 40 and doc["how"] and doc["command"]
     stored, again = load_proxy_noise(), refit(doc)
     assert again.phi == pytest.approx(stored.phi, abs=1e-4)
@@ -70,8 +70,8 @@ def test_aa_bound_holds_with_failed_runs_and_three_times_the_position_effect(sha
 def test_the_model_is_not_trivial_rung_after_rung_order_breaks_the_bound() -> None:
     """The same noise on the old schedule (each rung's repeats back to back) makes the pooled
     analysis call A/A differences far too often: the slow spells are what blocks are for."""
-    from traceladder.stats.simulation.noise import Slot
-    from traceladder.stats.simulation.simulate import LadderShape
+    from testkit.simulation.noise import Slot
+    from testkit.simulation.simulate import LadderShape
 
     model = load_proxy_noise()
     shape = ladder_shape("proxy-local", schedules=1)

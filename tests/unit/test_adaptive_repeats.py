@@ -340,8 +340,8 @@ def test_simulated_false_call_rate_stays_near_nominal() -> None:
     min 3, max 6, a target that stops some ladders early and not others: the rate of false calls
     on one rung per ladder stays at or under 5% (Clopper-Pearson)."""
     from traceladder.stats.model import clopper_pearson
-    from traceladder.stats.simulation.noise import load_proxy_noise
-    from traceladder.stats.simulation.simulate import blocked_shape, one_per_ladder, simulate_adaptive
+    from testkit.simulation.noise import load_proxy_noise
+    from testkit.simulation.simulate import blocked_shape, one_per_ladder, simulate_adaptive
 
     model = load_proxy_noise().scaled(0.03)
     shape = blocked_shape(["a", "b", "c"], [("b", "a"), ("c", "b")], blocks=6, schedules=20)
@@ -359,8 +359,8 @@ def test_simulated_budget_stop_is_the_final_analysis() -> None:
     of 6 planned blocks by the clock is judged at the value that spends the alpha left, so the
     A/A false-call rate is the nominal 5%, not the 4th look's smaller share."""
     from traceladder.stats.model import clopper_pearson
-    from traceladder.stats.simulation.noise import load_proxy_noise
-    from traceladder.stats.simulation.simulate import blocked_shape, one_per_ladder, simulate_adaptive
+    from testkit.simulation.noise import load_proxy_noise
+    from testkit.simulation.simulate import blocked_shape, one_per_ladder, simulate_adaptive
 
     model = load_proxy_noise().scaled(0.03)
     shape = blocked_shape(["a", "b", "c"], [("b", "a"), ("c", "b")], blocks=6, schedules=20)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from traceladder.stats.simulation.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
+from testkit.simulation.noise import NoiseModel, blocked_schedule, fit_noise, simulate_runs
 from traceladder.stats.model import (
     mad_factor,
     robust_iter_var,

@@ -7,8 +7,7 @@ import datetime
 import os
 from pathlib import Path
 
-from benchmarks.__main__ import write_figures
-from benchmarks.common import Row, format_table
+from testkit.bench_table import Row, format_table, write_run_figures
 from tests.conftest import REFERENCE_DIR, REPO_ROOT, reference_dir_from
 
 
@@ -28,7 +27,7 @@ def test_a_bench_run_writes_its_table_to_a_figures_file(tmp_path: Path) -> None:
     rows = [Row("analyze", "vs orjson.loads", 0.514, "x", "<= 0.55x", True, "pairs 0.42-0.55")]
     table = format_table(rows)
     started = datetime.datetime(2026, 12, 2, 5, 7, tzinfo=datetime.timezone.utc)
-    path = write_figures(tmp_path / "figures", ["--only", "analyze"], ["analyze"], table, started, (1.0, 0.5, 0.25))
+    path = write_run_figures(tmp_path / "figures", ["--only", "analyze"], ["analyze"], table, started, (1.0, 0.5, 0.25))
     assert path == tmp_path / "figures" / "2026-12-02-bench-0507-analyze.md"
     text = path.read_text()
     assert "`python -m benchmarks --only analyze`" in text

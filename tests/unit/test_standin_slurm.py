@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-STANDIN = Path(__file__).resolve().parents[2] / "docker" / "standin" / "primus-cli"
+STANDIN = Path(__file__).resolve().parents[2] / "testkit" / "standin" / "primus-cli"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,8 +15,8 @@ cells that exist (an incomplete-block, intra-block analysis): contrasts stay unb
 standard errors grow to match.
 
 Also here: a two-sample comparison of run-level log figures (week over week reuses it), the
-small-sample `Estimate` the table shows per rung. The execution-order noise model lives in
-`stats/simulation/noise.py` and is re-exported here.
+small-sample `Estimate` the table shows per rung. The execution-order noise model that tests and
+benchmarks simulate with lives in `testkit/simulation/noise.py`, outside the package.
 """
 
 from __future__ import annotations

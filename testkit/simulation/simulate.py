@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from traceladder.core.documents import JSONObject, JSONValue
-from traceladder.stats.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
+from testkit.simulation.noise import NoiseModel, Slot, blocked_schedule, schedule_from_plan, simulate_runs
 from traceladder.stats.model import DRIFT_DEGREES, BlockFit, Run, fit_blocks, verdict
 from traceladder.stats.sequential import Design, target_reached
 

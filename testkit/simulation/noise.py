@@ -255,7 +255,7 @@ def schedule_from_plan(
 
 def load_proxy_noise() -> NoiseModel:
     """The model fitted to real proxy runs, shipped with the package."""
-    doc = json.loads(resources.files("traceladder.stats.simulation").joinpath(DATA_FILE).read_text())
+    doc = json.loads(resources.files("testkit.simulation").joinpath(DATA_FILE).read_text())
     return NoiseModel.from_dict(doc["fit"])
 
 

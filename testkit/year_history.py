@@ -126,7 +126,7 @@ class FilerSink:
 
 
 def _shared() -> Path:
-    from benchmarks.common import SHARED
+    from testkit.paths import SHARED
 
     return SHARED
 
