@@ -1,30 +1,19 @@
-"""The traceladder Ladders page in the Airflow UI (Browse > Ladders).
+"""The Ladders page for an Airflow that reads this repository's ``plugins/`` folder.
 
-Mounts the FastAPI app from ``traceladder.ui`` at ``/traceladder`` and links it from the nav as
-an external view that the UI opens at ``/plugin/ladders`` (a same-origin iframe of
-``/traceladder/``). ``LazyApp`` builds the FastAPI app on its first request, so the other Airflow
-processes that import plugins (task processes, for macros) do not import the API code.
-
-Airflow 3.3: ``fastapi_apps`` entries need ``app``, ``url_prefix`` and ``name``; ``external_views``
-need ``name`` and ``href``, and one invalid entry hides the whole plugin from the nav.
+The plugin itself is ``traceladder.ui.plugin.TraceladderUIPlugin``. Where the package is installed
+with its entry points (``pip install``, ``make setup``), Airflow loads it through the
+``airflow.plugins`` entry point, and this file defines nothing: Airflow registers each plugin once
+by name, and a second registration from this folder would be reported as an import error. Without
+that entry point (the package only on ``PYTHONPATH``), this file exposes the same class.
 """
 
 from __future__ import annotations
 
-from airflow.plugins_manager import AirflowPlugin
+from importlib.metadata import entry_points
 
-from traceladder.ui import URL_PREFIX, LazyApp
+from traceladder.ui.plugin import ENTRY_POINT
 
+if not any(ep.value == ENTRY_POINT for ep in entry_points(group="airflow.plugins")):
+    from traceladder.ui.plugin import TraceladderUIPlugin
 
-class TraceladderUIPlugin(AirflowPlugin):
-    name = "traceladder_ui"
-    fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "traceladder"}]
-    external_views = [
-        {
-            "name": "Ladders",
-            "href": f"{URL_PREFIX}/",
-            "url_route": "ladders",
-            "destination": "nav",
-            "category": "browse",
-        }
-    ]
+    __all__ = ["TraceladderUIPlugin"]

@@ -58,7 +58,7 @@ def test_runner_spec_reader_matches_rungspec_on_every_shipped_spec() -> None:
 
 
 def test_operator_is_written_against_the_pinned_provider() -> None:
-    from traceladder.airflow.operators import PROVIDER_VERSION, RocmDockerOperator, RungDockerOperator
+    from traceladder.airflow.operators.docker import PROVIDER_VERSION, RocmDockerOperator, RungDockerOperator
 
     # `make test-provider-next` runs this on the newest provider the Airflow pin allows
     expected = os.environ.get("TRACELADDER_PROVIDER_DOCKER", PROVIDER_VERSION)
@@ -198,7 +198,7 @@ def test_runner_image_imports_only_stdlib_and_boto3(standin_images) -> None:
 def test_docker_inspect_shows_the_rocm_host_config(
     docker_engine, standin_images, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from traceladder.airflow.operators import RocmDockerOperator
+    from traceladder.airflow.operators.docker import RocmDockerOperator
 
     monkeypatch.setenv("TRACELADDER_CONTAINER_NOFILE", str(NOFILE))
     op = RocmDockerOperator(
@@ -242,7 +242,7 @@ class _TI:
 
 
 def _rung_operator(spec: dict, url: str, **kw):
-    from traceladder.airflow.operators import RungDockerOperator
+    from traceladder.airflow.operators.docker import RungDockerOperator
 
     return RungDockerOperator(
         task_id="rung",

@@ -92,7 +92,7 @@ def write_ladder(folder: Path, name: str, **extra: Any) -> str:
 
 def submit_script(cluster, body: str, nodes: int = 1) -> str:
     """A plain batch job through the login node; returns its id."""
-    from traceladder.airflow.slurm_hook import SlurmHook
+    from traceladder.airflow.hooks.slurm import SlurmHook
 
     path = f"{cluster.root}/jobs/{uuid.uuid4().hex[:8]}.sh"
     with SlurmHook(SSH_CONN) as hook:
@@ -185,7 +185,7 @@ def test_the_standin_primus_cli_slurm_mode_runs_on_the_cluster(slurm_cluster) ->
 
 # ---- the trigger ------------------------------------------------------------------------------------
 def test_the_trigger_reports_the_final_state_and_nodes(slurm_conn) -> None:
-    from traceladder.airflow.slurm_operator import SlurmJobTrigger
+    from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 
     job = submit_script(slurm_conn, "sleep 1; exit 3", nodes=2)
     (event,) = events(SlurmJobTrigger(job, SSH_CONN, poll_s=0.5))
@@ -194,7 +194,7 @@ def test_the_trigger_reports_the_final_state_and_nodes(slurm_conn) -> None:
 
 
 def test_the_triggers_on_kill_cancels_the_job_and_leaves_no_process(slurm_conn) -> None:
-    from traceladder.airflow.slurm_operator import SlurmJobTrigger
+    from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 
     marker = f"tl-kill-{uuid.uuid4().hex[:8]}"
     job = submit_script(slurm_conn, f"exec -a {marker} sleep 300")
@@ -214,7 +214,7 @@ def test_the_triggers_on_kill_cancels_the_job_and_leaves_no_process(slurm_conn) 
 
 
 def test_the_trigger_rides_out_a_slurmctld_restart(slurm_conn) -> None:
-    from traceladder.airflow.slurm_operator import SlurmJobTrigger
+    from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 
     job = submit_script(slurm_conn, "sleep 6")
     wait_state(slurm_conn, job, "RUNNING")
@@ -263,7 +263,7 @@ class _TI:
 
 def _operator(ladder: str, task_id: str, lens: str = "torch_rank0", **kwargs: Any):
     from traceladder.airflow.ladders import open_ladder
-    from traceladder.airflow.slurm_operator import SlurmRungOperator
+    from traceladder.airflow.operators.slurm import SlurmRungOperator
     from traceladder.plan.build import build_plan
 
     loaded = open_ladder(ladder)
@@ -288,7 +288,7 @@ def _defer(op, context: dict[str, Any]):
 
 
 def test_a_retry_reattaches_to_the_job_instead_of_submitting_again(slurm_ladders: Path, slurm_conn, s3_server) -> None:
-    from traceladder.airflow.slurm_hook import job_name
+    from traceladder.airflow.hooks.slurm import job_name
 
     ladder = write_ladder(slurm_ladders, "slurm-reattach")
     op, spec = _operator(ladder, "rung")
@@ -322,7 +322,7 @@ def test_orphans_are_cancelled_by_the_next_rung_and_the_operators_on_kill_cancel
     job runs on. The next Slurm rung's execute cancels every traceladder job whose task instance
     has finished (its owner is in the job's --comment) and leaves a live one's alone. Then the
     operator's own on_kill (the worker-side windows) cancels the job it submitted."""
-    from traceladder.airflow.slurm_hook import JobOwner, job_name, owner_comment
+    from traceladder.airflow.hooks.slurm import JobOwner, job_name, owner_comment
 
     dag = "traceladder-slurm-op"
     states: dict[tuple[str, str, str], str | None] = {
@@ -385,7 +385,7 @@ def test_a_node_lost_mid_rung_fails_it_naming_the_node(slurm_ladders: Path, slur
     with one line naming the node; what the rung stored stays."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from traceladder.airflow.slurm_hook import parse_job
+    from traceladder.airflow.hooks.slurm import parse_job
 
     ladder = write_ladder(slurm_ladders, f"slurm-nodefail-{how}")
     op, spec = _operator(ladder, "rung")

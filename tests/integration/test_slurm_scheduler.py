@@ -22,7 +22,7 @@ from tests.integration.stack_harness import keep_logs, start_stack, stored_rung_
 from tests.tiny_proxy import TINY_MODEL
 
 
-from traceladder.airflow.slurm_hook import parse_job
+from traceladder.airflow.hooks.slurm import parse_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.scheduler]
 

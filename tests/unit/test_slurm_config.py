@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from traceladder.airflow.slurm_hook import (
+from traceladder.airflow.hooks.slurm import (
     UPLOAD_GRACE_S,
     SlurmError,
     job_name,
@@ -169,7 +169,7 @@ def test_job_names_are_stable_per_task_instance() -> None:
 
 
 def test_the_job_comment_names_its_task_instance_and_round_trips() -> None:
-    from traceladder.airflow.slurm_hook import JobOwner, owner_comment, parse_owner
+    from traceladder.airflow.hooks.slurm import JobOwner, owner_comment, parse_owner
 
     owner = JobOwner("traceladder-proxy", "manual__2026-12-02T05:00:00+00:00", "rung_b1/x", 3)
     comment = owner_comment(owner)
@@ -219,7 +219,7 @@ def test_drained_and_down_nodes_are_unusable() -> None:
 
 
 def test_the_trigger_serialises_only_ids() -> None:
-    from traceladder.airflow.slurm_operator import TRIGGER_PATH, SlurmJobTrigger
+    from traceladder.airflow.triggers.slurm import TRIGGER_PATH, SlurmJobTrigger
 
     path, kwargs = SlurmJobTrigger("42", "slurm_hpc", poll_s=5).serialize()
     assert path == TRIGGER_PATH and kwargs == {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from traceladder.airflow.operators import SPOOL_IN_VOLUME, SPOOL_VOLUME, spool_mount
+from traceladder.airflow.operators.docker import SPOOL_IN_VOLUME, SPOOL_VOLUME, spool_mount
 
 
 def test_the_workers_spool_dir_is_bind_mounted_at_the_same_path() -> None:

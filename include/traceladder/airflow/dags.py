@@ -178,7 +178,7 @@ def _docker_rungs(
     """A docker host's rung slot: the runner image on the host's daemon, in its pool. The
     task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
     partial artifacts before Airflow removes the container."""
-    from traceladder.airflow.operators import RungDockerOperator
+    from traceladder.airflow.operators.docker import RungDockerOperator
 
     return RungDockerOperator(
         spec=spec,
@@ -206,7 +206,7 @@ def _slurm_rungs(
     """A Slurm cluster's rung slot: a batch job submitted over the login node's SSH connection,
     deferred while it runs. The pool (include_deferred) keeps one rung per cluster at a time; the
     job's own --time ends it before the task's execution_timeout."""
-    from traceladder.airflow.slurm_operator import SlurmRungOperator
+    from traceladder.airflow.operators.slurm import SlurmRungOperator
 
     assert host.ssh_conn_id is not None
     return SlurmRungOperator(

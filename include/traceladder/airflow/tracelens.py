@@ -15,7 +15,7 @@ PYTORCH_MARK = ".pt.trace.json"
 
 
 def run_tracelens(ladder: str, trace_key: str) -> JSONObject:
-    from traceladder.airflow.operators import TracelensDockerOperator
+    from traceladder.airflow.operators.docker import TracelensDockerOperator
     from traceladder.analysis.stored import tracelens_prefix
 
     if PYTORCH_MARK not in trace_key.rsplit("/", 1)[-1]:

@@ -300,7 +300,7 @@ def adaptive_plan(
     )
 
 
-# What the Slurm job sets on each node (airflow/slurm_hook.py); a ladder's value would beat it.
+# What the Slurm job sets on each node (airflow/hooks/slurm.py); a ladder's value would beat it.
 _PER_NODE_KEYS = ("NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 

@@ -1,5 +1,6 @@
-"""The Ladders page in the Airflow UI: a FastAPI app that the plugin in
-``plugins/traceladder_ui.py`` mounts at ``/traceladder`` and links from the nav (Browse > Ladders).
+"""The Ladders page in the Airflow UI: a FastAPI app that the plugin in ``traceladder.ui.plugin``
+(installed through the ``airflow.plugins`` entry point) mounts at ``/traceladder`` and links from
+the nav (Browse > Ladders).
 
 It lists every ladder file, each ladder's published runs (``runs/`` index objects), a run's summary (ladder
 table, lenses, findings, the charts in ``summary/charts/``) and its artifacts (streamed from S3

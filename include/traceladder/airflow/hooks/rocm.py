@@ -26,7 +26,7 @@ It is ``DockerHook`` (providers-docker) plus:
 * ``remove_orphans``: traceladder's leftover containers on the host (labels, docker_hygiene).
 
 Failures of the checks are ``HostCheckError``: one line that names the host. The operators
-(airflow/operators.py) hold only the task's parameters.
+(airflow/operators/docker.py) hold only the task's parameters.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""The slurm backend's task (issue 27): a deferrable operator and its trigger.
+"""The slurm backend's task (issue 27): a deferrable operator.
 
-* ``SlurmRungOperator`` renders the rung's batch script (airflow/slurm_hook.py), submits it with
-  ``sbatch`` over SSH, and defers to ``SlurmJobTrigger``, so no worker slot is held while the rung
-  runs. It resumes in ``execute_complete`` to collect: the final state is the runner's own
-  ``metrics.json`` in the store (which the nodes upload through the spool, as on the docker path);
-  the Slurm state only explains a rung that stored nothing (``NODE_FAIL`` names its nodes).
-* ``SlurmJobTrigger`` polls ``scontrol show job -o`` through ``SSHHookAsync`` (asyncssh: the
-  triggerer's event loop never blocks), keeps polling while slurmctld or the login node is
-  unreachable (up to ``down_grace_s``), and serialises only ids and numbers, never a secret. Its
-  ``on_kill`` (a user marked the deferred task failed/succeeded, or cleared it) cancels the job with
-  ``scancel``; a triggerer restart calls no ``on_kill``, so the job keeps running and the next
-  triggerer polls it again.
+``SlurmRungOperator`` renders the rung's batch script (airflow/hooks/slurm.py), submits it with
+``sbatch`` over SSH, and defers to ``SlurmJobTrigger`` (airflow/triggers/slurm.py), so no worker
+slot is held while the rung runs. It resumes in ``execute_complete`` to collect: the final state is
+the runner's own ``metrics.json`` in the store (which the nodes upload through the spool, as on the
+docker path); the Slurm state only explains a rung that stored nothing (``NODE_FAIL`` names its
+nodes).
 
 Re-attaching after a dead worker: the job's name is a hash of (dag, run, task, map index), the
 same for every try, and it goes to the controller in the same ``sbatch`` call that creates the job.
@@ -23,26 +18,15 @@ which leaves exactly that window, and it is built for the synchronous path).
 
 from __future__ import annotations
 
-import asyncio
 import shlex
-import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from traceladder.airflow.slurm_hook import (
-    JobOwner,
-    SlurmError,
-    SlurmHook,
-    cancel_async,
-    job_name,
-    job_state_async,
-    sbatch_script,
-)
+from traceladder.airflow.hooks.slurm import JobOwner, SlurmError, SlurmHook, job_name, sbatch_script
+from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 from traceladder.core.documents import JSONObject, RungResult
-from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.core.settings import SHARED_DIR
@@ -51,64 +35,9 @@ from traceladder.storage.spool import ENV_SPOOL
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-TRIGGER_PATH = "traceladder.airflow.slurm_operator.SlurmJobTrigger"
 # Task-instance states after which the task's job has no reason to run: its job is an orphan.
 # (None, a cleared task instance, is not here: its next try re-attaches to the job by name.)
 FINISHED_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
-
-
-class SlurmJobTrigger(BaseTrigger):
-    """Fires once the Slurm job has ended (or the controller no longer knows it).
-
-    :param job_id: The Slurm job id.
-    :param ssh_conn_id: The Airflow SSH connection of the login node (the secrets stay in it).
-    :param poll_s: Seconds between polls.
-    :param down_grace_s: How long polls may fail in a row (slurmctld restarting, the login node
-        rebooting) before the trigger gives up with an ``error`` event.
-    """
-
-    def __init__(self, job_id: str, ssh_conn_id: str, poll_s: float = 15.0, down_grace_s: float = 600.0) -> None:
-        super().__init__()
-        self.job_id = str(job_id)
-        self.ssh_conn_id = ssh_conn_id
-        self.poll_s = float(poll_s)
-        self.down_grace_s = float(down_grace_s)
-
-    def serialize(self) -> tuple[str, JSONObject]:
-        return TRIGGER_PATH, {
-            "job_id": self.job_id,
-            "ssh_conn_id": self.ssh_conn_id,
-            "poll_s": self.poll_s,
-            "down_grace_s": self.down_grace_s,
-        }
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        failing_since: float | None = None
-        while True:
-            try:
-                state = await job_state_async(self.ssh_conn_id, self.job_id)
-            except Exception as exc:  # noqa: BLE001 - ssh, asyncssh and Slurm failures alike: retry
-                text = first_line(exc)
-                if "Invalid job id" in text:  # finished longer than MinJobAge ago: the store says how
-                    yield TriggerEvent({"status": "gone", "job_id": self.job_id, "error": text})
-                    return
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > self.down_grace_s:
-                    yield TriggerEvent({"status": "error", "job_id": self.job_id, "error": text})
-                    return
-                self.log.warning("job %s: poll failed (%s); retrying", self.job_id, text)
-                await asyncio.sleep(self.poll_s)
-                continue
-            failing_since = None
-            if state.terminal:
-                yield TriggerEvent({"status": "done", **state.to_json()})
-                return
-            await asyncio.sleep(self.poll_s)
-
-    async def on_kill(self) -> None:
-        self.log.info("cancelling Slurm job %s", self.job_id)
-        await cancel_async(self.ssh_conn_id, self.job_id)
 
 
 class SlurmRungOperator(BaseOperator):
@@ -252,7 +181,7 @@ class SlurmRungOperator(BaseOperator):
             hook.cancel(job_id)
 
     def _submit(self, hook: SlurmHook, spec: Any, cluster: Any, name: str, nnodes: int, owner: JobOwner) -> str:
-        from traceladder.airflow.operators import storage_environment
+        from traceladder.airflow.operators.docker import storage_environment
 
         settings = cluster.slurm
         work = settings.work_dir

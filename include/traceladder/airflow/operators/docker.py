@@ -8,7 +8,7 @@
   in the runner image, S3 credentials through ``private_environment``, a pre-flight check of the
   host, orphan cleanup, and the task fails unless the runner's result says ``ok``.
 
-The daemon side lives in ``RocmDockerHook`` (airflow/rocm_hook.py): TLS from a connection, the CA
+The daemon side lives in ``RocmDockerHook`` (airflow/hooks/rocm.py): TLS from a connection, the CA
 fix, a client whose host configs add devices, ``group_add`` and ``security_opt``, the preflight,
 the image lookup and the orphan clean-up. The operators hold only the task's parameters and use
 DockerOperator's own container code (no provider method is copied); written against
@@ -32,7 +32,7 @@ from airflow.providers.docker.operators.docker import DockerOperator
 from docker.types import Mount, Ulimit
 
 from traceladder.airflow import docker_hygiene as hygiene
-from traceladder.airflow.rocm_hook import RocmDockerHook
+from traceladder.airflow.hooks.rocm import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import settings
 from traceladder.storage.spool import ENV_BUDGET, ENV_SPOOL

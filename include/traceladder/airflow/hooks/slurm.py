@@ -1,6 +1,6 @@
 """The Slurm client of the slurm backend (issue 27): `sbatch`, `squeue`, `scontrol`, `scancel` and
 `sinfo` on the cluster's login node over SSH, through apache-airflow-providers-ssh's `SSHHook`
-(the worker side) and `SSHHookAsync` (the trigger side).
+(the worker side, in `SlurmHook`, connection type `slurm`) and `SSHHookAsync` (the trigger side).
 
 The job script is rendered here, from the cluster's `slurm:` settings (config/models.py
 `SlurmSettings`): `#SBATCH -N <nnodes> --exclusive --no-requeue --time=<minutes>`, the site's
@@ -22,6 +22,8 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from airflow.sdk import BaseHook
 
 from traceladder.core.settings import NODE_DIR, SHARED_DIR, SPOOL_DIR
 from traceladder.config.models import SlurmSettings
@@ -284,14 +286,25 @@ def _node_command(
     return f'export NODE_RANK="$SLURM_NODEID"; exec {head} {env_flags} {shlex.quote(image)} traceladder {runner}'
 
 
-class SlurmHook:
-    """Slurm commands on the login node of an Airflow SSH connection (host, port, login, key_file).
+class SlurmHook(BaseHook):
+    """Slurm commands on the cluster's login node, over SSH (host, port, login, key file).
 
-    :param ssh_conn_id: The Airflow SSH connection of the cluster's login node.
+    Its connection is either of type ``slurm`` (this hook's own, registered through the provider
+    info with its form fields) or a plain ``ssh`` connection: both are read by the SSH provider's
+    ``SSHHook``, which checks no connection type, so the ``ssh`` connections clusters.yaml names
+    today keep working.
+
+    :param ssh_conn_id: The Airflow connection of the cluster's login node.
     :param cmd_timeout: Seconds one command may take (sbatch under a busy controller is slow).
     """
 
-    def __init__(self, ssh_conn_id: str, cmd_timeout: float = 60.0) -> None:
+    conn_name_attr = "ssh_conn_id"
+    default_conn_name = "slurm_default"
+    conn_type = "slurm"
+    hook_name = "Slurm (login node over SSH)"
+
+    def __init__(self, ssh_conn_id: str = default_conn_name, cmd_timeout: float = 60.0) -> None:
+        super().__init__()
         self.ssh_conn_id = ssh_conn_id
         self.cmd_timeout = cmd_timeout
         self._ssh: Any = None
@@ -304,9 +317,13 @@ class SlurmHook:
             self._ssh = SSHHook(ssh_conn_id=self.ssh_conn_id, cmd_timeout=self.cmd_timeout)
         return self._ssh
 
+    def get_conn(self) -> Any:
+        """The login node's paramiko client; SSHHook keeps one while its transport lives."""
+        return self.ssh.get_conn()
+
     def run(self, command: str, check: bool = True) -> str:
         # SSHHook keeps one connection while its transport lives: one login per hook, not per command
-        client = self.ssh.get_conn()
+        client = self.get_conn()
         rc, out, err = self.ssh.exec_ssh_client_command(client, command, get_pty=False, environment=None)
         if check and rc != 0:
             text = (err or out).decode(errors="replace").strip().splitlines()

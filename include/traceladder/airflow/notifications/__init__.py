@@ -1,0 +1,1 @@
+"""Notifications: the regression notice through a webhook connection (regression.py)."""

@@ -1,0 +1,1 @@
+"""Triggers: the deferred wait on a Slurm job (slurm.py)."""
