@@ -202,3 +202,44 @@ class RocmDockerHook(DockerHook):
 
     def remove_orphans(self, *, running_too: dict[str, str] | None = None, log: Any = None) -> list[str]:
         return hygiene.remove_orphans(self.api_client, self.host_name, running_too=running_too, log=log)
+
+    def run_container(
+        self,
+        image: str,
+        *,
+        entrypoint: list[str],
+        command: list[str],
+        environment: dict[str, str],
+        labels: dict[str, str],
+        nofile: int,
+        log: Any = None,
+    ) -> tuple[int, list[str]]:
+        """Run one short container to its end as a plain call: pulled if missing, host network
+        (as the rungs reach S3), the containers' ``nofile`` limit, traceladder's labels (so that a
+        container left by a killed task is an orphan ``remove_orphans`` finds). Returns the exit
+        code and the output lines (stdout and stderr, in order); the container is removed
+        whatever happens."""
+        client = self.api_client
+        if not client.images(name=image):
+            client.pull(image)
+        host_config = client.create_host_config(
+            network_mode="host", ulimits=[{"Name": "nofile", "Soft": nofile, "Hard": nofile}]
+        )
+        container = client.create_container(
+            image=image,
+            entrypoint=entrypoint,
+            command=command,
+            environment=environment,
+            labels=labels,
+            host_config=host_config,
+        )
+        try:
+            client.start(container["Id"])
+            status = client.wait(container["Id"])
+            raw = client.logs(container["Id"], stdout=True, stderr=True)
+            lines = raw.decode(errors="replace").splitlines()
+            for line in lines:
+                (log or self.log).info("%s", line)
+            return int(status["StatusCode"]), lines
+        finally:
+            client.remove_container(container["Id"], force=True)
