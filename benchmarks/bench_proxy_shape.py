@@ -257,7 +257,7 @@ Runs = list[tuple[list[str], dict[str, str]]]
 def _paired_runs(child: str, parent: str) -> tuple[Runs, float]:
     """The parent's and the child's (proxy argv, environment), as the runner starts them, and
     the ratio of their tokens per step."""
-    from traceladder.workload.settings import parse
+    from traceladder.workload.proxy_config import parse
 
     runs = []
     for rung in (parent, child):

@@ -3,7 +3,7 @@ where a whole demo's time goes (``--only demo_split``).
 
 The proxy-local ladder's baseline, measure run (lens none) and profiled run (torch_rank0), each
 run the way run_rung runs it: cold (rung.execute: `python -m traceladder.workload`, ranks
-spawned) and warm (runner/warm.py: forked from the DAG run's launcher, ranks forked), in
+spawned) and warm (runner/forkserver_client.py: forked from the DAG run's launcher, ranks forked), in
 alternating pairs. Per run: the seconds from the request to the workload's exit, the sum of the
 measured iterations (the iterations metrics.json keeps) and their share of that time. The
 launcher's own start (once per DAG run) is reported apart.
@@ -42,7 +42,7 @@ def _spec(lens: str):
 
 
 def _once(spec, warm_mode: bool) -> dict[str, float]:
-    from traceladder.runner import warm
+    from traceladder.runner import forkserver_client as warm
     from traceladder.runner.backends import local
     from traceladder.runner.primus_log import parse_iterations, summarize
     from traceladder.runner.rung import execute
@@ -67,7 +67,7 @@ def _once(spec, warm_mode: bool) -> dict[str, float]:
 
 
 def bench_warm_launch(ctx: Context) -> list[Row]:
-    from traceladder.runner import warm
+    from traceladder.runner import forkserver_client as warm
 
     os.environ["AIRFLOW_CTX_DAG_ID"] = "bench-warm"
     os.environ["AIRFLOW_CTX_DAG_RUN_ID"] = f"bench-{os.getpid()}"

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from traceladder.workload.comm import Comm
     from traceladder.workload.metrics import PeakMemory
-    from traceladder.workload.settings import Settings
+    from traceladder.workload.proxy_config import ProxyConfig
 
 
 #: forward and backward passes of one MoE layer per timed unit (``--unit=moe_layer``)
 LAYER_PASSES = 5
 
 
-def _moe_layer(s: Settings, comm: Comm, rank: int) -> Callable[[int, PeakMemory], object]:
+def _moe_layer(s: ProxyConfig, comm: Comm, rank: int) -> Callable[[int, PeakMemory], object]:
     """One MoE layer of the rung (router, dispatch, experts, combine) at its sizes: each call runs
     LAYER_PASSES forward and backward passes on this rank's tokens."""
     import torch
@@ -80,7 +80,7 @@ def paired_rank(
     import torch
 
     from traceladder.workload import launch, train
-    from traceladder.workload.settings import parse
+    from traceladder.workload.proxy_config import parse
 
     def body() -> None:
         settings = [parse(argv, {**os.environ, **env}) for argv, env in runs]

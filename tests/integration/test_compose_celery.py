@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.core.settings import COMPOSE_SECRETS
+from traceladder.core.env_vars import COMPOSE_SECRETS
 import yaml
 
 from tests.integration.needs import unavailable

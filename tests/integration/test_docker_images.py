@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from traceladder.core.settings import COMPOSE_SECRETS
+from traceladder.core.env_vars import COMPOSE_SECRETS
 from tests.integration.needs import unavailable
 
 from tests.integration.conftest import (

@@ -37,7 +37,7 @@ XCOM_CEILING = 64 * 1024  # bytes per XCom value; Postgres jsonb takes 255 MB, M
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("scheduler")
-    workloads = tmp / "workloads"  # the warm launchers' records and logs (runner/warm.py)
+    workloads = tmp / "workloads"  # the warm launchers' records and logs (runner/forkserver_client.py)
     stack = start_stack(
         tmp, {TRIGGERED: {}, SCHEDULED: {"schedule": "0 3 * * 1"}}, {"TRACELADDER_WORKLOADS_DIR": str(workloads)}
     )

@@ -16,7 +16,7 @@ from scipy import stats
 
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.config.loader import CONFIG_DIR
-from traceladder.core.settings import MAX_REPEATS
+from traceladder.core.env_vars import MAX_REPEATS
 from traceladder.plan.build import adaptive_plan, build_plan
 from traceladder.plan.grid import check_blocks, host_counts, weekly_grid
 from traceladder.stats.sequential import Design, boundaries, critical_t, obf_spending, over_budget, target_reached

@@ -44,7 +44,7 @@ RUNGS = {  # rung: (parent, switch, value, args, env)
 TOKENS_PER_STEP = {"gbs2": 128.0}  # the others 64: a step's tokens, as the runner's figures give them
 _BATCH = """
 import contextlib, json, os, sys
-from traceladder.workload.settings import parse
+from traceladder.workload.proxy_config import parse
 from traceladder.workload.train import run_rank
 for item in json.load(sys.stdin):
     with open(os.devnull, "w") as fh, contextlib.redirect_stdout(fh):

@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from traceladder.cli import compose_env
-from traceladder.core import settings
+from traceladder.core import env_vars
 
 VALUES = {
     "POSTGRES_PASSWORD": "pg/pass:word@1",  # reserved URL characters: the URL must quote them
@@ -31,35 +31,35 @@ def _files(tmp_path: Path, values: dict[str, str]) -> dict[str, str]:
     for name, value in values.items():
         path = tmp_path / name.lower()
         path.write_text(value + "\n")
-        env[name + settings.FILE_SUFFIX] = str(path)
+        env[name + env_vars.FILE_SUFFIX] = str(path)
     return env
 
 
 def test_the_variable_wins_and_the_file_is_read_only_when_it_is_empty(tmp_path: Path) -> None:
     path = tmp_path / "s3_secret_key"
     path.write_text("from-the-file\r\n")
-    assert settings.secret("S3_SECRET_KEY", {"S3_SECRET_KEY_FILE": str(path)}) == "from-the-file"
+    assert env_vars.secret("S3_SECRET_KEY", {"S3_SECRET_KEY_FILE": str(path)}) == "from-the-file"
     both = {"S3_SECRET_KEY": "from-env", "S3_SECRET_KEY_FILE": str(path)}
-    assert settings.secret("S3_SECRET_KEY", both) == "from-env"
+    assert env_vars.secret("S3_SECRET_KEY", both) == "from-env"
     empty_var = {"S3_SECRET_KEY": "", "S3_SECRET_KEY_FILE": str(path)}
-    assert settings.secret("S3_SECRET_KEY", empty_var) == "from-the-file"
-    assert settings.secret("S3_SECRET_KEY", {}) is None
-    assert settings.secret("S3_SECRET_KEY", {"S3_SECRET_KEY_FILE": ""}) is None
+    assert env_vars.secret("S3_SECRET_KEY", empty_var) == "from-the-file"
+    assert env_vars.secret("S3_SECRET_KEY", {}) is None
+    assert env_vars.secret("S3_SECRET_KEY", {"S3_SECRET_KEY_FILE": ""}) is None
     # a value set in the environment never opens the file, even a bad one
-    assert settings.secret("S3_SECRET_KEY", {"S3_SECRET_KEY": "x", "S3_SECRET_KEY_FILE": "/nonexistent"}) == "x"
+    assert env_vars.secret("S3_SECRET_KEY", {"S3_SECRET_KEY": "x", "S3_SECRET_KEY_FILE": "/nonexistent"}) == "x"
 
 
 def test_a_bad_secret_file_is_one_line_naming_the_variable_and_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "run" / "secrets" / "s3_secret_key"
-    with pytest.raises(settings.SecretFileError) as err:
-        settings.secret("S3_SECRET_KEY", {"S3_SECRET_KEY_FILE": str(missing)})
+    with pytest.raises(env_vars.SecretFileError) as err:
+        env_vars.secret("S3_SECRET_KEY", {"S3_SECRET_KEY_FILE": str(missing)})
     assert str(err.value) == f"S3_SECRET_KEY_FILE={missing}: cannot read the secret file (No such file or directory)"
     empty = tmp_path / "empty"
     empty.write_text("\n")
-    with pytest.raises(settings.SecretFileError, match=rf"^S3_ACCESS_KEY_FILE={empty}: the secret file is empty$"):
-        settings.secret("S3_ACCESS_KEY", {"S3_ACCESS_KEY_FILE": str(empty)})
-    with pytest.raises(settings.SecretFileError) as err:
-        settings.secret("S3_ACCESS_KEY", {"S3_ACCESS_KEY_FILE": str(tmp_path)})  # a folder
+    with pytest.raises(env_vars.SecretFileError, match=rf"^S3_ACCESS_KEY_FILE={empty}: the secret file is empty$"):
+        env_vars.secret("S3_ACCESS_KEY", {"S3_ACCESS_KEY_FILE": str(empty)})
+    with pytest.raises(env_vars.SecretFileError) as err:
+        env_vars.secret("S3_ACCESS_KEY", {"S3_ACCESS_KEY_FILE": str(tmp_path)})  # a folder
     assert "\n" not in str(err.value) and str(tmp_path) in str(err.value)
 
 

@@ -229,9 +229,9 @@ def test_cli_help() -> None:
 
 def test_headroom_share_is_read_and_checked(tmp_path: Path) -> None:
     """`headroom: {share}`: the roofline share behind the summary's recoverable time (docs/whats-left.md)."""
-    assert load_ladder(write(tmp_path, MINIMAL)).ladder.headroom.share == 0.7
+    assert load_ladder(write(tmp_path, MINIMAL)).ladder.whats_left.share == 0.7
     data = copy.deepcopy(MINIMAL)
     data["headroom"] = {"share": 0.5}
-    assert load_ladder(write(tmp_path, data, "b.yaml")).ladder.headroom.share == 0.5
+    assert load_ladder(write(tmp_path, data, "b.yaml")).ladder.whats_left.share == 0.5
     err = error_of(tmp_path, lambda d: d.update(headroom={"share": 1.5}))
     assert "headroom" in str(err) and "share" in str(err) and len(str(err).splitlines()) == 1

@@ -1,8 +1,8 @@
-"""The warm launcher (workload/warm.py) and the runner's side of it (runner/warm.py).
+"""The warm launcher (workload/forkserver.py) and the runner's side of it (runner/forkserver_client.py).
 
 Two launchers for the module: a probe launcher, the real Launcher in a driver process whose
 workload main() is swapped for a probe that reports the child's state (what a fork must not
-carry over), and the real one that runner/warm.py starts and that runs the tiny proxy with two
+carry over), and the real one that runner/forkserver_client.py starts and that runs the tiny proxy with two
 forked ranks. The driver dirties what it may before it serves (random, numpy's RNG, the
 environment, the cwd) to show that a child gets none of it."""
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from tests.tiny_proxy import TINY_MODEL
 
-from traceladder.runner import orphans, warm
+from traceladder.runner import forkserver_client as warm, orphans
 from traceladder.rung_spec import render_overrides
 from traceladder.runner.rung import _execute_workload
 
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.service
 _DRIVER = r"""
 import json, os, random, sys, time
 sys.path.insert(0, sys.argv[3])
-from traceladder.workload import warm
+from traceladder.workload import forkserver as warm
 import traceladder.workload.__main__ as entry
 
 def fd_targets():

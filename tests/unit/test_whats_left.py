@@ -13,7 +13,7 @@ import pytest
 from traceladder.analysis.analyzers.trace import analyze_trace, read_trace
 from traceladder.analysis.model.table import Table
 from traceladder.analysis.perf_model.device_peaks import PEAKS, device_from_trace, find_device
-from traceladder.analysis.reports import headroom as hr
+from traceladder.analysis.reports import whats_left_targets as targets
 from traceladder.analysis.reports import ops_summary as ops
 from traceladder.analysis.reports.gpu_timeline import cpu_selection
 from traceladder.analysis.reports.idle_breakdown import cpu_idle, gpu_idle
@@ -157,7 +157,7 @@ def test_headroom_ranks_recoverable_first() -> None:
     roof = roofline({"GEMM": _gemm_sheet()}, [("aten::mm", 100.0), ("flash_fwd", 500.0)], PEAKS["MI300X"], 2)
     regions = [{"region": "optimizer", "ms_per_step": 0.3, "pct_of_direct_kernel_time": 10.0, "matched_names": "x"}]
     idle_rows = [[0, 7, "host_wait", 100.0, 0.5], [0, 9, "host_wait", 60.0, 1.0], [0, 7, "other", 100.0, 0.5]]
-    rows = hr.headroom(
+    rows = targets.ranked_targets(
         steps=2,
         step_ms=1.0,
         device="gpu",
@@ -266,10 +266,10 @@ def test_final_rung_is_the_end_of_the_longest_non_batch_chain() -> None:
 def test_section_covers_lens_and_final_rung() -> None:
     from traceladder.summary.render.html import to_html
     from traceladder.summary.render.markdown import to_markdown
-    from traceladder.summary.whats_left import OTHER_KINDS_HEADING, headroom_section, markdown
+    from traceladder.summary.whats_left import OTHER_KINDS_HEADING, whats_left_section, markdown
 
     results = FUSIONS_LENS_RESULT
-    section = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "fusions")
+    section = whats_left_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "fusions")
     assert [(e["rung"], e["role"]) for e in section] == [("fusions", "lens rung"), ("recompute_off", "final rung")]
     lens, final = section
     assert [t["target"] for t in lens["targets"]] == ["op0", "op1", "op2", "op3", "op4"]  # the top 5
@@ -289,7 +289,7 @@ def test_section_covers_lens_and_final_rung() -> None:
     assert "## What's left" in md and "| 1 | op | op0 | 10.00 | 5.0 | - |" in md and "5. s4." in md
     assert f"{OTHER_KINDS_HEADING}\n- s6." in md
     # the lens rung is the final rung: one entry
-    one = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "recompute_off")
+    one = whats_left_section({"specs": SPECS}, results, {"k/rank0.json.gz": _analysis()}, "recompute_off")
     assert [(e["rung"], e["role"]) for e in one] == [("recompute_off", "lens rung and final rung")]
     summary = {
         "ladder": "l",
@@ -370,7 +370,7 @@ def test_cli_roofline_share_and_gpu_model(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_section_prefers_the_lens_run_over_the_one_step_profile_run() -> None:
-    from traceladder.summary.whats_left import headroom_section
+    from traceladder.summary.whats_left import whats_left_section
 
     specs = [
         {**_spec("a", None, None, "torch_rank0", "profile"), "rung_id": "a.torch_rank0.p0"},
@@ -381,7 +381,7 @@ def test_section_prefers_the_lens_run_over_the_one_step_profile_run() -> None:
         for s in specs  # the profile run comes first by repeat
     }
     analyses = {k: {**_analysis(), "steps": 1 if ".p0" in k else 2} for r in results.values() for k in r["traces"]}
-    (entry,) = headroom_section({"specs": specs}, results, analyses, "a")
+    (entry,) = whats_left_section({"specs": specs}, results, analyses, "a")
     assert entry["trace"] == "a.torch_rank0.l1/t.json.gz" and entry["steps"] == 2
 
 
@@ -425,7 +425,7 @@ def test_top_rows_keep_one_row_of_every_kind() -> None:
 def test_the_accumulate_grad_origin_shows_wherever_it_ranks() -> None:
     # The seed's largest leftover is aten::add_ under AccumulateGrad: the summary names it even
     # when a larger origin row already stands for the kind.
-    from traceladder.summary.whats_left import headroom_section
+    from traceladder.summary.whats_left import whats_left_section
 
     analysis = _analysis()
     row = dict(analysis["headroom"][0], kind="origin", recoverable_ms=None)
@@ -435,7 +435,7 @@ def test_the_accumulate_grad_origin_shows_wherever_it_ranks() -> None:
         dict(row, target="aten::add_ under AccumulateGrad", ms_per_step=0.7, sentence="add."),
     ]
     results = FUSIONS_LENS_RESULT
-    lens = headroom_section({"specs": SPECS}, results, {"k/rank0.json.gz": analysis}, "fusions")[0]
+    lens = whats_left_section({"specs": SPECS}, results, {"k/rank0.json.gz": analysis}, "fusions")[0]
     assert [t["target"] for t in lens["other_kinds"]] == [
         "op6",
         "aten::bmm under BmmBackward0 (of aten::bmm)",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.workload.settings import Settings, SettingsError, parse, split_overrides
+from traceladder.workload.proxy_config import ProxyConfig, ProxyConfigError, parse, split_overrides
 from traceladder.workload.train import RANK_CPU_PREFIX
 from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 
@@ -129,7 +129,7 @@ CLI: dict[str, tuple[list[str], dict[str, str]]] = {
 }
 _BATCH = """
 import contextlib, json, sys
-from traceladder.workload.settings import parse
+from traceladder.workload.proxy_config import parse
 from traceladder.workload.train import run_rank
 for item in json.load(sys.stdin):
     with open(item["out"], "w") as fh, contextlib.redirect_stdout(fh):
@@ -447,7 +447,7 @@ def test_extra_work_is_sized_from_the_warm_up_step() -> None:
     off = ExtraWork(parse(TINY, env={}))
     off.calibrate(0.5, Comm(0, 1))
     assert not off.enabled and off.flops == 0
-    with pytest.raises(SettingsError, match="extra_work_pct"):
+    with pytest.raises(ProxyConfigError, match="extra_work_pct"):
         parse(["--extra_work_pct", "-5"], env={})
 
 
@@ -631,7 +631,7 @@ def test_override_syntaxes_and_types() -> None:
 
 def test_settings_defaults_and_environment() -> None:
     s = parse([], env={})
-    assert isinstance(s, Settings)
+    assert isinstance(s, ProxyConfig)
     assert (s.num_layers, s.num_experts, s.moe_router_topk, s.world_size, s.train_iters) == (8, 256, 6, 2, 10)
     assert s.compress_ratios == (0, 0, 4, 128, 4, 128, 4, 0) and s.fusions.describe() == "on"
     assert s.workspace == "./output" and s.exp_name == "proxy" and s.torch_profiler_use_gzip
@@ -669,7 +669,7 @@ def test_settings_defaults_and_environment() -> None:
     ],
 )
 def test_bad_settings_name_the_key(argv: list[str]) -> None:
-    with pytest.raises(SettingsError) as err:
+    with pytest.raises(ProxyConfigError) as err:
         parse(argv, env={})
     assert "\n" not in str(err.value) and str(err.value).startswith("[proxy] error: --")
 

@@ -123,10 +123,10 @@ def _dag_run_over(dag_id: str, run_id: str) -> bool:
 
 
 def stop_warm_launcher(dag_id: str, run_id: str) -> None:
-    """The DAG run's warm launcher on this host (runner/warm.py) ends with the run."""
-    from traceladder.runner import warm
+    """The DAG run's warm launcher on this host (runner/forkserver_client.py) ends with the run."""
+    from traceladder.runner import forkserver_client
 
-    warm.stop_run(dag_id, run_id)
+    forkserver_client.stop_run(dag_id, run_id)
 
 
 def _stored_plan(ladder: str, run_id: str) -> tuple[ArtifactSink, str, JSONObject]:
@@ -201,7 +201,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
     loaded, store = ladder_store(ladder)
     try:
         result = analyze_stored(
-            store, item["key"], roofline_share=loaded.ladder.headroom.share, gpu_model=loaded.ladder.cluster
+            store, item["key"], roofline_share=loaded.ladder.whats_left.share, gpu_model=loaded.ladder.cluster
         )
     except (TraceError, ArtifactIntegrityError) as exc:
         raise AirflowFailException(first_line(exc)) from None

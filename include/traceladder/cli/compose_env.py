@@ -2,7 +2,7 @@
 
     python -m traceladder.cli.compose_env airflow scheduler
 
-It reads the stack's secrets (``settings.COMPOSE_SECRETS``), each from its variable or, when that
+It reads the stack's secrets (``env_vars.COMPOSE_SECRETS``), each from its variable or, when that
 is empty, from the file its ``_FILE`` names (compose's ``secrets:`` under /run/secrets/), builds
 the Airflow settings that hold them (the metadata database URL, the Celery result backend, the
 API keys, the S3 connection) and replaces itself with the command. A setting already in the
@@ -20,7 +20,7 @@ import sys
 from typing import Mapping, Sequence
 from urllib.parse import quote
 
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.errors import TraceladderError
 
 #: The compose services' names for the database and S3 (the compose file's own network names).
@@ -33,13 +33,13 @@ class ComposeSecretError(TraceladderError, ValueError):
     """A secret of the compose stack given neither as its variable nor as its file."""
 
 
-def resolve(env: Mapping[str, str], names: Sequence[str] = settings.COMPOSE_SECRETS) -> dict[str, str]:
+def resolve(env: Mapping[str, str], names: Sequence[str] = env_vars.COMPOSE_SECRETS) -> dict[str, str]:
     """The secrets ``names`` (default: every compose secret) by name, from the variable or its file."""
-    found = {name: settings.secret(name, env) for name in names}
+    found = {name: env_vars.secret(name, env) for name in names}
     missing = [name for name, value in found.items() if value is None]
     if missing:
         raise ComposeSecretError(
-            f"not set: {', '.join(missing)} (give each as the variable, or as NAME{settings.FILE_SUFFIX} naming a "
+            f"not set: {', '.join(missing)} (give each as the variable, or as NAME{env_vars.FILE_SUFFIX} naming a "
             "file such as /run/secrets/<name>)"
         )
     return {name: value for name, value in found.items() if value is not None}

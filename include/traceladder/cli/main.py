@@ -14,7 +14,7 @@ from typing import Callable, cast
 
 from traceladder import __version__
 from traceladder.core.errors import TraceladderError, first_line
-from traceladder.core.settings import DEFAULT_BUCKET
+from traceladder.core.env_vars import DEFAULT_BUCKET
 
 EXIT_USAGE = 2
 
@@ -119,7 +119,7 @@ def _sink(out: str | None, ladder: str, prefix: str):
 
     if out:
         return DirArtifactSink(Path(out).resolve())
-    from traceladder.core.settings import S3_BUCKET
+    from traceladder.core.env_vars import S3_BUCKET
 
     return S3ArtifactStore(s3_client_from_env(), str(S3_BUCKET.get()), prefix, ladder)
 

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from traceladder.config.models import Cluster, Clusters, Ladder
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.errors import first_line
 from traceladder.config.validate import Assignment, LadderConfigError, validate_ladder
 
@@ -25,11 +25,11 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def ladders_dir() -> Path:
-    return Path(settings.LADDERS_DIR.get() or CONFIG_DIR / "ladders")
+    return Path(env_vars.LADDERS_DIR.get() or CONFIG_DIR / "ladders")
 
 
 def clusters_file() -> Path:
-    return Path(settings.CLUSTERS_FILE.get() or CONFIG_DIR / "clusters.yaml")
+    return Path(env_vars.CLUSTERS_FILE.get() or CONFIG_DIR / "clusters.yaml")
 
 
 @dataclass(frozen=True)

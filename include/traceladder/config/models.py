@@ -22,8 +22,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from traceladder.core import settings
-from traceladder.core.settings import MAX_REPEATS, DurationError, duration
+from traceladder.core import env_vars
+from traceladder.core.env_vars import MAX_REPEATS, DurationError, duration
 
 # A switch value as YAML gives it: `true:`, `16:` or `turbo:`.
 SwitchValue = Union[bool, int, str]
@@ -41,7 +41,7 @@ LENSES_BY_BACKEND: dict[str, tuple[str, ...]] = {
     "slurm": LENS_NAMES,
 }
 LENS_SWITCH = "lens"
-BUCKET_ENV = settings.S3_BUCKET.name
+BUCKET_ENV = env_vars.S3_BUCKET.name
 
 
 class Strict(BaseModel):
@@ -55,7 +55,7 @@ class Tool(Strict):
     cmd: str | None = None
 
 
-class RungSettings(Strict):
+class RungOverrides(Strict):
     """What a switch value (or the ladder's base) sets."""
 
     model_args: dict[str, ArgValue] = Field(default_factory=dict)
@@ -65,7 +65,7 @@ class RungSettings(Strict):
 
 class Switch(Strict):
     default: SwitchValue
-    values: dict[SwitchValue, RungSettings]
+    values: dict[SwitchValue, RungOverrides]
 
 
 class Rung(Strict):
@@ -131,7 +131,7 @@ class RetryPolicy(Strict):
     max_delay_s: int = Field(default=600, ge=1)
 
 
-class Headroom(Strict):
+class WhatsLeft(Strict):
     """The summary's "What's left" (docs/whats-left.md): an op's recoverable time is what it
     would save at this share of its roofline bound."""
 
@@ -163,12 +163,12 @@ class Ladder(Strict):
     drift: Literal["none", "linear", "quadratic"] = "none"
     timeout_s: int = Field(default=1800, ge=10)
     engine: Literal["builtin", "tracelens"] = "builtin"
-    base: RungSettings = Field(default_factory=RungSettings)
+    base: RungOverrides = Field(default_factory=RungOverrides)
     switches: dict[Name, Switch]
     rungs: list[Rung] = Field(min_length=1)
     lenses: LensPlan | None = None
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
-    headroom: Headroom = Field(default_factory=Headroom)
+    whats_left: WhatsLeft = Field(default_factory=WhatsLeft, alias="headroom")  # the ladder file's key
 
     @property
     def adaptive(self) -> AdaptiveRepeats | None:
@@ -223,7 +223,7 @@ class SpoolSettings(Strict):
 
 class StorageSettings(Strict):
     conn_id: str = "traceladder_s3"
-    bucket: str = settings.DEFAULT_BUCKET
+    bucket: str = env_vars.DEFAULT_BUCKET
     prefix: Name = "traceladder"
     # The endpoint the worker containers reach; never loopback on a real cluster.
     worker_endpoint_url: str | None = None
@@ -232,7 +232,7 @@ class StorageSettings(Strict):
     @property
     def effective_bucket(self) -> str:
         """The bucket, unless the deployment overrides it with TRACELADDER_S3_BUCKET."""
-        return settings.S3_BUCKET.over(self.bucket)
+        return env_vars.S3_BUCKET.over(self.bucket)
 
 
 class Host(Strict):

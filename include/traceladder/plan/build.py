@@ -29,7 +29,7 @@ from traceladder.config.validate import (
     LadderConfigError,
     check_profile_window,
     find_value,
-    settings_for,
+    overrides_for,
 )
 from traceladder.rung_spec import Purpose, SpecFields, check_spec, json_name, render_arg, with_read_defaults
 
@@ -223,15 +223,15 @@ def build_plan(
             if key not in cache:
                 assignment = {**loaded.assignments[rung_name], **extra, LENS_SWITCH: lens_name}
                 window = check_profile_window(ladder, assignment, f"switches.{LENS_SWITCH}.values.{lens_name}")
-                settings = settings_for(ladder, assignment)
+                overrides = overrides_for(ladder, assignment)
                 every_steps = ladder.lenses.every_rung_steps if ladder.lenses is not None else None
                 if purpose == "profile" and lens == LADDER_LENSES and every_steps and window:
                     window = (max(window[0], window[1] - every_steps), window[1])
-                    settings = settings.model_copy(
-                        update={"model_args": {**settings.model_args, "profile_step_start": window[0]}}
+                    overrides = overrides.model_copy(
+                        update={"model_args": {**overrides.model_args, "profile_step_start": window[0]}}
                     )
-                cache[key] = (settings, window)
-            settings, window = cache[key]
+                cache[key] = (overrides, window)
+            overrides, window = cache[key]
             changed = next(iter(rung.set.items()), (None, None))
             # One host runs one rung at a time; a block's positions are dealt over the hosts.
             host = hosts[position % len(hosts)]
@@ -253,14 +253,14 @@ def build_plan(
                     pool=host.pool,
                     image=loaded.cluster.runner_image or ladder.image,
                     model_tag=ladder.model_tag,
-                    model_args=settings.model_args,
-                    docker_env_vars={**settings.docker_env_vars, **loaded.cluster.launch_env()}
+                    model_args=overrides.model_args,
+                    docker_env_vars={**overrides.docker_env_vars, **loaded.cluster.launch_env()}
                     if ladder.backend == "docker"
-                    else _slurm_launch_env(loaded, settings.docker_env_vars, settings.model_args)
+                    else _slurm_launch_env(loaded, overrides.docker_env_vars, overrides.model_args)
                     if ladder.backend == "slurm"
-                    else settings.docker_env_vars,
-                    tools=settings.tools,
-                    train_iters=int(settings.model_args.get("train_iters", 10)),
+                    else overrides.docker_env_vars,
+                    tools=overrides.tools,
+                    train_iters=int(overrides.model_args.get("train_iters", 10)),
                     warmup_iters=ladder.warmup_iters,
                     profile_window=window,
                     timeout_s=ladder.timeout_s,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
     from traceladder.plan.build import RungSpec
 
-from traceladder.core.settings import TRIGGER_MAX_REPEATS
+from traceladder.core.env_vars import TRIGGER_MAX_REPEATS
 from traceladder.core.errors import TraceladderError
 
 # host -> number of slots in each block (block k has grid[host][k] slots on that host)

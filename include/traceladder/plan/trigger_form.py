@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceladder.core.settings import TRIGGER_MAX_REPEATS
+from traceladder.core.env_vars import TRIGGER_MAX_REPEATS
 
 #: One switch override, SWITCH=VALUE: a Python and an HTML (JavaScript, `v` flag) pattern alike.
 SWITCH_VALUE = r"[A-Za-z0-9_.\-]+=[A-Za-z0-9_.\-]+"

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.documents import JSONObject, JSONValue
 
-ENV_NODE_DIR = settings.NODE_DIR.name
+ENV_NODE_DIR = env_vars.NODE_DIR.name
 DONE = "done"
 
 
@@ -48,7 +48,7 @@ class NodeRole:
             node_rank = int(env.get("NODE_RANK") or 0)
         except ValueError:
             return None
-        folder = settings.NODE_DIR.get(env)
+        folder = env_vars.NODE_DIR.get(env)
         if nnodes <= 1 or not folder:
             return None
         return cls(nnodes, node_rank, Path(folder))

@@ -6,7 +6,7 @@ measure that orphan's contention. So every running workload is recorded in a sma
 host, the runner's pid and start time, the workload's process group), removed when the runner
 reaps it; the next rung's preflight stops every recorded group whose runner is gone.
 
-Warm launchers (runner/warm.py) are recorded here too, one file per DAG run and host: the
+Warm launchers (runner/forkserver_client.py) are recorded here too, one file per DAG run and host: the
 preflight drops the record of one that is gone, and stops one whose DAG run is over (when the
 caller can ask Airflow: run_over) or that is unused for longer than its idle limit (it should
 have exited by itself: it is hung). It also removes the log of a launcher that is gone, a day
@@ -25,16 +25,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.documents import JSONObject
 from traceladder.core.process_group import group_alive, kill_group
 from traceladder.storage.spool import spool_root
 
-ENV_DIR = settings.WORKLOADS_DIR.name
+ENV_DIR = env_vars.WORKLOADS_DIR.name
 
 
 def records_dir() -> Path:
-    return Path(settings.WORKLOADS_DIR.get() or spool_root().parent / "workloads")
+    return Path(env_vars.WORKLOADS_DIR.get() or spool_root().parent / "workloads")
 
 
 def _start_time(pid: int) -> str | None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from traceladder.core.documents import JSONObject
 
-from traceladder.core import settings
+from traceladder.core import env_vars
 
 _TIMEOUT_S = 20
 
@@ -121,8 +121,8 @@ def collect(backend: str, env: dict[str, str], primus_path: Path | None) -> JSON
     """Provenance fields for metrics.json; docker-only fields are None on the local backend."""
     tools: dict[str, str | None] = {"torch": torch_version(), "python": platform.python_version()}
     out: JSONObject = {
-        "image_digest": settings.IMAGE_DIGEST.get(env),
-        "image_id": settings.IMAGE_ID.get(env),
+        "image_digest": env_vars.IMAGE_DIGEST.get(env),
+        "image_id": env_vars.IMAGE_ID.get(env),
         "rocm_version": None,
         "gpu": None,
         "primus_commit": None,

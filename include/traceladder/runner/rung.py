@@ -24,7 +24,7 @@ from traceladder.core.documents import JSONObject, RungResult
 from traceladder.core.process_group import end_group
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
-from traceladder.runner import nodes, orphans, warm
+from traceladder.runner import forkserver_client, nodes, orphans
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
@@ -57,7 +57,7 @@ _BACKENDS = {"local": local_backend, "docker": docker_backend}
 
 
 def _end_workload(proc: subprocess.Popen[str]) -> None:
-    """The deadline: SIGTERM to the workload's group, 5 s, SIGKILL, 5 s (warm.py's sequence too)."""
+    """The deadline: SIGTERM to the workload's group, 5 s, SIGKILL, 5 s (forkserver.py's sequence too)."""
 
     def reaped(timeout_s: float) -> bool:
         try:
@@ -102,7 +102,7 @@ def execute(
         running = orphans.record(proc.pid)  # the next rung's preflight stops it if this runner dies
 
         assert proc.stdout is not None
-        reader = warm.start_tee(proc.stdout, log, echo, errors)
+        reader = forkserver_client.start_tee(proc.stdout, log, echo, errors)
         try:
             proc.wait(timeout=deadline_s)
             timed_out = False
@@ -135,12 +135,19 @@ def _execute_workload(
     echo: TextIO | None,
     write_errors: list[OSError],
 ) -> tuple[int | None, bool]:
-    """A local rung through this DAG run's warm launcher (runner/warm.py) when it can; else, and
+    """A local rung through this DAG run's warm launcher (runner/forkserver_client.py) when it can; else, and
     for every other backend and inside a Slurm job (one rung per job: nothing to keep warm),
     execute() as a cold subprocess."""
     in_slurm = bool(os.environ.get("SLURM_JOB_ID"))
-    if spec.backend == "local" and not in_slurm and warm.enabled() and argv[1:3] == ["-m", "traceladder.workload"]:
-        outcome = warm.run(argv[3:], env, cwd, log_path, deadline_s, echo, write_errors, say=_echo_line(echo))
+    if (
+        spec.backend == "local"
+        and not in_slurm
+        and forkserver_client.enabled()
+        and argv[1:3] == ["-m", "traceladder.workload"]
+    ):
+        outcome = forkserver_client.run(
+            argv[3:], env, cwd, log_path, deadline_s, echo, write_errors, say=_echo_line(echo)
+        )
         if outcome is not None:
             return outcome
     return execute(argv, env, cwd, log_path, deadline_s, echo, write_errors)

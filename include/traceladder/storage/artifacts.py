@@ -41,7 +41,7 @@ from typing import IO, Any, Iterator, Mapping, TypeVar
 
 # The errors and the key shapes have their own modules; these names stay importable from here.
 from traceladder.core.documents import JSONObject
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.errors import ArtifactError as ArtifactError
 from traceladder.core.errors import ArtifactIntegrityError as ArtifactIntegrityError
 from traceladder.core.errors import ArtifactKeyError as ArtifactKeyError
@@ -383,9 +383,9 @@ class S3ArtifactStore(ArtifactSink):
         cls, ladder: str, prefix: str = DEFAULT_PREFIX, env: Mapping[str, str] | None = None
     ) -> "S3ArtifactStore":
         """A store from TRACELADDER_S3_ENDPOINT / AWS_* / TRACELADDER_S3_BUCKET."""
-        if not settings.S3_BUCKET.is_set(env):
-            raise ArtifactStoreError(f"{settings.S3_BUCKET.name} is not set")
-        bucket = str(settings.S3_BUCKET.get(env))
+        if not env_vars.S3_BUCKET.is_set(env):
+            raise ArtifactStoreError(f"{env_vars.S3_BUCKET.name} is not set")
+        bucket = str(env_vars.S3_BUCKET.get(env))
         return cls(s3_client_from_env(env), bucket, prefix, ladder)
 
     @property
@@ -655,7 +655,7 @@ def s3_client_from_env(env: Mapping[str, str] | None = None, **config: Any) -> A
     from botocore.config import Config
 
     env = os.environ if env is None else env
-    endpoint = settings.S3_ENDPOINT.get(env)
+    endpoint = env_vars.S3_ENDPOINT.get(env)
     region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "us-east-1"
     s3_opts = {"addressing_style": "path"} if endpoint else {}
     cfg = Config(

@@ -38,7 +38,7 @@ from traceladder.core.documents import (
     entries_from,
     legacy_rows,
 )
-from traceladder.core.settings import DurationError, duration
+from traceladder.core.env_vars import DurationError, duration
 from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactStoreError, S3ArtifactStore
 
 # The manifest schema once retention has removed something from the rung (artifacts.py writes 1).

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from traceladder.core.documents import JSONObject, RungResult
-from traceladder.core import layout, settings
+from traceladder.core import env_vars, layout
 from traceladder.storage.artifacts import (
     MANIFEST_NAME,
     ArtifactKeyError,
@@ -37,16 +37,16 @@ from traceladder.storage.artifacts import (
     _HashingReader,
 )
 
-ENV_SPOOL = settings.SPOOL_DIR.name
-ENV_BUDGET = settings.S3_RETRY_BUDGET_S.name
-DEFAULT_BUDGET_S = float(str(settings.S3_RETRY_BUDGET_S.default))
+ENV_SPOOL = env_vars.SPOOL_DIR.name
+ENV_BUDGET = env_vars.S3_RETRY_BUDGET_S.name
+DEFAULT_BUDGET_S = float(str(env_vars.S3_RETRY_BUDGET_S.default))
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 10.0
 COMPLETE = ".complete"
 
 
 def spool_root(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
-    spool = settings.SPOOL_DIR.get(env)
+    spool = env_vars.SPOOL_DIR.get(env)
     if spool:
         return Path(spool)
     cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -55,7 +55,7 @@ def spool_root(env: Mapping[str, str] | None = None) -> Path:
 
 def retry_budget_s(env: Mapping[str, str] | None = None) -> float:
     try:
-        return max(0.0, float(settings.S3_RETRY_BUDGET_S.get(env) or DEFAULT_BUDGET_S))
+        return max(0.0, float(env_vars.S3_RETRY_BUDGET_S.get(env) or DEFAULT_BUDGET_S))
     except ValueError:
         return DEFAULT_BUDGET_S
 

@@ -17,7 +17,7 @@ from traceladder.core.documents import (
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
-from traceladder.summary.whats_left import headroom_section
+from traceladder.summary.whats_left import whats_left_section
 from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
     CPU_STEP,
@@ -135,7 +135,7 @@ def build_summary(
         "profile": profile,
         "collectives": _collectives(collectives or {}),
         # "What's left": the lens rung's and the final rung's ranked targets (summary/whats_left.py)
-        "headroom": headroom_section(plan, results, analyses, lens_rung),
+        "headroom": whats_left_section(plan, results, analyses, lens_rung),
         "failed_rungs": failed,
         "failures": [
             {"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")}

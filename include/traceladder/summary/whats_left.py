@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.analysis.reports.headroom import is_accumulate_origin
+from traceladder.analysis.reports.whats_left_targets import is_accumulate_origin
 from traceladder.core.documents import JSONObject, JSONValue, as_int, as_list, as_objects, spec_purpose
 from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs
 
-__all__ = ["TOP_TARGETS", "final_rung", "headroom_section", "markdown", "TARGET_KEYS"]
+__all__ = ["TOP_TARGETS", "final_rung", "whats_left_section", "markdown", "TARGET_KEYS"]
 
 TOP_TARGETS = 5
 TARGET_KEYS = ("kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms", "sentence")
@@ -43,8 +43,9 @@ def final_rung(specs: list[JSONObject]) -> str | None:
 def _rung_analysis(
     rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject], purposes: dict[str, str]
 ) -> tuple[JSONObject, str, str] | None:
-    """The rank-0 analysis of the rung's first profiled run with the headroom keys: (analysis, lens,
-    trace key). Lens runs (the full window) before every_rung's attribution runs (which may profile fewer steps)."""
+    """The rank-0 analysis of the rung's first profiled run with the What's-left rows (stored as
+    ``headroom``): (analysis, lens, trace key). Lens runs (the full window) before every_rung's
+    attribution runs (which may profile fewer steps)."""
     order = sorted(
         results.values(),
         key=lambda r: (purposes.get(str(r["rung_id"])) != "lens", as_int(r["repeat"]), str(r["rung_id"])),
@@ -60,7 +61,7 @@ def _rung_analysis(
     return None
 
 
-def headroom_section(
+def whats_left_section(
     plan: Mapping[str, JSONValue],
     results: Mapping[str, JSONObject],
     analyses: Mapping[str, JSONObject],

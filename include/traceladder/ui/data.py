@@ -36,7 +36,7 @@ from traceladder.storage.artifacts import (
     safe_key_part,
 )
 from traceladder.core.documents import DocumentError, JSONObject, Summary, entries_from, legacy_rows
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.layout import LEGACY_INDEX as INDEX_OBJECT
 from traceladder.core.layout import (
     LOG_OBJECT,
@@ -50,7 +50,7 @@ from traceladder.storage.retention import removed_in
 
 MAX_LISTED_KEYS = 5000  # a run folder listing stops here (the page says so)
 # TRACELADDER_UI_CACHE=0 turns the page's in-process caches off (the "before" of the page-load bench).
-CACHE_ENABLED = settings.UI_CACHE.get() != "0"
+CACHE_ENABLED = env_vars.UI_CACHE.get() != "0"
 CLIENT_TTL_S = 60.0
 
 _CONNECT_TIMEOUT_S = 3

@@ -7,14 +7,14 @@ import sys
 from collections.abc import Sequence
 
 from .launch import run_local, spawn
-from .settings import SettingsError, bf16_fallback, parse
+from .proxy_config import ProxyConfigError, bf16_fallback, parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         settings = parse(argv)
-    except SettingsError as err:
+    except ProxyConfigError as err:
         print(err, file=sys.stderr)
         return 2
     if settings.ignored_keys:

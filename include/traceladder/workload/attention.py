@@ -21,7 +21,7 @@ from torch.autograd.profiler import record_function
 from .recompute import recompute
 
 from . import ops
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 
 @functools.lru_cache(maxsize=64)
@@ -61,7 +61,7 @@ class Attention(nn.Module):
     sin: torch.Tensor
     freqs: torch.Tensor
 
-    def __init__(self, s: Settings, ratio: int, backend: str) -> None:
+    def __init__(self, s: ProxyConfig, ratio: int, backend: str) -> None:
         super().__init__()
         h = s.hidden_size
         self.heads, self.head_dim = s.num_attention_heads, h // s.num_attention_heads

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 
 class MockData:
-    def __init__(self, s: Settings, rank: int) -> None:
+    def __init__(self, s: ProxyConfig, rank: int) -> None:
         self.s, self.rank = s, rank
         self._it, self._batch = -1, torch.empty(0, dtype=torch.long)
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch.autograd.profiler import record_function
 
 from . import ops
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 
 def bucket_slots(local_e: torch.Tensor, n_experts: int) -> tuple[torch.Tensor, int, torch.Tensor]:
@@ -35,7 +35,7 @@ def inverse_permutation(order: torch.Tensor) -> torch.Tensor:
 class Experts(nn.Module):
     """This rank's slice of the experts: SwiGLU MLPs stored stacked as [E_local, H, 2F] / [E_local, F, H]."""
 
-    def __init__(self, s: Settings) -> None:
+    def __init__(self, s: ProxyConfig) -> None:
         super().__init__()
         e, h, f = s.local_experts, s.hidden_size, s.moe_ffn_hidden_size
         self.w1 = nn.Parameter(torch.empty(e, h, 2 * f))

@@ -20,7 +20,7 @@ import torch
 from torch.autograd.profiler import record_function
 
 from .comm import Comm
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 _K = 256  # inner and output width of the extra matmul
 # Rows per matmul, the same in the probe and the work, so the probe's per-row time is the work's
@@ -29,7 +29,7 @@ _ROWS = 512
 
 
 class ExtraWork:
-    def __init__(self, s: Settings) -> None:
+    def __init__(self, s: ProxyConfig) -> None:
         self.pct = s.extra_work_pct
         self.rows = 0
         self.flops = 0.0

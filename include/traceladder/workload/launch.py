@@ -22,10 +22,10 @@ from types import FrameType
 from typing import NoReturn
 
 from .quiet import pinning_enabled
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 
-# "spawn" keeps this process torch-free; the warm launcher's child (workload/warm.py) has torch
+# "spawn" keeps this process torch-free; the warm launcher's child (workload/forkserver.py) has torch
 # imported already, and forks its ranks so they inherit it.
 _start_method = "spawn"
 
@@ -111,7 +111,7 @@ def exit_after(body: Callable[[], object], who: str) -> NoReturn:
     os._exit(code)
 
 
-def _rank_entry(rank: int, settings: Settings, port: int, *, master_addr: str | None = None) -> None:
+def _rank_entry(rank: int, settings: ProxyConfig, port: int, *, master_addr: str | None = None) -> None:
     """Child process body: one rank's training run (`exit_after`)."""
 
     def body() -> None:
@@ -125,7 +125,7 @@ def _rank_entry(rank: int, settings: Settings, port: int, *, master_addr: str | 
     exit_after(body, f"[proxy] rank {rank}")
 
 
-def run_local(settings: Settings) -> int:
+def run_local(settings: ProxyConfig) -> int:
     """World size 1: no process group, collectives degenerate to local ops, run in this process."""
     try:
         from .train import run_rank
@@ -138,7 +138,7 @@ def run_local(settings: Settings) -> int:
     return 0
 
 
-def spawn(settings: Settings, *, node: NodeLaunch | None = None) -> int:
+def spawn(settings: ProxyConfig, *, node: NodeLaunch | None = None) -> int:
     """Start the ranks and watch them. `node` (default: NodeLaunch.from_env, set only when
     NNODES > 1) starts this node's ranks only, with their global rank numbers."""
     node = node if node is not None else NodeLaunch.from_env(settings.world_size)
@@ -157,7 +157,7 @@ def spawn(settings: Settings, *, node: NodeLaunch | None = None) -> int:
     return _start_and_monitor(procs)
 
 
-def _spawn_node(settings: Settings, node: NodeLaunch) -> int:
+def _spawn_node(settings: ProxyConfig, node: NodeLaunch) -> int:
     """One node of a multi-node launch: its GPUS_PER_NODE ranks, numbered globally."""
     threads = 1 if pinning_enabled() else max(1, (os.cpu_count() or 1) // node.gpus_per_node)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))

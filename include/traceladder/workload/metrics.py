@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 GiB = 1024**3  # Primus's "GB" are GiB (torch.cuda.mem_get_info / 1024**3)
 
 
-def model_flops_per_step(s: Settings) -> float:
+def model_flops_per_step(s: ProxyConfig) -> float:
     """Model FLOPs one rank does per optimizer step, Megatron-style: matmuls only (2·m·n·k), x3 for
     forward + backward (dgrad + wgrad), activation recompute not counted, elementwise work ignored.
     Attention uses the average number of keys a query really sees (window and compressed blocks)."""
@@ -143,7 +143,7 @@ def _gb(x: float) -> str:
 class IterationLog:
     """Builds the lines Primus's last rank prints; averages cover iterations > log_avg_skip."""
 
-    s: Settings
+    s: ProxyConfig
     flops: float = 0.0
     times: list[float] = field(default_factory=list)
 

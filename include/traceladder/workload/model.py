@@ -20,13 +20,13 @@ from . import ops
 from .attention import Attention
 from .comm import Comm
 from .moe import MoE
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 
 class HyperConnection(nn.Module):
     """mHC: per-token pre/post weights over the n streams and a doubly-stochastic n x n mix."""
 
-    def __init__(self, s: Settings) -> None:
+    def __init__(self, s: ProxyConfig) -> None:
         super().__init__()
         n, h = s.hc_mult, s.hidden_size
         self.n, self.iters, self.eps, self.fusions = n, s.hc_sinkhorn_iters, s.norm_epsilon, s.fusions
@@ -51,7 +51,7 @@ class HyperConnection(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, s: Settings, ratio: int, comm: Comm) -> None:
+    def __init__(self, s: ProxyConfig, ratio: int, comm: Comm) -> None:
         super().__init__()
         backend = s.csa_attention_backend if ratio > 0 else s.attention_backend
         self.seq, self.mbs = s.seq_length, s.micro_batch_size
@@ -72,7 +72,7 @@ class Block(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(self, s: Settings, comm: Comm) -> None:
+    def __init__(self, s: ProxyConfig, comm: Comm) -> None:
         super().__init__()
         self.settings, self.n = s, s.hc_mult
         self.embed = nn.Embedding(s.vocab_size, s.hidden_size)
@@ -86,7 +86,7 @@ class Model(nn.Module):
         """The blocks, typed (``nn.ModuleList`` hands out plain modules)."""
         return [cast(Block, b) for b in self.blocks]
 
-    def _init(self, s: Settings, comm: Comm) -> None:
+    def _init(self, s: ProxyConfig, comm: Comm) -> None:
         gen = torch.Generator().manual_seed(s.seed)
         with torch.no_grad():
             for name, p in self.named_parameters():
@@ -134,7 +134,7 @@ def _run_layers(blocks: list[Block]) -> Callable[[torch.Tensor, torch.Tensor], t
     return run
 
 
-def _segments(s: Settings) -> list[tuple[list[int], bool]]:
+def _segments(s: ProxyConfig) -> list[tuple[list[int], bool]]:
     """(layer indices, checkpointed?) in order. block: each of the first N layers on its own;
     uniform: every layer, in groups of N."""
     n_layers, n = s.num_layers, s.recompute_num_layers

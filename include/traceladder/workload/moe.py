@@ -20,11 +20,11 @@ from torch.autograd.profiler import record_function
 from . import ops
 from .comm import Comm, all_to_all, gather_from_ranks, reduce_scatter_to_ranks
 from .experts import Experts, inverse_permutation, unpermute
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 
 class Router(nn.Module):
-    def __init__(self, s: Settings) -> None:
+    def __init__(self, s: ProxyConfig) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(s.num_experts, s.hidden_size))
         self.topk, self.n_experts = s.moe_router_topk, s.num_experts
@@ -91,7 +91,7 @@ def alltoall_moe(x: torch.Tensor, idx: torch.Tensor, w: torch.Tensor, experts: E
 
 
 class MoE(nn.Module):
-    def __init__(self, s: Settings, comm: Comm) -> None:
+    def __init__(self, s: ProxyConfig, comm: Comm) -> None:
         super().__init__()
         self.router, self.experts, self.comm = Router(s), Experts(s), comm
         self.dispatcher, self.chunks = s.dispatcher, s.mega_moe_chunks

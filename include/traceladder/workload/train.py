@@ -30,7 +30,7 @@ from .model import Model
 from .optim import AdamW
 from . import recompute
 from .quiet import fix_threads, pin_rank, steady_malloc
-from .settings import Settings
+from .proxy_config import ProxyConfig
 
 # Fault injection for testing the platform's failure handling: rank 0 raises at this iteration.
 FAULT_ENV = "TRACELADDER_PROXY_FAIL_AT_ITER"
@@ -40,7 +40,7 @@ RANK_CPU_ENV = "TRACELADDER_PROXY_RANK_CPU"
 RANK_CPU_PREFIX = "[proxy] compute-thread CPU ms by rank:"
 
 
-def lr_at(s: Settings, step: int) -> float:
+def lr_at(s: ProxyConfig, step: int) -> float:
     """Megatron's scheduler after `step` optimizer steps (linear warmup, then decay to min_lr)."""
     if s.lr_warmup_iters and step <= s.lr_warmup_iters:
         return s.lr * step / s.lr_warmup_iters
@@ -52,7 +52,7 @@ def lr_at(s: Settings, step: int) -> float:
     return s.min_lr + coeff * (s.lr - s.min_lr)
 
 
-def make_profiler(s: Settings, rank: int) -> Any:
+def make_profiler(s: ProxyConfig, rank: int) -> Any:
     """Primus's torch profiler: iterations profile_step_start .. profile_step_end-1 (1-based) are
     recorded; the trace is written when iteration profile_step_end starts."""
     if not (s.profiling and rank in s.profile_ranks):
@@ -79,7 +79,7 @@ def make_profiler(s: Settings, rank: int) -> Any:
 TRACE_GZIP_LEVEL = 3
 
 
-def _preload(s: Settings, rank: int) -> None:
+def _preload(s: ProxyConfig, rank: int) -> None:
     """Modules torch imports lazily on a path this run takes, imported before the run's time and
     memory are counted, as a warm launcher's child has them already. The profiler's first start
     imports torch._inductor (and dynamo, ~1.4 s here), which would land in the measured iterations
@@ -147,7 +147,7 @@ def _clip(dense: list[torch.nn.Parameter], experts: list[torch.nn.Parameter], ma
     return norm
 
 
-def _optimizer(model: Model, s: Settings) -> AdamW:
+def _optimizer(model: Model, s: ProxyConfig) -> AdamW:
     # Megatron: no weight decay on norms and biases (the 1-D parameters).
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -160,7 +160,7 @@ def _optimizer(model: Model, s: Settings) -> AdamW:
 
 @contextlib.contextmanager
 def rank_process(
-    rank: int, s: Settings, port: int, *, master_addr: str | None = None
+    rank: int, s: ProxyConfig, port: int, *, master_addr: str | None = None
 ) -> Iterator[tuple[Comm, PeakMemory, str]]:
     """This process as rank `rank`: threads, allocator and process group set up, its peak memory
     counted from here; yields (comm, memory, a line saying where it runs). `master_addr`
@@ -193,7 +193,7 @@ def rank_process(
             dist.destroy_process_group()
 
 
-def run_rank(rank: int, s: Settings, port: int, *, master_addr: str | None = None) -> None:
+def run_rank(rank: int, s: ProxyConfig, port: int, *, master_addr: str | None = None) -> None:
     """`rank` is the global rank; `master_addr` as rank_process takes it."""
     with rank_process(rank, s, port, master_addr=master_addr) as (comm, memory, placement):
         _train(rank, s, comm, placement, memory)
@@ -204,7 +204,7 @@ class Trainer:
     forward and backward, the dense grads' all-reduce, the clipped AdamW. The training loop steps
     one; the paired calibration bench (benchmarks/proxy_paired.py) alternates two."""
 
-    def __init__(self, s: Settings, comm: Comm, rank: int) -> None:
+    def __init__(self, s: ProxyConfig, comm: Comm, rank: int) -> None:
         self.s, self.comm = s, comm
         self.model = Model(s, comm)
         self.dense, self.experts = self.model.dense_parameters(), self.model.expert_parameters()
@@ -244,7 +244,7 @@ class Trainer:
         return float(loss_sum), grad_norm
 
 
-def _train(rank: int, s: Settings, comm: Comm, placement: str, memory: PeakMemory) -> None:
+def _train(rank: int, s: ProxyConfig, comm: Comm, placement: str, memory: PeakMemory) -> None:
     fail_at = int(os.environ.get(FAULT_ENV, "0") or 0)
     rank_cpu = os.environ.get(RANK_CPU_ENV, "").strip() == "1"
     trainer = Trainer(s, comm, rank)

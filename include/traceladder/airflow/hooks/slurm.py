@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from traceladder.core.settings import NODE_DIR, SHARED_DIR, SPOOL_DIR
+from traceladder.core.env_vars import NODE_DIR, SHARED_DIR, SPOOL_DIR
 from traceladder.config.models import SlurmSettings
 from traceladder.core.errors import TraceladderError
 

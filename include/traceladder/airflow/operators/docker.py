@@ -34,7 +34,7 @@ from docker.types import Mount, Ulimit
 from traceladder.airflow import docker_hygiene as hygiene
 from traceladder.airflow.hooks.rocm import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.storage.spool import ENV_BUDGET, ENV_SPOOL
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
 DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
-DEFAULT_NOFILE = int(str(settings.CONTAINER_NOFILE.default))
+DEFAULT_NOFILE = int(str(env_vars.CONTAINER_NOFILE.default))
 # Lenses whose collector needs SYS_ADMIN (HSA tool libraries, perf counters); madengine adds it for all.
 SYS_ADMIN_LENSES = frozenset({"rocprofv3", "rocm_trace_lite"})
 
@@ -50,7 +50,7 @@ SYS_ADMIN_LENSES = frozenset({"rocprofv3", "rocm_trace_lite"})
 def default_nofile() -> int:
     """The containers' nofile limit: 1048576 (Primus's docs), or TRACELADDER_CONTAINER_NOFILE where
     the daemon's own hard limit is lower (a sandboxed CI runner)."""
-    return int(settings.CONTAINER_NOFILE.get() or DEFAULT_NOFILE)
+    return int(env_vars.CONTAINER_NOFILE.get() or DEFAULT_NOFILE)
 
 
 # Without TRACELADDER_SPOOL_DIR on the worker, docker rungs spool in this named volume of the daemon
@@ -65,7 +65,7 @@ def spool_mount(env: dict[str, str] | None = None) -> tuple[Mount, str]:
     worker's ``TRACELADDER_SPOOL_DIR`` (an absolute path on the Docker host: the worker's own host
     under a per-host queue) is bind-mounted at the same path; without it, the daemon's named
     volume ``traceladder-spool`` is. Either way the runner gets the path as TRACELADDER_SPOOL_DIR."""
-    path = settings.SPOOL_DIR.get(env) or ""
+    path = env_vars.SPOOL_DIR.get(env) or ""
     if not path:
         return Mount(target=SPOOL_IN_VOLUME, source=SPOOL_VOLUME, type="volume"), SPOOL_IN_VOLUME
     if not os.path.isabs(path):
@@ -224,9 +224,9 @@ def storage_environment(storage: Any) -> tuple[dict[str, str], dict[str, str]]:
     if conn.password:
         mask_secret(conn.password)
     env = {
-        settings.S3_BUCKET.name: storage.effective_bucket,
+        env_vars.S3_BUCKET.name: storage.effective_bucket,
         "AWS_DEFAULT_REGION": str(extra.get("region_name") or "us-east-1"),
-        **({settings.S3_ENDPOINT.name: str(endpoint)} if endpoint else {}),
+        **({env_vars.S3_ENDPOINT.name: str(endpoint)} if endpoint else {}),
     }
     private = (
         {"AWS_ACCESS_KEY_ID": conn.login, "AWS_SECRET_ACCESS_KEY": conn.password}
@@ -306,7 +306,7 @@ class RungDockerOperator(RocmDockerOperator):
         super().__init__(image=image, **kwargs)
         self.spec = spec
         self.run_id = run_id
-        self.min_free_gb = float(min_free_gb if min_free_gb is not None else str(settings.MIN_FREE_GB.get()))
+        self.min_free_gb = float(min_free_gb if min_free_gb is not None else str(env_vars.MIN_FREE_GB.get()))
         self.preflight = preflight
         self.gpu_preflight = gpu_preflight
 
@@ -349,8 +349,8 @@ class RungDockerOperator(RocmDockerOperator):
             os.makedirs(spool, exist_ok=True)  # a bind source must exist (the daemon is on this host)
         self.mounts = [*(self.mounts or []), mount]
         self.environment[ENV_SPOOL] = spool
-        if settings.S3_RETRY_BUDGET_S.is_set():
-            self.environment[ENV_BUDGET] = str(settings.S3_RETRY_BUDGET_S.get())
+        if env_vars.S3_RETRY_BUDGET_S.is_set():
+            self.environment[ENV_BUDGET] = str(env_vars.S3_RETRY_BUDGET_S.get())
         self._private_environment = {**self._private_environment, **private}
         self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
         self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result
@@ -418,8 +418,8 @@ class RungDockerOperator(RocmDockerOperator):
         # what ran, from the daemon: the runner records these in metrics.json (provenance)
         self.environment = {
             **self.environment,
-            settings.IMAGE_ID.name: str(found["image_id"]),
-            **({settings.IMAGE_DIGEST.name: str(found["image_digest"])} if found.get("image_digest") else {}),
+            env_vars.IMAGE_ID.name: str(found["image_id"]),
+            **({env_vars.IMAGE_DIGEST.name: str(found["image_digest"])} if found.get("image_digest") else {}),
         }
         lines: list[str] = []
         try:

@@ -29,7 +29,7 @@ from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 from traceladder.core.documents import JSONObject, RungResult
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
-from traceladder.core.settings import SHARED_DIR
+from traceladder.core.env_vars import SHARED_DIR
 from traceladder.storage.spool import ENV_SPOOL
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import numpy as np
 from ..model.events import EventTable
 from ..model.table import Table
 from ..perf_model.device_peaks import device_from_trace
-from . import headroom as hr
+from . import whats_left_targets as targets
 from . import idle_breakdown as idle
 from . import op_origins as oo
 from . import roofline as rl
@@ -20,12 +20,12 @@ from . import step_regions as sr
 from .gpu_timeline import STEP_PREFIX, CpuSelection, Timeline
 from .ops_summary import Launchers
 
-__all__ = ["write_reports", "mean_step_ms", "HEADROOM_IN_JSON", "INCLUDE_LAST_PROFILER_STEP", "CSV_NAMES"]
+__all__ = ["write_reports", "mean_step_ms", "TARGETS_IN_JSON", "INCLUDE_LAST_PROFILER_STEP", "CSV_NAMES"]
 
 TOP_OPS = 10
 #: the files these reports add beside TraceLens's (roofline.csv on GPU traces only)
-CSV_NAMES = frozenset({idle.CSV_NAME, sr.CSV_NAME, oo.CSV_NAME, rl.CSV_NAME, hr.CSV_NAME})
-HEADROOM_IN_JSON = 20  # analysis.json keeps the top rows; headroom.csv has them all
+CSV_NAMES = frozenset({idle.CSV_NAME, sr.CSV_NAME, oo.CSV_NAME, rl.CSV_NAME, targets.CSV_NAME})
+TARGETS_IN_JSON = 20  # analysis.json keeps the top rows; headroom.csv has them all
 #: HTA's ``include_last_profiler_step``: True here, as every other figure of the window counts
 #: the last step (on the six reference traces, with at most one step each, both agree)
 INCLUDE_LAST_PROFILER_STEP = True
@@ -83,7 +83,7 @@ def write_reports(
     else:
         notes.append("CPU trace: no device peak, so no roofline.csv and no recoverable time")
     step_ms = mean_step_ms(t)
-    rows = hr.headroom(
+    rows = targets.ranked_targets(
         steps=n_steps,
         step_ms=step_ms,
         device=tl.device,
@@ -96,14 +96,14 @@ def write_reports(
         device_name=device_name,
         share=share,
     )
-    hr.write_csv(rows, out_dir)
+    targets.write_csv(rows, out_dir)
     return _json_safe(
         {
             "step_regions": regions,
             "step_regions_outside_ms_per_step": outside_ms,
             "idle_breakdown": [dict(zip(idle.COLUMNS, r)) for r in idle_rows],
             "op_origins": origins[: TOP_OPS * 3],
-            "headroom": top_rows(rows, HEADROOM_IN_JSON),
+            "headroom": top_rows(rows, TARGETS_IN_JSON),
             "mean_step_ms": step_ms,
             "roofline_share": share,
             "roofline_device": device_name,
@@ -118,12 +118,12 @@ def top_rows(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     seed's largest leftover wherever it ranks."""
     top = rows[:n]
     kinds = {r["kind"] for r in top}
-    accumulate = any(hr.is_accumulate_origin(r) for r in top)
+    accumulate = any(targets.is_accumulate_origin(r) for r in top)
     for r in rows[n:]:
-        if r["kind"] not in kinds or (not accumulate and hr.is_accumulate_origin(r)):
+        if r["kind"] not in kinds or (not accumulate and targets.is_accumulate_origin(r)):
             top.append(r)
             kinds.add(r["kind"])
-            accumulate = accumulate or hr.is_accumulate_origin(r)
+            accumulate = accumulate or targets.is_accumulate_origin(r)
     return top
 
 

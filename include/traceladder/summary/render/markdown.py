@@ -140,8 +140,8 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
             )
     from traceladder.summary.whats_left import markdown as whats_left_md
 
-    headroom = summary.get("headroom")
-    parts += whats_left_md(as_objects(headroom) if headroom is not None else None)
+    targets = summary.get("headroom")
+    parts += whats_left_md(as_objects(targets) if targets is not None else None)
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(as_objects(summary.get("attribution") or []))

@@ -69,7 +69,7 @@ WORKLOADS_DIR = _setting(
     "WORKLOADS_DIR", None, "where local workloads record their process groups (default: beside the spool)"
 )
 WARM_LAUNCHER = _setting(
-    "WARM_LAUNCHER", "1", "0 runs every local rung as a cold subprocess (no warm launcher, runner/warm.py)"
+    "WARM_LAUNCHER", "1", "0 runs every local rung as a cold subprocess (no warm launcher, runner/forkserver_client.py)"
 )
 WARM_IDLE_S = _setting("WARM_IDLE_S", "120", "seconds a warm launcher waits for its next rung before it exits")
 IMAGE_ID = _setting("IMAGE_ID", None, "the runner image's id, for provenance (set by the operator)")

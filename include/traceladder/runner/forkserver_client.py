@@ -1,6 +1,6 @@
 """Local rungs through a warm launcher: torch imported once per DAG run, a fresh fork per rung.
 
-The launcher (workload/warm.py) is started by the first local rung of a DAG run on this host and
+The launcher (workload/forkserver.py) is started by the first local rung of a DAG run on this host and
 found by the later ones through a name derived from the run's key (dag_id/run_id, from the task
 process's AIRFLOW_CTX_* variables; outside a DAG run the rung runs cold). Its end: the DAG's last
 task stops it (stop_run), it exits when idle for TRACELADDER_WARM_IDLE_S, and the preflight sweep
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from traceladder.core import settings
+from traceladder.core import env_vars
 from traceladder.core.process_group import end_group, kill_group
 from traceladder.runner import orphans
 
@@ -41,7 +41,7 @@ _started: list[subprocess.Popen[bytes]] = []  # launchers this process started, 
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
-    return (settings.WARM_LAUNCHER.get(env) or "1").strip() != "0"
+    return (env_vars.WARM_LAUNCHER.get(env) or "1").strip() != "0"
 
 
 def key_for(dag_id: str, run_id: str) -> str:
@@ -89,7 +89,7 @@ def _reap_started() -> None:
 def _start(key: str) -> tuple[socket.socket | None, str]:
     """Start this key's launcher and wait until it serves; (connection, why not)."""
     name, digest = socket_name(key), key_hash(key)
-    idle_s = float(settings.WARM_IDLE_S.get() or 120)
+    idle_s = float(env_vars.WARM_IDLE_S.get() or 120)
     folder = orphans.launchers_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -98,7 +98,7 @@ def _start(key: str) -> tuple[socket.socket | None, str]:
         return None, f"cannot write its log in {folder}: {exc}"
     with log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "traceladder.workload.warm", name, "--idle-s", f"{idle_s:g}"],
+            [sys.executable, "-m", "traceladder.workload.forkserver", name, "--idle-s", f"{idle_s:g}"],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

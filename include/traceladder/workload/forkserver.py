@@ -1,4 +1,4 @@
-"""The warm launcher: `python -m traceladder.workload.warm NAME [--idle-s N]`.
+"""The warm launcher: `python -m traceladder.workload.forkserver NAME [--idle-s N]`.
 
 A measure run's start-up is mostly the ranks importing torch (~2.5 s of a ~6 s run on 2 cores).
 This process imports torch and the workload once, then serves requests on the abstract Unix
@@ -249,7 +249,7 @@ def reset_process_state(import_env: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m traceladder.workload.warm")
+    parser = argparse.ArgumentParser(prog="python -m traceladder.workload.forkserver")
     parser.add_argument("name", help="the abstract Unix socket name to serve")
     parser.add_argument("--idle-s", type=float, default=120.0, help="exit after this many idle seconds")
     opts = parser.parse_args(argv)

@@ -1,4 +1,5 @@
-"""``headroom.csv``: every finding of one trace as a ranked target, with a sentence for the summary.
+"""``headroom.csv`` (its stored name): every finding of one trace as a ranked What's-left target,
+with a sentence for the summary.
 
 Kinds: ``op`` (roofline rows on a GPU trace; top ops by self time on a CPU trace), ``region``
 (step regions), ``idle`` (the idle breakdown's categories, summed over streams; on a CPU trace
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..model.table import Table
 
-__all__ = ["CSV_NAME", "COLUMNS", "headroom", "write_csv", "sentence"]
+__all__ = ["CSV_NAME", "COLUMNS", "ranked_targets", "write_csv", "sentence"]
 
 CSV_NAME = "headroom.csv"
 COLUMNS = ["kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms"]
@@ -35,7 +36,7 @@ def _pct(ms: float, step_ms: float | None) -> float | None:
     return ms / step_ms * 100 if step_ms else None
 
 
-def headroom(
+def ranked_targets(
     *,
     steps: int,
     step_ms: float | None,

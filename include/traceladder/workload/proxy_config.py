@@ -1,4 +1,4 @@
-"""Primus-style overrides and environment → one frozen `Settings`.
+"""Primus-style overrides and environment → one frozen `ProxyConfig`.
 
 Deliberately torch-free: the launcher parses (and rejects malformed args with exit 2) before any
 rank process pays the ~1.5 s torch import.
@@ -32,7 +32,7 @@ _YAML_ENV_DEFAULTS = {
 }
 
 
-class SettingsError(ValueError):
+class ProxyConfigError(ValueError):
     """A bad argument: the launcher prints `str(err)` as one line and exits 2."""
 
     def __init__(self, key: str, message: str) -> None:
@@ -59,7 +59,7 @@ class Fusions:
 
 
 @dataclass(frozen=True)
-class Settings:
+class ProxyConfig:
     # sizes
     num_layers: int = 8
     compress_ratios: tuple[int, ...] = (0, 0, 4, 128, 4, 128, 4, 0)
@@ -237,7 +237,7 @@ def _one(text: str) -> int:
     return value
 
 
-# key → (Settings field or None for a check-only key, parser)
+# key → (ProxyConfig field or None for a check-only key, parser)
 _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "num_layers": ("num_layers", _int),
     "compress_ratios": ("compress_ratios", _int_list),
@@ -324,10 +324,10 @@ def split_overrides(argv: Sequence[str]) -> dict[str, str]:
             key, value = tok.split("=", 1)
             i += 1
         else:
-            raise SettingsError(tok, "unexpected argument (expected --key value, --key=value or key=value)")
+            raise ProxyConfigError(tok, "unexpected argument (expected --key value, --key=value or key=value)")
         key = key.strip().replace("-", "_")
         if not key:
-            raise SettingsError(tok, "empty key")
+            raise ProxyConfigError(tok, "empty key")
         out[key] = value
     return out
 
@@ -337,7 +337,7 @@ def _fusions(env: Mapping[str, str]) -> Fusions:
     return Fusions(**{name: env.get(var, "1").strip() != "0" for name, var in FUSION_GATES.items()})
 
 
-def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Settings:
+def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> ProxyConfig:
     env = os.environ if env is None else env
     raw = split_overrides(argv)
     # YAML placeholders first, then the command line (which beats the YAML in Primus).
@@ -354,7 +354,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Settings
         try:
             value = conv(text)
         except ValueError as err:
-            raise SettingsError(key, f"bad value {text!r} ({err})") from None
+            raise ProxyConfigError(key, f"bad value {text!r} ({err})") from None
         if target is not None:
             # use_turbo_grouped_gemm / moe_grouped_gemm are aliases: either one turns it on.
             if target == "grouped_gemm" and values.get("grouped_gemm"):
@@ -365,7 +365,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Settings
     values["fusions"] = _fusions(env)
     values["workspace"] = env.get("PRIMUS_WORKSPACE", "").strip() or "./output"
     values["ignored_keys"] = tuple(ignored)
-    settings = Settings(**values)
+    settings = ProxyConfig(**values)
     return _validate(settings, bf16_ok=cpu_has_bf16())
 
 
@@ -379,7 +379,7 @@ def cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def _validate(s: Settings, bf16_ok: bool) -> Settings:
+def _validate(s: ProxyConfig, bf16_ok: bool) -> ProxyConfig:
     positive = [
         "num_layers",
         "hidden_size",
@@ -399,41 +399,41 @@ def _validate(s: Settings, bf16_ok: bool) -> Settings:
     ]
     for key in positive:
         if getattr(s, key) <= 0:
-            raise SettingsError(key, f"must be positive, got {getattr(s, key)}")
+            raise ProxyConfigError(key, f"must be positive, got {getattr(s, key)}")
     if s.hidden_size % s.num_attention_heads or (s.hidden_size // s.num_attention_heads) % 2:
-        raise SettingsError(
+        raise ProxyConfigError(
             "num_attention_heads", "hidden_size / num_attention_heads must be an even integer (RoPE pairs)"
         )
     if s.num_experts % s.world_size:
-        raise SettingsError("num_experts", f"{s.num_experts} experts do not split over {s.world_size} EP ranks")
+        raise ProxyConfigError("num_experts", f"{s.num_experts} experts do not split over {s.world_size} EP ranks")
     if s.moe_router_topk > s.num_experts:
-        raise SettingsError("moe_router_topk", "larger than num_experts")
+        raise ProxyConfigError("moe_router_topk", "larger than num_experts")
     if s.global_batch_size % (s.micro_batch_size * s.world_size):
-        raise SettingsError(
+        raise ProxyConfigError(
             "global_batch_size",
             f"{s.global_batch_size} is not a multiple of micro_batch_size x "
             f"data-parallel size ({s.micro_batch_size} x {s.world_size})",
         )
     if s.manual_gc_interval < 0:
-        raise SettingsError("manual_gc_interval", f"must be >= 0, got {s.manual_gc_interval}")
+        raise ProxyConfigError("manual_gc_interval", f"must be >= 0, got {s.manual_gc_interval}")
     if any(r < 0 for r in s.compress_ratios):
-        raise SettingsError("compress_ratios", "ratios must be >= 0")
+        raise ProxyConfigError("compress_ratios", "ratios must be >= 0")
     if not 0 <= s.extra_work_pct <= 1000:
-        raise SettingsError("extra_work_pct", f"must be between 0 and 1000, got {s.extra_work_pct}")
+        raise ProxyConfigError("extra_work_pct", f"must be between 0 and 1000, got {s.extra_work_pct}")
     if s.recompute_granularity not in (None, "full", "selective"):
-        raise SettingsError("recompute_granularity", "expected full, selective or null")
+        raise ProxyConfigError("recompute_granularity", "expected full, selective or null")
     if s.recompute_method not in ("block", "uniform"):
-        raise SettingsError("recompute_method", "expected block or uniform")
+        raise ProxyConfigError("recompute_method", "expected block or uniform")
     if s.lr_decay_style not in ("cosine", "linear", "constant"):
-        raise SettingsError("lr_decay_style", "expected cosine, linear or constant")
+        raise ProxyConfigError("lr_decay_style", "expected cosine, linear or constant")
     if s.profiling:
         if s.profile_step_start < 1 or s.profile_step_end <= s.profile_step_start:
-            raise SettingsError(
+            raise ProxyConfigError(
                 "profile_step_end",
                 f"need 1 <= profile_step_start < profile_step_end, got {s.profile_step_start}..{s.profile_step_end}",
             )
         if s.profile_step_end > s.train_iters:
-            raise SettingsError(
+            raise ProxyConfigError(
                 "profile_step_end",
                 f"{s.profile_step_end} > train_iters {s.train_iters}: "
                 "the trace is written when iteration profile_step_end starts",
@@ -443,7 +443,7 @@ def _validate(s: Settings, bf16_ok: bool) -> Settings:
     return s
 
 
-def bf16_fallback(raw_argv: Sequence[str], settings: Settings) -> bool:
+def bf16_fallback(raw_argv: Sequence[str], settings: ProxyConfig) -> bool:
     """True when --bf16 True was asked for but the CPU lacks bf16 support (we run fp32)."""
     try:
         asked = _bool(split_overrides(raw_argv).get("bf16", "false"))
