@@ -14,6 +14,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/pip install --disable-pip-version-check -q --no-deps -e .
+	rm -rf include/traceladder.egg-info  # the build's leftover: on sys.path it lists the entry points twice (Airflow would load the plugin twice)
 	$(BIN)/python -m compileall -q include/traceladder  # bytecode, as pip gives an installed package
 	$(BIN)/python -c "import traceladder.workload.kernels"  # compiles the proxy's kernels once (numba's cache)
 	@touch $(STAMP)
