@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup demo keys up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
+.PHONY: setup services demo keys up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
 
 setup: $(STAMP)
 
@@ -18,6 +18,29 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m compileall -q include/traceladder  # bytecode, as pip gives an installed package
 	$(BIN)/python -c "import traceladder.workload.kernels"  # compiles the proxy's kernels once (numba's cache)
 	@touch $(STAMP)
+
+# The system packages the service tests need (Debian's), each installed only when its command is
+# missing (a machine's own docker client stays): chromium (the browser tests, driven by playwright),
+# dockerd + debootstrap + docker-compose + openssl (the docker tests: the stand-in base image, the
+# compose file, the daemon's TLS), redis-server + postgresql (the CeleryExecutor test starts its own
+# redis-server and an initdb cluster), slurm-wlm + munge + openssh-server (the slurm tests start their
+# own munged, slurmctld, slurmd and a login sshd from a temp dir), docker-registry (a local registry).
+# The packages' system services stay unused. Then `docker/dockerd/start.sh` starts the one dockerd
+# (.ci/run evals its output). `sudo` when not root; apt waits up to 15 min for another apt's lock.
+SERVICE_PACKAGES := chromium:chromium docker.io:dockerd debootstrap:debootstrap docker-compose:docker-compose \
+	openssl:openssl redis-server:redis-server postgresql:/usr/lib/postgresql/*/bin/initdb slurm-wlm:slurmctld \
+	munge:munged openssh-server:/usr/sbin/sshd docker-registry:docker-registry
+APT := apt-get -o DPkg::Lock::Timeout=900
+services:
+	@missing=""; for pair in $(SERVICE_PACKAGES); do \
+	  pkg=$${pair%%:*}; cmd=$${pair#*:}; \
+	  command -v $$cmd >/dev/null 2>&1 || ls $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  echo "services: installing$$missing"; \
+	  $$sudo $(APT) update && $$sudo env DEBIAN_FRONTEND=noninteractive $(APT) install -y $$missing; \
+	else echo "services: every package is installed"; fi
 
 demo: setup
 	$(BIN)/traceladder demo
