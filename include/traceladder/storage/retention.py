@@ -52,7 +52,7 @@ class RetentionError(ArtifactStoreError):
 
 
 def parse_duration(text: object, field_name: str) -> timedelta:
-    """``8w`` / ``30d`` / ``12h`` -> timedelta (core.settings.duration); a bad one is a
+    """``8w`` / ``30d`` / ``12h`` -> timedelta (core.env_vars.duration); a bad one is a
     RetentionError naming the field."""
     try:
         return duration(text, field_name)
