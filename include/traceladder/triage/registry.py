@@ -348,8 +348,9 @@ class RegistryClient:
         realm_host = urllib.parse.urlsplit(challenge["realm"]).netloc or "?"
         response = self._send("GET", url, headers, repository)
         if response.status in (401, 403):
+            given = "the credentials" if self._credentials else "an anonymous token request"
             raise RegistryAuthError(
-                self.host, repository, f"the token server {realm_host} refused the credentials ({response.status})"
+                self.host, repository, f"the token server {realm_host} refused {given} ({response.status})"
             )
         if response.status != 200:
             raise RegistryResponseError(
