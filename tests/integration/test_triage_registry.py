@@ -155,16 +155,19 @@ def test_range_between_a_digest_and_a_tag_either_way(pushed: Pushed) -> None:
     assert [c.name for c in only_nightlies.candidates] == ["nightly-20261202", "nightly-20261203", "nightly-20261204"]
 
 
-def test_pagination_with_a_small_n(pushed: Pushed) -> None:
+def test_all_tags_whatever_the_page_size(pushed: Pushed) -> None:
+    """Debian's docker-registry 2.8.2 ignores ``n`` on tags/list: it answers every tag, unsorted,
+    with no ``Link`` (tag pagination came with distribution 3.0). The client gets them all either
+    way; its following of ``Link`` pages is tested against a paginating server in
+    tests/unit/test_triage_registry.py."""
     with _api(pushed.registry, "GET", f"/v2/{pushed.repository}/tags/list?n=2") as answer:
         first_page = json.loads(answer.read())["tags"]
-        link = answer.headers["Link"]
-    assert len(first_page) == 2 and 'rel="next"' in link  # the registry does paginate at n=2
+        link = answer.headers.get("Link")
+    assert (len(first_page), link is not None) in ((2, True), (len(NIGHTLIES) + 1, False))
     client = RegistryClient(pushed.registry.host)
     every = sorted([*NIGHTLIES, ALIAS[0]])
-    assert client.tags(pushed.repository, page_size=2) == every
-    assert client.tags(pushed.repository, page_size=3) == every
-    assert client.tags(pushed.repository) == every
+    assert sorted(client.tags(pushed.repository, page_size=2)) == every
+    assert sorted(client.tags(pushed.repository)) == every
 
 
 def test_an_index_resolves_to_its_linux_amd64_image(pushed: Pushed) -> None:

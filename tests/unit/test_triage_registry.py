@@ -13,6 +13,7 @@ import pytest
 from traceladder.core.errors import TraceladderError
 from traceladder.triage.registry import (
     ImageRef,
+    RegistryAuthError,
     RegistryClient,
     RegistryResponseError,
     _challenge,
@@ -135,3 +136,40 @@ def test_a_redirect_to_another_host_drops_the_credentials(broken_registry) -> No
     host = broken_registry(registry)
     assert RegistryClient(host, username="u", password="secret").tags("r") == ["x"]
     assert seen == {"authorization": None}
+
+
+def test_tags_follow_the_link_header_page_by_page(broken_registry) -> None:
+    """A registry that paginates as the spec says (``n``, ``last``, ``Link: <...>; rel="next"``)."""
+    tags = sorted(f"nightly-202612{day:02d}" for day in range(1, 8))
+    pages: list[str] = []
+
+    def paginating(h: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        from urllib.parse import parse_qs, urlsplit
+
+        pages.append(h.path)
+        query = {k: v[0] for k, v in parse_qs(urlsplit(h.path).query).items()}
+        rest = [t for t in tags if t > query.get("last", "")]
+        n = int(query.get("n", len(rest)))
+        page, more = rest[:n], rest[n:]
+        headers = {"Link": f'</v2/r/tags/list?n={n}&last={page[-1]}>; rel="next"'} if more else {}
+        return 200, headers, json.dumps({"name": "r", "tags": page}).encode()
+
+    assert RegistryClient(broken_registry(paginating)).tags("r", page_size=3) == tags
+    assert pages == [
+        "/v2/r/tags/list?n=3",
+        "/v2/r/tags/list?n=3&last=nightly-20261203",
+        "/v2/r/tags/list?n=3&last=nightly-20261206",
+    ]
+
+
+def test_denied_and_not_a_registry_are_one_line(broken_registry) -> None:
+    denied = broken_registry(lambda h: (403, {}, b'{"errors":[{"code":"DENIED"}]}'))
+    with pytest.raises(RegistryAuthError) as forbidden:
+        RegistryClient(denied, username="u", password="p").tags("team/runner")
+    assert str(forbidden.value) == f"registry {denied}, repository team/runner: 403 access denied"
+    web_server = broken_registry(lambda h: (404, {}, b"<html>not found</html>"))
+    with pytest.raises(RegistryResponseError) as not_v2:
+        RegistryClient(web_server).tags_between("team/runner", "a", "b")
+    assert str(not_v2.value) == (
+        f"registry {web_server}: does not implement the Docker Registry HTTP API v2 (404 on /v2/)"
+    )
