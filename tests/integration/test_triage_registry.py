@@ -284,7 +284,7 @@ def test_basic_auth_accepted_with_credentials_refused_without(
     with pytest.raises(RegistryAuthError) as wrong:
         RegistryClient(host, username=USERNAME, password="wrong-" + PASSWORD).tags(pushed.repository)
     message = str(wrong.value)
-    assert message == f"registry {host}, repository {pushed.repository}: 401 unauthorized: the credentials refused"
+    assert message == f"registry {host}, repository {pushed.repository}: 401 unauthorized: the credentials were refused"
     assert "\n" not in message and PASSWORD not in message and USERNAME not in message
 
 
@@ -318,12 +318,13 @@ def test_bearer_token_auth_through_the_registrys_token_server(pushed: Pushed) ->
         with pytest.raises(RegistryAuthError) as wrong:
             RegistryClient(server.host, username=USERNAME, password="nope").tags(pushed.repository)
         assert str(wrong.value) == (
-            f"registry {server.host}: the token server {realm_host} refused the credentials (401)"
+            f"registry {server.host}, repository {pushed.repository}: "
+            f"the token server {realm_host} refused the credentials (401)"
         )
         with pytest.raises(RegistryAuthError) as bad_token:
             RegistryClient(server.host, token="not-a-jwt").tags(pushed.repository)
         assert str(bad_token.value) == (
-            f"registry {server.host}, repository {pushed.repository}: 401 unauthorized: the token refused"
+            f"registry {server.host}, repository {pushed.repository}: 401 unauthorized: the token was refused"
         )
     finally:
         server.stop()

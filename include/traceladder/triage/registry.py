@@ -258,7 +258,12 @@ class RegistryClient:
         self._credentials = (username, password or "") if username else None
         self._static_token = token or None
         self._timeout_s = timeout_s
-        self._ssl = ssl_context
+        # ssl_context: a private CA's bundle, for a registry whose certificate the system does not trust
+        self._opener = (
+            _OPENER
+            if ssl_context is None
+            else urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=ssl_context))
+        )
         self._basic = False  # the registry asked for Basic: send it on every request
         self._tokens: dict[str, str] = {}  # bearer tokens by scope
         self._configs: dict[str, tuple[datetime | None, str | None]] = {}  # created by config digest
@@ -268,10 +273,10 @@ class RegistryClient:
         for _ in range(MAX_REDIRECTS + 1):
             if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
                 # a Link, a redirect or a token realm comes from the server: no file: or other scheme
-                raise RegistryResponseError(self.host, repository, f"refuses a non-HTTP URL it was sent to: {url}")
+                raise RegistryResponseError(self.host, repository, f"sent a non-HTTP URL, not followed: {url}")
             request = urllib.request.Request(url, headers=headers, method=method)  # noqa: S310 (checked above)
             try:
-                with _OPENER.open(request, timeout=self._timeout_s) as answer:
+                with self._opener.open(request, timeout=self._timeout_s) as answer:
                     response = _Response(answer.status, dict(answer.headers), self._read(answer, repository), url)
             except urllib.error.HTTPError as answer:
                 response = _Response(answer.code, dict(answer.headers or {}), self._read(answer, repository), url)
@@ -318,8 +323,13 @@ class RegistryClient:
                 raise RegistryAuthError(self.host, repository, "401 with no challenge this client can answer")
             response = self._send("GET", url, self._headers(accept, scope), repository)
         if response.status == 401:
-            given = "token" if self._static_token else ("credentials" if self._credentials else "anonymous token")
-            raise RegistryAuthError(self.host, repository, f"401 unauthorized: the {given} refused")
+            if self._static_token:
+                refused = "the token was refused"
+            elif self._credentials:
+                refused = "the credentials were refused"
+            else:
+                refused = "an anonymous token is not enough"
+            raise RegistryAuthError(self.host, repository, f"401 unauthorized: {refused}")
         if response.status == 403:
             raise RegistryAuthError(self.host, repository, "403 access denied")
         return response
