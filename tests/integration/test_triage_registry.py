@@ -31,7 +31,8 @@ from traceladder.triage.registry import (
     RepositoryNotFoundError,
 )
 
-pytestmark = [pytest.mark.triage, pytest.mark.docker, pytest.mark.service]
+# every test starts a real registry; those that push images take dockerd too (marked `docker`)
+pytestmark = [pytest.mark.triage, pytest.mark.service]
 
 REPOSITORY = "triage/runner"
 USERNAME, PASSWORD = "triage-user", "s3cret-Pa55word"
@@ -84,17 +85,29 @@ def _remove_local(registry: RegistryServer) -> None:
 
 
 @pytest.fixture(scope="module")
-def pushed(docker_engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pushed]:
-    work = tmp_path_factory.mktemp("triage-registry")
-    registry = start_registry(work / "open", work / "storage")
+def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("triage-registry")
+
+
+@pytest.fixture(scope="module")
+def open_registry(work_dir: Path) -> Iterator[RegistryServer]:
+    """Debian's docker-registry on a free loopback port, no auth, storage in the temp folder."""
+    registry = start_registry(work_dir / "open", work_dir / "storage")
+    yield registry
+    registry.stop()
+
+
+@pytest.fixture(scope="module")
+def pushed(docker_engine: DockerEngine, open_registry: RegistryServer, work_dir: Path) -> Iterator[Pushed]:
+    """The nightlies pushed by dockerd (and `latest` on the newest); removed from dockerd after."""
     try:
-        digests = _push(registry, REPOSITORY, NIGHTLIES, work)
-        docker_cli("tag", f"{registry.host}/{REPOSITORY}:{ALIAS[1]}", f"{registry.host}/{REPOSITORY}:{ALIAS[0]}")
-        docker_cli("push", f"{registry.host}/{REPOSITORY}:{ALIAS[0]}")
-        yield Pushed(registry, REPOSITORY, digests, work)
+        digests = _push(open_registry, REPOSITORY, NIGHTLIES, work_dir)
+        latest, newest = (f"{open_registry.host}/{REPOSITORY}:{tag}" for tag in ALIAS)
+        docker_cli("tag", newest, latest)
+        docker_cli("push", latest)
+        yield Pushed(open_registry, REPOSITORY, digests, work_dir)
     finally:
-        registry.stop()
-        _remove_local(registry)
+        _remove_local(open_registry)
 
 
 def _api(registry: RegistryServer, method: str, path: str, body: bytes | None = None, **headers: str):
@@ -103,6 +116,7 @@ def _api(registry: RegistryServer, method: str, path: str, body: bytes | None = 
     return urllib.request.urlopen(request, timeout=10)  # noqa: S310 (loopback)
 
 
+@pytest.mark.docker
 def test_tags_between_ordered_by_created_with_docker_digests(pushed: Pushed) -> None:
     client = RegistryClient(pushed.registry.host)
     image_range = client.tags_between(pushed.repository, "nightly-20261201", "nightly-20261205")
@@ -132,6 +146,7 @@ def test_tags_between_ordered_by_created_with_docker_digests(pushed: Pushed) -> 
     assert len(ids) == 1
 
 
+@pytest.mark.docker
 def test_range_between_a_digest_and_a_tag_either_way(pushed: Pushed) -> None:
     client = RegistryClient(pushed.registry.host)
     good = pushed.digests["nightly-20261202"]
@@ -155,6 +170,7 @@ def test_range_between_a_digest_and_a_tag_either_way(pushed: Pushed) -> None:
     assert [c.name for c in only_nightlies.candidates] == ["nightly-20261202", "nightly-20261203", "nightly-20261204"]
 
 
+@pytest.mark.docker
 def test_all_tags_whatever_the_page_size(pushed: Pushed) -> None:
     """Debian's docker-registry 2.8.2 ignores ``n`` on tags/list: it answers every tag, unsorted,
     with no ``Link`` (tag pagination came with distribution 3.0). The client gets them all either
@@ -170,6 +186,7 @@ def test_all_tags_whatever_the_page_size(pushed: Pushed) -> None:
     assert sorted(client.tags(pushed.repository)) == every
 
 
+@pytest.mark.docker
 def test_an_index_resolves_to_its_linux_amd64_image(pushed: Pushed) -> None:
     client = RegistryClient(pushed.registry.host)
     amd64 = client.image(pushed.repository, "nightly-20261203")
@@ -213,6 +230,7 @@ def _manifest_body(pushed: Pushed, digest: str) -> bytes:
         return answer.read()
 
 
+@pytest.mark.docker
 def test_a_deleted_manifest_and_a_deleted_config_are_reported_gone(pushed: Pushed) -> None:
     """Deletion is on in the registry's config. A deleted manifest takes its tag with it; the good
     run's image, known by its digest, is gone with the registry's reason. A tag whose config blob
@@ -262,6 +280,7 @@ def basic_auth_registry(pushed: Pushed) -> Iterator[RegistryServer]:
     server.stop()
 
 
+@pytest.mark.docker
 def test_basic_auth_accepted_with_credentials_refused_without(
     pushed: Pushed, basic_auth_registry: RegistryServer
 ) -> None:
@@ -288,11 +307,11 @@ def test_basic_auth_accepted_with_credentials_refused_without(
     assert "\n" not in message and PASSWORD not in message and USERNAME not in message
 
 
-def test_unknown_repository_and_unreachable_registry_are_one_line(pushed: Pushed) -> None:
+def test_unknown_repository_and_unreachable_registry_are_one_line(open_registry: RegistryServer) -> None:
     with pytest.raises(RepositoryNotFoundError) as unknown:
-        RegistryClient(pushed.registry.host).tags_between("triage/no-such", "a", "b")
+        RegistryClient(open_registry.host).tags_between("triage/no-such", "a", "b")
     assert str(unknown.value) == (
-        f"registry {pushed.registry.host}, repository triage/no-such: no such repository (404 NAME_UNKNOWN)"
+        f"registry {open_registry.host}, repository triage/no-such: no such repository (404 NAME_UNKNOWN)"
     )
     port = free_port()
     with pytest.raises(RegistryUnreachableError) as unreachable:
@@ -300,6 +319,7 @@ def test_unknown_repository_and_unreachable_registry_are_one_line(pushed: Pushed
     assert str(unreachable.value) == f"registry 127.0.0.1:{port}: unreachable at 127.0.0.1:{port} (connection refused)"
 
 
+@pytest.mark.docker
 def test_bearer_token_auth_through_the_registrys_token_server(pushed: Pushed) -> None:
     """A registry with `auth: token:` trusting a token server the test starts: the client follows
     the challenge (realm, service, scope) to a token per scope, with the credentials given."""
