@@ -29,6 +29,7 @@ from traceladder.triage.registry import (
     RegistryClient,
     RegistryUnreachableError,
     RepositoryNotFoundError,
+    candidates_between,
 )
 
 # every test starts a real registry; those that push images take dockerd too (marked `docker`)
@@ -166,6 +167,12 @@ def test_range_between_a_digest_and_a_tag_either_way(pushed: Pushed) -> None:
         "rebuild-20261202b",
         "nightly-20261202",
     ]
+    # as provenance names them: RepoDigests[0] of each run's image
+    from_provenance = candidates_between(
+        f"{pushed.registry.host}/{pushed.repository}@{good}",
+        f"{pushed.registry.host}/{pushed.repository}:nightly-20261204",
+    )
+    assert from_provenance.candidates == forward.candidates
     only_nightlies = client.tags_between(pushed.repository, good, "nightly-20261204", pattern="nightly-*")
     assert [c.name for c in only_nightlies.candidates] == ["nightly-20261202", "nightly-20261203", "nightly-20261204"]
 

@@ -16,9 +16,11 @@ from traceladder.triage.registry import (
     RegistryAuthError,
     RegistryClient,
     RegistryResponseError,
+    RegistryError,
     _challenge,
     _created,
     _next_link,
+    candidates_between,
     registry_base_url,
 )
 
@@ -172,4 +174,13 @@ def test_denied_and_not_a_registry_are_one_line(broken_registry) -> None:
         RegistryClient(web_server).tags_between("team/runner", "a", "b")
     assert str(not_v2.value) == (
         f"registry {web_server}: does not implement the Docker Registry HTTP API v2 (404 on /v2/)"
+    )
+
+
+def test_a_range_needs_one_repository() -> None:
+    with pytest.raises(RegistryError) as two:
+        candidates_between("127.0.0.1:5000/team/runner:a", "127.0.0.1:5000/team/other:b")
+    assert str(two.value) == (
+        "registry 127.0.0.1:5000, repository team/runner: "
+        "the bad image is in 127.0.0.1:5000/team/other: a range needs both in one repository"
     )

@@ -559,3 +559,28 @@ def _reason(exc: object) -> str:
         return "timed out"
     text = first_line(exc) if isinstance(exc, BaseException) else str(exc)
     return re.sub(r"^\[Errno -?\d+\]\s*", "", text).strip().lower() or type(exc).__name__
+
+
+def candidates_between(
+    good_image: str,
+    bad_image: str,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    token: str | None = None,
+    pattern: str | None = None,
+    page_size: int | None = None,
+    timeout_s: float = 30.0,
+) -> ImageRange:
+    """The image candidates between two runs' images, each named as provenance records it (the
+    daemon's ``RepoDigests[0]``, ``host/repository@sha256:...``) or by tag
+    (``host/repository:tag``). Both must be in one repository of one registry."""
+    good, bad = ImageRef.parse(good_image), ImageRef.parse(bad_image)
+    if (good.registry, good.repository) != (bad.registry, bad.repository):
+        raise RegistryError(
+            registry_base_url(good.registry)[1],
+            good.repository,
+            f"the bad image is in {bad.registry}/{bad.repository}: a range needs both in one repository",
+        )
+    client = RegistryClient(good.registry, username=username, password=password, token=token, timeout_s=timeout_s)
+    return client.tags_between(good.repository, good.reference, bad.reference, pattern=pattern, page_size=page_size)
