@@ -16,6 +16,7 @@ from traceladder.triage.registry import (
     RegistryAuthError,
     RegistryClient,
     RegistryResponseError,
+    RegistryUnreachableError,
     RegistryError,
     _challenge,
     _created,
@@ -116,7 +117,7 @@ def test_a_link_header_that_loops_or_leaves_http_is_refused(broken_registry) -> 
     with pytest.raises(RegistryResponseError, match="Link header loops"):
         RegistryClient(looping).tags("r")
     to_file = broken_registry(lambda h: (200, {"Link": '<file:///etc/passwd>; rel="next"'}, page))
-    with pytest.raises(RegistryResponseError, match="sent a non-HTTP URL, not followed"):
+    with pytest.raises(RegistryResponseError, match=r"sent a non-HTTP URL \(file:\), not followed"):
         RegistryClient(to_file).tags("r")
 
 
@@ -184,3 +185,13 @@ def test_a_range_needs_one_repository() -> None:
         "registry 127.0.0.1:5000, repository team/runner: "
         "the bad image is in 127.0.0.1:5000/team/other: a range needs both in one repository"
     )
+
+
+def test_a_realm_with_credentials_in_its_url_is_named_by_host_only(broken_registry) -> None:
+    def registry(h: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        return 401, {"WWW-Authenticate": 'Bearer realm="http://bob:hunter2@127.0.0.1:9/token",service="s"'}, b""
+
+    host = broken_registry(registry)
+    with pytest.raises(RegistryUnreachableError) as down:
+        RegistryClient(host).tags("r")
+    assert str(down.value) == f"registry {host}, repository r: unreachable at 127.0.0.1:9 (connection refused)"

@@ -271,9 +271,14 @@ class RegistryClient:
     # ---- the HTTP exchange --------------------------------------------------------------------
     def _send(self, method: str, url: str, headers: dict[str, str], repository: str | None) -> _Response:
         for _ in range(MAX_REDIRECTS + 1):
-            if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https"):
                 # a Link, a redirect or a token realm comes from the server: no file: or other scheme
-                raise RegistryResponseError(self.host, repository, f"sent a non-HTTP URL, not followed: {url}")
+                raise RegistryResponseError(
+                    self.host, repository, f"sent a non-HTTP URL ({parts.scheme}:), not followed"
+                )
+            if "@" in parts.netloc:  # a user:password@ the server put in a URL is never sent
+                url = urllib.parse.urlunsplit(parts._replace(netloc=_host_of(url)))
             request = urllib.request.Request(url, headers=headers, method=method)  # noqa: S310 (checked above)
             try:
                 with self._opener.open(request, timeout=self._timeout_s) as answer:
@@ -282,7 +287,7 @@ class RegistryClient:
                 response = _Response(answer.code, dict(answer.headers or {}), self._read(answer, repository), url)
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
                 reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-                target = urllib.parse.urlsplit(url).netloc
+                target = _host_of(url)
                 raise RegistryUnreachableError(
                     self.host, repository, f"unreachable at {target} ({_reason(reason)})"
                 ) from None
@@ -355,7 +360,7 @@ class RegistryClient:
         if self._credentials:
             pair = f"{self._credentials[0]}:{self._credentials[1]}".encode()
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
-        realm_host = urllib.parse.urlsplit(challenge["realm"]).netloc or "?"
+        realm_host = _host_of(challenge["realm"])
         response = self._send("GET", url, headers, repository)
         if response.status in (401, 403):
             given = "the credentials" if self._credentials else "an anonymous token request"
@@ -534,6 +539,14 @@ class RegistryClient:
             if reference in image.tags or reference == image.digest:
                 return image
         return self.image(repository, reference)
+
+
+def _host_of(url: str) -> str:
+    """``host[:port]`` of a URL the server sent, without any ``user:password@`` it may carry."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "?"
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{parts.port}" if parts.port else host
 
 
 def _platform_entry(index: Mapping[str, Any]) -> str | None:
