@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator
 
 import pytest
-from traceladder.core.errors import TraceladderError
 from traceladder.triage.registry import (
     ImageRef,
+    ImageReferenceError,
     RegistryAuthError,
     RegistryClient,
     RegistryResponseError,
@@ -48,7 +48,7 @@ def test_registry_urls_and_credentials_never_in_messages() -> None:
     assert registry_base_url("localhost:5000") == ("http://localhost:5000", "localhost:5000")
     assert registry_base_url("reg.example.com") == ("https://reg.example.com", "reg.example.com")
     assert registry_base_url("docker.io") == ("https://registry-1.docker.io", "registry-1.docker.io")
-    with pytest.raises(TraceladderError) as with_password:
+    with pytest.raises(ImageReferenceError) as with_password:
         registry_base_url("https://bob:hunter2@reg.example.com")
     assert "hunter2" not in str(with_password.value) and "bob" not in str(with_password.value)
 

@@ -61,6 +61,10 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _LOOPBACK = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d+)?$")
 
 
+class ImageReferenceError(TraceladderError, ValueError):
+    """An image reference or registry address that cannot be read (bad input, not a registry's fault)."""
+
+
 class RegistryError(TraceladderError):
     """A registry's failure, one line naming its host (and the repository, when there is one)."""
 
@@ -103,7 +107,7 @@ class ImageRef:
         registry is Docker Hub (and a one-component name is under ``library/``)."""
         rest = text.strip()
         if not rest or any(c.isspace() for c in rest):
-            raise TraceladderError(f"image reference {text!r}: expected [registry/]repository[:tag|@digest]")
+            raise ImageReferenceError(f"image reference {text!r}: expected [registry/]repository[:tag|@digest]")
         reference = "latest"
         if "@" in rest:
             rest, reference = rest.split("@", 1)
@@ -115,7 +119,7 @@ class ImageRef:
         else:
             registry, repository = "docker.io", rest if "/" in rest else f"library/{rest}"
         if not repository or not reference:
-            raise TraceladderError(f"image reference {text!r}: expected [registry/]repository[:tag|@digest]")
+            raise ImageReferenceError(f"image reference {text!r}: expected [registry/]repository[:tag|@digest]")
         return cls(registry, repository, reference)
 
 
@@ -198,10 +202,10 @@ def registry_base_url(registry: str) -> tuple[str, str]:
         text = ("http://" if _LOOPBACK.match(text) else "https://") + text
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TraceladderError(f"registry {registry!r}: expected host[:port] or an http(s) URL")
+        raise ImageReferenceError(f"registry {registry!r}: expected host[:port] or an http(s) URL")
     if parts.username or parts.password:
         # never echo it: the URL holds a credential
-        raise TraceladderError("registry URL: credentials belong in the connection, not the URL")
+        raise ImageReferenceError("registry URL: credentials belong in the connection, not the URL")
     host = parts.netloc
     if host == "docker.io":
         host = "registry-1.docker.io"
