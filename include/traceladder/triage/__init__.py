@@ -1,0 +1,1 @@
+"""Regression triage: confirm, localize, explain a change in the weekly ladder."""
