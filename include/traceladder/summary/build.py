@@ -55,7 +55,8 @@ def build_summary(
             order.append(str(spec["rung"]))
     unprofiled = measured(plan, results)  # the block design's runs only: lens and profile runs stay out
     info = {str(s["rung"]): s for s in specs}
-    vs_parent, model, repeats = sequential_verdicts(plan, results)  # an adaptive plan: at its stopping look
+    # an adaptive plan: at its stopping look; `calls`: the ladder-wide rule (stats/sequential.py)
+    vs_parent, model, repeats, calls = sequential_verdicts(plan, results)
 
     step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
     cpu_step = {name: estimate(_ok(unprofiled.get(name, []), CPU_STEP)) for name in order}
@@ -128,6 +129,7 @@ def build_summary(
         "rungs": rows,
         "metric": plan_metric(plan),
         "model": model,
+        "calls": calls,
         # Adaptive repeats only: blocks run of planned, why it stopped, each look (stats/sequential.py).
         **({"repeats": repeats} if repeats else {}),
         "lenses": lenses,

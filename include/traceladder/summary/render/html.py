@@ -17,6 +17,7 @@ from traceladder.summary.render.fmt import (
     TERMS,
     fmt_change,
     fmt_est,
+    adaptive_levels,
     fmt_false_calls,
     fmt_fit,
     fmt_gb,
@@ -42,8 +43,8 @@ wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif
 {{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power\
 {% set false_calls = s | false_calls %}{% if false_calls %}; {{ false_calls }}{% endif %}. \
 {{ means_vs_model }}</p>{% endif %}
-{% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
-MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
+{% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; \
+{{ s | adaptive_levels }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
 {% if cpu %}<th>step CPU ms (95% CI)</th>{% endif %}<th>tokens/s/GPU</th>\
 <th>vs parent{{ ' on CPU time' if cpu }} (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
@@ -121,6 +122,7 @@ _ENV.filters["gb"] = fmt_gb
 _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
 _ENV.filters["false_calls"] = fmt_false_calls
+_ENV.filters["adaptive_levels"] = adaptive_levels
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["profile_units"] = PROFILE_UNITS
 _ENV.globals["terms"] = TERMS

@@ -10,6 +10,7 @@ from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
     PROFILE_UNITS,
     TERMS,
+    adaptive_levels,
     fmt_change,
     fmt_est,
     fmt_false_calls,
@@ -65,8 +66,7 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
             "",
-            f"Adaptive repeats: {repeats['sentence']}; intervals and MDEs at that look's critical value, "
-            f"z {repeats['critical_z_used']:.2f} (docs/statistics-adaptive.md).",
+            f"Adaptive repeats: {repeats['sentence']}; {adaptive_levels(summary)} (docs/statistics-adaptive.md).",
         ]
     return "\n".join(lines)
 
