@@ -303,6 +303,7 @@ def ladder_calls(
     return LadderCalls(rule, k, frozenset(order[:n]), level, mde_level(rule, k, alpha))
 
 
+@lru_cache(maxsize=4096)
 def look_z(design: Design | None, blocks: int, final: bool, level: float) -> float:
     """The critical value on Z of the look after `blocks` blocks for a design that spends `level`
     in all: the fixed design's z_{1-level/2}; an adaptive one's boundary at that look (`final`: the
