@@ -218,3 +218,17 @@ def test_the_adaptive_stop_reads_the_mdes_at_the_rules_level() -> None:
     assert repeats is not None and repeats["blocks_run"] == 6
     assert calls["mde_z"] == pytest.approx(look_z(Design(3, 6, 5.0), 6, False, ALPHA / 5))
     assert calls["per_rung_z"] == pytest.approx(Design(3, 6, 5.0).z_at(6))
+
+
+def test_the_ladders_page_names_the_rule_and_the_rung_not_called_over_the_ladder() -> None:
+    from jinja2 import Environment, PackageLoader
+
+    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
+
+    summary = build_summary(*plan_and_results(-5.5, "holm"), {})
+    env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
+    env.filters.update(est=fmt_est, change=fmt_change, gb=fmt_gb, urlpart=str, urlpath=str)
+    page = str(env.get_template("_macros.html").module.ladder_table(summary))
+    assert '<p class="verdict-calls muted">Calls are controlled over the ladder&#39;s 5 comparisons by Holm' in page
+    row = page[page.index("<td>r2</td>") :].split("</tr>")[0]
+    assert "no change detected" in row and "per rung faster" in row and "not called over the ladder" in row
