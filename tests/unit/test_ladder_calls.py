@@ -232,3 +232,32 @@ def test_the_ladders_page_names_the_rule_and_the_rung_not_called_over_the_ladder
     assert '<p class="verdict-calls muted">Calls are controlled over the ladder&#39;s 5 comparisons by Holm' in page
     row = page[page.index("<td>r2</td>") :].split("</tr>")[0]
     assert "no change detected" in row and "per rung faster" in row and "not called over the ladder" in row
+
+
+def test_the_summary_says_what_the_run_resolves_and_what_a_batch_setting_means() -> None:
+    from traceladder.summary.build import batch_setting
+
+    proxy = {
+        "backend": "local",
+        "model_args": {"global_batch_size": 4, "micro_batch_size": 1, "expert_model_parallel_size": 2},
+        "docker_env_vars": {"GPUS_PER_NODE": "8"},
+    }
+    assert batch_setting(proxy) == (
+        "global_batch=4 on the CPU proxy's 2 ranks: 2 micro-batch(es) of 1 per rank, "
+        "as a global batch of 16 is on 8 GPUs"
+    )
+    gpus = {**proxy, "backend": "docker", "model_args": {"global_batch_size": 32, "micro_batch_size": 1}}
+    assert batch_setting(gpus) == "global_batch=32 over 8 data-parallel ranks: 4 micro-batch(es) of 1 per rank"
+    assert batch_setting({"backend": "local", "model_args": {}}) is None
+
+    plan, results = plan_and_results(-5.5, "benjamini_hochberg")
+    for spec in plan["specs"]:
+        if spec["rung"] == "r5":
+            spec.update(proxy, switch="global_batch", value=4)
+    summary = build_summary(plan, results, {})
+    mdes = sorted(r["vs_parent"]["mde_pct"] for r in summary["rungs"][1:])
+    md, html = to_markdown(summary), to_html(summary, {})
+    said = f"at this noise these runs resolve a change of about {mdes[2]:.1f}% (the median MDE"
+    assert said in md and said in html
+    assert "Batch rungs: r5 sets global_batch=4 on the CPU proxy&#39;s 2 ranks" in html
+    assert "Batch rungs: r5 sets global_batch=4 on the CPU proxy's 2 ranks: 2 micro-batch(es) of 1 per rank" in md

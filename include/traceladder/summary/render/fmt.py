@@ -94,6 +94,34 @@ def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
     )
 
 
+def fmt_resolution(summary: Mapping[str, JSONValue]) -> str:
+    """What this run could resolve, said once: the judged rungs' median MDE (and their range);
+    a rung that moved less reads "no change detected"."""
+    mdes = sorted(
+        m
+        for row in as_objects(summary.get("rungs") or [])
+        if isinstance(vs := row.get("vs_parent"), dict) and (m := as_number(vs.get("mde_pct"))) is not None
+    )
+    if not mdes:
+        return ""
+    mid = mdes[len(mdes) // 2] if len(mdes) % 2 else (mdes[len(mdes) // 2 - 1] + mdes[len(mdes) // 2]) / 2
+    spread = f"; {mdes[0]:.1f}% to {mdes[-1]:.1f}% over the rungs" if mdes[-1] - mdes[0] >= 0.05 else ""
+    return (
+        f"at this noise these runs resolve a change of about {mid:.1f}% (the median MDE{spread}); "
+        "a rung that moved less reads no change detected, whatever it does on a quieter machine"
+    )
+
+
+def batch_settings(summary: Mapping[str, JSONValue]) -> str:
+    """The batch rungs' settings where they ran (summary/build.batch_setting), in one line."""
+    parts = [
+        f"{row['rung']} sets {row['batch_setting']}"
+        for row in as_objects(summary.get("rungs") or [])
+        if row.get("batch_setting")
+    ]
+    return "Batch rungs: " + "; ".join(parts) + "." if parts else ""
+
+
 def adaptive_levels(summary: Mapping[str, JSONValue]) -> str:
     """Which critical values an adaptive ladder's verdicts used at the look where it stopped."""
     repeats = summary.get("repeats")

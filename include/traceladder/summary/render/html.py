@@ -18,8 +18,10 @@ from traceladder.summary.render.fmt import (
     fmt_change,
     fmt_est,
     adaptive_levels,
+    batch_settings,
     fmt_false_calls,
     fmt_fit,
+    fmt_resolution,
     fmt_gb,
     fmt_trend,
 )
@@ -41,8 +43,10 @@ wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif
 {% set m = (s.model or {}).get('step_cpu_ms' if cpu else 'step_ms') or {} %}\
 {% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }} on the log of each run's \
 {{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power\
+{% set resolution = s | resolution %}{% if resolution %}; {{ resolution }}{% endif %}\
 {% set false_calls = s | false_calls %}{% if false_calls %}; {{ false_calls }}{% endif %}. \
 {{ means_vs_model }}</p>{% endif %}
+{% set batch = s | batch_settings %}{% if batch %}<p id="batch-settings">{{ batch }}</p>{% endif %}
 {% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; \
 {{ s | adaptive_levels }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
@@ -123,6 +127,8 @@ _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
 _ENV.filters["false_calls"] = fmt_false_calls
 _ENV.filters["adaptive_levels"] = adaptive_levels
+_ENV.filters["resolution"] = fmt_resolution
+_ENV.filters["batch_settings"] = batch_settings
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["profile_units"] = PROFILE_UNITS
 _ENV.globals["terms"] = TERMS

@@ -11,11 +11,13 @@ from traceladder.summary.render.fmt import (
     PROFILE_UNITS,
     TERMS,
     adaptive_levels,
+    batch_settings,
     fmt_change,
     fmt_est,
     fmt_false_calls,
     fmt_fit,
     fmt_gb,
+    fmt_resolution,
     fmt_trend,
 )
 
@@ -58,10 +60,15 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
         lines += [
             "",
             f"vs parent: randomised block model{fmt_trend(model)} on the log of {what}, {fmt_fit(model)}; "
-            "MDE at 80% power" + "".join(f"; {x}" for x in [fmt_false_calls(summary)] if x) + ". " + MEANS_VS_MODEL,
+            "MDE at 80% power"
+            + "".join(f"; {x}" for x in [fmt_resolution(summary), fmt_false_calls(summary)] if x)
+            + ". "
+            + MEANS_VS_MODEL,
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
+    if batch_settings(summary):
+        lines += ["", batch_settings(summary)]
     repeats = as_object(summary.get("repeats") or {})
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
