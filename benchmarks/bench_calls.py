@@ -24,6 +24,7 @@ summary's `run_sd_pct`, after the drift terms) is the demo's measured 3%, 5% or 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -34,7 +35,8 @@ from benchmarks.common import Context, Row
 RULES = ("per_rung", "holm", "benjamini_hochberg")
 NULL_LADDERS = 2000
 SEED_LADDERS = 800
-RUN_SDS = (8.0, 5.0, 3.0)  # the demos' residual run sd, % (docs/statistics.md, "Run length")
+# the demos' residual run sd, % (docs/statistics.md, "Run length"); TRACELADDER_BENCH_CALLS_SDS=4,6,7 for others
+RUN_SDS = tuple(float(x) for x in os.environ.get("TRACELADDER_BENCH_CALLS_SDS", "8,5,3").split(","))
 NULL_SD = 5.0
 TARGET_UPPER = 0.065
 BUDGET_BLOCKS = (9, 10)  # where proxy-local's budget stopped the demos of 2026-12-05
