@@ -106,7 +106,7 @@ def test_aa9_ladder_is_nine_comparisons_that_cannot_move() -> None:
     aa = loaded.ladder.switches["aa"]
     assert aa.values["a"] == aa.values["b"]  # every rung runs its parent's settings
     assert loaded.ladder.adaptive == load_ladder(CONFIG_DIR / "ladders" / "proxy-local.yaml").ladder.adaptive
-    assert loaded.ladder.correction == "benjamini_hochberg" and loaded.ladder.lenses is None
+    assert loaded.ladder.correction == "holm" and loaded.ladder.lenses is None
 
 
 def test_the_ladder_wide_rule_is_read_and_checked(tmp_path: Path) -> None:

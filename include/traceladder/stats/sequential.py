@@ -253,7 +253,7 @@ def worst(mde_pcts: Mapping[str, float | None]) -> float | None:
 # interval; alpha / k when none is called), per_rung alpha.
 
 CORRECTIONS = ("benjamini_hochberg", "holm", "per_rung")
-DEFAULT_CORRECTION = "benjamini_hochberg"
+DEFAULT_CORRECTION = "holm"  # why: docs/statistics.md, "Why Holm is the default"
 CORRECTION_NAMES = {"benjamini_hochberg": "Benjamini–Hochberg", "holm": "Holm", "per_rung": "per rung"}
 
 
