@@ -328,7 +328,7 @@ def ladder_verdicts(
         "name": CORRECTION_NAMES[rule],
         "alpha": alpha,
         "comparisons": calls.comparisons,
-        "called": sorted(calls.called),
+        "called": [*sorted(calls.called)],
         "not_called_over_ladder": [*missed],
         "interval_level": calls.interval_level,
         "interval_z": interval_z,
