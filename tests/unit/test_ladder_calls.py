@@ -190,6 +190,10 @@ def test_holm_misses_where_benjamini_hochberg_calls() -> None:
     assert holm["calls"]["called"] == ["r1"] and holm["calls"]["not_called_over_ladder"] == ["r2"]
     assert bh["calls"]["called"] == ["r1", "r2"] and bh["calls"]["not_called_over_ladder"] == []
     assert "by Holm at a 5% family-wise false-call rate" in to_markdown(holm)
+    # the intervals' level said where they are shown: Holm's after one call is 5%/4, BH's after two 2 x 5%/5
+    assert "| vs parent (98.75% CI, Holm) |" in to_markdown(holm)
+    assert "<th>vs parent (98% CI, Benjamini–Hochberg)</th>" in to_html(bh, {})
+    assert any(f.startswith("r2 (r2=True) is faster than base: step time") and "98% CI" in f for f in bh["findings"])
     assert bh["calls"]["interval_level"] == pytest.approx(2 * ALPHA / 5)  # R = 2
 
 
@@ -230,6 +234,7 @@ def test_the_ladders_page_names_the_rule_and_the_rung_not_called_over_the_ladder
     env.filters.update(est=fmt_est, change=fmt_change, gb=fmt_gb, urlpart=str, urlpath=str)
     page = str(env.get_template("_macros.html").module.ladder_table(summary))
     assert '<p class="verdict-calls muted">Calls are controlled over the ladder&#39;s 5 comparisons by Holm' in page
+    assert "<th>vs parent (98.75% CI, Holm)</th>" in page
     row = page[page.index("<td>r2</td>") :].split("</tr>")[0]
     assert "no change detected" in row and "per rung faster" in row and "not called over the ladder" in row
 

@@ -98,6 +98,16 @@ def per_rung_words(vs: Mapping[str, JSONValue]) -> str:
     return f"{change_word({**own, 'metric': vs.get('metric')})} {as_number(vs.get('delta_pct')) or 0.0:+.1f}%{ci}"
 
 
+def interval_label(summary: Mapping[str, JSONValue]) -> str:
+    """What the shown verdict intervals are: `95% CI`, or under a ladder-wide rule the level that
+    decided its last call (`98.75% CI, Holm`; docs/statistics.md, "Calls over the whole ladder")."""
+    calls = summary.get("calls")
+    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+        return "95% CI"
+    level = as_number(calls.get("interval_level")) or ALPHA
+    return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls['name']}"
+
+
 def change_word(vs: Mapping[str, JSONValue]) -> str:
     """How a call reads: `faster`/`slower` for a step figure, `higher`/`lower` for a batch rung's
     throughput (the stored verdict stays `faster`/`slower` for both)."""
@@ -512,11 +522,12 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     rows = [(r, as_object(r["vs_parent"])) for r in as_objects(summary["rungs"]) if r.get("vs_parent")]
     out = []
     called = [(r, v) for r, v in rows if v["verdict"] in ("faster", "slower")]
+    label = interval_label(summary)
     for r, v in sorted(called, key=lambda rv: -abs(as_number(rv[1]["delta_pct"]) or 0.0)):
         what, unit, _ = METRIC_WORDS.get(str(v["metric"]), METRIC_WORDS[STEP])
         delta_pct, delta = as_number(v["delta_pct"]) or 0.0, as_number(v["delta"]) or 0.0
         interval = change_pct_interval(v)
-        ci = f"95% CI {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
+        ci = f"{label} {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
         head = f"{r['rung']} ({r['switch']}={r['value']})"
         if v["metric"] in STEP_METRICS:
             head += f" is {v['verdict']} than {r['parent']}: {what}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
-from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
+from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, interval_label, plan_metric
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
     PROFILE_UNITS,
@@ -32,7 +32,7 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     head = (
         "| rung | change | step ms (95% CI) |"
         + (" step CPU ms (95% CI) |" if cpu else "")
-        + f" tokens/s/GPU | vs parent{' on CPU time' if cpu else ''} (95% CI) | speedup vs root "
+        + f" tokens/s/GPU | vs parent{' on CPU time' if cpu else ''} ({interval_label(summary)}) | speedup vs root "
         "| peak mem GB | runs ok |"
     )
     lines = [head, "|---" * (9 if cpu else 8) + "|"]
