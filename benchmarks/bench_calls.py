@@ -19,6 +19,8 @@ summary's `run_sd_pct`, after the drift terms) is the demo's measured 3%, 5% or 
   is called in its direction, with and without the correction, at run sd 3%, 5% and 8%; and the
   share of ladders that meet the issue's Done-when for one demo (fusions and grouped_gemm called
   faster, no false call).
+- calls_null_real (named with --only; ~9 min a ladder): whole real proxy-aa9 ladders through
+  `traceladder demo`, the Done-when's "10 real null ladders: at most 1 with any call".
 """
 
 from __future__ import annotations
@@ -271,4 +273,60 @@ def bench_calls_seed(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_calls_null, bench_calls_seed]
+REAL_NULL_LADDERS = int(os.environ.get("TRACELADDER_BENCH_NULL_LADDERS", "10"))
+REAL_NULL_MAX = 1  # of 10 real null ladders, at most 1 with any call (issue 53's Done-when)
+
+
+def bench_calls_null_real(ctx: Context) -> list[Row]:
+    """Whole real proxy-aa9 ladders, each a `traceladder demo --ladder proxy-aa9` (SeaweedFS,
+    Airflow's dag.test(), the adaptive looks and the budget, the summary with its ladder-wide
+    rule): the ladders with any call. ~9 min a ladder."""
+    import json
+    import tempfile
+
+    from benchmarks.common import run_demo
+
+    count = 2 if ctx.quick else REAL_NULL_LADDERS
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="traceladder-aa9-demo-") as tmp:
+        for _ in range(count):
+            demo = run_demo("proxy-aa9", tmp)
+            summary = json.loads((demo.local_copy / "summary" / "summary.json").read_text())
+            outcomes.append(summary)
+    k = 0
+    per = []
+    for summary in outcomes:
+        rows = [r["vs_parent"] for r in summary["rungs"] if r.get("vs_parent")]
+        calls = [
+            f"{r['rung']} {r['vs_parent']['verdict']}"
+            for r in summary["rungs"]
+            if r.get("vs_parent") and r["vs_parent"]["verdict"] in ("faster", "slower")
+        ]
+        own = sum(v.get("per_rung", v)["verdict"] in ("faster", "slower") for v in rows)
+        k += bool(calls)
+        mdes = sorted(v["mde_pct"] for v in rows if v.get("mde_pct") is not None)
+        model = summary["model"][rows[0]["metric"]] if rows else {}
+        median = mdes[len(mdes) // 2] if mdes else float("nan")
+        per.append(
+            f"{', '.join(calls) or 'no call'} ({own} per rung; {summary['repeats']['blocks_run']} blocks, "
+            f"run sd {model.get('run_sd_pct', float('nan')):.1f}%, median MDE {median:.1f}%)"
+        )
+    lo, hi = _ci(k, count)
+    rule = outcomes[0]["calls"]["name"] if outcomes and outcomes[0].get("calls") else "?"
+    return [
+        Row(
+            "calls",
+            f"real proxy-aa9 ladders with any call ({rule})",
+            float(k),
+            "ladders",
+            f"<= {REAL_NULL_MAX} of 10",
+            k <= REAL_NULL_MAX * count / 10,
+            f"{k}/{count} (95% CI {100 * lo:.1f}-{100 * hi:.1f}%), each a whole `traceladder demo --ladder proxy-aa9`: "
+            + "; ".join(per),
+        )
+    ]
+
+
+bench_calls_null_real.explicit_only = True  # type: ignore[attr-defined]  # ~9 min a ladder, 10 ladders
+
+SECTIONS = [bench_calls_null, bench_calls_seed, bench_calls_null_real]
