@@ -315,8 +315,9 @@ def ladder_verdicts(
     alpha = design.alpha if design else ALPHA
     rule = plan_correction(plan)
     own_z = look_z(design, blocks, final, alpha) if design else None  # None: the fixed 95% (t.975)
-    per_rung, model = rung_verdicts(plan, results, own_z)
-    comparisons, _ = _comparisons(plan, results)
+    comparisons, fits = _comparisons(plan, results)
+    per_rung = {rung: verdict(c, level, metric, up, own_z) for rung, (c, level, metric, up) in comparisons.items()}
+    model: JSONObject = {metric: _model(fit, plan_drift(plan), own_z) for metric, fit in fits.items()}
     tails = _tails(comparisons)
     calls = ladder_calls(tails, lambda level: float(norm.sf(look_z(design, blocks, final, level))), rule, alpha)
     interval_z = look_z(design, blocks, final, calls.interval_level)
