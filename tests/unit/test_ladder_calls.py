@@ -171,6 +171,10 @@ def test_a_rung_called_alone_but_not_over_the_ladder_is_shown_with_its_interval(
     assert wider > r2["per_rung"]["ci95_pct"][1] - r2["per_rung"]["ci95_pct"][0]
     # MDEs at 5%/k: larger than the rung's own
     assert r2["mde_pct"] > r2["per_rung"]["mde_pct"] and calls["mde_level"] == pytest.approx(ALPHA / 5)
+    assert calls["sentence"].endswith(
+        f"what it costs: a median MDE of {r2['mde_pct']:.1f}% against {r2['per_rung']['mde_pct']:.1f}% "
+        "for a rung tested alone"
+    )  # every rung's MDE is alike in this complete design
     md, html = to_markdown(summary), to_html(summary, {})
     for text in (md, html):
         assert "not called over the ladder" in text and "Benjamini–Hochberg" in text

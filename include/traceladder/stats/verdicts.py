@@ -5,7 +5,7 @@ summary. The statistics themselves are in stats/model.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from traceladder.core.documents import (
     JSONObject,
@@ -350,7 +350,22 @@ def ladder_verdicts(
             rule, alpha, calls.comparisons, len(calls.called), calls.interval_level, interval_z, calls.mde_level, mde_z
         ),
     }
+    ladder_mde, own_mde = _median_mde(out.values()), _median_mde(per_rung.values())
+    if rule != "per_rung" and ladder_mde is not None and own_mde is not None:
+        # what the rule costs in resolution, said where it is stated
+        record["sentence"] = (
+            f"{record['sentence']}; what it costs: a median MDE of {ladder_mde:.1f}% against {own_mde:.1f}% "
+            "for a rung tested alone"
+        )
     return out, model, record
+
+
+def _median_mde(verdicts: Iterable[Mapping[str, JSONValue]]) -> float | None:
+    mdes = sorted(m for v in verdicts if (m := as_number(v.get("mde_pct"))) is not None)
+    if not mdes:
+        return None
+    half = len(mdes) // 2
+    return mdes[half] if len(mdes) % 2 else (mdes[half - 1] + mdes[half]) / 2
 
 
 def calls_sentence(
