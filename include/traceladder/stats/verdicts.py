@@ -584,7 +584,8 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
             )
         )
     if calls:
-        out.append(f"Calls: {calls['sentence']}.")
+        sentence = str(calls["sentence"])
+        out.append(f"{sentence[:1].upper()}{sentence[1:]}.")
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)
     return out
