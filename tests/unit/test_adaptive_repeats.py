@@ -294,13 +294,13 @@ def test_summary_after_a_stop_and_after_max() -> None:
     assert "3 of 4 planned blocks ran" in to_html(summary, {})
 
     plan, results = _hand_made(target=1.0)  # never reached: all four blocks
-    verdicts, _, repeats = sequential_verdicts(plan, results)
+    verdicts, _, repeats, _ = sequential_verdicts(plan, results)
     assert repeats is not None and (repeats["blocks_run"], repeats["stopped"]) == (4, "max_reached")
     assert repeats["sentence"] == "4 of 4 planned blocks ran, the maximum, some MDE still above 1%"
     assert [look["blocks"] for look in repeats["looks"]] == [2, 3, 4]
     assert verdicts["fast"]["mde_pct"] == pytest.approx(_hand_mde(4, Design(2, 4, 1.0)), rel=1e-6)
     wider = verdicts["fast"]["ci95"][1] - verdicts["fast"]["ci95"][0]
-    fixed, _, none = sequential_verdicts({k: v for k, v in plan.items() if k != "adaptive"}, results)
+    fixed, _, none, _ = sequential_verdicts({k: v for k, v in plan.items() if k != "adaptive"}, results)
     assert none is None and wider > fixed["fast"]["ci95"][1] - fixed["fast"]["ci95"][0]  # z 2.01 > 1.96
 
 

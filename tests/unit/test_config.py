@@ -64,7 +64,7 @@ def error_of(tmp_path: Path, mutate) -> LadderConfigError:
     return info.value
 
 
-CONTROL_LADDERS = {"proxy-aa.yaml", "proxy-power.yaml"}  # the verdicts' A/A and positive controls
+CONTROL_LADDERS = {"proxy-aa.yaml", "proxy-aa9.yaml", "proxy-power.yaml"}  # the verdicts' A/A and positive controls
 
 
 @pytest.mark.parametrize("path", [p for p in LADDERS if p.name not in CONTROL_LADDERS], ids=lambda p: p.name)
@@ -96,6 +96,30 @@ def test_aa_ladder_validates_with_a_switch_whose_values_set_the_same() -> None:
         ("aa", "baseline", {"aa": "b"}),
     ]
     assert loaded.ladder.schedule is None and loaded.ladder.lenses is None
+
+
+def test_aa9_ladder_is_nine_comparisons_that_cannot_move() -> None:
+    loaded = load_ladder(CONFIG_DIR / "ladders" / "proxy-aa9.yaml")
+    rungs = loaded.ladder.rungs
+    assert [r.name for r in rungs] == ["baseline", *(f"aa{i}" for i in range(1, 10))]
+    assert all(r.parent == p.name and list(r.set) == ["aa"] for p, r in zip(rungs, rungs[1:]))
+    aa = loaded.ladder.switches["aa"]
+    assert aa.values["a"] == aa.values["b"]  # every rung runs its parent's settings
+    assert loaded.ladder.adaptive == load_ladder(CONFIG_DIR / "ladders" / "proxy-local.yaml").ladder.adaptive
+    assert loaded.ladder.correction == "holm" and loaded.ladder.lenses is None
+
+
+def test_the_ladder_wide_rule_is_read_and_checked(tmp_path: Path) -> None:
+    """`correction:` names the ladder-wide rule (docs/statistics.md, "Calls over the whole ladder")."""
+    from traceladder.stats.sequential import CORRECTIONS, DEFAULT_CORRECTION
+
+    assert load_ladder(write(tmp_path, MINIMAL)).ladder.correction == DEFAULT_CORRECTION
+    for i, rule in enumerate(CORRECTIONS):  # the config's names are the statistics' names
+        data = {**copy.deepcopy(MINIMAL), "correction": rule}
+        assert load_ladder(write(tmp_path, data, f"c{i}.yaml")).ladder.correction == rule
+    err = error_of(tmp_path, lambda d: d.update(correction="bonferroni"))
+    assert err.field == "correction", err.one_line()
+    assert "benjamini_hochberg" in str(err) and len(str(err).splitlines()) == 1
 
 
 def test_power_ladder_adds_known_work_to_the_root_and_nothing_else() -> None:

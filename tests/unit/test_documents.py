@@ -130,7 +130,8 @@ def test_unknown_keys_survive_a_round_trip_in_order() -> None:
     text = json.dumps({"schema": 1, "ladder": "l", "run_id": "r", "specs": [], "later_field": {"x": 1}}, indent=1)
     plan = PlanDoc.from_json(text)
     assert plan.extra == {"later_field": {"x": 1}}
-    assert json.loads(plan.to_json()) == {**json.loads(text), "metric": "wall", "drift": "none", "params": {}}
+    defaults = {"metric": "wall", "drift": "none", "correction": "per_rung", "params": {}}
+    assert json.loads(plan.to_json()) == {**json.loads(text), **defaults}
 
 
 def test_checked_json_is_the_stored_document_after_the_readers_checks() -> None:

@@ -230,7 +230,10 @@ def test_ladder_table_block_model_verdicts() -> None:
             "delta_pct",
             "verdict",
             "mde_pct",
+            "per_rung",  # the call of the rung tested alone; this plan names no rule, so it is per rung
         }
+        assert summary["calls"]["rule"] == "per_rung"
+        assert rows[name]["vs_parent"]["per_rung"]["verdict"] == rows[name]["vs_parent"]["verdict"]
     fus, dee, gbs = rows["fusions"]["vs_parent"], rows["deepep"]["vs_parent"], rows["gbs16"]["vs_parent"]
     hand = by_hand(results, "fusions", "baseline")
     assert summary["model"]["step_ms"]["df"] == hand["df"] == 6

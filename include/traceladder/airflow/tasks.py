@@ -79,6 +79,7 @@ def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: RunPa
         run_id=run_id,
         metric=loaded.ladder.metric,
         drift=loaded.ladder.drift,
+        correction=loaded.ladder.correction,
         params=cast(JSONObject, dict(params)),  # the form's values are JSON
         design=plan_design(specs, seed),
         adaptive=adaptive,

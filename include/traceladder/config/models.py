@@ -161,6 +161,11 @@ class Ladder(Strict):
     # Drift terms in the verdicts' block model: a time polynomial of this degree inside each block
     # (docs/statistics.md, "Drift inside a block"), for a machine whose speed moves within a block.
     drift: Literal["none", "linear", "quadratic"] = "none"
+    # How the verdicts control false calls over the ladder's comparisons (docs/statistics.md, "Calls
+    # over the whole ladder"): Holm's family-wise rate (the default: a demo must make no false call),
+    # Benjamini-Hochberg's false discovery rate, or each rung tested on its own at 5%.
+    # stats/sequential.CORRECTIONS holds the same names.
+    correction: Literal["benjamini_hochberg", "holm", "per_rung"] = "holm"
     timeout_s: int = Field(default=1800, ge=10)
     engine: Literal["builtin", "tracelens"] = "builtin"
     base: RungOverrides = Field(default_factory=RungOverrides)

@@ -333,6 +333,7 @@ class PlanDoc(Document):
     run_id: str = _f("str")
     metric: str = _f("str", default="wall")
     drift: str = _f("str", default="none")
+    correction: str = _f("str", default="per_rung")  # plans from before the field were judged per rung
     params: JSONObject = _f("object", default={})
     design: JSONObject | None = _f("object?", default=None, omit_none=True)
     adaptive: JSONObject | None = _f("object?", default=None, omit_none=True)
@@ -386,7 +387,8 @@ class Summary(Document):
     """A run's summary (``summary.json``): the ladder table with its verdicts, lens overheads, the
     profiled rung's breakdown, collectives, what's left (``headroom``), failures, provenance,
     findings, and once published the attribution and the history verdicts. ``repeats`` is set
-    for an adaptive plan only."""
+    for an adaptive plan only. Each ``rungs[].vs_parent`` is the ladder-wide call (``calls``
+    names the rule); its ``per_rung`` holds the call, interval and MDE of the rung tested alone."""
 
     FILE: ClassVar[str] = layout.SUMMARY_JSON
     SCHEMA: ClassVar[int] = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
@@ -398,6 +400,8 @@ class Summary(Document):
     rungs: list[JSONObject] = _f("list")
     metric: str = _f("str", default="wall")
     model: JSONObject | None = _f("object?", default=None)
+    # the ladder-wide rule over the verdicts (stats/verdicts.ladder_verdicts); summaries before it: none
+    calls: JSONObject | None = _f("object?", default=None, omit_none=True)
     repeats: JSONObject | None = _f("object?", default=None, omit_none=True)
     lenses: list[JSONObject] = _f("list", default=[])
     lens_rung: str | None = _f("str?", default=None)

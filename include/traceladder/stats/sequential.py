@@ -34,7 +34,7 @@ The model, so the numbers can be redone by hand:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -70,7 +70,7 @@ def _exit_prob(b: float, grid: np.ndarray, mass: np.ndarray, s: float) -> float:
     return float(np.sum(mass * tails))
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=2048)  # the ladder-wide rules ask for a few levels per look
 def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA, last_is_final: bool = False) -> tuple[float, ...]:
     """Two-sided critical values c_n on the Z scale at information fractions `fractions`
     (increasing, the last <= 1), spending `alpha` by the O'Brien-Fleming-type function.
@@ -224,3 +224,91 @@ def worst(mde_pcts: Mapping[str, float | None]) -> float | None:
     if not values or any(v is None for v in values):
         return None
     return max(v for v in values if v is not None)
+
+
+# --- the ladder-wide rule over a ladder's comparisons ------------------------------------------------
+#
+# A ladder judges k comparisons (its non-root rungs that have an interval) at once. `per_rung` tests
+# each at alpha; the other two control the false calls over the ladder (docs/statistics.md, "Calls
+# over the whole ladder"). Each rung's evidence is its repeated p-value at the look where the ladder
+# stopped: the smallest level a' whose critical value at that look (the design spending a', or for a
+# fixed design the two-sided z_{1-a'/2}) its |t| clears. On the t scale "p <= a'" is
+# "t.sf(|t|, df) <= Phi(-c(a'))", so the rule compares each rung's one-sided tail with the tails
+# of a few critical values and never needs the p-value itself:
+# - holm: step-down. Sort the tails; the j-th smallest (j = 1..k) is called while it clears the
+#   level alpha / (k - j + 1). With the looks this is Maurer and Bretz's graphical approach with
+#   equal weights on a complete graph: each rung's hypothesis gets alpha/k of spending, and a
+#   called rung passes its share to the rest, so the next is tested at the look's boundary for
+#   alpha / (k - 1), and so on. Closed testing gives the family-wise rate alpha whatever look the
+#   ladder stops at (a false call needs a true null to cross its boundary at some look).
+# - benjamini_hochberg: step-up. R is the largest j whose j-th smallest tail clears j * alpha / k;
+#   the R smallest are called. The false discovery rate is alpha for independent or positively
+#   dependent p-values at a fixed look; across the looks (a data-dependent stop) it is shown by
+#   simulation (benchmarks/bench_calls.py).
+# The MDE (shown, and used by the adaptive stop) is at the rule's first step, alpha / k: the
+# smallest change a rung is called at with 80% power when no other rung is, which does not depend
+# on the other rungs' effects. The interval a rung shows is the one at the level that decided the
+# last call, so it excludes 0 exactly for the called rungs: holm alpha / (k - R) (alpha when all
+# are called), benjamini_hochberg R * alpha / k (Benjamini and Yekutieli's false-coverage-rate
+# interval; alpha / k when none is called), per_rung alpha.
+
+CORRECTIONS = ("benjamini_hochberg", "holm", "per_rung")
+DEFAULT_CORRECTION = "holm"  # why: docs/statistics.md, "Why Holm is the default"
+CORRECTION_NAMES = {"benjamini_hochberg": "Benjamini–Hochberg", "holm": "Holm", "per_rung": "per rung"}
+
+
+@dataclass(frozen=True)
+class LadderCalls:
+    """The rule's outcome over one ladder's comparisons."""
+
+    rule: str
+    comparisons: int  # k: the comparisons judged together
+    called: frozenset[str]
+    interval_level: float  # the two-sided level of every interval shown (alpha for per_rung)
+    mde_level: float  # the level of the MDEs shown and of the adaptive stop
+
+
+def mde_level(rule: str, comparisons: int, alpha: float = ALPHA) -> float:
+    """The level of a rung's MDE under the rule: alpha / k, or alpha per rung."""
+    if rule not in CORRECTIONS:
+        raise ValueError(f"correction {rule!r} is not one of {', '.join(CORRECTIONS)}")
+    return alpha if rule == "per_rung" else alpha / max(comparisons, 1)
+
+
+def ladder_calls(
+    tails: Mapping[str, float],
+    tail_at: Callable[[float], float],
+    rule: str,
+    alpha: float = ALPHA,
+) -> LadderCalls:
+    """Which comparisons the rule calls. `tails`: each comparison's one-sided tail
+    t.sf(|t|, df) at the reporting look; `tail_at(level)`: the one-sided tail Phi(-c) of that
+    look's critical value c for a design spending `level` in all (decreasing levels give smaller
+    tails). A comparison with a tail at or below tail_at(level) clears that level."""
+    k = len(tails)
+    order = sorted(tails, key=lambda r: (tails[r], r))
+    if rule == "per_rung":
+        called = [r for r in order if tails[r] <= tail_at(alpha)]
+        return LadderCalls(rule, k, frozenset(called), alpha, alpha)
+    if rule == "holm":
+        n = 0
+        while n < k and tails[order[n]] <= tail_at(alpha / (k - n)):
+            n += 1
+        level = alpha / (k - n) if n < k else alpha
+    elif rule == "benjamini_hochberg":
+        n = next((j for j in range(k, 0, -1) if tails[order[j - 1]] <= tail_at(j * alpha / k)), 0)
+        level = max(n, 1) * alpha / max(k, 1)
+    else:
+        raise ValueError(f"correction {rule!r} is not one of {', '.join(CORRECTIONS)}")
+    return LadderCalls(rule, k, frozenset(order[:n]), level, mde_level(rule, k, alpha))
+
+
+@lru_cache(maxsize=4096)
+def look_z(design: Design | None, blocks: int, final: bool, level: float) -> float:
+    """The critical value on Z of the look after `blocks` blocks for a design that spends `level`
+    in all: the fixed design's z_{1-level/2}; an adaptive one's boundary at that look (`final`: the
+    look the time budget made the last, spending what the earlier looks left)."""
+    if design is None:
+        return float(stats.norm.isf(level / 2))
+    at_level = Design(design.min_blocks, design.max_blocks, design.target_mde_pct, level, design.budget_s)
+    return at_level.final_z_at(blocks) if final else at_level.z_at(blocks)

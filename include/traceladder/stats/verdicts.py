@@ -5,7 +5,7 @@ summary. The statistics themselves are in stats/model.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from traceladder.core.documents import (
     JSONObject,
@@ -16,18 +16,34 @@ from traceladder.core.documents import (
     as_objects,
     spec_purpose,
 )
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
 from traceladder.stats.model import (
     CONFIDENCE,
     DRIFT_DEGREES,
     POWER,
     BlockFit,
+    Contrast,
     Run,
     fit_blocks,
     log_or_none,
+    is_call,
     t_quantile,
     verdict,
 )
-from traceladder.stats.sequential import Design, critical_t, target_reached, worst
+from traceladder.stats.sequential import (
+    ALPHA,
+    CORRECTION_NAMES,
+    CORRECTIONS,
+    Design,
+    critical_t,
+    ladder_calls,
+    look_z,
+    mde_level,
+    target_reached,
+    worst,
+)
 
 BATCH_SWITCHES = {"global_batch"}
 STEP, TOKENS = "step_ms", "tokens_per_sec_per_gpu"
@@ -66,6 +82,30 @@ def change_pct_interval(vs: Mapping[str, JSONValue]) -> tuple[float, float] | No
         return None
     level = 100 * delta / delta_pct  # delta = level * delta_pct / 100
     return 100 * lo / level, 100 * hi / level
+
+
+def not_called_over_ladder(vs: Mapping[str, JSONValue]) -> bool:
+    """A rung that a test of it on its own would call, but the ladder-wide rule does not."""
+    own = vs.get("per_rung")
+    return vs.get("verdict") == "no_change" and isinstance(own, dict) and own.get("verdict") in ("faster", "slower")
+
+
+def per_rung_words(vs: Mapping[str, JSONValue]) -> str:
+    """The per-rung call of a rung not called over the ladder: `faster -5.6% [-10.7%, -0.1%]`."""
+    own = as_object(vs["per_rung"])
+    interval = change_pct_interval(own)
+    ci = f" [{interval[0]:+.1f}%, {interval[1]:+.1f}%]" if interval else ""
+    return f"{change_word({**own, 'metric': vs.get('metric')})} {as_number(vs.get('delta_pct')) or 0.0:+.1f}%{ci}"
+
+
+def interval_label(summary: Mapping[str, JSONValue]) -> str:
+    """What the shown verdict intervals are: `95% CI`, or under a ladder-wide rule the level that
+    decided its last call (`98.75% CI, Holm`; docs/statistics.md, "Calls over the whole ladder")."""
+    calls = summary.get("calls")
+    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+        return "95% CI"
+    level = as_number(calls.get("interval_level")) or ALPHA
+    return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls['name']}"
 
 
 def change_word(vs: Mapping[str, JSONValue]) -> str:
@@ -198,32 +238,158 @@ def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject
     }
 
 
-def rung_verdicts(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], critical_z: float | None = None
-) -> tuple[dict[str, JSONObject], JSONObject]:
-    """rung → vs_parent for every rung with a parent, and the model's figures per metric (the
-    ladder's verdict metric: wall or cpu). `critical_z`: an adaptive ladder's look (its intervals
-    and MDEs use that critical value, stats/sequential.py); None: the fixed 95%."""
+Comparison = tuple[Contrast, float, str, bool]  # rung minus parent, the parent's level, metric, higher is better
+
+
+def _comparisons(
+    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
+) -> tuple[dict[str, Comparison], dict[str, BlockFit]]:
+    """rung → its contrast with its parent on the plan's verdict metric (batch rungs: tokens), and
+    the block fits per metric."""
     step, tokens, _, _ = VERDICT_METRICS[plan_metric(plan)]
-    drift = plan_drift(plan)
     fits = measure_fits(plan, results)
     info: dict[str, JSONObject] = {}
     for spec in plan_specs(plan):
         info.setdefault(str(spec["rung"]), spec)
-    out = {}
+    out: dict[str, Comparison] = {}
     for rung, spec in info.items():
         if spec.get("parent") is None:
             continue
         parent = str(spec["parent"])
         metric = tokens if spec.get("switch") in BATCH_SWITCHES else step
         fit = fits[metric]
-        if parent not in fit.counts or rung not in fit.counts:
-            out[rung] = verdict(fit.contrast(rung, parent), math.nan, metric, metric == tokens, critical_z)
-            continue
-        level = math.exp(fit.level(parent))
-        out[rung] = verdict(fit.contrast(rung, parent), level, metric, metric == tokens, critical_z)
+        level = math.exp(fit.level(parent)) if parent in fit.counts and rung in fit.counts else math.nan
+        out[rung] = (fit.contrast(rung, parent), level, metric, metric == tokens)
+    return out, fits
+
+
+def rung_verdicts(
+    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], critical_z: float | None = None
+) -> tuple[dict[str, JSONObject], JSONObject]:
+    """rung → vs_parent for every rung with a parent, each tested on its own (per rung), and the
+    model's figures per metric (the ladder's verdict metric: wall or cpu). `critical_z`: an
+    adaptive ladder's look (its intervals and MDEs use that critical value, stats/sequential.py);
+    None: the fixed 95%."""
+    comparisons, fits = _comparisons(plan, results)
+    out = {rung: verdict(c, level, metric, up, critical_z) for rung, (c, level, metric, up) in comparisons.items()}
+    drift = plan_drift(plan)
     model: JSONObject = {metric: _model(fit, drift, critical_z) for metric, fit in fits.items()}
     return out, model
+
+
+def plan_correction(plan: Mapping[str, JSONValue]) -> str:
+    """The plan's ladder-wide rule (`correction` in the ladder; plans before it: per_rung, as
+    they were judged)."""
+    rule = str(plan.get("correction") or "per_rung")
+    if rule not in CORRECTIONS:
+        raise ValueError(f"plan.json correction: {rule!r} is not one of {', '.join(CORRECTIONS)}")
+    return rule
+
+
+def _tails(comparisons: Mapping[str, Comparison]) -> dict[str, float]:
+    """Each judged comparison's one-sided tail t.sf(|d / se|, df): the rule's evidence. A rung
+    without an interval (fewer than two ok runs on a side) is not judged, so not counted in k."""
+    return {
+        rung: float(student_t.sf(abs(c.diff) / c.se, c.df))
+        for rung, (c, level, _, _) in comparisons.items()
+        if c.se is not None and c.se > 0 and math.isfinite(c.diff) and math.isfinite(level)
+    }
+
+
+def _pct(log_value: float | None) -> float | None:
+    return None if log_value is None else 100 * math.expm1(log_value)
+
+
+def ladder_verdicts(
+    plan: Mapping[str, JSONValue],
+    results: Mapping[str, JSONObject],
+    design: Design | None = None,
+    blocks: int = 0,
+    final: bool = False,
+) -> tuple[dict[str, JSONObject], JSONObject, JSONObject]:
+    """rung → vs_parent under the plan's ladder-wide rule (`correction`), the model's figures,
+    and the summary's `calls` record. `design`, `blocks`, `final`: the adaptive look where the
+    ladder stopped (stats/sequential.look_z); None: a fixed design. Each vs_parent keeps the
+    per-rung call, interval and MDE under `per_rung` (docs/statistics.md, "Calls over the whole
+    ladder")."""
+    alpha = design.alpha if design else ALPHA
+    rule = plan_correction(plan)
+    own_z = look_z(design, blocks, final, alpha) if design else None  # None: the fixed 95% (t.975)
+    comparisons, fits = _comparisons(plan, results)
+    per_rung = {rung: verdict(c, level, metric, up, own_z) for rung, (c, level, metric, up) in comparisons.items()}
+    model: JSONObject = {metric: _model(fit, plan_drift(plan), own_z) for metric, fit in fits.items()}
+    tails = _tails(comparisons)
+    calls = ladder_calls(tails, lambda level: float(norm.sf(look_z(design, blocks, final, level))), rule, alpha)
+    interval_z = look_z(design, blocks, final, calls.interval_level)
+    mde_z = look_z(design, blocks, final, calls.mde_level)
+    out: dict[str, JSONObject] = {}
+    for rung, (c, level, metric, up) in comparisons.items():
+        own = per_rung[rung]
+        if rule == "per_rung" or rung not in tails:
+            v: JSONObject = dict(own)
+        else:
+            v = verdict(c, level, metric, up, interval_z)
+            v["verdict"] = ("faster" if (c.diff > 0) == up else "slower") if rung in calls.called else "no_change"
+            v["mde_pct"] = _pct(c.mde_at(mde_z))
+        v["per_rung"] = {k: own[k] for k in ("verdict", "ci95", "ci95_pct", "mde_pct")}
+        out[rung] = v
+    missed = sorted(r for r in tails if is_call(per_rung[r]) and r not in calls.called)
+    record: JSONObject = {
+        "rule": rule,
+        "name": CORRECTION_NAMES[rule],
+        "alpha": alpha,
+        "comparisons": calls.comparisons,
+        "called": [*sorted(calls.called)],
+        "not_called_over_ladder": [*missed],
+        "interval_level": calls.interval_level,
+        "interval_z": interval_z,
+        "mde_level": calls.mde_level,
+        "mde_z": mde_z,
+        "per_rung_z": own_z if own_z is not None else look_z(None, 0, False, alpha),
+        "sentence": calls_sentence(
+            rule, alpha, calls.comparisons, len(calls.called), calls.interval_level, interval_z, calls.mde_level, mde_z
+        ),
+    }
+    ladder_mde, own_mde = _median_mde(out.values()), _median_mde(per_rung.values())
+    if rule != "per_rung" and ladder_mde is not None and own_mde is not None:
+        # what the rule costs in resolution, said where it is stated
+        record["sentence"] = (
+            f"{record['sentence']}; what it costs: a median MDE of {ladder_mde:.1f}% against {own_mde:.1f}% "
+            "for a rung tested alone"
+        )
+    return out, model, record
+
+
+def _median_mde(verdicts: Iterable[Mapping[str, JSONValue]]) -> float | None:
+    mdes = sorted(m for v in verdicts if (m := as_number(v.get("mde_pct"))) is not None)
+    if not mdes:
+        return None
+    half = len(mdes) // 2
+    return mdes[half] if len(mdes) % 2 else (mdes[half - 1] + mdes[half]) / 2
+
+
+def calls_sentence(
+    rule: str, alpha: float, k: int, called: int, interval_level: float, interval_z: float, level: float, z: float
+) -> str:
+    """The rule in one sentence, with its levels, so a reader can redo it."""
+    if rule == "per_rung":
+        return (
+            f"each verdict is a two-sided test at {100 * alpha:g}% (per rung): a rung that does not move is still "
+            f"called faster or slower up to 1 time in {1 / alpha:.0f}, so over these {k} comparisons up to "
+            f"{k * alpha:.2f} such calls are expected"
+        )
+    rate = "false discovery rate" if rule == "benjamini_hochberg" else "family-wise false-call rate"
+    step = (
+        f"the j-th smallest p-value is called up to the largest j with p <= j x {100 * alpha:g}%/{k}"
+        if rule == "benjamini_hochberg"
+        else f"the j-th smallest p-value is called while p <= {100 * alpha:g}%/({k} - j + 1)"
+    )
+    return (
+        f"calls are controlled over the ladder's {k} comparisons by {CORRECTION_NAMES[rule]} at a {100 * alpha:g}% "
+        f"{rate} ({step}): {called} called; each interval is at the level that decided the last call, "
+        f"{100 * interval_level:.2f}% (z {interval_z:.2f}), and each MDE at {100 * level:.2f}% (z {z:.2f}), the level "
+        f"a rung must clear when no other rung is called"
+    )
 
 
 # --- adaptive repeats (stats/sequential.py) ---------------------------------------------------------
@@ -246,14 +412,16 @@ def sequential_look(
     plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], blocks: int, *, final: bool = False
 ) -> JSONObject:
     """The stopping rule after `blocks` measure blocks: every non-root rung's MDE at this look's
-    critical value, and whether each is at or below the target. `final`: the look the time budget
-    made the last, at the critical value that spends the alpha left (Design.final_z_at)."""
+    critical value for the ladder-wide rule's MDE level, and whether each is at or below the
+    target. `final`: the look the time budget made the last, at the critical value that spends
+    the alpha left (Design.final_z_at)."""
     design = adaptive_design(plan)
     if design is None:
         raise ValueError("the plan has no adaptive repeats")
-    critical_z = design.final_z_at(blocks) if final else design.z_at(blocks)
-    verdicts, _ = rung_verdicts(_first_blocks(plan, blocks), results, critical_z)
-    mdes: dict[str, float | None] = {rung: as_number(v["mde_pct"]) for rung, v in verdicts.items()}
+    comparisons, _ = _comparisons(_first_blocks(plan, blocks), results)
+    # the MDEs at the rule's level (alpha / k over the ladder, alpha per rung): never the effects
+    critical_z = look_z(design, blocks, final, mde_level(plan_correction(plan), len(_tails(comparisons)), design.alpha))
+    mdes: dict[str, float | None] = {rung: _pct(c.mde_at(critical_z)) for rung, (c, _, _, _) in comparisons.items()}
     return {
         "blocks": blocks,
         "critical_z": critical_z,
@@ -286,17 +454,19 @@ def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
 
 def sequential_verdicts(
     plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
-) -> tuple[dict[str, JSONObject], JSONObject, JSONObject | None]:
-    """`rung_verdicts`, and for an adaptive plan at the look where it stopped (its critical value)
-    with the summary's `repeats`: blocks run of planned, why it stopped, every look's worst MDE."""
+) -> tuple[dict[str, JSONObject], JSONObject, JSONObject | None, JSONObject]:
+    """`ladder_verdicts` (the plan's ladder-wide rule, and its `calls` record), and for an
+    adaptive plan at the look where it stopped (its critical values) with the summary's
+    `repeats`: blocks run of planned, why it stopped, every look's worst MDE."""
     design = adaptive_design(plan)
     if design is None:
-        return (*rung_verdicts(plan, results), None)
+        verdicts, model, calls = ladder_verdicts(plan, results)
+        return verdicts, model, None, calls
     stop = plan.get("stop")
     ran = as_int(as_object(stop)["blocks"]) if stop else design.max_blocks
     budget_stop = bool(stop) and as_object(stop).get("reason") == "budget"
     critical_z = design.final_z_at(ran) if budget_stop else design.z_at(ran)
-    verdicts, model = rung_verdicts(plan, results, critical_z)
+    verdicts, model, calls = ladder_verdicts(plan, results, design, ran, budget_stop)
     looks = [sequential_look(plan, results, n, final=budget_stop and n == ran) for n in design.looks if n <= ran]
     reached = target_reached({r: as_number(v["mde_pct"]) for r, v in verdicts.items()}, design.target_mde_pct)
     target = f"{design.target_mde_pct:g}%"
@@ -330,7 +500,7 @@ def sequential_verdicts(
         "looks": [{k: look[k] for k in ("blocks", "critical_z", "worst_mde_pct", "target_reached")} for look in looks],
         "sentence": sentence,
     }
-    return verdicts, model, sequential
+    return verdicts, model, sequential, calls
 
 
 def lens_overheads(
@@ -368,11 +538,12 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     rows = [(r, as_object(r["vs_parent"])) for r in as_objects(summary["rungs"]) if r.get("vs_parent")]
     out = []
     called = [(r, v) for r, v in rows if v["verdict"] in ("faster", "slower")]
+    label = interval_label(summary)
     for r, v in sorted(called, key=lambda rv: -abs(as_number(rv[1]["delta_pct"]) or 0.0)):
         what, unit, _ = METRIC_WORDS.get(str(v["metric"]), METRIC_WORDS[STEP])
         delta_pct, delta = as_number(v["delta_pct"]) or 0.0, as_number(v["delta"]) or 0.0
         interval = change_pct_interval(v)
-        ci = f"95% CI {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
+        ci = f"{label} {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
         head = f"{r['rung']} ({r['switch']}={r['value']})"
         if v["metric"] in STEP_METRICS:
             head += f" is {v['verdict']} than {r['parent']}: {what}"
@@ -386,6 +557,14 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
             + ", ".join(f"{r['rung']} (MDE {as_number(v['mde_pct']) or 0.0:.1f}%)" for r, v in quiet)
             + "."
         )
+    calls = as_object(summary.get("calls") or {})
+    missed = [(r, v) for r, v in quiet if not_called_over_ladder(v)]
+    if calls and missed:
+        out.append(
+            f"Not called over the ladder ({calls['name']}), though a test of the rung on its own would call it: "
+            + "; ".join(f"{r['rung']} {per_rung_words(v)}" for r, v in missed)
+            + "."
+        )
     single = [str(r["rung"]) for r, v in rows if v["verdict"] == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
@@ -395,10 +574,18 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
         critical_z_used = as_number(repeats["critical_z_used"]) or 0.0
         out.append(
             f"Adaptive repeats: {repeats['sentence']}. Looking after every block from {repeats['min_blocks']} on "
-            f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so the intervals "
-            f"and MDEs use the critical value of the look where it stopped: z {critical_z_used:.2f}, "
-            f"not 1.96."
+            f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so a rung tested "
+            f"on its own uses the critical value of the look where it stopped: z {critical_z_used:.2f}, "
+            f"not 1.96"
+            + (
+                "; the ladder-wide rule spends its levels over the looks the same way."
+                if calls and calls.get("rule") != "per_rung"
+                else "."
+            )
         )
+    if calls:
+        sentence = str(calls["sentence"])
+        out.append(f"{sentence[:1].upper()}{sentence[1:]}.")
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)
     return out

@@ -55,7 +55,8 @@ def build_summary(
             order.append(str(spec["rung"]))
     unprofiled = measured(plan, results)  # the block design's runs only: lens and profile runs stay out
     info = {str(s["rung"]): s for s in specs}
-    vs_parent, model, repeats = sequential_verdicts(plan, results)  # an adaptive plan: at its stopping look
+    # an adaptive plan: at its stopping look; `calls`: the ladder-wide rule (stats/sequential.py)
+    vs_parent, model, repeats, calls = sequential_verdicts(plan, results)
 
     step = {name: estimate(_ok(unprofiled.get(name, []), "step_ms")) for name in order}
     cpu_step = {name: estimate(_ok(unprofiled.get(name, []), CPU_STEP)) for name in order}
@@ -85,6 +86,7 @@ def build_summary(
             "tokens_per_sec_per_gpu": _est(tokens[name]),
             "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
             "kind": "batch" if batch else "optimisation",
+            **({"batch_setting": setting} if batch and (setting := batch_setting(spec)) else {}),
             # Batch rungs do more work per step: they are judged on tokens/s/GPU
             # (docs/statistics.md "Statistical model").
             **({"vs_parent": vs_parent[name]} if parent is not None else {}),
@@ -128,6 +130,7 @@ def build_summary(
         "rungs": rows,
         "metric": plan_metric(plan),
         "model": model,
+        "calls": calls,
         # Adaptive repeats only: blocks run of planned, why it stopped, each look (stats/sequential.py).
         **({"repeats": repeats} if repeats else {}),
         "lenses": lenses,
@@ -148,6 +151,33 @@ def build_summary(
     }
     summary["findings"] = [*findings(summary)]
     return summary
+
+
+def batch_setting(spec: Mapping[str, JSONValue]) -> str | None:
+    """What a batch rung's global batch means where it ran: the micro-batches per rank. The CPU
+    proxy (the local backend) runs one rank per expert-parallel rank, 2 on proxy-local, so its
+    global batch 4 is the 2 micro-batches per rank that the seed's 16 is on 8 GPUs."""
+    args = as_object(spec.get("model_args") or {})
+    env = as_object(spec.get("docker_env_vars") or {})
+    gbs = as_number(args.get("global_batch_size"))
+    if gbs is None:
+        return None
+    micro = as_number(args.get("micro_batch_size")) or 1
+    gpus_said = str(env.get("GPUS_PER_NODE") or "8")  # an environment variable: a string
+    gpus = int(gpus_said) if gpus_said.isdigit() else 8
+    if spec.get("backend") == "local":
+        ranks = int(as_number(args.get("expert_model_parallel_size")) or 1)
+        per = gbs / (micro * ranks)
+        return (
+            f"global_batch={gbs:g} on the CPU proxy's {ranks} ranks: {per:g} micro-batch(es) of {micro:g} per rank, "
+            f"as a global batch of {per * micro * gpus:g} is on {gpus} GPUs"
+        )
+    parallel = (as_number(args.get("tensor_model_parallel_size")) or 1) * (
+        as_number(args.get("pipeline_model_parallel_size")) or 1
+    )
+    ranks = int(gpus * (as_number(spec.get("nnodes")) or 1) / parallel)
+    per = gbs / (micro * ranks)
+    return f"global_batch={gbs:g} over {ranks} data-parallel ranks: {per:g} micro-batch(es) of {micro:g} per rank"
 
 
 def _lens_rung(specs: list[JSONObject]) -> str | None:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.core.documents import JSONValue, as_number, as_objects
-from traceladder.stats.verdicts import METRIC_WORDS, TOKENS, change_pct_interval, change_word
+from traceladder.stats.verdicts import (
+    METRIC_WORDS,
+    TOKENS,
+    change_pct_interval,
+    change_word,
+    not_called_over_ladder,
+    per_rung_words,
+)
 
 
 def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
@@ -46,6 +53,11 @@ def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> s
     pct = change_pct_interval(vs)
     interval = f" [{pct[0]:+.1f}%, {pct[1]:+.1f}%]" if pct else ""
     if vs["verdict"] == "no_change":
+        if not_called_over_ladder(vs):  # a test of the rung alone calls it; the ladder-wide rule does not
+            return (
+                f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%; per rung {per_rung_words(vs)}: "
+                "not called over the ladder"
+            )
         return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
     return f"{change_word(vs)}: {change}{interval}"
 
@@ -62,9 +74,13 @@ def fmt_trend(model: Mapping[str, JSONValue]) -> str:
 
 
 def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
-    """What the verdicts' 5% level means over the whole ladder: a rung that does not move is
-    still called faster or slower 1 time in 20, so k comparisons expect k/20 such calls.
-    Rungs judged single_run do not count."""
+    """How the verdicts control false calls over the ladder: the `calls` record's sentence, which
+    names the rule (Benjamini–Hochberg, Holm), or for a rung-by-rung summary (and those from before
+    the record) what the 5% level means over the ladder: a rung that does not move is still called
+    1 time in 20, so k comparisons expect k/20 such calls. Rungs judged single_run do not count."""
+    calls = summary.get("calls")
+    if isinstance(calls, dict) and calls.get("sentence"):
+        return str(calls["sentence"])
     judged = sum(
         1
         for row in as_objects(summary.get("rungs") or [])
@@ -75,6 +91,50 @@ def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
     return (
         "each verdict is a two-sided test at 5%: a rung that does not move is still called faster or slower "
         f"up to 1 time in 20, so over these {judged} comparisons up to {judged / 20:.2f} such calls are expected"
+    )
+
+
+def fmt_resolution(summary: Mapping[str, JSONValue]) -> str:
+    """What this run could resolve, said once: the judged rungs' median MDE (and their range);
+    a rung that moved less reads "no change detected"."""
+    mdes = sorted(
+        m
+        for row in as_objects(summary.get("rungs") or [])
+        if isinstance(vs := row.get("vs_parent"), dict) and (m := as_number(vs.get("mde_pct"))) is not None
+    )
+    if not mdes:
+        return ""
+    mid = mdes[len(mdes) // 2] if len(mdes) % 2 else (mdes[len(mdes) // 2 - 1] + mdes[len(mdes) // 2]) / 2
+    spread = f"; {mdes[0]:.1f}% to {mdes[-1]:.1f}% over the rungs" if mdes[-1] - mdes[0] >= 0.05 else ""
+    return (
+        f"at this noise these runs resolve a change of about {mid:.1f}% (the median MDE{spread}); "
+        "a rung that moved less reads no change detected, whatever it does on a quieter machine"
+    )
+
+
+def batch_settings(summary: Mapping[str, JSONValue]) -> str:
+    """The batch rungs' settings where they ran (summary/build.batch_setting), in one line."""
+    parts = [
+        f"{row['rung']} sets {row['batch_setting']}"
+        for row in as_objects(summary.get("rungs") or [])
+        if row.get("batch_setting")
+    ]
+    return "Batch rungs: " + "; ".join(parts) + "." if parts else ""
+
+
+def adaptive_levels(summary: Mapping[str, JSONValue]) -> str:
+    """Which critical values an adaptive ladder's verdicts used at the look where it stopped."""
+    repeats = summary.get("repeats")
+    if not isinstance(repeats, dict):
+        return ""
+    own = f"z {as_number(repeats.get('critical_z_used')) or 0.0:.2f}"
+    calls = summary.get("calls")
+    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+        return f"intervals and MDEs at that look's critical value, {own}"
+    return (
+        f"a rung tested alone would use that look's critical value, {own}; {calls['name']}'s levels are spent "
+        f"over the looks the same way: intervals at z {as_number(calls.get('interval_z')) or 0.0:.2f}, "
+        f"MDEs at z {as_number(calls.get('mde_z')) or 0.0:.2f}"
     )
 
 
@@ -105,7 +165,14 @@ TERMS = (
     (
         "MDE",
         "minimum detectable effect: the smallest change the verdict would have called with 80% probability "
-        "(two-sided 5% test); a rung with no change detected may still have moved by less",
+        "(a two-sided test at the ladder-wide rule's first level, 5% over the k comparisons, or at 5% per rung); "
+        "a rung with no change detected may still have moved by less",
+    ),
+    (
+        "not called over the ladder",
+        "a rung that a 5% test of it alone would call, but the ladder-wide rule (Benjamini–Hochberg's false "
+        "discovery rate or Holm's family-wise rate over the ladder's comparisons) does not; its interval and "
+        "MDE are shown",
     ),
     (
         "critical value (z)",

@@ -10,6 +10,7 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue, as_object
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
+from traceladder.stats.verdicts import interval_label
 from traceladder.summary.whats_left import OTHER_KINDS_HEADING
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
@@ -17,8 +18,11 @@ from traceladder.summary.render.fmt import (
     TERMS,
     fmt_change,
     fmt_est,
+    adaptive_levels,
+    batch_settings,
     fmt_false_calls,
     fmt_fit,
+    fmt_resolution,
     fmt_gb,
     fmt_trend,
 )
@@ -40,13 +44,16 @@ wall-time figures beside it.{% else %}the wall step time (metric: wall).{% endif
 {% set m = (s.model or {}).get('step_cpu_ms' if cpu else 'step_ms') or {} %}\
 {% if m.df %}<p id="verdict-model">Randomised block model{{ m | trend }} on the log of each run's \
 {{ m.run_statistic or 'median' }} over its iterations: {{ m | fit }}; MDE at 80% power\
+{% set resolution = s | resolution %}{% if resolution %}; {{ resolution }}{% endif %}\
 {% set false_calls = s | false_calls %}{% if false_calls %}; {{ false_calls }}{% endif %}. \
 {{ means_vs_model }}</p>{% endif %}
-{% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; intervals and \
-MDEs at that look's critical value, z {{ '%.2f' % s.repeats.critical_z_used }}.</p>{% endif %}
+{% set batch = s | batch_settings %}{% if batch %}<p id="batch-settings">{{ batch }}</p>{% endif %}
+{% if s.repeats %}<p id="adaptive-repeats">Adaptive repeats: {{ s.repeats.sentence }}; \
+{{ s | adaptive_levels }}.</p>{% endif %}
 <table id="ladder-table"><tr><th>rung</th><th>change</th><th>step ms (95% CI)</th>\
 {% if cpu %}<th>step CPU ms (95% CI)</th>{% endif %}<th>tokens/s/GPU</th>\
-<th>vs parent{{ ' on CPU time' if cpu }} (95% CI)</th><th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
+<th>vs parent{{ ' on CPU time' if cpu }} ({{ s | interval_label }})</th>\
+<th>speedup vs root</th><th>peak mem GB</th><th>runs ok</th></tr>
 {% for r in s.rungs %}<tr><td>{{ r.rung }}</td><td>{{ r.switch ~ '=' ~ r.value if r.switch else '(root)' }}</td>
 <td>{{ r.step_ms | est }}</td>{% if cpu %}<td>{{ r.step_cpu_ms | est }}</td>{% endif %}\
 <td>{{ r.tokens_per_sec_per_gpu | est(0) }}</td>
@@ -121,6 +128,10 @@ _ENV.filters["gb"] = fmt_gb
 _ENV.filters["trend"] = fmt_trend
 _ENV.filters["fit"] = fmt_fit
 _ENV.filters["false_calls"] = fmt_false_calls
+_ENV.filters["adaptive_levels"] = adaptive_levels
+_ENV.filters["resolution"] = fmt_resolution
+_ENV.filters["interval_label"] = interval_label
+_ENV.filters["batch_settings"] = batch_settings
 _ENV.globals["attribution_scope"] = ATTRIBUTION_SCOPE
 _ENV.globals["profile_units"] = PROFILE_UNITS
 _ENV.globals["terms"] = TERMS

@@ -5,16 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
-from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, plan_metric
+from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, interval_label, plan_metric
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
     PROFILE_UNITS,
     TERMS,
+    adaptive_levels,
+    batch_settings,
     fmt_change,
     fmt_est,
     fmt_false_calls,
     fmt_fit,
     fmt_gb,
+    fmt_resolution,
     fmt_trend,
 )
 
@@ -29,7 +32,7 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     head = (
         "| rung | change | step ms (95% CI) |"
         + (" step CPU ms (95% CI) |" if cpu else "")
-        + f" tokens/s/GPU | vs parent{' on CPU time' if cpu else ''} (95% CI) | speedup vs root "
+        + f" tokens/s/GPU | vs parent{' on CPU time' if cpu else ''} ({interval_label(summary)}) | speedup vs root "
         "| peak mem GB | runs ok |"
     )
     lines = [head, "|---" * (9 if cpu else 8) + "|"]
@@ -57,16 +60,20 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
         lines += [
             "",
             f"vs parent: randomised block model{fmt_trend(model)} on the log of {what}, {fmt_fit(model)}; "
-            "MDE at 80% power" + "".join(f"; {x}" for x in [fmt_false_calls(summary)] if x) + ". " + MEANS_VS_MODEL,
+            "MDE at 80% power"
+            + "".join(f"; {x}" for x in [fmt_resolution(summary), fmt_false_calls(summary)] if x)
+            + ". "
+            + MEANS_VS_MODEL,
         ]
         if cpu:
             lines.append(CPU_METRIC_CAVEAT)
+    if batch_settings(summary):
+        lines += ["", batch_settings(summary)]
     repeats = as_object(summary.get("repeats") or {})
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
             "",
-            f"Adaptive repeats: {repeats['sentence']}; intervals and MDEs at that look's critical value, "
-            f"z {repeats['critical_z_used']:.2f} (docs/statistics-adaptive.md).",
+            f"Adaptive repeats: {repeats['sentence']}; {adaptive_levels(summary)} (docs/statistics-adaptive.md).",
         ]
     return "\n".join(lines)
 
