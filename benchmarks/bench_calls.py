@@ -7,7 +7,7 @@ after 9 or 10 blocks, so each ladder's budget stops it at 9 or 10, drawn, and th
 the alpha left), on plan/build.py's shuffled schedules, with its quadratic drift terms. Each
 ladder's runs are drawn once and judged under every rule, each with its own stop (the MDE the
 stop reads is at the rule's level). The noise is the execution-order model fitted to real proxy
-runs (stats/simulation/noise.py), scaled so that the block model's residual run sd (the
+runs (testkit/simulation/noise.py), scaled so that the block model's residual run sd (the
 summary's `run_sd_pct`, after the drift terms) is the demo's measured 3%, 5% or 8%.
 
 - calls_null: proxy-aa9's nine comparisons that cannot move, >= 2,000 ladders: the share of
@@ -130,8 +130,8 @@ def _fits(runs: list, drift: int) -> Callable[[int], object]:
 
 def simulate(model, shape, design, ladders: int, seed: int, effects: dict[str, float]) -> dict[str, list[Judged]]:
     """rule → one Judged per simulated ladder; the same runs for every rule."""
-    from traceladder.stats.simulation.noise import simulate_runs
-    from traceladder.stats.simulation.simulate import log_shift
+    from testkit.simulation.noise import simulate_runs
+    from testkit.simulation.simulate import log_shift
 
     rng = np.random.default_rng(seed)
     # the effects are against each rung's parent; a run's level is its rung's, the root's plus
@@ -154,7 +154,7 @@ def calibrated(target_pct: float, shape, seed: int = 7, ladders: int = 40):  # -
     the ladder's drift terms, has the median `target_pct` (the drift terms take out part of the
     model's slow spells, so its own run sd is larger)."""
     from traceladder.stats.model import fit_blocks
-    from traceladder.stats.simulation.noise import load_proxy_noise, simulate_runs
+    from testkit.simulation.noise import load_proxy_noise, simulate_runs
 
     base = load_proxy_noise().scaled(target_pct / 100)
     rng = np.random.default_rng(seed)
@@ -177,7 +177,7 @@ def _blocks(judged: list[Judged]) -> str:
 
 
 def bench_calls_null(ctx: Context) -> list[Row]:
-    from traceladder.stats.simulation.simulate import ladder_shape
+    from testkit.simulation.simulate import ladder_shape
 
     design = _design()
     shape = ladder_shape("proxy-aa9", repeats=design.max_blocks, schedules=100)
@@ -213,7 +213,7 @@ def _false(judged: Judged, effects: dict[str, float]) -> int:
 
 
 def bench_calls_seed(ctx: Context) -> list[Row]:
-    from traceladder.stats.simulation.simulate import ladder_shape
+    from testkit.simulation.simulate import ladder_shape
 
     design = _design()
     shape = ladder_shape("proxy-local", repeats=design.max_blocks, schedules=100)
