@@ -1,0 +1,213 @@
+"""Triage (issue 51), simulated with the measured noise model (stats/simulation, the proxy's 48
+back-to-back runs): the confirm's false confirmations on A/A, its power, a bisection over 8 builds
+with one +15% build, the suspect rate on flat histories, and the detection delay (the week the
+ladder first flags a rung against the week the detector alone calls the change point).
+
+The confirm is simulated as `triage/confirm.py` runs it: blocks of one A and one B run in a seeded
+random order, one execution sequence (the noise model's slow spells run across blocks), a look
+after every block from CONFIRM_MIN_BLOCKS on with `stats.sequential.confirm_look`."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+from benchmarks.common import Context, Row
+from traceladder.stats.history import detect, suspect
+from traceladder.stats.model import clopper_pearson
+from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS, CONFIRMED, confirm_look
+from traceladder.stats.simulation.noise import NoiseModel, Slot, load_proxy_noise, simulate_runs
+from traceladder.stats.simulation.simulate import log_shift
+from traceladder.triage.bisect import Candidate, bisect
+
+SECTION = "triage"
+BUDGET_BLOCKS = 16  # the `triage: {budget_blocks}` default (config/models.py TriageSettings)
+AA_TARGET_UPPER = 0.065
+POWER_TARGET = 0.95
+BISECT_TARGET = 0.90
+WEEK_REPEATS = 3  # runs per weekly figure in the history simulations (a ladder's default repeats)
+
+
+def simulate_confirm(
+    model: NoiseModel, true_log: float, suspect_log: float, rng: np.random.Generator, max_blocks: int = BUDGET_BLOCKS
+) -> tuple[str, int]:
+    """One simulated confirm: (verdict, blocks run)."""
+    schedule = []
+    for b in range(max_blocks):
+        order = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
+        schedule += [Slot(b, p, t) for p, t in enumerate(order)]
+    runs = simulate_runs(model, schedule, {"B": true_log}, rng)
+    for n in range(CONFIRM_MIN_BLOCKS, max_blocks + 1):
+        look = confirm_look([r for r in runs if int(r.block) < n], suspect_log, max_blocks)  # type: ignore[call-overload]
+        if look.stop is not None:
+            return look.stop, n
+    raise AssertionError("the last look always stops")
+
+
+def bench_triage_confirm(ctx: Context) -> list[Row]:
+    model = load_proxy_noise()
+    rng = np.random.default_rng(20261206)
+    n_aa = 2000
+    t0 = time.perf_counter()
+    # A/A: the suspect said +15% slower (what a ladder's prediction bound flags), no true change
+    aa = [simulate_confirm(model, 0.0, log_shift(15), rng) for _ in range(n_aa)]
+    k = sum(v == CONFIRMED for v, _ in aa)
+    lo, hi = clopper_pearson(k, n_aa)
+    rows = [
+        Row(
+            SECTION,
+            "confirm A/A false confirmations, simulated",
+            100 * k / n_aa,
+            "%",
+            f"CI upper <= {100 * AA_TARGET_UPPER:.1f}",
+            hi <= AA_TARGET_UPPER,
+            f"{k}/{n_aa} triages, Clopper-Pearson 95% CI {100 * lo:.2f}-{100 * hi:.2f}%; "
+            f"not reproduced {sum(v == 'not reproduced' for v, _ in aa)}, insufficient "
+            f"{sum(v == 'insufficient' for v, _ in aa)}; median blocks {statistics.median(b for _, b in aa):g} "
+            f"of {BUDGET_BLOCKS}; proxy noise run sd {100 * model.run_sd:.1f}%",
+        )
+    ]
+    n_pow = 1000
+    for pct in (5, 10, 15):
+        out = [simulate_confirm(model, log_shift(pct), log_shift(pct), rng) for _ in range(n_pow)]
+        k = sum(v == CONFIRMED for v, _ in out)
+        lo, hi = clopper_pearson(k, n_pow)
+        gate = pct == 15
+        rows.append(
+            Row(
+                SECTION,
+                f"confirm power at +{pct}%, simulated",
+                100 * k / n_pow,
+                "%",
+                f">= {100 * POWER_TARGET:.0f}" if gate else "",
+                (k / n_pow >= POWER_TARGET) if gate else None,
+                f"{k}/{n_pow} confirmed (95% CI {100 * lo:.1f}-{100 * hi:.1f}%), not reproduced "
+                f"{sum(v == 'not reproduced' for v, _ in out)}, "
+                f"insufficient {sum(v == 'insufficient' for v, _ in out)}; "
+                f"median blocks {statistics.median(b for _, b in out):g}",
+            )
+        )
+    rows.append(Row(SECTION, "confirm simulation time", time.perf_counter() - t0, "s", "", None, ""))
+    return rows
+
+
+def bench_triage_bisect(ctx: Context) -> list[Row]:
+    """8 builds by creation time, build 0 the known good, build 7 the known bad; the +15% build is
+    drawn at 1..7 and every later build carries it. Each step a simulated confirm."""
+    model = load_proxy_noise()
+    rng = np.random.default_rng(20261207)
+    n = 1000
+    right, steps, insufficient = 0, [], 0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        bad_at = int(rng.integers(1, 8))
+        builds = [Candidate(f"nightly-{i}", "build", {"build": f"nightly-{i}"}) for i in range(8)]
+
+        def step(good: Candidate, cand: Candidate, bad_at: int = bad_at) -> tuple[str, dict]:
+            gi, ci = int(good.name.rsplit("-", 1)[1]), int(cand.name.rsplit("-", 1)[1])
+            true = log_shift(15) * ((ci >= bad_at) - (gi >= bad_at))
+            verdict, blocks = simulate_confirm(model, true, log_shift(15), rng)
+            return verdict, {"blocks": blocks}
+
+        result = bisect(builds, step)
+        steps.append(len(result.steps))
+        insufficient += result.first_bad is None
+        right += result.first_bad == f"nightly-{bad_at}"
+    lo, hi = clopper_pearson(right, n)
+    return [
+        Row(
+            SECTION,
+            "bisection over 8 builds (+15% build), simulated",
+            100 * right / n,
+            "%",
+            f">= {100 * BISECT_TARGET:.0f}",
+            right / n >= BISECT_TARGET,
+            f"{right}/{n} found the injected build (95% CI {100 * lo:.1f}-{100 * hi:.1f}%); {insufficient} stopped "
+            f"'between X and Y'; median steps {statistics.median(steps):g} (max {max(steps)}); "
+            f"{time.perf_counter() - t0:.0f} s",
+        )
+    ]
+
+
+def _weekly_figures(
+    model: NoiseModel, weeks: int, shift_from: int | None, shift_log: float, rng: np.random.Generator
+) -> list[float]:
+    """One rung's weekly history: each week the mean (log) of WEEK_REPEATS runs of a fresh run's
+    sequence, step time in ms; from week `shift_from` on, `shift_log` added."""
+    schedule = [Slot(b, 0, "r") for b in range(WEEK_REPEATS)]
+    out = []
+    for w in range(weeks):
+        shift = shift_log if shift_from is not None and w >= shift_from else 0.0
+        runs = simulate_runs(model, schedule, {"r": shift}, rng)
+        out.append(math.exp(float(np.mean([r.y for r in runs]))))
+    return out
+
+
+def bench_triage_suspects(ctx: Context) -> list[Row]:
+    """The suspect rate per weekly evaluation on flat histories of 12 to 30 weeks, and the detection
+    delay of a +15% step at week 16 of 30 (week 1: the step's first run)."""
+    model = load_proxy_noise()
+    rng = np.random.default_rng(20261208)
+    n = 200 if ctx.quick else 500
+    t0 = time.perf_counter()
+    flagged = evaluations = 0
+    for _ in range(n):
+        values = _weekly_figures(model, 30, None, 0.0, rng)
+        for w in range(12, 31):
+            evaluations += 1
+            flagged += suspect(values[:w]) is not None
+    lo, hi = clopper_pearson(flagged, evaluations)
+    rows = [
+        Row(
+            SECTION,
+            "suspect rate on flat histories, simulated",
+            100 * flagged / evaluations,
+            "% of evaluations",
+            "",
+            None,
+            f"{flagged}/{evaluations} weekly evaluations (weeks 12-30 of {n} flat histories, "
+            f"{WEEK_REPEATS} runs a week), "
+            f"95% CI {100 * lo:.2f}-{100 * hi:.2f}% (not independent within a history)",
+        )
+    ]
+    step_at, weeks = 15, 30
+    for label, noise in (("proxy noise", model), ("GPU-like 2% run sd", model.scaled(0.02))):
+        first_flag, first_call = [], []
+        for _ in range(n // 2):
+            values = _weekly_figures(noise, weeks, step_at, log_shift(15), rng)
+            flag = call = None
+            for w in range(step_at + 1, weeks + 1):
+                if flag is None and suspect(values[:w]) is not None:
+                    flag = w - step_at
+                if call is None and any(
+                    c.direction == "slower" and abs(c.index - step_at) <= 2 for c in detect(values[:w])
+                ):
+                    call = w - step_at
+                if flag is not None and call is not None:
+                    break
+            first_flag.append(flag if flag is not None else math.inf)
+            first_call.append(call if call is not None else math.inf)
+        rows.append(
+            Row(
+                SECTION,
+                f"detection delay of a +15% step, {label}: ladder flags (median week)",
+                statistics.median(first_flag),
+                "week",
+                "",
+                None,
+                f"week 1 = the step's first run; flagged at week 1 in "
+                f"{sum(f == 1 for f in first_flag)}/{len(first_flag)}, "
+                f"not within {weeks - step_at} weeks in {sum(f == math.inf for f in first_flag)}; "
+                f"the detector alone calls it at median week {statistics.median(first_call):g} "
+                f"(at week 1 in {sum(c == 1 for c in first_call)}, not within {weeks - step_at} weeks in "
+                f"{sum(c == math.inf for c in first_call)})",
+            )
+        )
+    rows.append(Row(SECTION, "suspect simulation time", time.perf_counter() - t0, "s", "", None, ""))
+    return rows
+
+
+SECTIONS = [bench_triage_confirm, bench_triage_bisect, bench_triage_suspects]
