@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from traceladder.core.documents import JSONObject
 from traceladder.config.loader import LoadedLadder
-from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Tool
+from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Build, RungSettings, Tool
+from traceladder.core import settings as core_settings
 from traceladder.config.validate import (
     LadderConfigError,
     check_profile_window,
@@ -223,7 +224,7 @@ def build_plan(
             if key not in cache:
                 assignment = {**loaded.assignments[rung_name], **extra, LENS_SWITCH: lens_name}
                 window = check_profile_window(ladder, assignment, f"switches.{LENS_SWITCH}.values.{lens_name}")
-                settings = settings_for(ladder, assignment)
+                settings = with_build(settings_for(ladder, assignment), ladder.catalog_build(ladder.build))
                 every_steps = ladder.lenses.every_rung_steps if ladder.lenses is not None else None
                 if purpose == "profile" and lens == LADDER_LENSES and every_steps and window:
                     window = (max(window[0], window[1] - every_steps), window[1])
@@ -270,6 +271,21 @@ def build_plan(
                 )
             )
     return sorted(specs, key=_listing_key(selected, blocks))
+
+
+def with_build(settings: RungSettings, build: Build | None) -> RungSettings:
+    """A rung's settings with a catalog build's changes on top, and the build's name in the rung's
+    environment (TRACELADDER_BUILD), so its provenance records the build."""
+    if build is None:
+        return settings
+    env = {**settings.docker_env_vars, **build.changes.docker_env_vars, core_settings.BUILD.name: build.name}
+    return settings.model_copy(
+        update={
+            "model_args": {**settings.model_args, **build.changes.model_args},
+            "docker_env_vars": env,
+            "tools": [*settings.tools, *build.changes.tools],
+        }
+    )
 
 
 class AdaptiveRepeats(TypedDict):

@@ -65,6 +65,7 @@ PROVENANCE_FIELDS = (
     "image",
     "image_digest",
     "image_id",
+    "build",
     "rocm_version",
     "gpu",
     "primus_commit",
