@@ -5,7 +5,7 @@ ladder first flags a rung against the week the detector alone calls the change p
 
 The confirm is simulated as `triage/confirm.py` runs it: blocks of one A and one B run in a seeded
 random order, one execution sequence (the noise model's slow spells run across blocks), a look
-after every block from CONFIRM_MIN_BLOCKS on with `stats.sequential.confirm_look`."""
+after every block from CONFIRM_MIN_BLOCKS on with `triage.confirm.look_at`."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ import numpy as np
 from benchmarks.common import Context, Row
 from traceladder.stats.history import detect, suspect
 from traceladder.stats.model import clopper_pearson
-from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS, CONFIRMED, confirm_look
+from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS, CONFIRMED
 from traceladder.stats.simulation.noise import NoiseModel, Slot, load_proxy_noise, simulate_runs
 from traceladder.stats.simulation.simulate import log_shift
 from traceladder.triage.bisect import Candidate, bisect
+from traceladder.triage.confirm import look_at
 
 SECTION = "triage"
 BUDGET_BLOCKS = 16  # the `triage: {budget_blocks}` default (config/models.py TriageSettings)
@@ -54,7 +55,7 @@ def simulate_confirm(
         schedule += [Slot(b, p, t) for p, t in enumerate(order)]
     runs = simulate_runs(model, schedule, {"B": true_log}, rng)
     for n in range(CONFIRM_MIN_BLOCKS, max_blocks + 1):
-        look = confirm_look([r for r in runs if int(r.block) < n], suspect_log, max_blocks)  # type: ignore[call-overload]
+        look = look_at([r for r in runs if int(r.block) < n], suspect_log, max_blocks)  # type: ignore[call-overload]
         if look.stop is not None:
             return look.stop, n
     raise AssertionError("the last look always stops")

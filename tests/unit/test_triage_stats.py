@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from traceladder.stats.history import SUSPECT_LEVEL, prediction_bound, suspect
-from traceladder.stats.model import Run
+from traceladder.stats.model import Run, fit_blocks
+from traceladder.triage.confirm import look_at
 from traceladder.stats.sequential import (
     CONFIRM_MIN_BLOCKS,
     CONFIRMED,
@@ -17,8 +18,8 @@ from traceladder.stats.sequential import (
     NOT_REPRODUCED,
     boundaries,
     confirm_critical_z,
-    confirm_look,
     confirm_stop,
+    critical_t,
 )
 
 pytestmark = pytest.mark.triage
@@ -91,13 +92,17 @@ def _runs(diffs: list[float], level: float = math.log(100)) -> list[Run]:
 
 def test_confirm_look_on_the_block_model() -> None:
     s = math.log(1.15)
-    clear = confirm_look(_runs([0.14, 0.15, 0.13, 0.14]), s, max_blocks=8)
+    clear = look_at(_runs([0.14, 0.15, 0.13, 0.14]), s, max_blocks=8)
     assert clear.stop == CONFIRMED and clear.blocks == 4 and clear.df == 3
     assert clear.interval is not None and clear.interval[0] > 0
-    null = confirm_look(_runs([0.001, -0.002, 0.0015, -0.001]), s, max_blocks=8)
+    null = look_at(_runs([0.001, -0.002, 0.0015, -0.001]), s, max_blocks=8)
     assert null.stop == NOT_REPRODUCED
-    early = confirm_look(_runs([0.14, 0.15]), s, max_blocks=8)  # under CONFIRM_MIN_BLOCKS: no interval
+    early = look_at(_runs([0.14, 0.15]), s, max_blocks=8)  # under CONFIRM_MIN_BLOCKS: no interval
     assert early.interval is None and early.stop is None
-    ran_out = confirm_look(_runs([0.2, -0.1, 0.15]), s, max_blocks=3)
+    ran_out = look_at(_runs([0.2, -0.1, 0.15]), s, max_blocks=3)
     assert ran_out.stop == INSUFFICIENT
     assert ran_out.as_dict()["stop"] == INSUFFICIENT
+    # by hand: the interval is diff +- critical_t(z, df) * se of the block model's contrast
+    fit = fit_blocks(_runs([0.14, 0.15, 0.13, 0.14]), statistic="median").contrast("B", "A")
+    half = critical_t(confirm_critical_z(4, 8), fit.df) * fit.se
+    assert clear.interval == pytest.approx((fit.diff - half, fit.diff + half))

@@ -230,12 +230,8 @@ def worst(mde_pcts: Mapping[str, float | None]) -> float | None:
 # Triage confirm (issue 51): interleaved A/B blocks, B the suspect's setup and A its last good
 # run's, looked at after each block with an efficacy and a non-binding futility stop
 # (docs/statistics-adaptive.md, "Confirming a suspect"). The contrast is B minus A in the block
-# model of stats/model.py (a 2-arm randomised complete block design on log step time).
-
-from typing import TYPE_CHECKING  # noqa: E402 - this section is added on top of the module as it stood
-
-if TYPE_CHECKING:  # model imports critical_t from here
-    from traceladder.stats.model import Run
+# model of stats/model.py (a 2-arm randomised complete block design on log step time), which the
+# caller fits (triage/confirm.py `look_at`): stats/model.py imports this module, not the reverse.
 
 CONFIRMED, NOT_REPRODUCED, INSUFFICIENT = "confirmed", "not reproduced", "insufficient"
 CONFIRM_VERDICTS = (CONFIRMED, NOT_REPRODUCED, INSUFFICIENT)
@@ -298,24 +294,23 @@ def confirm_stop(interval: tuple[float, float] | None, suspect_log: float, last:
 
 
 def confirm_look(
-    runs: Sequence[Run],
+    diff: float,
+    se: float | None,
+    df: int,
+    blocks: int,
     suspect_log: float,
     max_blocks: int,
     alpha: float = CONFIRM_ALPHA,
     final: bool = False,
-    statistic: str = "median",
 ) -> ConfirmLook:
-    """Look at a confirm's runs (treatments "A" and "B", blocks as run): the block model's B minus A
-    contrast, its interval at this look's critical value, and the stop. `final`: no block follows
-    (the block or time budget ran out)."""
-    from traceladder.stats.model import fit_blocks  # model imports this module's critical_t
-
-    blocks = len({r.block for r in runs})
-    fit = fit_blocks(list(runs), statistic=statistic)
-    contrast = fit.contrast("B", "A")
+    """A confirm's look after `blocks` A/B blocks, from the block model's B minus A contrast on the
+    log scale (stats/model.py `fit_blocks(...).contrast("B", "A")`: `diff`, `se`, `df`): its
+    interval at this look's critical value (t_crit as `critical_t` makes it) and the stop.
+    `final`: no block follows (the block or time budget ran out)."""
     last = final or blocks >= max_blocks
     z = confirm_critical_z(blocks, max_blocks, alpha, final=last)
-    interval = contrast.interval_at(z) if blocks >= CONFIRM_MIN_BLOCKS else None
-    return ConfirmLook(
-        blocks, contrast.diff, contrast.se, contrast.df, z, interval, confirm_stop(interval, suspect_log, last)
-    )
+    interval = None
+    if blocks >= CONFIRM_MIN_BLOCKS and se is not None and df >= 1:
+        half = critical_t(z, df) * se
+        interval = (diff - half, diff + half)
+    return ConfirmLook(blocks, diff, se, df, z, interval, confirm_stop(interval, suspect_log, last))

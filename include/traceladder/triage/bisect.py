@@ -9,12 +9,16 @@ The search itself is pure: `step(good, candidate)` runs the confirm (triage/conf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from traceladder.core.documents import JSONObject
+from traceladder.core.documents import JSONObject, JSONValue, as_object
 from traceladder.core.errors import TraceladderError
+from traceladder.core.settings import BUILD
 from traceladder.stats.sequential import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
+
+
+BUILD_VARIABLE = BUILD.name  # the build a spec runs, in its environment (plan/build.py)
 
 
 class CandidateUnavailable(TraceladderError):
@@ -130,3 +134,103 @@ def _result(
         tuple(steps),
         tuple((names[i], r) for i, r in sorted(skipped.items())),
     )
+
+
+# ---- the candidates between a good and a bad setup, and the spec each one runs
+
+
+def apply_build(spec: Mapping[str, JSONValue], builds: Mapping[str, BuildChanges], name: str) -> JSONObject:
+    """`spec` with its build (TRACELADDER_BUILD in its environment) replaced by build `name`: the
+    old build's overrides and variables taken out, the new one's put in, as the plan applies a build
+    (plan/build.py `with_build`)."""
+    if name not in builds:
+        raise CandidateUnavailable(f"build {name!r} is not in the ladder's build catalog")
+    args = dict(as_object(spec.get("model_args") or {}))
+    env = {k: str(v) for k, v in as_object(spec.get("docker_env_vars") or {}).items()}
+    old = builds.get(env.get(BUILD_VARIABLE, ""))
+    if old is not None:
+        for key in old.model_args:
+            args.pop(key, None)
+        for key in old.env:
+            env.pop(key, None)
+    new = builds[name]
+    args.update(new.model_args)
+    env.update({**new.env, BUILD_VARIABLE: name})
+    out: JSONObject = dict(spec)
+    out["model_args"] = args
+    out["docker_env_vars"] = dict(env)
+    return out
+
+
+@dataclass(frozen=True)
+class BuildChanges:
+    """A catalog build as the triage applies it (config.models.Build, without pydantic here)."""
+
+    name: str
+    created: str
+    model_args: JSONObject
+    env: dict[str, str]
+
+
+def build_candidates(builds: Sequence[BuildChanges], good: str, bad: str) -> list[Candidate]:
+    """The catalog's builds from the good run's to the suspect run's, by creation time."""
+    by_name = {b.name: b for b in builds}
+    for name in (good, bad):
+        if name not in by_name:
+            raise CandidateUnavailable(f"build {name!r} is not in the ladder's build catalog")
+    lo, hi = sorted((by_name[good].created, by_name[bad].created))
+    ordered = sorted((b for b in builds if lo <= b.created <= hi), key=lambda b: (b.created, b.name))
+    if by_name[good].created > by_name[bad].created:
+        ordered.reverse()  # an improvement found by going back: still good first
+    return [Candidate(b.name, "build", {"build": b.name}, b.created) for b in ordered]
+
+
+def image_candidates(tags: Sequence[tuple[str, str | None, str | None]], good: str, bad: str) -> list[Candidate]:
+    """Image tags as (image reference, digest, created), already in creation order (the registry
+    client's list, or the ladder's `triage.candidates`), cut to those from the good image to the bad.
+    A tag with a digest runs pinned (`name@sha256:...`)."""
+    refs = [t[0] for t in tags]
+    for ref in (good, bad):
+        if ref not in refs:
+            raise CandidateUnavailable(f"image {ref!r} is not among the candidates {refs}")
+    i, j = refs.index(good), refs.index(bad)
+    chosen = tags[i : j + 1] if i <= j else list(reversed(tags[j : i + 1]))
+    return [
+        Candidate(ref, "image", {"image": f"{ref.rsplit(':', 1)[0]}@{digest}" if digest else ref}, created)
+        for ref, digest, created in chosen
+    ]
+
+
+def setting_candidates(changes: Sequence[tuple[str, JSONValue, JSONValue]]) -> list[Candidate]:
+    """Each changed spec field applied one at a time, in field order: candidate k carries the first k
+    changes (candidate 0 is the good spec, the last the bad one's settings)."""
+    out = [Candidate("good settings", "setting", {})]
+    applied: JSONObject = {}
+    for key, _good, bad in changes:
+        applied = {**applied, key: bad}
+        out.append(Candidate(f"+{key}={bad!r}", "setting", dict(applied)))
+    return out
+
+
+def candidate_spec(
+    good_spec: Mapping[str, JSONValue], candidate: Candidate, builds: Mapping[str, BuildChanges]
+) -> JSONObject:
+    """The spec a candidate runs: the good run's resolved spec with the candidate's change."""
+    if candidate.kind == "build":
+        return apply_build(good_spec, builds, str(candidate.changes["build"]))
+    out: JSONObject = dict(good_spec)
+    if candidate.kind == "image":
+        out["image"] = candidate.changes["image"]
+        return out
+    for key, value in candidate.changes.items():
+        head, dot, tail = key.partition(".")
+        if dot:
+            nested = dict(as_object(out.get(head) or {}))
+            if value is None:
+                nested.pop(tail, None)
+            else:
+                nested[tail] = value
+            out[head] = nested
+        else:
+            out[key] = value
+    return out
