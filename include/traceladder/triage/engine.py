@@ -17,6 +17,7 @@ from traceladder.stats.sequential import CONFIRMED
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage import record
 from traceladder.triage.bisect import (
+    BUILD_VARIABLE,
     BisectStep,
     BuildChanges,
     Candidate,
@@ -134,7 +135,7 @@ def _candidates(ctx: TriageContext, suspect: TriageSuspect, good: RunSetup, bad:
         return build_candidates(list(ctx.builds.values()), good.build, bad.build)
     if ("image_digest" in fields or "image" in fields) and ctx.image_tags:
         return image_candidates(ctx.image_tags, str(good.spec.get("image")), str(bad.spec.get("image")))
-    changes = [c for c in spec_changes(good.spec, bad.spec) if not c[0].endswith("TRACELADDER_BUILD")]
+    changes = [c for c in spec_changes(good.spec, bad.spec) if c[0] != f"docker_env_vars.{BUILD_VARIABLE}"]
     return setting_candidates(changes) if changes else []
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from traceladder.core import layout
+from traceladder.core import layout, settings
 from traceladder.core.documents import (
     DiffField,
     JSONObject,
@@ -133,7 +133,7 @@ def diff(good: RunSetup, bad: RunSetup) -> list[DiffField]:
         out.append(DiffField(section="build", field="build", good=good.build, bad=bad.build))
     for key, g, b in spec_changes(good.spec, bad.spec):
         # the build's own variable is the build field above
-        if key != "docker_env_vars.TRACELADDER_BUILD":
+        if key != f"docker_env_vars.{settings.BUILD.name}":
             out.append(DiffField(section="spec", field=key, good=g, bad=b))
     for key in PROVENANCE_DIFF_FIELDS:
         g, b = good.provenance.get(key), bad.provenance.get(key)
