@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from traceladder.stats.history import SUSPECT_LEVEL, prediction_bound, suspect
+from traceladder.stats.history import SUSPECT_LEVEL, evaluate, history_findings, prediction_bound, suspect
 from traceladder.stats.model import Run, fit_blocks
 from traceladder.triage.confirm import look_at
 from traceladder.stats.sequential import (
@@ -106,3 +106,18 @@ def test_confirm_look_on_the_block_model() -> None:
     fit = fit_blocks(_runs([0.14, 0.15, 0.13, 0.14]), statistic="median").contrast("B", "A")
     half = critical_t(confirm_critical_z(4, 8), fit.df) * fit.se
     assert clear.interval == pytest.approx((fit.diff - half, fit.diff + half))
+
+
+def test_evaluate_records_suspects_with_their_last_good_run() -> None:
+    flat = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+
+    def entry(i: int, ms: float) -> dict:
+        rungs = {"r": {"step_ms": {"mean": ms, "ci95": None, "n": 3}, "step_cpu_ms": None}}
+        return {"run_id": f"w{i}", "logical_date": f"2026-01-{i + 1:02d}", "points": {"metric": "wall", "rungs": rungs}}
+
+    history = evaluate([entry(i, v) for i, v in enumerate([*flat, 111.0])])
+    (found,) = history["suspects"]
+    assert found["rung"] == "r" and found["run_id"] == "w10" and found["good_run_id"] == "w9"
+    assert found["direction"] == "slower" and found["reason"] == "prediction bound"
+    assert any(line.startswith("Suspect r: slower +") for line in history_findings(history))
+    assert evaluate([entry(i, v) for i, v in enumerate([*flat, 100.2])])["suspects"] == []

@@ -438,6 +438,8 @@ class SummaryRef(Document):
     regressions: list[str] = _f("list", default=[])
     regression_calls: list[str] = _f("list", default=[])
     provenance_changes: list[JSONValue] = _f("list", default=[])
+    # rungs to confirm side by side (issue 51): history.suspects less their numbers' detail
+    suspects: list[JSONObject] = _f("list", default=[])
 
     @property
     def is_what_if(self) -> bool:

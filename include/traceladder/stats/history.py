@@ -604,12 +604,25 @@ def history_findings(history: Mapping[str, JSONValue]) -> list[str]:
     """The summary's sentences about the ladder's history."""
     n = len(as_list(history["runs"]))
     calls = regression_lines(history)
+    suspects = suspect_lines(history)
     if calls:
-        return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls]
-    out = [f"No new step-time regression in the ladder's history ({n} full runs)."]
+        return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls] + suspects
+    out = [f"No new step-time regression in the ladder's history ({n} full runs).", *suspects]
     last = as_object(history.get("since_last") or {})
     if last:
         out += [
             f"Provenance changed since {last['previous_run_id']}: {p}." for p in as_list(last["provenance_changes"])
         ]
+    return out
+
+
+def suspect_lines(history: Mapping[str, JSONValue]) -> list[str]:
+    """One sentence per suspect: to be confirmed side by side, not a call."""
+    out = []
+    for s in as_objects(history.get("suspects") or []):
+        why = "a new change point" if s.get("reason") == "change point" else "beyond the 99% prediction bound"
+        out.append(
+            f"Suspect {s['rung']}: {s['direction']} {as_float(s['delta_pct']):+.1f}% ({why}; last good run "
+            f"{s['good_run_id']}), to be confirmed side by side."
+        )
     return out
