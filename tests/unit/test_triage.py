@@ -385,3 +385,88 @@ def test_an_unreproduced_suspect_is_labelled_and_not_bisected(tmp_path: Path) ->
     same = RunSetup("w5", good.spec, {"build": "n0"})
     doc = triage_run(_ctx(tmp_path, Runner()), [(suspect, good, same)])[0]
     assert doc.label == "not reproduced" and [s.kind for s in doc.steps] == ["confirm"]
+
+
+# ---- from what a ladder run stored: suspects, setups, the reproduce command
+
+
+def _store_run(store: DirArtifactSink, loaded, run_id: str, build: str, step_ms: float) -> dict:
+    from traceladder.core.documents import PlanDoc, RungResult
+
+    spec = apply_build(build_plan(loaded, rungs=["fusions"], lens="none", repeats=1)[0].to_dict(), BUILDS, build)
+    run = layout.run_prefix("traceladder", "mini", run_id)
+    store.put_bytes(
+        layout.join(run, layout.PLAN_OBJECT), PlanDoc(ladder="mini", run_id=run_id, specs=[spec]).to_json().encode()
+    )
+    rung = layout.join(run, str(spec["rung_id"]))
+    result = RungResult(
+        run_id=run_id,
+        ladder="mini",
+        rung="fusions",
+        rung_id=str(spec["rung_id"]),
+        lens="none",
+        repeat=0,
+        block=0,
+        position=0,
+        purpose="measure",
+        switch="fusions",
+        value=True,
+        parent="baseline",
+        status="ok",
+        step_ms=step_ms,
+        provenance={"build": build, "host": "h1", "image_digest": None},
+    )
+    store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
+    store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(spec).encode())
+    return spec
+
+
+def test_a_ladder_run_is_triaged_from_what_it_stored(tmp_path: Path) -> None:
+    from traceladder.core.documents import Summary
+    from traceladder.triage.engine import context_for, triage_ladder_run
+
+    def change(d: dict) -> None:
+        catalog = [{"name": n, "created": b.created} for n, b in BUILDS.items()]
+        catalog[5]["changes"] = catalog[6]["changes"] = catalog[7]["changes"] = {"model_args": {"extra_work_pct": 15}}
+        d.update(builds=catalog, build="n7", triage={"budget_blocks": 8})
+
+    loaded = load_ladder(_ladder(tmp_path, change))
+    store = DirArtifactSink(tmp_path / "s3")
+    good_spec = _store_run(store, loaded, "w4", "n0", 100.0)
+    bad_spec = _store_run(store, loaded, "w5", "n7", 115.0)
+    history = {
+        "suspects": [
+            {
+                "rung": "fusions",
+                "run_id": "w5",
+                "good_run_id": "w4",
+                "reason": "prediction bound",
+                "direction": "slower",
+                "delta_pct": 15.0,
+            }
+        ]
+    }
+    summary = Summary(ladder="mini", run_id="w5", rungs=[], history=history)
+    run = layout.run_prefix("traceladder", "mini", "w5")
+    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+    runner = Runner()
+    ctx = context_for(loaded, store, "w5", lambda s, side, b: runner({**s, "rung": "fusions"}, side, b))
+    assert ctx.budget.blocks == 8 and ctx.metric == "wall" and ctx.approve is None
+    (doc,) = triage_ladder_run(ctx)
+    assert doc.label == "confirmed regression" and doc.first_bad == "n5" and doc.last_good == "n4"
+    assert [(d.section, d.field) for d in doc.suspect.diff] == [
+        ("build", "build"),
+        ("spec", "model_args.extra_work_pct"),
+    ]
+    assert {d.field: d.good for d in doc.suspect.diff}["build"] == "n0"
+    # each end's command really parses as `traceladder run-rung` with the stored spec
+    from traceladder.cli.main import build_parser
+    from traceladder.rung_spec import RunnerSpec
+    import shlex
+
+    argv = shlex.split(doc.reproduce["good"])
+    args = build_parser().parse_args(argv[1:])
+    assert argv[0] == "traceladder" and args.command == "run-rung" and args.run_id == "w5-triage-good"
+    assert RunnerSpec.from_json(args.spec_json).to_dict() == apply_build(good_spec, BUILDS, "n4")
+    assert RunnerSpec.from_json(shlex.split(doc.reproduce["bad"])[3]).model_args["extra_work_pct"] == 15
+    assert bad_spec["docker_env_vars"]["TRACELADDER_BUILD"] == "n7"
