@@ -197,7 +197,10 @@ def bench_triage_suspects(ctx: Context) -> list[Row]:
         )
     ]
     step_at, weeks = 15, 30
-    for label, noise in (("proxy noise", model), ("GPU-like 2% run sd", model.scaled(0.02))):
+    delay_noise = [(label, noise) for label, noise, _ in noise_models()] + [
+        ("GPU-like (run sd 2%)", model.scaled(0.02))
+    ]
+    for label, noise in delay_noise:
         first_flag, first_call = [], []
         for _ in range(n // 2):
             values = _weekly_figures(noise, weeks, step_at, log_shift(15), rng)

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from traceladder.core import layout
 from traceladder.core.documents import JSONValue, TriageDoc
-from traceladder.core.errors import ArtifactStoreError
 from traceladder.stats.sequential import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
 from traceladder.storage.artifacts import ArtifactSink
 
@@ -45,13 +44,9 @@ def keys(prefix: str, ladder: str, run_id: str, rung: str) -> tuple[str, str]:
 def load(store: ArtifactSink, key: str) -> TriageDoc | None:
     """The stored triage (None: none yet). A document that does not parse is an error naming it:
     it is never overwritten silently."""
-    try:
-        if not store.exists(key):
-            return None
-        raw = store.get_bytes(key)
-    except ArtifactStoreError:
-        raise
-    return TriageDoc.from_json(raw, key)
+    if not store.exists(key):
+        return None
+    return TriageDoc.from_json(store.get_bytes(key), key)
 
 
 def now() -> str:
