@@ -470,3 +470,15 @@ def test_a_ladder_run_is_triaged_from_what_it_stored(tmp_path: Path) -> None:
     assert RunnerSpec.from_json(args.spec_json).to_dict() == apply_build(good_spec, BUILDS, "n4")
     assert RunnerSpec.from_json(shlex.split(doc.reproduce["bad"])[3]).model_args["extra_work_pct"] == 15
     assert bad_spec["docker_env_vars"]["TRACELADDER_BUILD"] == "n7"
+
+
+def test_extra_work_can_be_recorded_under_a_named_region() -> None:
+    """A build that slows one named region does it with the real extra work (workload/extra.py)."""
+    from traceladder.workload.extra import ExtraWork
+    from traceladder.workload.settings import SettingsError, parse
+
+    s = parse(["--extra_work_pct", "15", "--extra_work_region", "attention"], env={})
+    assert ExtraWork(s).region == "attention" and "extra_work_region=attention" in s.header()
+    assert ExtraWork(parse(["--extra_work_pct", "15"], env={})).region == "extra_work"
+    with pytest.raises(SettingsError, match="extra_work_region"):
+        parse(["--extra_work_region", "two words"], env={})
