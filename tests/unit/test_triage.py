@@ -482,3 +482,11 @@ def test_extra_work_can_be_recorded_under_a_named_region() -> None:
     assert ExtraWork(parse(["--extra_work_pct", "15"], env={})).region == "extra_work"
     with pytest.raises(SettingsError, match="extra_work_region"):
         parse(["--extra_work_region", "two words"], env={})
+
+
+def test_an_image_is_pinned_by_the_digest_the_run_recorded() -> None:
+    setup = RunSetup("w4", {"image": "reg:5000/primus:nightly"}, {"image_digest": "reg:5000/primus@sha256:" + "a" * 64})
+    assert setup.pinned_spec["image"] == "reg:5000/primus@sha256:" + "a" * 64
+    assert RunSetup("w4", {"image": "traceladder/proxy:cpu"}, {"image_digest": None}).pinned_spec["image"] == (
+        "traceladder/proxy:cpu"
+    )

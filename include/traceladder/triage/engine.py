@@ -153,7 +153,7 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
     for rung, (t, good, bad) in rungs.items():
         s = t.doc.suspect
         size = math.log1p(s.delta_pct / 100.0)
-        step = t.step("confirm", (s.good_run_id, good.spec), (s.run_id, bad.spec), size)
+        step = t.step("confirm", (s.good_run_id, good.pinned_spec), (s.run_id, bad.pinned_spec), size)
         if step.verdict == CONFIRMED:
             confirmed.append((rung, step))
         else:
@@ -269,7 +269,7 @@ def _finish(
 ) -> None:
     if t.doc.state != "running":
         return
-    good_spec, bad_spec = ends or (good.spec, bad.spec)
+    good_spec, bad_spec = ends or (good.pinned_spec, bad.pinned_spec)
     t.update(
         state="not approved" if label == record.NOT_APPROVED else "done",
         label=label,

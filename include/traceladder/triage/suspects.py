@@ -70,6 +70,13 @@ class RunSetup:
         value = self.provenance.get("image_digest")
         return str(value) if value else None
 
+    @property
+    def pinned_spec(self) -> JSONObject:
+        """The spec with its image pinned by the digest the run recorded (`name@sha256:...`, the
+        daemon's RepoDigests entry), so a confirm runs exactly that image even if its tag moved."""
+        digest = self.image_digest
+        return {**self.spec, "image": digest} if digest and "@" in digest else dict(self.spec)
+
 
 def _read(store: ArtifactSink, key: str) -> bytes | None:
     try:
