@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import Context, Row
+from benchmarks.common import REPO, Context, Row
 from traceladder.stats.history import detect, suspect
 from traceladder.stats.model import clopper_pearson
 from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS, CONFIRMED
@@ -236,4 +236,98 @@ def bench_triage_suspects(ctx: Context) -> list[Row]:
     return rows
 
 
-SECTIONS = [bench_triage_confirm, bench_triage_bisect, bench_triage_suspects]
+def bench_triage_real(ctx: Context) -> list[Row]:
+    """Real triages on the local backend: proxy-local's `baseline` rung through the real runner,
+    confirms judged on its metric (CPU time), each a fresh process per run. A/A: the same build
+    both sides; power: a build that adds 15% of the step's time as real matmul work in the
+    `attention` region; bisection: 8 builds by creation time with that work from a drawn build on.
+    10 of each (`--quick`: 1); about 2 minutes per confirm on 2 shared CPUs."""
+    import os
+    import random
+
+    from traceladder.config import find_ladder, load_ladder
+    from traceladder.plan.build import build_plan
+    from traceladder.triage.bisect import BuildChanges, candidate_spec
+    from traceladder.triage.confirm import Budget, confirm, local_run_block
+
+    os.environ["TRACELADDER_WARM_LAUNCHER"] = "0"
+    os.environ["PYTHONPATH"] = str(REPO / "include")  # the workload processes run this checkout
+    loaded = load_ladder(find_ladder("proxy-local"))
+    base = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0].to_dict()
+    n = 1 if ctx.quick else 10
+    budget = Budget(BUDGET_BLOCKS)
+    run_block = local_run_block(ctx.scratch / "triage-real")
+    rng = random.Random(20261209)
+    size = log_shift(15)
+
+    def catalog(bad_at: int) -> dict[str, BuildChanges]:
+        slow = {"extra_work_pct": 15, "extra_work_region": "attention"}
+        return {
+            f"nightly-{i}": BuildChanges(
+                f"nightly-{i}", f"2026-12-{i + 1:02d}T02:00:00+00:00", slow if i >= bad_at else {}, {}
+            )
+            for i in range(8)
+        }
+
+    def one(builds: dict[str, BuildChanges], a: str, b: str, seed: int) -> str:
+        spec_a = candidate_spec(base, Candidate(a, "build", {"build": a}), builds)
+        spec_b = candidate_spec(base, Candidate(b, "build", {"build": b}), builds)
+        return confirm(
+            spec_a, spec_b, size, run_block, budget, rung="baseline", names=(a, b), metric="cpu", seed=seed
+        ).verdict
+
+    rows = []
+    t0 = time.perf_counter()
+    builds = catalog(1)
+    aa = [one(builds, "nightly-0", "nightly-0", rng.randrange(1 << 30)) for _ in range(n)]
+    power = [one(builds, "nightly-0", "nightly-1", rng.randrange(1 << 30)) for _ in range(n)]
+    confirm_s = (time.perf_counter() - t0) / (2 * n)
+    rows.append(
+        Row(
+            SECTION,
+            "confirm A/A false confirmations, real",
+            sum(v == CONFIRMED for v in aa),
+            f"of {n}",
+            "<= 1 of 10",
+            sum(v == CONFIRMED for v in aa) <= n / 10,
+            f"verdicts {aa}; {confirm_s:.0f} s per confirm",
+        )
+    )
+    rows.append(
+        Row(
+            SECTION,
+            "confirm power at +15% (real build)",
+            sum(v == CONFIRMED for v in power),
+            f"of {n}",
+            ">= 8 of 10",
+            sum(v == CONFIRMED for v in power) >= 0.8 * n,
+            f"verdicts {power}",
+        )
+    )
+    right, steps, walls = 0, [], []
+    for _ in range(n):
+        bad_at = rng.randrange(1, 8)
+        builds = catalog(bad_at)
+        cands = [Candidate(name, "build", {"build": name}, b.created) for name, b in builds.items()]
+        t1 = time.perf_counter()
+        result = bisect(cands, lambda g, c, builds=builds: (one(builds, g.name, c.name, rng.randrange(1 << 30)), {}))
+        walls.append(time.perf_counter() - t1)
+        steps.append(len(result.steps))
+        right += result.first_bad == f"nightly-{bad_at}"
+    rows.append(
+        Row(
+            SECTION,
+            "bisection over 8 builds (+15% build), real",
+            right,
+            f"of {n}",
+            ">= 8 of 10",
+            right >= 0.8 * n,
+            f"median steps {statistics.median(steps):g}, median wall {statistics.median(walls) / 60:.1f} min",
+        )
+    )
+    return rows
+
+
+bench_triage_real.explicit_only = True  # type: ignore[attr-defined]  # real runs: tens of minutes
+
+SECTIONS = [bench_triage_confirm, bench_triage_bisect, bench_triage_suspects, bench_triage_real]
