@@ -8,6 +8,7 @@ models only describe shapes.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal, Union
 
 from pydantic import (
@@ -138,6 +139,30 @@ class WhatsLeft(Strict):
     share: float = Field(default=0.7, gt=0, le=1)
 
 
+class Build(Strict):
+    """One entry of the build catalog (issue 51): on the local backend, where there is no image, a
+    build is a named set of changes with its creation time. The bisection orders builds by it."""
+
+    name: Name
+    created: datetime
+    description: str = ""
+    # what the build changes: Primus overrides (e.g. extra_work_pct with extra_work_region, real
+    # work inside a named region) and environment, applied on top of every rung's settings
+    changes: RungOverrides = Field(default_factory=RungOverrides)
+
+
+class TriageSettings(Strict):
+    """`triage:` (issue 51): the confirm's budget (blocks of one A and one B run, and seconds), its
+    two-sided level, whether a person approves the bisection, and an explicit ordered candidate
+    list (image tags or build names) that overrides the registry or the catalog."""
+
+    budget_blocks: int = Field(default=16, ge=3, le=MAX_REPEATS)
+    budget_s: float | None = Field(default=None, gt=0)
+    alpha: float = Field(default=0.05, gt=0, lt=0.5)
+    approve: bool = False
+    candidates: list[Annotated[str, StringConstraints(min_length=1, max_length=300)]] = Field(default_factory=list)
+
+
 class Ladder(Strict):
     schema_: Literal[1] = Field(alias="schema")
     ladder: Name
@@ -174,6 +199,13 @@ class Ladder(Strict):
     lenses: LensPlan | None = None
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     whats_left: WhatsLeft = Field(default_factory=WhatsLeft, alias="headroom")  # the ladder file's key
+    # the build catalog (local backend) and the build this ladder runs now (its provenance records it)
+    builds: list[Build] = Field(default_factory=list)
+    build: Name | None = None
+    triage: TriageSettings = Field(default_factory=TriageSettings)
+
+    def catalog_build(self, name: str | None) -> Build | None:
+        return next((b for b in self.builds if b.name == name), None)
 
     @property
     def adaptive(self) -> AdaptiveRepeats | None:

@@ -121,8 +121,19 @@ def _as_int(value: ArgValue | None, field: str) -> int | None:
         raise LadderConfigError(field, f"expected an integer, got {value!r}") from None
 
 
+def _check_builds(ladder: Ladder) -> None:
+    """The build catalog's names are unique and the ladder's `build` is one of them."""
+    names = [b.name for b in ladder.builds]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise LadderConfigError(f"builds[{i}].name", f"duplicate build name {name!r}")
+    if ladder.build is not None and ladder.build not in names:
+        raise LadderConfigError("build", f"{ladder.build!r} is not in the build catalog (builds: {names})")
+
+
 def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
     """Check every cross-field rule; returns the rung assignments."""
+    _check_builds(ladder)
     for name, switch in ladder.switches.items():
         if find_value(switch.values, switch.default) is None:
             raise LadderConfigError(

@@ -7,7 +7,9 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
 - ``TraceAnalysis``: one trace's ``analysis.json`` (the analysis engine);
 - ``SummaryRef``: what publishing a summary returns (XCom), and ``IndexEntry``, the same record
   stored in the ladder's index (``runs/<run_id>.json``);
-- ``Summary``: a run's ``summary.json``.
+- ``Summary``: a run's ``summary.json``;
+- ``TriageDoc``: a suspect rung's ``triage.json`` (issue 51), with its parts ``TriageSuspect``,
+  ``DiffField``, ``TriageStep`` and ``Explanation``.
 
 The runner spec is ``traceladder.rung_spec.RunnerSpec``; its one purpose rule is here
 (``spec_purpose``), since plans and results read it too.
@@ -440,6 +442,8 @@ class SummaryRef(Document):
     regressions: list[str] = _f("list", default=[])
     regression_calls: list[str] = _f("list", default=[])
     provenance_changes: list[JSONValue] = _f("list", default=[])
+    # rungs to confirm side by side (issue 51): history.suspects less their numbers' detail
+    suspects: list[JSONObject] = _f("list", default=[])
 
     @property
     def is_what_if(self) -> bool:
@@ -498,3 +502,177 @@ def entries_from(rows: Iterable[tuple[object, str]], skip_bad: bool = False) -> 
                 raise
             found[entry.run_id] = entry
     return sorted(found.values(), key=IndexEntry.order_key)
+
+
+# ---- triage.json (issue 51): a suspect rung confirmed, bisected, explained
+
+
+TRIAGE_STATES = ("running", "done", "not approved", "failed")
+TRIAGE_LABELS = ("confirmed regression", "confirmed improvement", "not reproduced", "insufficient data", "not approved")
+STEP_VERDICTS = ("confirmed", "not reproduced", "insufficient", "skipped")
+
+
+def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...], nullable: bool = False) -> None:
+    if (value is None and nullable) or value in allowed:
+        return
+    raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Part(Document):
+    """A nested part of a document: no schema key of its own (its document's version covers it)."""
+
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+
+def _parts(cls: type[D], value: object, where: str) -> list[D]:
+    return [cls.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value if isinstance(value, list) else [])]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiffField(_Part):
+    """One field that differs between the last good run and the suspect run: `section` says where
+    it was read (image: the image digest; spec: the resolved rung spec from spec.json/plan.json;
+    provenance: metrics.json's provenance; build: the build catalog's entry)."""
+
+    FILE: ClassVar[str] = "diff field"
+    SECTIONS: ClassVar[tuple[str, ...]] = ("image", "spec", "provenance", "build")
+
+    section: str = _f("str")
+    field: str = _f("str")
+    good: JSONValue = _f("any?")
+    bad: JSONValue = _f("any?")
+    bisectable: bool = _f("bool", default=True)  # a driver or a host is reported, not bisected
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> DiffField:
+        doc = super().from_dict(data, source)
+        _one_of(source or cls.FILE, "section", doc.section, cls.SECTIONS)
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriageSuspect(_Part):
+    """Why the rung is a suspect (stats/history.py `suspect`) and what differs from its last good run."""
+
+    FILE: ClassVar[str] = "suspect"
+
+    rung: str = _f("str")
+    run_id: str = _f("str")
+    good_run_id: str = _f("str")
+    reason: str = _f("str")  # change point | prediction bound
+    direction: str = _f("str")  # slower | faster
+    delta_pct: float = _f("number")
+    diff: list[DiffField] = _f("list", default=[])
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> TriageSuspect:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        _one_of(where, "direction", doc.direction, ("slower", "faster"))
+        _one_of(where, "reason", doc.reason, ("change point", "prediction bound", "manual"))
+        return _replace(doc, diff=_parts(DiffField, doc.diff, f"{where}: diff"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriageStep(_Part):
+    """One confirm between two setups (the suspect's own, a bisection step, or another rung at the
+    first bad candidate), or a skipped candidate: its verdict and interval (B minus A, in %)."""
+
+    FILE: ClassVar[str] = "step"
+    KINDS: ClassVar[tuple[str, ...]] = ("confirm", "bisect", "at first bad")
+
+    kind: str = _f("str")
+    rung: str = _f("str")
+    good: str = _f("str")  # the A side: a run id or a candidate's name
+    candidate: str = _f("str")  # the B side
+    verdict: str = _f("str")
+    delta_pct: float | None = _f("number?", default=None)
+    interval_pct: list[float] | None = _f("list?", default=None)
+    blocks: int = _f("int", default=0)
+    looks: list[JSONObject] = _f("list", default=[])
+    reason: str | None = _f("str?", default=None, omit_none=True)  # a skip's, or why insufficient
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> TriageStep:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        _one_of(where, "kind", doc.kind, cls.KINDS)
+        _one_of(where, "verdict", doc.verdict, STEP_VERDICTS)
+        if doc.interval_pct is not None and (
+            len(doc.interval_pct) != 2 or not all(_kind_ok("number", x) for x in doc.interval_pct)
+        ):
+            raise DocumentError(f"{where}: interval_pct: expected [low, high] numbers")
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation(_Part):
+    """The attribution between one profiled run of the good and of the first bad candidate."""
+
+    FILE: ClassVar[str] = "explanation"
+
+    lens: str = _f("str")
+    good: str = _f("str")
+    bad: str = _f("str")
+    sentence: str | None = _f("str?", default=None)
+    top_ops: list[JSONObject] = _f("list", default=[])
+    top_kernels: list[JSONObject] = _f("list", default=[])
+    regions: list[JSONObject] = _f("list", default=[])
+    error: str | None = _f("str?", default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TriageDoc(Document):
+    """A suspect rung's triage (``triage.json``, layout.triage_key): its suspect, every step, the
+    bisection's conclusion, the explanation, the label and the state. One suspect group per ladder
+    run: `group` names its rungs and `bisected_on` the rung the one bisection ran on."""
+
+    FILE: ClassVar[str] = layout.TRIAGE_OBJECT
+    SCHEMA: ClassVar[int] = 1
+
+    ladder: str = _f("str")
+    run_id: str = _f("str")
+    rung: str = _f("str")
+    state: str = _f("str")
+    label: str | None = _f("str?", default=None)
+    suspect: TriageSuspect = _f("object")
+    group: list[str] = _f("list", default=[])
+    bisected_on: str | None = _f("str?", default=None)
+    candidates: list[JSONObject] = _f("list", default=[])
+    steps: list[TriageStep] = _f("list", default=[])
+    first_bad: str | None = _f("str?", default=None)
+    last_good: str | None = _f("str?", default=None)
+    conclusion: str | None = _f("str?", default=None)
+    non_bisectable: list[DiffField] = _f("list", default=[])
+    explanation: Explanation | None = _f("object?", default=None)
+    reproduce: JSONObject = _f("object", default={})  # "good"/"bad" -> a `traceladder run-rung` command
+    error: str | None = _f("str?", default=None, omit_none=True)
+    updated_at: str = _f("str", default="")
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> TriageDoc:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        _one_of(where, "state", doc.state, TRIAGE_STATES)
+        _one_of(where, "label", doc.label, TRIAGE_LABELS, nullable=True)
+        return _replace(
+            doc,
+            suspect=TriageSuspect.from_dict(doc.suspect, f"{where}: suspect"),
+            steps=_parts(TriageStep, doc.steps, f"{where}: steps"),
+            non_bisectable=_parts(DiffField, doc.non_bisectable, f"{where}: non_bisectable"),
+            explanation=None
+            if doc.explanation is None
+            else Explanation.from_dict(doc.explanation, f"{where}: explanation"),
+        )
+
+    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys)
+
+
+def _replace(doc: D, **changes: Any) -> D:
+    """A frozen document with some fields replaced (nested parts parsed in place of their dicts)."""
+    from dataclasses import replace
+
+    return replace(doc, **changes)

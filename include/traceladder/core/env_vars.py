@@ -74,6 +74,7 @@ WARM_LAUNCHER = _setting(
 WARM_IDLE_S = _setting("WARM_IDLE_S", "120", "seconds a warm launcher waits for its next rung before it exits")
 IMAGE_ID = _setting("IMAGE_ID", None, "the runner image's id, for provenance (set by the operator)")
 IMAGE_DIGEST = _setting("IMAGE_DIGEST", None, "the runner image's digest, for provenance (set by the operator)")
+BUILD = _setting("BUILD", None, "the build catalog entry a rung runs, for provenance (set by the plan from `build:`)")
 CONTAINER_NOFILE = _setting("CONTAINER_NOFILE", "1048576", "the rung container's open-file limit")
 MIN_FREE_GB = _setting("MIN_FREE_GB", "20", "free disk a Docker host needs before a rung")
 
@@ -97,6 +98,7 @@ ALL: tuple[Setting, ...] = (
     WARM_IDLE_S,
     IMAGE_ID,
     IMAGE_DIGEST,
+    BUILD,
     CONTAINER_NOFILE,
     MIN_FREE_GB,
     UI_CACHE,

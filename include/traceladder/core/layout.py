@@ -13,6 +13,8 @@ the runner image, the Airflow tasks, the analysis, the summary and the UI all sp
                 analysis/<stem>/      analysis.json + report CSVs of one trace
                 analysis/tracelens/<stem>/   TraceLens's own reports
                 analysis/ranks/       collectives.json + the multi-rank reports
+            triage/<rung>/
+                triage.json, report.html  a suspect rung's triage (issue 51)
             summary/
                 summary.json, summary.md, report.html, perf.csv
                 charts/<name>.png
@@ -53,6 +55,8 @@ COMPARE_OBJECT = "compare.json"
 # (analyses from before step_regions) its ranges' wall time
 REGION_OP_TIME, REGION_RANGE_TIME = "op time", "range wall time"
 RUNS_FOLDER = "runs"
+TRIAGE_FOLDER = "triage"
+TRIAGE_OBJECT = "triage.json"
 LEGACY_INDEX = "index.json"
 LATEST_OBJECT = "latest.json"
 
@@ -137,3 +141,19 @@ def chart_key(run: str, name: str) -> str:
 def entry_key(ladder: str, run_id: str) -> str:
     """``<ladder prefix>/runs/<run_id>.json``."""
     return f"{ladder}/{RUNS_FOLDER}/{safe_key_part(run_id)}.json"
+
+
+def triage_prefix(run: str, rung: str) -> str:
+    """``<run>/triage/<rung>``: a suspect rung's triage, beside the run it triages (`run` is
+    ``run_prefix``'s)."""
+    return f"{run}/{TRIAGE_FOLDER}/{safe_key_part(rung)}"
+
+
+def triage_key(run: str, rung: str) -> str:
+    """``<run>/triage/<rung>/triage.json``."""
+    return f"{triage_prefix(run, rung)}/{TRIAGE_OBJECT}"
+
+
+def triage_report_key(run: str, rung: str) -> str:
+    """``<run>/triage/<rung>/report.html``."""
+    return f"{triage_prefix(run, rung)}/{REPORT_HTML}"

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from traceladder.core.documents import JSONObject
 from traceladder.config.loader import LoadedLadder
-from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Tool
+from traceladder.config.models import LENS_SWITCH, LENSES_BY_BACKEND, ArgValue, Build, RungOverrides, Tool
+from traceladder.core import env_vars
 from traceladder.config.validate import (
     LadderConfigError,
     check_profile_window,
@@ -223,7 +224,7 @@ def build_plan(
             if key not in cache:
                 assignment = {**loaded.assignments[rung_name], **extra, LENS_SWITCH: lens_name}
                 window = check_profile_window(ladder, assignment, f"switches.{LENS_SWITCH}.values.{lens_name}")
-                overrides = overrides_for(ladder, assignment)
+                overrides = with_build(overrides_for(ladder, assignment), ladder.catalog_build(ladder.build))
                 every_steps = ladder.lenses.every_rung_steps if ladder.lenses is not None else None
                 if purpose == "profile" and lens == LADDER_LENSES and every_steps and window:
                     window = (max(window[0], window[1] - every_steps), window[1])
@@ -270,6 +271,21 @@ def build_plan(
                 )
             )
     return sorted(specs, key=_listing_key(selected, blocks))
+
+
+def with_build(overrides: RungOverrides, build: Build | None) -> RungOverrides:
+    """A rung's overrides with a catalog build's changes on top, and the build's name in the rung's
+    environment (TRACELADDER_BUILD), so its provenance records the build."""
+    if build is None:
+        return overrides
+    env = {**overrides.docker_env_vars, **build.changes.docker_env_vars, env_vars.BUILD.name: build.name}
+    return overrides.model_copy(
+        update={
+            "model_args": {**overrides.model_args, **build.changes.model_args},
+            "docker_env_vars": env,
+            "tools": [*overrides.tools, *build.changes.tools],
+        }
+    )
 
 
 class AdaptiveRepeats(TypedDict):

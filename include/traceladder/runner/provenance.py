@@ -7,6 +7,7 @@ rather than a guess:
 * ``image_digest`` (the image's ``RepoDigests[0]``) and ``image_id`` come from the Docker daemon:
   the operator looks the image up before the rung and passes them in as
   ``TRACELADDER_IMAGE_DIGEST`` / ``TRACELADDER_IMAGE_ID``;
+* ``build``: the build catalog entry the rung runs (``TRACELADDER_BUILD``, set by the plan);
 * ``rocm_version``: ``$ROCM_PATH/.info/version`` (default ``/opt/rocm``);
 * ``gpu``: product, architecture, driver version and count from ``amd-smi static --json`` (ROCm 7
   wraps the list in ``{"gpu_data": [...]}``; older releases print the bare list);
@@ -123,6 +124,8 @@ def collect(backend: str, env: dict[str, str], primus_path: Path | None) -> JSON
     out: JSONObject = {
         "image_digest": env_vars.IMAGE_DIGEST.get(env),
         "image_id": env_vars.IMAGE_ID.get(env),
+        # the build catalog's entry (a ladder's `build:`; local backend): the history tells builds apart
+        "build": env_vars.BUILD.get(env),
         "rocm_version": None,
         "gpu": None,
         "primus_commit": None,

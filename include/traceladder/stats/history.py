@@ -65,6 +65,7 @@ PROVENANCE_FIELDS = (
     "image",
     "image_digest",
     "image_id",
+    "build",
     "rocm_version",
     "gpu",
     "primus_commit",
@@ -296,8 +297,122 @@ def _describe(
 
 def new_regressions(now: list[ChangePoint], previous: list[ChangePoint]) -> list[ChangePoint]:
     """Slower change points of this evaluation that the previous one did not have (near by)."""
-    before = [c.index for c in previous if c.direction == "slower"]
-    return [c for c in now if c.direction == "slower" and not any(abs(c.index - i) <= MATCH_RUNS for i in before)]
+    return new_changes(now, previous, "slower")
+
+
+def new_changes(now: list[ChangePoint], previous: list[ChangePoint], direction: str) -> list[ChangePoint]:
+    """Change points of `direction` in this evaluation that the previous one did not have (near by):
+    the regression call for "slower", its faster counterpart for "faster"."""
+    before = [c.index for c in previous if c.direction == direction]
+    return [c for c in now if c.direction == direction and not any(abs(c.index - i) <= MATCH_RUNS for i in before)]
+
+
+# ---------------------------------------------------------------------------------------
+# Suspects (issue 51): rungs worth re-measuring side by side. A suspect costs machine time, not a
+# false alarm: only a confirmed triage is reported as a regression (docs/statistics-history.md,
+# "Suspects").
+
+# the two-sided level of the newest run's prediction bound against the segment before it
+SUSPECT_LEVEL = 0.99
+SUSPECT_MIN_RUNS = MIN_SIZE  # runs the segment before the newest needs for a bound
+
+
+@dataclass(frozen=True)
+class PredictionBound:
+    """The two-sided SUSPECT_LEVEL prediction interval of one new run from a segment of m runs on
+    the log scale: mean ± t(1 − (1 − level)/2, m − 1) · s · √(1 + 1/m)."""
+
+    mean: float  # log
+    sd: float
+    runs: int
+    low: float  # log
+    high: float  # log
+
+    @property
+    def df(self) -> int:
+        return self.runs - 1
+
+    def as_dict(self) -> JSONObject:
+        return {
+            "runs": self.runs,
+            "df": self.df,
+            "level": SUSPECT_LEVEL,
+            "mean": math.exp(self.mean),
+            "low": math.exp(self.low),
+            "high": math.exp(self.high),
+        }
+
+
+def prediction_bound(segment: Sequence[float], level: float = SUSPECT_LEVEL) -> PredictionBound | None:
+    """The prediction bound of a segment of positive run figures (None under SUSPECT_MIN_RUNS
+    runs, where the sd has too few df to bound anything)."""
+    from scipy.special import stdtrit
+
+    z = np.log(np.asarray(segment, dtype=float))
+    m = len(z)
+    if m < SUSPECT_MIN_RUNS or not np.all(np.isfinite(z)):
+        return None
+    mean, sd = float(z.mean()), float(z.std(ddof=1))
+    half = float(stdtrit(m - 1, 0.5 + level / 2)) * sd * math.sqrt(1 + 1 / m)
+    return PredictionBound(mean, sd, m, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """Why the newest run of a rung is a suspect. `good_index`: its last good run, the newest run of
+    the segment before; `delta_pct`: the newest run against that segment's mean (log scale, in %)."""
+
+    reason: str  # "change point" | "prediction bound"
+    direction: str  # "slower" | "faster" (the judged figure up | down)
+    good_index: int
+    delta_pct: float
+    change_point: ChangePoint | None
+    bound: PredictionBound | None
+
+    def as_dict(self) -> JSONObject:
+        return {
+            "reason": self.reason,
+            "direction": self.direction,
+            "good_index": self.good_index,
+            "delta_pct": self.delta_pct,
+            "change_point": self.change_point.as_dict() if self.change_point else None,
+            "bound": self.bound.as_dict() if self.bound else None,
+        }
+
+
+def suspect(
+    values: Sequence[float],
+    now: list[ChangePoint] | None = None,
+    previous: list[ChangePoint] | None = None,
+    test: str = DEFAULT_TEST,
+    seed: int = 0,
+    level: float = SUSPECT_LEVEL,
+) -> Suspect | None:
+    """Is the newest run of this series (positive run figures, oldest first) a suspect?
+
+    1. this evaluation newly calls a change point, slower or faster (`new_changes` against the
+       evaluation without the newest run): the last good run is the one before the change;
+    2. else the newest run lies outside the prediction bound of the segment before it: the runs
+       since the previous evaluation's last change point, less the newest.
+    `now`/`previous`: `detect` of the series and of the series less its newest run, when the
+    caller has them."""
+    if len(values) < 2:
+        return None
+    now = detect(values, test=test, seed=seed) if now is None else now
+    previous = detect(values[:-1], test=test, seed=seed) if previous is None else previous
+    fresh = [c for d in ("slower", "faster") for c in new_changes(now, previous, d)]
+    if fresh:
+        c = max(fresh, key=lambda c: c.index)
+        return Suspect("change point", c.direction, c.index - 1, c.delta_pct, c, None)
+    start = previous[-1].index if previous else 0
+    bound = prediction_bound(values[start:-1], level)
+    if bound is None:
+        return None
+    y = math.log(values[-1])
+    if bound.low <= y <= bound.high:
+        return None
+    direction = "slower" if y > bound.high else "faster"
+    return Suspect("prediction bound", direction, len(values) - 2, 100 * math.expm1(y - bound.mean), None, bound)
 
 
 # ---------------------------------------------------------------------------------------
@@ -386,11 +501,17 @@ def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TES
     current = entries[-1]["run_id"] if entries else None
     out_rungs: list[JSONValue] = []
     regressions: list[JSONValue] = []
+    suspects: list[JSONValue] = []
     for h in rungs.values():
         values = [as_float(as_object(s)["mean"]) for s in h.judged]
         now = detect(values, test=test, seed=seed)
         previous = detect(values[:-1], test=test, seed=seed) if h.run_ids[-1] == current else now
         fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
+        found = suspect(values, now, previous) if h.run_ids[-1] == current else None
+        if found is not None:
+            suspects.append(
+                {"rung": h.rung, "run_id": h.run_ids[-1], "good_run_id": h.run_ids[found.good_index], **found.as_dict()}
+            )
         points: list[JSONValue] = []
         for c in now:
             near: list[JSONValue] = [
@@ -430,6 +551,8 @@ def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TES
         "recent_runs": RECENT_RUNS,
         "rungs": out_rungs,
         "regressions": regressions,
+        # rungs to re-measure side by side (issue 51): a new change point or a run beyond the bound
+        "suspects": suspects,
         "since_last": since_last(entries),
     }
 
@@ -481,12 +604,25 @@ def history_findings(history: Mapping[str, JSONValue]) -> list[str]:
     """The summary's sentences about the ladder's history."""
     n = len(as_list(history["runs"]))
     calls = regression_lines(history)
+    suspects = suspect_lines(history)
     if calls:
-        return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls]
-    out = [f"No new step-time regression in the ladder's history ({n} full runs)."]
+        return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls] + suspects
+    out = [f"No new step-time regression in the ladder's history ({n} full runs).", *suspects]
     last = as_object(history.get("since_last") or {})
     if last:
         out += [
             f"Provenance changed since {last['previous_run_id']}: {p}." for p in as_list(last["provenance_changes"])
         ]
+    return out
+
+
+def suspect_lines(history: Mapping[str, JSONValue]) -> list[str]:
+    """One sentence per suspect: to be confirmed side by side, not a call."""
+    out = []
+    for s in as_objects(history.get("suspects") or []):
+        why = "a new change point" if s.get("reason") == "change point" else "beyond the 99% prediction bound"
+        out.append(
+            f"Suspect {s['rung']}: {s['direction']} {as_float(s['delta_pct']):+.1f}% ({why}; last good run "
+            f"{s['good_run_id']}), to be confirmed side by side."
+        )
     return out

@@ -118,6 +118,10 @@ def write_summary(
         regressions=sorted({str(as_object(r)["rung"]) for r in as_list(history.get("regressions", []))}),
         regression_calls=regression_lines(history),
         provenance_changes=as_list(as_object(history.get("since_last") or {}).get("provenance_changes") or []),
+        suspects=[
+            {k: as_object(x).get(k) for k in ("rung", "direction", "reason", "delta_pct", "good_run_id")}
+            for x in as_list(history.get("suspects") or [])
+        ],
     ).to_dict()
 
 

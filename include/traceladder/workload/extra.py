@@ -10,6 +10,10 @@ Why time and not FLOPs: the proxy's small ops run at a few GFLOP/s while a 256-w
 at tens, so P% of the model's FLOPs would add only a small fraction of P% to the step. Sized by
 time, P=10 aims at +10% step time; the bench (`extra_work`) measures what it really adds.
 Iterations up to the calibration (the warm-up) carry no extra work.
+
+`--extra_work_region NAME` records the work under that region name instead of `extra_work`: a
+build of the catalog (issue 51) that slows one named region does so with this real work, and the
+attribution names the region it slowed.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ _ROWS = 512
 class ExtraWork:
     def __init__(self, s: ProxyConfig) -> None:
         self.pct = s.extra_work_pct
+        self.region = s.extra_work_region
         self.rows = 0
         self.flops = 0.0
         self._gen = torch.Generator().manual_seed(s.seed + 7)
@@ -72,6 +77,6 @@ class ExtraWork:
     def __call__(self) -> None:
         if not self._chunks:
             return
-        with record_function("extra_work"):
+        with record_function(self.region):
             for a in self._chunks:
                 torch.mm(a, self._b, out=self._out[0][: a.shape[0]])

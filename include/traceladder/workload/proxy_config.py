@@ -121,6 +121,8 @@ class ProxyConfig:
     exp_name: str = "proxy"
     # the positive control: extra matmul work per iteration, in % of the warm-up step's time
     extra_work_pct: float = 0.0
+    # the named region the extra work is recorded under (a build that slows one region: issue 51)
+    extra_work_region: str = "extra_work"
     workspace: str = "./output"
     distributed_timeout_minutes: float = 3.0
     ignored_keys: tuple[str, ...] = ()
@@ -177,6 +179,7 @@ class ProxyConfig:
             f"recompute_num_layers={self.recompute_num_layers} "
             f"profile={'ranks' + str(list(self.profile_ranks)) if self.profiling else 'off'}"
             + (f" extra_work_pct={self.extra_work_pct:g}" if self.extra_work_pct else "")
+            + (f" extra_work_region={self.extra_work_region}" if self.extra_work_pct else "")
         )
 
 
@@ -290,6 +293,7 @@ _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "torch_profiler_use_gzip": ("torch_profiler_use_gzip", _bool),
     "exp_name": ("exp_name", str),
     "extra_work_pct": ("extra_work_pct", _float),
+    "extra_work_region": ("extra_work_region", str),
     "distributed_timeout_minutes": ("distributed_timeout_minutes", _float),
     "tensor_model_parallel_size": (None, _one),
     "pipeline_model_parallel_size": (None, _one),
@@ -420,6 +424,10 @@ def _validate(s: ProxyConfig, bf16_ok: bool) -> ProxyConfig:
         raise ProxyConfigError("compress_ratios", "ratios must be >= 0")
     if not 0 <= s.extra_work_pct <= 1000:
         raise ProxyConfigError("extra_work_pct", f"must be between 0 and 1000, got {s.extra_work_pct}")
+    if not s.extra_work_region or not all(c.isalnum() or c in "_.-" for c in s.extra_work_region):
+        raise ProxyConfigError(
+            "extra_work_region", f"must be a region name (letters, digits, _ . -), got {s.extra_work_region!r}"
+        )
     if s.recompute_granularity not in (None, "full", "selective"):
         raise ProxyConfigError("recompute_granularity", "expected full, selective or null")
     if s.recompute_method not in ("block", "uniform"):

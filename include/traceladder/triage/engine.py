@@ -1,0 +1,354 @@
+"""One suspect group per ladder run: confirm each suspect, bisect once on the rung with the largest
+confirmed change, confirm the others at the first bad candidate, explain, record.
+
+Resumable: every step's result is stored in the rung's `triage.json` as it finishes; a retry reads
+it back, reuses each recorded step and runs only what is missing (a step cut off mid-way runs
+again, never the whole search). A triage already `done` is left as it is."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from traceladder.config.loader import LoadedLadder
+from traceladder.core import layout
+from traceladder.core.documents import DiffField, JSONObject, Summary, TriageDoc, TriageStep, TriageSuspect
+from traceladder.stats.sequential import CONFIRMED
+from traceladder.storage.artifacts import ArtifactSink
+from traceladder.triage import record
+from traceladder.triage.bisect import (
+    BUILD_VARIABLE,
+    BisectStep,
+    BuildChanges,
+    Candidate,
+    CandidateUnavailable,
+    bisect,
+    build_candidates,
+    candidate_spec,
+    image_candidates,
+    setting_candidates,
+)
+from traceladder.triage.confirm import Budget, RunBlock, confirm
+from traceladder.triage.explain import RunProfiled, cheapest_torch_lens, explain, lens_overlay
+from traceladder.triage.suspects import RunSetup, find_suspects, spec_changes
+
+
+@dataclass
+class TriageContext:
+    """What a triage needs besides its suspects: where it stores, how it runs a block and a profiled
+    run (the backend's), its budget, the build catalog, the image tags in creation order (the
+    registry client's, or `triage.candidates`), the lens overlay for the explanation, and the
+    approval gate before the bisection (None: no approval asked)."""
+
+    store: ArtifactSink
+    prefix: str
+    ladder: str
+    run_id: str
+    run_block: RunBlock
+    budget: Budget = field(default_factory=Budget)
+    metric: str = "wall"
+    builds: Mapping[str, BuildChanges] = field(default_factory=dict)
+    image_tags: Sequence[tuple[str, str | None, str | None]] = ()
+    explicit_candidates: Sequence[str] = ()
+    run_profiled: RunProfiled | None = None
+    # rung -> what the ladder's cheapest torch lens changes in its spec (explain.lens_overlay)
+    lens_overlay: Callable[[str], JSONObject | None] | None = None
+    approve: Callable[[], bool] | None = None
+
+
+def _seed(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("/".join(parts).encode()).digest()[:4], "big")
+
+
+def _log_size(step: TriageStep) -> float:
+    return math.log1p((step.delta_pct or 0.0) / 100.0)
+
+
+class _Triage:
+    """One rung's triage document, saved after every change."""
+
+    def __init__(self, ctx: TriageContext, suspect: TriageSuspect, group: list[str]) -> None:
+        self.ctx = ctx
+        self.key, self.report_key = record.keys(ctx.prefix, ctx.ladder, ctx.run_id, suspect.rung)
+        found = record.load(ctx.store, self.key)
+        self.doc = found or TriageDoc(
+            ladder=ctx.ladder, run_id=ctx.run_id, rung=suspect.rung, state="running", suspect=suspect, group=group
+        )
+        if found is None:
+            self.save()
+
+    def save(self) -> None:
+        self.doc = record.save(self.ctx.store, self.key, self.doc)
+
+    def update(self, **changes: object) -> None:
+        self.doc = replace(self.doc, **changes)  # type: ignore[arg-type]
+        self.save()
+
+    def recorded(self, kind: str, good: str, candidate: str) -> TriageStep | None:
+        return next(
+            (s for s in self.doc.steps if (s.kind, s.good, s.candidate) == (kind, good, candidate)),
+            None,
+        )
+
+    def step(
+        self, kind: str, good: tuple[str, JSONObject], bad: tuple[str, JSONObject], suspect_log: float
+    ) -> TriageStep:
+        """A confirm between two named specs, reused when recorded, stored as soon as it ends."""
+        done = self.recorded(kind, good[0], bad[0])
+        if done is not None:
+            return done
+        try:
+            result = confirm(
+                good[1],
+                bad[1],
+                suspect_log,
+                self.ctx.run_block,
+                self.ctx.budget,
+                rung=self.doc.rung,
+                names=(good[0], bad[0]),
+                kind=kind,
+                metric=self.ctx.metric,
+                seed=_seed(self.ctx.run_id, self.doc.rung, kind, good[0], bad[0]),
+            )
+        except CandidateUnavailable as exc:
+            result = TriageStep(
+                kind=kind, rung=self.doc.rung, good=good[0], candidate=bad[0], verdict="skipped", reason=str(exc)
+            )
+        self.update(steps=[*self.doc.steps, result])
+        return result
+
+
+def _candidates(ctx: TriageContext, suspect: TriageSuspect, good: RunSetup, bad: RunSetup) -> list[Candidate]:
+    """The ordered candidates of a confirmed change: builds when the build differs, else image tags
+    when the image differs, else the changed spec fields one at a time; [] when none of them moved."""
+    fields = {d.field: d for d in suspect.diff}
+    if ctx.explicit_candidates and ("build" in fields or "image_digest" in fields or "image" in fields):
+        if "build" in fields:
+            chosen = [b for b in ctx.builds.values() if b.name in ctx.explicit_candidates]
+            order = {n: i for i, n in enumerate(ctx.explicit_candidates)}
+            return [
+                Candidate(b.name, "build", {"build": b.name}, b.created)
+                for b in sorted(chosen, key=lambda b: order[b.name])
+            ]
+        tags = [(t, None, None) for t in ctx.explicit_candidates]
+        return image_candidates(tags, str(good.spec.get("image")), str(bad.spec.get("image")))
+    if "build" in fields and good.build and bad.build:
+        return build_candidates(list(ctx.builds.values()), good.build, bad.build)
+    if ("image_digest" in fields or "image" in fields) and ctx.image_tags:
+        return image_candidates(ctx.image_tags, str(good.spec.get("image")), str(bad.spec.get("image")))
+    changes = [c for c in spec_changes(good.spec, bad.spec) if c[0] != f"docker_env_vars.{BUILD_VARIABLE}"]
+    return setting_candidates(changes) if changes else []
+
+
+def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSetup, RunSetup]]) -> list[TriageDoc]:
+    """Triage one ladder run's suspect group (largest suspect first); returns each rung's document."""
+    group = [s.rung for s, _, _ in suspects]
+    rungs = {s.rung: (_Triage(ctx, s, group), good, bad) for s, good, bad in suspects}
+    if all(t.doc.state != "running" for t, _, _ in rungs.values()):
+        return [t.doc for t, _, _ in rungs.values()]
+    # 1. confirm each suspect: A its last good run's spec, B its own
+    confirmed: list[tuple[str, TriageStep]] = []
+    for rung, (t, good, bad) in rungs.items():
+        s = t.doc.suspect
+        size = math.log1p(s.delta_pct / 100.0)
+        step = t.step("confirm", (s.good_run_id, good.pinned_spec), (s.run_id, bad.pinned_spec), size)
+        if step.verdict == CONFIRMED:
+            confirmed.append((rung, step))
+        else:
+            label = record.label_for(step.verdict, s.direction) if step.verdict != "skipped" else "insufficient data"
+            _finish(t, good, bad, label, step.reason or f"the confirm ended {step.verdict}")
+    if not confirmed:
+        return [t.doc for t, _, _ in rungs.values()]
+    main_rung, main_step = max(confirmed, key=lambda c: abs(c[1].delta_pct or 0.0))
+    main, good, bad = rungs[main_rung]
+    if ctx.approve is not None and main.doc.state == "running" and not ctx.approve():
+        for rung, _ in confirmed:
+            t, g, b = rungs[rung]
+            _finish(t, g, b, record.NOT_APPROVED, "the bisection was not approved")
+        return [t.doc for t, _, _ in rungs.values()]
+    # 2. bisect once, on the largest confirmed change
+    non_bisectable = [d for d in main.doc.suspect.diff if not d.bisectable]
+    try:
+        candidates = _candidates(ctx, main.doc.suspect, good, bad)
+    except CandidateUnavailable as exc:
+        candidates, why = [], str(exc)
+    else:
+        why = "no image, build or setting changed between the two runs"
+    first_bad, last_good, conclusion = _localize(ctx, main, good, candidates, main_step, why, non_bisectable)
+    main.update(
+        bisected_on=main_rung,
+        candidates=[c.as_dict() for c in candidates],
+        non_bisectable=non_bisectable,
+        first_bad=first_bad.name if first_bad else None,
+        last_good=last_good.name if last_good else None,
+        conclusion=conclusion,
+    )
+    # 3. the other confirmed rungs at the first bad candidate
+    for rung, step in confirmed:
+        if rung == main_rung:
+            continue
+        t, g, b = rungs[rung]
+        if first_bad is not None and last_good is not None:
+            at = t.step(
+                "at first bad",
+                (last_good.name, candidate_spec(g.spec, last_good, ctx.builds)),
+                (first_bad.name, candidate_spec(g.spec, first_bad, ctx.builds)),
+                _log_size(step),
+            )
+            note = f"at the first bad candidate {first_bad.name} ({main_rung}'s bisection): {at.verdict}"
+        else:
+            note = f"{main_rung}'s bisection: {conclusion}"
+        t.update(bisected_on=main_rung, first_bad=main.doc.first_bad, last_good=main.doc.last_good)
+        _finish(t, g, b, record.label_for(CONFIRMED, t.doc.suspect.direction), note)
+    # 4. explain the main rung: one profiled run of each end
+    good_spec = candidate_spec(good.spec, last_good, ctx.builds) if last_good else good.spec
+    bad_spec = candidate_spec(good.spec, first_bad, ctx.builds) if first_bad else bad.spec
+    overlay = ctx.lens_overlay(main_rung) if ctx.lens_overlay is not None else None
+    if main.doc.explanation is None and ctx.run_profiled is not None and overlay is not None:
+        names = (
+            last_good.name if last_good else main.doc.suspect.good_run_id,
+            first_bad.name if first_bad else ctx.run_id,
+        )
+        main.update(
+            explanation=explain(good_spec, bad_spec, overlay, ctx.run_profiled, names, main.doc.suspect.direction)
+        )
+    _finish(main, good, bad, record.label_for(CONFIRMED, main.doc.suspect.direction), conclusion, (good_spec, bad_spec))
+    return [t.doc for t, _, _ in rungs.values()]
+
+
+def _localize(
+    ctx: TriageContext,
+    main: _Triage,
+    good: RunSetup,
+    candidates: list[Candidate],
+    main_step: TriageStep,
+    why: str,
+    non_bisectable: list[DiffField],
+) -> tuple[Candidate | None, Candidate | None, str]:
+    """(first bad, last good, conclusion) of the bisection over `candidates`."""
+    machine = "; ".join(f"{d.field}: {d.good!r} -> {d.bad!r}" for d in non_bisectable)
+    if len(candidates) < 2:
+        text = f"not bisected: {why}"
+        return None, None, text + (f"; causes that cannot be bisected: {machine}" if machine else "")
+    if len(candidates) == 2:  # the confirm itself compared them
+        return candidates[1], candidates[0], f"first bad: {candidates[1].name} (last good: {candidates[0].name})"
+    size = _log_size(main_step)
+
+    def step(g: Candidate, c: Candidate) -> tuple[str, JSONObject]:
+        result = main.step(
+            "bisect",
+            (g.name, candidate_spec(good.spec, g, ctx.builds)),
+            (c.name, candidate_spec(good.spec, c, ctx.builds)),
+            size,
+        )
+        if result.verdict == "skipped":
+            raise CandidateUnavailable(result.reason or "it did not run")
+        return result.verdict, {"delta_pct": result.delta_pct, "interval_pct": result.interval_pct}  # type: ignore[dict-item]
+
+    done = [
+        BisectStep(s.good, s.candidate, s.verdict, {"reason": s.reason or ""})
+        for s in main.doc.steps
+        if s.kind == "bisect"
+    ]
+    result = bisect(candidates, step, done)
+    by_name = {c.name: c for c in candidates}
+    conclusion = result.conclusion + (f"; causes that cannot be bisected: {machine}" if machine else "")
+    first = by_name[result.first_bad] if result.first_bad else None
+    return first, by_name[result.last_good] if first else None, conclusion
+
+
+def _finish(
+    t: _Triage,
+    good: RunSetup,
+    bad: RunSetup,
+    label: str,
+    conclusion: str | None,
+    ends: tuple[JSONObject, JSONObject] | None = None,
+) -> None:
+    if t.doc.state != "running":
+        return
+    good_spec, bad_spec = ends or (good.pinned_spec, bad.pinned_spec)
+    t.update(
+        state="not approved" if label == record.NOT_APPROVED else "done",
+        label=label,
+        conclusion=t.doc.conclusion or conclusion,
+        reproduce={
+            "good": record.reproduce_command(good_spec, f"{t.doc.run_id}-triage-good"),
+            "bad": record.reproduce_command(bad_spec, f"{t.doc.run_id}-triage-bad"),
+        },
+    )
+    record.save_report(t.ctx.store, t.report_key, t.doc)
+
+
+# ---- a ladder run's triage from what it stored (the entry point the Airflow wiring calls)
+
+
+def catalog(loaded: LoadedLadder) -> dict[str, BuildChanges]:
+    """The ladder file's build catalog as the triage applies it."""
+    return {
+        b.name: BuildChanges(
+            b.name,
+            b.created.isoformat(),
+            {k: v for k, v in b.changes.model_args.items()},  # type: ignore[misc]
+            dict(b.changes.docker_env_vars),
+        )
+        for b in loaded.ladder.builds
+    }
+
+
+def lens_overlays(loaded: LoadedLadder) -> Callable[[str], JSONObject | None]:
+    """rung -> what the ladder's cheapest torch lens changes in that rung's spec (None: no torch lens)."""
+    from traceladder.config.models import LENS_SWITCH
+    from traceladder.plan.build import build_plan
+
+    lens = cheapest_torch_lens({str(k): v for k, v in loaded.ladder.switches[LENS_SWITCH].values.items()})
+
+    def overlay(rung: str) -> JSONObject | None:
+        if lens is None:
+            return None
+        measure = build_plan(loaded, rungs=[rung], lens="none", repeats=1)[0]
+        profiled = build_plan(loaded, rungs=[rung], lens=lens, repeats=1)[0]
+        return lens_overlay(measure.to_dict(), profiled.to_dict())
+
+    return overlay
+
+
+def context_for(
+    loaded: LoadedLadder,
+    store: ArtifactSink,
+    run_id: str,
+    run_block: RunBlock,
+    *,
+    run_profiled: RunProfiled | None = None,
+    approve: Callable[[], bool] | None = None,
+    image_tags: Sequence[tuple[str, str | None, str | None]] = (),
+) -> TriageContext:
+    """A triage's context from the ladder file: its catalog, `triage:` budget and candidates, metric
+    and lenses; the backend's runners and the approval gate from the caller."""
+    t = loaded.ladder.triage
+    return TriageContext(
+        store=store,
+        prefix=loaded.cluster.storage.prefix,
+        ladder=loaded.ladder.ladder,
+        run_id=run_id,
+        run_block=run_block,
+        budget=Budget(t.budget_blocks, t.budget_s, t.alpha),
+        metric=loaded.ladder.metric,
+        builds=catalog(loaded),
+        image_tags=image_tags,
+        explicit_candidates=list(t.candidates),
+        run_profiled=run_profiled,
+        lens_overlay=lens_overlays(loaded),
+        approve=approve if t.approve else None,
+    )
+
+
+def triage_ladder_run(ctx: TriageContext) -> list[TriageDoc]:
+    """Triage a published ladder run: its summary's `history.suspects`, their stored runs, the group."""
+    run = layout.run_prefix(ctx.prefix, ctx.ladder, ctx.run_id)
+    key = layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON)
+    summary = Summary.from_json(ctx.store.get_bytes(key), key)
+    suspects = find_suspects(ctx.store, ctx.prefix, ctx.ladder, ctx.run_id, summary.history or {})
+    return triage_run(ctx, suspects) if suspects else []

@@ -1,0 +1,108 @@
+"""Explain a confirmed change: one profiled run each of the good and the first bad candidate with
+the ladder's cheapest torch lens, then the existing attribution between them (the analysis
+engine's reports, analysis/analyzers/diff.py `compare_reports`, and summary/attribution.py
+`entry`): its sentence, its top ops and kernels, and its regions."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_list, as_object
+from traceladder.core.errors import TraceladderError
+from traceladder.summary.attribution import TRACE_LENSES, TOP, entry
+
+# run_profiled(spec, side) -> the rank-0 trace file of one profiled run, or None when it wrote none
+RunProfiled = Callable[[JSONObject, str], Path | None]
+
+
+def cheapest_torch_lens(lens_values: Mapping[str, object]) -> str | None:
+    """The ladder's cheapest torch lens: rank 0 alone before every rank (TRACE_LENSES' order)."""
+    return next((lens for lens in TRACE_LENSES if lens in lens_values), None)
+
+
+def lens_overlay(measure_spec: Mapping[str, JSONValue], profiled_spec: Mapping[str, JSONValue]) -> JSONObject:
+    """What a lens changes in a rung's spec (the plan's profiled spec against its measure spec of the
+    same ladder): the lens, purpose, window, iterations and the overrides the lens sets."""
+    m_args, p_args = as_object(measure_spec.get("model_args") or {}), as_object(profiled_spec.get("model_args") or {})
+    return {
+        "lens": profiled_spec["lens"],
+        "purpose": "profile",
+        "profile_window": profiled_spec.get("profile_window"),
+        "train_iters": profiled_spec.get("train_iters"),
+        "model_args": {k: v for k, v in p_args.items() if m_args.get(k) != v},
+    }
+
+
+def profiled(spec: Mapping[str, JSONValue], overlay: Mapping[str, JSONValue], side: str) -> JSONObject:
+    out: JSONObject = dict(spec)
+    out.update({k: v for k, v in overlay.items() if k != "model_args"})
+    out["model_args"] = {**as_object(spec.get("model_args") or {}), **as_object(overlay.get("model_args") or {})}
+    out.update(repeat=0, block=0, position=0, rung_id=f"triage-explain-{side}")
+    return out
+
+
+def explain(
+    good_spec: Mapping[str, JSONValue],
+    bad_spec: Mapping[str, JSONValue],
+    overlay: Mapping[str, JSONValue],
+    run_profiled: RunProfiled,
+    names: tuple[str, str],
+    direction: str,
+    work: Path | None = None,
+) -> Explanation:
+    """Profile both ends and compare them (never raises for a run or a trace that fails: the
+    explanation then carries the error)."""
+    from traceladder.analysis.analyzers.diff import compare_reports, reports_from_dir
+    from traceladder.analysis.analyzers.trace import analyze_trace
+
+    lens = str(overlay["lens"])
+    work = work or Path(tempfile.mkdtemp(prefix="traceladder-explain-"))
+    traces: list[Path] = []
+    try:
+        for side, spec in (("good", good_spec), ("bad", bad_spec)):
+            trace = run_profiled(profiled(spec, overlay, side), side)
+            if trace is None:
+                raise TraceladderError(f"the profiled run of {names[side == 'bad']} wrote no trace")
+            traces.append(trace)
+        reports = []
+        for side, trace in zip(("good", "bad"), traces):
+            analyze_trace(trace, work / side)
+            reports.append(reports_from_dir(work / side, names[side == "bad"]))
+        comparison = compare_reports(reports[0], reports[1])
+    except (TraceladderError, OSError, ValueError) as exc:
+        return Explanation(lens=lens, good=names[0], bad=names[1], error=f"{type(exc).__name__}: {exc}")
+    verdict = "slower" if direction == "slower" else "faster"
+    row: JSONObject = {"rung": names[1], "parent": names[0], "vs_parent": {"verdict": verdict, "metric": "step_ms"}}
+    e = entry(row, lens, str(traces[0]), str(traces[1]), comparison)
+    doc = comparison.doc
+    return Explanation(
+        lens=lens,
+        good=names[0],
+        bad=names[1],
+        sentence=str(e["sentence"]),
+        top_ops=[dict(m) for m in doc["top_ops"][:TOP]],
+        top_kernels=[dict(m) for m in doc["top_kernels"][:TOP]],
+        regions=[as_object(r) for r in e["regions"]] if isinstance(e["regions"], list) else [],
+    )
+
+
+def local_run_profiled(workdir: Path | None = None, run_id: str = "triage") -> RunProfiled:
+    """The local backend's profiled run: the real runner, its rank-0 trace from a scratch folder."""
+    from traceladder.runner.rung import run_rung
+    from traceladder.rung_spec import RunnerSpec
+    from traceladder.storage.artifacts import DirArtifactSink
+
+    root = workdir or Path(tempfile.mkdtemp(prefix="traceladder-explain-runs-"))
+
+    def run(spec: JSONObject, side: str) -> Path | None:
+        import json
+
+        result = run_rung(RunnerSpec.from_json(json.dumps(spec)), run_id, DirArtifactSink(root), echo=None)
+        keys = [str(k) for k in as_list(result.get("traces") or [])]
+        rank0 = [k for k in keys if Path(k).name.startswith("rank0.")]
+        chosen = (rank0 or keys)[:1]
+        return Path(chosen[0]) if chosen and result.get("status") == "ok" else None
+
+    return run

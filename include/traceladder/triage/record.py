@@ -1,0 +1,113 @@
+"""Record a triage: its label, a command that reproduces each end, `triage.json` (core/documents.py
+`TriageDoc`) and its `report.html`, under the keys core/layout.py spells beside the run it triages.
+Each step is stored as it finishes, so a retried task resumes where the last one stopped."""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import shlex
+from collections.abc import Mapping
+
+from traceladder.core import layout
+from traceladder.core.documents import JSONValue, TriageDoc
+from traceladder.stats.sequential import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
+from traceladder.storage.artifacts import ArtifactSink
+
+NOT_APPROVED = "not approved"
+
+
+def label_for(verdict: str, direction: str) -> str:
+    """The notifier's label from the suspect's own confirm: HUD's four, plus `not approved`."""
+    if verdict == CONFIRMED:
+        return "confirmed regression" if direction == "slower" else "confirmed improvement"
+    if verdict == NOT_REPRODUCED:
+        return "not reproduced"
+    if verdict == INSUFFICIENT:
+        return "insufficient data"
+    raise ValueError(f"no label for verdict {verdict!r}")
+
+
+def reproduce_command(spec: Mapping[str, JSONValue], run_id: str) -> str:
+    """`traceladder run-rung` with the stored spec: runs that end again on this backend's host."""
+    text = json.dumps(dict(spec), separators=(",", ":"), sort_keys=True)
+    return f"traceladder run-rung --spec-json {shlex.quote(text)} --run-id {shlex.quote(run_id)}"
+
+
+def keys(prefix: str, ladder: str, run_id: str, rung: str) -> tuple[str, str]:
+    """(triage.json, report.html) of a rung's triage of one run."""
+    run = layout.run_prefix(prefix, ladder, run_id)
+    return layout.triage_key(run, rung), layout.triage_report_key(run, rung)
+
+
+def load(store: ArtifactSink, key: str) -> TriageDoc | None:
+    """The stored triage (None: none yet). A document that does not parse is an error naming it:
+    it is never overwritten silently."""
+    if not store.exists(key):
+        return None
+    return TriageDoc.from_json(store.get_bytes(key), key)
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def save(store: ArtifactSink, key: str, doc: TriageDoc) -> TriageDoc:
+    """Store the triage as it stands (after every step), stamped with the time."""
+    from dataclasses import replace
+
+    stamped = replace(doc, updated_at=now())
+    store.put_bytes(key, stamped.to_json().encode(), "application/json")
+    return stamped
+
+
+def report_html(doc: TriageDoc) -> str:
+    """The triage's page: label, suspect, diff, every step with its verdict and interval, the
+    bisection's conclusion, the explanation and the commands."""
+    e = html.escape
+
+    def interval(step_pct: list[float] | None) -> str:
+        return f"{step_pct[0]:+.1f}% to {step_pct[1]:+.1f}%" if step_pct else "none"
+
+    s = doc.suspect
+    rows = "".join(
+        f"<tr><td>{e(d.section)}</td><td>{e(d.field)}</td><td>{e(json.dumps(d.good))}</td>"
+        f"<td>{e(json.dumps(d.bad))}</td><td>{'yes' if d.bisectable else 'no'}</td></tr>"
+        for d in s.diff
+    )
+    steps = "".join(
+        f"<tr><td>{e(t.kind)}</td><td>{e(t.rung)}</td><td>{e(t.good)}</td><td>{e(t.candidate)}</td>"
+        f"<td>{e(t.verdict)}</td><td>"
+        + (f"{t.delta_pct:+.1f}%" if t.delta_pct is not None else "")
+        + f"</td><td>{e(interval(t.interval_pct))}</td><td>{t.blocks}</td><td>{e(t.reason or '')}</td></tr>"
+        for t in doc.steps
+    )
+    ex = doc.explanation
+    explained = (
+        "<p>No explanation.</p>"
+        if ex is None
+        else f"<p>{e(ex.error)}</p>"
+        if ex.error
+        else f"<p>{e(ex.sentence or '')}</p><ul>"
+        + "".join(f"<li>{e(str(m.get('name')))}: {float(str(m.get('delta_us', 0))):+.1f} µs</li>" for m in ex.top_ops)
+        + "</ul>"
+    )
+    commands = "".join(f"<li>{e(k)}: <code>{e(str(v))}</code></li>" for k, v in doc.reproduce.items())
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>triage {e(doc.ladder)} {e(doc.rung)} {e(doc.run_id)}</title></head><body>"
+        f"<h1>{e(doc.label or doc.state)}: {e(doc.rung)}</h1>"
+        f"<p>Ladder {e(doc.ladder)}, run {e(doc.run_id)} against {e(s.good_run_id)}: {e(s.direction)} "
+        f"{s.delta_pct:+.1f}% ({e(s.reason)}). State: {e(doc.state)}.</p>"
+        f"<p>{e(doc.conclusion or '')}</p>"
+        "<h2>What differs</h2><table><tr><th>section</th><th>field</th><th>good</th><th>bad</th>"
+        f"<th>bisectable</th></tr>{rows}</table>"
+        "<h2>Steps</h2><table><tr><th>kind</th><th>rung</th><th>A</th><th>B</th><th>verdict</th><th>B vs A</th>"
+        f"<th>interval</th><th>blocks</th><th>note</th></tr>{steps}</table>"
+        f"<h2>Explanation</h2>{explained}<h2>Reproduce</h2><ul>{commands}</ul></body></html>"
+    )
+
+
+def save_report(store: ArtifactSink, key: str, doc: TriageDoc) -> None:
+    store.put_bytes(key, report_html(doc).encode(), "text/html")

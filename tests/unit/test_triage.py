@@ -1,0 +1,492 @@
+"""The triage engine (issue 51) with a deterministic in-test runner: the document and its keys, the
+`builds:`/`build:`/`triage:` validation, the bisection search, the candidates' specs, and a whole
+suspect group recorded, resumed and left alone once done."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from traceladder.config import LadderConfigError, load_ladder
+from traceladder.core import layout
+from traceladder.core.documents import DiffField, DocumentError, TriageDoc, TriageStep, TriageSuspect
+from traceladder.plan.build import build_plan
+from traceladder.runner import provenance
+from traceladder.storage.artifacts import DirArtifactSink
+from traceladder.triage import record
+from traceladder.triage.bisect import (
+    BuildChanges,
+    Candidate,
+    CandidateUnavailable,
+    apply_build,
+    bisect,
+    build_candidates,
+    candidate_spec,
+    setting_candidates,
+)
+from traceladder.triage.confirm import Budget
+from traceladder.triage.engine import TriageContext, triage_run
+from traceladder.triage.suspects import RunSetup, diff, spec_changes
+
+from tests.unit.test_config import MINIMAL
+
+pytestmark = pytest.mark.triage
+
+
+def _suspect(rung: str = "fusions", delta: float = 15.0) -> TriageSuspect:
+    return TriageSuspect(
+        rung=rung,
+        run_id="w5",
+        good_run_id="w4",
+        reason="prediction bound",
+        direction="slower",
+        delta_pct=delta,
+        diff=[DiffField(section="build", field="build", good="nightly-0", bad="nightly-7")],
+    )
+
+
+# ---- the document and its keys
+
+
+def test_triage_doc_round_trips_with_its_parts() -> None:
+    step = TriageStep(
+        kind="bisect",
+        rung="fusions",
+        good="n0",
+        candidate="n3",
+        verdict="confirmed",
+        delta_pct=14.2,
+        interval_pct=[6.0, 23.0],
+        blocks=7,
+        looks=[{"blocks": 3, "stop": None}],
+    )
+    doc = TriageDoc(
+        ladder="mini",
+        run_id="w5",
+        rung="fusions",
+        state="done",
+        label="confirmed regression",
+        suspect=_suspect(),
+        group=["fusions"],
+        steps=[step],
+        first_bad="n3",
+        last_good="n2",
+        conclusion="first bad: n3 (last good: n2)",
+        reproduce={"good": "traceladder run-rung ..."},
+    )
+    back = TriageDoc.from_json(doc.to_json())
+    assert back == doc
+    assert isinstance(back.suspect, TriageSuspect) and isinstance(back.steps[0], TriageStep)
+    assert isinstance(back.suspect.diff[0], DiffField)
+    assert json.loads(back.to_json())["schema"] == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("suspect"), "triage.json: suspect: missing"),
+        (lambda d: d.update(state="paused"), "triage.json: state: 'paused' is not one of"),
+        (lambda d: d.update(label="regression"), "triage.json: label: 'regression' is not one of"),
+        (lambda d: d["suspect"].pop("good_run_id"), "triage.json: suspect: good_run_id: missing"),
+        (lambda d: d["suspect"].update(direction="up"), "triage.json: suspect: direction: 'up' is not one of"),
+        (lambda d: d["suspect"]["diff"][0].update(section="disk"), "triage.json: suspect: diff[0]: section: 'disk'"),
+        (lambda d: d["steps"][0].update(verdict="maybe"), "triage.json: steps[0]: verdict: 'maybe' is not one of"),
+        (lambda d: d["steps"][0].update(blocks="7"), "triage.json: steps[0]: blocks: expected int, got str"),
+        (
+            lambda d: d["steps"][0].update(interval_pct=[1.0]),
+            "triage.json: steps[0]: interval_pct: expected [low, high]",
+        ),
+    ],
+)
+def test_triage_doc_errors_name_the_field(mutate, message: str) -> None:
+    doc = TriageDoc(
+        ladder="mini",
+        run_id="w5",
+        rung="fusions",
+        state="running",
+        suspect=_suspect(),
+        steps=[TriageStep(kind="confirm", rung="fusions", good="w4", candidate="w5", verdict="confirmed")],
+    ).to_dict()
+    mutate(doc)
+    with pytest.raises(DocumentError) as info:
+        TriageDoc.from_json(json.dumps(doc))
+    assert str(info.value).startswith(message)
+
+
+def test_triage_keys_lie_beside_the_run() -> None:
+    run = layout.run_prefix("traceladder", "mini", "scheduled__2026-12-07T03:00:00+00:00")
+    assert layout.triage_key(run, "fusions") == (
+        "traceladder/mini/scheduled__2026-12-07T03-00-00-00-00/triage/fusions/triage.json"
+    )
+    assert layout.triage_report_key(run, "fusions").endswith("/triage/fusions/report.html")
+    assert record.keys("traceladder", "mini", "w5", "fusions")[0] == "traceladder/mini/w5/triage/fusions/triage.json"
+
+
+# ---- the ladder file: builds, build, triage
+
+
+def _ladder(tmp_path: Path, change) -> Path:
+    data = copy.deepcopy(MINIMAL)
+    change(data)
+    path = tmp_path / "ladder.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+CATALOG = [{"name": f"nightly-{i}", "created": f"2026-11-{20 + i:02d}T02:00:00Z"} for i in range(8)]
+CATALOG[5]["changes"] = {"model_args": {"extra_work_pct": 15, "extra_work_region": "moe_router"}}
+
+
+def test_builds_and_triage_are_read_and_applied(tmp_path: Path) -> None:
+    def change(d: dict) -> None:
+        d.update(builds=CATALOG, build="nightly-5", triage={"budget_blocks": 10, "budget_s": 600, "approve": True})
+
+    loaded = load_ladder(_ladder(tmp_path, change))
+    assert loaded.ladder.triage.budget_blocks == 10 and loaded.ladder.triage.approve is True
+    assert loaded.ladder.triage.alpha == 0.05 and loaded.ladder.triage.candidates == []
+    spec = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0]
+    assert spec.model_args["extra_work_pct"] == 15 and spec.model_args["extra_work_region"] == "moe_router"
+    assert spec.docker_env_vars["TRACELADDER_BUILD"] == "nightly-5"
+    # the runner's provenance records the build from the rung's environment
+    assert provenance.collect("local", dict(spec.docker_env_vars), None)["build"] == "nightly-5"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"),
+    [
+        (lambda d: d.update(triage={"budget_blocks": 2}), "triage.budget_blocks", "greater than or equal to 3"),
+        (lambda d: d.update(triage={"budget_s": -1}), "triage.budget_s", "greater than 0"),
+        (lambda d: d.update(triage={"approve": "maybe"}), "triage.approve", "valid boolean"),
+        (lambda d: d.update(triage={"alpha": 0.7}), "triage.alpha", "less than 0.5"),
+        (lambda d: d.update(triage={"candidates": "tag1"}), "triage.candidates", "valid list"),
+        (lambda d: d.update(triage={"blocks": 4}), "triage.blocks", "unknown key"),
+        (lambda d: d.update(builds=[{"name": "n1"}]), "builds[0].created", "Field required"),
+        (lambda d: d.update(builds=[{"name": "n1", "created": "yesterday"}]), "builds[0].created", "datetime"),
+        (lambda d: d.update(builds=CATALOG + [CATALOG[0]]), "builds[8].name", "duplicate build name"),
+        (lambda d: d.update(builds=CATALOG, build="nightly-9"), "build", "not in the build catalog"),
+    ],
+)
+def test_bad_triage_and_catalog_name_the_field(tmp_path: Path, change, field: str, reason: str) -> None:
+    with pytest.raises(LadderConfigError) as info:
+        load_ladder(_ladder(tmp_path, change))
+    assert info.value.field == field and reason in info.value.reason
+
+
+# ---- the bisection search, with a deterministic step
+
+
+def _builds(n: int = 8) -> list[Candidate]:
+    return [Candidate(f"n{i}", "build", {"build": f"n{i}"}) for i in range(n)]
+
+
+def _stepper(bad_at: int, skip: dict[str, str] | None = None, unsure: set[str] | None = None):
+    calls: list[tuple[str, str]] = []
+
+    def step(good: Candidate, cand: Candidate) -> tuple[str, dict]:
+        calls.append((good.name, cand.name))
+        if skip and cand.name in skip:
+            raise CandidateUnavailable(skip[cand.name])
+        if unsure and cand.name in unsure:
+            return "insufficient", {}
+        return ("confirmed" if int(cand.name[1:]) >= bad_at else "not reproduced"), {}
+
+    return step, calls
+
+
+@pytest.mark.parametrize("bad_at", range(1, 8))
+def test_bisection_finds_the_first_bad_build(bad_at: int) -> None:
+    step, calls = _stepper(bad_at)
+    result = bisect(_builds(), step)
+    assert result.first_bad == f"n{bad_at}" and result.last_good == f"n{bad_at - 1}"
+    assert len(result.steps) <= 3 and len(calls) == len(result.steps)
+    assert all(s.good == f"n{0}" or s.verdict for s in result.steps)
+
+
+def test_bisection_skips_a_candidate_that_cannot_run() -> None:
+    step, _ = _stepper(6, skip={"n3": "image gone from the registry"})
+    result = bisect(_builds(), step)
+    assert result.first_bad == "n6" and result.last_good == "n5"
+    assert ("n3", "image gone from the registry") in result.skipped
+    assert any(s.verdict == "skipped" and s.detail["reason"] == "image gone from the registry" for s in result.steps)
+    # when only skipped candidates are left next to the first bad one, it cannot be told apart
+    step, _ = _stepper(4, skip={"n3": "fails to start"})
+    cut = bisect(_builds(5), step)
+    assert cut.first_bad is None and cut.between == ("n2", "n4")
+    assert cut.conclusion == "between n2 and n4; skipped: n3"
+
+
+def test_an_insufficient_step_stops_the_search_between_x_and_y() -> None:
+    step, calls = _stepper(6, unsure={"n5"})
+    result = bisect(_builds(), step)
+    assert result.first_bad is None and result.between == ("n3", "n7")
+    assert result.conclusion == "between n3 and n7" and len(calls) == 2
+
+
+def test_a_retried_bisection_replays_its_recorded_steps() -> None:
+    step, calls = _stepper(2)
+    first = bisect(_builds(), step)
+    step2, calls2 = _stepper(2)
+    again = bisect(_builds(), step2, done=first.steps[:2])
+    assert again.first_bad == "n2" and len(calls2) == len(first.steps) - 2
+
+
+# ---- candidates and their specs
+
+BUILDS = {
+    f"n{i}": BuildChanges(f"n{i}", f"2026-11-{20 + i:02d}T02:00:00+00:00", {"extra_work_pct": 15} if i >= 5 else {}, {})
+    for i in range(8)
+}
+
+
+def test_builds_are_ordered_by_creation_and_swapped_in_the_spec() -> None:
+    shuffled = [BUILDS[n] for n in ("n3", "n0", "n7", "n5", "n1")]
+    assert [c.name for c in build_candidates(shuffled, "n1", "n5")] == ["n1", "n3", "n5"]
+    spec = {"model_args": {"train_iters": 4, "extra_work_pct": 15}, "docker_env_vars": {"TRACELADDER_BUILD": "n5"}}
+    swapped = apply_build(spec, BUILDS, "n2")
+    assert swapped["model_args"] == {"train_iters": 4} and swapped["docker_env_vars"] == {"TRACELADDER_BUILD": "n2"}
+    with pytest.raises(CandidateUnavailable, match="'n9' is not in the ladder's build catalog"):
+        apply_build(spec, BUILDS, "n9")
+
+
+def test_settings_are_applied_one_at_a_time() -> None:
+    good = {"model_args": {"a": 1, "b": 2}, "image": "x:1", "rung_id": "r.none.m0"}
+    bad = {"model_args": {"a": 1, "b": 3, "c": True}, "image": "x:2", "rung_id": "r.none.m1"}
+    changes = spec_changes(good, bad)
+    assert changes == [("model_args.b", 2, 3), ("image", "x:1", "x:2"), ("model_args.c", None, True)]
+    cands = setting_candidates(changes)
+    assert [c.name for c in cands][0] == "good settings" and len(cands) == 4
+    last = candidate_spec(good, cands[-1], {})
+    assert last["model_args"] == bad["model_args"] and last["image"] == "x:2"
+
+
+def test_the_diff_names_each_field_and_what_cannot_be_bisected() -> None:
+    g = RunSetup("w4", {"model_args": {"a": 1}, "image": "x"}, {"build": "n1", "host": "h1", "image_digest": None})
+    b = RunSetup("w5", {"model_args": {"a": 2}, "image": "x"}, {"build": "n2", "host": "h2", "image_digest": None})
+    fields = {(d.section, d.field): d for d in diff(g, b)}
+    assert set(fields) == {("build", "build"), ("spec", "model_args.a"), ("provenance", "host")}
+    assert fields[("provenance", "host")].bisectable is False
+
+
+# ---- a whole group with a deterministic runner
+
+BASE_SPEC = {
+    "ladder": "mini",
+    "rung": "fusions",
+    "lens": "none",
+    "purpose": "measure",
+    "rung_id": "fusions.none.m0",
+    "model_args": {"train_iters": 4},
+    "docker_env_vars": {"TRACELADDER_BUILD": "n0"},
+}
+
+
+class Runner:
+    """Step time 100 ms, x1.15 from build n5 on (rung `fusions`) and x1.10 (rung `other`); a small
+    deterministic wobble per block and side, iterations around it. `fail_after`: raise after that
+    many runs (a worker killed mid-triage)."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.runs = 0
+        self.fail_after = fail_after
+
+    def __call__(self, spec: dict, side: str, block: int) -> dict:
+        if self.fail_after is not None and self.runs >= self.fail_after:
+            raise KeyboardInterrupt("worker killed")
+        self.runs += 1
+        build = spec["docker_env_vars"]["TRACELADDER_BUILD"]
+        slow = {"fusions": 1.15, "other": 1.10}[spec["rung"]] if BUILDS[build].model_args else 1.0
+        wobble = 1 + 0.004 * math.sin(3 * block + (side == "B"))
+        step = 100 * slow * wobble
+        return {"status": "ok", "step_ms": step, "step_ms_values": [step * (1 + 0.002 * k) for k in (-2, -1, 0, 1, 2)]}
+
+
+def _group() -> list[tuple[TriageSuspect, RunSetup, RunSetup]]:
+    out = []
+    for rung, delta in (("fusions", 15.0), ("other", 10.0)):
+        good = {**BASE_SPEC, "rung": rung, "model_args": {"train_iters": 4}}
+        bad = apply_build(good, BUILDS, "n7")
+        out.append(
+            (
+                TriageSuspect(
+                    rung=rung,
+                    run_id="w5",
+                    good_run_id="w4",
+                    reason="prediction bound",
+                    direction="slower",
+                    delta_pct=delta,
+                    diff=[DiffField(section="build", field="build", good="n0", bad="n7")],
+                ),
+                RunSetup("w4", good, {"build": "n0"}),
+                RunSetup("w5", bad, {"build": "n7"}),
+            )
+        )
+    return out
+
+
+def _ctx(tmp_path: Path, runner, **kw) -> TriageContext:
+    return TriageContext(
+        store=DirArtifactSink(tmp_path),
+        prefix="traceladder",
+        ladder="mini",
+        run_id="w5",
+        run_block=runner,
+        budget=Budget(blocks=8),
+        builds=BUILDS,
+        **kw,
+    )
+
+
+def test_a_group_confirms_bisects_once_and_confirms_the_other_at_the_first_bad(tmp_path: Path) -> None:
+    docs = {d.rung: d for d in triage_run(_ctx(tmp_path, Runner()), _group())}
+    main, other = docs["fusions"], docs["other"]
+    assert main.label == "confirmed regression" and main.state == "done"
+    assert main.first_bad == "n5" and main.last_good == "n4" and main.bisected_on == "fusions"
+    kinds = [s.kind for s in main.steps]
+    assert kinds[0] == "confirm" and kinds.count("bisect") == len(main.steps) - 1 >= 2
+    assert all(s.interval_pct is not None for s in main.steps)
+    assert other.bisected_on == "fusions" and [s.kind for s in other.steps] == ["confirm", "at first bad"]
+    assert other.steps[1].verdict == "confirmed" and other.label == "confirmed regression"
+    assert main.reproduce["bad"].startswith("traceladder run-rung --spec-json ")
+    stored = TriageDoc.from_json((tmp_path / "traceladder/mini/w5/triage/fusions/triage.json").read_bytes())
+    assert stored.first_bad == "n5" and (tmp_path / "traceladder/mini/w5/triage/fusions/report.html").is_file()
+
+
+def test_a_killed_triage_resumes_and_a_finished_one_starts_nothing(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        triage_run(_ctx(tmp_path, Runner(fail_after=20)), _group())
+    key = tmp_path / "traceladder/mini/w5/triage/fusions/triage.json"
+    kept = TriageDoc.from_json(key.read_bytes())
+    assert kept.state == "running" and len(kept.steps) >= 1  # what finished is stored
+    fresh = Runner()
+    docs = {d.rung: d for d in triage_run(_ctx(tmp_path, fresh), _group())}
+    assert docs["fusions"].first_bad == "n5"
+    assert [s.candidate for s in docs["fusions"].steps][: len(kept.steps)] == [s.candidate for s in kept.steps]
+    full = Runner()
+    triage_run(_ctx(tmp_path / "full", full), _group())
+    assert fresh.runs < full.runs  # the recorded steps were not run again
+    again = Runner()
+    assert triage_run(_ctx(tmp_path, again), _group())[0].first_bad == "n5" and again.runs == 0
+
+
+def test_a_rejected_approval_ends_not_approved_after_the_confirms(tmp_path: Path) -> None:
+    docs = triage_run(_ctx(tmp_path, Runner(), approve=lambda: False), _group())
+    assert {d.label for d in docs} == {"not approved"} and {d.state for d in docs} == {"not approved"}
+    assert all([s.kind for s in d.steps] == ["confirm"] for d in docs)
+
+
+def test_an_unreproduced_suspect_is_labelled_and_not_bisected(tmp_path: Path) -> None:
+    group = _group()[:1]
+    suspect, good, _ = group[0]
+    same = RunSetup("w5", good.spec, {"build": "n0"})
+    doc = triage_run(_ctx(tmp_path, Runner()), [(suspect, good, same)])[0]
+    assert doc.label == "not reproduced" and [s.kind for s in doc.steps] == ["confirm"]
+
+
+# ---- from what a ladder run stored: suspects, setups, the reproduce command
+
+
+def _store_run(store: DirArtifactSink, loaded, run_id: str, build: str, step_ms: float) -> dict:
+    from traceladder.core.documents import PlanDoc, RungResult
+
+    spec = apply_build(build_plan(loaded, rungs=["fusions"], lens="none", repeats=1)[0].to_dict(), BUILDS, build)
+    run = layout.run_prefix("traceladder", "mini", run_id)
+    store.put_bytes(
+        layout.join(run, layout.PLAN_OBJECT), PlanDoc(ladder="mini", run_id=run_id, specs=[spec]).to_json().encode()
+    )
+    rung = layout.join(run, str(spec["rung_id"]))
+    result = RungResult(
+        run_id=run_id,
+        ladder="mini",
+        rung="fusions",
+        rung_id=str(spec["rung_id"]),
+        lens="none",
+        repeat=0,
+        block=0,
+        position=0,
+        purpose="measure",
+        switch="fusions",
+        value=True,
+        parent="baseline",
+        status="ok",
+        step_ms=step_ms,
+        provenance={"build": build, "host": "h1", "image_digest": None},
+    )
+    store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
+    store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(spec).encode())
+    return spec
+
+
+def test_a_ladder_run_is_triaged_from_what_it_stored(tmp_path: Path) -> None:
+    from traceladder.core.documents import Summary
+    from traceladder.triage.engine import context_for, triage_ladder_run
+
+    def change(d: dict) -> None:
+        catalog = [{"name": n, "created": b.created} for n, b in BUILDS.items()]
+        catalog[5]["changes"] = catalog[6]["changes"] = catalog[7]["changes"] = {"model_args": {"extra_work_pct": 15}}
+        d.update(builds=catalog, build="n7", triage={"budget_blocks": 8})
+
+    loaded = load_ladder(_ladder(tmp_path, change))
+    store = DirArtifactSink(tmp_path / "s3")
+    good_spec = _store_run(store, loaded, "w4", "n0", 100.0)
+    bad_spec = _store_run(store, loaded, "w5", "n7", 115.0)
+    history = {
+        "suspects": [
+            {
+                "rung": "fusions",
+                "run_id": "w5",
+                "good_run_id": "w4",
+                "reason": "prediction bound",
+                "direction": "slower",
+                "delta_pct": 15.0,
+            }
+        ]
+    }
+    summary = Summary(ladder="mini", run_id="w5", rungs=[], history=history)
+    run = layout.run_prefix("traceladder", "mini", "w5")
+    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+    runner = Runner()
+    ctx = context_for(loaded, store, "w5", lambda s, side, b: runner({**s, "rung": "fusions"}, side, b))
+    assert ctx.budget.blocks == 8 and ctx.metric == "wall" and ctx.approve is None
+    (doc,) = triage_ladder_run(ctx)
+    assert doc.label == "confirmed regression" and doc.first_bad == "n5" and doc.last_good == "n4"
+    assert [(d.section, d.field) for d in doc.suspect.diff] == [
+        ("build", "build"),
+        ("spec", "model_args.extra_work_pct"),
+    ]
+    assert {d.field: d.good for d in doc.suspect.diff}["build"] == "n0"
+    # each end's command really parses as `traceladder run-rung` with the stored spec
+    from traceladder.cli.main import build_parser
+    from traceladder.rung_spec import RunnerSpec
+    import shlex
+
+    argv = shlex.split(doc.reproduce["good"])
+    args = build_parser().parse_args(argv[1:])
+    assert argv[0] == "traceladder" and args.command == "run-rung" and args.run_id == "w5-triage-good"
+    assert RunnerSpec.from_json(args.spec_json).to_dict() == apply_build(good_spec, BUILDS, "n4")
+    assert RunnerSpec.from_json(shlex.split(doc.reproduce["bad"])[3]).model_args["extra_work_pct"] == 15
+    assert bad_spec["docker_env_vars"]["TRACELADDER_BUILD"] == "n7"
+
+
+def test_extra_work_can_be_recorded_under_a_named_region() -> None:
+    """A build that slows one named region does it with the real extra work (workload/extra.py)."""
+    from traceladder.workload.extra import ExtraWork
+    from traceladder.workload.proxy_config import ProxyConfigError, parse
+
+    s = parse(["--extra_work_pct", "15", "--extra_work_region", "attention"], env={})
+    assert ExtraWork(s).region == "attention" and "extra_work_region=attention" in s.header()
+    assert ExtraWork(parse(["--extra_work_pct", "15"], env={})).region == "extra_work"
+    with pytest.raises(ProxyConfigError, match="extra_work_region"):
+        parse(["--extra_work_region", "two words"], env={})
+
+
+def test_an_image_is_pinned_by_the_digest_the_run_recorded() -> None:
+    setup = RunSetup("w4", {"image": "reg:5000/primus:nightly"}, {"image_digest": "reg:5000/primus@sha256:" + "a" * 64})
+    assert setup.pinned_spec["image"] == "reg:5000/primus@sha256:" + "a" * 64
+    assert RunSetup("w4", {"image": "traceladder/proxy:cpu"}, {"image_digest": None}).pinned_spec["image"] == (
+        "traceladder/proxy:cpu"
+    )

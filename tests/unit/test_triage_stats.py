@@ -1,0 +1,123 @@
+"""The triage's statistics: the suspect rule's prediction bound and the confirm's stops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from traceladder.stats.history import SUSPECT_LEVEL, evaluate, history_findings, prediction_bound, suspect
+from traceladder.stats.model import Run, fit_blocks
+from traceladder.triage.confirm import look_at
+from traceladder.stats.sequential import (
+    CONFIRM_MIN_BLOCKS,
+    CONFIRMED,
+    INSUFFICIENT,
+    NOT_REPRODUCED,
+    boundaries,
+    confirm_critical_z,
+    confirm_stop,
+    critical_t,
+)
+
+pytestmark = pytest.mark.triage
+
+
+def test_prediction_bound_is_the_t_prediction_interval_by_hand() -> None:
+    segment = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+    z = np.log(segment)
+    m, mean, sd = len(z), z.mean(), z.std(ddof=1)
+    half = stats.t.ppf(0.995, m - 1) * sd * math.sqrt(1 + 1 / m)
+    bound = prediction_bound(segment)
+    assert bound is not None and bound.df == 9 and SUSPECT_LEVEL == 0.99
+    assert bound.low == pytest.approx(mean - half) and bound.high == pytest.approx(mean + half)
+    assert prediction_bound(segment[:2]) is None  # too few runs to bound anything
+
+
+def test_suspect_by_bound_either_direction_and_not_inside() -> None:
+    flat = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+    assert suspect([*flat, 100.8]) is None
+    slow = suspect([*flat, 110.0])
+    assert slow is not None and slow.reason == "prediction bound" and slow.direction == "slower"
+    assert slow.good_index == len(flat) - 1 and slow.delta_pct == pytest.approx(9.9, abs=0.2)
+    fast = suspect([*flat, 90.0])
+    assert fast is not None and fast.direction == "faster" and fast.delta_pct < 0
+
+
+def test_suspect_by_a_newly_called_change_point() -> None:
+    rng = np.random.default_rng(3)
+    before = list(100 * np.exp(rng.normal(0, 0.005, 12)))
+    after = list(130 * np.exp(rng.normal(0, 0.005, 3)))
+    # the first run after the step: beyond the bound of the flat runs before it
+    first = suspect(before + after[:1])
+    assert first is not None and first.reason == "prediction bound" and first.direction == "slower"
+    # the change point called one run after the step (two runs after it seen), last good = the run before
+    two = suspect(before + after[:2])
+    assert two is not None and two.reason == "change point" and two.good_index == len(before) - 1
+    assert two.change_point is not None and two.change_point.delta_pct == pytest.approx(30, abs=2)
+    # a run later the change is no longer new, and the segment since it is too short for a bound
+    assert suspect(before + after) is None
+
+
+def test_confirm_critical_values_are_the_spending_boundaries() -> None:
+    z = [confirm_critical_z(n, 10) for n in range(CONFIRM_MIN_BLOCKS, 11)]
+    expected = boundaries(tuple(n / 10 for n in range(CONFIRM_MIN_BLOCKS, 11)), 0.05)
+    assert z == pytest.approx(list(expected))
+    assert z[0] > z[-1] > 1.96  # O'Brien-Fleming: strict early, near 2 at the end
+    # a time-budget stop at block 5 spends what is left: below look 5's planned value
+    assert confirm_critical_z(5, 10, final=True) < confirm_critical_z(5, 10)
+
+
+def test_confirm_stops_in_each_direction() -> None:
+    s = math.log(1.15)
+    assert confirm_stop((0.01, 0.2), s, last=False) == CONFIRMED
+    assert confirm_stop((-0.05, 0.06), s, last=False) == NOT_REPRODUCED  # excludes s/2 = 0.07
+    assert confirm_stop((-0.05, 0.09), s, last=False) is None
+    assert confirm_stop((-0.05, 0.09), s, last=True) == INSUFFICIENT
+    assert confirm_stop((-0.2, -0.01), s, last=False) == NOT_REPRODUCED  # a change the other way
+    assert confirm_stop((-0.2, -0.01), -s, last=False) == CONFIRMED  # a faster suspect
+    assert confirm_stop((-0.06, 0.05), -s, last=False) == NOT_REPRODUCED
+    assert confirm_stop(None, s, last=True) == INSUFFICIENT
+
+
+def _runs(diffs: list[float], level: float = math.log(100)) -> list[Run]:
+    out = []
+    for b, d in enumerate(diffs):
+        noise = 0.01 * ((b % 3) - 1)
+        out += [Run(b, "A", level + noise), Run(b, "B", level + noise + d)]
+    return out
+
+
+def test_confirm_look_on_the_block_model() -> None:
+    s = math.log(1.15)
+    clear = look_at(_runs([0.14, 0.15, 0.13, 0.14]), s, max_blocks=8)
+    assert clear.stop == CONFIRMED and clear.blocks == 4 and clear.df == 3
+    assert clear.interval is not None and clear.interval[0] > 0
+    null = look_at(_runs([0.001, -0.002, 0.0015, -0.001]), s, max_blocks=8)
+    assert null.stop == NOT_REPRODUCED
+    early = look_at(_runs([0.14, 0.15]), s, max_blocks=8)  # under CONFIRM_MIN_BLOCKS: no interval
+    assert early.interval is None and early.stop is None
+    ran_out = look_at(_runs([0.2, -0.1, 0.15]), s, max_blocks=3)
+    assert ran_out.stop == INSUFFICIENT
+    assert ran_out.as_dict()["stop"] == INSUFFICIENT
+    # by hand: the interval is diff +- critical_t(z, df) * se of the block model's contrast
+    fit = fit_blocks(_runs([0.14, 0.15, 0.13, 0.14]), statistic="median").contrast("B", "A")
+    half = critical_t(confirm_critical_z(4, 8), fit.df) * fit.se
+    assert clear.interval == pytest.approx((fit.diff - half, fit.diff + half))
+
+
+def test_evaluate_records_suspects_with_their_last_good_run() -> None:
+    flat = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+
+    def entry(i: int, ms: float) -> dict:
+        rungs = {"r": {"step_ms": {"mean": ms, "ci95": None, "n": 3}, "step_cpu_ms": None}}
+        return {"run_id": f"w{i}", "logical_date": f"2026-01-{i + 1:02d}", "points": {"metric": "wall", "rungs": rungs}}
+
+    history = evaluate([entry(i, v) for i, v in enumerate([*flat, 111.0])])
+    (found,) = history["suspects"]
+    assert found["rung"] == "r" and found["run_id"] == "w10" and found["good_run_id"] == "w9"
+    assert found["direction"] == "slower" and found["reason"] == "prediction bound"
+    assert any(line.startswith("Suspect r: slower +") for line in history_findings(history))
+    assert evaluate([entry(i, v) for i, v in enumerate([*flat, 100.2])])["suspects"] == []
