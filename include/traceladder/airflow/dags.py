@@ -78,7 +78,10 @@ def _build_tasks(
     def look(block: int) -> JSONObject:
         # A skip here skips this block's slots (all_success, none_skipped) and the next block's
         # look (all_success), so every later measure block: Airflow's own skip.
+        dag_run = get_current_context()["dag_run"]
+        tasks.keep_warm_launcher(dag_run.dag_id, dag_run.run_id)  # its lease spans the look (forkserver_client)
         decision = blocks.look_or_go_on(lambda: tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block), block)
+        tasks.keep_warm_launcher(dag_run.dag_id, dag_run.run_id)
         return blocks.continue_or_skip(decision)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
