@@ -51,7 +51,9 @@ def test_the_launcher_of_a_run_killed_between_tasks_ends_within_10_s(tmp_path: P
         rungs = lambda: [ti for ti in stack.task_instances(DAG, run_id) if ".rungs_localhost_" in ti["task_id"]]  # noqa: E731
 
         _until("a first rung running", 900, lambda: [ti for ti in rungs() if ti["state"] == "running"])
-        stack._call("PATCH", f"/api/v2/pools/{POOL}", params={"update_mask": "slots"}, json={"name": POOL, "slots": 0})
+        pool = stack._call("GET", f"/api/v2/pools/{POOL}")
+        body = {"name": POOL, "slots": 0, "include_deferred": pool["include_deferred"]}
+        stack._call("PATCH", f"/api/v2/pools/{POOL}", params={"update_mask": "slots"}, json=body)
         # between tasks: the rung that ran is done, the next one waits for a pool slot
 
         def between_tasks() -> list[dict]:
@@ -72,6 +74,7 @@ def test_the_launcher_of_a_run_killed_between_tasks_ends_within_10_s(tmp_path: P
             f"launcher {launcher['pid']} gone", BOUND_S + 30, lambda: not orphans.launcher_alive(launcher), poll_s=0.1
         )
         outlived_s = time.time() - ended
+        print(f"launcher {launcher['pid']} gone {outlived_s:.1f} s after its DAG run's end_date")
         assert outlived_s <= BOUND_S, f"launcher {launcher['pid']} outlived its DAG run by {outlived_s:.1f} s"
         # and no task of the run ran after the run ended: nothing but the lease stopped it
         later = [

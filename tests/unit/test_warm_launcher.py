@@ -340,6 +340,15 @@ def test_an_idle_launcher_exits_by_itself(records: Path) -> None:
     assert "idle for 0.5 s: exiting" in (records / "idle-launcher.log").read_text()
 
 
+def _serves(name: str) -> bool:
+    """Whether a socket is bound to the abstract name (/proc/net/unix lists it as @NAME)."""
+    return any(
+        line.split()[-1] == "@" + name
+        for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+        if line.split()[7:]
+    )
+
+
 def test_a_ping_renews_the_lease_and_keep_alive_starts_none(records: Path) -> None:
     """keep_alive (the adaptive `look` between blocks) holds a launcher past its idle limit; without
     it the launcher goes after the limit (the bound on a DAG run killed between tasks, #53)."""
@@ -353,9 +362,13 @@ def test_a_ping_renews_the_lease_and_keep_alive_starts_none(records: Path) -> No
             assert proc.poll() is None
             time.sleep(0.5)
         pinged = time.monotonic()
-        assert proc.wait(timeout=30) == 0
+        # the socket closes when the launcher stops serving (a connect to see it would renew it:
+        # read the kernel's list); the driver's own exit after that tears down torch, which varies
+        while _serves(warm.socket_name(key)) and time.monotonic() - pinged < 30:
+            time.sleep(0.05)
         lapsed_s = time.monotonic() - pinged
-    assert 1.0 <= lapsed_s <= 2.0 + 1.5, lapsed_s  # the limit less the last 0.5 s sleep, plus its 0.2 s poll
+        assert proc.wait(timeout=30) == 0
+    assert 1.0 <= lapsed_s <= 2.0 + 1.0, lapsed_s  # the limit less the last 0.5 s sleep, plus its 0.2 s poll
     assert "idle for 2 s: exiting" in log.read_text()
     assert not warm.keep_alive(dag_id, run_id)  # none serves now, and none was started
     assert warm._connect(warm.socket_name(key)) is None

@@ -65,7 +65,7 @@ class Replace(dict):
 _SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _LadderLoader(_SafeBase):  # type: ignore[misc,valid-type]
+class _LadderLoader(_SafeBase):
     pass
 
 
