@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.stack_harness import keep_logs, parse_time, start_stack
+from traceladder.embedded.local_stack import StackError
 from traceladder.runner import orphans
 
 pytestmark = pytest.mark.scheduler
@@ -30,6 +31,18 @@ BOUND_S = 10.0
 def _launchers(folder: Path) -> list[dict]:
     docs = [orphans.read_launcher(path) for path in sorted(folder.glob("*.json"))]
     return [doc for doc in docs if doc is not None]
+
+
+def _patch(stack, path: str, **kwargs) -> None:
+    """A REST PATCH, again on a 5xx: SQLite, busy with the scheduler, may refuse a write."""
+    for attempt in range(5):
+        try:
+            stack._call("PATCH", path, **kwargs)
+            return
+        except StackError as exc:
+            if "HTTP 5" not in str(exc) or attempt == 4:
+                raise
+            time.sleep(0.5)
 
 
 def _until(what: str, timeout_s: float, check, poll_s: float = 0.3):
@@ -53,7 +66,7 @@ def test_the_launcher_of_a_run_killed_between_tasks_ends_within_10_s(tmp_path: P
         _until("a first rung running", 900, lambda: [ti for ti in rungs() if ti["state"] == "running"])
         pool = stack._call("GET", f"/api/v2/pools/{POOL}")
         body = {"name": POOL, "slots": 0, "include_deferred": pool["include_deferred"]}
-        stack._call("PATCH", f"/api/v2/pools/{POOL}", params={"update_mask": "slots"}, json=body)
+        _patch(stack, f"/api/v2/pools/{POOL}", params={"update_mask": "slots"}, json=body)
         # between tasks: the rung that ran is done, the next one waits for a pool slot
 
         def between_tasks() -> list[dict]:
@@ -66,7 +79,7 @@ def test_the_launcher_of_a_run_killed_between_tasks_ends_within_10_s(tmp_path: P
         launcher = launchers[0]
         assert launcher["run_id"] == run_id, launcher
 
-        stack._call("PATCH", f"/api/v2/dags/{DAG}/dagRuns/{run_id}", json={"state": "failed"})
+        _patch(stack, f"/api/v2/dags/{DAG}/dagRuns/{run_id}", json={"state": "failed"})
         run = stack._call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}")
         assert run["state"] == "failed" and run["end_date"], run
         ended = parse_time(run["end_date"]).timestamp()

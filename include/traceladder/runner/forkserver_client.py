@@ -6,9 +6,10 @@ process's AIRFLOW_CTX_* variables; outside a DAG run the rung runs cold). Its en
 task stops it (stop_run), it exits when idle for TRACELADDER_WARM_IDLE_S, and the preflight sweep
 (orphans.stop_stale_launchers) stops one that outstayed its idle limit.
 
-The idle limit is a lease, short (8 s) because a DAG run killed or marked failed between tasks
+The idle limit is a lease, short (7 s) because a DAG run killed or marked failed between tasks
 runs no task of its own again: nothing stops its launcher but the lease, so it outlives the run by
-at most that (#53; it was 120 s). The run's own tasks keep it: each rung's request renews it, and
+at most that after its last rung ended (#53; it was 120 s). The run's own tasks keep it: each
+rung renews it (its request, and its workload's end), and
 the adaptive `look` between blocks renews it at its start and end (keep_alive), so the hand-offs
 between rungs (~0.4 s each in the demo, docs/figures/2026-12-04-bench-1712-demo_split.md) stay
 far inside it. A longer pause (a rung's retry delay) lets it go; the next rung starts a new one.
@@ -97,7 +98,7 @@ def _reap_started() -> None:
 def _start(key: str) -> tuple[socket.socket | None, str]:
     """Start this key's launcher and wait until it serves; (connection, why not)."""
     name, digest = socket_name(key), key_hash(key)
-    idle_s = float(env_vars.WARM_IDLE_S.get() or 8)
+    idle_s = float(env_vars.WARM_IDLE_S.get() or 7)
     folder = orphans.launchers_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -259,7 +259,7 @@ def reset_process_state(import_env: dict[str, str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m traceladder.workload.forkserver")
     parser.add_argument("name", help="the abstract Unix socket name to serve")
-    parser.add_argument("--idle-s", type=float, default=8.0, help="exit after this many idle seconds (its lease)")
+    parser.add_argument("--idle-s", type=float, default=7.0, help="exit after this many idle seconds (its lease)")
     opts = parser.parse_args(argv)
     _import_workload()
     threads = _thread_count()
