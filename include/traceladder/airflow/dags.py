@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
+from airflow.sdk.definitions.param import ParamsDict
 
 from traceladder.core.documents import JSONObject
 from traceladder.airflow import blocks, tasks
@@ -275,8 +276,12 @@ def build_trigger_dag(
         catchup=False,
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
-        params=params,
         tags=["traceladder", "trigger"],
     ) as dag:
         _build_tasks(None, hosts, rung_timeout_s, grid, checks=checks)
+    # The form's Params go on the DAG once its ~600 tasks exist: a task built inside a DAG with
+    # Params deep-copies them (a third of this DAG's parse time, #53). A task's params at run time
+    # are the DAG's, then its own, then the run's conf (`process_params`), so every task still
+    # gets the form's values; the form and the trigger's validation read the DAG's.
+    dag.params = ParamsDict(params)
     return dag
