@@ -1,4 +1,4 @@
-"""Analysis speed and memory, and DAG parse time.
+"""Analysis speed and memory (DAG parse time: bench_dag_parse.py).
 
 * ``analyze`` (P1): ``traceladder analyze`` on a ~145 MB PyTorch trace, the whole
   process as a user runs it (start-up and imports included), over a bare
@@ -10,8 +10,6 @@
   --jobs N`` and ``traceladder analyze-ranks --jobs N`` (N = CPUs, at most 8), each over
   its ideal: the sum of the single-trace times inside one warm process, divided by N
   (start-up counted once); and the peak RSS of a worker.
-* ``dag_parse``: the time to run each DAG file (``runpy.run_path``) in a fresh
-  interpreter, over a bare ``python -c "import airflow.sdk"``.
 
 The scaled traces are made from a reference trace by repeating its events with shifted
 timestamps and offset ids (``External id``, ``correlation``, flow ids, ``Python id``), so
@@ -23,13 +21,10 @@ from __future__ import annotations
 import gzip
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from benchmarks.common import REPO, SHARED_REF, Context, Row, measure
+from benchmarks.common import SHARED_REF, Context, Row, measure
 
 BASE_TRACE = SHARED_REF / "mi300" / "resnet_act_checkpoint.json.gz"
 TARGET_BYTES = 145 * 1000 * 1000
@@ -298,53 +293,4 @@ def bench_analyze_paths(ctx: Context) -> list[Row]:
     ]
 
 
-def _time_cmd(ctx: Context, code: str, env: dict) -> float:
-    t0 = time.perf_counter()
-    r = subprocess.run([ctx.python, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
-    t1 = time.perf_counter()
-    if r.returncode != 0:
-        raise RuntimeError(f"{code!r} failed:\n{r.stderr[-2000:]}")
-    return t1 - t0
-
-
-def bench_dag_parse(ctx: Context) -> list[Row]:
-    home = Path(tempfile.mkdtemp(prefix="tl-bench-airflow-"))
-    env = dict(os.environ)
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
-        PYTHONPATH=str(REPO / "include") + os.pathsep + env.get("PYTHONPATH", ""),
-    )
-    reps = max(2, ctx.repeats)
-    try:
-        _time_cmd(ctx, "import airflow.sdk", env)  # warm the file cache
-    except RuntimeError as exc:
-        return [Row("dag_parse", "airflow import", float("nan"), "", "", False, str(exc).splitlines()[0])]
-    base = statistics.median(_time_cmd(ctx, "import airflow.sdk", env) for _ in range(reps))
-    rows = []
-    for dag in ("dags/ladder_weekly.py", "dags/ladder_trigger.py"):
-        if not (REPO / dag).is_file():
-            rows.append(Row("dag_parse", dag, float("nan"), "", "", False, "missing"))
-            continue
-        code = f"import runpy; runpy.run_path({dag!r})"
-        try:
-            secs = statistics.median(_time_cmd(ctx, code, env) for _ in range(reps))
-        except RuntimeError as exc:
-            rows.append(Row("dag_parse", dag, float("nan"), "", "", False, str(exc).strip().splitlines()[-1]))
-            continue
-        rows.append(
-            Row(
-                "dag_parse",
-                f"{dag} / import airflow.sdk",
-                secs / base,
-                "x",
-                "",
-                None,
-                f"{secs:.2f} s vs {base:.2f} s (median of {reps})",
-            )
-        )
-    return rows
-
-
-SECTIONS = [bench_analyze, bench_analyze_paths, bench_dag_parse]
+SECTIONS = [bench_analyze, bench_analyze_paths]  # dag_parse: bench_dag_parse.py

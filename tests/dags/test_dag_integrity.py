@@ -147,3 +147,18 @@ def test_trigger_dag_params_form(dagbag) -> None:
     assert "proxy-local" in params.get_param("ladder").schema["enum"]
     assert "rocprofv3" in params.get_param("lens").schema["enum"]
     assert dag.schedule is None
+
+
+def test_every_trigger_task_gets_the_forms_params_at_run_time(dagbag) -> None:
+    """The Params are set on the DAG after its tasks (parse time, #53): what a task sees at run
+    time is still the form's defaults under the run's conf, validated, for the plan task and a slot."""
+    from airflow.sdk.definitions.param import process_params
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = dagbag.dags["traceladder-trigger"]
+    conf = {"ladder": "proxy-aa", "repeats": 2}
+    for task_id in ("plan", "block_00.rungs_localhost_00"):
+        seen = process_params(dag, dag.get_task(task_id), conf, suppress_exception=False)
+        assert seen == {"ladder": "proxy-aa", "rungs": [], "lens": "ladder", "repeats": 2, "override": "", "seed": None}
+    with pytest.raises(ParamValidationError):
+        process_params(dag, dag.get_task("plan"), {"repeats": 0}, suppress_exception=False)

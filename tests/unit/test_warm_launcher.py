@@ -340,6 +340,63 @@ def test_an_idle_launcher_exits_by_itself(records: Path) -> None:
     assert "idle for 0.5 s: exiting" in (records / "idle-launcher.log").read_text()
 
 
+def _serves(name: str) -> bool:
+    """Whether a socket is bound to the abstract name (/proc/net/unix lists it as @NAME)."""
+    return any(
+        line.split()[-1] == "@" + name
+        for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+        if line.split()[7:]
+    )
+
+
+def test_a_ping_renews_the_lease_and_keep_alive_starts_none(records: Path) -> None:
+    """keep_alive (the adaptive `look` between blocks) holds a launcher past its idle limit; without
+    it the launcher goes after the limit (the bound on a DAG run killed between tasks, #53)."""
+    key = "lease/run"
+    log = records / "lease-launcher.log"
+    dag_id, run_id = key.split("/")
+    with _serving_driver(key, 2.0, log) as proc:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5.0:  # 2.5 limits, renewed every 0.5 s
+            assert warm.keep_alive(dag_id, run_id), "the serving launcher did not answer the ping"
+            assert proc.poll() is None
+            time.sleep(0.5)
+        pinged = time.monotonic()
+        # the socket closes when the launcher stops serving (a connect to see it would renew it:
+        # read the kernel's list); the driver's own exit after that tears down torch, which varies
+        while _serves(warm.socket_name(key)) and time.monotonic() - pinged < 30:
+            time.sleep(0.05)
+        lapsed_s = time.monotonic() - pinged
+        assert proc.wait(timeout=30) == 0
+    assert 1.0 <= lapsed_s <= 2.0 + 1.0, lapsed_s  # the limit less the last 0.5 s sleep, plus its 0.2 s poll
+    assert "idle for 2 s: exiting" in log.read_text()
+    assert not warm.keep_alive(dag_id, run_id)  # none serves now, and none was started
+    assert warm._connect(warm.socket_name(key)) is None
+
+
+def test_the_sweep_spares_a_launcher_with_a_workload_however_long_unused(stand_in: StandIn) -> None:
+    """A launcher's lease is short, so its record's age alone must not judge it while a long rung
+    runs: one with a live child is in use."""
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '600'])"], start_new_session=True
+    )
+    try:
+        path = orphans.record_launcher("busy00000", {"pid": busy.pid, "key": "long/rung", "idle_s": 2})
+        assert path
+        deadline = time.monotonic() + 10
+        while not Path(f"/proc/{busy.pid}/task/{busy.pid}/children").read_text().split():
+            assert time.monotonic() < deadline, "the stand-in's child did not start"
+            time.sleep(0.05)
+        old = time.time() - 2 - orphans.LAUNCHER_GRACE_S - 60
+        os.utime(path, (old, old))
+        assert busy.pid not in orphans.stop_orphans()
+        assert busy.poll() is None and path.exists()
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
+        orphans.launcher_path("busy00000").unlink(missing_ok=True)
+
+
 def test_the_sweep_stops_the_launcher_of_a_dag_run_that_is_over(
     stand_in: StandIn,
 ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_context, task
+from airflow.sdk.definitions.param import ParamsDict
 
 from traceladder.core.documents import JSONObject
 from traceladder.airflow import blocks, tasks
@@ -78,7 +79,10 @@ def _build_tasks(
     def look(block: int) -> JSONObject:
         # A skip here skips this block's slots (all_success, none_skipped) and the next block's
         # look (all_success), so every later measure block: Airflow's own skip.
+        dag_run = get_current_context()["dag_run"]
+        tasks.keep_warm_launcher(dag_run.dag_id, dag_run.run_id)  # its lease spans the look (forkserver_client)
         decision = blocks.look_or_go_on(lambda: tasks.check_stop(_ladder_arg(fixed_ladder), _run_id(), block), block)
+        tasks.keep_warm_launcher(dag_run.dag_id, dag_run.run_id)
         return blocks.continue_or_skip(decision)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
@@ -272,8 +276,12 @@ def build_trigger_dag(
         catchup=False,
         max_active_runs=1,
         default_args=DEFAULT_ARGS,
-        params=params,
         tags=["traceladder", "trigger"],
     ) as dag:
         _build_tasks(None, hosts, rung_timeout_s, grid, checks=checks)
+    # The form's Params go on the DAG once its ~600 tasks exist: a task built inside a DAG with
+    # Params deep-copies them (a third of this DAG's parse time, #53). A task's params at run time
+    # are the DAG's, then its own, then the run's conf (`process_params`), so every task still
+    # gets the form's values; the form and the trigger's validation read the DAG's.
+    dag.params = ParamsDict(params)
     return dag

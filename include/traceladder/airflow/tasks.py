@@ -123,6 +123,14 @@ def _dag_run_over(dag_id: str, run_id: str) -> bool:
     return str(getattr(state, "value", state)) in ("success", "failed")
 
 
+def keep_warm_launcher(dag_id: str, run_id: str) -> None:
+    """Renew the lease of the DAG run's warm launcher on this host, if one serves (a `look` between
+    blocks: its pause must not let the launcher lapse)."""
+    from traceladder.runner import forkserver_client
+
+    forkserver_client.keep_alive(dag_id, run_id)
+
+
 def stop_warm_launcher(dag_id: str, run_id: str) -> None:
     """The DAG run's warm launcher on this host (runner/forkserver_client.py) ends with the run."""
     from traceladder.runner import forkserver_client

@@ -60,7 +60,12 @@ class Replace(dict):
     mapping instead of merging into it (e.g. a switch's whole `values`)."""
 
 
-class _LadderLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML was built with it (the wheels are): ~10x faster than pure Python
+# at DAG parse time, with the same safe constructors and the same error marks
+_SafeBase: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _LadderLoader(_SafeBase):
     pass
 
 

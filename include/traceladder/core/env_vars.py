@@ -71,7 +71,9 @@ WORKLOADS_DIR = _setting(
 WARM_LAUNCHER = _setting(
     "WARM_LAUNCHER", "1", "0 runs every local rung as a cold subprocess (no warm launcher, runner/forkserver_client.py)"
 )
-WARM_IDLE_S = _setting("WARM_IDLE_S", "120", "seconds a warm launcher waits for its next rung before it exits")
+WARM_IDLE_S = _setting(
+    "WARM_IDLE_S", "7", "seconds a warm launcher waits for its DAG run's next rung or look before it exits (its lease)"
+)
 IMAGE_ID = _setting("IMAGE_ID", None, "the runner image's id, for provenance (set by the operator)")
 IMAGE_DIGEST = _setting("IMAGE_DIGEST", None, "the runner image's digest, for provenance (set by the operator)")
 BUILD = _setting("BUILD", None, "the build catalog entry a rung runs, for provenance (set by the plan from `build:`)")

@@ -9,10 +9,10 @@ whatever its outcome, and the order inside it is the plan's. One host still runs
 time, through its pool.
 
 A weekly DAG knows its ladder at parse time, so its grid is the default plan's exact shape. The
-trigger DAG does not (the ladder is a Param), so its grid is sized for the largest plan any
-offered ladder can make from the form: every block as wide as the widest block, and as many
-blocks as `repeats` = `TRIGGER_MAX_REPEATS` (or the ladder's own default, an adaptive ladder's
-`max`) needs.
+trigger DAG does not (the ladder is a Param), so its grid is sized, host by host, for the largest
+plan any offered ladder on that host can make from the form: every block as wide as the widest
+block, and as many blocks as `repeats` = `TRIGGER_MAX_REPEATS` (or the ladder's own default, an
+adaptive ladder's `max`) needs.
 """
 
 from __future__ import annotations
@@ -53,31 +53,44 @@ def host_counts(specs: list[RungSpec]) -> Grid:
     return counts
 
 
-def weekly_grid(loaded: LoadedLadder) -> Grid:
-    """The exact shape of the ladder's default plan (the shape does not depend on the seed)."""
+# (id of the LoadedLadder, repeats) -> (that LoadedLadder, kept so that its id is not reused; shape)
+_shapes: dict[tuple[int, int | None], tuple[LoadedLadder, Grid]] = {}
+
+
+def _plan_shape(loaded: LoadedLadder, repeats: int | None) -> Grid:
+    """host_counts of the ladder's plan at `repeats` (seed 0: the shape does not depend on it),
+    once per loaded ladder: both DAG files ask for the default plan's of the ladders that
+    `airflow.discovery.discover()` read once."""
     from traceladder.plan.build import build_plan
 
-    grid = host_counts(build_plan(loaded, seed=0))
+    key = (id(loaded), repeats)
+    if key not in _shapes:
+        _shapes[key] = (loaded, host_counts(build_plan(loaded, repeats=repeats, seed=0)))
+    return {host: list(sizes) for host, sizes in _shapes[key][1].items()}
+
+
+def weekly_grid(loaded: LoadedLadder) -> Grid:
+    """The exact shape of the ladder's default plan (the shape does not depend on the seed)."""
+    grid = _plan_shape(loaded, None)
     for host in loaded.cluster.hosts:
         grid.setdefault(host.name, [0] * max((len(v) for v in grid.values()), default=0))
     return grid
 
 
 def trigger_grid(ladders: list[LoadedLadder], hosts: list[str]) -> Grid:
-    """A rectangle per host: the most blocks and the widest block any offered ladder can plan
-    from the form (lens `ladder` at its default or at TRIGGER_MAX_REPEATS repeats; a single lens
-    makes no more blocks than that)."""
-    from traceladder.plan.build import build_plan
-
-    n_blocks = 0
+    """A rectangle per host: the most blocks and the widest block that any offered ladder on that
+    host can plan from the form (lens `ladder` at its default or at TRIGGER_MAX_REPEATS repeats; a
+    single lens makes no more blocks than that). A host's slots only ever take its own ladders'
+    runs, so a host no ladder uses has none, and one that runs only short ladders has few blocks."""
+    n_blocks: dict[str, int] = {h: 0 for h in hosts}
     width: dict[str, int] = {h: 0 for h in hosts}
     for loaded in ladders:
         for repeats in (None, max(TRIGGER_MAX_REPEATS, loaded.ladder.planned_blocks)):
-            counts = host_counts(build_plan(loaded, repeats=repeats, seed=0))
+            counts = _plan_shape(loaded, repeats)
             for host, per_block in counts.items():
-                n_blocks = max(n_blocks, len(per_block))
+                n_blocks[host] = max(n_blocks.get(host, 0), len(per_block))
                 width[host] = max(width.get(host, 0), *per_block)
-    return {host: [w] * n_blocks for host, w in width.items()}
+    return {host: [w] * n_blocks[host] for host, w in width.items()}
 
 
 def check_blocks(ladders: list[LoadedLadder]) -> list[int]:

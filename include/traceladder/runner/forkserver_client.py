@@ -6,6 +6,14 @@ process's AIRFLOW_CTX_* variables; outside a DAG run the rung runs cold). Its en
 task stops it (stop_run), it exits when idle for TRACELADDER_WARM_IDLE_S, and the preflight sweep
 (orphans.stop_stale_launchers) stops one that outstayed its idle limit.
 
+The idle limit is a lease, short (7 s) because a DAG run killed or marked failed between tasks
+runs no task of its own again: nothing stops its launcher but the lease, so it outlives the run by
+at most that after its last rung ended (#53; it was 120 s). The run's own tasks keep it: each
+rung renews it (its request, and its workload's end), and
+the adaptive `look` between blocks renews it at its start and end (keep_alive), so the hand-offs
+between rungs (~0.4 s each in the demo, docs/figures/2026-12-04-bench-1712-demo_split.md) stay
+far inside it. A longer pause (a rung's retry delay) lets it go; the next rung starts a new one.
+
 The rung's contract is the cold subprocess's: its output goes to the rung's log (and echo) line
 by line, the exit code is the workload's (-signal when killed), the deadline kills the
 workload's whole process group, and the workload is recorded for the orphan sweep while it runs.
@@ -19,6 +27,7 @@ A launcher forks only while idle between rungs, and a run's first rung waits for
 from __future__ import annotations
 
 import array
+import contextlib
 import hashlib
 import json
 import os
@@ -89,7 +98,7 @@ def _reap_started() -> None:
 def _start(key: str) -> tuple[socket.socket | None, str]:
     """Start this key's launcher and wait until it serves; (connection, why not)."""
     name, digest = socket_name(key), key_hash(key)
-    idle_s = float(env_vars.WARM_IDLE_S.get() or 120)
+    idle_s = float(env_vars.WARM_IDLE_S.get() or 7)
     folder = orphans.launchers_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -301,6 +310,23 @@ def _kill(pid: int, replies: _Replies) -> dict[str, object] | None:
 
     end_group(pid, replied)
     return got[0] if got else None
+
+
+def keep_alive(dag_id: str, run_id: str) -> bool:
+    """Renew the lease of this DAG run's launcher on this host, if one serves; whether one did.
+    Starts none, and never fails the task: a launcher that lapsed is started again by the next rung."""
+    conn = _connect(socket_name(key_for(dag_id, run_id)))
+    if conn is None:
+        return False
+    with conn:
+        try:
+            conn.sendall(b'{"ping": true}\n')
+            reply = _Replies(conn).next(REPLY_TIMEOUT_S)
+        except (OSError, ValueError):
+            return False
+    with contextlib.suppress(OSError):  # the sweep's measure of use (no record: nothing to mark)
+        os.utime(orphans.launcher_path(key_hash(key_for(dag_id, run_id))))
+    return bool(reply and reply.get("alive"))
 
 
 def stop_run(dag_id: str, run_id: str) -> bool:

@@ -171,6 +171,16 @@ def stop_launcher(path: Path, doc: JSONObject | None = None) -> bool:
     return ran
 
 
+def _has_children(pid: int) -> bool:
+    """Whether the process has a live child (a launcher's workload); False when /proc cannot say."""
+    try:
+        return any(
+            Path(f"/proc/{pid}/task/{tid}/children").read_text().split() for tid in os.listdir(f"/proc/{pid}/task")
+        )
+    except OSError:
+        return False
+
+
 def _launcher_stale(path: Path, doc: JSONObject) -> str | None:
     """Why a live launcher must go, or None."""
     try:
@@ -178,7 +188,8 @@ def _launcher_stale(path: Path, doc: JSONObject) -> str | None:
     except OSError:
         return None
     idle_s = float(doc.get("idle_s") or 0)  # type: ignore[arg-type]
-    if unused_s > idle_s + LAUNCHER_GRACE_S:
+    if unused_s > idle_s + LAUNCHER_GRACE_S and not _has_children(int(doc["pid"])):  # type: ignore[arg-type]
+        # a launcher with a workload is in use however long the rung runs (its lease is short)
         return f"unused for {unused_s:.0f} s, past its idle limit of {idle_s:g} s"
     return None
 

@@ -10,11 +10,15 @@ and cwd, RNG and thread state as in a fresh interpreter; the child forks its ran
 The launcher itself runs no torch op and starts no thread (a fork copies only the calling
 thread, so a thread's locks or pools would be broken in the child): it checks that it is alone
 before it serves. It exits when idle for --idle-s seconds, on a `stop` request or SIGTERM.
+The idle limit is its lease on the DAG run: every rung (a request) and every `look` between
+blocks (a `ping`) renews it, so a DAG run killed between tasks, which no task of its own outlives
+to stop the launcher, takes the launcher with it within the lease (runner/forkserver_client.py).
 
 Protocol, one request per connection: the client sends one JSON line {"args", "env", "cwd"}
 with its output fd (SCM_RIGHTS); the launcher answers {"pid": N} once the child runs, then
 {"exit": code} when it ends (code as subprocess.Popen reports it: -signal if killed).
-A {"stop": true} request ends the launcher.
+A {"stop": true} request ends the launcher; a {"ping": true} request renews its lease and is
+answered {"alive": true}.
 """
 
 from __future__ import annotations
@@ -138,6 +142,10 @@ class Launcher:
                 conn.close()
                 return
             request, fds = _read_request(conn)
+            if request.get("ping"):  # the lease renewed (last_active, above): nothing to run
+                conn.sendall(b'{"alive": true}\n')
+                conn.close()
+                return
             if request.get("stop"):
                 self.stopping = True
                 conn.sendall(b'{"stopping": true}\n')
@@ -251,7 +259,7 @@ def reset_process_state(import_env: dict[str, str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m traceladder.workload.forkserver")
     parser.add_argument("name", help="the abstract Unix socket name to serve")
-    parser.add_argument("--idle-s", type=float, default=120.0, help="exit after this many idle seconds")
+    parser.add_argument("--idle-s", type=float, default=7.0, help="exit after this many idle seconds (its lease)")
     opts = parser.parse_args(argv)
     _import_workload()
     threads = _thread_count()
