@@ -385,6 +385,7 @@ class YearWriter:
         store them (history over ``earlier`` entries in memory: the same evaluate call)."""
         from traceladder.stats.history import evaluate, regression_lines, run_points
         from traceladder.core import layout
+        from traceladder.core.documents import TraceAnalysis
         from traceladder.summary import index as run_index
         from traceladder.summary.build import build_summary, findings
         from traceladder.summary.render.charts import render_charts
@@ -393,7 +394,8 @@ class YearWriter:
         from traceladder.summary.render.perf_csv import perf_csv
 
         store, plan, run = written["store"], written["plan"], written["run"]
-        summary = build_summary(plan, written["results"], written["analyses"], written["collectives"])
+        analyses = {key: TraceAnalysis.from_dict(doc) for key, doc in written["analyses"].items()}
+        summary = build_summary(plan, written["results"], analyses, written["collectives"])
         summary["attribution"] = []
         points = run_points(summary)
         current = {

@@ -16,6 +16,7 @@ from traceladder.core.documents import (
     RungResult,
     Summary,
     SummaryRef,
+    TraceAnalysis,
     spec_purpose,
 )
 from traceladder.runner.rung import record_refused, run_rung
@@ -176,3 +177,36 @@ def test_a_runner_spec_of_another_schema_version_is_refused_in_one_line() -> Non
     assert RunnerSpec.from_json(json.dumps(doc)).schema_ == 1
     with pytest.raises(SpecError, match=r"^schema: version 2 is not the one this traceladder reads \(1\)$"):
         RunnerSpec.from_json(json.dumps({**doc, "schema": 2}))
+
+
+def _reference_traces() -> list[Path]:
+    from tests import conformance
+
+    rocprof = sorted((conformance.REF / "rocprof").glob("*.json.gz"))
+    return [*conformance.TRACES, *rocprof, *sorted(conformance.DERIVED.glob("*.json.gz"))]
+
+
+def test_analysis_json_of_every_reference_trace_is_typed_and_keeps_its_bytes(tmp_path: Path) -> None:
+    """analysis.json of the reference traces (PyTorch GPU, GPU-only, rocprofv3): every key is a
+    field of TraceAnalysis (nothing in ``extra``), and reading then writing gives the same bytes."""
+    from traceladder.analysis.analyzers.trace import analyze_trace
+
+    traces = _reference_traces()
+    assert len(traces) >= 5, "reference traces not found (../shared/reference)"
+    for i, trace in enumerate(traces):
+        analyze_trace(trace, tmp_path / str(i))
+        stored = (tmp_path / str(i) / layout.ANALYSIS_OBJECT).read_text()
+        typed = TraceAnalysis.from_json(stored, str(trace))
+        assert typed.extra == {}, (trace.name, sorted(typed.extra))
+        assert typed.to_json() == stored, trace.name
+
+
+def test_an_analysis_without_whats_left_writes_none_of_its_keys() -> None:
+    bare = TraceAnalysis(trace="t.json", notes=[])
+    assert list(bare.to_dict()) == [
+        *("schema", "trace", "device", "rank", "steps", "timeline", "timeline_percent"),
+        *("top_ops", "categories", "regions", "notes"),
+    ]
+    left = TraceAnalysis(trace="t.json", headroom=[])
+    assert {"mean_step_ms", "roofline_device", "roofline_share"} <= set(left.to_dict())
+    assert left.to_dict()["roofline_device"] is None

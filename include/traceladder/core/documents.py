@@ -118,7 +118,7 @@ class Document:
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if value is None and f.metadata["omit_none"]:
+            if not self._written(f.name, value):
                 continue
             out[f.metadata["key"] or f.name] = _plain(value)
         out.update(self.extra)
@@ -126,6 +126,10 @@ class Document:
 
     def to_json(self, *, indent: int | None = None, sort_keys: bool = False) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=sort_keys)
+
+    def _written(self, name: str, value: object) -> bool:
+        """Whether a field goes into the JSON: a None is left out where its field says so."""
+        return not (value is None and self.__dataclass_fields__[name].metadata["omit_none"])
 
     @classmethod
     def from_json(cls: type[D], text: str | bytes, source: str | None = None) -> D:
@@ -361,21 +365,44 @@ class PlanDoc(Document):
 @dataclass(frozen=True, kw_only=True)
 class TraceAnalysis(Document):
     """One trace's analysis (``analysis.json``). The report sections (timeline, top ops,
-    categories, GEMM rates, perf sheets, what's left) are open-ended tables; the reports that
-    only some traces get (GEMM, collectives, what's left) stay in ``extra`` in the order written."""
+    categories, GEMM rates, perf sheets, what's left) are open-ended tables. The sections only
+    some traces get are None where absent and then not written: GEMM rates and perf sheets (not
+    rocprof/RPD traces) and what's left, whose scalars (``mean_step_ms``, the roofline's) may be
+    null and are written with ``headroom`` (the section is one report: all of it or none)."""
 
     FILE: ClassVar[str] = layout.ANALYSIS_OBJECT
     SCHEMA: ClassVar[int] = 1
+    # written exactly when headroom is (None inside a present section is a JSON null)
+    WITH_HEADROOM: ClassVar[frozenset[str]] = frozenset(
+        {"step_regions_outside_ms_per_step", "mean_step_ms", "roofline_share", "roofline_device"}
+    )
 
     trace: str = _f("str")
     device: str | None = _f("str?", default=None)
     rank: int | None = _f("int?", default=None)
-    steps: JSONValue = _f("any?", default=None)
+    steps: int | None = _f("int?", default=None)
     timeline: JSONObject = _f("object", default={})
     timeline_percent: JSONObject = _f("object", default={})
     top_ops: list[JSONObject] = _f("list", default=[])
     categories: JSONValue = _f("any?", default=None)
     regions: JSONValue = _f("any?", default=None)
+    gemm: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    perf_sheets: JSONObject | None = _f("object?", default=None, omit_none=True)
+    # what's left (analysis/reports/whats_left.py; docs/whats-left.md)
+    step_regions: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    step_regions_outside_ms_per_step: float | None = _f("number?", default=None, omit_none=True)
+    idle_breakdown: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    op_origins: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    headroom: list[JSONObject] | None = _f("list?", default=None, omit_none=True)  # the ranked targets
+    mean_step_ms: float | None = _f("number?", default=None, omit_none=True)
+    roofline_share: float | None = _f("number?", default=None, omit_none=True)
+    roofline_device: str | None = _f("str?", default=None, omit_none=True)
+    notes: list[str] | None = _f("list?", default=None, omit_none=True)
+
+    def _written(self, name: str, value: object) -> bool:
+        if name in self.WITH_HEADROOM:
+            return self.headroom is not None
+        return super()._written(name, value)
 
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"

@@ -435,7 +435,7 @@ def attribute(
         r = reports(key)
         if r is None:
             return None
-        return run_speed(rows.get(rung), run) if r.analysis.get("device") == "cpu" else 1.0
+        return run_speed(rows.get(rung), run) if r.analysis.device == "cpu" else 1.0
 
     def at_speed(rung: str, key: str, run: JSONObject) -> float | None:
         """A profiled run's op µs per step, taken as the attribution takes it."""

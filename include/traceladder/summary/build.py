@@ -14,6 +14,7 @@ from traceladder.core.documents import (
     as_object,
     as_objects,
     spec_purpose,
+    TraceAnalysis,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
@@ -43,7 +44,7 @@ def _ok(runs: list[JSONObject], field: str) -> list[float]:
 def build_summary(
     plan: Mapping[str, JSONValue],
     results: Mapping[str, JSONObject],
-    analyses: Mapping[str, JSONObject],
+    analyses: Mapping[str, TraceAnalysis],
     collectives: Mapping[str, JSONObject] | None = None,
 ) -> JSONObject:
     """`analyses` maps a trace key to its analysis.json; `collectives` a rung id to the
@@ -206,7 +207,7 @@ def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
     }
 
 
-def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject]) -> JSONObject | None:
+def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis]) -> JSONObject | None:
     """The rank-0 analysis of the first profiled run (the write-up's "rank-0 window")."""
     for lens in ("torch_rank0", "torch_all_ranks"):
         for result in sorted(results.values(), key=lambda r: as_int(r["repeat"])):
@@ -214,23 +215,18 @@ def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObjec
                 continue
             for key in as_list(result.get("traces") or []):
                 analysis = analyses.get(str(key))
-                if analysis and analysis.get("rank") in (0, None):
+                if analysis and analysis.rank in (0, None):
                     return {
                         "lens": lens,
                         "rung_id": result["rung_id"],
                         "trace": key,
-                        **{
-                            k: analysis.get(k)
-                            for k in (
-                                "device",
-                                "timeline",
-                                "timeline_percent",
-                                "top_ops",
-                                "categories",
-                                "regions",
-                                "notes",
-                            )
-                        },
+                        "device": analysis.device,
+                        "timeline": analysis.timeline,
+                        "timeline_percent": analysis.timeline_percent,
+                        "top_ops": [*analysis.top_ops],
+                        "categories": analysis.categories,
+                        "regions": analysis.regions,
+                        "notes": None if analysis.notes is None else [*analysis.notes],
                     }
     return None
 

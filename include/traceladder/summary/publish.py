@@ -29,12 +29,12 @@ from traceladder.summary.render.perf_csv import perf_csv
 from traceladder.summary.render.markdown import to_markdown
 
 
-def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, JSONObject]:
+def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, TraceAnalysis]:
     from traceladder.analysis.stored import analysis_key
 
-    def read(trace_key: str) -> JSONObject | None:
+    def read(trace_key: str) -> TraceAnalysis | None:
         key = analysis_key(trace_key)
-        return TraceAnalysis.from_json(store.get_bytes(key), key).to_dict() if store.exists(key) else None
+        return TraceAnalysis.from_json(store.get_bytes(key), key) if store.exists(key) else None
 
     keys = [str(k) for result in results.values() for k in as_list(result.get("traces") or [])]
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}

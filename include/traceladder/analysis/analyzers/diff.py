@@ -31,11 +31,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, overload
+from typing import Any, Callable, cast, overload
 
 import pandas as pd
 
-from traceladder.core.documents import DocumentError, TraceAnalysis
+from traceladder.core.documents import DocumentError, JSONObject, TraceAnalysis
 from traceladder.core.errors import TraceladderError
 from traceladder.core.layout import REGION_OP_TIME, REGION_RANGE_TIME
 
@@ -99,7 +99,7 @@ class Reports:
     `total_direct_kernel_time_ms` (the rocprof reports' µs-labelled-ms quirk is undone here)."""
 
     label: str
-    analysis: dict[str, Any]
+    analysis: TraceAnalysis
     ops: pd.DataFrame
     categories: pd.DataFrame
     timeline: pd.DataFrame
@@ -147,14 +147,14 @@ def load_reports(read: Callable[[str], bytes | None], label: str) -> Reports:
     if raw is None:
         raise CompareError(f"{label}: no analysis.json (not an analysis output folder)")
     try:
-        analysis = TraceAnalysis.from_json(raw, f"{label}: {ANALYSIS_OBJECT}").to_dict()
+        analysis = TraceAnalysis.from_json(raw, f"{label}: {ANALYSIS_OBJECT}")
     except DocumentError as exc:  # not JSON, or not an analysis of this version
         raise CompareError(str(exc)) from None
     timeline = _csv(read, "gpu_timeline.csv", label)
     _need(timeline, ["type", "time ms"], "gpu_timeline.csv", label)
     notes: list[str] = []
-    steps = analysis.get("steps")
-    if not isinstance(steps, int) or steps < 1:
+    steps = analysis.steps
+    if steps is None or steps < 1:
         steps = 1
         notes.append(f"{label}: no ProfilerStep#N markers; its totals count as 1 step")
     ops = _csv(read, "ops_summary.csv", label, required=False)
@@ -306,16 +306,17 @@ def _region_totals(
     region (None where unknown): the direct op time of `step_regions` (backward included, the op
     time the comparison is about) where both analyses have it, else the raw `regions` (each
     region's ranges' wall time, waits included: older analyses). The two are never mixed."""
-    rows_b, rows_n = base.analysis.get("step_regions"), new.analysis.get("step_regions")
+    rows_b, rows_n = base.analysis.step_regions, new.analysis.step_regions
 
-    def op_time(r: Reports, rows: list[dict[str, Any]]) -> dict[str, float]:
-        return {str(x["region"]): float(x["ms_per_step"]) * r.steps for x in rows}
+    def op_time(r: Reports, rows: list[JSONObject]) -> dict[str, float]:
+        return {str(x["region"]): float(cast(float, x["ms_per_step"])) * r.steps for x in rows}
 
     def range_time(r: Reports) -> dict[str, float]:
-        return {str(k): float(v) for k, v in (r.analysis.get("regions") or {}).items()}
+        regions = r.analysis.regions if isinstance(r.analysis.regions, dict) else {}
+        return {str(k): float(cast(float, v)) for k, v in regions.items()}
 
     if rows_b and rows_n:
-        out_b, out_n = (r.analysis.get("step_regions_outside_ms_per_step") for r in (base, new))
+        out_b, out_n = (r.analysis.step_regions_outside_ms_per_step for r in (base, new))
         known = None if out_b is None or out_n is None else (float(out_b) * base.steps, float(out_n) * new.steps)
         return op_time(base, rows_b), op_time(new, rows_n), REGION_OP_TIME, known
     return range_time(base), range_time(new), REGION_RANGE_TIME, None
@@ -399,7 +400,7 @@ def compare_reports(
         "schema": 1,
         "base": base.label,
         "new": new.label,
-        "device": {"base": base.analysis.get("device"), "new": new.analysis.get("device")},
+        "device": {"base": base.analysis.device, "new": new.analysis.device},
         "steps": {"base": bs, "new": new.steps},
         "work_ratio": work_ratio,
         "speed": {"base": speed[0], "new": speed[1]},
