@@ -151,13 +151,16 @@ class Template:
 
 def make_template(work: Path) -> Template:
     from traceladder.analysis.analyzers.trace import analyze_trace
+    from traceladder.core.documents import RankCollectives
 
     trace = template_trace()
     out = work / "analysis"
     analysis = analyze_trace(trace, out)
     reports = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
-    ranks_doc = {"world_size": RANKS, "matched": 0, "device": analysis.get("device"), "collectives": {}}
-    ranks = {"collectives.json": json.dumps(ranks_doc, indent=1).encode()}
+    # collectives.json as analyze_ranks writes it: the ranks joined, nothing matched
+    matched = {"collectives": 0, "events": 0, "all_matched": True}
+    ranks_doc = RankCollectives(world_size=RANKS, device=str(analysis.get("device")), matched=matched)
+    ranks = {"collectives.json": ranks_doc.to_json().encode()}
     return Template(trace.read_bytes(), reports, json.loads(reports["analysis.json"]), ranks)
 
 
@@ -291,6 +294,7 @@ class YearWriter:
         tasks store); returns the plan, the results and the analyses for the summary."""
         from traceladder.analysis.stored import analysis_prefix, collectives_key
         from traceladder.core import layout
+        from traceladder.core.documents import RankCollectives
 
         run_id, stamp = _run_id(week)
         store = self.store_for(ladder)
@@ -342,7 +346,7 @@ class YearWriter:
             if len([k for k in traces if ".pt.trace.json" in k]) > 1:
                 for name, body in self.template.ranks.items():
                     items.append((f"{layout.ranks_prefix(rung)}/{name}", body, ""))
-                collectives[spec["rung_id"]] = json.loads(self.template.ranks["collectives.json"])
+                collectives[spec["rung_id"]] = RankCollectives.from_json(self.template.ranks["collectives.json"])
                 ranks_folders.append(layout.ranks_prefix(rung))
                 assert collectives_key(rung).startswith(ranks_folders[-1])
         self._put_all(store, items)

@@ -5,6 +5,8 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
 - ``RungResult``: a rung run's ``metrics.json`` (the runner writes it, the summary reads it);
 - ``PlanDoc``: a run's ``plan.json`` (the DAG's plan task writes it);
 - ``TraceAnalysis``: one trace's ``analysis.json`` (the analysis engine);
+- ``RankCollectives``: a multi-rank rung's ``collectives.json``, one ``CollectiveStats`` per
+  collective name;
 - ``SummaryRef``: what publishing a summary returns (XCom), and ``IndexEntry``, the same record
   stored in the ladder's index (``runs/<run_id>.json``);
 - ``Summary``: a run's ``summary.json``;
@@ -403,6 +405,72 @@ class TraceAnalysis(Document):
         if name in self.WITH_HEADROOM:
             return self.headroom is not None
         return super()._written(name, value)
+
+    def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- collectives.json (analysis/analyzers/ranks.py): the all-ranks join of one rung's traces
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveStats(Document):
+    """One collective name's figures over the ranks: each ``*_us``/``*_mb``/``*_gbs`` table is
+    ``{"total"?, "mean", "min", "max"}`` (nulls where no value was finite), the waits are per rank
+    (keys are rank numbers as strings), and the straggler is the rank that waited least."""
+
+    FILE: ClassVar[str] = "collective"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    device: str | None = _f("str?")
+    type: str | None = _f("str?")  # TraceLens's collective type (None: not one it names)
+    implicit_sync: bool = _f("bool")
+    process_groups: list[str] = _f("list")
+    dtypes: list[str] = _f("list")
+    count: int = _f("int")
+    latency_us: JSONObject = _f("object")
+    wall_time_us: JSONObject = _f("object")
+    msg_size_mb: JSONObject = _f("object")
+    algo_bw_gbs: JSONObject = _f("object")  # GiB/s, implicit-sync collectives only (else nulls)
+    bus_bw_gbs: JSONObject = _f("object")
+    start_skew_us: JSONObject = _f("object")
+    end_skew_us: JSONObject = _f("object")
+    wait_us: JSONObject = _f("object")
+    mean_wait_us: JSONObject = _f("object")
+    straggler: JSONObject = _f("object")  # rank, total_wait_us, times_arrived_last, others_waited_*
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankCollectives(Document):
+    """A multi-rank rung's ``collectives.json``: the ranks joined, the collectives matched across
+    them, each collective name's figures and the straggler (docstring of ``analyze_ranks``)."""
+
+    FILE: ClassVar[str] = layout.COLLECTIVES_OBJECT
+    SCHEMA: ClassVar[int] = 1
+
+    world_size: int = _f("int")
+    gpus_per_node: int | None = _f("int?", default=None)
+    gpus_per_node_source: str | None = _f("str?", default=None)  # given | deviceProperties
+    device: str = _f("str")  # gpu | cpu | mixed
+    ranks: list[JSONObject] = _f("list", default=[])
+    process_groups: list[str] = _f("list", default=[])
+    matched: JSONObject = _f("object")  # collectives, events, all_matched
+    collectives: dict[str, CollectiveStats] = _f("object", default={})
+    straggler: JSONObject | None = _f("object?", default=None)
+    stragglers_per_step: list[JSONObject] = _f("list", default=[])
+    files: list[str] = _f("list", default=[])
+    notes: list[str] = _f("list", default=[])
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> RankCollectives:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        by_name = {
+            name: CollectiveStats.from_dict(value, f"{where}: collectives[{name}]")
+            for name, value in cast(JSONObject, doc.collectives).items()
+        }
+        return _replace(doc, collectives=by_name)
 
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
