@@ -7,6 +7,7 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
 - ``TraceAnalysis``: one trace's ``analysis.json`` (the analysis engine);
 - ``RankCollectives``: a multi-rank rung's ``collectives.json``, one ``CollectiveStats`` per
   collective name;
+- ``TraceComparison``: ``compare.json``, what moved between two traces;
 - ``SummaryRef``: what publishing a summary returns (XCom), and ``IndexEntry``, the same record
   stored in the ladder's index (``runs/<run_id>.json``);
 - ``Summary``: a run's ``summary.json``;
@@ -473,6 +474,44 @@ class RankCollectives(Document):
         return _replace(doc, collectives=by_name)
 
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- compare.json (analysis/analyzers/diff.py): what moved between two traces' analyses
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceComparison(Document):
+    """A comparison of a new trace against a base one (``compare.json``). Every delta is new minus
+    base in µs per profiled step (``unit`` says when a work ratio or the runs' speeds scale a
+    side); ``device``, ``steps`` and ``speed`` are ``{"base", "new"}``; the top movers are rows of
+    the compare sheets (``name``, ``delta_us``, ``status``)."""
+
+    FILE: ClassVar[str] = layout.COMPARE_OBJECT
+    SCHEMA: ClassVar[int] = 1
+
+    base: str = _f("str")
+    new: str = _f("str")
+    device: dict[str, str | None] = _f("object")
+    steps: dict[str, int] = _f("object")
+    work_ratio: float = _f("number")
+    speed: dict[str, float] = _f("object")
+    unit: str = _f("str")
+    total_kernel_time_delta_us: float = _f("number")
+    busy_time_delta_us: float = _f("number")
+    residual_us: float = _f("number")
+    categories: dict[str, float] = _f("object")  # op category -> delta (the gap row left out)
+    timeline: dict[str, float] = _f("object")  # gpu_timeline.csv type -> delta
+    regions: dict[str, float] = _f("object")
+    regions_measure: str = _f("str")  # layout.REGION_OP_TIME or REGION_RANGE_TIME
+    regions_outside_us: float | None = _f("number?", default=None)  # None: an analysis predates it
+    appeared: list[str] = _f("list", default=[])
+    vanished: list[str] = _f("list", default=[])
+    top_ops: list[JSONObject] = _f("list", default=[])
+    top_kernels: list[JSONObject] = _f("list", default=[])
+    notes: list[str] = _f("list", default=[])
+
+    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 

@@ -27,7 +27,6 @@ trace's op self time); ``residual_us`` = busy-time delta − that, the part no c
 from __future__ import annotations
 
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any, Callable, cast, overload
 
 import pandas as pd
 
-from traceladder.core.documents import DocumentError, JSONObject, TraceAnalysis
+from traceladder.core.documents import DocumentError, JSONObject, TraceAnalysis, TraceComparison
 from traceladder.core.errors import TraceladderError
 from traceladder.core.layout import REGION_OP_TIME, REGION_RANGE_TIME
 
@@ -273,7 +272,7 @@ class Comparison:
     categories: pd.DataFrame
     kernels: pd.DataFrame | None
     timeline: pd.DataFrame
-    doc: dict[str, Any]
+    doc: TraceComparison
 
 
 def _movers(df: pd.DataFrame, key: str, top: int = TOP) -> list[dict[str, Any]]:
@@ -396,8 +395,8 @@ def compare_reports(
         k: (regions_n.get(k, 0.0) / ns - regions_b.get(k, 0.0) / bs) * 1e3
         for k in list(regions_b) + [k for k in regions_n if k not in regions_b]
     }
-    doc: dict[str, Any] = {
-        "schema": 1,
+    doc = {
+        "schema": TraceComparison.SCHEMA,
         "base": base.label,
         "new": new.label,
         "device": {"base": base.analysis.device, "new": new.analysis.device},
@@ -425,7 +424,7 @@ def compare_reports(
         else [],
         "notes": base.notes + new.notes,
     }
-    return Comparison(ops, cats, kernels, tl, doc)
+    return Comparison(ops, cats, kernels, tl, TraceComparison.from_dict(doc, f"{COMPARE_OBJECT} of {new.label}"))
 
 
 def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
@@ -442,7 +441,7 @@ def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
         if df is not None:
             df.to_csv(out_dir / name, index=False)
             written.append(out_dir / name)
-    (out_dir / COMPARE_OBJECT).write_text(json.dumps(c.doc, indent=1) + "\n")
+    (out_dir / COMPARE_OBJECT).write_text(c.doc.to_json())
     return written + [out_dir / COMPARE_OBJECT]
 
 
@@ -464,4 +463,4 @@ def compare_paths(base: Path, new: Path, out_dir: Path) -> dict[str, Any]:
     n = _reports_for(Path(new), out_dir, "new")
     c = compare_reports(b, n)
     write_comparison(c, out_dir)
-    return c.doc
+    return c.doc.to_dict()
