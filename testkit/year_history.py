@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -357,20 +358,14 @@ class YearWriter:
         manifests = [(f, store.manifest_for(f)) for f in sorted(folders)]
         for rung in rung_prefixes:
             doc = store.manifest_for(rung)
-            for obj in doc["objects"]:
-                if obj["key"] in real_sizes:
-                    obj["stored_size"], obj["size"] = obj["size"], real_sizes[obj["key"]]
-            manifests.append((rung, doc))
+            entries = [
+                replace(o, stored_size=o.size, size=real_sizes[o.key]) if o.key in real_sizes else o
+                for o in doc.objects
+            ]
+            manifests.append((rung, replace(doc, objects=entries)))
         self._put_all(
             store,
-            [
-                (
-                    f"{f}/{layout.MANIFEST_NAME}",
-                    (json.dumps(d, indent=2, sort_keys=True) + "\n").encode(),
-                    "application/json",
-                )
-                for f, d in manifests
-            ],
+            [(f"{f}/{layout.MANIFEST_NAME}", d.to_json().encode(), "application/json") for f, d in manifests],
         )
         return {
             "store": store,

@@ -12,6 +12,8 @@ import pytest
 from traceladder.core.documents import (
     DocumentError,
     IndexEntry,
+    Manifest,
+    ManifestEntry,
     PlanDoc,
     RungResult,
     Summary,
@@ -210,3 +212,23 @@ def test_an_analysis_without_whats_left_writes_none_of_its_keys() -> None:
     left = TraceAnalysis(trace="t.json", headroom=[])
     assert {"mean_step_ms", "roofline_device", "roofline_share"} <= set(left.to_dict())
     assert left.to_dict()["roofline_device"] is None
+
+
+def test_a_manifest_keeps_its_version_and_bytes_and_a_bad_one_names_its_field(tmp_path: Path) -> None:
+    """manifest.json as a sink writes it (schema 1) and as retention rewrites it (schema 2, the
+    removed objects listed): each reads into Manifest and writes back the same bytes."""
+    sink = DirArtifactSink(tmp_path, prefix="traceladder", ladder="l")
+    folder = f"{sink.namespace}run/rung"
+    sink.put_bytes(f"{folder}/traces/t.json.gz", b"trace", "application/gzip")
+    written = (tmp_path / sink.write_manifest(folder)).read_text()
+    manifest = Manifest.from_json(written)
+    assert manifest.version == 1 and manifest.to_json() == written
+    assert manifest.entry(f"{folder}/traces/t.json.gz") == ManifestEntry(
+        key=f"{folder}/traces/t.json.gz", sha256=manifest.objects[0].sha256, size=5
+    )
+    removed = {"key": f"{folder}/log.txt.gz", "bytes": 3, "sha256": None, "removed_at": "t", "policy": "logs"}
+    retained = json.dumps({"schema": 2, "objects": [], "removed": [removed]}, indent=2, sort_keys=True) + "\n"
+    assert Manifest.from_json(retained).to_json() == retained
+    bad = {"schema": 1, "objects": [{"key": "k", "sha256": "s", "size": "5"}]}
+    with pytest.raises(DocumentError, match=r"^manifest.json: objects\[0\]: size: expected int, got str$"):
+        Manifest.from_dict(bad)

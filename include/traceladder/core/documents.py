@@ -8,6 +8,7 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
 - ``RankCollectives``: a multi-rank rung's ``collectives.json``, one ``CollectiveStats`` per
   collective name;
 - ``TraceComparison``: ``compare.json``, what moved between two traces;
+- ``Manifest``: a folder's ``manifest.json``, one ``ManifestEntry`` per object;
 - ``SummaryRef``: what publishing a summary returns (XCom), and ``IndexEntry``, the same record
   stored in the ladder's index (``runs/<run_id>.json``);
 - ``Summary``: a run's ``summary.json``;
@@ -512,6 +513,53 @@ class TraceComparison(Document):
     notes: list[str] = _f("list", default=[])
 
     def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- manifest.json (storage/artifacts.py): what a folder holds, for verified reads
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestEntry(Document):
+    """One object a manifest lists: its key, size and sha256 as written."""
+
+    FILE: ClassVar[str] = "manifest entry"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    key: str = _f("str")
+    sha256: str = _f("str")
+    size: int = _f("int")
+    # a generated history's shrunk trace: the bytes stored, where `size` is the real trace's
+    stored_size: int | None = _f("int?", default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest(Document):
+    """A folder's ``manifest.json``: every object written under it (``objects``). Schema 1 as a
+    sink writes it; 2 once retention has moved removed objects to ``removed`` (their key, bytes,
+    sha256, removed_at and policy; storage/retention.py). The version is a field: both are
+    written back as read."""
+
+    FILE: ClassVar[str] = layout.MANIFEST_NAME
+    SCHEMA: ClassVar[int] = 2
+    READS: ClassVar[tuple[int, ...]] = (1,)
+    WRITES_SCHEMA: ClassVar[bool] = False
+
+    version: int = _f("int", key="schema")
+    objects: list[ManifestEntry] = _f("list", default=[])
+    removed: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> Manifest:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(doc, objects=_parts(ManifestEntry, doc.objects, f"{where}: objects"))
+
+    def entry(self, key: str) -> ManifestEntry | None:
+        return next((o for o in self.objects if o.key == key), None)
+
+    def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 
