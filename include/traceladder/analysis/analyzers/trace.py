@@ -42,7 +42,9 @@ from traceladder.core.documents import TraceAnalysis
 
 from ..storage_adapter import ANALYSIS_OBJECT
 from ..model.autograd_links import bwd_links
-from ..model.beside import beside, spare_cpu
+from traceladder.core.child_process import spare_cpu
+
+from ..model.events import beside
 from ..model.events import GPU_CATS, EventTable, TraceError
 from ..readers.heavy import HEAVY_FORMATS, read_heavy, sniff
 from ..readers.pytorch_json import load_bytes, read_pytorch_json, trace_buffer
@@ -169,7 +171,8 @@ def analyze_trace(
 
     ``split=True``: a forked child decodes part of a big trace's events, and another
     writes ``unified_perf_summary.csv`` while this process writes the rest
-    (:mod:`..model.beside`); the files are the same either way.  Only for a caller with no threads of its own.
+    (``beside``, :mod:`traceladder.core.child_process`); the files are the same either way.
+    Only for a caller with no threads of its own.
 
     analysis.json (schema 1)::
 
@@ -388,7 +391,7 @@ def analyze_each(
 
     ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
     default), each trace's reports are split over two processes when a second CPU is free
-    (:mod:`..model.beside`).  For the CLI only: it forks, so the caller must have no threads.
+    (:mod:`traceladder.core.child_process`).  For the CLI only: it forks, so the caller must have no threads.
     """
     paths = [Path(p) for p in paths]
     dirs = _unique_dirs(paths, Path(out_root))

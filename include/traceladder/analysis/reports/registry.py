@@ -3,7 +3,7 @@ they are written.  The engine (:mod:`..analyzers.trace`) builds one :class:`Repo
 trace and calls :func:`write_reports`; a new report is a new row of :data:`REPORTS`.
 
 ``unified_perf_summary.csv`` is not here: the engine may write it in a second process
-(:mod:`..model.beside`), beside these.
+(:mod:`traceladder.core.child_process`), beside these.
 """
 
 from __future__ import annotations
