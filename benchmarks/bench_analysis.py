@@ -4,7 +4,7 @@
   process as a user runs it (start-up and imports included), over a bare
   ``orjson.loads`` of the same (uncompressed) bytes, and the process's peak RSS.  Each
   measurement runs in a fresh subprocess; the two alternate, ``--repeats`` times.  The
-  CLI uses a second process where a second CPU is free (``analysis/model/beside.py``); the
+  CLI uses a second process where a second CPU is free (``core/child_process.py``); the
   same CLI pinned to one CPU is measured beside it, for information.
 * ``analyze_paths`` (P2): 8 rank copies of that trace through ``traceladder analyze
   --jobs N`` and ``traceladder analyze-ranks --jobs N`` (N = CPUs, at most 8), each over

@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -151,13 +152,16 @@ class Template:
 
 def make_template(work: Path) -> Template:
     from traceladder.analysis.analyzers.trace import analyze_trace
+    from traceladder.core.documents import RankCollectives
 
     trace = template_trace()
     out = work / "analysis"
     analysis = analyze_trace(trace, out)
     reports = {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.is_file()}
-    ranks_doc = {"world_size": RANKS, "matched": 0, "device": analysis.get("device"), "collectives": {}}
-    ranks = {"collectives.json": json.dumps(ranks_doc, indent=1).encode()}
+    # collectives.json as analyze_ranks writes it: the ranks joined, nothing matched
+    matched = {"collectives": 0, "events": 0, "all_matched": True}
+    ranks_doc = RankCollectives(world_size=RANKS, device=str(analysis.get("device")), matched=matched)
+    ranks = {"collectives.json": ranks_doc.to_json().encode()}
     return Template(trace.read_bytes(), reports, json.loads(reports["analysis.json"]), ranks)
 
 
@@ -291,6 +295,7 @@ class YearWriter:
         tasks store); returns the plan, the results and the analyses for the summary."""
         from traceladder.analysis.stored import analysis_prefix, collectives_key
         from traceladder.core import layout
+        from traceladder.core.documents import RankCollectives
 
         run_id, stamp = _run_id(week)
         store = self.store_for(ladder)
@@ -342,7 +347,7 @@ class YearWriter:
             if len([k for k in traces if ".pt.trace.json" in k]) > 1:
                 for name, body in self.template.ranks.items():
                     items.append((f"{layout.ranks_prefix(rung)}/{name}", body, ""))
-                collectives[spec["rung_id"]] = json.loads(self.template.ranks["collectives.json"])
+                collectives[spec["rung_id"]] = RankCollectives.from_json(self.template.ranks["collectives.json"])
                 ranks_folders.append(layout.ranks_prefix(rung))
                 assert collectives_key(rung).startswith(ranks_folders[-1])
         self._put_all(store, items)
@@ -353,20 +358,14 @@ class YearWriter:
         manifests = [(f, store.manifest_for(f)) for f in sorted(folders)]
         for rung in rung_prefixes:
             doc = store.manifest_for(rung)
-            for obj in doc["objects"]:
-                if obj["key"] in real_sizes:
-                    obj["stored_size"], obj["size"] = obj["size"], real_sizes[obj["key"]]
-            manifests.append((rung, doc))
+            entries = [
+                replace(o, stored_size=o.size, size=real_sizes[o.key]) if o.key in real_sizes else o
+                for o in doc.objects
+            ]
+            manifests.append((rung, replace(doc, objects=entries)))
         self._put_all(
             store,
-            [
-                (
-                    f"{f}/{layout.MANIFEST_NAME}",
-                    (json.dumps(d, indent=2, sort_keys=True) + "\n").encode(),
-                    "application/json",
-                )
-                for f, d in manifests
-            ],
+            [(f"{f}/{layout.MANIFEST_NAME}", d.to_json().encode(), "application/json") for f, d in manifests],
         )
         return {
             "store": store,
@@ -385,6 +384,7 @@ class YearWriter:
         store them (history over ``earlier`` entries in memory: the same evaluate call)."""
         from traceladder.stats.history import evaluate, regression_lines, run_points
         from traceladder.core import layout
+        from traceladder.core.documents import TraceAnalysis
         from traceladder.summary import index as run_index
         from traceladder.summary.build import build_summary, findings
         from traceladder.summary.render.charts import render_charts
@@ -393,7 +393,8 @@ class YearWriter:
         from traceladder.summary.render.perf_csv import perf_csv
 
         store, plan, run = written["store"], written["plan"], written["run"]
-        summary = build_summary(plan, written["results"], written["analyses"], written["collectives"])
+        analyses = {key: TraceAnalysis.from_dict(doc) for key, doc in written["analyses"].items()}
+        summary = build_summary(plan, written["results"], analyses, written["collectives"])
         summary["attribution"] = []
         points = run_points(summary)
         current = {

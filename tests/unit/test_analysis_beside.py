@@ -1,5 +1,6 @@
-"""The reports split over two processes (analysis/model/beside.py): the same files as one process,
-and a failure in the child is raised in the parent, with no child left behind."""
+"""The reports split over two processes (core/child_process.py's fork, bound to TraceError by
+analysis/model/events.py beside): the same files as one process, and a failure in the child is
+raised in the parent, with no child left behind."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from tests.conftest import REFERENCE_DIR
 from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers import trace as engine
-from traceladder.analysis.model.beside import Beside, beside, spare_cpu
+from traceladder.analysis.model.events import beside
+from traceladder.core.child_process import Forked, spare_cpu
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.model.events import TraceError
 
@@ -71,7 +73,7 @@ def test_parent_failure_stops_the_child():
 
 def test_disabled_runs_inline():
     calls = []
-    side = Beside(lambda: calls.append(1) or {"n": len(calls)}, Path("t.json"), enabled=False)
+    side = Forked(lambda: calls.append(1) or {"n": len(calls)}, enabled=False)
     assert side.pid == 0 and calls == []
     assert side.result() == {"n": 1}
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from traceladder.core.documents import TraceAnalysis
+
 from tests.conftest import REFERENCE_DIR
 from traceladder.cli.analyze import analyze_paths
 from traceladder.analysis.analyzers.trace import analyze_trace
@@ -105,6 +107,9 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
     assert res["schema"] == 1 and res["device"] == "cpu"
     assert res["rank"] == 0
     assert any("CPU" in n for n in res["notes"])
+    stored = (out / "analysis.json").read_text()  # every key typed: none rides untyped, bytes kept
+    typed = TraceAnalysis.from_json(stored)
+    assert typed.extra == {} and typed.to_json() == stored and typed.headroom is not None
     for f in ("gpu_timeline.csv", "ops_summary.csv", "ops_summary_by_category.csv", "analysis.json"):
         assert (out / f).is_file(), f
     assert not (out / "kernel_summary.csv").exists()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from traceladder.core.documents import RankCollectives
+
 from traceladder.analysis.analyzers.ranks import MultiRankError, analyze_ranks
 from traceladder.analysis.readers.collectives import collective_events
 from traceladder.analysis.analyzers.trace import read_trace
@@ -189,6 +191,10 @@ def test_gpu_late_rank_exact(tmp_path, world, late):
     paths = write_traces(tmp_path / "in", world, colls, name="trace_rank{r}.json" + (".gz" if gz else ""), gz=gz)
     out = tmp_path / "out"
     res = analyze_ranks(list(reversed(paths)), out)  # input order does not matter
+    stored = (out / "collectives.json").read_text()  # its class reads every key, and writes the same bytes
+    typed = RankCollectives.from_json(stored)
+    assert typed.to_json() == stored and typed.extra == {} and typed.to_dict() == res
+    assert all(c.extra == {} for c in typed.collectives.values()) and typed.collectives
 
     assert res["world_size"] == world and res["device"] == "gpu"
     assert res["gpus_per_node"] == 8 and res["gpus_per_node_source"] == "deviceProperties"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from traceladder.core.documents import TraceComparison
+
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers.diff import GAP_ROW
 from traceladder.cli.main import main
@@ -43,7 +45,10 @@ def _steps(trace: Path) -> int:
 
 def _compare(base: Path, new: Path, out: Path) -> dict:
     assert main(["compare", str(base), str(new), "--out", str(out)]) == 0
-    return json.loads((out / "compare.json").read_text())
+    stored = (out / "compare.json").read_text()
+    typed = TraceComparison.from_json(stored)  # every key is its class's, and it writes the same bytes
+    assert typed.extra == {} and typed.to_json() == stored
+    return json.loads(stored)
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,13 @@ import pytest
 from traceladder.core.documents import (
     DocumentError,
     IndexEntry,
+    Manifest,
+    ManifestEntry,
     PlanDoc,
     RungResult,
     Summary,
     SummaryRef,
+    TraceAnalysis,
     spec_purpose,
 )
 from traceladder.runner.rung import record_refused, run_rung
@@ -176,3 +179,56 @@ def test_a_runner_spec_of_another_schema_version_is_refused_in_one_line() -> Non
     assert RunnerSpec.from_json(json.dumps(doc)).schema_ == 1
     with pytest.raises(SpecError, match=r"^schema: version 2 is not the one this traceladder reads \(1\)$"):
         RunnerSpec.from_json(json.dumps({**doc, "schema": 2}))
+
+
+def _reference_traces() -> list[Path]:
+    from tests import conformance
+
+    rocprof = sorted((conformance.REF / "rocprof").glob("*.json.gz"))
+    return [*conformance.TRACES, *rocprof, *sorted(conformance.DERIVED.glob("*.json.gz"))]
+
+
+def test_analysis_json_of_every_reference_trace_is_typed_and_keeps_its_bytes(tmp_path: Path) -> None:
+    """analysis.json of the reference traces (PyTorch GPU, GPU-only, rocprofv3): every key is a
+    field of TraceAnalysis (nothing in ``extra``), and reading then writing gives the same bytes."""
+    from traceladder.analysis.analyzers.trace import analyze_trace
+
+    traces = _reference_traces()
+    assert len(traces) >= 5, "reference traces not found (../shared/reference)"
+    for i, trace in enumerate(traces):
+        analyze_trace(trace, tmp_path / str(i))
+        stored = (tmp_path / str(i) / layout.ANALYSIS_OBJECT).read_text()
+        typed = TraceAnalysis.from_json(stored, str(trace))
+        assert typed.extra == {}, (trace.name, sorted(typed.extra))
+        assert typed.to_json() == stored, trace.name
+
+
+def test_an_analysis_without_whats_left_writes_none_of_its_keys() -> None:
+    bare = TraceAnalysis(trace="t.json", notes=[])
+    assert list(bare.to_dict()) == [
+        *("schema", "trace", "device", "rank", "steps", "timeline", "timeline_percent"),
+        *("top_ops", "categories", "regions", "notes"),
+    ]
+    left = TraceAnalysis(trace="t.json", headroom=[])
+    assert {"mean_step_ms", "roofline_device", "roofline_share"} <= set(left.to_dict())
+    assert left.to_dict()["roofline_device"] is None
+
+
+def test_a_manifest_keeps_its_version_and_bytes_and_a_bad_one_names_its_field(tmp_path: Path) -> None:
+    """manifest.json as a sink writes it (schema 1) and as retention rewrites it (schema 2, the
+    removed objects listed): each reads into Manifest and writes back the same bytes."""
+    sink = DirArtifactSink(tmp_path, prefix="traceladder", ladder="l")
+    folder = f"{sink.namespace}run/rung"
+    sink.put_bytes(f"{folder}/traces/t.json.gz", b"trace", "application/gzip")
+    written = (tmp_path / sink.write_manifest(folder)).read_text()
+    manifest = Manifest.from_json(written)
+    assert manifest.version == 1 and manifest.to_json() == written
+    assert manifest.entry(f"{folder}/traces/t.json.gz") == ManifestEntry(
+        key=f"{folder}/traces/t.json.gz", sha256=manifest.objects[0].sha256, size=5
+    )
+    removed = {"key": f"{folder}/log.txt.gz", "bytes": 3, "sha256": None, "removed_at": "t", "policy": "logs"}
+    retained = json.dumps({"schema": 2, "objects": [], "removed": [removed]}, indent=2, sort_keys=True) + "\n"
+    assert Manifest.from_json(retained).to_json() == retained
+    bad = {"schema": 1, "objects": [{"key": "k", "sha256": "s", "size": "5"}]}
+    with pytest.raises(DocumentError, match=r"^manifest.json: objects\[0\]: size: expected int, got str$"):
+        Manifest.from_dict(bad)

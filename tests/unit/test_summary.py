@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from traceladder.core.documents import TraceAnalysis
 from traceladder.stats.model import mad_factor
 from traceladder.summary.build import build_summary
 from traceladder.summary.render.charts import render_charts
@@ -205,6 +206,8 @@ def by_hand(
 def test_ladder_table_block_model_verdicts() -> None:
     plan, results = make_run()
     analysis = {
+        "schema": 1,
+        "trace": "rank0.pt.trace.json.gz",
         "rank": 0,
         "device": "cpu",
         "timeline": {"computation_time": 80.0, "exposed_comm_time": 5.0, "idle_time": 15.0, "total_time": 100.0},
@@ -218,7 +221,8 @@ def test_ladder_table_block_model_verdicts() -> None:
         "categories": [],
         "regions": {"moe_experts": 20.0},
     }
-    summary = build_summary(plan, results, {"t/deepep.torch_rank0.r0/traces/rank0.pt.trace.json.gz": analysis})
+    analyses = {"t/deepep.torch_rank0.r0/traces/rank0.pt.trace.json.gz": TraceAnalysis.from_dict(analysis)}
+    summary = build_summary(plan, results, analyses)
     rows = {r["rung"]: r for r in summary["rungs"]}
     assert "vs_parent" not in rows["baseline"]
     for name in ("fusions", "deepep", "gbs16"):

@@ -5,7 +5,8 @@ copy of a threaded process can deadlock on a lock some other thread held).  It m
 ``subprocess`` starts a new interpreter by fork+exec, with nothing run between the two but
 the exec, which is safe with threads (and, unlike ``multiprocessing``, also inside a
 daemonic Celery or pool worker).  The new interpreter has no threads, so it analyses the
-trace as the CLI does, with the second CPU (:mod:`.beside`): the same files, faster.
+trace as the CLI does, with the second CPU (a forked child, core/child_process.py): the same
+files, faster. The fork, spawn and parent-death helpers are core/child_process.py's.
 
 :class:`SpawnedAnalysis` starts the child at once, so its imports run while the caller
 fetches the trace; :meth:`SpawnedAnalysis.run` then hands it the work and waits.  The child
@@ -20,7 +21,6 @@ interpreter would only add its start-up.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,7 +31,8 @@ from typing import Any, Protocol
 
 from traceladder.core.errors import first_line
 
-from .model.beside import spare_cpu
+from traceladder.core.child_process import cpu_free_now, die_with_parent, kill_child, spare_cpu, spawn_module
+
 from .model.events import TraceError
 
 __all__ = ["AnalysisRunner", "SpawnedAnalysis", "analysis_runner", "cpu_free_now"]
@@ -61,16 +62,7 @@ class SpawnedAnalysis:
     """A fresh interpreter waiting for one trace to analyse (see the module's docstring)."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-        # stderr is inherited: the child's warnings land in the caller's (task's) log
-        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            close_fds=True,
-        )
+        self.proc: subprocess.Popen[bytes] | None = spawn_module(__name__, _PACKAGE_ROOT)
 
     def run(self, trace_path: Path, out_dir: Path, data: bytearray | None = None, **options: Any) -> dict[str, Any]:
         if self.proc is None:
@@ -82,7 +74,7 @@ class SpawnedAnalysis:
         try:
             out, _ = proc.communicate(json.dumps(request).encode())
         finally:
-            _kill(proc)
+            kill_child(proc)
         try:
             msg = json.loads(out) if out else {}
         except ValueError:
@@ -100,36 +92,13 @@ class SpawnedAnalysis:
         """Stop a child whose work is no longer wanted (the caller failed first)."""
         if self.proc is not None:
             proc, self.proc = self.proc, None
-            _kill(proc)
+            kill_child(proc)
 
     def __enter__(self) -> SpawnedAnalysis:
         return self
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    for pipe in (proc.stdin, proc.stdout):
-        if pipe is not None:
-            pipe.close()
-
-
-def cpu_free_now() -> bool:
-    """A second CPU that is free at this moment, not only allowed: on a worker that already runs
-    other tasks (mapped analysis tasks side by side), a second process would only add its
-    start-up and the pipe.  Linux's runnable count (``/proc/loadavg``, this process included)
-    must be below the CPUs this process may use."""
-    if not spare_cpu():
-        return False
-    try:
-        running = int(open("/proc/loadavg").read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return False
-    return running < len(os.sched_getaffinity(0))
 
 
 @contextmanager
@@ -147,8 +116,6 @@ def analysis_runner(spawn: bool | None = None) -> Iterator[AnalysisRunner]:
 
 def _serve(parent: int) -> int:
     """In the child: wait for the request on stdin, analyse, answer on stdout."""
-    from .model.beside import die_with_parent
-
     die_with_parent(parent)
     from .analyzers.trace import analyze_trace  # the imports overlap the caller's download
 

@@ -5,6 +5,10 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
 - ``RungResult``: a rung run's ``metrics.json`` (the runner writes it, the summary reads it);
 - ``PlanDoc``: a run's ``plan.json`` (the DAG's plan task writes it);
 - ``TraceAnalysis``: one trace's ``analysis.json`` (the analysis engine);
+- ``RankCollectives``: a multi-rank rung's ``collectives.json``, one ``CollectiveStats`` per
+  collective name;
+- ``TraceComparison``: ``compare.json``, what moved between two traces;
+- ``Manifest``: a folder's ``manifest.json``, one ``ManifestEntry`` per object;
 - ``SummaryRef``: what publishing a summary returns (XCom), and ``IndexEntry``, the same record
   stored in the ladder's index (``runs/<run_id>.json``);
 - ``Summary``: a run's ``summary.json``;
@@ -118,7 +122,7 @@ class Document:
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if value is None and f.metadata["omit_none"]:
+            if not self._written(f.name, value):
                 continue
             out[f.metadata["key"] or f.name] = _plain(value)
         out.update(self.extra)
@@ -126,6 +130,10 @@ class Document:
 
     def to_json(self, *, indent: int | None = None, sort_keys: bool = False) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=sort_keys)
+
+    def _written(self, name: str, value: object) -> bool:
+        """Whether a field goes into the JSON: a None is left out where its field says so."""
+        return not (value is None and self.__dataclass_fields__[name].metadata["omit_none"])
 
     @classmethod
     def from_json(cls: type[D], text: str | bytes, source: str | None = None) -> D:
@@ -361,23 +369,197 @@ class PlanDoc(Document):
 @dataclass(frozen=True, kw_only=True)
 class TraceAnalysis(Document):
     """One trace's analysis (``analysis.json``). The report sections (timeline, top ops,
-    categories, GEMM rates, perf sheets, what's left) are open-ended tables; the reports that
-    only some traces get (GEMM, collectives, what's left) stay in ``extra`` in the order written."""
+    categories, GEMM rates, perf sheets, what's left) are open-ended tables. The sections only
+    some traces get are None where absent and then not written: GEMM rates and perf sheets (not
+    rocprof/RPD traces) and what's left, whose scalars (``mean_step_ms``, the roofline's) may be
+    null and are written with ``headroom`` (the section is one report: all of it or none)."""
 
     FILE: ClassVar[str] = layout.ANALYSIS_OBJECT
     SCHEMA: ClassVar[int] = 1
+    # written exactly when headroom is (None inside a present section is a JSON null)
+    WITH_HEADROOM: ClassVar[frozenset[str]] = frozenset(
+        {"step_regions_outside_ms_per_step", "mean_step_ms", "roofline_share", "roofline_device"}
+    )
 
     trace: str = _f("str")
     device: str | None = _f("str?", default=None)
     rank: int | None = _f("int?", default=None)
-    steps: JSONValue = _f("any?", default=None)
+    steps: int | None = _f("int?", default=None)
     timeline: JSONObject = _f("object", default={})
     timeline_percent: JSONObject = _f("object", default={})
     top_ops: list[JSONObject] = _f("list", default=[])
     categories: JSONValue = _f("any?", default=None)
     regions: JSONValue = _f("any?", default=None)
+    gemm: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    perf_sheets: JSONObject | None = _f("object?", default=None, omit_none=True)
+    # what's left (analysis/reports/whats_left.py; docs/whats-left.md)
+    step_regions: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    step_regions_outside_ms_per_step: float | None = _f("number?", default=None, omit_none=True)
+    idle_breakdown: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    op_origins: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    headroom: list[JSONObject] | None = _f("list?", default=None, omit_none=True)  # the ranked targets
+    mean_step_ms: float | None = _f("number?", default=None, omit_none=True)
+    roofline_share: float | None = _f("number?", default=None, omit_none=True)
+    roofline_device: str | None = _f("str?", default=None, omit_none=True)
+    notes: list[str] | None = _f("list?", default=None, omit_none=True)
+
+    def _written(self, name: str, value: object) -> bool:
+        if name in self.WITH_HEADROOM:
+            return self.headroom is not None
+        return super()._written(name, value)
 
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- collectives.json (analysis/analyzers/ranks.py): the all-ranks join of one rung's traces
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveStats(Document):
+    """One collective name's figures over the ranks: each ``*_us``/``*_mb``/``*_gbs`` table is
+    ``{"total"?, "mean", "min", "max"}`` (nulls where no value was finite), the waits are per rank
+    (keys are rank numbers as strings), and the straggler is the rank that waited least."""
+
+    FILE: ClassVar[str] = "collective"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    device: str | None = _f("str?")
+    type: str | None = _f("str?")  # TraceLens's collective type (None: not one it names)
+    implicit_sync: bool = _f("bool")
+    process_groups: list[str] = _f("list")
+    dtypes: list[str] = _f("list")
+    count: int = _f("int")
+    latency_us: JSONObject = _f("object")
+    wall_time_us: JSONObject = _f("object")
+    msg_size_mb: JSONObject = _f("object")
+    algo_bw_gbs: JSONObject = _f("object")  # GiB/s, implicit-sync collectives only (else nulls)
+    bus_bw_gbs: JSONObject = _f("object")
+    start_skew_us: JSONObject = _f("object")
+    end_skew_us: JSONObject = _f("object")
+    wait_us: JSONObject = _f("object")
+    mean_wait_us: JSONObject = _f("object")
+    straggler: JSONObject = _f("object")  # rank, total_wait_us, times_arrived_last, others_waited_*
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankCollectives(Document):
+    """A multi-rank rung's ``collectives.json``: the ranks joined, the collectives matched across
+    them, each collective name's figures and the straggler (docstring of ``analyze_ranks``)."""
+
+    FILE: ClassVar[str] = layout.COLLECTIVES_OBJECT
+    SCHEMA: ClassVar[int] = 1
+
+    world_size: int = _f("int")
+    gpus_per_node: int | None = _f("int?", default=None)
+    gpus_per_node_source: str | None = _f("str?", default=None)  # given | deviceProperties
+    device: str = _f("str")  # gpu | cpu | mixed
+    ranks: list[JSONObject] = _f("list", default=[])
+    process_groups: list[str] = _f("list", default=[])
+    matched: JSONObject = _f("object")  # collectives, events, all_matched
+    collectives: dict[str, CollectiveStats] = _f("object", default={})
+    straggler: JSONObject | None = _f("object?", default=None)
+    stragglers_per_step: list[JSONObject] = _f("list", default=[])
+    files: list[str] = _f("list", default=[])
+    notes: list[str] = _f("list", default=[])
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> RankCollectives:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        by_name = {
+            name: CollectiveStats.from_dict(value, f"{where}: collectives[{name}]")
+            for name, value in cast(JSONObject, doc.collectives).items()
+        }
+        return _replace(doc, collectives=by_name)
+
+    def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- compare.json (analysis/analyzers/diff.py): what moved between two traces' analyses
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceComparison(Document):
+    """A comparison of a new trace against a base one (``compare.json``). Every delta is new minus
+    base in µs per profiled step (``unit`` says when a work ratio or the runs' speeds scale a
+    side); ``device``, ``steps`` and ``speed`` are ``{"base", "new"}``; the top movers are rows of
+    the compare sheets (``name``, ``delta_us``, ``status``)."""
+
+    FILE: ClassVar[str] = layout.COMPARE_OBJECT
+    SCHEMA: ClassVar[int] = 1
+
+    base: str = _f("str")
+    new: str = _f("str")
+    device: dict[str, str | None] = _f("object")
+    steps: dict[str, int] = _f("object")
+    work_ratio: float = _f("number")
+    speed: dict[str, float] = _f("object")
+    unit: str = _f("str")
+    total_kernel_time_delta_us: float = _f("number")
+    busy_time_delta_us: float = _f("number")
+    residual_us: float = _f("number")
+    categories: dict[str, float] = _f("object")  # op category -> delta (the gap row left out)
+    timeline: dict[str, float] = _f("object")  # gpu_timeline.csv type -> delta
+    regions: dict[str, float] = _f("object")
+    regions_measure: str = _f("str")  # layout.REGION_OP_TIME or REGION_RANGE_TIME
+    regions_outside_us: float | None = _f("number?", default=None)  # None: an analysis predates it
+    appeared: list[str] = _f("list", default=[])
+    vanished: list[str] = _f("list", default=[])
+    top_ops: list[JSONObject] = _f("list", default=[])
+    top_kernels: list[JSONObject] = _f("list", default=[])
+    notes: list[str] = _f("list", default=[])
+
+    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
+
+
+# ---- manifest.json (storage/artifacts.py): what a folder holds, for verified reads
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestEntry(Document):
+    """One object a manifest lists: its key, size and sha256 as written."""
+
+    FILE: ClassVar[str] = "manifest entry"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    key: str = _f("str")
+    sha256: str = _f("str")
+    size: int = _f("int")
+    # a generated history's shrunk trace: the bytes stored, where `size` is the real trace's
+    stored_size: int | None = _f("int?", default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest(Document):
+    """A folder's ``manifest.json``: every object written under it (``objects``). Schema 1 as a
+    sink writes it; 2 once retention has moved removed objects to ``removed`` (their key, bytes,
+    sha256, removed_at and policy; storage/retention.py). The version is a field: both are
+    written back as read."""
+
+    FILE: ClassVar[str] = layout.MANIFEST_NAME
+    SCHEMA: ClassVar[int] = 2
+    READS: ClassVar[tuple[int, ...]] = (1,)
+    WRITES_SCHEMA: ClassVar[bool] = False
+
+    version: int = _f("int", key="schema")
+    objects: list[ManifestEntry] = _f("list", default=[])
+    removed: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> Manifest:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(doc, objects=_parts(ManifestEntry, doc.objects, f"{where}: objects"))
+
+    def entry(self, key: str) -> ManifestEntry | None:
+        return next((o for o in self.objects if o.key == key), None)
+
+    def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 

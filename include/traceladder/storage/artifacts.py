@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Mapping, TypeVar
 
 # The errors and the key shapes have their own modules; these names stay importable from here.
-from traceladder.core.documents import JSONObject
+from traceladder.core.documents import DocumentError, Manifest, ManifestEntry
 from traceladder.core import env_vars
 from traceladder.core.errors import ArtifactError as ArtifactError
 from traceladder.core.errors import ArtifactIntegrityError as ArtifactIntegrityError
@@ -281,24 +281,20 @@ class ArtifactSink(abc.ABC):
         with self._written_lock:
             return dict(self._written)
 
-    def manifest_for(self, rung_key_prefix: str) -> JSONObject:
+    def manifest_for(self, rung_key_prefix: str) -> Manifest:
         p = _check_prefix_arg(rung_key_prefix) + "/"
         manifest_key = p + MANIFEST_NAME
         with self._written_lock:
             items = sorted((k, v) for k, v in self._written.items() if k.startswith(p) and k != manifest_key)
-        return {
-            "schema": MANIFEST_SCHEMA,
-            "objects": [{"key": k, "sha256": sha, "size": size} for k, (size, sha) in items],
-        }
+        entries = [ManifestEntry(key=k, sha256=sha, size=size) for k, (size, sha) in items]
+        return Manifest(version=MANIFEST_SCHEMA, objects=entries)
 
     def write_manifest(self, rung_key_prefix: str) -> str:
         """Write ``<rung_key_prefix>/manifest.json`` covering every object this sink wrote under
         that prefix; returns the manifest's key."""
         p = _check_prefix_arg(rung_key_prefix)
         manifest_key = self.check_write_key(f"{p}/{MANIFEST_NAME}")
-        manifest = self.manifest_for(p)
-        body = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
-        self._store_bytes(manifest_key, body, "application/json")
+        self._store_bytes(manifest_key, self.manifest_for(p).to_json().encode("utf-8"), "application/json")
         return manifest_key
 
     def _manifest_candidates(self, key: str) -> Iterator[str]:
@@ -323,43 +319,39 @@ class ArtifactSink(abc.ABC):
     def _load_buffer(self, key: str) -> bytearray:
         return bytearray(self._load_bytes(key))
 
-    def _manifest_entry(self, key: str) -> tuple[str, dict[str, Any], str]:
+    def _manifest_entry(self, key: str) -> tuple[str, ManifestEntry, str]:
         """(the checked key, its entry in the nearest manifest, that manifest's key)."""
         k = check_key(key)
         if k.rsplit("/", 1)[-1] == MANIFEST_NAME:
             raise ArtifactIntegrityError(f"{k} is a manifest; it is not listed in one", k)
-        manifest_key = None
-        manifest: Any = None
-        for cand in self._manifest_candidates(k):
+        for manifest_key in self._manifest_candidates(k):
             try:
-                raw = self._load_bytes(cand)
+                raw = self._load_bytes(manifest_key)
             except ArtifactNotFoundError:
                 continue
-            manifest_key = cand
             try:
-                manifest = json.loads(raw)
+                data = json.loads(raw)
             except ValueError:
                 raise ArtifactIntegrityError(
-                    f"manifest {self.describe(cand)} is not valid JSON (checking {k})", k
+                    f"manifest {self.describe(manifest_key)} is not valid JSON (checking {k})", k
                 ) from None
-            break
-        if manifest_key is None:
-            raise ArtifactIntegrityError(f"no {MANIFEST_NAME} in the rung folder of {k}", k)
-        entry = None
-        if isinstance(manifest, dict) and isinstance(manifest.get("objects"), list):
-            entry = next((o for o in manifest["objects"] if isinstance(o, dict) and o.get("key") == k), None)
-        if entry is None:
-            raise ArtifactIntegrityError(f"{k} is not listed in manifest {manifest_key}", k)
-        return k, entry, manifest_key
+            try:
+                entry = Manifest.from_dict(data, f"manifest {self.describe(manifest_key)}").entry(k)
+            except DocumentError as exc:
+                raise ArtifactIntegrityError(f"{exc} (checking {k})", k) from None
+            if entry is None:
+                raise ArtifactIntegrityError(f"{k} is not listed in manifest {manifest_key}", k)
+            return k, entry, manifest_key
+        raise ArtifactIntegrityError(f"no {MANIFEST_NAME} in the rung folder of {k}", k)
 
     @staticmethod
-    def _verified(k: str, data: _Bytes, entry: dict[str, Any], manifest_key: str) -> _Bytes:
-        if len(data) != entry.get("size"):
-            raise ArtifactIntegrityError(f"{k}: size {len(data)} != {entry.get('size')} in manifest {manifest_key}", k)
+    def _verified(k: str, data: _Bytes, entry: ManifestEntry, manifest_key: str) -> _Bytes:
+        if len(data) != entry.size:
+            raise ArtifactIntegrityError(f"{k}: size {len(data)} != {entry.size} in manifest {manifest_key}", k)
         digest = hashlib.sha256(data).hexdigest()
-        if digest != entry.get("sha256"):
+        if digest != entry.sha256:
             raise ArtifactIntegrityError(
-                f"{k}: sha256 {digest[:16]}... != {str(entry.get('sha256'))[:16]}... in manifest {manifest_key}",
+                f"{k}: sha256 {digest[:16]}... != {entry.sha256[:16]}... in manifest {manifest_key}",
                 k,
             )
         return data

@@ -350,10 +350,10 @@ def entry(
     """`noise` (ProfileNoise.to_json) marks a change inside what two profiled runs differ by;
     `uncorrected` (why the speeds are unknown) marks the entry indicative."""
     doc = c.doc
-    cats = sorted(doc["categories"].items(), key=lambda kv: -abs(kv[1]))
-    gpu = "gpu" in (doc["device"]["base"], doc["device"]["new"])
+    cats = sorted(doc.categories.items(), key=lambda kv: -abs(kv[1]))
+    gpu = "gpu" in (doc.device["base"], doc.device["new"])
     kernels = c.kernels if gpu else None  # GPU traces: kernels; the CPU proxy: ops
-    movers = doc["top_kernels"] if kernels is not None else doc["top_ops"]
+    movers = doc.top_kernels if kernels is not None else doc.top_ops
     ops_side = kernels if kernels is not None else c.ops
     key = "Kernel name" if "Kernel name" in ops_side.columns else "name"
     appeared = [
@@ -365,8 +365,8 @@ def entry(
         for x in ops_side.loc[ops_side["status"] == "vanished"].sort_values("base::per_step_us", ascending=False)[key]
     ]
     largest = max((abs(v) for _, v in cats), default=0.0)
-    delta = float(doc["total_kernel_time_delta_us"])
-    by_region = [] if gpu else sorted(doc["regions"].items(), key=lambda kv: -abs(kv[1]))
+    delta = float(doc.total_kernel_time_delta_us)
+    by_region = [] if gpu else sorted(doc.regions.items(), key=lambda kv: -abs(kv[1]))
     regions: list[JSONValue] = [{"name": k, "delta_us": v} for k, v in by_region[:TOP]]
     e: JSONObject = {
         "rung": row["rung"],
@@ -377,28 +377,28 @@ def entry(
         "base_trace": base_key,
         "new_trace": new_key,
         "device": "gpu" if gpu else "cpu",
-        "steps": doc["steps"],
-        "work_ratio": doc["work_ratio"],
-        "speed": doc["speed"],
-        "kernel_time_delta_us": doc["total_kernel_time_delta_us"],
-        "busy_time_delta_us": doc["busy_time_delta_us"],
-        "residual_us": doc["residual_us"],
-        "category_deltas_us": dict(doc["categories"]),
+        "steps": dict(doc.steps),
+        "work_ratio": doc.work_ratio,
+        "speed": dict(doc.speed),
+        "kernel_time_delta_us": doc.total_kernel_time_delta_us,
+        "busy_time_delta_us": doc.busy_time_delta_us,
+        "residual_us": doc.residual_us,
+        "category_deltas_us": dict(doc.categories),
         "categories": [{"name": k, "delta_us": v} for k, v in cats[:TOP]],
         "moved": [{k: m[k] for k in ("name", "delta_us", "status")} for m in movers[:TOP]],
         "regions": regions,
-        "regions_measure": doc["regions_measure"],
-        "regions_outside_us": None if gpu else doc.get("regions_outside_us"),
+        "regions_measure": doc.regions_measure,
+        "regions_outside_us": None if gpu else doc.regions_outside_us,
         "appeared": [*appeared[:TOP]],
         "n_appeared": len(appeared),
         "vanished": [*vanished[:TOP]],
         "n_vanished": len(vanished),
-        "timeline_us": {k: doc["timeline"].get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
+        "timeline_us": {k: doc.timeline.get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
         "noise": noise,
         "indicative": _indicative(row, largest, delta, as_float(noise["half_width_us"]) if noise else None, uncorrected)
         if work_known
         else NO_WORK_RATIO,
-        "notes": doc["notes"],
+        "notes": [*doc.notes],
     }
     e["sentence"] = sentence(e)
     return e
@@ -435,7 +435,7 @@ def attribute(
         r = reports(key)
         if r is None:
             return None
-        return run_speed(rows.get(rung), run) if r.analysis.get("device") == "cpu" else 1.0
+        return run_speed(rows.get(rung), run) if r.analysis.device == "cpu" else 1.0
 
     def at_speed(rung: str, key: str, run: JSONObject) -> float | None:
         """A profiled run's op µs per step, taken as the attribution takes it."""
@@ -480,7 +480,7 @@ def attribute(
         except CompareError:
             continue
         if uncorrected:
-            c.doc["notes"].append(f"not speed-corrected: {uncorrected}")
+            c.doc.notes.append(f"not speed-corrected: {uncorrected}")
         noise = None
         if pooled is not None and not uncorrected:  # at the two sides' levels, the new one per the parent's work
             level_base = base.op_us() / base.steps * speed[0]

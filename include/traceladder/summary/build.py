@@ -14,6 +14,8 @@ from traceladder.core.documents import (
     as_object,
     as_objects,
     spec_purpose,
+    RankCollectives,
+    TraceAnalysis,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
@@ -43,8 +45,8 @@ def _ok(runs: list[JSONObject], field: str) -> list[float]:
 def build_summary(
     plan: Mapping[str, JSONValue],
     results: Mapping[str, JSONObject],
-    analyses: Mapping[str, JSONObject],
-    collectives: Mapping[str, JSONObject] | None = None,
+    analyses: Mapping[str, TraceAnalysis],
+    collectives: Mapping[str, RankCollectives] | None = None,
 ) -> JSONObject:
     """`analyses` maps a trace key to its analysis.json; `collectives` a rung id to the
     multi-rank collectives.json of its all-ranks traces."""
@@ -206,7 +208,7 @@ def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
     }
 
 
-def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject]) -> JSONObject | None:
+def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis]) -> JSONObject | None:
     """The rank-0 analysis of the first profiled run (the write-up's "rank-0 window")."""
     for lens in ("torch_rank0", "torch_all_ranks"):
         for result in sorted(results.values(), key=lambda r: as_int(r["repeat"])):
@@ -214,28 +216,23 @@ def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObjec
                 continue
             for key in as_list(result.get("traces") or []):
                 analysis = analyses.get(str(key))
-                if analysis and analysis.get("rank") in (0, None):
+                if analysis and analysis.rank in (0, None):
                     return {
                         "lens": lens,
                         "rung_id": result["rung_id"],
                         "trace": key,
-                        **{
-                            k: analysis.get(k)
-                            for k in (
-                                "device",
-                                "timeline",
-                                "timeline_percent",
-                                "top_ops",
-                                "categories",
-                                "regions",
-                                "notes",
-                            )
-                        },
+                        "device": analysis.device,
+                        "timeline": analysis.timeline,
+                        "timeline_percent": analysis.timeline_percent,
+                        "top_ops": [*analysis.top_ops],
+                        "categories": analysis.categories,
+                        "regions": analysis.regions,
+                        "notes": None if analysis.notes is None else [*analysis.notes],
                     }
     return None
 
 
-def _collectives(by_rung: Mapping[str, JSONObject]) -> JSONObject | None:
+def _collectives(by_rung: Mapping[str, RankCollectives]) -> JSONObject | None:
     """The first all-ranks run's collectives: latency, bandwidth, skew and the straggler."""
     if not by_rung:
         return None
@@ -243,31 +240,28 @@ def _collectives(by_rung: Mapping[str, JSONObject]) -> JSONObject | None:
     doc = by_rung[rung_id]
     rows: list[JSONObject] = []
     waited: list[float] = []
-    for name, value in sorted(as_object(doc.get("collectives", {})).items()):
-        c = as_object(value)
-        straggler = as_object(c.get("straggler") or {})
-        skew = as_object(c["start_skew_us"])
-        waited.append((as_number(straggler.get("others_waited_total_us")) or 0.0) / 1000.0)
+    for name, c in sorted(doc.collectives.items()):
+        waited.append((as_number(c.straggler.get("others_waited_total_us")) or 0.0) / 1000.0)
         rows.append(
             {
                 "name": name,
-                "count": c["count"],
-                "device": c.get("device"),
-                "latency_mean_us": as_object(c["latency_us"])["mean"],
-                "bus_bw_gbs_mean": as_object(c.get("bus_bw_gbs") or {}).get("mean"),
-                "algo_bw_gbs_mean": as_object(c.get("algo_bw_gbs") or {}).get("mean"),
-                "start_skew_mean_us": skew["mean"],
-                "start_skew_max_us": skew["max"],
-                "straggler_rank": straggler.get("rank"),
+                "count": c.count,
+                "device": c.device,
+                "latency_mean_us": c.latency_us["mean"],
+                "bus_bw_gbs_mean": c.bus_bw_gbs.get("mean"),
+                "algo_bw_gbs_mean": c.algo_bw_gbs.get("mean"),
+                "start_skew_mean_us": c.start_skew_us["mean"],
+                "start_skew_max_us": c.start_skew_us["max"],
+                "straggler_rank": c.straggler.get("rank"),
                 "others_waited_ms": waited[-1],
             }
         )
     worst = rows[waited.index(max(waited))] if rows else None  # the first of equals, as max() picks
     return {
         "rung_id": rung_id,
-        "device": doc.get("device"),
-        "world_size": doc.get("world_size"),
-        "matched": doc.get("matched"),
+        "device": doc.device,
+        "world_size": doc.world_size,
+        "matched": doc.matched,
         "by_collective": [*rows],
         "worst_straggler": worst,
     }

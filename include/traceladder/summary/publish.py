@@ -4,7 +4,6 @@ runs, stats/history.py); then record the run in the ladder's index and point
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import datetime, timezone
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from traceladder.core.documents import (
     PlanDoc,
     Summary,
     SummaryRef,
+    RankCollectives,
     TraceAnalysis,
     as_list,
     as_object,
@@ -29,12 +29,12 @@ from traceladder.summary.render.perf_csv import perf_csv
 from traceladder.summary.render.markdown import to_markdown
 
 
-def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, JSONObject]:
+def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, TraceAnalysis]:
     from traceladder.analysis.stored import analysis_key
 
-    def read(trace_key: str) -> JSONObject | None:
+    def read(trace_key: str) -> TraceAnalysis | None:
         key = analysis_key(trace_key)
-        return TraceAnalysis.from_json(store.get_bytes(key), key).to_dict() if store.exists(key) else None
+        return TraceAnalysis.from_json(store.get_bytes(key), key) if store.exists(key) else None
 
     keys = [str(k) for result in results.values() for k in as_list(result.get("traces") or [])]
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
@@ -58,14 +58,14 @@ def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry
     return earlier + [current.to_dict()]
 
 
-def read_collectives(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, JSONObject]:
+def read_collectives(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, RankCollectives]:
     from traceladder.analysis.stored import collectives_key
 
-    found: dict[str, JSONObject] = {}
+    found: dict[str, RankCollectives] = {}
     for result in results.values():
         key = collectives_key(str(result["prefix"])) if result.get("prefix") else None
         if key and len(as_list(result.get("traces") or [])) > 1 and store.exists(key):
-            found[str(result["rung_id"])] = as_object(json.loads(store.get_bytes(key)))
+            found[str(result["rung_id"])] = RankCollectives.from_json(store.get_bytes(key), key)
     return found
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.analysis.reports.whats_left_targets import is_accumulate_origin
-from traceladder.core.documents import JSONObject, JSONValue, as_int, as_list, as_objects, spec_purpose
+from traceladder.core.documents import JSONObject, JSONValue, TraceAnalysis, as_int, as_list, as_objects, spec_purpose
 from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs
 
 __all__ = ["TOP_TARGETS", "final_rung", "whats_left_section", "markdown", "TARGET_KEYS"]
@@ -41,8 +41,8 @@ def final_rung(specs: list[JSONObject]) -> str | None:
 
 
 def _rung_analysis(
-    rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, JSONObject], purposes: dict[str, str]
-) -> tuple[JSONObject, str, str] | None:
+    rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis], purposes: dict[str, str]
+) -> tuple[TraceAnalysis, str, str] | None:
     """The rank-0 analysis of the rung's first profiled run with the What's-left rows (stored as
     ``headroom``): (analysis, lens, trace key). Lens runs (the full window) before every_rung's
     attribution runs (which may profile fewer steps)."""
@@ -56,7 +56,7 @@ def _rung_analysis(
                 continue
             for key in as_list(result.get("traces") or []):
                 a = analyses.get(str(key))
-                if a and a.get("rank") in (0, None) and "headroom" in a:
+                if a and a.rank in (0, None) and a.headroom is not None:
                     return a, lens, str(key)
     return None
 
@@ -64,7 +64,7 @@ def _rung_analysis(
 def whats_left_section(
     plan: Mapping[str, JSONValue],
     results: Mapping[str, JSONObject],
-    analyses: Mapping[str, JSONObject],
+    analyses: Mapping[str, TraceAnalysis],
     lens_rung: str | None,
 ) -> list[JSONValue]:
     """``[{"rung", "role", "lens", "trace", "device", "steps", "mean_step_ms", "targets", "note"}]``."""
@@ -90,12 +90,12 @@ def whats_left_section(
             )
             continue
         a, lens, key = found
-        rows = as_objects(a.get("headroom") or [])
+        rows = a.headroom or []
         note = (
             "CPU trace: no device peak, so no recoverable time (ops by self time on the compute thread)."
-            if a.get("device") == "cpu"
+            if a.device == "cpu"
             else ""
-            if a.get("roofline_device")
+            if a.roofline_device
             else "Unknown device: no peak, so no recoverable time."
         )
         out.append(
@@ -104,11 +104,11 @@ def whats_left_section(
                 "role": role,
                 "lens": lens,
                 "trace": key,
-                "device": a.get("device"),
-                "steps": a.get("steps"),
-                "mean_step_ms": a.get("mean_step_ms"),
-                "roofline_device": a.get("roofline_device"),
-                "roofline_share": a.get("roofline_share"),
+                "device": a.device,
+                "steps": a.steps,
+                "mean_step_ms": a.mean_step_ms,
+                "roofline_device": a.roofline_device,
+                "roofline_share": a.roofline_share,
                 "targets": [{k: t.get(k) for k in TARGET_KEYS} for t in rows[:TOP_TARGETS]],
                 # the best row of each kind the top 5 lacks, so every kind of finding shows
                 "other_kinds": _other_kinds(rows),

@@ -82,8 +82,8 @@ def explain(
         good=names[0],
         bad=names[1],
         sentence=str(e["sentence"]),
-        top_ops=[dict(m) for m in doc["top_ops"][:TOP]],
-        top_kernels=[dict(m) for m in doc["top_kernels"][:TOP]],
+        top_ops=[dict(m) for m in doc.top_ops[:TOP]],
+        top_kernels=[dict(m) for m in doc.top_kernels[:TOP]],
         regions=[as_object(r) for r in e["regions"]] if isinstance(e["regions"], list) else [],
     )
 

@@ -27,15 +27,14 @@ trace's op self time); ``residual_us`` = busy-time delta − that, the part no c
 from __future__ import annotations
 
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, overload
+from typing import Any, Callable, cast, overload
 
 import pandas as pd
 
-from traceladder.core.documents import DocumentError, TraceAnalysis
+from traceladder.core.documents import DocumentError, JSONObject, TraceAnalysis, TraceComparison
 from traceladder.core.errors import TraceladderError
 from traceladder.core.layout import REGION_OP_TIME, REGION_RANGE_TIME
 
@@ -99,7 +98,7 @@ class Reports:
     `total_direct_kernel_time_ms` (the rocprof reports' µs-labelled-ms quirk is undone here)."""
 
     label: str
-    analysis: dict[str, Any]
+    analysis: TraceAnalysis
     ops: pd.DataFrame
     categories: pd.DataFrame
     timeline: pd.DataFrame
@@ -147,14 +146,14 @@ def load_reports(read: Callable[[str], bytes | None], label: str) -> Reports:
     if raw is None:
         raise CompareError(f"{label}: no analysis.json (not an analysis output folder)")
     try:
-        analysis = TraceAnalysis.from_json(raw, f"{label}: {ANALYSIS_OBJECT}").to_dict()
+        analysis = TraceAnalysis.from_json(raw, f"{label}: {ANALYSIS_OBJECT}")
     except DocumentError as exc:  # not JSON, or not an analysis of this version
         raise CompareError(str(exc)) from None
     timeline = _csv(read, "gpu_timeline.csv", label)
     _need(timeline, ["type", "time ms"], "gpu_timeline.csv", label)
     notes: list[str] = []
-    steps = analysis.get("steps")
-    if not isinstance(steps, int) or steps < 1:
+    steps = analysis.steps
+    if steps is None or steps < 1:
         steps = 1
         notes.append(f"{label}: no ProfilerStep#N markers; its totals count as 1 step")
     ops = _csv(read, "ops_summary.csv", label, required=False)
@@ -273,7 +272,7 @@ class Comparison:
     categories: pd.DataFrame
     kernels: pd.DataFrame | None
     timeline: pd.DataFrame
-    doc: dict[str, Any]
+    doc: TraceComparison
 
 
 def _movers(df: pd.DataFrame, key: str, top: int = TOP) -> list[dict[str, Any]]:
@@ -306,16 +305,17 @@ def _region_totals(
     region (None where unknown): the direct op time of `step_regions` (backward included, the op
     time the comparison is about) where both analyses have it, else the raw `regions` (each
     region's ranges' wall time, waits included: older analyses). The two are never mixed."""
-    rows_b, rows_n = base.analysis.get("step_regions"), new.analysis.get("step_regions")
+    rows_b, rows_n = base.analysis.step_regions, new.analysis.step_regions
 
-    def op_time(r: Reports, rows: list[dict[str, Any]]) -> dict[str, float]:
-        return {str(x["region"]): float(x["ms_per_step"]) * r.steps for x in rows}
+    def op_time(r: Reports, rows: list[JSONObject]) -> dict[str, float]:
+        return {str(x["region"]): float(cast(float, x["ms_per_step"])) * r.steps for x in rows}
 
     def range_time(r: Reports) -> dict[str, float]:
-        return {str(k): float(v) for k, v in (r.analysis.get("regions") or {}).items()}
+        regions = r.analysis.regions if isinstance(r.analysis.regions, dict) else {}
+        return {str(k): float(cast(float, v)) for k, v in regions.items()}
 
     if rows_b and rows_n:
-        out_b, out_n = (r.analysis.get("step_regions_outside_ms_per_step") for r in (base, new))
+        out_b, out_n = (r.analysis.step_regions_outside_ms_per_step for r in (base, new))
         known = None if out_b is None or out_n is None else (float(out_b) * base.steps, float(out_n) * new.steps)
         return op_time(base, rows_b), op_time(new, rows_n), REGION_OP_TIME, known
     return range_time(base), range_time(new), REGION_RANGE_TIME, None
@@ -395,11 +395,11 @@ def compare_reports(
         k: (regions_n.get(k, 0.0) / ns - regions_b.get(k, 0.0) / bs) * 1e3
         for k in list(regions_b) + [k for k in regions_n if k not in regions_b]
     }
-    doc: dict[str, Any] = {
-        "schema": 1,
+    doc = {
+        "schema": TraceComparison.SCHEMA,
         "base": base.label,
         "new": new.label,
-        "device": {"base": base.analysis.get("device"), "new": new.analysis.get("device")},
+        "device": {"base": base.analysis.device, "new": new.analysis.device},
         "steps": {"base": bs, "new": new.steps},
         "work_ratio": work_ratio,
         "speed": {"base": speed[0], "new": speed[1]},
@@ -424,7 +424,7 @@ def compare_reports(
         else [],
         "notes": base.notes + new.notes,
     }
-    return Comparison(ops, cats, kernels, tl, doc)
+    return Comparison(ops, cats, kernels, tl, TraceComparison.from_dict(doc, f"{COMPARE_OBJECT} of {new.label}"))
 
 
 def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
@@ -441,7 +441,7 @@ def write_comparison(c: Comparison, out_dir: Path) -> list[Path]:
         if df is not None:
             df.to_csv(out_dir / name, index=False)
             written.append(out_dir / name)
-    (out_dir / COMPARE_OBJECT).write_text(json.dumps(c.doc, indent=1) + "\n")
+    (out_dir / COMPARE_OBJECT).write_text(c.doc.to_json())
     return written + [out_dir / COMPARE_OBJECT]
 
 
@@ -463,4 +463,4 @@ def compare_paths(base: Path, new: Path, out_dir: Path) -> dict[str, Any]:
     n = _reports_for(Path(new), out_dir, "new")
     c = compare_reports(b, n)
     write_comparison(c, out_dir)
-    return c.doc
+    return c.doc.to_dict()

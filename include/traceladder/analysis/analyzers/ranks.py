@@ -35,7 +35,6 @@ first rank that differs and its first mismatch.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -44,6 +43,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from traceladder.core.documents import RankCollectives
 
 from ..storage_adapter import COLLECTIVES_OBJECT
 
@@ -371,7 +372,7 @@ def analyze_ranks(paths: list[Path], out_dir: Path, gpus_per_node: int | None = 
         "files": sorted([f"{k}.csv" for k in reports] + [sps.CSV_NAME]),  # in REPORT_FILES
         "notes": notes,
     }
-    (out_dir / COLLECTIVES_OBJECT).write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / COLLECTIVES_OBJECT).write_text(RankCollectives.from_dict(result, str(out_dir)).to_json())
     return result
 
 

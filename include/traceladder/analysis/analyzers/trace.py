@@ -24,11 +24,9 @@ good inputs in the same call still get their reports.
 
 from __future__ import annotations
 
-import functools
 import gc
 import math
 import mmap
-import os
 import re
 import time
 from pathlib import Path
@@ -41,16 +39,14 @@ import numpy as np
 from traceladder.core.documents import TraceAnalysis
 
 from ..storage_adapter import ANALYSIS_OBJECT
-from ..model.autograd_links import bwd_links
-from ..model.beside import beside, spare_cpu
+from traceladder.core.child_process import spare_cpu
+
 from ..model.events import GPU_CATS, EventTable, TraceError
 from ..readers.heavy import HEAVY_FORMATS, read_heavy, sniff
 from ..readers.pytorch_json import load_bytes, read_pytorch_json, trace_buffer
 from ..reports import gpu_timeline as gt
 from ..reports import ops_summary as ops
-from ..reports import perf_sheets
 from ..reports import registry
-from ..reports import unified_perf
 from ..reports import short_kernels as sk
 from ..reports.roofline import DEFAULT_SHARE
 
@@ -169,7 +165,8 @@ def analyze_trace(
 
     ``split=True``: a forked child decodes part of a big trace's events, and another
     writes ``unified_perf_summary.csv`` while this process writes the rest
-    (:mod:`..model.beside`); the files are the same either way.  Only for a caller with no threads of its own.
+    (``beside``, :mod:`traceladder.core.child_process`); the files are the same either way.
+    Only for a caller with no threads of its own.
 
     analysis.json (schema 1)::
 
@@ -216,23 +213,12 @@ def analyze_trace(
             gc.enable()
 
 
-def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> dict[str, Any]:
-    """``unified_perf_summary.csv``: the report that :func:`beside` can move to a second
-    process (it needs only the table, the launchers and the shared caches).  It is written
-    under a temporary name, which the caller renames once every report is written, so a
-    run that fails leaves no part of it."""
-    part = out_dir / f".{unified_perf.CSV_NAME}.{os.getpid()}.part"
-    return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
-
-
 def _analyze(
     trace_path: Path, out_dir: Path, split: bool, share: float, gpu_model: str | None, data: bytearray | None
 ) -> dict:
     t = read_trace(trace_path, split, data)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
-        from ..reports import rocprof_reports as heavy_reports
-
-        part = heavy_reports.write_reports(t, out_dir, top_n=TOP_OPS)
+        part = registry.write_rocprof_reports(t, out_dir, TOP_OPS)
         result = {
             "schema": SCHEMA,
             "trace": trace_path.name,
@@ -270,27 +256,11 @@ def _analyze(
     if launchers is None:
         launchers = ops.Launchers(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, np.int64), [], [])
     out_dir.mkdir(parents=True, exist_ok=True)
-    with_unified = has_gpu and not gpu_only
-    split = split and with_unified
-    if split:  # the caches both processes read, built once before the fork
-        perf_sheets.model_rows(t)
-        bwd_links(t)
     kind: registry.TraceKind = "cpu" if not has_gpu else ("gpu_only" if gpu_only else "gpu")
     run = registry.ReportRun(
         t, tl, launchers, out_dir, kind, TOP_OPS, _rank(t), _steps(t), sel, share, gpu_model, notes=notes
     )
-    work = functools.partial(_unified_report, t, launchers, out_dir)
-    try:
-        with beside(work, trace_path, enabled=split) as unified_side:
-            registry.write_reports(run)
-            if with_unified:
-                written = unified_side.result()["part"]
-                if written:
-                    os.replace(written, out_dir / unified_perf.CSV_NAME)
-    except BaseException:
-        for unfinished in out_dir.glob(f".{unified_perf.CSV_NAME}.*.part"):  # a stopped child's, or unrenamed
-            unfinished.unlink(missing_ok=True)
-        raise
+    registry.write_reports(run, trace_path, split=split)
     assert run.ops_table is not None and run.category_table is not None
     ops_df, cat_df, left = run.ops_table, run.category_table, run.left
 
@@ -388,7 +358,7 @@ def analyze_each(
 
     ``jobs`` > 1: that many worker processes, a trace each at a time.  One at a time (the
     default), each trace's reports are split over two processes when a second CPU is free
-    (:mod:`..model.beside`).  For the CLI only: it forks, so the caller must have no threads.
+    (:mod:`traceladder.core.child_process`).  For the CLI only: it forks, so the caller must have no threads.
     """
     paths = [Path(p) for p in paths]
     dirs = _unique_dirs(paths, Path(out_root))

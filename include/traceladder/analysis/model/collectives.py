@@ -12,7 +12,15 @@ import numpy as np
 from .events import MISSING, EventTable
 from .values import tupled
 
-__all__ = ["METADATA_FIELDS", "EVENT_COLUMNS", "DTYPE_BYTES", "collective_records", "collective_events"]
+__all__ = [
+    "METADATA_FIELDS",
+    "IDENTITY_FIELDS",
+    "EVENT_COLUMNS",
+    "DTYPE_BYTES",
+    "add_message_sizes",
+    "collective_records",
+    "collective_events",
+]
 
 #: kernel-name patterns of collective kernels (TraceLens: NCCL/RCCL plus its default
 #: custom pattern), case-insensitive search
@@ -20,8 +28,9 @@ _COLLECTIVE_RE = re.compile(r"nccl|rccl|cross_device_reduce", re.IGNORECASE)
 #: collective name inferred from the kernel name when the args carry none
 _INFER = [(re.compile(r"cross_device_reduce", re.IGNORECASE), "allreduce")]
 
-#: the kernel ``args`` fields each collective carries (None when absent)
-METADATA_FIELDS = [
+#: what names a collective and its message: the first kernel ``args`` fields, and the first
+#: columns of TraceLens's implicit-sync tables (reports/nccl_reports.py)
+IDENTITY_FIELDS = [
     "Process Group Name",
     "Process Group Ranks",
     "Collective name",
@@ -29,10 +38,9 @@ METADATA_FIELDS = [
     "dtype",
     "In msg nelems",
     "Out msg nelems",
-    "In split size",
-    "Out split size",
-    "stream",
 ]
+#: the kernel ``args`` fields each collective carries (None when absent)
+METADATA_FIELDS = [*IDENTITY_FIELDS, "In split size", "Out split size", "stream"]
 #: bytes per element, TraceLens's ``dtype2bytes`` (a dtype not here gives no sizes)
 DTYPE_BYTES = {
     "Float": 4,
@@ -45,6 +53,20 @@ DTYPE_BYTES = {
     "Half": 2,
     "Short": 2,
 }
+
+
+def add_message_sizes(rec: dict[str, Any]) -> None:
+    """A collective record's ``In``/``Out msg size (MB)``: its element counts times its dtype's
+    bytes (None where the dtype or the count is unknown)."""
+    nb = DTYPE_BYTES.get(rec["dtype"]) if isinstance(rec["dtype"], str) else None
+    if nb is not None and rec["In msg nelems"] is not None:
+        rec["In msg size (MB)"] = rec["In msg nelems"] * nb / 1024**2
+        rec["Out msg size (MB)"] = rec["Out msg nelems"] * nb / 1024**2
+    else:
+        rec["In msg size (MB)"] = None
+        rec["Out msg size (MB)"] = None
+
+
 EVENT_COLUMNS = ["rank", "ts", "dur", *METADATA_FIELDS, "In msg size (MB)", "Out msg size (MB)", "name", "event"]
 
 
@@ -99,13 +121,7 @@ def collective_records(t: EventTable, rank: int = 0) -> list[dict[str, Any]]:
                 if rx.search(nm):
                     rec["Collective name"] = coll
                     break
-        nb = DTYPE_BYTES.get(rec["dtype"]) if isinstance(rec["dtype"], str) else None
-        if nb is not None and rec["In msg nelems"] is not None:
-            rec["In msg size (MB)"] = rec["In msg nelems"] * nb / 1024**2
-            rec["Out msg size (MB)"] = rec["Out msg nelems"] * nb / 1024**2
-        else:
-            rec["In msg size (MB)"] = None
-            rec["Out msg size (MB)"] = None
+        add_message_sizes(rec)
         rec["name"] = nm
         rec["event"] = i
         recs.append(rec)

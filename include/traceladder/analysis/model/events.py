@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 
 from .vec import LastWins, dense_codes
 from .host_tree import host_parents
+from traceladder.core.child_process import Forked, forked
 from traceladder.core.errors import TraceladderError
 
 __all__ = [
@@ -55,6 +57,18 @@ class TraceError(TraceladderError):
         self.path = Path(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+def beside(work: Callable[[], Any], trace: Path, enabled: bool) -> AbstractContextManager[Forked]:
+    """Part of one trace's analysis in a forked child (core/child_process.py ``forked``): a bad
+    trace found in the child is the same TraceError in the caller."""
+    return forked(
+        work,
+        enabled,
+        passes=(TraceError,),
+        rebuild=lambda reason: TraceError(trace, reason),
+        name="second analysis process",
+    )
 
 
 class _Links(msgspec.Struct, gc=False):

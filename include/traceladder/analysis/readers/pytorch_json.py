@@ -24,7 +24,7 @@ from typing import Any, TypeVar, Union
 import msgspec
 import numpy as np
 
-from ..model.beside import beside
+from ..model.events import beside
 from ..model.events import MISSING, EventTable, TraceError, Interner, as_int
 
 __all__ = ["read_pytorch_json", "load_bytes", "looks_like_pytorch_json", "trace_buffer"]

@@ -4,6 +4,8 @@ names and the construction of their :class:`~traceladder.analysis.model.events.E
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +172,19 @@ def build_table(
         raw_args=[None] * n,
         metadata=meta,
     )
+
+
+def read_sqlite(
+    path: Path, data: bytes, read: Callable[[Path, sqlite3.Connection], EventTable], what: str
+) -> EventTable:
+    """A SQLite trace (rocpd, RPD) from its bytes in memory: ``read`` over the database. One that
+    SQLite cannot read, at open or while read, is a TraceError naming the file: ``unreadable
+    <what> (<SQLite's reason>)``."""
+    con = sqlite3.connect(":memory:")
+    try:
+        con.deserialize(data)
+        return read(path, con)
+    except sqlite3.DatabaseError as exc:
+        raise TraceError(path, f"unreadable {what} ({exc})") from None
+    finally:
+        con.close()

@@ -26,7 +26,7 @@ import sqlite3
 from pathlib import Path
 
 from ..model.events import EventTable, TraceError
-from .rocm_common import build_table, row_part, tracelens_kernel_names
+from .rocm_common import build_table, read_sqlite, row_part, tracelens_kernel_names
 
 __all__ = ["is_rocpd", "sqlite_names", "read_rocpd"]
 
@@ -68,15 +68,7 @@ def _columns(con: sqlite3.Connection, source: str) -> set[str]:
 
 
 def read_rocpd(path: Path, data: bytes) -> EventTable:
-    path = Path(path)
-    con = sqlite3.connect(":memory:")
-    try:
-        con.deserialize(data)
-        return _read(path, con)
-    except sqlite3.DatabaseError as exc:
-        raise TraceError(path, f"unreadable rocpd database ({exc})") from None
-    finally:
-        con.close()
+    return read_sqlite(Path(path), data, _read, "rocpd database")
 
 
 def _read(path: Path, con: sqlite3.Connection) -> EventTable:

@@ -28,7 +28,7 @@ import mmap
 import msgspec
 import numpy as np
 
-from ..model.beside import beside
+from ..model.events import beside
 from ..model.events import EventTable, TraceError
 from .rocm_common import build_table
 

@@ -30,23 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from ..model.events import EventTable, TraceError
-from .rocm_common import build_table, row_part, tracelens_kernel_names
+from .rocm_common import build_table, read_sqlite, row_part, tracelens_kernel_names
 
 __all__ = ["read_rpd", "is_lite"]
 
 _RPD_MARK_TABLES = ("rocpd_kernelop", "rocpd_copyop", "rocpd_barrierop")
 _MODE_TAGS = ("mode", "rtl_mode", "trace_mode")
-
-
-def _open(path: Path, data: bytes) -> sqlite3.Connection:
-    con = sqlite3.connect(":memory:")
-    try:
-        con.deserialize(data)
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        con.close()
-        raise TraceError(path, f"unreadable SQLite database ({exc})") from None
-    return con
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -65,14 +54,7 @@ def is_lite(path: Path, tables: set[str], meta: dict[str, str]) -> bool:
 
 
 def read_rpd(path: Path, data: bytes) -> EventTable:
-    path = Path(path)
-    con = _open(path, data)
-    try:
-        return _read(path, con)
-    except sqlite3.DatabaseError as exc:
-        raise TraceError(path, f"unreadable SQLite database ({exc})") from None
-    finally:
-        con.close()
+    return read_sqlite(Path(path), data, _read, "SQLite database")
 
 
 def _read(path: Path, con: sqlite3.Connection) -> EventTable:

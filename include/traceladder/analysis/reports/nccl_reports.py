@@ -34,7 +34,7 @@ import pandas as pd
 
 # The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
 from traceladder.analysis.model.values import tupled
-from traceladder.analysis.model.collectives import DTYPE_BYTES, METADATA_FIELDS
+from traceladder.analysis.model.collectives import DTYPE_BYTES, IDENTITY_FIELDS, METADATA_FIELDS, add_message_sizes
 
 __all__ = [
     "DTYPE_BYTES",
@@ -101,17 +101,7 @@ LONG_COLUMNS = [
     "ts",
     "dur",
 ]
-_SYNC_META = [
-    "Process Group Name",
-    "Process Group Ranks",
-    "Collective name",
-    "Group size",
-    "dtype",
-    "In msg nelems",
-    "Out msg nelems",
-    "In msg size (MB)",
-    "Out msg size (MB)",
-]
+_SYNC_META = [*IDENTITY_FIELDS, "In msg size (MB)", "Out msg size (MB)"]
 _SYNC_GENERAL = [
     "collective_id",
     *_SYNC_META,
@@ -176,13 +166,7 @@ def build_long(rows: list[dict]) -> tuple[pd.DataFrame, bool]:
         rec = {"ts": r["ts"], "dur": r["dur"], "rank": r["rank"]}
         for f in METADATA_FIELDS:
             rec[f] = tupled(r.get(f))
-        nb = DTYPE_BYTES.get(rec["dtype"]) if isinstance(rec["dtype"], str) else None
-        if nb is not None and rec["In msg nelems"] is not None:
-            rec["In msg size (MB)"] = rec["In msg nelems"] * nb / 1024**2
-            rec["Out msg size (MB)"] = rec["Out msg nelems"] * nb / 1024**2
-        else:
-            rec["In msg size (MB)"] = None
-            rec["Out msg size (MB)"] = None
+        add_message_sizes(rec)
         recs.append(rec)
     df = pd.DataFrame(recs)
     if df.empty:

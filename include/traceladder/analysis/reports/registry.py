@@ -1,19 +1,25 @@
-"""The PyTorch-trace reports, as one table: which kind of trace each runs on, in the order
-they are written.  The engine (:mod:`..analyzers.trace`) builds one :class:`ReportRun` per
-trace and calls :func:`write_reports`; a new report is a new row of :data:`REPORTS`.
+"""Every report the engine writes goes through here: the one entry point for every trace format.
 
-``unified_perf_summary.csv`` is not here: the engine may write it in a second process
-(:mod:`..model.beside`), beside these.
+PyTorch traces: the reports are one table, which kind of trace each runs on, in the order they
+are written. The engine (:mod:`..analyzers.trace`) builds one :class:`ReportRun` per trace and
+calls :func:`write_reports`; a new report is a new row of :data:`REPORTS`.
+``unified_perf_summary.csv`` is written by :func:`write_reports` too, in a forked child beside
+the others where the caller allows it (``split``; core/child_process.py), with the same bytes.
+
+rocprofv3 and RPD traces: TraceLens's rocprof report set (:func:`write_rocprof_reports`).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..model.events import EventTable
+from ..model.autograd_links import bwd_links
+from ..model.events import EventTable, beside
 from ..model.table import Table
 from . import coll_analysis as coll
 from . import gemm
@@ -23,9 +29,10 @@ from . import ops_summary as ops
 from . import ops_unique_args as oua
 from . import perf_sheets
 from . import short_kernels as sk
+from . import unified_perf
 from . import whats_left
 
-__all__ = ["TraceKind", "ReportRun", "Report", "REPORTS", "write_reports"]
+__all__ = ["TraceKind", "ReportRun", "Report", "REPORTS", "write_reports", "write_rocprof_reports"]
 
 #: "gpu": host ops and GPU events; "gpu_only": GPU events and no cpu_op; "cpu": host ops only
 TraceKind = Literal["gpu", "gpu_only", "cpu"]
@@ -130,8 +137,44 @@ REPORTS: tuple[Report, ...] = (
 )
 
 
-def write_reports(run: ReportRun) -> None:
-    """Write every report of :data:`REPORTS` that runs on this kind of trace, in order."""
-    for report in REPORTS:
-        if run.kind in report.kinds:
-            report.write(run)
+def write_reports(run: ReportRun, trace: Path, *, split: bool = False) -> None:
+    """Write every report of :data:`REPORTS` that runs on this kind of trace, in order, and
+    ``unified_perf_summary.csv`` for a trace with host ops and GPU events. ``split`` (only for
+    a caller with no threads of its own): that report in a forked child, beside the others."""
+    with_unified = run.kind == "gpu"
+    split = split and with_unified
+    if split:  # the caches both processes read, built once before the fork
+        perf_sheets.model_rows(run.t)
+        bwd_links(run.t)
+    work = functools.partial(_unified_report, run.t, run.launchers, run.out_dir)
+    csv_name = unified_perf.CSV_NAME
+    try:
+        with beside(work, trace, enabled=split) as unified_side:
+            for report in REPORTS:
+                if run.kind in report.kinds:
+                    report.write(run)
+            if with_unified:
+                written = unified_side.result()["part"]
+                if written:
+                    os.replace(written, run.out_dir / csv_name)
+    except BaseException:
+        for unfinished in run.out_dir.glob(f".{csv_name}.*.part"):  # a stopped child's, or unrenamed
+            unfinished.unlink(missing_ok=True)
+        raise
+
+
+def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> dict[str, Any]:
+    """``unified_perf_summary.csv``: the report that :func:`beside` can move to a second
+    process (it needs only the table, the launchers and the shared caches).  It is written
+    under a temporary name, which :func:`write_reports` renames once every report is written,
+    so a run that fails leaves no part of it."""
+    part = out_dir / f".{unified_perf.CSV_NAME}.{os.getpid()}.part"
+    return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
+
+
+def write_rocprof_reports(t: EventTable, out_dir: Path, top: int) -> dict[str, Any]:
+    """A rocprofv3 or RPD trace's reports (TraceLens's rocprof set); returns analysis.json's
+    part of them (device, timeline, top ops, categories, regions, notes)."""
+    from . import rocprof_reports  # the heavy formats' reports, imported only for such a trace
+
+    return rocprof_reports.write_reports(t, out_dir, top_n=top)
