@@ -44,9 +44,9 @@ class _Receiver(BaseHTTPRequestHandler):
         pass
 
 
-def _seed(stack: Any) -> None:
+def _seed(stack: Any, ladder_file: Any) -> None:
     """Runs w4 (build n0) and w5 (build n1) of rung baseline, and w5's summary naming the suspect."""
-    from traceladder.config import find_ladder, load_ladder
+    from traceladder.config import load_ladder
     from traceladder.core import layout
     from traceladder.core.documents import PlanDoc, RungResult, Summary
     from traceladder.plan.build import build_plan
@@ -54,7 +54,7 @@ def _seed(stack: Any) -> None:
     from traceladder.triage.bisect import apply_build
     from traceladder.triage.engine import catalog
 
-    loaded = load_ladder(find_ladder(LADDER))
+    loaded = load_ladder(ladder_file)
     store = S3ArtifactStore(stack.s3.client(), stack.s3.bucket, "traceladder", LADDER)
     base = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0].to_dict()
     for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 400.0)):
@@ -126,7 +126,7 @@ def test_a_suspect_is_triaged_approved_over_rest_and_reported_to_the_webhook(tmp
         {"AIRFLOW_CONN_TRACELADDER_NOTIFY": json.dumps(notify), "TRACELADDER_WARM_LAUNCHER": "0"},
     )
     try:
-        _seed(stack)
+        _seed(stack, tmp_path / "ladders" / f"{LADDER}.yaml")
         stack.unpause(DAG_ID)
         run_id = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": "w5"})
         answered = _approve(stack, run_id)
