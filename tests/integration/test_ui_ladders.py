@@ -166,7 +166,14 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
         )
         store.write_manifest(f"{run}/{rung_id}")
     if run_id == NEW_RUN:  # a suspect, and its triage beside the run (test_run_page_shows_the_triage)
-        summary["history"] = {**(summary.get("history") or {}), "suspects": [TRIAGE_SUSPECT]}
+        summary["history"] = {
+            "runs": [],
+            "rungs": [],
+            "test": "Welch",
+            "alpha": 0.01,
+            **(summary.get("history") or {}),
+            "suspects": [TRIAGE_SUSPECT],
+        }
         _store_triage(store, run)
     base = f"{run}/summary"
     png = _chart_png(summary)
