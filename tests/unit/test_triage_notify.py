@@ -66,3 +66,30 @@ def test_the_triage_message_holds_what_the_issue_names() -> None:
     assert "attribution: attention grew by 1.2 ms a step" in lines
     assert "reproduce good: traceladder run-rung --spec-json '{}' --run-id w5-triage-good" in lines
     assert lines[-1] == "report: traceladder/mini/w5/triage/fusions/report.html"
+
+
+def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
+    import json
+
+    from traceladder.core import layout
+    from traceladder.storage.artifacts import DirArtifactSink
+    from traceladder.summary.publish import _add_triages
+    from traceladder.summary.render.history import change_rows
+
+    store = DirArtifactSink(tmp_path)
+    point = {
+        "rung": "fusions",
+        "run_id": "w5",
+        "direction": "slower",
+        "ci95_pct": [9.0, 21.0],
+        "delta_pct": 15.0,
+        "p_value": 0.001,
+        "provenance_changes": [],
+        "regression": True,
+    }
+    history = {"rungs": [{"rung": "fusions", "change_points": [point, {**point, "run_id": "w9"}]}]}
+    key = layout.triage_key("traceladder/mini/w5", "fusions")
+    store.put_bytes(key, json.dumps({"state": "done", "label": "confirmed regression"}).encode())
+    _add_triages(store, "traceladder/mini", history)
+    calls = [r["call"] for r in change_rows(history)]
+    assert calls == ["REGRESSION (new); triage: confirmed regression", "REGRESSION (new)"]
