@@ -115,6 +115,37 @@ def _chart_png(summary: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+TRIAGE_SUSPECT = {
+    "rung": "fusions",
+    "run_id": NEW_RUN,
+    "good_run_id": OLD_RUN,
+    "reason": "prediction bound",
+    "direction": "slower",
+    "delta_pct": 15.0,
+}
+
+
+def _store_triage(store: Any, run: str) -> None:
+    from traceladder.core import layout
+    from traceladder.core.documents import TriageDoc, TriageSuspect
+    from traceladder.triage import record
+
+    suspect = TriageSuspect(**{k: v for k, v in TRIAGE_SUSPECT.items()})  # type: ignore[arg-type]
+    doc = TriageDoc(
+        ladder=LADDER,
+        run_id=NEW_RUN,
+        rung="fusions",
+        state="done",
+        label="confirmed regression",
+        suspect=suspect,
+        first_bad="nightly-5",
+        last_good="nightly-4",
+        conclusion="first bad: nightly-5 (last good: nightly-4)",
+    )
+    record.save(store, layout.triage_key(run, "fusions"), doc)
+    record.save_report(store, layout.triage_report_key(run, "fusions"), doc)
+
+
 def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -> dict[str, Any]:
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix
     from traceladder.summary.build import build_summary
@@ -134,6 +165,16 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
             gzip.compress(b"[Primus] iteration 3 | elapsed time per iteration (ms): 812.0\n"),
         )
         store.write_manifest(f"{run}/{rung_id}")
+    if run_id == NEW_RUN:  # a suspect, and its triage beside the run (test_run_page_shows_the_triage)
+        summary["history"] = {
+            "runs": [],
+            "rungs": [],
+            "test": "Welch",
+            "alpha": 0.01,
+            **(summary.get("history") or {}),
+            "suspects": [TRIAGE_SUSPECT],
+        }
+        _store_triage(store, run)
     base = f"{run}/summary"
     png = _chart_png(summary)
     store.put_bytes(f"{base}/summary.json", json.dumps(summary, indent=1).encode(), "application/json")
@@ -332,6 +373,20 @@ def test_run_page_shows_summary_charts_and_artifacts(viewer, published):
         assert re.search(rf'href="{re.escape(f"{ART}/{OLD_RUN}/{key}")}\?v=%22[0-9a-f]+%22"', html), key
     assert viewer.get(f"/traceladder/ladders/{LADDER}/runs/no-such-run").status_code == 404
     assert viewer.get("/traceladder/ladders/no-such-ladder").status_code == 404
+
+
+@pytest.mark.triage
+def test_run_page_shows_the_triage_of_a_suspect(viewer, published):
+    html = viewer.get(f"/traceladder/ladders/{LADDER}/runs/{NEW_RUN}").text
+    row = re.search(r'<table class="triage">.*?</table>', html, re.S)
+    assert row is not None, "no triage table on a run with a suspect"
+    text = row.group(0)
+    assert "fusions" in text and "done" in text and "confirmed regression" in text and "nightly-5" in text
+    report = re.search(r'href="([^"]+/triage/fusions/report\.html[^"]*)"', text)
+    assert report is not None
+    page = viewer.get(report.group(1).replace("&amp;", "&"))
+    assert page.status_code == 200 and "confirmed regression" in page.text
+    assert 'class="triage"' not in viewer.get(f"/traceladder/ladders/{LADDER}/runs/{OLD_RUN}").text
 
 
 def test_artifacts_are_proxied_with_safe_types(viewer, published, s3_server):

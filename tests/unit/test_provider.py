@@ -33,15 +33,16 @@ def test_the_provider_info_is_valid_for_airflows_providers_manager() -> None:
 
     info = get_provider_info()
     _create_provider_info_schema_validator().validate(info)
-    (conn,) = info["connection-types"]
-    behaviour = conn["ui-field-behaviour"]
-    _create_customized_form_field_behaviours_schema_validator().validate(
-        {
-            "hidden_fields": behaviour["hidden-fields"],
-            "relabeling": behaviour["relabeling"],
-            "placeholders": behaviour["placeholders"],
-        }
-    )
+    assert [c["connection-type"] for c in info["connection-types"]] == ["slurm", "traceladder_registry"]
+    for conn in info["connection-types"]:
+        behaviour = conn["ui-field-behaviour"]
+        _create_customized_form_field_behaviours_schema_validator().validate(
+            {
+                "hidden_fields": behaviour["hidden-fields"],
+                "relabeling": behaviour["relabeling"],
+                "placeholders": behaviour["placeholders"],
+            }
+        )
     assert info["package-name"] == "traceladder" and info["versions"] == ["0.1.0"]
     assert json.loads(json.dumps(info)) == info  # plain data, as Airflow caches it
 
@@ -71,7 +72,7 @@ def test_every_listed_module_and_class_is_of_its_kind() -> None:
 def test_the_slurm_connection_type_is_the_hooks_and_its_fields_are_sshhooks_extras() -> None:
     from traceladder.airflow.hooks.slurm import SlurmHook
 
-    (conn,) = get_provider_info()["connection-types"]
+    conn = get_provider_info()["connection-types"][0]
     hook = _class(conn["hook-class-name"])
     assert hook is SlurmHook
     assert (conn["connection-type"], conn["hook-name"]) == (SlurmHook.conn_type, SlurmHook.hook_name)
@@ -94,6 +95,23 @@ def test_slurm_hook_reads_a_slurm_or_an_ssh_connection(monkeypatch: pytest.Monke
     ssh = hook.ssh  # the SSH provider's hook, as the worker uses it; nothing connects yet
     assert (ssh.remote_host, ssh.username, ssh.port) == ("login.example", "tl", 2222)
     assert (ssh.key_file, ssh.no_host_key_check) == ("/keys/id_ed25519", True)
+
+
+def test_the_registry_hook_reads_its_connection_and_never_shows_the_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from traceladder.airflow.hooks.registry import RegistryHook
+
+    conn = get_provider_info()["connection-types"][1]
+    assert _class(conn["hook-class-name"]) is RegistryHook and conn["connection-type"] == RegistryHook.conn_type
+    doc = {"conn_type": "traceladder_registry", "host": "127.0.0.1", "port": 5000, "login": "ci", "password": "s3cr3t"}
+    monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_REGISTRY", json.dumps(doc))
+    hook = RegistryHook()
+    client = hook.client("127.0.0.1:5000")
+    assert (client.host, client._credentials) == ("127.0.0.1:5000", ("ci", "s3cr3t"))
+    assert "s3cr3t" not in repr(hook)
+    # credentials go only to the registry the connection names
+    assert hook.client("registry.example.org")._credentials is None
 
 
 def _load_plugins_file() -> dict[str, object]:

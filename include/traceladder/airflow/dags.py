@@ -168,7 +168,35 @@ def _build_tasks(
     traces >> joined
     summary_ref = summary()
     [analyses, joined] >> summary_ref
-    ladder_status(summary_ref, publish(summary_ref))
+    published = publish(summary_ref)
+    ladder_status(summary_ref, published)
+    _start_triage(fixed_ladder, summary_ref, published)
+
+
+def _start_triage(fixed_ladder: str | None, summary_ref: Any, published: Any) -> None:
+    """After publish: start the triage DAG when the summary names suspects (a skip, not a failure,
+    when it names none). A TriggerDagRunOperator, not an Asset event: its conf carries the
+    ladder, run and suspects, and its deterministic run id makes a second trigger for the same
+    ladder run start nothing (docs/triage.md)."""
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+
+    from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def triage_conf(summary_ref: JSONObject | None, published: JSONObject | None) -> JSONObject | None:
+        from traceladder.airflow.triage_tasks import weekly_triage_conf
+
+        return weekly_triage_conf(_ladder_arg(fixed_ladder), summary_ref, published)
+
+    conf = triage_conf(summary_ref, published)
+    TriggerDagRunOperator(  # conf (an XComArg) makes it wait on triage_conf
+        task_id="start_triage",
+        trigger_dag_id=TRIAGE_DAG_ID,
+        trigger_run_id="{{ ti.xcom_pull(task_ids='triage_conf')['trigger_run_id'] }}",
+        conf=conf,
+        skip_when_already_exists=True,
+        wait_for_completion=False,
+    )
 
 
 def _docker_rungs(

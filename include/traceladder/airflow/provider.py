@@ -52,7 +52,7 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": [f"{PACKAGE}.hooks.rocm", f"{PACKAGE}.hooks.slurm"],
+                "python-modules": [f"{PACKAGE}.hooks.rocm", f"{PACKAGE}.hooks.slurm", f"{PACKAGE}.hooks.registry"],
             }
         ],
         "operators": [
@@ -62,7 +62,10 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": [f"{PACKAGE}.triggers.slurm"]}],
-        "notifications": [f"{PACKAGE}.notifications.regression.RegressionNotifier"],
+        "notifications": [
+            f"{PACKAGE}.notifications.regression.RegressionNotifier",
+            f"{PACKAGE}.notifications.triage.TriageNotifier",
+        ],
         "connection-types": [
             {
                 "connection-type": "slurm",
@@ -74,7 +77,18 @@ def get_provider_info() -> dict[str, Any]:
                     "relabeling": {"host": "Login node", "login": "Username"},
                     "placeholders": {"host": "slurm-login.example.org", "port": "22"},
                 },
-            }
+            },
+            {
+                # the triage's image candidates: a Docker Registry v2 (host, port, login, password)
+                "connection-type": "traceladder_registry",
+                "hook-class-name": f"{PACKAGE}.hooks.registry.RegistryHook",
+                "hook-name": "Docker registry (traceladder triage)",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema"],
+                    "relabeling": {"host": "Registry", "login": "Username"},
+                    "placeholders": {"host": "registry.example.org", "port": "5000"},
+                },
+            },
         ],
         "plugins": [{"name": "traceladder_ui", "plugin-class": "traceladder.ui.plugin.TraceladderUIPlugin"}],
     }

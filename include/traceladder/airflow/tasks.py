@@ -263,7 +263,7 @@ def publish_run(ladder: str, run_id: str, summary_ref: JSONObject) -> JSONObject
     loaded, store = ladder_store(ladder)
     storage = loaded.cluster.storage
     entry = publish_latest(store, f"{storage.prefix}/{loaded.ladder.ladder}", summary_ref)
-    if summary_ref.get("regressions") or summary_ref.get("provenance_changes"):
+    if summary_ref.get("regressions") or summary_ref.get("provenance_changes") or summary_ref.get("suspects"):
         from traceladder.airflow.notifications.regression import RegressionNotifier
 
         # The summary is published by now: a failed notice must not make it look unpublished,

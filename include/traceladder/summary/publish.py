@@ -20,6 +20,7 @@ from traceladder.core.documents import (
     as_object,
 )
 from traceladder.core import layout
+from traceladder.core.errors import ArtifactStoreError
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.summary import index as run_index
 from traceladder.summary.build import build_summary, findings
@@ -38,6 +39,21 @@ def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dic
 
     keys = [str(k) for result in results.values() for k in as_list(result.get("traces") or [])]
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
+
+
+def _add_triages(store: ArtifactSink, ladder_prefix: str, history: JSONObject) -> None:
+    """Each change point's triage result (the label, else the state of the triage.json of its
+    rung in its first run after), so the history shows it beside the change point."""
+    for rung in as_list(history.get("rungs") or []):
+        for point in as_list(as_object(rung).get("change_points") or []):
+            c = as_object(point)
+            key = layout.triage_key(f"{ladder_prefix}/{c['run_id']}", str(c["rung"]))
+            try:
+                if store.exists(key):
+                    doc = as_object(json.loads(store.get_bytes(key)))
+                    c["triage"] = str(doc.get("label") or doc.get("state"))
+            except (ArtifactStoreError, ValueError):  # a triage that cannot be read is left out
+                continue
 
 
 def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[JSONObject]:
@@ -89,6 +105,7 @@ def write_summary(
             run_id=str(plan["run_id"]), logical_date=logical_date, published_at=logical_date, points=points
         )
         summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
+        _add_triages(store, run_prefix.rsplit("/", 1)[0], as_object(summary["history"]))
         summary["findings"] = [*findings(summary)]
     stored = Summary.from_dict(summary)  # checked before anything is written
     base = layout.summary_prefix(run_prefix)

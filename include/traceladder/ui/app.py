@@ -233,6 +233,7 @@ def _run_view(
         view["error"] = data.scrub(exc)
     except ArtifactKeyError as exc:
         view["error"] = data.scrub(exc)
+    view["triages"] = _triages(store, run_id, view["summary"], base)
     try:
         listed: list[tuple[str, str]] = []
         truncated = False
@@ -275,6 +276,26 @@ def _run_view(
     except ArtifactStoreError as exc:
         view["error"] = view["error"] or data.scrub(exc)
     return view
+
+
+def _triages(store: data.LadderStore, run_id: str, summary: Any, base: str) -> list[dict[str, Any]]:
+    """Each suspect rung's triage (its triage.json by its layout key): state, label, first bad,
+    conclusion and a link to its report.html; `not started` while no triage.json is stored."""
+    history = summary.get("history") if isinstance(summary, dict) else None
+    suspects = history.get("suspects") if isinstance(history, dict) else None
+    out: list[dict[str, Any]] = []
+    for rung in dict.fromkeys(str(s.get("rung")) for s in suspects or [] if isinstance(s, dict)):
+        folder = f"{run_id}/{layout.TRIAGE_FOLDER}/{rung}"
+        row: dict[str, Any] = {"rung": rung, "state": "not started", "label": None, "first_bad": None}
+        try:
+            doc = store.get_json(f"{folder}/{layout.TRIAGE_OBJECT}")
+        except (ArtifactStoreError, ArtifactKeyError):
+            doc = None
+        if isinstance(doc, dict):
+            row.update({k: doc.get(k) for k in ("state", "label", "first_bad", "conclusion")})
+            row["report"] = artifact_href(base, store.entry.file, f"{folder}/{layout.REPORT_HTML}")
+        out.append(row)
+    return out
 
 
 def _may_have_removals(folder: str, keys: list[str], rung_prefix: str) -> bool:

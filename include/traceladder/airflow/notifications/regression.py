@@ -35,6 +35,9 @@ class RegressionNotifier(BaseNotifier):
 
     def message(self) -> str:
         ref = SummaryRef.from_dict(self.summary_ref)
+        if ref.suspects:  # the verdict comes in the triage's own message (notifications/triage.py)
+            rungs = ", ".join(dict.fromkeys(str(s.get("rung")) for s in ref.suspects))
+            return f"traceladder {self.ladder} run {ref.run_id}: suspects: {rungs} (triage started)"
         parts = [f"traceladder {self.ladder} run {ref.run_id}:"]
         if ref.regression_calls:  # rung, first run after, size with interval, provenance
             parts.append("step-time regression: " + " ".join(ref.regression_calls))
@@ -46,32 +49,38 @@ class RegressionNotifier(BaseNotifier):
         return " ".join(parts)
 
     def notify(self, context: Any) -> None:
-        text = self.message()
-        url = self._webhook_url()
-        if url is None:
-            log.warning("%s (no %r connection: logged only)", text, self.conn_id)
-            return
-        import urllib.request
+        post_webhook(self.message(), self.conn_id, "regression notice")
 
-        if not url.startswith(("https://", "http://")):
-            log.warning("%s (the %r connection is not an http(s) URL: logged only)", text, self.conn_id)
-            return
-        body = json.dumps({"text": text}).encode()
-        headers = {"Content-Type": "application/json"}
-        request = urllib.request.Request(url, data=body, headers=headers)  # noqa: S310 - scheme checked above
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - scheme checked above
-            log.info("regression notice sent through %r: HTTP %s", self.conn_id, response.status)
 
-    def _webhook_url(self) -> str | None:
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
+def post_webhook(text: str, conn_id: str, what: str) -> None:
+    """Post `{"text": ...}` to the connection's webhook URL; logged only without one (the
+    regression notice and the triage's message both go this way)."""
+    url = webhook_url(conn_id)
+    if url is None:
+        log.warning("%s (no %r connection: logged only)", text, conn_id)
+        return
+    import urllib.request
 
-        try:
-            conn = BaseHook.get_connection(self.conn_id)
-        except AirflowNotFoundException:
-            return None
-        if not conn.host:
-            return None
-        scheme = conn.schema or "https"
-        host = conn.host if "://" in conn.host else f"{scheme}://{conn.host}"
-        return host + (f":{conn.port}" if conn.port and "://" not in (conn.host or "") else "")
+    if not url.startswith(("https://", "http://")):
+        log.warning("%s (the %r connection is not an http(s) URL: logged only)", text, conn_id)
+        return
+    body = json.dumps({"text": text}).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=body, headers=headers)  # noqa: S310 - scheme checked above
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - scheme checked above
+        log.info("%s sent through %r: HTTP %s", what, conn_id, response.status)
+
+
+def webhook_url(conn_id: str) -> str | None:
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+    if not conn.host:
+        return None
+    scheme = conn.schema or "https"
+    host = conn.host if "://" in conn.host else f"{scheme}://{conn.host}"
+    return host + (f":{conn.port}" if conn.port and "://" not in (conn.host or "") else "")

@@ -33,9 +33,10 @@ def change_rows(history: Mapping[str, JSONValue]) -> list[dict[str, str]]:
                     "size": f"{c['delta_pct']:+.1f}% ({lo:+.1f}% to {hi:+.1f}%)",
                     "p": f"{c['p_value']:.1g}",
                     "provenance": "; ".join(str(p) for p in as_list(c["provenance_changes"])) or "-",
-                    "call": "REGRESSION (new)"
-                    if c["regression"]
-                    else ("earlier" if c["direction"] == "slower" else "-"),
+                    "call": (
+                        "REGRESSION (new)" if c["regression"] else ("earlier" if c["direction"] == "slower" else "-")
+                    )
+                    + (f"; triage: {c['triage']}" if c.get("triage") else ""),
                 }
             )
     return rows

@@ -1,0 +1,137 @@
+"""Build the triage DAG (`traceladder-triage`, one for all ladders; docs/triage.md, "The triage
+DAG"): suspects (the group, and whether another DAG run already triages it) → gate → approval
+(only when the ladder's `triage.approve` is true) → triage (confirm, bisect, explain: one engine
+call that stores every step and resumes on a retry) → record (whatever happened) → notify.
+
+The engine runs the group in one call, so confirm, bisect and explain are one task; the approval
+gates the whole of it. A weekly run with suspects starts it (`start_triage`, dags.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
+
+from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID, TriageParams
+from traceladder.core.documents import JSONObject
+
+APPROVAL_TIMEOUT = timedelta(hours=24)
+TRIAGE_RETRIES = 2
+
+
+def triage_params(ladder_names: list[str]) -> dict[str, Param]:
+    """The Params form: ladder, bad run (required), rung and good run (optional); `suspects` is
+    what a weekly run passes (the rungs its summary names), for the reader."""
+    return {
+        "ladder": Param(
+            ladder_names[0] if ladder_names else "",
+            type="string",
+            enum=ladder_names or [""],
+            description="The ladder whose run is triaged",
+        ),
+        "bad_run": Param("", type="string", minLength=1, description="The run with the suspect (its run id)"),
+        "rung": Param(None, type=["null", "string"], description="One suspect rung (empty: the run's whole group)"),
+        "good_run": Param(None, type=["null", "string"], description="The last good run (empty: the history's)"),
+        "suspects": Param([], type="array", description="Set by the weekly run: the rungs its summary names"),
+    }
+
+
+def _params() -> TriageParams:
+    p = get_current_context()["params"]
+    return TriageParams(
+        ladder=str(p["ladder"]),
+        bad_run=str(p["bad_run"]),
+        rung=p.get("rung") or None,
+        good_run=p.get("good_run") or None,
+    )
+
+
+def build_triage_dag(ladder_names: list[str]) -> DAG:
+    with DAG(
+        dag_id=TRIAGE_DAG_ID,
+        description="Confirm, localize and explain a ladder run's suspects (issue 51)",
+        schedule=None,
+        catchup=False,
+        default_args={"owner": "traceladder", "retries": 0},
+        params=triage_params(ladder_names),
+        tags=["traceladder", "triage"],
+        doc_md=__doc__,
+    ) as dag:
+
+        @task
+        def suspects() -> JSONObject:
+            from traceladder.airflow.triage_tasks import LIVE_STATES, claim
+
+            context = get_current_context()
+            ti: Any = context["ti"]
+
+            def is_live(run_id: str) -> bool:
+                return str(ti.get_dagrun_state(dag_id=TRIAGE_DAG_ID, run_id=run_id)) in LIVE_STATES
+
+            found = claim(_params(), str(context["run_id"]), is_live)
+            print(f"traceladder triage: {found['reason']}")
+            return found
+
+        @task.branch
+        def gate(found: JSONObject) -> list[str]:
+            if not found["start"]:
+                return []  # nothing started: everything but record skips
+            return ["approval"] if found["approve"] else ["no_approval"]
+
+        approval = ApprovalOperator(
+            task_id="approval",
+            subject="traceladder triage of {{ params.ladder }} run {{ params.bad_run }}: run the bisection?",
+            body="The confirm and the bisection take GPU hours. Reject, or no answer in 24 h, ends it `not approved`.",
+            defaults="Reject",  # a timeout takes Reject: it does not raise
+            response_timeout=APPROVAL_TIMEOUT,
+        )
+
+        no_approval = EmptyOperator(task_id="no_approval")
+
+        @task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, retries=TRIAGE_RETRIES)
+        def triage() -> list[JSONObject]:
+            from traceladder.airflow.triage_tasks import run_triage
+
+            return run_triage(_params(), get_current_context(), approved=True)
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def record(found: JSONObject | None) -> JSONObject:
+            from traceladder.airflow.triage_tasks import record_outcome
+
+            if not found or not found.get("start"):
+                reason = (found or {}).get("reason") or "the suspects task did not finish"
+                print(f"traceladder triage: nothing recorded: {reason}")
+                return {"recorded": [], "reason": reason}
+            context = get_current_context()
+            answer: Any = context["ti"].xcom_pull(task_ids="approval")
+            chosen = (answer or {}).get("chosen_options") or []
+            triage_state = context["ti"].xcom_pull(task_ids="triage", key="return_value")
+            recorded = record_outcome(
+                _params(),
+                [str(r) for r in found["rungs"]],  # type: ignore[union-attr]
+                str(chosen[0]) if chosen else None,
+                "done" if triage_state is not None else "without a result (failed, skipped or cut off)",
+            )
+            return {"recorded": list(recorded)}
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def notify(found: JSONObject | None, recorded: JSONObject | None) -> int:
+            from traceladder.airflow.triage_tasks import notify_outcome
+
+            if not found or not found.get("start") or not recorded:
+                return 0
+            return notify_outcome(_params(), [str(r) for r in found["rungs"]])  # type: ignore[union-attr]
+
+        found: Any = suspects()
+        branch = gate(found)
+        run = triage()
+        # a branch skips every direct downstream task it does not follow: the triage waits on
+        # either path (the approval, or the empty no_approval), never on the branch itself
+        branch >> [approval, no_approval] >> run
+        recorded: Any = record(found)
+        [run, approval, branch] >> recorded
+        notify(found, recorded)
+    return dag

@@ -1,0 +1,293 @@
+"""Task bodies of the triage DAG (airflow/triage_dag.py): which suspects to triage and whether
+another DAG run already does, the engine's call with the backend's runs, the record whatever
+happened, and the message. Thin: the engine (triage/engine.py) does the work and stores every step
+in triage.json, so a retried task resumes it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from traceladder.airflow.ladders import ladder_store
+from traceladder.core import layout
+from traceladder.core.documents import JSONObject, Summary, TriageDoc, TriageSuspect
+from traceladder.core.errors import TraceladderError
+
+if TYPE_CHECKING:  # the triage engine imports the statistics (numpy, scipy): never at DAG parse
+    from traceladder.config.loader import LoadedLadder
+    from traceladder.storage.artifacts import ArtifactSink
+    from traceladder.triage.confirm import RunBlock
+    from traceladder.triage.suspects import RunSetup
+
+TRIAGE_DAG_ID = "traceladder-triage"
+CLAIM_OBJECT = "claim.json"
+LIVE_STATES = ("queued", "running")
+Suspects = list[tuple[TriageSuspect, "RunSetup", "RunSetup"]]
+
+
+class TriageError(TraceladderError):
+    """A triage that cannot start (a backend it cannot run on, no such suspect): one line."""
+
+
+class TriageParams(TypedDict, total=False):
+    """The triage DAG's Params (airflow/triage_dag.py)."""
+
+    ladder: str
+    bad_run: str
+    rung: str | None
+    good_run: str | None
+
+
+def triage_run_id(ladder: str, run_id: str) -> str:
+    """The triage DAG run a ladder run starts: one per ladder run, so a second trigger is a no-op."""
+    return f"triage__{ladder}__{layout.safe_key_part(run_id)}"
+
+
+def _claim_key(prefix: str, ladder: str, run_id: str) -> str:
+    """``<run>/triage/claim.json``: which triage DAG run works on this ladder run's group."""
+    return layout.join(layout.run_prefix(prefix, ladder, run_id), layout.TRIAGE_FOLDER, CLAIM_OBJECT)
+
+
+def selected_suspects(
+    loaded: LoadedLadder, store: ArtifactSink, run_id: str, rung: str | None = None, good_run: str | None = None
+) -> Suspects:
+    """The run's suspects (its summary's `history.suspects`), cut to `rung`; `good_run` replaces
+    the last good run the history chose. No suspect left is a TriageError naming the run."""
+    from traceladder.triage.suspects import diff, find_suspects, run_setup
+
+    prefix, ladder = loaded.cluster.storage.prefix, loaded.ladder.ladder
+    key = layout.join(layout.summary_prefix(layout.run_prefix(prefix, ladder, run_id)), layout.SUMMARY_JSON)
+    if not store.exists(key):
+        raise TriageError(f"ladder {ladder}: run {run_id} has no summary ({key})")
+    summary = Summary.from_json(store.get_bytes(key), key)
+    found = find_suspects(store, prefix, ladder, run_id, summary.history or {})
+    if rung:
+        found = [s for s in found if s[0].rung == rung]
+    if not found:
+        named = f" for rung {rung}" if rung else ""
+        raise TriageError(f"ladder {ladder}: run {run_id} has no suspect{named} in its summary ({key})")
+    if good_run:
+        out: Suspects = []
+        for suspect, _good, bad in found:
+            good = run_setup(store, prefix, ladder, good_run, suspect.rung)
+            out.append((replace(suspect, good_run_id=good_run, diff=diff(good, bad)), good, bad))
+        found = out
+    return found
+
+
+def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool]) -> JSONObject:
+    """Whether this DAG run triages the group: not when every rung's triage.json is finished
+    (`done`, `not approved`), nor while another live DAG run holds the claim. Otherwise it takes
+    the claim (a failed earlier run's unfinished triage is resumed) and names the rungs."""
+    from traceladder.triage import record
+
+    ladder, run_id = params["ladder"], params["bad_run"]
+    loaded, store = ladder_store(ladder)
+    rungs = [s.rung for s, _, _ in selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))]
+    prefix = loaded.cluster.storage.prefix
+    out: JSONObject = {
+        "ladder": ladder,
+        "bad_run": run_id,
+        "rungs": list(rungs),
+        "approve": loaded.ladder.triage.approve,
+    }
+    states = {}
+    for rung in rungs:
+        doc = record.load(store, record.keys(prefix, ladder, run_id, rung)[0])
+        states[rung] = doc.state if doc else None
+    if all(s in ("done", "not approved") for s in states.values()):
+        finished = ", ".join(f"{r}: {s}" for r, s in states.items())
+        return {**out, "start": False, "reason": f"already triaged ({finished}): nothing started"}
+    key = _claim_key(prefix, ladder, run_id)
+    if store.exists(key):
+        holder = str(json.loads(store.get_bytes(key)).get("dag_run_id") or "")
+        if holder and holder != dag_run_id and is_live(holder):
+            return {**out, "start": False, "reason": f"being triaged by DAG run {holder}: nothing started"}
+    body = {"dag_run_id": dag_run_id, "rungs": rungs, "at": record.now()}
+    store.put_bytes(key, json.dumps(body).encode(), "application/json")
+    return {**out, "start": True, "reason": f"triaging {', '.join(rungs)}"}
+
+
+def run_block_for(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
+    """The backend's runs of a confirm: local, the real runner on this worker; docker, the rung's
+    container through RungDockerOperator on the ladder's first docker host (the one the ladder's
+    rungs run on). Slurm is not wired yet: a TriageError naming it."""
+    backend = loaded.ladder.backend
+    if backend == "local":
+        from traceladder.triage.confirm import local_run_block
+
+        return local_run_block(run_id=f"{run_id}-triage")
+    if backend == "docker":
+        return _docker_run_block(loaded, run_id, context)
+    raise TriageError(f"ladder {loaded.ladder.ladder}: triage on the {backend} backend is not wired yet")
+
+
+def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
+    from traceladder.airflow.operators.docker import RungDockerOperator
+    from traceladder.core.errors import first_line
+
+    hosts = [h for h in loaded.cluster.hosts if h.docker_url]
+    if not hosts:
+        raise TriageError(
+            f"ladder {loaded.ladder.ladder}: cluster {loaded.ladder.cluster} has no docker host for the triage"
+        )
+    host = hosts[0]
+
+    def run(spec: JSONObject, side: str, block: int) -> JSONObject:
+        op = RungDockerOperator(
+            spec=dict(spec),
+            run_id=f"{run_id}-triage",
+            task_id=f"triage_{side}_{block}",
+            docker_url=host.docker_url,
+            tls_conn_id=host.tls_conn_id,
+            devices=list(host.devices),
+            host_name=host.name,
+        )
+        try:
+            return dict(op.execute(context))
+        except Exception as exc:  # noqa: BLE001 - a run that fails is a missing cell (or a skipped candidate)
+            return {"status": "failed", "error": first_line(exc)}
+
+    return run
+
+
+def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> list[tuple[str, str | None, str | None]]:
+    """The image candidates of the largest suspect, from the registry (RegistryHook): each as
+    (image reference, manifest digest, created), ends named as the runs named their images."""
+    from traceladder.airflow.hooks.registry import DEFAULT_CONN_ID, RegistryHook
+    from traceladder.triage.registry import ImageRef
+
+    _suspect, good, bad = suspects[0]
+    good_image, bad_image = str(good.spec.get("image") or ""), str(bad.spec.get("image") or "")
+    if not good_image or good_image == bad_image:
+        return []
+    g, b = ImageRef.parse(good_image), ImageRef.parse(bad_image)
+    found = RegistryHook(conn_id or DEFAULT_CONN_ID).client(g.registry)
+    span = found.tags_between(g.repository, g.reference, b.reference)
+    out: list[tuple[str, str | None, str | None]] = []
+    for i, image in enumerate(span.candidates):
+        ref = (
+            good_image
+            if i == 0
+            else bad_image
+            if i == len(span.candidates) - 1
+            else f"{g.registry}/{g.repository}:{image.name}"
+        )
+        out.append((ref, image.digest, image.created.isoformat() if image.created else None))
+    return out
+
+
+def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONObject]:
+    """The engine on the claimed group (confirm, bisect, explain, record each step); a retry resumes
+    it from triage.json. Returns each rung's state and label."""
+    from traceladder.triage.engine import context_for, triage_run
+    from traceladder.triage.explain import local_run_profiled
+
+    ladder, run_id = params["ladder"], params["bad_run"]
+    loaded, store = ladder_store(ladder)
+    suspects = selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
+    local = loaded.ladder.backend == "local"
+    ctx = context_for(
+        loaded,
+        store,
+        run_id,
+        run_block_for(loaded, run_id, context),
+        run_profiled=local_run_profiled(run_id=f"{run_id}-triage") if local else None,
+        approve=lambda: approved,
+        image_tags=image_tags_for(suspects) if loaded.ladder.backend == "docker" else (),
+    )
+    return [_brief(doc) for doc in triage_run(ctx, suspects)]
+
+
+def _brief(doc: TriageDoc) -> JSONObject:
+    return {"rung": doc.rung, "state": doc.state, "label": doc.label, "first_bad": doc.first_bad}
+
+
+def record_outcome(
+    params: TriageParams, rungs: Sequence[str], approval: str | None, triage_state: str | None
+) -> list[JSONObject]:
+    """triage.json whatever happened: a refused approval (Reject, or its timeout's default) ends
+    each unfinished rung `not approved`; a triage task that failed leaves its steps and ends it
+    `failed` with the task's state. A finished triage is left as it is."""
+    from traceladder.triage import record
+
+    ladder, run_id = params["ladder"], params["bad_run"]
+    loaded, store = ladder_store(ladder)
+    prefix = loaded.cluster.storage.prefix
+    pending = {
+        s.rung: (s, g, b)
+        for s, g, b in selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
+    }
+    out = []
+    for rung in rungs:
+        key, report_key = record.keys(prefix, ladder, run_id, rung)
+        doc = record.load(store, key)
+        if doc is None or doc.state == "running":
+            suspect, good, bad = pending[rung]
+            base = doc or TriageDoc(
+                ladder=ladder, run_id=run_id, rung=rung, state="running", suspect=suspect, group=list(rungs)
+            )
+            reproduce: JSONObject = {
+                "good": record.reproduce_command(good.pinned_spec, f"{run_id}-triage-good"),
+                "bad": record.reproduce_command(bad.pinned_spec, f"{run_id}-triage-bad"),
+            }
+            if approval == "Reject":
+                doc = replace(
+                    base,
+                    state="not approved",
+                    label=record.NOT_APPROVED,
+                    reproduce=reproduce,
+                    conclusion="the triage was not approved (rejected, or its approval timed out)",
+                )
+            else:
+                doc = replace(
+                    base,
+                    state="failed",
+                    reproduce=reproduce,
+                    error=f"the triage task ended {triage_state or 'without running'}",
+                )
+            doc = record.save(store, key, doc)
+            record.save_report(store, report_key, doc)
+        out.append({**_brief(doc), "key": key, "report": report_key})
+    return out
+
+
+def notify_outcome(params: TriageParams, rungs: Sequence[str]) -> int:
+    """One message per finished triage (notifications/triage.py); returns how many were sent."""
+    from traceladder.triage import record
+
+    from traceladder.airflow.notifications.triage import TriageNotifier
+
+    ladder, run_id = params["ladder"], params["bad_run"]
+    loaded, store = ladder_store(ladder)
+    sent = 0
+    for rung in rungs:
+        key, report_key = record.keys(loaded.cluster.storage.prefix, ladder, run_id, rung)
+        doc = record.load(store, key)
+        if doc is None or doc.state == "running":
+            continue
+        TriageNotifier(doc, report_key)({})
+        sent += 1
+    return sent
+
+
+def weekly_triage_conf(ladder: str, summary_ref: JSONObject | None, published: JSONObject | None) -> JSONObject | None:
+    """The triage DAG's conf after a published ladder run with suspects; None (the trigger is
+    skipped) when it has none or nothing was published."""
+    from traceladder.core.documents import SummaryRef
+
+    if not summary_ref or not published:
+        return None
+    ref = SummaryRef.from_dict(summary_ref)
+    if not ref.suspects:
+        return None
+    return {
+        "ladder": ladder,
+        "bad_run": ref.run_id,
+        "rung": None,
+        "good_run": None,
+        "suspects": [str(s.get("rung")) for s in ref.suspects],
+        "trigger_run_id": triage_run_id(ladder, ref.run_id),
+    }

@@ -1,0 +1,163 @@
+"""The triage DAG's task bodies on a real S3 (SeaweedFS) and a real webhook receiver: which
+suspects a DAG run takes, a re-trigger while another DAG run triages the group starts nothing and
+says so, a refused approval is recorded `not approved` (triage.json and report.html), a finished
+triage is not started again, and the message reaches an HTTP server the test starts."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.test_config import MINIMAL
+from traceladder.airflow.triage_tasks import (
+    TriageError,
+    TriageParams,
+    claim,
+    notify_outcome,
+    record_outcome,
+    triage_run_id,
+    weekly_triage_conf,
+)
+from traceladder.core import layout
+from traceladder.core.documents import PlanDoc, RungResult, Summary, TriageDoc
+
+pytestmark = pytest.mark.triage
+
+
+@pytest.fixture
+def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A ladder file whose run w5 has one suspect (fusions, slower than w4), stored in S3 as a
+    published run stores it: plan.json, each rung's metrics.json and spec.json, summary.json."""
+    from traceladder.airflow.ladders import ladder_store
+    from traceladder.plan.build import build_plan
+
+    ladder = f"triage-wire-{uuid.uuid4().hex[:8]}"  # the session's S3 is shared: each test its own ladder
+    data = copy.deepcopy(MINIMAL)
+    data["ladder"] = ladder
+    data["builds"] = [{"name": f"n{i}", "created": f"2026-11-2{i}T02:00:00Z"} for i in range(2)]
+    data["build"] = "n1"
+    data["triage"] = {"approve": True, "budget_blocks": 4}
+    ladders = tmp_path / "ladders"
+    ladders.mkdir()
+    (ladders / f"{ladder}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(ladders))
+    loaded, store = ladder_store(ladder)
+    prefix = loaded.cluster.storage.prefix
+    spec = build_plan(loaded, rungs=["fusions"], lens="none", repeats=1)[0].to_dict()
+    for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 130.0)):
+        run = layout.run_prefix(prefix, ladder, run_id)
+        store.put_bytes(
+            layout.join(run, layout.PLAN_OBJECT), PlanDoc(ladder=ladder, run_id=run_id, specs=[spec]).to_json().encode()
+        )
+        rung = layout.join(run, str(spec["rung_id"]))
+        result = RungResult(
+            run_id=run_id,
+            ladder=ladder,
+            rung="fusions",
+            rung_id=str(spec["rung_id"]),
+            lens="none",
+            repeat=0,
+            block=0,
+            position=0,
+            purpose="measure",
+            switch="fusions",
+            value=True,
+            parent="baseline",
+            status="ok",
+            step_ms=step_ms,
+            provenance={"build": build, "host": "h1"},
+        )
+        store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
+        store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps({**spec, "build": build}).encode())
+    suspect = {
+        "rung": "fusions",
+        "run_id": "w5",
+        "good_run_id": "w4",
+        "reason": "prediction bound",
+        "direction": "slower",
+        "delta_pct": 30.0,
+    }
+    summary = Summary(ladder=ladder, run_id="w5", rungs=[], history={"suspects": [suspect]})
+    run = layout.run_prefix(prefix, ladder, "w5")
+    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+    return store, ladder
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_retrigger_while_a_triage_runs_starts_nothing_and_a_refusal_is_recorded(seeded, monkeypatch) -> None:
+    store, ladder = seeded
+    params = TriageParams(ladder=ladder, bad_run="w5")
+    first = claim(params, "triage__a", is_live=lambda run_id: True)
+    assert first["start"] is True and first["rungs"] == ["fusions"] and first["approve"] is True
+    # a second DAG run while the first is live: nothing, and the reason names the holder
+    second = claim(params, "manual__b", is_live=lambda run_id: run_id == "triage__a")
+    assert second["start"] is False and second["reason"] == "being triaged by DAG run triage__a: nothing started"
+    # the holder is gone (failed, cleared): the next DAG run takes the group over and resumes it
+    assert claim(params, "manual__c", is_live=lambda run_id: False)["start"] is True
+    # a rejected (or timed-out) approval: triage.json and report.html say `not approved`
+    (out,) = record_outcome(params, ["fusions"], "Reject", None)
+    doc = TriageDoc.from_json(store.get_bytes(out["key"]), out["key"])
+    assert (doc.state, doc.label) == ("not approved", "not approved")
+    assert doc.reproduce["bad"].startswith("traceladder run-rung --spec-json ")
+    assert b"not approved" in store.get_bytes(out["report"])
+    # a finished triage is never started again, whoever asks
+    done = claim(params, "manual__d", is_live=lambda run_id: False)
+    assert done["start"] is False and done["reason"] == "already triaged (fusions: not approved): nothing started"
+
+
+def test_the_message_reaches_the_webhook_and_holds_no_secret(seeded, monkeypatch) -> None:
+    store, ladder = seeded
+    params = TriageParams(ladder=ladder, bad_run="w5")
+    record_outcome(params, ["fusions"], None, "failed")  # the triage task failed: recorded `failed`
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    _Receiver.received = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        conn = {"conn_type": "http", "host": "127.0.0.1", "port": server.server_port, "schema": "http"}
+        monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", json.dumps(conn))
+        assert notify_outcome(params, ["fusions"]) == 1
+    finally:
+        server.shutdown()
+    (message,) = _Receiver.received
+    text = message["text"]
+    assert text.startswith(f"traceladder {ladder} run w5: failed in fusions")
+    assert "error: the triage task ended failed" in text and "reproduce good: traceladder run-rung" in text
+    import os
+
+    secret = os.environ.get("AWS_SECRET_ACCESS_KEY") or "no-secret-set"
+    assert secret not in text
+
+
+def test_the_weekly_conf_names_the_suspects_and_a_deterministic_run(seeded) -> None:
+    _store, ladder = seeded
+    ref = {"run_id": "scheduled__2026-12-07T03:00:00+00:00", "ladder": ladder, "suspects": [{"rung": "fusions"}]}
+    with pytest.raises(TriageError, match="no suspect for rung attention"):
+        claim(TriageParams(ladder=ladder, bad_run="w5", rung="attention"), "x", lambda r: False)
+    assert weekly_triage_conf(ladder, {**ref, "suspects": []}, {"ok": True}) is None
+    assert weekly_triage_conf(ladder, ref, None) is None  # nothing published: nothing to triage
+    conf = weekly_triage_conf(ladder, ref, {"ok": True})
+    assert conf is not None and conf["suspects"] == ["fusions"]
+    assert (
+        conf["trigger_run_id"]
+        == triage_run_id(ladder, ref["run_id"])
+        == f"triage__{ladder}__scheduled__2026-12-07T03-00-00-00-00"
+    )

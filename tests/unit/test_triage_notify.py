@@ -1,0 +1,95 @@
+"""The weekly notice with suspects is one line; the triage's message holds the label, rung, size
+with its interval, first bad, attribution sentence and each end's command (issue 51)."""
+
+from __future__ import annotations
+
+import pytest
+
+from traceladder.airflow.notifications.regression import RegressionNotifier
+from traceladder.airflow.notifications.triage import triage_message
+from traceladder.core.documents import Explanation, TriageDoc, TriageStep, TriageSuspect
+
+pytestmark = pytest.mark.triage
+
+
+def test_the_weekly_notice_with_suspects_is_one_line() -> None:
+    ref = {
+        "run_id": "w5",
+        "regressions": ["fusions"],
+        "regression_calls": ["fusions: +15%"],
+        "suspects": [{"rung": "fusions"}, {"rung": "deepep"}, {"rung": "fusions"}],
+        "report_html": "traceladder/mini/w5/summary/report.html",
+    }
+    text = RegressionNotifier("mini", ref).message()
+    assert text == "traceladder mini run w5: suspects: fusions, deepep (triage started)"
+    # no suspects: the notice as it was
+    assert "step-time regression: fusions: +15%" in RegressionNotifier("mini", {**ref, "suspects": []}).message()
+
+
+def test_the_triage_message_holds_what_the_issue_names() -> None:
+    suspect = TriageSuspect(
+        rung="fusions", run_id="w5", good_run_id="w4", reason="change point", direction="slower", delta_pct=15.0
+    )
+    doc = TriageDoc(
+        ladder="mini",
+        run_id="w5",
+        rung="fusions",
+        state="done",
+        label="confirmed regression",
+        suspect=suspect,
+        steps=[
+            TriageStep(
+                kind="confirm",
+                rung="fusions",
+                good="w4",
+                candidate="w5",
+                verdict="confirmed",
+                delta_pct=14.2,
+                interval_pct=[9.8, 18.9],
+                blocks=4,
+            )
+        ],
+        first_bad="nightly-5",
+        last_good="nightly-4",
+        explanation=Explanation(
+            lens="torch_rank0", good="nightly-4", bad="nightly-5", sentence="attention grew by 1.2 ms a step"
+        ),
+        reproduce={
+            "good": "traceladder run-rung --spec-json '{}' --run-id w5-triage-good",
+            "bad": "traceladder run-rung --spec-json '{}' --run-id w5-triage-bad",
+        },
+    )
+    lines = triage_message(doc, "traceladder/mini/w5/triage/fusions/report.html").splitlines()
+    assert lines[0] == "traceladder mini run w5: confirmed regression in fusions"
+    assert lines[1] == "size: +14.2% (+9.8% to +18.9%) against w4"
+    assert lines[2] == "first bad: nightly-5 (last good: nightly-4)"
+    assert "attribution: attention grew by 1.2 ms a step" in lines
+    assert "reproduce good: traceladder run-rung --spec-json '{}' --run-id w5-triage-good" in lines
+    assert lines[-1] == "report: traceladder/mini/w5/triage/fusions/report.html"
+
+
+def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
+    import json
+
+    from traceladder.core import layout
+    from traceladder.storage.artifacts import DirArtifactSink
+    from traceladder.summary.publish import _add_triages
+    from traceladder.summary.render.history import change_rows
+
+    store = DirArtifactSink(tmp_path)
+    point = {
+        "rung": "fusions",
+        "run_id": "w5",
+        "direction": "slower",
+        "ci95_pct": [9.0, 21.0],
+        "delta_pct": 15.0,
+        "p_value": 0.001,
+        "provenance_changes": [],
+        "regression": True,
+    }
+    history = {"rungs": [{"rung": "fusions", "change_points": [point, {**point, "run_id": "w9"}]}]}
+    key = layout.triage_key("traceladder/mini/w5", "fusions")
+    store.put_bytes(key, json.dumps({"state": "done", "label": "confirmed regression"}).encode())
+    _add_triages(store, "traceladder/mini", history)
+    calls = [r["call"] for r in change_rows(history)]
+    assert calls == ["REGRESSION (new); triage: confirmed regression", "REGRESSION (new)"]
