@@ -16,6 +16,7 @@ from traceladder.core.documents import (
     SummaryRef,
     RankCollectives,
     TraceAnalysis,
+    TriageDoc,
     as_list,
     as_object,
 )
@@ -50,8 +51,8 @@ def _add_triages(store: ArtifactSink, ladder_prefix: str, history: JSONObject) -
             key = layout.triage_key(f"{ladder_prefix}/{c['run_id']}", str(c["rung"]))
             try:
                 if store.exists(key):
-                    doc = as_object(json.loads(store.get_bytes(key)))
-                    c["triage"] = str(doc.get("label") or doc.get("state"))
+                    doc = TriageDoc.from_json(store.get_bytes(key), key)
+                    c["triage"] = doc.label or doc.state
             except (ArtifactStoreError, ValueError):  # a triage that cannot be read is left out
                 continue
 
