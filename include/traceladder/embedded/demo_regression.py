@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -117,6 +119,27 @@ def clear_history(client: Any, bucket: str, ladder_prefix: str) -> int:
     return removed
 
 
+@contextmanager
+def warm_runs(dag_id: str, run_id: str) -> Iterator[None]:
+    """The triage's runs through a warm launcher, as they run inside the triage DAG's task: the
+    launcher is keyed by the task's DAG run (runner/forkserver_client.py), which this process,
+    outside any task, names itself; the launcher is stopped after."""
+    from traceladder.runner import forkserver_client
+
+    names = {"AIRFLOW_CTX_DAG_ID": dag_id, "AIRFLOW_CTX_DAG_RUN_ID": run_id}
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        forkserver_client.stop_run(dag_id, run_id)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def keep_local_copy(store: Any, run_prefix: str, local: Path) -> None:
     """The run's summary, each run's metrics and spec, and its triage documents, under `local`."""
     for key in store.list(run_prefix + "/"):
@@ -181,7 +204,8 @@ def run_weeks_and_triage(
     )
     if budget_blocks is not None:
         ctx = replace(ctx, budget=Budget(budget_blocks, ctx.budget.seconds, ctx.budget.alpha))
-    docs = triage_ladder_run(ctx)
+    with warm_runs(f"traceladder-{LADDER}-triage", last.run_id):
+        docs = triage_ladder_run(ctx)
     if not docs:
         raise DemoRegressionError(f"run {last.run_id}: the triage found no suspect in its summary")
     local = local_root / LADDER
