@@ -14,11 +14,13 @@ Which build a week runs is the ladder file's `build:`: each week writes a one-li
 extends the packaged one with that week's build, in a folder TRACELADDER_LADDERS_DIR points at, as
 a deployment would move `build:` to the newest nightly. The demo owns its ladder's history: it
 removes the ladder's earlier objects from the demo's S3 data before its first week, so a second
-demo starts from an empty history (and its triage is not the first one's, left as it was)."""
+demo starts from an empty history (and its triage is not the first one's, left as it was), and its
+local copy under .traceladder/demo/proxy-regression/ with it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -176,8 +178,10 @@ def run_weeks_and_triage(
     store = S3ArtifactStore(s3.client(), s3.bucket, storage.prefix, LADDER)
     base = ladder_prefix(storage.prefix, LADDER)
     removed = clear_history(s3.client(), s3.bucket, base)
+    local = local_root / LADDER
     if removed:
-        say(f"removed the previous demo's history: {removed} objects under s3://{s3.bucket}/{base}/")
+        say(f"removed the previous demo's history: {removed} objects under s3://{s3.bucket}/{base}/ and {local}")
+    shutil.rmtree(local, ignore_errors=True)  # its local copy goes with it
     os.environ[env_vars.LADDERS_DIR.name] = str(ladders_dir)
     runs: list[WeekRun] = []
     for i, week in enumerate(weeks, 1):
@@ -208,7 +212,6 @@ def run_weeks_and_triage(
         docs = triage_ladder_run(ctx)
     if not docs:
         raise DemoRegressionError(f"run {last.run_id}: the triage found no suspect in its summary")
-    local = local_root / LADDER
     for run in runs:
         keep_local_copy(store, layout.run_prefix(storage.prefix, LADDER, run.run_id), local / run.run_id)
     return Outcome(runs, suspects, docs, injected, local, storage.prefix)
