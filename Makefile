@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup services demo keys up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
+.PHONY: setup services demo demo-regression keys up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,12 @@ services:
 
 demo: setup
 	$(BIN)/traceladder demo
+
+# Weekly runs of a one-rung ladder on nightly builds until one regresses, then its triage: confirm,
+# bisection over the builds, the attribution (embedded/demo_regression.py); ends with
+# `injected: <build>` and `first bad: <build>`.
+demo-regression: setup
+	$(BIN)/traceladder demo-regression
 
 # Every S3 key of the latest demo run, from the S3 data the demo kept (.traceladder/s3);
 # LADDER=name for another ladder's, RUN=run_id for an older run.

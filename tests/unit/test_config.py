@@ -64,7 +64,8 @@ def error_of(tmp_path: Path, mutate) -> LadderConfigError:
     return info.value
 
 
-CONTROL_LADDERS = {"proxy-aa.yaml", "proxy-aa9.yaml", "proxy-power.yaml"}  # the verdicts' A/A and positive controls
+# the verdicts' A/A and positive controls, and the triage demo's one-rung ladder
+CONTROL_LADDERS = {"proxy-aa.yaml", "proxy-aa9.yaml", "proxy-power.yaml", "proxy-regression.yaml"}
 
 
 @pytest.mark.parametrize("path", [p for p in LADDERS if p.name not in CONTROL_LADDERS], ids=lambda p: p.name)

@@ -160,6 +160,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(ladder=args.ladder, list_keys=args.list_keys)
 
 
+def cmd_demo_regression(args: argparse.Namespace) -> int:
+    from traceladder.embedded.demo_regression import run_demo_regression
+
+    return run_demo_regression(repeats=args.repeats)
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     from traceladder.embedded.demo import list_run_keys
 
@@ -276,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ladder", default="proxy-local")
     p.add_argument("--list-keys", action="store_true", help="also list every S3 key of the run (before the summary)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "demo-regression", help="weekly runs of a small ladder until a build regresses, then its triage (issue 51)"
+    )
+    p.add_argument("--repeats", type=int, help="runs per weekly ladder run (default: the ladder file's)")
+    p.set_defaults(func=cmd_demo_regression)
 
     p = sub.add_parser("keys", help="list the S3 keys of a run the demo stored (in .traceladder/s3)")
     p.add_argument("--ladder", default="proxy-local")

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,10 @@ def prepare(home: Path, env: dict[str, str]) -> None:
     _airflow(["pools", "import", str(pools_file)], env)
 
 
-def dag_test(dag_id: str, run_conf: JSONObject | None = None) -> Any:
+def dag_test(dag_id: str, run_conf: JSONObject | None = None, logical_date: datetime | None = None) -> Any:
     """Run one DAG in-process with `dag.test()`; the caller has set the Airflow environment
-    before anything imported airflow. Returns the DagRun."""
+    before anything imported airflow. `logical_date`: the run's (default: now), e.g. a past week's
+    for a history. Returns the DagRun."""
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(DAGS_FOLDER))
@@ -77,4 +79,6 @@ def dag_test(dag_id: str, run_conf: JSONObject | None = None) -> Any:
     if dag is None:
         errors = "; ".join(f"{Path(f).name}: {e.strip().splitlines()[-1]}" for f, e in bag.import_errors.items())
         raise AirflowSetupError(f"no DAG {dag_id!r} in {DAGS_FOLDER} ({errors or 'no import errors'})")
-    return dag.test(run_conf=run_conf)
+    if logical_date is None:
+        return dag.test(run_conf=run_conf)
+    return dag.test(run_conf=run_conf, logical_date=logical_date)

@@ -1,0 +1,323 @@
+"""`traceladder demo-regression` (`make demo-regression`): a regression found, confirmed, bisected
+and explained on the embedded default (issue 51), every figure measured in the run.
+
+The `proxy-regression` ladder runs week after week through the path `make demo` uses: the embedded
+S3 (SeaweedFS) and the ladder DAG under Airflow's `dag.test()`, each week at its own logical date
+on its own build of the ladder's catalog, each published to the index. As few weeks as the suspect
+rule needs (stats/history.py: a prediction bound needs SUSPECT_MIN_RUNS runs in the segment before)
+run the oldest builds; the last week runs the newest build, which carries the injected work. Its
+summary names the rung a suspect, and the triage engine (triage/engine.py `triage_ladder_run`, the
+real runner on this host) confirms it, bisects the builds between the last good week's and the
+newest, and explains the first bad one with a profiled run of each end.
+
+Which build a week runs is the ladder file's `build:`: each week writes a one-line ladder file that
+extends the packaged one with that week's build, in a folder TRACELADDER_LADDERS_DIR points at, as
+a deployment would move `build:` to the newest nightly. The demo owns its ladder's history: it
+removes the ladder's earlier objects from the demo's S3 data before its first week, so a second
+demo starts from an empty history (and its triage is not the first one's, left as it was), and its
+local copy under .traceladder/demo/proxy-regression/ with it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from traceladder.config.loader import CONFIG_DIR, LoadedLadder
+from traceladder.core import env_vars, layout
+from traceladder.core.documents import IndexEntry, JSONObject, TriageDoc, as_object
+from traceladder.core.errors import TraceladderError
+from traceladder.embedded.demo import STATE_DIR
+from traceladder.stats.history import SUSPECT_MIN_RUNS
+
+LADDER = "proxy-regression"
+EXTRA_WORK = "extra_work_pct"  # the build change that injects real work (workload/extra.py)
+
+
+class DemoRegressionError(TraceladderError):
+    """A step of the demo failed (a week's DAG run, a missing suspect, a triage that ended
+    elsewhere): one line, exit 2."""
+
+    def __str__(self) -> str:
+        return f"demo-regression: {super().__str__()}"
+
+
+def say(message: str) -> None:
+    print(f"[demo-regression] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Week:
+    logical_date: datetime
+    build: str
+
+
+@dataclass(frozen=True)
+class WeekRun:
+    week: Week
+    run_id: str
+    entry: IndexEntry
+
+
+@dataclass(frozen=True)
+class Outcome:
+    weeks: list[WeekRun]
+    suspects: list[JSONObject]
+    docs: list[TriageDoc]
+    injected: str
+    local: Path  # the local copy of what the demo stored
+    prefix: str  # the storage prefix of the ladder's keys
+
+
+def weeks_of(loaded: LoadedLadder) -> list[Week]:
+    """SUSPECT_MIN_RUNS weeks on the catalog's oldest builds, then one on its newest, each the day
+    after its build was made (the injected build lies between the last good week's and the newest)."""
+    builds = sorted(loaded.ladder.builds, key=lambda b: b.created)
+    if len(builds) < SUSPECT_MIN_RUNS + 2:
+        raise DemoRegressionError(
+            f"ladder {loaded.ladder.ladder}: builds: needs at least {SUSPECT_MIN_RUNS + 2} builds "
+            f"({SUSPECT_MIN_RUNS} good weeks, a candidate and the newest), has {len(builds)}"
+        )
+    chosen = [*builds[:SUSPECT_MIN_RUNS], builds[-1]]
+    return [Week(b.created + timedelta(days=1, hours=1), b.name) for b in chosen]
+
+
+def injected_build(loaded: LoadedLadder) -> str:
+    """The catalog's first build (by creation time) whose changes add real work."""
+    for b in sorted(loaded.ladder.builds, key=lambda b: b.created):
+        if float(str(b.changes.model_args.get(EXTRA_WORK) or 0)) > 0:
+            return b.name
+    raise DemoRegressionError(f"ladder {loaded.ladder.ladder}: builds: no build changes {EXTRA_WORK}")
+
+
+def write_week_ladder(folder: Path, build: str, repeats: int | None = None) -> Path:
+    """The week's ladder file: the packaged one with `build:` (and `repeats:`) set."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {"extends": str(CONFIG_DIR / "ladders" / f"{LADDER}.yaml"), "build": build}
+    if repeats is not None:
+        doc["repeats"] = repeats
+    path = folder / f"{LADDER}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def clear_history(client: Any, bucket: str, ladder_prefix: str) -> int:
+    """Remove the ladder's earlier objects (the demo's own history); returns how many."""
+    removed = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=ladder_prefix + "/"):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        for i in range(0, len(keys), 1000):
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i : i + 1000], "Quiet": True})
+        removed += len(keys)
+    return removed
+
+
+@contextmanager
+def warm_runs(dag_id: str, run_id: str) -> Iterator[None]:
+    """The triage's runs through a warm launcher, as they run inside the triage DAG's task: the
+    launcher is keyed by the task's DAG run (runner/forkserver_client.py), which this process,
+    outside any task, names itself; the launcher is stopped after."""
+    from traceladder.runner import forkserver_client
+
+    names = {"AIRFLOW_CTX_DAG_ID": dag_id, "AIRFLOW_CTX_DAG_RUN_ID": run_id}
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        forkserver_client.stop_run(dag_id, run_id)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def keep_local_copy(store: Any, run_prefix: str, local: Path) -> None:
+    """The run's summary, each run's metrics and spec, and its triage documents, under `local`."""
+    for key in store.list(run_prefix + "/"):
+        rel = key[len(run_prefix) + 1 :]
+        keep = rel.startswith((layout.SUMMARY_FOLDER + "/", layout.TRIAGE_FOLDER + "/"))
+        if keep or key.endswith((layout.METRICS_OBJECT, layout.SPEC_OBJECT)):
+            target = local / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(store.get_bytes(key))
+
+
+def run_weeks_and_triage(
+    s3: Any,
+    ladders_dir: Path,
+    work: Path,
+    local_root: Path,
+    repeats: int | None = None,
+    budget_blocks: int | None = None,
+) -> Outcome:
+    """The weeks and the triage, on a running S3 (`s3`: EmbeddedS3) and a prepared Airflow whose
+    settings are in the environment. `repeats`/`budget_blocks` shrink the weekly runs and the
+    confirms (the test's); `local_root`: where the local copy goes (`<ladder>/<run>/...`)."""
+    from traceladder.config import find_ladder, load_ladder
+    from traceladder.embedded.local_airflow import dag_test
+    from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
+    from traceladder.summary.index import entry_key
+    from traceladder.triage.confirm import Budget, local_run_block
+    from traceladder.triage.engine import context_for, triage_ladder_run
+    from traceladder.triage.explain import local_run_profiled
+
+    packaged = load_ladder(CONFIG_DIR / "ladders" / f"{LADDER}.yaml")
+    weeks, injected = weeks_of(packaged), injected_build(packaged)
+    storage = packaged.cluster.storage
+    store = S3ArtifactStore(s3.client(), s3.bucket, storage.prefix, LADDER)
+    base = ladder_prefix(storage.prefix, LADDER)
+    removed = clear_history(s3.client(), s3.bucket, base)
+    local = local_root / LADDER
+    if removed:
+        say(f"removed the previous demo's history: {removed} objects under s3://{s3.bucket}/{base}/ and {local}")
+    shutil.rmtree(local, ignore_errors=True)  # its local copy goes with it
+    os.environ[env_vars.LADDERS_DIR.name] = str(ladders_dir)
+    runs: list[WeekRun] = []
+    for i, week in enumerate(weeks, 1):
+        write_week_ladder(ladders_dir, week.build, repeats)
+        say(f"week {i}/{len(weeks)}: {week.logical_date:%Y-%m-%d} on build {week.build}: dag.test()")
+        dag_run = dag_test(f"traceladder-{LADDER}", logical_date=week.logical_date)
+        run_id = safe_key_part(dag_run.run_id)
+        key = entry_key(base, run_id)
+        if str(dag_run.state) != "success" or not store.exists(key):
+            raise DemoRegressionError(f"week {i} ({week.build}): DAG run {dag_run.run_id} ended {dag_run.state}")
+        runs.append(WeekRun(week, run_id, IndexEntry.from_json(store.get_bytes(key), key)))
+    last = runs[-1]
+    suspects = [as_object(s) for s in last.entry.suspects]
+    if not suspects:
+        raise DemoRegressionError(f"the week on {last.week.build} flagged no suspect: {week_figures(runs)}")
+    say(f"week {len(runs)} flagged {', '.join(str(s['rung']) for s in suspects)}: the triage starts")
+    loaded = load_ladder(find_ladder(LADDER))  # the last week's file: the catalog and `triage:` block
+    ctx = context_for(
+        loaded,
+        store,
+        last.run_id,
+        local_run_block(work / "confirm", run_id=f"{last.run_id}-triage"),
+        run_profiled=local_run_profiled(work / "explain", run_id=f"{last.run_id}-triage"),
+    )
+    if budget_blocks is not None:
+        ctx = replace(ctx, budget=Budget(budget_blocks, ctx.budget.seconds, ctx.budget.alpha))
+    with warm_runs(f"traceladder-{LADDER}-triage", last.run_id):
+        docs = triage_ladder_run(ctx)
+    if not docs:
+        raise DemoRegressionError(f"run {last.run_id}: the triage found no suspect in its summary")
+    for run in runs:
+        keep_local_copy(store, layout.run_prefix(storage.prefix, LADDER, run.run_id), local / run.run_id)
+    return Outcome(runs, suspects, docs, injected, local, storage.prefix)
+
+
+def week_figures(runs: list[WeekRun]) -> str:
+    out = []
+    for run in runs:
+        rungs = as_object(as_object(run.entry.points).get("rungs") or {})
+        figs = [f"{r} {_figure(as_object(v))}" for r, v in rungs.items()]
+        out.append(f"{run.week.build}: {', '.join(figs)}")
+    return "; ".join(out)
+
+
+def _figure(point: JSONObject) -> str:
+    fig = as_object(point.get("step_cpu_ms") or point.get("step_ms") or {})
+    if not fig.get("mean"):
+        return "no figure"
+    return f"{float(str(fig['mean'])):.1f} ± {float(str(fig.get('ci95') or 0)):.1f} ms ({fig.get('n')} runs)"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1f}%"
+
+
+def _interval(iv: list[float] | None) -> str:
+    return f"[{iv[0]:+.1f}%, {iv[1]:+.1f}%]" if iv else "[not estimable]"
+
+
+def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
+    """What the demo prints: the weeks, the suspect, every triage step, the explanation, where it
+    is kept; it ends with the label, `injected: <build>` and `first bad: <build>`."""
+    lines = ["", f"# {LADDER}: {len(outcome.weeks)} weekly runs, then the triage", ""]
+    lines.append("| week | build | run | step CPU ms per rung (95% CI) | suspects |")
+    lines.append("|---|---|---|---|---|")
+    for run in outcome.weeks:
+        rungs = as_object(as_object(run.entry.points).get("rungs") or {})
+        figs = ", ".join(f"{r} {_figure(as_object(v))}" for r, v in rungs.items())
+        flagged = ", ".join(str(as_object(s)["rung"]) for s in run.entry.suspects) or "-"
+        lines.append(f"| {run.week.logical_date:%Y-%m-%d} | {run.week.build} | {run.run_id} | {figs} | {flagged} |")
+    lines.append("")
+    for s in outcome.suspects:
+        lines.append(
+            f"suspect: {s['rung']} {s['direction']} {_pct(float(str(s['delta_pct'])))} against the weeks before "
+            f"({s['reason']}); last good run {s['good_run_id']}"
+        )
+    main = next((d for d in outcome.docs if d.first_bad or d.bisected_on == d.rung), outcome.docs[0])
+    for doc in outcome.docs:
+        for step in doc.steps:
+            lines.append(
+                f"  {step.kind} {step.rung}: {step.good} -> {step.candidate}: {step.verdict}, "
+                f"{_pct(step.delta_pct)} {_interval(step.interval_pct)} after {step.blocks} A/B blocks"
+            )
+    confirm = next((s for s in main.steps if s.kind == "confirm"), None)
+    if confirm is not None:
+        lines.append(
+            f"measured size of the change: {_pct(confirm.delta_pct)} {_interval(confirm.interval_pct)} "
+            f"(B minus A, {confirm.blocks} blocks of one run each)"
+        )
+    lines.append(f"bisection over {len(main.candidates)} builds: {main.conclusion or 'none'}")
+    ex = main.explanation
+    if ex is not None:
+        lines.append(f"explanation ({ex.lens}, {ex.good} vs {ex.bad}): {ex.error or ex.sentence}")
+    run_id = main.run_id
+    triage_key = layout.triage_key(layout.run_prefix(outcome.prefix, LADDER, run_id), main.rung)
+    local_doc = outcome.local / run_id / layout.TRIAGE_FOLDER / main.rung
+    lines += [
+        "",
+        f"triage: s3://{bucket}/{triage_key} (local copy: {local_doc / layout.TRIAGE_OBJECT})",
+        f"report: {local_doc / layout.REPORT_HTML}",
+        f"weekly summaries: {outcome.local}/<run>/{layout.SUMMARY_FOLDER}/",
+        f"demo wall time: {wall_s:.0f} s",
+        "",
+        main.label or main.state,
+        f"injected: {outcome.injected}",
+        f"first bad: {main.first_bad or 'none'}",
+    ]
+    return lines
+
+
+def succeeded(outcome: Outcome) -> bool:
+    main = next((d for d in outcome.docs if d.first_bad), outcome.docs[0])
+    return main.label == "confirmed regression" and main.first_bad == outcome.injected
+
+
+def run_demo_regression(repeats: int | None = None) -> int:
+    """`make demo-regression`: the embedded S3 and Airflow under .traceladder/, as `make demo`."""
+    from traceladder.embedded.embedded_s3 import EmbeddedS3
+    from traceladder.embedded.local_airflow import airflow_env, prepare
+    from traceladder.config import load_ladder
+
+    started = time.monotonic()
+    bucket = load_ladder(CONFIG_DIR / "ladders" / f"{LADDER}.yaml").cluster.storage.bucket
+    state = STATE_DIR / "demo-regression"
+    say("starting the embedded S3 server (SeaweedFS)")
+    with EmbeddedS3(STATE_DIR / "s3", bucket=bucket) as s3:
+        env = airflow_env(STATE_DIR / "airflow", s3.env(), s3.airflow_conn_uri_json())
+        os.environ.update(env)
+        say("preparing Airflow (db migrate, pools)")
+        prepare(STATE_DIR / "airflow", env)
+        try:
+            outcome = run_weeks_and_triage(s3, state / "ladders", state / "work", STATE_DIR / "demo", repeats)
+        except OSError as exc:
+            raise DemoRegressionError(f"{type(exc).__name__}: {exc}") from None
+        print("\n".join(printout(outcome, s3.bucket, time.monotonic() - started)), flush=True)
+    if not succeeded(outcome):
+        print("demo-regression: the triage did not confirm the injected build as the first bad one", file=sys.stderr)
+        return 2
+    return 0

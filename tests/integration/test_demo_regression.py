@@ -1,0 +1,74 @@
+"""`make demo-regression`'s path (embedded/demo_regression.py) on real parts: the proxy-regression
+ladder's weekly runs through real Airflow (`dag.test()` at each week's logical date) against a real
+S3 server, each on its build of the catalog, then the triage engine on the local backend with the
+real runner. The weeks are the demo's (as few as the suspect rule needs); only each week's runs are
+fewer. It must flag the last week, confirm the change, bisect to the injected build and name the
+region the build slowed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from traceladder.core import layout
+from traceladder.core.documents import TriageDoc
+from traceladder.stats.history import SUSPECT_MIN_RUNS
+
+pytestmark = [pytest.mark.triage, pytest.mark.e2e]
+INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
+
+
+def test_demo_regression_bisects_to_the_injected_build(
+    airflow_home, s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from traceladder.embedded.demo_regression import LADDER, printout, run_weeks_and_triage, succeeded
+
+    monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(tmp_path / "ladders"))
+    monkeypatch.setenv("PYTHONPATH", INCLUDE)  # the runs' subprocesses import this checkout
+    outcome = run_weeks_and_triage(s3_server, tmp_path / "ladders", tmp_path / "work", tmp_path / "local", repeats=2)
+
+    # the weeks: SUSPECT_MIN_RUNS good ones on the oldest builds, then the newest build, flagged
+    assert len(outcome.weeks) == SUSPECT_MIN_RUNS + 1
+    assert [w.week.build for w in outcome.weeks] == [
+        "nightly-2026-11-08",
+        "nightly-2026-11-15",
+        "nightly-2026-11-22",
+        "nightly-2026-11-29",
+    ]
+    assert [w.entry.suspects for w in outcome.weeks[:-1]] == [[], [], []]
+    (suspect,) = outcome.suspects
+    assert suspect["rung"] == "baseline" and suspect["direction"] == "slower"
+    assert suspect["good_run_id"] == outcome.weeks[-2].run_id
+    # every week's runs recorded the build they ran
+    for week in outcome.weeks:
+        spec = json.loads((outcome.local / week.run_id / "baseline.none.r0" / layout.METRICS_OBJECT).read_text())
+        assert spec["status"] == "ok" and spec["provenance"]["build"] == week.week.build
+
+    (doc,) = outcome.docs
+    assert doc.state == "done" and doc.label == "confirmed regression", doc.conclusion
+    assert outcome.injected == "nightly-2026-11-27" and doc.first_bad == outcome.injected, doc.steps
+    assert doc.last_good == "nightly-2026-11-25"
+    kinds = [(s.kind, s.good, s.candidate, s.verdict) for s in doc.steps]
+    assert kinds[0][0] == "confirm" and kinds[0][3] == "confirmed"
+    assert [k for k in kinds if k[0] == "bisect"] == [
+        ("bisect", "nightly-2026-11-22", "nightly-2026-11-25", "not reproduced"),
+        ("bisect", "nightly-2026-11-25", "nightly-2026-11-27", "confirmed"),
+    ]
+    confirm = doc.steps[0]
+    assert confirm.interval_pct is not None and confirm.interval_pct[0] > 0
+    # the explanation names the region the build slowed (analysis/reports/step_regions.py)
+    assert doc.explanation is not None and doc.explanation.error is None
+    assert doc.explanation.sentence and "by region attention +" in doc.explanation.sentence
+
+    # the local copy holds the stored triage.json, as S3 does
+    stored = outcome.local / doc.run_id / layout.TRIAGE_FOLDER / "baseline" / layout.TRIAGE_OBJECT
+    assert TriageDoc.from_json(stored.read_bytes(), str(stored)).first_bad == outcome.injected
+    key = layout.triage_key(layout.run_prefix("traceladder", LADDER, doc.run_id), "baseline")
+    body = s3_server.client().get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
+    assert TriageDoc.from_json(body, key).label == "confirmed regression"
+
+    lines = printout(outcome, s3_server.bucket, 1.0)
+    assert lines[-3:] == ["confirmed regression", f"injected: {outcome.injected}", f"first bad: {outcome.injected}"]
+    assert succeeded(outcome)
