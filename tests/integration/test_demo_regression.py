@@ -14,7 +14,6 @@ import pytest
 
 from traceladder.core import layout
 from traceladder.core.documents import TriageDoc
-from traceladder.stats.history import SUSPECT_MIN_RUNS
 
 pytestmark = [pytest.mark.triage, pytest.mark.e2e]
 INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
@@ -23,21 +22,22 @@ INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
 def test_demo_regression_bisects_to_the_injected_build(
     airflow_home, s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from traceladder.embedded.demo_regression import LADDER, printout, run_weeks_and_triage, succeeded
+    from traceladder.embedded.demo_regression import GOOD_WEEKS, LADDER, printout, run_weeks_and_triage, succeeded
 
     monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(tmp_path / "ladders"))
     monkeypatch.setenv("PYTHONPATH", INCLUDE)  # the runs' subprocesses import this checkout
-    outcome = run_weeks_and_triage(s3_server, tmp_path / "ladders", tmp_path / "work", tmp_path / "local", repeats=2)
+    outcome = run_weeks_and_triage(s3_server, tmp_path / "ladders", tmp_path / "work", tmp_path / "local", repeats=3)
 
-    # the weeks: SUSPECT_MIN_RUNS good ones on the oldest builds, then the newest build, flagged
-    assert len(outcome.weeks) == SUSPECT_MIN_RUNS + 1
+    # the weeks: GOOD_WEEKS good ones on the oldest builds, then the newest build, flagged
+    assert len(outcome.weeks) == GOOD_WEEKS + 1
     assert [w.week.build for w in outcome.weeks] == [
+        "nightly-2026-11-01",
         "nightly-2026-11-08",
         "nightly-2026-11-15",
         "nightly-2026-11-22",
         "nightly-2026-11-29",
     ]
-    assert [w.entry.suspects for w in outcome.weeks[:-1]] == [[], [], []]
+    assert [w.entry.suspects for w in outcome.weeks[:-1]] == [[]] * GOOD_WEEKS
     (suspect,) = outcome.suspects
     assert suspect["rung"] == "baseline" and suspect["direction"] == "slower"
     assert suspect["good_run_id"] == outcome.weeks[-2].run_id

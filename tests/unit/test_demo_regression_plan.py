@@ -12,13 +12,13 @@ import pytest
 from traceladder.config import load_ladder
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.embedded.demo_regression import (
+    GOOD_WEEKS,
     LADDER,
     DemoRegressionError,
     injected_build,
     weeks_of,
     write_week_ladder,
 )
-from traceladder.stats.history import SUSPECT_MIN_RUNS
 
 pytestmark = pytest.mark.triage
 PACKAGED = CONFIG_DIR / "ladders" / f"{LADDER}.yaml"
@@ -27,14 +27,15 @@ PACKAGED = CONFIG_DIR / "ladders" / f"{LADDER}.yaml"
 def test_the_weeks_run_the_oldest_builds_then_the_newest() -> None:
     loaded = load_ladder(PACKAGED)
     weeks = weeks_of(loaded)
-    assert len(weeks) == SUSPECT_MIN_RUNS + 1 == 4
+    assert len(weeks) == GOOD_WEEKS + 1 == 5
     assert [w.build for w in weeks] == [
+        "nightly-2026-11-01",
         "nightly-2026-11-08",
         "nightly-2026-11-15",
         "nightly-2026-11-22",
         "nightly-2026-11-29",
     ]
-    assert weeks[0].logical_date == datetime(2026, 11, 9, 3, tzinfo=timezone.utc)
+    assert weeks[0].logical_date == datetime(2026, 11, 2, 3, tzinfo=timezone.utc)
     assert all(b.logical_date - a.logical_date for a, b in zip(weeks, weeks[1:]))
     # the injected build lies between the last good week's build and the newest
     assert injected_build(loaded) == "nightly-2026-11-27"
@@ -45,7 +46,7 @@ def test_a_weeks_ladder_file_sets_its_build(tmp_path: Path) -> None:
     path = write_week_ladder(tmp_path, "nightly-2026-11-15", repeats=2)
     loaded = load_ladder(path)
     assert loaded.ladder.ladder == LADDER and loaded.ladder.build == "nightly-2026-11-15"
-    assert loaded.ladder.repeats == 2 and len(loaded.ladder.builds) == 6
+    assert loaded.ladder.repeats == 2 and len(loaded.ladder.builds) == 7
 
 
 def test_a_catalog_too_short_for_the_rule_is_one_line(tmp_path: Path) -> None:
@@ -60,5 +61,5 @@ def test_a_catalog_too_short_for_the_rule_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(DemoRegressionError) as info:
         weeks_of(load_ladder(path))
     message = str(info.value)
-    assert message.startswith("demo-regression: ladder proxy-regression: builds: needs at least 5 builds")
+    assert message.startswith("demo-regression: ladder proxy-regression: builds: needs at least 6 builds")
     assert len(message.splitlines()) == 1

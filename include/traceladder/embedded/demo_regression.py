@@ -4,7 +4,7 @@ and explained on the embedded default (issue 51), every figure measured in the r
 The `proxy-regression` ladder runs week after week through the path `make demo` uses: the embedded
 S3 (SeaweedFS) and the ladder DAG under Airflow's `dag.test()`, each week at its own logical date
 on its own build of the ladder's catalog, each published to the index. As few weeks as the suspect
-rule needs (stats/history.py: a prediction bound needs SUSPECT_MIN_RUNS runs in the segment before)
+rule needs, plus one (stats/history.py: a prediction bound needs SUSPECT_MIN_RUNS runs in the segment before)
 run the oldest builds; the last week runs the newest build, which carries the injected work. Its
 summary names the rung a suspect, and the triage engine (triage/engine.py `triage_ladder_run`, the
 real runner on this host) confirms it, bisects the builds between the last good week's and the
@@ -38,6 +38,11 @@ from traceladder.core.documents import IndexEntry, JSONObject, TriageDoc, as_obj
 from traceladder.core.errors import TraceladderError
 from traceladder.embedded.demo import STATE_DIR
 from traceladder.stats.history import SUSPECT_MIN_RUNS
+
+# One week more than the suspect rule's minimum: from 3 weeks the 99% prediction bound uses
+# t(0.995, 2 df) = 9.9, so one noisy week on a loaded machine can widen it past a 4x jump; from 4
+# weeks it uses t(0.995, 3 df) = 5.8.
+GOOD_WEEKS = SUSPECT_MIN_RUNS + 1
 
 LADDER = "proxy-regression"
 EXTRA_WORK = "extra_work_pct"  # the build change that injects real work (workload/extra.py)
@@ -79,15 +84,15 @@ class Outcome:
 
 
 def weeks_of(loaded: LoadedLadder) -> list[Week]:
-    """SUSPECT_MIN_RUNS weeks on the catalog's oldest builds, then one on its newest, each the day
+    """GOOD_WEEKS weeks on the catalog's oldest builds, then one on its newest, each the day
     after its build was made (the injected build lies between the last good week's and the newest)."""
     builds = sorted(loaded.ladder.builds, key=lambda b: b.created)
-    if len(builds) < SUSPECT_MIN_RUNS + 2:
+    if len(builds) < GOOD_WEEKS + 2:
         raise DemoRegressionError(
-            f"ladder {loaded.ladder.ladder}: builds: needs at least {SUSPECT_MIN_RUNS + 2} builds "
-            f"({SUSPECT_MIN_RUNS} good weeks, a candidate and the newest), has {len(builds)}"
+            f"ladder {loaded.ladder.ladder}: builds: needs at least {GOOD_WEEKS + 2} builds "
+            f"({GOOD_WEEKS} good weeks, a candidate and the newest), has {len(builds)}"
         )
-    chosen = [*builds[:SUSPECT_MIN_RUNS], builds[-1]]
+    chosen = [*builds[:GOOD_WEEKS], builds[-1]]
     return [Week(b.created + timedelta(days=1, hours=1), b.name) for b in chosen]
 
 
