@@ -38,7 +38,9 @@ from tests.unit.test_config import MINIMAL
 pytestmark = pytest.mark.triage
 
 
-def _suspect(rung: str = "fusions", delta: float = 15.0) -> TriageSuspect:
+def _suspect(
+    rung: str = "fusions", delta: float = 15.0, good: str = "nightly-0", bad: str = "nightly-7"
+) -> TriageSuspect:
     return TriageSuspect(
         rung=rung,
         run_id="w5",
@@ -46,7 +48,7 @@ def _suspect(rung: str = "fusions", delta: float = 15.0) -> TriageSuspect:
         reason="prediction bound",
         direction="slower",
         delta_pct=delta,
-        diff=[DiffField(section="build", field="build", good="nightly-0", bad="nightly-7")],
+        diff=[DiffField(section="build", field="build", good=good, bad=bad)],
     )
 
 
@@ -312,15 +314,7 @@ def _group() -> list[tuple[TriageSuspect, RunSetup, RunSetup]]:
         bad = apply_build(good, BUILDS, "n7")
         out.append(
             (
-                TriageSuspect(
-                    rung=rung,
-                    run_id="w5",
-                    good_run_id="w4",
-                    reason="prediction bound",
-                    direction="slower",
-                    delta_pct=delta,
-                    diff=[DiffField(section="build", field="build", good="n0", bad="n7")],
-                ),
+                _suspect(rung, delta, "n0", "n7"),
                 RunSetup("w4", good, {"build": "n0"}),
                 RunSetup("w5", bad, {"build": "n7"}),
             )
