@@ -11,6 +11,7 @@ through `start_triage` (tests/dags/test_triage_dag.py checks that wiring on the 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -111,7 +112,24 @@ def _approve(stack: Any, run_id: str, timeout_s: float = 600) -> dict:
             time.sleep(3)
     else:
         raise AssertionError(f"no approval asked within {timeout_s:.0f} s")
+    _await_parked(stack, deadline)
     return stack._call("PATCH", path, json={"chosen_options": ["Approve"], "params_input": {}})
+
+
+def _await_parked(stack: Any, deadline: float) -> None:
+    """Answer only once the scheduler has seen the paused worker exit, as a person would.
+
+    Airflow 3.3 races an answer given in the second after the task parks: the response reschedules
+    the task, then the first process's late "success" event marks the re-queued task failed
+    ("state changed externally"). The scheduler logs that event, so wait for it."""
+    logs = sorted((stack.home / "logs" / "stack").glob("scheduler-*.log"))
+    seen = re.compile(r"Received executor event with state success .*task_id='approval'")
+    while time.monotonic() < deadline:
+        stack.check_alive()
+        if any(seen.search(log.read_text(errors="replace")) for log in logs):
+            return
+        time.sleep(1)
+    raise AssertionError("the approval task never parked for input")
 
 
 def test_a_suspect_is_triaged_approved_over_rest_and_reported_to_the_webhook(tmp_path) -> None:
