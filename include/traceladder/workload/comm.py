@@ -7,7 +7,7 @@ same model code runs for EP=1 and EP>1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -79,26 +79,28 @@ class Comm:
         return recv
 
 
-class _AllGather(torch.autograd.Function):
-    @staticmethod
+def _mirrored(
+    there: Callable[[Comm, torch.Tensor], torch.Tensor], back: Callable[[Comm, torch.Tensor], torch.Tensor]
+) -> Any:
+    """forward and backward of a collective whose gradient is its mirror (all_gather's is reduce_scatter,
+    and the other way round); one Function class each, so autograd still names the nodes apart."""
+
     def forward(ctx: Any, x: torch.Tensor, comm: Comm) -> torch.Tensor:
         ctx.comm = comm
-        return comm.all_gather(x)
+        return there(comm, x)
 
-    @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return ctx.comm.reduce_scatter(grad.contiguous()), None
+        return back(ctx.comm, grad.contiguous()), None
+
+    return staticmethod(forward), staticmethod(backward)
+
+
+class _AllGather(torch.autograd.Function):
+    forward, backward = _mirrored(Comm.all_gather, Comm.reduce_scatter)
 
 
 class _ReduceScatter(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, comm: Comm) -> torch.Tensor:
-        ctx.comm = comm
-        return comm.reduce_scatter(x)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return ctx.comm.all_gather(grad.contiguous()), None
+    forward, backward = _mirrored(Comm.reduce_scatter, Comm.all_gather)
 
 
 class _AllToAll(torch.autograd.Function):
