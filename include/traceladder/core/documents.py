@@ -57,10 +57,18 @@ class DocumentError(TraceladderError, ValueError):
     """A stage document that does not parse; one line: ``<file>: <field>: <reason>``."""
 
 
-def _f(kind: str, *, key: str | None = None, default: Any = MISSING, omit_none: bool = False) -> Any:
+def _f(
+    kind: str,
+    *,
+    key: str | None = None,
+    default: Any = MISSING,
+    omit_none: bool = False,
+    one_of: tuple[str, ...] | None = None,
+) -> Any:
     """A document field: its JSON kind, its JSON key where it differs, its default (a list or
-    dict default is copied per document), and whether a None is left out of the JSON."""
-    meta = {"kind": kind, "key": key, "omit_none": omit_none}
+    dict default is copied per document), whether a None is left out of the JSON, and the
+    strings it may hold (``one_of``; a nullable kind may hold None too)."""
+    meta = {"kind": kind, "key": key, "omit_none": omit_none, "one_of": one_of}
     if isinstance(default, (list, dict)):
         empty = type(default)
         return field(default_factory=empty, metadata=meta)
@@ -174,6 +182,10 @@ class Document:
                 kind = f.metadata["kind"].rstrip("?")
                 raise DocumentError(f"{where}: {key}: expected {kind}, got {type(value).__name__}")
             values[f.name] = value
+        for f in fields(cls):  # after every field is there: a missing field is said first
+            allowed = f.metadata.get("one_of")
+            if allowed is not None and f.name in values:
+                _one_of(where, f.metadata["key"] or f.name, values[f.name], allowed)
         return cls(**values, extra={k: v for k, v in doc.items() if k not in known})
 
     @classmethod
@@ -694,8 +706,8 @@ TRIAGE_LABELS = ("confirmed regression", "confirmed improvement", "not reproduce
 STEP_VERDICTS = ("confirmed", "not reproduced", "insufficient", "skipped")
 
 
-def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...], nullable: bool = False) -> None:
-    if (value is None and nullable) or value in allowed:
+def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value is None or value in allowed:  # None got here only where the field's kind allows it
         return
     raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
 
@@ -719,19 +731,12 @@ class DiffField(_Part):
     provenance: metrics.json's provenance; build: the build catalog's entry)."""
 
     FILE: ClassVar[str] = "diff field"
-    SECTIONS: ClassVar[tuple[str, ...]] = ("image", "spec", "provenance", "build")
 
-    section: str = _f("str")
+    section: str = _f("str", one_of=("image", "spec", "provenance", "build"))
     field: str = _f("str")
     good: JSONValue = _f("any?")
     bad: JSONValue = _f("any?")
     bisectable: bool = _f("bool", default=True)  # a driver or a host is reported, not bisected
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> DiffField:
-        doc = super().from_dict(data, source)
-        _one_of(source or cls.FILE, "section", doc.section, cls.SECTIONS)
-        return doc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -743,8 +748,8 @@ class TriageSuspect(_Part):
     rung: str = _f("str")
     run_id: str = _f("str")
     good_run_id: str = _f("str")
-    reason: str = _f("str")  # change point | prediction bound
-    direction: str = _f("str")  # slower | faster
+    reason: str = _f("str", one_of=("change point", "prediction bound", "manual"))
+    direction: str = _f("str", one_of=("slower", "faster"))
     delta_pct: float = _f("number")
     diff: list[DiffField] = _f("list", default=[])
 
@@ -752,8 +757,6 @@ class TriageSuspect(_Part):
     def from_dict(cls, data: object, source: str | None = None) -> TriageSuspect:
         where = source or cls.FILE
         doc = super().from_dict(data, where)
-        _one_of(where, "direction", doc.direction, ("slower", "faster"))
-        _one_of(where, "reason", doc.reason, ("change point", "prediction bound", "manual"))
         return _replace(doc, diff=_parts(DiffField, doc.diff, f"{where}: diff"))
 
 
@@ -763,13 +766,12 @@ class TriageStep(_Part):
     first bad candidate), or a skipped candidate: its verdict and interval (B minus A, in %)."""
 
     FILE: ClassVar[str] = "step"
-    KINDS: ClassVar[tuple[str, ...]] = ("confirm", "bisect", "at first bad")
 
-    kind: str = _f("str")
+    kind: str = _f("str", one_of=("confirm", "bisect", "at first bad"))
     rung: str = _f("str")
     good: str = _f("str")  # the A side: a run id or a candidate's name
     candidate: str = _f("str")  # the B side
-    verdict: str = _f("str")
+    verdict: str = _f("str", one_of=STEP_VERDICTS)
     delta_pct: float | None = _f("number?", default=None)
     interval_pct: list[float] | None = _f("list?", default=None)
     blocks: int = _f("int", default=0)
@@ -780,8 +782,6 @@ class TriageStep(_Part):
     def from_dict(cls, data: object, source: str | None = None) -> TriageStep:
         where = source or cls.FILE
         doc = super().from_dict(data, where)
-        _one_of(where, "kind", doc.kind, cls.KINDS)
-        _one_of(where, "verdict", doc.verdict, STEP_VERDICTS)
         if doc.interval_pct is not None and (
             len(doc.interval_pct) != 2 or not all(_kind_ok("number", x) for x in doc.interval_pct)
         ):
@@ -817,8 +817,8 @@ class TriageDoc(Document):
     ladder: str = _f("str")
     run_id: str = _f("str")
     rung: str = _f("str")
-    state: str = _f("str")
-    label: str | None = _f("str?", default=None)
+    state: str = _f("str", one_of=TRIAGE_STATES)
+    label: str | None = _f("str?", default=None, one_of=TRIAGE_LABELS)
     suspect: TriageSuspect = _f("object")
     group: list[str] = _f("list", default=[])
     bisected_on: str | None = _f("str?", default=None)
@@ -837,8 +837,6 @@ class TriageDoc(Document):
     def from_dict(cls, data: object, source: str | None = None) -> TriageDoc:
         where = source or cls.FILE
         doc = super().from_dict(data, where)
-        _one_of(where, "state", doc.state, TRIAGE_STATES)
-        _one_of(where, "label", doc.label, TRIAGE_LABELS, nullable=True)
         return _replace(
             doc,
             suspect=TriageSuspect.from_dict(doc.suspect, f"{where}: suspect"),
