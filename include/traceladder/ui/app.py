@@ -26,6 +26,7 @@ import hmac
 import json
 import mimetypes
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -177,6 +178,20 @@ def _entry_or_404(file: str, user: Any) -> data.LadderEntry:
             403, f"you may not read ladder {entry.file}: no read access to DAG {access.ladder_dag_id(entry)}"
         )
     return entry
+
+
+def _valid_key(check: Callable[[str], object], value: str, detail: str) -> None:
+    """400 with ``detail`` where ``check`` (data.clean_run_id, data.relative_key) refuses the value."""
+    try:
+        check(value)
+    except ArtifactKeyError:
+        raise HTTPException(400, detail) from None
+
+
+def _loaded(entry: data.LadderEntry, say_why: bool = True) -> None:
+    """404 where the ladder file does not load (``say_why``: with its error)."""
+    if entry.error:
+        raise HTTPException(404, f"ladder file {entry.file} does not load" + (f": {entry.error}" if say_why else ""))
 
 
 def _storage_status(entries: list[data.LadderEntry]) -> dict[tuple[str, str], str | None]:
@@ -540,12 +555,8 @@ def create_app() -> FastAPI:
     @app.get("/ladders/{file}/runs/{run_id}", response_class=HTMLResponse, dependencies=[can_read_runs])
     def run_page(file: str, run_id: str, request: Request, user: GetUserDep) -> Response:
         entry = _entry_or_404(file, user)
-        try:
-            data.clean_run_id(run_id)
-        except ArtifactKeyError:
-            raise HTTPException(400, "invalid run id") from None
-        if entry.error:
-            raise HTTPException(404, f"ladder file {entry.file} does not load: {entry.error}")
+        _valid_key(data.clean_run_id, run_id, "invalid run id")
+        _loaded(entry)
         store = data.LadderStore(entry)
         try:
             store.check()
@@ -580,14 +591,10 @@ def create_app() -> FastAPI:
         from traceladder.ui.compare import compare_rows, provenance_diff
 
         entry = _entry_or_404(file, user)
-        if entry.error:
-            raise HTTPException(404, f"ladder file {entry.file} does not load: {entry.error}")
+        _loaded(entry)
         for run_id in (a, b):
             if run_id:
-                try:
-                    data.clean_run_id(run_id)
-                except ArtifactKeyError:
-                    raise HTTPException(400, "invalid run id") from None
+                _valid_key(data.clean_run_id, run_id, "invalid run id")
         store = data.LadderStore(entry)
         context: dict[str, Any] = {
             "base": _base(request),
@@ -628,12 +635,8 @@ def create_app() -> FastAPI:
         raw = request.scope.get("raw_path", b"") or b""
         if b"%25" in raw or b"\\" in raw:  # double-encoded or backslash: never a key this app wrote
             raise HTTPException(400, "invalid artifact path")
-        try:
-            data.relative_key(key)
-        except ArtifactKeyError:
-            raise HTTPException(400, "invalid artifact path") from None
-        if entry.error:
-            raise HTTPException(404, f"ladder file {entry.file} does not load")
+        _valid_key(data.relative_key, key, "invalid artifact path")
+        _loaded(entry, say_why=False)
         store = data.LadderStore(entry)
         immutable = immutable_key(key) and bool(request.query_params.get("v"))
         etag = ""
