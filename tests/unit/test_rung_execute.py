@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from traceladder.runner import orphans
+from traceladder.runner.forkserver_client import WorkloadRun
 from traceladder.runner.rung import execute
 
 
@@ -31,7 +32,7 @@ def _alive(pid: int) -> bool:
 def test_a_workload_past_its_deadline_gets_sigterm(tmp_path: Path, records: Path) -> None:
     log = tmp_path / "log.txt"
     t0 = time.monotonic()
-    code, timed_out = execute(["sh", "-c", "echo started; exec sleep 300"], {}, tmp_path, log, 1.0, None)
+    code, timed_out = execute(WorkloadRun(["sh", "-c", "echo started; exec sleep 300"], {}, tmp_path, log, 1.0))
     assert (code, timed_out) == (-signal.SIGTERM, True)
     assert time.monotonic() - t0 < 5  # it obeyed SIGTERM: no 5 s grace spent
     text = log.read_text()
@@ -44,7 +45,7 @@ def test_a_workload_ignoring_sigterm_is_killed_with_its_group_after_the_grace(tm
     # the leader and its child ignore SIGTERM; the child is not waited for: only the group's SIGKILL ends it
     script = f"trap '' TERM; sleep 300 & echo $! > {pidfile}; while :; do sleep 0.1; done"
     t0 = time.monotonic()
-    code, timed_out = execute(["sh", "-c", script], {}, tmp_path, tmp_path / "log.txt", 1.0, None)
+    code, timed_out = execute(WorkloadRun(["sh", "-c", script], {}, tmp_path, tmp_path / "log.txt", 1.0))
     took = time.monotonic() - t0
     assert (code, timed_out) == (-signal.SIGKILL, True)
     assert 1.0 + 5.0 <= took < 1.0 + 5.0 + 5.0  # the deadline, the 5 s grace, then SIGKILL

@@ -25,6 +25,7 @@ from tests.tiny_proxy import TINY_MODEL
 
 from traceladder.runner import forkserver_client as warm, orphans
 from traceladder.rung_spec import render_overrides
+from traceladder.runner.forkserver_client import WorkloadRun
 from traceladder.runner.rung import _execute_workload
 
 INCLUDE = Path(__file__).resolve().parents[2] / "include"
@@ -153,13 +154,20 @@ def probe_launcher(records: Path) -> Iterator[str]:
         yield key
 
 
+def _workload(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, log: Path | None = None, deadline_s: float = 30
+) -> WorkloadRun:
+    """`python -m traceladder.workload <args>` in cwd (its log: cwd/log.txt unless named)."""
+    argv = [sys.executable, "-m", "traceladder.workload", *args]
+    return WorkloadRun(argv, env or {}, cwd, log or cwd / "log.txt", deadline_s)
+
+
 def _probe(tmp: Path, name: str, code: str, *extra: str, deadline_s: float = 60) -> tuple[int | None, bool, dict, str]:
     out = tmp / f"{name}.json"
     (tmp / name).mkdir()
     log = tmp / f"{name}.log"
-    outcome = warm.run(
-        [str(out), code, *extra], {"REQUEST_ONLY": name, "OMP_NUM_THREADS": "1"}, tmp / name, log, deadline_s, None
-    )
+    env = {"REQUEST_ONLY": name, "OMP_NUM_THREADS": "1"}
+    outcome = warm.run(_workload([str(out), code, *extra], tmp / name, env=env, log=log, deadline_s=deadline_s))
     assert outcome is not None, "the probe launcher did not take the request"
     state = json.loads(out.read_text()) if out.exists() else {}
     return outcome[0], outcome[1], state, log.read_text()
@@ -220,7 +228,7 @@ def test_a_stuck_launcher_falls_back_to_a_cold_run(
     monkeypatch.setattr(warm, "REPLY_TIMEOUT_S", 1.0)
     os.kill(pid, signal.SIGSTOP)
     try:
-        outcome = warm.run(["x", "0"], {}, tmp_path, tmp_path / "log.txt", 30, None, say=said.append)
+        outcome = warm.run(_workload(["x", "0"], tmp_path), say=said.append)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
@@ -276,7 +284,7 @@ def test_without_a_launcher_the_rung_runs_cold_with_one_line(
     spec = type("Spec", (), {"backend": "local"})()
     argv = [sys.executable, "-m", "traceladder.workload", *_tiny_args()]
     env = {"PRIMUS_WORKSPACE": str(tmp_path / "output"), "PYTHONPATH": str(INCLUDE)}
-    code, timed_out = _execute_workload(spec, argv, env, tmp_path, tmp_path / "log.txt", 120, sys.stdout, [])  # type: ignore[arg-type]
+    code, timed_out = _execute_workload(spec, WorkloadRun(argv, env, tmp_path, tmp_path / "log.txt", 120, sys.stdout))  # type: ignore[arg-type]
     said = [line for line in capsys.readouterr().out.splitlines() if "warm launcher" in line]
     assert (code, timed_out) == (0, False)
     assert len(said) == 1 and "running the workload cold" in said[0], said
@@ -468,6 +476,6 @@ def test_a_launcher_killed_during_a_run_fails_the_rung_and_stops_its_workload(
         # The next rung runs cold, with one line; the dead launcher's record goes (the rung after
         # starts a fresh one).
         said: list[str] = []
-        assert warm.run(["x", "0"], {}, tmp_path, tmp_path / "log.txt", 30, None, say=said.append) is None
+        assert warm.run(_workload(["x", "0"], tmp_path), say=said.append) is None
         assert len(said) == 1 and "does not answer" in said[0] and "running the workload cold" in said[0]
         assert not orphans.launcher_path(warm.key_hash(key)).exists()

@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -47,6 +48,27 @@ from traceladder.runner import orphans
 START_TIMEOUT_S = 90.0  # the launcher's imports take ~4-7 s on 2 busy cores
 REPLY_TIMEOUT_S = 30.0  # a serving launcher answers a request at once; silence means it is stuck
 _started: list[subprocess.Popen[bytes]] = []  # launchers this process started, reaped when they end
+_WORKLOAD_MODULE = ["-m", "traceladder.workload"]
+
+
+@dataclass(frozen=True)
+class WorkloadRun:
+    """One run of a rung's workload, warm (run()) or cold (rung.execute): its command, extra
+    environment and folder, the log its output is teed to (and `echo`), its deadline, and the
+    list a failed log write goes to (the output is still drained)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log_path: Path
+    deadline_s: float
+    echo: TextIO | None = None
+    write_errors: list[OSError] = field(default_factory=list)
+
+    @property
+    def workload_args(self) -> list[str] | None:
+        """The arguments of a `python -m traceladder.workload ...` command (None: another command)."""
+        return self.argv[3:] if self.argv[1:3] == _WORKLOAD_MODULE else None
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -178,19 +200,12 @@ class _Replies:
         return reply if isinstance(reply, dict) else None
 
 
-def run(
-    args: list[str],
-    env: dict[str, str],
-    cwd: Path,
-    log_path: Path,
-    deadline_s: float,
-    echo: TextIO | None,
-    write_errors: list[OSError] | None = None,
-    say: Callable[[str], None] | None = None,
-) -> tuple[int | None, bool] | None:
-    """`python -m traceladder.workload <args>` through this run's launcher, as rung.execute runs it
-    cold; (exit code, timed out), or None (said through `say`) when the launcher is unavailable."""
-    errors = write_errors if write_errors is not None else []
+def run(work: WorkloadRun, say: Callable[[str], None] | None = None) -> tuple[int | None, bool] | None:
+    """A `python -m traceladder.workload <args>` command through this run's launcher, as rung.execute
+    runs it cold; (exit code, timed out), or None (said through `say`) when the launcher is unavailable."""
+    args = work.workload_args
+    if args is None:
+        raise ValueError(f"not a traceladder.workload command: {work.argv[:3]}")
     key = run_key()
     if key is None:
         return None
@@ -202,7 +217,7 @@ def run(
     replies = _Replies(conn)
     try:
         try:
-            _send_request(conn, args, {**os.environ, **env}, cwd, write_fd)
+            _send_request(conn, args, {**os.environ, **work.env}, work.cwd, write_fd)
             os.close(write_fd)
             write_fd = -1
             reply = replies.next(REPLY_TIMEOUT_S)
@@ -215,7 +230,7 @@ def run(
             _say(say, f"[traceladder] warm launcher refused the rung ({why}); running the workload cold")
             return None
         pid = int(reply["pid"])  # type: ignore[call-overload]
-        return _follow(pid, replies, read_fd, log_path, deadline_s, echo, errors)
+        return _follow(pid, replies, read_fd, work)
     finally:
         conn.close()
         if write_fd >= 0:
@@ -243,27 +258,20 @@ def start_tee(lines: Iterable[str], log: TextIO | None, echo: TextIO | None, err
     return reader
 
 
-def _follow(
-    pid: int,
-    replies: _Replies,
-    read_fd: int,
-    log_path: Path,
-    deadline_s: float,
-    echo: TextIO | None,
-    errors: list[OSError],
-) -> tuple[int | None, bool]:
+def _follow(pid: int, replies: _Replies, read_fd: int, work: WorkloadRun) -> tuple[int | None, bool]:
     """Tee the workload's output, keep the deadline, return (exit code, timed out)."""
+    errors, deadline_s = work.write_errors, work.deadline_s
     running = orphans.record(pid)  # its own session: pgid == pid; the sweep stops it if we die
     out = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
     code: int | None = None
     timed_out = False
     try:
-        log = log_path.open("w", encoding="utf-8", errors="replace", buffering=1)
+        log = work.log_path.open("w", encoding="utf-8", errors="replace", buffering=1)
     except OSError as exc:
         errors.append(exc)
         log = None
 
-    reader = start_tee(out, log, echo, errors)
+    reader = start_tee(out, log, work.echo, errors)
     lost = False
     try:
         try:

@@ -25,6 +25,7 @@ from traceladder.core.process_group import end_group
 from traceladder.runner.backends import docker as docker_backend
 from traceladder.runner.backends import local as local_backend
 from traceladder.runner import forkserver_client, nodes, orphans
+from traceladder.runner.forkserver_client import WorkloadRun
 from traceladder.runner.disk import disk_full
 from traceladder.runner.primus_log import PrimusLogError, parse_iterations, summarize
 from traceladder.runner.traces import find_traces
@@ -69,27 +70,21 @@ def _end_workload(proc: subprocess.Popen[str]) -> None:
     end_group(proc.pid, reaped)
 
 
-def execute(
-    argv: list[str],
-    env: dict[str, str],
-    cwd: Path,
-    log_path: Path,
-    deadline_s: float,
-    echo: TextIO | None,
-    write_errors: list[OSError] | None = None,
-) -> tuple[int | None, bool]:
-    """Run argv, teeing its output to log_path (and echo); returns (exit code, timed out). A log
-    write that fails (a full disk) goes to write_errors; the output is still drained."""
-    errors = write_errors if write_errors is not None else []
-    log = log_path.open("w", encoding="utf-8", errors="replace", buffering=1)  # line-buffered: ENOSPC shows per line
+def execute(work: WorkloadRun) -> tuple[int | None, bool]:
+    """Run the command cold, teeing its output to the log (and echo); returns (exit code, timed
+    out). A log write that fails (a full disk) goes to work.write_errors; the output is still drained."""
+    argv, errors, deadline_s = work.argv, work.write_errors, work.deadline_s
+    log = work.log_path.open(
+        "w", encoding="utf-8", errors="replace", buffering=1
+    )  # line-buffered: ENOSPC shows per line
     proc: subprocess.Popen[str] | None = None
     running: Path | None = None
     try:
         try:
             proc = subprocess.Popen(
                 argv,
-                cwd=cwd,
-                env={**os.environ, **env},
+                cwd=work.cwd,
+                env={**os.environ, **work.env},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -102,7 +97,7 @@ def execute(
         running = orphans.record(proc.pid)  # the next rung's preflight stops it if this runner dies
 
         assert proc.stdout is not None
-        reader = forkserver_client.start_tee(proc.stdout, log, echo, errors)
+        reader = forkserver_client.start_tee(proc.stdout, log, work.echo, errors)
         try:
             proc.wait(timeout=deadline_s)
             timed_out = False
@@ -125,32 +120,16 @@ def execute(
             errors.append(exc)
 
 
-def _execute_workload(
-    spec: RungSpec,
-    argv: list[str],
-    env: dict[str, str],
-    cwd: Path,
-    log_path: Path,
-    deadline_s: float,
-    echo: TextIO | None,
-    write_errors: list[OSError],
-) -> tuple[int | None, bool]:
+def _execute_workload(spec: RungSpec, work: WorkloadRun) -> tuple[int | None, bool]:
     """A local rung through this DAG run's warm launcher (runner/forkserver_client.py) when it can; else, and
     for every other backend and inside a Slurm job (one rung per job: nothing to keep warm),
     execute() as a cold subprocess."""
     in_slurm = bool(os.environ.get("SLURM_JOB_ID"))
-    if (
-        spec.backend == "local"
-        and not in_slurm
-        and forkserver_client.enabled()
-        and argv[1:3] == ["-m", "traceladder.workload"]
-    ):
-        outcome = forkserver_client.run(
-            argv[3:], env, cwd, log_path, deadline_s, echo, write_errors, say=_echo_line(echo)
-        )
+    if spec.backend == "local" and not in_slurm and forkserver_client.enabled() and work.workload_args is not None:
+        outcome = forkserver_client.run(work, say=_echo_line(work.echo))
         if outcome is not None:
             return outcome
-    return execute(argv, env, cwd, log_path, deadline_s, echo, write_errors)
+    return execute(work)
 
 
 def provenance(spec: RungSpec) -> JSONObject:
@@ -247,7 +226,7 @@ def run_rung(
             if echo is not None:
                 echo.write(f"[traceladder] {spec.rung_id}: (cd {cwd} && {' '.join(argv[:6])} ...) ({len(argv)} args)\n")
             code, timed_out = _execute_workload(
-                spec, argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors
+                spec, WorkloadRun(argv, env, cwd, log_path, deadline_s or spec.timeout_s, echo, write_errors)
             )
         peer_error = None
         if role is not None:  # the other nodes' traces and logs join this node's (runner/nodes.py)
@@ -365,7 +344,7 @@ def _run_peer_node(spec: RungSpec, role: nodes.NodeRole, deadline_s: float | Non
     backend = _BACKENDS[spec.backend]
     argv, env = backend.command(spec, workspace)
     code, timed_out = execute(
-        argv, env, backend.workdir(spec, root), root / "log.txt", deadline_s or spec.timeout_s, echo
+        WorkloadRun(argv, env, backend.workdir(spec, root), root / "log.txt", deadline_s or spec.timeout_s, echo)
     )
     role.mark_done(code, timed_out)
     status = "timeout" if timed_out else "ok" if code == 0 else "failed"
