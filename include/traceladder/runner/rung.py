@@ -297,26 +297,27 @@ def run_rung(
             shutil.rmtree(root, ignore_errors=True)
 
 
+#: the RungSpec fields a rung's metrics.json repeats: its identity and place in the design
+_SPEC_IDENTITY = (
+    "ladder",
+    "rung",
+    "rung_id",
+    "lens",
+    "repeat",
+    "block",
+    "position",
+    "purpose",
+    "switch",
+    "value",
+    "parent",
+)
+
+
 def rung_result(spec: RungSpec, run_id: str, prefix: str | None, *, status: str, **outcome: Any) -> RungResult:
     """The one builder of a rung's metrics.json: the spec's identity and place in the design,
     then what the run gave (``outcome``: the RungResult fields past ``status``)."""
-    return RungResult(
-        run_id=run_id,
-        ladder=spec.ladder,
-        rung=spec.rung,
-        rung_id=spec.rung_id,
-        lens=spec.lens,
-        repeat=spec.repeat,
-        block=spec.block,
-        position=spec.position,
-        purpose=spec.purpose,
-        switch=spec.switch,
-        value=spec.value,
-        parent=spec.parent,
-        status=status,
-        prefix=prefix,
-        **outcome,
-    )
+    identity = {name: getattr(spec, name) for name in _SPEC_IDENTITY}
+    return RungResult(run_id=run_id, **identity, status=status, prefix=prefix, **outcome)
 
 
 def _store_result(spec: RungSpec, sink: ArtifactSink, prefix: str, result: RungResult) -> None:
