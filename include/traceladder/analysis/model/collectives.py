@@ -15,6 +15,7 @@ from .values import tupled
 __all__ = [
     "METADATA_FIELDS",
     "IDENTITY_FIELDS",
+    "COLLECTIVE_FIELDS",
     "EVENT_COLUMNS",
     "DTYPE_BYTES",
     "add_message_sizes",
@@ -28,17 +29,11 @@ _COLLECTIVE_RE = re.compile(r"nccl|rccl|cross_device_reduce", re.IGNORECASE)
 #: collective name inferred from the kernel name when the args carry none
 _INFER = [(re.compile(r"cross_device_reduce", re.IGNORECASE), "allreduce")]
 
+#: what names a collective (its group, kind and dtype), before its message's element counts
+COLLECTIVE_FIELDS = ["Process Group Name", "Process Group Ranks", "Collective name", "Group size", "dtype"]
 #: what names a collective and its message: the first kernel ``args`` fields, and the first
 #: columns of TraceLens's implicit-sync tables (reports/nccl_reports.py)
-IDENTITY_FIELDS = [
-    "Process Group Name",
-    "Process Group Ranks",
-    "Collective name",
-    "Group size",
-    "dtype",
-    "In msg nelems",
-    "Out msg nelems",
-]
+IDENTITY_FIELDS = [*COLLECTIVE_FIELDS, "In msg nelems", "Out msg nelems"]
 #: the kernel ``args`` fields each collective carries (None when absent)
 METADATA_FIELDS = [*IDENTITY_FIELDS, "In split size", "Out split size", "stream"]
 #: bytes per element, TraceLens's ``dtype2bytes`` (a dtype not here gives no sizes)

@@ -34,7 +34,13 @@ import pandas as pd
 
 # The kernel-args fields a long row carries: the same as the one-rank coll_analysis report's.
 from traceladder.analysis.model.values import tupled
-from traceladder.analysis.model.collectives import DTYPE_BYTES, IDENTITY_FIELDS, METADATA_FIELDS, add_message_sizes
+from traceladder.analysis.model.collectives import (
+    COLLECTIVE_FIELDS,
+    DTYPE_BYTES,
+    IDENTITY_FIELDS,
+    METADATA_FIELDS,
+    add_message_sizes,
+)
 
 __all__ = [
     "DTYPE_BYTES",
@@ -86,11 +92,7 @@ LONG_COLUMNS = [
     "collective_id",
     "index_in_group",
     "rank",
-    "Process Group Name",
-    "Process Group Ranks",
-    "Collective name",
-    "Group size",
-    "dtype",
+    *COLLECTIVE_FIELDS,
     "In msg nelems",
     "In msg size (MB)",
     "Out msg nelems",
