@@ -140,6 +140,31 @@ def _gb(value: str, unit: str | None) -> float:
     return float(value) * _UNIT_TO_GB.get(unit.upper() if unit else None, 1.0)
 
 
+#: regex group -> the IterationRecord field it gives and how its text reads; one line's groups are
+#: one alternative's (tok and tok_old never both), and a field's first value on the line wins
+_VALUE_GROUPS: dict[str, tuple[str, type[float] | type[int]]] = {
+    "el": ("elapsed_ms", float),
+    "el_avg": ("elapsed_ms_avg", float),
+    "cpu": ("step_cpu_ms", float),
+    "tf": ("tflops", float),
+    "tf_avg": ("tflops_avg", float),
+    "tf_avg2": ("tflops_avg", float),
+    "tok": ("tokens_per_sec_per_gpu", float),
+    "tok_avg": ("tokens_per_sec_per_gpu_avg", float),
+    "tok_old": ("tokens_per_sec_per_gpu", float),
+    "tok_old_avg": ("tokens_per_sec_per_gpu_avg", float),
+    "gbs": ("global_batch_size", int),
+    "loss": ("lm_loss", float),
+    "max_rank": ("max_mem_rank", int),
+}
+#: memory group -> (IterationRecord field in GB, the group holding its unit)
+_MEMORY_GROUPS = {
+    "max_mem": ("max_mem_gb", "max_unit"),
+    "rocm_mem": ("rocm_mem_gb", "rocm_unit"),
+    "hip_mem": ("hip_mem_gb", "hip_unit"),
+}
+
+
 def _parse_line(line: str) -> IterationRecord | None:
     it = iters = None
     vals: dict[str, Any] = {}  # IterationRecord keyword arguments
@@ -148,36 +173,16 @@ def _parse_line(line: str) -> IterationRecord | None:
         if g["it"] is not None:
             if it is None:  # the first "iteration N/M" is the header
                 it, iters = int(g["it"]), int(g["iters"])
-        elif g["el"] is not None:
-            vals.setdefault("elapsed_ms", float(g["el"]))
-            if g["el_avg"] is not None:
-                vals.setdefault("elapsed_ms_avg", float(g["el_avg"]))
-        elif g["cpu"] is not None:
-            vals.setdefault("step_cpu_ms", float(g["cpu"]))
-        elif g["tf"] is not None:
-            vals.setdefault("tflops", float(g["tf"]))
-            avg = g["tf_avg"] if g["tf_avg"] is not None else g["tf_avg2"]
-            if avg is not None:
-                vals.setdefault("tflops_avg", float(avg))
-        elif g["tok"] is not None:
-            vals.setdefault("tokens_per_sec_per_gpu", float(g["tok"]))
-            if g["tok_avg"] is not None:
-                vals.setdefault("tokens_per_sec_per_gpu_avg", float(g["tok_avg"]))
-        elif g["tok_old"] is not None:
-            vals.setdefault("tokens_per_sec_per_gpu", float(g["tok_old"]))
-            if g["tok_old_avg"] is not None:
-                vals.setdefault("tokens_per_sec_per_gpu_avg", float(g["tok_old_avg"]))
-        elif g["gbs"] is not None:
-            vals.setdefault("global_batch_size", int(g["gbs"]))
-        elif g["loss"] is not None:
-            vals.setdefault("lm_loss", float(g["loss"]))
-        elif g["max_mem"] is not None:
-            vals.setdefault("max_mem_gb", _gb(g["max_mem"], g["max_unit"]))
-            vals.setdefault("max_mem_rank", int(g["max_rank"]))
-        elif g["rocm_mem"] is not None:
-            vals.setdefault("rocm_mem_gb", _gb(g["rocm_mem"], g["rocm_unit"]))
-        elif g["hip_mem"] is not None:
-            vals.setdefault("hip_mem_gb", _gb(g["hip_mem"], g["hip_unit"]))
+            continue
+        for group, text in g.items():
+            if text is None:
+                continue
+            if group in _VALUE_GROUPS:
+                name, read = _VALUE_GROUPS[group]
+                vals.setdefault(name, read(text))
+            elif group in _MEMORY_GROUPS:
+                name, unit = _MEMORY_GROUPS[group]
+                vals.setdefault(name, _gb(text, g[unit]))
     if it is None or iters is None or "elapsed_ms" not in vals:
         return None  # not a per-iteration step line
     return IterationRecord(iteration=it, train_iters=iters, **vals)
