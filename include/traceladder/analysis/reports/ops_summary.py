@@ -19,8 +19,10 @@ itself) stands in for its direct kernel time, its full duration for the subtree 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -194,34 +196,47 @@ def _cumulative(pcts: list[float]) -> list[float]:
     return out
 
 
+T = TypeVar("T", bound=tuple[Any, ...])  # a summary record: (name, ..., time in us, ...)
+
+
+def _indices_by(keys: Iterable[str]) -> dict[str, list[int]]:
+    """Each key's positions, in the order the keys first appear."""
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    return groups
+
+
+def _ranked(recs: list[T], time_at: int) -> tuple[list[T], list[float], list[float]]:
+    """The records by their time in us (``rec[time_at]``) descending, as pandas sorts (quicksort
+    ties), with each one's percent of the total in ms and the cumulative percent."""
+    recs = [recs[i] for i in pandas_desc_order([r[time_at] for r in recs]).tolist()]
+    ms = [r[time_at] / 1000 for r in recs]
+    total_ms = float(np.sum(ms))
+    pct = [x / total_ms * 100 for x in ms]
+    return recs, pct, _cumulative(pct)
+
+
 def ops_summary_table(launchers: Launchers) -> Table:
     """TraceLens get_df_kernel_launchers_summary: group by name (key order), sum /
     count / sorted categories, sort by direct time descending (pandas' quicksort ties),
     then percent and cumulative percent in that order."""
     if launchers.idx.size == 0:
         return Table(list(OPS_SUMMARY_COLUMNS))
-    groups: dict[str, list[int]] = {}
-    for i, nm in enumerate(launchers.names):
-        groups.setdefault(nm, []).append(i)
+    groups = _indices_by(launchers.names)
     direct = np.asarray(launchers.direct_us, dtype=np.float64)
     subtree = np.asarray(launchers.subtree_us, dtype=np.float64)
-    recs = []
-    for nm in sorted(groups):
-        m = groups[nm]
-        recs.append(
-            (
-                nm,
-                math.fsum(direct[m].tolist()),
-                math.fsum(subtree[m].tolist()),
-                len(m),
-                str(sorted({launchers.categories[i] for i in m})),
-            )
+    recs = [
+        (
+            nm,
+            math.fsum(direct[m].tolist()),
+            math.fsum(subtree[m].tolist()),
+            len(m),
+            str(sorted({launchers.categories[i] for i in m})),
         )
-    recs = [recs[i] for i in pandas_desc_order([r[1] for r in recs]).tolist()]
-    ms = [r[1] / 1000 for r in recs]
-    total_ms = float(np.sum(ms))
-    pct = [x / total_ms * 100 for x in ms]
-    cum = _cumulative(pct)
+        for nm, m in sorted(groups.items())
+    ]
+    recs, pct, cum = _ranked(recs, 1)
     rows = [[nm, d, sub, d / 1000, sub / 1000, c, cats, p, cp] for (nm, d, sub, c, cats), p, cp in zip(recs, pct, cum)]
     return Table(list(OPS_SUMMARY_COLUMNS), rows)
 
@@ -230,16 +245,11 @@ def ops_summary_by_category_table(launchers: Launchers) -> Table:
     """TraceLens get_df_kernel_launchers_summary_by_category."""
     if launchers.idx.size == 0:
         return Table(list(BY_CATEGORY_COLUMNS))
-    groups: dict[str, list[int]] = {}
-    for i, c in enumerate(launchers.categories):
-        groups.setdefault(c, []).append(i)
+    groups = _indices_by(launchers.categories)
     direct = np.asarray(launchers.direct_us, dtype=np.float64)
     recs = [(c, len(groups[c]), math.fsum(direct[groups[c]].tolist())) for c in sorted(groups)]
-    recs = [recs[i] for i in pandas_desc_order([r[2] for r in recs]).tolist()]
-    ms = [r[2] / 1000 for r in recs]
-    total_ms = float(np.sum(ms))
-    pct = [x / total_ms * 100 for x in ms]
-    rows = [[c, n, m, p, cp] for (c, n, _), m, p, cp in zip(recs, ms, pct, _cumulative(pct))]
+    recs, pct, cum = _ranked(recs, 2)
+    rows = [[c, n, t / 1000, p, cp] for (c, n, t), p, cp in zip(recs, pct, cum)]
     return Table(list(BY_CATEGORY_COLUMNS), rows)
 
 
