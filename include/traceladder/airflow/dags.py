@@ -135,10 +135,8 @@ def _build_tasks(
                     rule = TriggerRule.NONE_SKIPPED if previous is not None else TriggerRule.ALL_SUCCESS
                     task_id = slot_task_ids(host.name, k, j)[1]
                     spec = planned[slot_key(host.name, k, j)]
-                    if host.ssh_conn_id:
-                        op = _slurm_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
-                    elif host.docker_url:
-                        op = _docker_rungs(host, rung_timeout_s, task_id, rule, spec, rung_retry)
+                    if host.ssh_conn_id or host.docker_url:
+                        op = _operator_slot(host, spec, task_id, rule, rung_timeout_s, rung_retry)
                     else:
                         # queue=<host>: under CeleryExecutor only that host's worker takes its rungs
                         # (docs/deployment.md)
@@ -199,57 +197,44 @@ def _start_triage(fixed_ladder: str | None, summary_ref: Any, published: Any) ->
     )
 
 
-def _docker_rungs(
+def _operator_slot(
     host: Host,
-    rung_timeout_s: int,
+    spec: Any,
     task_id: str,
     trigger_rule: TriggerRule,
-    spec: Any,
-    rung_retry: RetryArgs | None = None,
-):
-    """A docker host's rung slot: the runner image on the host's daemon, in its pool. The
-    task's execution_timeout leaves the runner (deadline = the spec's timeout_s) time to upload
-    partial artifacts before Airflow removes the container."""
+    rung_timeout_s: int,
+    rung_retry: RetryArgs | None,
+) -> Any:
+    """A docker host's or a Slurm cluster's rung slot (a local host's is the run_rung task), in
+    the host's pool and on its queue (under Celery: the worker(s) that reach its daemon or hold
+    the login node's SSH key)."""
+    slot: dict[str, Any] = {
+        "spec": spec,
+        "task_id": task_id,
+        "trigger_rule": trigger_rule,
+        "pool": host.pool,
+        "queue": host.name,
+        **(rung_retry or {}),
+    }
+    if host.ssh_conn_id:
+        from traceladder.airflow.operators.slurm import SlurmRungOperator
+
+        # A batch job submitted over the login node's SSH connection, deferred while it runs. The
+        # pool (include_deferred) keeps one rung per cluster at a time; the job's own --time ends
+        # it before the task's execution_timeout.
+        timeout = timedelta(seconds=rung_timeout_s + 600)
+        return SlurmRungOperator(ssh_conn_id=host.ssh_conn_id, execution_timeout=timeout, **slot)
     from traceladder.airflow.operators.docker import RungDockerOperator
 
+    # The runner image on the host's daemon. The execution_timeout leaves the runner (deadline =
+    # the spec's timeout_s) time to upload partial artifacts before Airflow removes the container.
     return RungDockerOperator(
-        spec=spec,
-        task_id=task_id,
-        trigger_rule=trigger_rule,
-        pool=host.pool,
-        queue=host.name,
         docker_url=host.docker_url,
         tls_conn_id=host.tls_conn_id,
         devices=list(host.devices),
         host_name=host.name,
         execution_timeout=timedelta(seconds=rung_timeout_s + 300),
-        **(rung_retry or {}),
-    )
-
-
-def _slurm_rungs(
-    host: Host,
-    rung_timeout_s: int,
-    task_id: str,
-    trigger_rule: TriggerRule,
-    spec: Any,
-    rung_retry: RetryArgs | None = None,
-):
-    """A Slurm cluster's rung slot: a batch job submitted over the login node's SSH connection,
-    deferred while it runs. The pool (include_deferred) keeps one rung per cluster at a time; the
-    job's own --time ends it before the task's execution_timeout."""
-    from traceladder.airflow.operators.slurm import SlurmRungOperator
-
-    assert host.ssh_conn_id is not None
-    return SlurmRungOperator(
-        spec=spec,
-        ssh_conn_id=host.ssh_conn_id,
-        task_id=task_id,
-        trigger_rule=trigger_rule,
-        pool=host.pool,
-        queue=host.name,  # under Celery: the worker(s) that hold the login node's SSH key
-        execution_timeout=timedelta(seconds=rung_timeout_s + 600),
-        **(rung_retry or {}),
+        **slot,
     )
 
 
