@@ -18,16 +18,22 @@ from typing import Any
 from .common import bpe, prod, spec
 
 
-def unary_params(name: str, args: dict) -> dict[str, Any]:
+def _output(args: dict, i: int) -> tuple[str | None, tuple | None]:
+    """The dtype and strides of the output passed as input ``i``; (None, None) where that input
+    is not a tensor (no dims), and the model infers the output dtype."""
     dims = args["Input Dims"]
-    types = args["Input type"]
-    strides = args["Input Strides"]
-    out = len(dims) > 1 and bool(dims[1])
+    if len(dims) > i and dims[i]:
+        return args["Input type"][i], tuple(args["Input Strides"][i])
+    return None, None
+
+
+def unary_params(name: str, args: dict) -> dict[str, Any]:
+    dtype_out, stride_out = _output(args, 1)
     return {
-        "op_shape": tuple(dims[0]),
-        "dtype_in_out": (types[0], types[1] if out else None),
-        "stride_input": tuple(strides[0]),
-        "stride_output": tuple(strides[1]) if out else None,
+        "op_shape": tuple(args["Input Dims"][0]),
+        "dtype_in_out": (args["Input type"][0], dtype_out),
+        "stride_input": tuple(args["Input Strides"][0]),
+        "stride_output": stride_out,
     }
 
 
@@ -47,12 +53,17 @@ def pad_params(name: str, args: dict) -> dict[str, Any]:
     shape_out = list(shape_in)
     for i in range(len(padding) // 2):  # pairs innermost-first: W, then H, then D
         shape_out[len(shape_in) - 1 - i] += padding[2 * i] + padding[2 * i + 1]
+    return _resize_params(args, shape_in, tuple(shape_out), padding=padding)
+
+
+def _resize_params(args: dict, shape_in: tuple, shape_out: tuple, **extra: Any) -> dict[str, Any]:
+    """A resize's params: its shapes (then ``extra``), the output as op shape, the input's dtype."""
     dtype = args["Input type"][0]
     return {
         "input_shape": shape_in,
-        "output_shape": tuple(shape_out),
-        "padding": padding,
-        "op_shape": tuple(shape_out),
+        "output_shape": shape_out,
+        **extra,
+        "op_shape": shape_out,
         "dtype_in_out": (dtype, dtype),
         "stride_input": tuple(args["Input Strides"][0]),
         "stride_output": None,
@@ -63,15 +74,7 @@ def upsample_params(name: str, args: dict) -> dict[str, Any]:
     """``aten::upsample_nearest{1,2,3}d``: output (N, C, *Concrete Inputs[1])."""
     shape_in = tuple(args["Input Dims"][0])
     shape_out = shape_in[:2] + tuple(ast.literal_eval(args["Concrete Inputs"][1]))
-    dtype = args["Input type"][0]
-    return {
-        "input_shape": shape_in,
-        "output_shape": shape_out,
-        "op_shape": shape_out,
-        "dtype_in_out": (dtype, dtype),
-        "stride_input": tuple(args["Input Strides"][0]),
-        "stride_output": None,
-    }
+    return _resize_params(args, shape_in, shape_out)
 
 
 def resize_metrics(p: dict) -> tuple[float, float | None, str]:
@@ -84,17 +87,15 @@ def resize_metrics(p: dict) -> tuple[float, float | None, str]:
 
 
 def binary_params(name: str, args: dict) -> dict[str, Any]:
-    dims = args["Input Dims"]
-    types = args["Input type"]
-    strides = args["Input Strides"]
-    out = len(dims) > 2 and bool(dims[2])
+    dims, types, strides = args["Input Dims"], args["Input type"], args["Input Strides"]
+    dtype_out, stride_out = _output(args, 2)
     return {
         "shape_in1": tuple(dims[0]),
         "shape_in2": tuple(dims[1]),
-        "dtype_in1_in2_out": (types[0], types[1], types[2] if out else None),
+        "dtype_in1_in2_out": (types[0], types[1], dtype_out),
         "stride_input1": tuple(strides[0]),
         "stride_input2": tuple(strides[1]),
-        "stride_output": tuple(strides[2]) if out else None,
+        "stride_output": stride_out,
     }
 
 
