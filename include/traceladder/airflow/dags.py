@@ -238,6 +238,20 @@ def _operator_slot(
     )
 
 
+def _ladder_dag(dag_id: str, description: str, schedule: str | None, tags: list[str]) -> DAG:
+    """A DAG that runs ladders: no catch-up, one run at a time (a ladder's runs share its hosts)."""
+    return DAG(
+        dag_id=dag_id,
+        description=description,
+        schedule=schedule,
+        start_date=START,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        tags=tags,
+    )
+
+
 def build_weekly_dag(
     ladder_name: str,
     schedule: str | None,
@@ -251,15 +265,11 @@ def build_weekly_dag(
     """One DAG per ladder file, on the ladder's own schedule; `grid` is its default plan's shape
     (`plan.grid.weekly_grid`), `retry` the ladder's retry policy, `checks` the blocks an adaptive
     ladder may skip (`plan.grid.check_blocks`)."""
-    with DAG(
-        dag_id=f"traceladder-{ladder_name}",
-        description=description or f"traceladder ladder {ladder_name}",
-        schedule=schedule,
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        default_args=DEFAULT_ARGS,
-        tags=["traceladder", "ladder", ladder_name],
+    with _ladder_dag(
+        f"traceladder-{ladder_name}",
+        description or f"traceladder ladder {ladder_name}",
+        schedule,
+        ["traceladder", "ladder", ladder_name],
     ) as dag:
         _build_tasks(ladder_name, hosts, rung_timeout_s, grid, retry, checks)
     return dag
@@ -281,15 +291,11 @@ def build_trigger_dag(
     params = {
         name: Param(field.pop("default"), **field) for name, field in trigger_fields(ladder_names, lens_names).items()
     }
-    with DAG(
-        dag_id="traceladder-trigger",
-        description="Run a ladder (or part of one) now, from the Params form",
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        default_args=DEFAULT_ARGS,
-        tags=["traceladder", "trigger"],
+    with _ladder_dag(
+        "traceladder-trigger",
+        "Run a ladder (or part of one) now, from the Params form",
+        None,
+        ["traceladder", "trigger"],
     ) as dag:
         _build_tasks(None, hosts, rung_timeout_s, grid, checks=checks)
     # The form's Params go on the DAG once its ~600 tasks exist: a task built inside a DAG with
