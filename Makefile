@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.traceladder-setup
 
-.PHONY: setup services demo demo-regression keys up test test-fast lint test-provider-next bench validate images images-standin images-compose clean
+.PHONY: setup services demo demo-regression keys up test test-fast lint test-provider-next bench docs-figures validate images images-standin images-compose clean
 
 setup: $(STAMP)
 
@@ -105,6 +105,11 @@ test-provider-next: setup $(NEXT_STAMP)
 
 bench: setup
 	$(BIN)/python -m benchmarks
+
+# The figures blocks in the docs (<!-- figures: FILE table N|rows REGEX -->) rendered again from
+# docs/figures/ (testkit/docs_figures.py); NEWEST=1 first points each at its newest file.
+docs-figures: setup
+	$(BIN)/python -m testkit.docs_figures $(if $(NEWEST),--newest)
 
 # The runner image on rocm/primus:v26.7 (override BASE_IMAGE, RUNNER_IMAGE); needs the base locally
 # or a registry that has it. Push: docker tag + docker push to the hosts' registry (docs/deployment.md).
