@@ -17,7 +17,7 @@ from pathlib import Path
 
 import os
 
-from benchmarks.common import REPO, SHARED_REF, Context, Row, load, measure, run_child, write_figures
+from benchmarks.common import REPO, SHARED_REF, Context, Row, load, measure, run_child, write_section_figures
 
 ROCPROF_BASE = SHARED_REF / "rocprof" / "908_results.json.gz"
 ROCPROF_TARGET_BYTES = 150 * 1000 * 1000
@@ -239,7 +239,7 @@ def bench_rocprof_vs_tracelens(ctx: Context) -> list[Row]:
         + (f"differing: {', '.join(differ)}" if differ else "all conform (tests/conformance.py)"),
         "",
     ]
-    path = write_figures("rocprof_vs_tracelens", "\n".join(lines))
+    path = write_section_figures("rocprof_vs_tracelens", lines)
     detail = f"{trace.stat().st_size / 1e6:.0f} MB; {ctx.repeats} pairs; {path.relative_to(REPO)}"
     return [
         Row(

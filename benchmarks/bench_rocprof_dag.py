@@ -22,7 +22,7 @@ from datetime import datetime
 import yaml
 
 from benchmarks.bench_rocprof import rocprof_trace
-from benchmarks.common import REPO, Context, Row, load, measure, run_child, write_figures
+from benchmarks.common import REPO, Context, Row, load, measure, run_child, write_section_figures
 
 RANKS = 8
 PARALLELISM = 2
@@ -129,7 +129,7 @@ def bench_rocprof_dag(ctx: Context) -> list[Row]:
         f"- span / ideal: **{ratio:.2f}x** (target ≤ {DAG_OVER_IDEAL_MAX}x: {'met' if ok else 'NOT met'})",
         "",
     ]
-    path = write_figures("rocprof_dag", "\n".join(lines))
+    path = write_section_figures("rocprof_dag", lines)
     return [
         Row(
             "rocprof_dag",

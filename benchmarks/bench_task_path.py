@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 from benchmarks.bench_analysis import scaled_trace
-from benchmarks.common import REPO, Context, Row, load, measure, write_figures
+from benchmarks.common import REPO, Context, Row, load, measure, write_section_figures
 
 TASK_OVER_ORJSON_MAX = 0.5
 MIN_PAIRS = 5
@@ -72,7 +72,7 @@ def bench_task_path(ctx: Context) -> list[Row]:
         ),
         "",
     ]
-    path = write_figures("task_path", "\n".join(lines))
+    path = write_section_figures("task_path", lines)
     return [
         Row(
             "task_path",

@@ -3,6 +3,7 @@ and the table. Every figure is a ratio against a reference measured in the same 
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -22,9 +23,10 @@ FIGURES = REPO / "docs" / "figures"
 
 
 def write_section_figures(name: str, lines: list[str]) -> Path:
-    """``docs/figures/<date>-<name>.md``: a section's own tables, beside the run's bench file."""
+    """``docs/figures/<UTC date>-<name>.md``: a section's own tables, beside the run's bench file
+    (a doc shows them through a figures block: testkit/docs_figures.py); returns its path."""
     FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / f"{time.strftime('%Y-%m-%d')}-{name}.md"
+    path = FIGURES / f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}-{name}.md"
     text = "\n".join(lines)
     path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
     return path
@@ -164,19 +166,6 @@ def measure(ctx: Context, *args: str) -> dict:
     if r.returncode != 0:
         raise RuntimeError(f"measurement {args[0]} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-FIGURES = REPO / "docs" / "figures"
-
-
-def write_figures(section: str, text: str) -> Path:
-    """``docs/figures/<UTC date>-<section>.md``; returns its path."""
-    import datetime
-
-    FIGURES.mkdir(parents=True, exist_ok=True)
-    path = FIGURES / f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}-{section}.md"
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 _CHILD = r"""
