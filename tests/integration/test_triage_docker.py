@@ -94,9 +94,11 @@ def triage_ladder(
     s3_server: Any,
     docker_engine: DockerEngine,
     standin_images: StandinImages,
+    open_registry: RegistryServer,
 ) -> Any:
     """A docker ladder of one rung on this machine's dockerd (clusters + ladders in tmp), with a
-    torch lens for the explanation and a small triage budget."""
+    torch lens for the explanation and a small triage budget; the registry's Airflow connection
+    (no credentials: the test registry is open) as a deployment sets it."""
     from traceladder.config import find_ladder, load_ladder
     from traceladder.config.loader import CONFIG_DIR
 
@@ -121,6 +123,9 @@ def triage_ladder(
     monkeypatch.setenv("TRACELADDER_CLUSTERS_FILE", str(tmp_path / "clusters.yaml"))
     monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(tmp_path / "ladders"))
     monkeypatch.setenv("TRACELADDER_CONTAINER_NOFILE", str(NOFILE))
+    host_name, port = open_registry.host.split(":")
+    registry = {"conn_type": "traceladder_registry", "host": host_name, "port": int(port)}
+    monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_REGISTRY", json.dumps(registry))
     return load_ladder(find_ladder(LADDER))
 
 
