@@ -33,7 +33,7 @@ from tests.integration.registry_server import RegistryServer, push_image, remove
 pytestmark = [pytest.mark.triage, pytest.mark.docker, pytest.mark.service]
 
 LADDER, CLUSTER, HOST = "triage-docker", "triage-docker", "triage-dockerd"
-GOOD_RUN, BAD_RUN = "week-good", "week-bad"
+GOOD_RUN, BAD_RUN, GONE_RUN = "week-good", "week-bad", "week-bad-gone"
 # tag -> the extra work its image injects (% of the stand-in's iteration): the 4th is the first bad
 NIGHTLIES = {"nightly-1": 0, "nightly-2": 0, "nightly-3": 0, "nightly-4": 100, "nightly-5": 120}
 INJECTED = "nightly-4"
@@ -137,7 +137,7 @@ def nightlies(open_registry: RegistryServer, standin_images: StandinImages) -> I
         remove_local(open_registry)
 
 
-def _suspect_group(loaded: Any, images: Nightlies, good_tag: str, bad_tag: str) -> list[Any]:
+def _suspect_group(loaded: Any, images: Nightlies, good_tag: str, bad_tag: str, bad_run: str = BAD_RUN) -> list[Any]:
     """One suspect as the weekly run would record it: the rung's resolved spec with the good and the
     bad run's image, each run's provenance naming the digest the daemon pulled."""
     from traceladder.core.documents import TriageSuspect
@@ -147,10 +147,10 @@ def _suspect_group(loaded: Any, images: Nightlies, good_tag: str, bad_tag: str) 
     (spec,) = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)
     base = json.loads(spec.to_json())
     good = RunSetup(GOOD_RUN, {**base, "image": images.ref(good_tag)}, {"image_digest": images.pinned(good_tag)})
-    bad = RunSetup(BAD_RUN, {**base, "image": images.ref(bad_tag)}, {"image_digest": images.pinned(bad_tag)})
+    bad = RunSetup(bad_run, {**base, "image": images.ref(bad_tag)}, {"image_digest": images.pinned(bad_tag)})
     suspect = TriageSuspect(
         rung="baseline",
-        run_id=BAD_RUN,
+        run_id=bad_run,
         good_run_id=GOOD_RUN,
         reason="manual",
         direction="slower",
@@ -160,13 +160,15 @@ def _suspect_group(loaded: Any, images: Nightlies, good_tag: str, bad_tag: str) 
     return [(suspect, good, bad)]
 
 
-def _triage(loaded: Any, group: list[Any]) -> Any:
+def _triage(loaded: Any, group: list[Any], bad_run: str = BAD_RUN) -> Any:
+    """triage_suspects on the group (its triage.json under `bad_run`: one per test, the S3 server
+    is the session's)."""
     from traceladder.airflow.ladders import ladder_store
     from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID, triage_suspects
 
     _loaded, store = ladder_store(LADDER)
     context = {"dag": SimpleNamespace(dag_id=TRIAGE_DAG_ID), "ti": _TaskInstance()}
-    (doc,) = triage_suspects(loaded, store, BAD_RUN, group, context, approved=True)
+    (doc,) = triage_suspects(loaded, store, bad_run, group, context, approved=True)
     return doc
 
 
@@ -210,7 +212,7 @@ def test_the_good_runs_image_gone_from_the_registry_and_the_daemon_is_insufficie
     try:
         url = f"{open_registry.url}/v2/{images.repository}/manifests/{images.digests['good']}"
         urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10).close()  # noqa: S310 (loopback)
-        doc = _triage(triage_ladder, _suspect_group(triage_ladder, images, "good", "bad"))
+        doc = _triage(triage_ladder, _suspect_group(triage_ladder, images, "good", "bad", GONE_RUN), GONE_RUN)
     finally:
         remove_local(open_registry)
     assert (doc.state, doc.label) == ("done", "insufficient data"), (doc.label, doc.conclusion)
