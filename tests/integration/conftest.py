@@ -117,6 +117,19 @@ def standin_docker_cluster(
     }
 
 
+# ---- registry: Debian's docker-registry on loopback (tests/integration/registry_server.py), no auth
+@pytest.fixture(scope="session")
+def open_registry(tmp_path_factory: pytest.TempPathFactory):
+    """One registry for the session's triage tests, each under its own repository; storage in a
+    temp folder, stopped at the end."""
+    from tests.integration.registry_server import start_registry
+
+    work = tmp_path_factory.mktemp("registry")
+    registry = start_registry(work / "open", work / "storage")
+    yield registry
+    registry.stop()
+
+
 # ---- slurm: one throwaway cluster per session (tests/integration/slurm_cluster.py), stopped at the end.
 @pytest.fixture(scope="session")
 def slurm_cluster():

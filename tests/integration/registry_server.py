@@ -123,6 +123,32 @@ def start_registry(
     raise RuntimeError(f"{BINARY} did not answer on {server.host} within {START_TIMEOUT_S:.0f} s: {server.log_tail()}")
 
 
+def push_image(reference: str) -> str:
+    """``docker push`` a local image to its registry; its manifest digest as the Docker Engine
+    reports it (the ``RepoDigests`` entry of that repository)."""
+    from tests.integration.conftest import docker_cli
+
+    docker_cli("push", reference)
+    repository = reference.rsplit(":", 1)[0]
+    repo_digests = json.loads(docker_cli("inspect", "--format", "{{json .RepoDigests}}", reference).stdout)
+    return next(d for d in repo_digests if d.startswith(f"{repository}@")).split("@")[1]
+
+
+def remove_local(registry: RegistryServer) -> None:
+    """Remove the Docker Engine's local images of this registry (tags and digests), so the next
+    run of one pulls it from the registry."""
+    from tests.integration.conftest import docker_cli
+
+    listed = docker_cli("images", "--digests", "--format", "{{.Repository}} {{.Tag}} {{.Digest}}", check=False)
+    ours = set()
+    for line in listed.stdout.splitlines():
+        repository, tag, digest = (line.split() + ["", "", ""])[:3]
+        if repository.startswith(f"{registry.host}/"):
+            ours.add(f"{repository}:{tag}" if tag not in ("", "<none>") else f"{repository}@{digest}")
+    if ours:
+        docker_cli("rmi", "-f", *sorted(ours), check=False)
+
+
 def write_htpasswd(path: Path, username: str, password: str) -> None:
     """A bcrypt htpasswd line (the registry reads bcrypt only)."""
     import bcrypt

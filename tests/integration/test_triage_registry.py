@@ -19,6 +19,8 @@ from tests.integration.registry_server import (
     TokenServer,
     RegistryServer,
     image_archive,
+    push_image,
+    remove_local,
     start_registry,
     write_htpasswd,
 )
@@ -72,30 +74,13 @@ def _push(registry: RegistryServer, repository: str, tags: dict[str, datetime], 
         archive = work / f"{repository.replace('/', '_')}-{tag}.tar"
         image_archive(archive, reference, created, content=f"{repository}:{tag} slowdown={len(digests) * 0.05:.2f}")
         docker_cli("load", "-i", str(archive))
-        docker_cli("push", reference)
-        repo_digests = json.loads(docker_cli("inspect", "--format", "{{json .RepoDigests}}", reference).stdout)
-        digests[tag] = next(d for d in repo_digests if d.startswith(f"{registry.host}/{repository}@")).split("@")[1]
+        digests[tag] = push_image(reference)
     return digests
-
-
-def _remove_local(registry: RegistryServer) -> None:
-    listed = docker_cli("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
-    ours = [ref for ref in listed if ref.startswith(f"{registry.host}/")]
-    if ours:
-        docker_cli("rmi", "-f", *ours, check=False)
 
 
 @pytest.fixture(scope="module")
 def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("triage-registry")
-
-
-@pytest.fixture(scope="module")
-def open_registry(work_dir: Path) -> Iterator[RegistryServer]:
-    """Debian's docker-registry on a free loopback port, no auth, storage in the temp folder."""
-    registry = start_registry(work_dir / "open", work_dir / "storage")
-    yield registry
-    registry.stop()
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +93,7 @@ def pushed(docker_engine: DockerEngine, open_registry: RegistryServer, work_dir:
         docker_cli("push", latest)
         yield Pushed(open_registry, REPOSITORY, digests, work_dir)
     finally:
-        _remove_local(open_registry)
+        remove_local(open_registry)
 
 
 def _api(registry: RegistryServer, method: str, path: str, body: bytes | None = None, **headers: str):

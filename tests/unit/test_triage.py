@@ -484,3 +484,37 @@ def test_an_image_is_pinned_by_the_digest_the_run_recorded() -> None:
     assert RunSetup("w4", {"image": "traceladder/proxy:cpu"}, {"image_digest": None}).pinned_spec["image"] == (
         "traceladder/proxy:cpu"
     )
+
+
+def test_each_image_tag_runs_pinned_by_its_digest_whatever_its_reference() -> None:
+    from traceladder.triage.bisect import image_candidates
+
+    digest = "sha256:" + "b" * 64
+    tags = [("127.0.0.1:5000/triage/runner:n1", digest, None), ("127.0.0.1:5000/triage/runner", digest, None)]
+    candidates = image_candidates(tags, tags[0][0], tags[1][0])
+    # a reference without a tag keeps its registry's port (a ':' before the last '/')
+    assert [c.changes["image"] for c in candidates] == [f"127.0.0.1:5000/triage/runner@{digest}"] * 2
+
+
+def test_an_image_change_the_registry_cannot_place_is_confirmed_and_not_bisected(tmp_path: Path) -> None:
+    gone, new = "reg:5000/r@sha256:" + "a" * 64, "reg:5000/r@sha256:" + "c" * 64
+    good = RunSetup("w4", {**BASE_SPEC, "image": "reg:5000/r:n1"}, {"image_digest": gone})
+    bad = RunSetup("w5", {**BASE_SPEC, "image": "reg:5000/r:n2"}, {"image_digest": new})
+    suspect = TriageSuspect(
+        rung="fusions",
+        run_id="w5",
+        good_run_id="w4",
+        reason="prediction bound",
+        direction="slower",
+        delta_pct=50.0,
+        diff=diff(good, bad),
+    )
+
+    def runner(spec: dict, side: str, block: int) -> dict:
+        step = 100.0 * (1.5 if spec["image"] == new else 1.0) * (1 + 0.004 * math.sin(3 * block + (side == "B")))
+        return {"status": "ok", "step_ms": step, "step_ms_values": [step * (1 + 0.002 * k) for k in (-2, -1, 0, 1, 2)]}
+
+    reason = "the good image n1: manifest n1 is gone from the registry (404 MANIFEST_UNKNOWN)"
+    (doc,) = triage_run(_ctx(tmp_path, runner, image_tags_reason=reason), [(suspect, good, bad)])
+    assert doc.label == "confirmed regression" and doc.first_bad is None
+    assert doc.conclusion == f"not bisected: {reason}"

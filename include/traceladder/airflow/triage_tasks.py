@@ -19,12 +19,14 @@ if TYPE_CHECKING:  # the triage engine imports the statistics (numpy, scipy): ne
     from traceladder.config.loader import LoadedLadder
     from traceladder.storage.artifacts import ArtifactSink
     from traceladder.triage.confirm import RunBlock
+    from traceladder.triage.explain import RunProfiled
     from traceladder.triage.suspects import RunSetup
 
 TRIAGE_DAG_ID = "traceladder-triage"
 CLAIM_OBJECT = "claim.json"
 LIVE_STATES = ("queued", "running")
 Suspects = list[tuple[TriageSuspect, "RunSetup", "RunSetup"]]
+ImageTag = tuple[str, str | None, str | None]  # (image reference, manifest digest, created)
 
 
 class TriageError(TraceladderError):
@@ -124,7 +126,10 @@ def run_block_for(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
     raise TriageError(f"ladder {loaded.ladder.ladder}: triage on the {backend} backend is not wired yet")
 
 
-def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
+def _docker_runner(loaded: LoadedLadder, run_id: str, context: Any) -> Callable[[JSONObject, str], JSONObject]:
+    """(spec, name) -> the runner's whole result: one RungDockerOperator run on the ladder's first
+    docker host, its container labelled with this task instance (a preflight elsewhere stops it
+    only once Airflow no longer runs this task). A run that fails is {"status": "failed", "error"}."""
     from traceladder.airflow.operators.docker import RungDockerOperator
     from traceladder.core.errors import first_line
 
@@ -134,16 +139,21 @@ def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlo
             f"ladder {loaded.ladder.ladder}: cluster {loaded.ladder.cluster} has no docker host for the triage"
         )
     host = hosts[0]
+    ti = context["ti"]
+    index = getattr(ti, "map_index", None)
+    owner = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), -1 if index is None else int(index))
 
-    def run(spec: JSONObject, side: str, block: int) -> JSONObject:
+    def run(spec: JSONObject, name: str) -> JSONObject:
         op = RungDockerOperator(
             spec=dict(spec),
             run_id=f"{run_id}-triage",
-            task_id=f"triage_{side}_{block}",
+            task_id=name,
             docker_url=host.docker_url,
             tls_conn_id=host.tls_conn_id,
             devices=list(host.devices),
             host_name=host.name,
+            result_keys=None,
+            owner_ti=owner,
         )
         try:
             return dict(op.execute(context))
@@ -153,20 +163,52 @@ def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlo
     return run
 
 
-def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> list[tuple[str, str | None, str | None]]:
+def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
+    run = _docker_runner(loaded, run_id, context)
+    return lambda spec, side, block: run(spec, f"triage_{side}_{block}")
+
+
+def docker_run_profiled(loaded: LoadedLadder, store: ArtifactSink, run_id: str, context: Any) -> RunProfiled:
+    """The docker backend's profiled run for the explanation: the rung's container as a confirm
+    runs it; its rank-0 trace, which the runner stored, read back into a scratch folder."""
+    import tempfile
+    from pathlib import Path
+
+    from traceladder.core.documents import as_list
+
+    run = _docker_runner(loaded, run_id, context)
+    work = Path(tempfile.mkdtemp(prefix="traceladder-explain-traces-"))
+
+    def profiled(spec: JSONObject, side: str) -> Path | None:
+        result = run(spec, f"triage_explain_{side}")
+        keys = [str(k) for k in as_list(result.get("traces") or [])]
+        rank0 = [k for k in keys if k.rsplit("/", 1)[-1].startswith("rank0.")]
+        if result.get("status") != "ok" or not keys:
+            return None
+        key = (rank0 or keys)[0]
+        path = work / side / key.rsplit("/", 1)[-1]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(store.get_bytes(key))
+        return path
+
+    return profiled
+
+
+def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> tuple[list[ImageTag], str | None]:
     """The image candidates of the largest suspect, from the registry (RegistryHook): each as
-    (image reference, manifest digest, created), ends named as the runs named their images."""
+    (image reference, manifest digest, created), ends named as the runs named their images; and
+    the registry's reason when it cannot place an end (its image is gone), else None."""
     from traceladder.airflow.hooks.registry import DEFAULT_CONN_ID, RegistryHook
     from traceladder.triage.registry import ImageRef
 
     _suspect, good, bad = suspects[0]
     good_image, bad_image = str(good.spec.get("image") or ""), str(bad.spec.get("image") or "")
     if not good_image or good_image == bad_image:
-        return []
+        return [], None
     g, b = ImageRef.parse(good_image), ImageRef.parse(bad_image)
     found = RegistryHook(conn_id or DEFAULT_CONN_ID).client(g.registry)
     span = found.tags_between(g.repository, g.reference, b.reference)
-    out: list[tuple[str, str | None, str | None]] = []
+    out: list[ImageTag] = []
     for i, image in enumerate(span.candidates):
         ref = (
             good_image
@@ -176,29 +218,46 @@ def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> list[tuple
             else f"{g.registry}/{g.repository}:{image.name}"
         )
         out.append((ref, image.digest, image.created.isoformat() if image.created else None))
-    return out
+    return out, span.reason
 
 
-def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONObject]:
-    """The engine on the claimed group (confirm, bisect, explain, record each step); a retry resumes
-    it from triage.json. Returns each rung's state and label."""
+def triage_suspects(
+    loaded: LoadedLadder, store: ArtifactSink, run_id: str, suspects: Suspects, context: Any, approved: bool
+) -> list[TriageDoc]:
+    """The engine on a suspect group with the ladder's backend: its runs, its profiled runs for the
+    explanation, and (docker) the registry's tags between the two images."""
     from traceladder.triage.engine import context_for, triage_run
     from traceladder.triage.explain import local_run_profiled
 
-    ladder, run_id = params["ladder"], params["bad_run"]
-    loaded, store = ladder_store(ladder)
-    suspects = selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
-    local = loaded.ladder.backend == "local"
+    backend = loaded.ladder.backend
+    tags, reason = image_tags_for(suspects) if backend == "docker" else ([], None)
+    profiled = (
+        local_run_profiled(run_id=f"{run_id}-triage")
+        if backend == "local"
+        else docker_run_profiled(loaded, store, run_id, context)
+        if backend == "docker"
+        else None
+    )
     ctx = context_for(
         loaded,
         store,
         run_id,
         run_block_for(loaded, run_id, context),
-        run_profiled=local_run_profiled(run_id=f"{run_id}-triage") if local else None,
+        run_profiled=profiled,
         approve=lambda: approved,
-        image_tags=image_tags_for(suspects) if loaded.ladder.backend == "docker" else (),
+        image_tags=tags,
+        image_tags_reason=reason,
     )
-    return [_brief(doc) for doc in triage_run(ctx, suspects)]
+    return triage_run(ctx, suspects)
+
+
+def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONObject]:
+    """The engine on the claimed group (confirm, bisect, explain, record each step); a retry resumes
+    it from triage.json. Returns each rung's state and label."""
+    ladder, run_id = params["ladder"], params["bad_run"]
+    loaded, store = ladder_store(ladder)
+    suspects = selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
+    return [_brief(doc) for doc in triage_suspects(loaded, store, run_id, suspects, context, approved)]
 
 
 def _brief(doc: TriageDoc) -> JSONObject:

@@ -196,9 +196,17 @@ def image_candidates(tags: Sequence[tuple[str, str | None, str | None]], good: s
     i, j = refs.index(good), refs.index(bad)
     chosen = tags[i : j + 1] if i <= j else list(reversed(tags[j : i + 1]))
     return [
-        Candidate(ref, "image", {"image": f"{ref.rsplit(':', 1)[0]}@{digest}" if digest else ref}, created)
+        Candidate(ref, "image", {"image": f"{_image_name(ref)}@{digest}" if digest else ref}, created)
         for ref, digest, created in chosen
     ]
+
+
+def _image_name(ref: str) -> str:
+    """The reference without its tag or digest: a ':' after the last '/' starts a tag (one before
+    it is a registry's port, as in ``127.0.0.1:5000/repo``)."""
+    name = ref.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
 
 
 def setting_candidates(changes: Sequence[tuple[str, JSONValue, JSONValue]]) -> list[Candidate]:

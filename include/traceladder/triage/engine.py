@@ -51,6 +51,7 @@ class TriageContext:
     metric: str = "wall"
     builds: Mapping[str, BuildChanges] = field(default_factory=dict)
     image_tags: Sequence[tuple[str, str | None, str | None]] = ()
+    image_tags_reason: str | None = None  # why the registry gave no tags (an end's image is gone)
     explicit_candidates: Sequence[str] = ()
     run_profiled: RunProfiled | None = None
     # rung -> what the ladder's cheapest torch lens changes in its spec (explain.lens_overlay)
@@ -138,6 +139,8 @@ def _candidates(ctx: TriageContext, suspect: TriageSuspect, good: RunSetup, bad:
         return build_candidates(list(ctx.builds.values()), good.build, bad.build)
     if ("image_digest" in fields or "image" in fields) and ctx.image_tags:
         return image_candidates(ctx.image_tags, str(good.spec.get("image")), str(bad.spec.get("image")))
+    if ("image_digest" in fields or "image" in fields) and ctx.image_tags_reason:
+        raise CandidateUnavailable(ctx.image_tags_reason)
     changes = [c for c in spec_changes(good.spec, bad.spec) if c[0] != f"docker_env_vars.{BUILD_VARIABLE}"]
     return setting_candidates(changes) if changes else []
 
@@ -324,6 +327,7 @@ def context_for(
     run_profiled: RunProfiled | None = None,
     approve: Callable[[], bool] | None = None,
     image_tags: Sequence[tuple[str, str | None, str | None]] = (),
+    image_tags_reason: str | None = None,
 ) -> TriageContext:
     """A triage's context from the ladder file: its catalog, `triage:` budget and candidates, metric
     and lenses; the backend's runners and the approval gate from the caller."""
@@ -338,6 +342,7 @@ def context_for(
         metric=loaded.ladder.metric,
         builds=catalog(loaded),
         image_tags=image_tags,
+        image_tags_reason=image_tags_reason,
         explicit_candidates=list(t.candidates),
         run_profiled=run_profiled,
         lens_overlay=lens_overlays(loaded),

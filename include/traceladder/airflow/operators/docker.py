@@ -266,6 +266,12 @@ class RungDockerOperator(RocmDockerOperator):
         rung with one line and stores a metrics.json with status ``preflight``, so the summary marks it.
     :param gpu_preflight: Within the preflight, check that amd-smi (or rocm-smi) sees exactly
         ``GPUS_PER_NODE`` GPUs and that no process holds one. Default on.
+    :param result_keys: The result's keys the task returns (default ``RESULT_KEYS``, the XCom's);
+        None returns the runner's whole result (metrics.json's data: the triage's confirm reads
+        ``step_ms_values`` from it).
+    :param owner_ti: The task instance that owns the container, as ``(dag_id, run_id, task_id,
+        map_index)`` in its labels, for ``stop_dead_tasks`` to ask Airflow about. Default: this
+        task, under ``run_id``. A task that runs several rungs itself (the triage) names its own.
 
     Everything else is a :class:`RocmDockerOperator` parameter (``docker_url``, ``tls_conn_id``,
     ``devices``, ``host_name``, ``pool``, ...). ``command``, ``image``, ``environment`` and
@@ -301,10 +307,14 @@ class RungDockerOperator(RocmDockerOperator):
         preflight: bool = True,
         gpu_preflight: bool = True,
         image: str = "traceladder/runner",
+        result_keys: Sequence[str] | None = RESULT_KEYS,
+        owner_ti: tuple[str, str, str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(image=image, **kwargs)
         self.spec = spec
+        self.result_keys = tuple(result_keys) if result_keys is not None else None
+        self.owner_ti = owner_ti
         self.run_id = run_id
         self.min_free_gb = float(min_free_gb if min_free_gb is not None else str(env_vars.MIN_FREE_GB.get()))
         self.preflight = preflight
@@ -337,7 +347,9 @@ class RungDockerOperator(RocmDockerOperator):
             hygiene.RUN_LABEL: run_key,
             hygiene.RUNG_LABEL: spec.rung_id,
             # the task instance: a later preflight stops this container once Airflow no longer runs it
-            **hygiene.ti_labels(context["dag"].dag_id, self.run_id, self.task_id, _map_index(context)),
+            **hygiene.ti_labels(
+                *(self.owner_ti or (context["dag"].dag_id, self.run_id, self.task_id, _map_index(context)))
+            ),
         }
         caps = {*(self.cap_add or []), "SYS_PTRACE"}
         if spec.lens in SYS_ADMIN_LENSES:
@@ -443,7 +455,7 @@ class RungDockerOperator(RocmDockerOperator):
             from airflow.sdk.exceptions import AirflowFailException
 
             raise AirflowFailException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}")
-        return {k: result.get(k) for k in RESULT_KEYS}
+        return result if self.result_keys is None else {k: result.get(k) for k in self.result_keys}
 
     def _record_refused(self, spec: Any, message: str) -> None:
         """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
