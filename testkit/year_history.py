@@ -391,10 +391,12 @@ class YearWriter:
         from traceladder.summary.render.html import to_html
         from traceladder.summary.render.markdown import to_markdown
         from traceladder.summary.render.perf_csv import perf_csv
+        from testkit.results import typed
 
         store, plan, run = written["store"], written["plan"], written["run"]
         analyses = {key: TraceAnalysis.from_dict(doc) for key, doc in written["analyses"].items()}
-        summary = build_summary(plan, written["results"], analyses, written["collectives"])
+        results = typed(written["results"])
+        summary = build_summary(plan, results, analyses, written["collectives"])
         summary["attribution"] = []
         points = run_points(summary)
         current = {
@@ -414,7 +416,7 @@ class YearWriter:
             (f"{base}/{layout.SUMMARY_JSON}", json.dumps(summary, indent=1).encode(), "application/json"),
             (f"{base}/{layout.SUMMARY_MD}", to_markdown(summary).encode(), "text/markdown"),
             (f"{base}/{layout.REPORT_HTML}", to_html(summary, charts).encode(), "text/html"),
-            (f"{base}/{layout.PERF_CSV}", perf_csv(plan, written["results"]).encode(), "text/csv"),
+            (f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv"),
         ]
         self._put_all(store, items)
         store.write_manifest(base)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
+from testkit.results import typed
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
 from traceladder.storage.artifacts import S3ArtifactStore
@@ -141,12 +142,12 @@ def _vs_parent(verdict: str, lo: float, hi: float) -> dict[str, Any]:
 def _attribute(
     stored: dict[str, Any], verdicts: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    summary = build_summary(stored["plan"], stored["results"], {})
+    summary = build_summary(stored["plan"], typed(stored["results"]), {})
     for row in summary["rungs"]:
         if row["rung"] in verdicts:
             row["vs_parent"] = verdicts[row["rung"]]
     summary["attribution"] = attribute_stored(
-        stored["store"], stored["summary_prefix"], stored["plan"], summary, stored["results"]
+        stored["store"], stored["summary_prefix"], stored["plan"], summary, typed(stored["results"])
     )
     return summary, {e["rung"]: e for e in summary["attribution"]}
 
@@ -448,10 +449,10 @@ def test_work_ratio_from_the_plan_else_the_runs() -> None:
         "g3": run("g", tokens_per_cpu_s_per_gpu=4000.0, step_cpu_ms=511.0),  # 2044
         "g4": {**run("g", tokens_per_sec_per_gpu=1.0, step_ms=1.0), "status": "failed"},
     }
-    assert work_ratio(batch, results, planned) == 4.0  # the plan's, exact
-    assert work_ratio(batch, results, {}) == pytest.approx(2048 / 512)  # the median run's
-    assert work_ratio({**batch, "kind": "optimisation"}, results, {}) == 1.0  # tokens differ, not a batch rung
-    assert work_ratio({**batch, "parent": "x"}, results, planned) is None  # neither says for x
+    assert work_ratio(batch, typed(results), planned) == 4.0  # the plan's, exact
+    assert work_ratio(batch, typed(results), {}) == pytest.approx(2048 / 512)  # the median run's
+    assert work_ratio({**batch, "kind": "optimisation"}, typed(results), {}) == 1.0  # tokens differ, not a batch rung
+    assert work_ratio({**batch, "parent": "x"}, typed(results), planned) is None  # neither says for x
 
 
 def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
@@ -484,7 +485,7 @@ def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
             {"rung": "h100", "parent": "mi300", "vs_parent": _vs_parent("faster", -2.0, -1.0)},
         ]
     }
-    (e,) = attribute(summary, results, {}, lambda key: reports_from_dir(tmp_path / key.split("/")[0], key))
+    (e,) = attribute(summary, typed(results), {}, lambda key: reports_from_dir(tmp_path / key.split("/")[0], key))
     assert e["device"] == "gpu" and e["regions"] == []
     kernels = {
         r["Kernel name"] for rung in traces for r in csv.DictReader(open(tmp_path / rung / "kernel_summary.csv"))

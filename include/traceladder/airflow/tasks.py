@@ -14,9 +14,9 @@ from traceladder.airflow.ladders import ladder_store
 from traceladder.core.documents import (
     JSONObject,
     PlanDoc,
+    RungResult,
     SummaryRef,
     as_int,
-    as_list,
     as_number,
     as_object,
     as_objects,
@@ -194,7 +194,7 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
     store, _, plan = _stored_plan(ladder, run_id)
     items = []
     for result in read_results(store, plan).values():
-        items += [{"rung_id": str(result["rung_id"]), "key": str(key)} for key in as_list(result.get("traces") or [])]
+        items += [{"rung_id": result.rung_id, "key": key} for key in result.traces]
     return items
 
 
@@ -229,20 +229,19 @@ def join_rank_traces(ladder: str, run_id: str) -> list[JSONObject]:
     store, _, plan = _stored_plan(ladder, run_id)
     joined = []
     for result in read_results(store, plan).values():
-        traces = [str(k) for k in as_list(result.get("traces") or []) if ".pt.trace.json" in str(k)]
+        traces = [k for k in result.traces if ".pt.trace.json" in k]
         if len(traces) > 1:
-            prefix = str(result["prefix"])
+            prefix = str(result.prefix)
             joined.append(analyze_stored_ranks(store, prefix, traces, ranks_per_node(result, len(traces))))
     return joined
 
 
-def ranks_per_node(result: JSONObject, world_size: int) -> int | None:
+def ranks_per_node(result: RungResult, world_size: int) -> int | None:
     """A multi-node rung's ranks per node (its world over the nodes of its Slurm job), given to
     the multi-rank analysis as TraceLens's --gpus_per_node, so that its collectives get node_id and
     node_span (intra_node/inter_node) columns even where traces carry no deviceProperties (the CPU
     proxy). None on one node: TraceLens's own rule (deviceProperties) then decides."""
-    provenance = result.get("provenance")
-    slurm = provenance.get("slurm") if isinstance(provenance, dict) else None
+    slurm = (result.provenance or {}).get("slurm")
     nnodes_value = slurm.get("nnodes") if isinstance(slurm, dict) else None
     nnodes = int(nnodes_value) if isinstance(nnodes_value, (int, str)) and str(nnodes_value).isdigit() else 1
     if nnodes <= 1 or world_size % nnodes:

@@ -322,6 +322,31 @@ class RungResult(Document):
         upgraded |= {"block": 0, "position": 0, "purpose": default_purpose(lens)}
         return upgraded | data
 
+    # the run's figures a ladder's metric may name (stats/verdicts.VERDICT_METRICS), and their
+    # per-iteration values
+    FIGURES: ClassVar[frozenset[str]] = frozenset(
+        {"step_ms", "step_cpu_ms", "tokens_per_sec_per_gpu", "tokens_per_cpu_s_per_gpu", "tflops", "peak_mem_gb"}
+    )
+    ITERATION_VALUES: ClassVar[frozenset[str]] = frozenset({"step_ms_values", "step_cpu_ms_values"})
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def figure(self, name: str) -> float | None:
+        """One of the run's figures (``FIGURES``) by the name a ladder's metric gives it."""
+        if name not in self.FIGURES:
+            raise KeyError(f"not a figure of a rung result: {name}")
+        value: float | None = getattr(self, name)
+        return value
+
+    def iteration_values(self, name: str) -> list[float]:
+        """A figure's per-iteration values (``ITERATION_VALUES``), nulls left out."""
+        if name not in self.ITERATION_VALUES:
+            raise KeyError(f"not per-iteration values of a rung result: {name}")
+        values: list[float | None] = getattr(self, name)
+        return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys)
 

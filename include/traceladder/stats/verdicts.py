@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
+    RungResult,
     as_int,
     as_number,
     as_object,
@@ -149,7 +150,7 @@ def plan_specs(plan: Mapping[str, JSONValue]) -> list[JSONObject]:
 
 def _runs(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     keep: Callable[[JSONObject], bool],
     metric: str,
     treatment: Callable[[JSONObject], str] = lambda s: str(s["rung"]),
@@ -160,30 +161,25 @@ def _runs(
     out = []
     for spec in plan_specs(plan):
         result = results.get(str(spec["rung_id"]))
-        if not keep(spec) or not result or result.get("status") != "ok":
+        if not keep(spec) or result is None or not result.ok:
             continue
-        y = log_or_none(as_number(result.get(metric)))
+        y = log_or_none(result.figure(metric))
         if y is None:
             continue
-        iters = tuple(math.log(v) for v in _numbers(result.get(values)) if v and v > 0)
+        iters = tuple(math.log(v) for v in result.iteration_values(values) if v and v > 0)
         out.append(Run(spec_block(spec), treatment(spec), y, iters, _midpoint(result)))
     return out
 
 
-def _midpoint(result: Mapping[str, JSONValue]) -> float | None:
+def _midpoint(result: RungResult) -> float | None:
     """When a run ran: the middle of its start and end (epoch s), for the drift terms."""
-    start, end = as_number(result.get("started_at")), as_number(result.get("ended_at"))
+    start, end = result.started_at, result.ended_at
     return None if start is None or end is None else (start + end) / 2
 
 
-def _numbers(value: JSONValue) -> list[float]:
-    """A result's per-iteration values (null or absent: none)."""
-    return [n for v in value or () if (n := as_number(v)) is not None] if isinstance(value, list) else []
-
-
-def measured(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, list[JSONObject]]:
+def measured(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> dict[str, list[RungResult]]:
     """Each rung's measure runs (any status), for the table's per-rung columns."""
-    out: dict[str, list[JSONObject]] = {}
+    out: dict[str, list[RungResult]] = {}
     for spec in plan_specs(plan):
         rung_id = str(spec["rung_id"])
         if spec_purpose(spec) == "measure" and rung_id in results:
@@ -216,17 +212,18 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
     }
 
 
-def _run_statistic(results: Mapping[str, JSONObject], figure: str, field: str | None) -> str:
+def _run_statistic(results: Mapping[str, RungResult], figure: str, field: str | None) -> str:
     """What the runs' `figure` is over their iterations, as each result records it in `field`:
     the mean only where every run that has the figure says so (a summary built again over runs
     from before the mean keeps their median and its floor)."""
     if field is None:
         return "median"
-    said = {r.get(field) for r in results.values() if r.get("status") == "ok" and r.get(figure) is not None}
+    assert field == "step_cpu_statistic", field  # the one field that records it (VERDICT_METRICS)
+    said = {r.step_cpu_statistic for r in results.values() if r.ok and r.figure(figure) is not None}
     return "mean" if said == {"mean"} else "median"
 
 
-def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, BlockFit]:
+def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> dict[str, BlockFit]:
     """The block model of the measure runs on the plan's verdict metric: its step figure and its
     batch rungs' figure, each fitted with the plan's drift terms."""
     step, tokens, values, recorded = VERDICT_METRICS[plan_metric(plan)]
@@ -242,7 +239,7 @@ Comparison = tuple[Contrast, float, str, bool]  # rung minus parent, the parent'
 
 
 def _comparisons(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]
 ) -> tuple[dict[str, Comparison], dict[str, BlockFit]]:
     """rung → its contrast with its parent on the plan's verdict metric (batch rungs: tokens), and
     the block fits per metric."""
@@ -264,7 +261,7 @@ def _comparisons(
 
 
 def rung_verdicts(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], critical_z: float | None = None
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult], critical_z: float | None = None
 ) -> tuple[dict[str, JSONObject], JSONObject]:
     """rung → vs_parent for every rung with a parent, each tested on its own (per rung), and the
     model's figures per metric (the ladder's verdict metric: wall or cpu). `critical_z`: an
@@ -302,7 +299,7 @@ def _pct(log_value: float | None) -> float | None:
 
 def ladder_verdicts(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     design: Design | None = None,
     blocks: int = 0,
     final: bool = False,
@@ -409,7 +406,7 @@ def _first_blocks(plan: Mapping[str, JSONValue], blocks: int) -> JSONObject:
 
 
 def sequential_look(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], blocks: int, *, final: bool = False
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult], blocks: int, *, final: bool = False
 ) -> JSONObject:
     """The stopping rule after `blocks` measure blocks: every non-root rung's MDE at this look's
     critical value for the ladder-wide rule's MDE level, and whether each is at or below the
@@ -432,12 +429,13 @@ def sequential_look(
     }
 
 
-def measure_block_starts(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> list[float]:
+def measure_block_starts(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> list[float]:
     """When each measure block with a timed run began (its earliest metrics.json `started_at`,
     epoch s), in block order: the time budget's look ahead (stats/sequential.over_budget)."""
     starts: dict[int, float] = {}
     for spec in plan_specs(plan):
-        start = as_number((results.get(str(spec["rung_id"])) or {}).get("started_at"))
+        result = results.get(str(spec["rung_id"]))
+        start = result.started_at if result is not None else None
         if _measure(spec) and start is not None:
             block = spec_block(spec)
             starts[block] = min(start, starts.get(block, start))
@@ -453,7 +451,7 @@ def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
 
 
 def sequential_verdicts(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]
 ) -> tuple[dict[str, JSONObject], JSONObject, JSONObject | None, JSONObject]:
     """`ladder_verdicts` (the plan's ladder-wide rule, and its `calls` record), and for an
     adaptive plan at the look where it stopped (its critical values) with the summary's
@@ -504,7 +502,7 @@ def sequential_verdicts(
 
 
 def lens_overheads(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], lens_rung: str
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult], lens_rung: str
 ) -> dict[str, JSONObject]:
     """lens → step-time ratio to the unprofiled run of the same block, with its 95% interval.
     Lens blocks hold a `none` run of the lens rung; plans without lens blocks pair by repeat."""

@@ -25,7 +25,16 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_number, as_object, as_objects
+from traceladder.core.documents import (
+    JSONObject,
+    JSONValue,
+    RungResult,
+    as_float,
+    as_list,
+    as_number,
+    as_object,
+    as_objects,
+)
 from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 
@@ -58,20 +67,18 @@ def _rank0(keys: list[str]) -> str | None:
 
 
 def profiled_traces(
-    results: Mapping[str, JSONObject], purposes: dict[str, str]
-) -> dict[str, dict[str, list[tuple[str, JSONObject]]]]:
+    results: Mapping[str, RungResult], purposes: dict[str, str]
+) -> dict[str, dict[str, list[tuple[str, RungResult]]]]:
     """rung → lens → (rank-0 trace key, run result) of each of its profiled runs: every-rung
     profile runs first, then by repeat. The first is the one attributed; all measure the noise."""
-    found: dict[str, dict[str, list[tuple[str, JSONObject]]]] = {}
-    ranked = sorted(
-        results.values(), key=lambda r: (purposes.get(str(r["rung_id"])) != "profile", as_float(r.get("repeat", 0)))
-    )
+    found: dict[str, dict[str, list[tuple[str, RungResult]]]] = {}
+    ranked = sorted(results.values(), key=lambda r: (purposes.get(r.rung_id) != "profile", r.repeat))
     for r in ranked:
-        if r.get("status") != "ok" or r.get("lens") not in TRACE_LENSES:
+        if not r.ok or r.lens not in TRACE_LENSES:
             continue
-        key = _rank0([str(k) for k in as_list(r.get("traces") or [])])
+        key = _rank0([str(k) for k in r.traces])
         if key:
-            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), []).append((key, r))
+            found.setdefault(r.rung, {}).setdefault(r.lens, []).append((key, r))
     return found
 
 
@@ -81,13 +88,13 @@ def _measured_step_ms(row: Mapping[str, JSONValue]) -> float | None:
     return mean if mean and mean > 0 else None
 
 
-def run_speed(row: Mapping[str, JSONValue] | None, run: Mapping[str, JSONValue]) -> float | None:
+def run_speed(row: Mapping[str, JSONValue] | None, run: RungResult) -> float | None:
     """How fast a profiled run went against its rung's measured runs: the rung's mean step time
     over the run's own step time in its profiled window, both wall clock as the trace's op and
     kernel times are (the window's profiler overhead is in it, alike for a rung and its parent
     under one lens). None where either is missing."""
     measured = _measured_step_ms(row) if row is not None else None
-    own = as_number(run.get("step_ms"))
+    own = run.step_ms
     return measured / own if measured and own and own > 0 else None
 
 
@@ -298,26 +305,24 @@ def step_tokens(specs: list[JSONObject]) -> dict[str, float]:
     return out
 
 
-def _run_tokens(r: Mapping[str, JSONValue]) -> float | None:
+def _run_tokens(r: RungResult) -> float | None:
     """One run's measured tokens per step per GPU. Its tokens per CPU-second times its step CPU
     time is exact (the runner derives one from the other); tokens/s/GPU times the median step
     time is a product of two medians, within a few % on a noisy run."""
-    for rate, step in (("tokens_per_cpu_s_per_gpu", "step_cpu_ms"), ("tokens_per_sec_per_gpu", "step_ms")):
-        if r.get(rate) and r.get(step):
-            return as_float(r[rate]) * as_float(r[step]) / 1e3
+    for rate, step in ((r.tokens_per_cpu_s_per_gpu, r.step_cpu_ms), (r.tokens_per_sec_per_gpu, r.step_ms)):
+        if rate and step:
+            return rate * step / 1e3
     return None
 
 
-def measured_tokens(results: Mapping[str, JSONObject], rung: str) -> float | None:
+def measured_tokens(results: Mapping[str, RungResult], rung: str) -> float | None:
     """A rung's measured tokens per step per GPU: the median over its ok runs."""
-    per_run = [
-        t for r in results.values() if r.get("rung") == rung and r.get("status") == "ok" if (t := _run_tokens(r))
-    ]
+    per_run = [t for r in results.values() if r.rung == rung and r.ok if (t := _run_tokens(r))]
     return statistics.median(per_run) if per_run else None
 
 
 def work_ratio(
-    row: Mapping[str, JSONValue], results: Mapping[str, JSONObject], planned: Mapping[str, float]
+    row: Mapping[str, JSONValue], results: Mapping[str, RungResult], planned: Mapping[str, float]
 ) -> float | None:
     """How many of its parent's steps of tokens a batch rung's step holds: from the plan's
     `planned` step tokens, else from the runs' figures; 1 for other rungs; None for a batch rung
@@ -406,7 +411,7 @@ def entry(
 
 def attribute(
     summary: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     purposes: dict[str, str],
     load: Callable[[str], Reports | None],
     keep: Callable[[str, Comparison], str | None] | None = None,
@@ -429,7 +434,7 @@ def attribute(
 
     rows = {str(r["rung"]): r for r in as_objects(summary["rungs"])}
 
-    def speed_of(rung: str, key: str, run: JSONObject) -> float | None:
+    def speed_of(rung: str, key: str, run: RungResult) -> float | None:
         """The factor a run's trace is taken at: its speed for a CPU trace (None when unknown);
         1 for a GPU trace, whose kernel times run on the device's clock, not the step's."""
         r = reports(key)
@@ -437,7 +442,7 @@ def attribute(
             return None
         return run_speed(rows.get(rung), run) if r.analysis.device == "cpu" else 1.0
 
-    def at_speed(rung: str, key: str, run: JSONObject) -> float | None:
+    def at_speed(rung: str, key: str, run: RungResult) -> float | None:
         """A profiled run's op µs per step, taken as the attribution takes it."""
         r, speed = reports(key), speed_of(rung, key, run)
         return r.op_us() / r.steps * speed if r is not None and speed else None
@@ -498,7 +503,7 @@ def attribute_stored(
     summary_prefix: str,
     plan: Mapping[str, JSONValue],
     summary: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
 ) -> list[JSONObject]:
     """`attribute` over the artifact store: reports read from each trace's analysis folder, each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""

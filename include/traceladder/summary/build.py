@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
-    as_int,
     as_list,
     as_number,
     as_object,
     as_objects,
     spec_purpose,
     RankCollectives,
+    RungResult,
     TraceAnalysis,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
@@ -38,13 +38,13 @@ def _est(e: Estimate | None) -> JSONObject | None:
     return dict(e.as_dict()) if e else None
 
 
-def _ok(runs: list[JSONObject], field: str) -> list[float]:
-    return [n for r in runs if r["status"] == "ok" and (n := as_number(r.get(field))) is not None]
+def _ok(runs: list[RungResult], field: str) -> list[float]:
+    return [n for r in runs if r.ok and (n := r.figure(field)) is not None]
 
 
 def build_summary(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     analyses: Mapping[str, TraceAnalysis],
     collectives: Mapping[str, RankCollectives] | None = None,
 ) -> JSONObject:
@@ -80,10 +80,10 @@ def build_summary(
             "switch": spec["switch"],
             "value": spec["value"],
             "runs": len(runs),
-            "ok": sum(r["status"] == "ok" for r in runs),
-            "statuses": [*sorted({str(r["status"]) for r in runs})],
+            "ok": sum(r.ok for r in runs),
+            "statuses": [*sorted({r.status for r in runs})],
             "step_ms": _est(step[name]),
-            "step_ms_per_repeat": [r.get("step_ms") for r in runs],
+            "step_ms_per_repeat": [r.step_ms for r in runs],
             "step_cpu_ms": _est(cpu_step[name]),
             "tokens_per_sec_per_gpu": _est(tokens[name]),
             "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
@@ -115,14 +115,14 @@ def build_summary(
                     "lens": lens,
                     "rung": lens_rung,
                     "runs": len(runs),
-                    "ok": sum(r["status"] == "ok" for r in runs),
+                    "ok": sum(r.ok for r in runs),
                     "step_ms": _est(lens_step),
                     "overhead_ratio": overheads.get(lens),
-                    "traces": sum(len(as_list(r.get("traces") or [])) for r in runs),
+                    "traces": sum(len(r.traces) for r in runs),
                 }
             )
 
-    failed: list[JSONValue] = [r["rung_id"] for r in results.values() if r["status"] != "ok"]
+    failed: list[JSONValue] = [r.rung_id for r in results.values() if not r.ok]
     profile = _profile(results, analyses)
     summary: JSONObject = {
         "schema": SUMMARY_SCHEMA,
@@ -143,9 +143,7 @@ def build_summary(
         "headroom": whats_left_section(plan, results, analyses, lens_rung),
         "failed_rungs": failed,
         "failures": [
-            {"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")}
-            for r in results.values()
-            if r["status"] != "ok"
+            {"rung_id": r.rung_id, "status": r.status, "error": r.error} for r in results.values() if not r.ok
         ],
         "provenance": _provenance(results),
         # backend: slurm only: the node list each run ran on, and whether they differ (a confounder)
@@ -186,20 +184,21 @@ def _lens_rung(specs: list[JSONObject]) -> str | None:
     return next((str(s["rung"]) for s in specs if s["lens"] != "none" and spec_purpose(s) == "lens"), None)
 
 
-def _provenance(results: Mapping[str, JSONObject]) -> JSONObject:
-    seen = [as_object(r["provenance"]) for r in results.values() if r.get("provenance")]
+def _provenance(results: Mapping[str, RungResult]) -> JSONObject:
+    seen = [r.provenance for r in results.values() if r.provenance]
     return seen[0] if seen else {}
 
 
-def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
+def _nodes(results: Mapping[str, RungResult]) -> JSONObject | None:
     """Which Slurm node list each rung's runs ran on (metrics.json's provenance.slurm.nodes).
     More than one node list in the ladder run makes the node a possible confounder: a rung's
     difference from its parent may be the nodes', not the switch's."""
     rungs_by_nodes: dict[str, set[str]] = {}
     for result in results.values():
-        nodes = as_object(as_object(result.get("provenance") or {}).get("slurm") or {}).get("nodes")
+        slurm = (result.provenance or {}).get("slurm")
+        nodes = slurm.get("nodes") if isinstance(slurm, dict) else None
         if nodes:
-            rungs_by_nodes.setdefault(str(nodes), set()).add(str(result.get("rung") or result.get("rung_id")))
+            rungs_by_nodes.setdefault(str(nodes), set()).add(result.rung or result.rung_id)
     if not rungs_by_nodes:
         return None
     return {
@@ -208,18 +207,18 @@ def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
     }
 
 
-def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis]) -> JSONObject | None:
+def _profile(results: Mapping[str, RungResult], analyses: Mapping[str, TraceAnalysis]) -> JSONObject | None:
     """The rank-0 analysis of the first profiled run (the write-up's "rank-0 window")."""
     for lens in ("torch_rank0", "torch_all_ranks"):
-        for result in sorted(results.values(), key=lambda r: as_int(r["repeat"])):
-            if result["lens"] != lens:
+        for result in sorted(results.values(), key=lambda r: r.repeat):
+            if result.lens != lens:
                 continue
-            for key in as_list(result.get("traces") or []):
+            for key in result.traces:
                 analysis = analyses.get(str(key))
                 if analysis and analysis.rank in (0, None):
                     return {
                         "lens": lens,
-                        "rung_id": result["rung_id"],
+                        "rung_id": result.rung_id,
                         "trace": key,
                         "device": analysis.device,
                         "timeline": analysis.timeline,

@@ -16,6 +16,7 @@ from traceladder.core.documents import (
     Summary,
     SummaryRef,
     RankCollectives,
+    RungResult,
     TraceAnalysis,
     as_list,
     as_object,
@@ -31,14 +32,14 @@ from traceladder.summary.render.perf_csv import perf_csv
 from traceladder.summary.render.markdown import to_markdown
 
 
-def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, TraceAnalysis]:
+def read_analyses(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, TraceAnalysis]:
     from traceladder.analysis.stored import analysis_key
 
     def read(trace_key: str) -> TraceAnalysis | None:
         key = analysis_key(trace_key)
         return TraceAnalysis.from_json(store.get_bytes(key), key) if store.exists(key) else None
 
-    keys = [str(k) for result in results.values() for k in as_list(result.get("traces") or [])]
+    keys = [k for result in results.values() for k in result.traces]
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
 
 
@@ -76,14 +77,14 @@ def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry
     return earlier + [current.to_dict()]
 
 
-def read_collectives(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, RankCollectives]:
+def read_collectives(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, RankCollectives]:
     from traceladder.analysis.stored import collectives_key
 
     found: dict[str, RankCollectives] = {}
     for result in results.values():
-        key = collectives_key(str(result["prefix"])) if result.get("prefix") else None
-        if key and len(as_list(result.get("traces") or [])) > 1 and store.exists(key):
-            found[str(result["rung_id"])] = RankCollectives.from_json(store.get_bytes(key), key)
+        key = collectives_key(result.prefix) if result.prefix else None
+        if key and len(result.traces) > 1 and store.exists(key):
+            found[result.rung_id] = RankCollectives.from_json(store.get_bytes(key), key)
     return found
 
 
@@ -122,7 +123,7 @@ def write_summary(
     )  # madengine's, for its dashboards
     store.write_manifest(base)
     history = as_object(summary.get("history") or {})
-    traces = [str(k) for r in results.values() for k in as_list(r.get("traces") or [])]
+    traces = [k for r in results.values() for k in r.traces]
     unanalysed = [k for k in traces if k not in analyses]
     return SummaryRef(
         params=what_if,

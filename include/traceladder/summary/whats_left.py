@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.analysis.reports.whats_left_targets import is_accumulate_origin
-from traceladder.core.documents import JSONObject, JSONValue, TraceAnalysis, as_int, as_list, as_objects, spec_purpose
+from traceladder.core.documents import JSONObject, JSONValue, RungResult, TraceAnalysis, as_objects, spec_purpose
 from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs
 
 __all__ = ["TOP_TARGETS", "final_rung", "whats_left_section", "markdown", "TARGET_KEYS"]
@@ -41,20 +41,20 @@ def final_rung(specs: list[JSONObject]) -> str | None:
 
 
 def _rung_analysis(
-    rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis], purposes: dict[str, str]
+    rung: str, results: Mapping[str, RungResult], analyses: Mapping[str, TraceAnalysis], purposes: dict[str, str]
 ) -> tuple[TraceAnalysis, str, str] | None:
     """The rank-0 analysis of the rung's first profiled run with the What's-left rows (stored as
     ``headroom``): (analysis, lens, trace key). Lens runs (the full window) before every_rung's
     attribution runs (which may profile fewer steps)."""
     order = sorted(
         results.values(),
-        key=lambda r: (purposes.get(str(r["rung_id"])) != "lens", as_int(r["repeat"]), str(r["rung_id"])),
+        key=lambda r: (purposes.get(r.rung_id) != "lens", r.repeat, r.rung_id),
     )
     for lens in _PROFILED_LENSES:
         for result in order:
-            if result.get("rung") != rung or result["lens"] != lens or result["status"] != "ok":
+            if result.rung != rung or result.lens != lens or not result.ok:
                 continue
-            for key in as_list(result.get("traces") or []):
+            for key in result.traces:
                 a = analyses.get(str(key))
                 if a and a.rank in (0, None) and a.headroom is not None:
                     return a, lens, str(key)
@@ -63,7 +63,7 @@ def _rung_analysis(
 
 def whats_left_section(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     analyses: Mapping[str, TraceAnalysis],
     lens_rung: str | None,
 ) -> list[JSONValue]:
