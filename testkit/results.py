@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from traceladder.core.documents import RungResult
+from traceladder.core.documents import IndexEntry, RungResult
 
 
 def typed(results: Mapping[str, Mapping[str, Any]]) -> dict[str, RungResult]:
@@ -17,3 +17,8 @@ def typed_run(run: tuple[Any, Mapping[str, Mapping[str, Any]]]) -> tuple[Any, di
     """A (plan, results) pair with its results typed."""
     plan, results = run
     return plan, typed(results)
+
+
+def index_entries(entries: Sequence[Mapping[str, Any]]) -> list[IndexEntry]:
+    """Hand-made index entries (``runs/<run_id>.json`` as published) as the history reads them."""
+    return [IndexEntry.from_dict(dict(e), f"entry {i}") for i, e in enumerate(entries)]

@@ -392,6 +392,7 @@ class YearWriter:
         from traceladder.summary.render.markdown import to_markdown
         from traceladder.summary.render.perf_csv import perf_csv
         from testkit.results import typed
+        from traceladder.core.documents import IndexEntry
 
         store, plan, run = written["store"], written["plan"], written["run"]
         analyses = {key: TraceAnalysis.from_dict(doc) for key, doc in written["analyses"].items()}
@@ -399,13 +400,10 @@ class YearWriter:
         summary = build_summary(plan, results, analyses, written["collectives"])
         summary["attribution"] = []
         points = run_points(summary)
-        current = {
-            "run_id": plan["run_id"],
-            "logical_date": written["stamp"],
-            "published_at": written["stamp"],
-            "points": points,
-        }
-        summary["history"] = evaluate(earlier + [current])
+        current = IndexEntry(
+            run_id=plan["run_id"], logical_date=written["stamp"], published_at=written["stamp"], points=points
+        )
+        summary["history"] = evaluate([IndexEntry.from_dict(e) for e in earlier] + [current])
         summary["findings"] = findings(summary)
         if ladder not in self.charts:
             self.charts[ladder] = render_charts(summary)
@@ -430,7 +428,7 @@ class YearWriter:
             "report_html": f"{base}/{layout.REPORT_HTML}",
             "failed_rungs": summary["failed_rungs"],
             "logical_date": written["stamp"],
-            "points": points,
+            "points": points.to_dict(),
             "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
             "regression_calls": regression_lines(history),
             "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),

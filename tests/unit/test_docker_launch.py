@@ -192,9 +192,9 @@ def test_week_over_week_flags_a_repushed_tag_and_a_new_driver() -> None:
             "gpu": {**prov["gpu"], "driver_version": "6.16.0"},
         },
     }
-    changes = provenance_changes([{"points": run_points(before)}, {"points": run_points(after)}])[1]
+    changes = provenance_changes([run_points(before), run_points(after)])[1]
     assert [c.split(":")[0] for c in changes] == ["image_digest", "image_id", "gpu"]
-    assert provenance_changes([{"points": run_points(before)}, {"points": run_points(before)}])[1] == []
+    assert provenance_changes([run_points(before), run_points(before)])[1] == []
 
 
 def test_engine_tracelens_needs_the_clusters_tracelens_daemon(tmp_path: Path) -> None:

@@ -198,6 +198,18 @@ class Document:
         return version
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Part(Document):
+    """A nested part of a document: no schema key of its own (its document's version covers it)."""
+
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+
+def _parts(cls: type[D], value: object, where: str) -> list[D]:
+    return [cls.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value if isinstance(value, list) else [])]
+
+
 # ---- narrowing a nested JSON value where a reader knows its shape (a wrong shape is a TypeError)
 
 
@@ -588,6 +600,79 @@ class Manifest(Document):
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 
+# ---- a run's points: what one published run contributes to its ladder's history
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEstimate(_Part):
+    """A rung's run-level figure in one run: the mean over its runs, the 95% half-width (None for a
+    single run) and how many runs (stats.model.Estimate as stored)."""
+
+    FILE: ClassVar[str] = "estimate"
+
+    mean: float = _f("number")
+    ci95: float | None = _f("number?", default=None)
+    n: int = _f("int", default=0)
+
+
+def _estimate(value: object, where: str) -> RunEstimate | None:
+    return None if value is None else RunEstimate.from_dict(value, where)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RungPoint(_Part):
+    """One rung's figures in a run's points (None: the run had none of that figure)."""
+
+    FILE: ClassVar[str] = "rung point"
+
+    step_ms: RunEstimate | None = _f("object?", default=None)
+    step_cpu_ms: RunEstimate | None = _f("object?", default=None)
+    tokens_per_sec_per_gpu: RunEstimate | None = _f("object?", default=None)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> RungPoint:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(
+            doc,
+            step_ms=_estimate(doc.step_ms, f"{where}: step_ms"),
+            step_cpu_ms=_estimate(doc.step_cpu_ms, f"{where}: step_cpu_ms"),
+            tokens_per_sec_per_gpu=_estimate(doc.tokens_per_sec_per_gpu, f"{where}: tokens_per_sec_per_gpu"),
+        )
+
+    def figure(self, name: str) -> RunEstimate | None:
+        """The figure a ladder's metric judges (``step_ms`` or ``step_cpu_ms``)."""
+        if name not in ("step_ms", "step_cpu_ms", "tokens_per_sec_per_gpu"):
+            raise KeyError(f"not a figure of a rung point: {name}")
+        value: RunEstimate | None = getattr(self, name)
+        return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPoints(_Part):
+    """What one run contributes to the history (stats/history.run_points), stored in its index
+    entry: the ladder's metric, how a run's figure is made from its iterations (None: unknown),
+    each rung's figures and the run's provenance. Entries from before ``metric`` were judged on
+    wall time."""
+
+    FILE: ClassVar[str] = "points"
+
+    metric: str | None = _f("str?", default=None, omit_none=True)
+    run_statistic: str | None = _f("str?", default=None)
+    rungs: dict[str, RungPoint] = _f("object", default={})
+    provenance: JSONObject = _f("object", default={})
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> RunPoints:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        rungs = {
+            name: RungPoint.from_dict(value, f"{where}: rungs[{name}]")
+            for name, value in cast(JSONObject, doc.rungs).items()
+        }
+        return _replace(doc, rungs=rungs)
+
+
 # ---- the published run: summary.json, its reference, the index entry
 
 
@@ -645,12 +730,21 @@ class SummaryRef(Document):
     report_html: str | None = _f("str?", default=None)
     failed_rungs: list[str] = _f("list", default=[])
     logical_date: str | None = _f("str?", default=None)
-    points: JSONObject | None = _f("object?", default=None, omit_none=True)
+    points: RunPoints | None = _f("object?", default=None, omit_none=True)
     regressions: list[str] = _f("list", default=[])
     regression_calls: list[str] = _f("list", default=[])
     provenance_changes: list[JSONValue] = _f("list", default=[])
     # rungs to confirm side by side (issue 51): history.suspects less their numbers' detail
     suspects: list[JSONObject] = _f("list", default=[])
+
+    @classmethod
+    def from_dict(cls: type[D], data: object, source: str | None = None) -> D:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        points = cast(SummaryRef, doc).points
+        if points is None or isinstance(points, RunPoints):
+            return doc
+        return _replace(doc, points=RunPoints.from_dict(points, f"{where}: points"))
 
     @property
     def is_what_if(self) -> bool:
@@ -723,18 +817,6 @@ def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...], nulla
     if (value is None and nullable) or value in allowed:
         return
     raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Part(Document):
-    """A nested part of a document: no schema key of its own (its document's version covers it)."""
-
-    WRITES_SCHEMA: ClassVar[bool] = False
-    UNVERSIONED: ClassVar[int | None] = 1
-
-
-def _parts(cls: type[D], value: object, where: str) -> list[D]:
-    return [cls.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value if isinstance(value, list) else [])]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,7 +44,17 @@ from typing import Sequence
 
 import numpy as np
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
+from traceladder.core.documents import (
+    IndexEntry,
+    JSONObject,
+    JSONValue,
+    RunEstimate,
+    RunPoints,
+    as_float,
+    as_list,
+    as_object,
+    as_objects,
+)
 from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
 
 # Levels chosen with the replay benches (benchmarks/bench_changes_vs_otava.py, bench_history.py)
@@ -423,87 +433,95 @@ def suspect(
 class RungHistory:
     rung: str
     run_ids: list[str] = field(default_factory=list)
-    step_ms: list[JSONValue] = field(default_factory=list)  # {"mean","ci95","n"} per run
-    tokens_per_sec_per_gpu: list[JSONValue] = field(default_factory=list)  # the same, or None
+    step_ms: list[RunEstimate | None] = field(default_factory=list)  # per run
+    tokens_per_sec_per_gpu: list[RunEstimate | None] = field(default_factory=list)
     # the figure the change points run on: step_ms, or step_cpu_ms on a `metric: cpu` ladder
-    judged: list[JSONValue] = field(default_factory=list)
+    judged: list[RunEstimate] = field(default_factory=list)
 
 
-def _points(entry: Mapping[str, JSONValue]) -> JSONObject:
-    """An index entry's points (`run_points`)."""
-    return as_object(entry["points"])
+def _estimates(values: list[RunEstimate | None]) -> list[JSONValue]:
+    return [None if v is None else v.to_dict() for v in values]
 
 
-def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
+def _points(entry: IndexEntry) -> RunPoints:
+    """An index entry's points (`run_points`); every entry a history reads carries them."""
+    if entry.points is None:
+        raise ValueError(f"index entry {entry.run_id} has no points")
+    return entry.points
+
+
+def run_points(summary: Mapping[str, JSONValue]) -> RunPoints:
     """What one run contributes to the history (stored in its index entry, so a history needs
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
     provenance = as_object(summary.get("provenance") or {})
     metric = plan_metric(summary)
     fit = as_object(as_object(summary.get("model") or {}).get(VERDICT_METRICS[metric][0]) or {})
-    return {
-        "metric": metric,
-        # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
-        # is a change of method, marked beside the provenance's. Summaries from before the field
-        # record none: unknown, not assumed.
-        "run_statistic": fit.get("run_statistic"),
-        "rungs": {
-            str(r["rung"]): {
-                "step_ms": r.get("step_ms"),
-                "step_cpu_ms": r.get("step_cpu_ms"),
-                "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu"),
-            }
-            for r in as_objects(summary.get("rungs", []))
-            if r.get("step_ms")
+    return RunPoints.from_dict(
+        {
+            "metric": metric,
+            # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
+            # is a change of method, marked beside the provenance's. Summaries from before the field
+            # record none: unknown, not assumed.
+            "run_statistic": fit.get("run_statistic"),
+            "rungs": {
+                str(r["rung"]): {
+                    "step_ms": r.get("step_ms"),
+                    "step_cpu_ms": r.get("step_cpu_ms"),
+                    "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu"),
+                }
+                for r in as_objects(summary.get("rungs", []))
+                if r.get("step_ms")
+            },
+            "provenance": {k: provenance.get(k) for k in PROVENANCE_FIELDS},
         },
-        "provenance": {k: provenance.get(k) for k in PROVENANCE_FIELDS},
-    }
+        "summary.json",
+    )
 
 
-def provenance_changes(entries: Sequence[Mapping[str, JSONValue]]) -> list[list[str]]:
+def provenance_changes(points: Sequence[RunPoints]) -> list[list[str]]:
     """Per run, the provenance fields that differ from the run before (none for the first), and
     the run statistic where both runs record it (index entries from before the field do not say
     which figure their runs took, so no change is claimed against them)."""
     out: list[list[str]] = []
-    for i, entry in enumerate(entries):
+    for i, now in enumerate(points):
         if i == 0:
             out.append([])
             continue
-        before, now = _points(entries[i - 1]), _points(entry)
-        old = as_object(before.get("provenance") or {})
-        new = as_object(now.get("provenance") or {})
+        before = points[i - 1]
+        old, new = before.provenance, now.provenance
         changes = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in PROVENANCE_FIELDS if old.get(k) != new.get(k)]
-        was, is_ = before.get("run_statistic"), now.get("run_statistic")
+        was, is_ = before.run_statistic, now.run_statistic
         if was and is_ and was != is_:
             changes.append(f"run_statistic: {was!r} -> {is_!r}")
         out.append(changes)
     return out
 
 
-def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TEST, seed: int = 0) -> JSONObject:
+def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int = 0) -> JSONObject:
     """The history verdicts of a ladder. `entries` are full runs, oldest first, each
-    {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published.
+    with its points (`run_points`); the last one is the run being published.
     The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
     over the runs that recorded it."""
-    judged_key = VERDICT_METRICS[plan_metric(_points(entries[-1]) if entries else {})][0]
+    judged_key = VERDICT_METRICS[plan_metric({"metric": _points(entries[-1]).metric} if entries else {})][0]
     rungs: dict[str, RungHistory] = {}
     for entry in entries:
-        for name, value in as_object(_points(entry)["rungs"]).items():
-            p = as_object(value)
-            if not p.get(judged_key):
+        for name, p in _points(entry).rungs.items():
+            judged = p.figure(judged_key)
+            if not judged:
                 continue  # a run before the ladder judged on this figure
             h = rungs.setdefault(name, RungHistory(name))
-            h.run_ids.append(str(entry["run_id"]))
-            h.step_ms.append(p["step_ms"])
-            h.tokens_per_sec_per_gpu.append(p.get("tokens_per_sec_per_gpu"))
-            h.judged.append(p[judged_key])
-    prov = provenance_changes(entries)
-    prov_at = {str(e["run_id"]): c for e, c in zip(entries, prov)}
-    current = entries[-1]["run_id"] if entries else None
+            h.run_ids.append(entry.run_id)
+            h.step_ms.append(p.step_ms)
+            h.tokens_per_sec_per_gpu.append(p.tokens_per_sec_per_gpu)
+            h.judged.append(judged)
+    prov = provenance_changes([_points(e) for e in entries])
+    prov_at = {e.run_id: c for e, c in zip(entries, prov)}
+    current = entries[-1].run_id if entries else None
     out_rungs: list[JSONValue] = []
     regressions: list[JSONValue] = []
     suspects: list[JSONValue] = []
     for h in rungs.values():
-        values = [as_float(as_object(s)["mean"]) for s in h.judged]
+        values = [s.mean for s in h.judged]
         now = detect(values, test=test, seed=seed)
         previous = detect(values[:-1], test=test, seed=seed) if h.run_ids[-1] == current else now
         fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
@@ -534,15 +552,15 @@ def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TES
             {
                 "rung": h.rung,
                 "run_ids": [*h.run_ids],
-                "step_ms": h.step_ms,
-                "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
-                **({judged_key: h.judged} if judged_key != STEP else {}),
+                "step_ms": _estimates(h.step_ms),
+                "tokens_per_sec_per_gpu": _estimates(h.tokens_per_sec_per_gpu),
+                **({judged_key: [s.to_dict() for s in h.judged]} if judged_key != STEP else {}),
                 "change_points": points,
             }
         )
     return {
-        "runs": [e["run_id"] for e in entries],
-        "logical_dates": [e.get("logical_date") for e in entries],
+        "runs": [e.run_id for e in entries],
+        "logical_dates": [e.logical_date for e in entries],
         "provenance_changes": [[*changes] for changes in prov],
         "test": test,
         "metric": judged_key,
@@ -557,29 +575,28 @@ def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TES
     }
 
 
-def since_last(entries: Sequence[Mapping[str, JSONValue]]) -> JSONObject | None:
+def since_last(entries: Sequence[IndexEntry]) -> JSONObject | None:
     """ "Since last week": the newest run against the one before, figures only (the calls come
     from the change points above, not from two runs)."""
     if len(entries) < 2:
         return None
-    before, now = entries[-2], entries[-1]
+    before, now = _points(entries[-2]), _points(entries[-1])
     rows: list[JSONValue] = []
-    for name, value in as_object(_points(now)["rungs"]).items():
-        p = as_object(value)
-        old = as_object(as_object(_points(before)["rungs"]).get(name) or {})
-        if old and old.get("step_ms") and p.get("step_ms"):
-            a, b = as_float(as_object(old["step_ms"])["mean"]), as_float(as_object(p["step_ms"])["mean"])
+    for name, p in now.rungs.items():
+        old = before.rungs.get(name)
+        if old is not None and old.step_ms and p.step_ms:
+            a, b = old.step_ms.mean, p.step_ms.mean
             rows.append(
                 {
                     "rung": name,
-                    "previous": old["step_ms"],
-                    "current": p["step_ms"],
+                    "previous": old.step_ms.to_dict(),
+                    "current": p.step_ms.to_dict(),
                     "delta_ms": b - a,
                     "delta_pct": 100.0 * (b / a - 1),
                 }
             )
     return {
-        "previous_run_id": before["run_id"],
+        "previous_run_id": entries[-2].run_id,
         "rungs": rows,
         "provenance_changes": [*provenance_changes([before, now])[1]],
     }

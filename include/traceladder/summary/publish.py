@@ -59,7 +59,7 @@ def _add_triages(store: ArtifactSink, ladder_prefix: str, history: JSONObject) -
                 continue
 
 
-def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[JSONObject]:
+def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[IndexEntry]:
     """The full runs published before this one (by logical date), oldest first, then this one.
     What-if runs from the trigger form (any Params) are never part of a history."""
     earlier = []
@@ -73,8 +73,8 @@ def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry
                 continue
             summary = Summary.from_json(store.get_verified(entry.summary_json), entry.summary_json)
             entry = replace(entry, points=run_points(summary.to_dict()))
-        earlier.append(entry.to_dict())
-    return earlier + [current.to_dict()]
+        earlier.append(entry)
+    return earlier + [current]
 
 
 def read_collectives(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, RankCollectives]:
