@@ -403,7 +403,8 @@ class YearWriter:
         current = IndexEntry(
             run_id=plan["run_id"], logical_date=written["stamp"], published_at=written["stamp"], points=points
         )
-        summary["history"] = evaluate([IndexEntry.from_dict(e) for e in earlier] + [current])
+        history = evaluate([IndexEntry.from_dict(e) for e in earlier] + [current])
+        summary["history"] = history.to_dict()
         summary["findings"] = findings(summary)
         if ladder not in self.charts:
             self.charts[ladder] = render_charts(summary)
@@ -418,7 +419,6 @@ class YearWriter:
         ]
         self._put_all(store, items)
         store.write_manifest(base)
-        history = summary["history"]
         ref = {
             "params": {},
             "unanalysed_traces": [],
@@ -429,9 +429,9 @@ class YearWriter:
             "failed_rungs": summary["failed_rungs"],
             "logical_date": written["stamp"],
             "points": points.to_dict(),
-            "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
+            "regressions": sorted({r.rung for r in history.regressions}),
             "regression_calls": regression_lines(history),
-            "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),
+            "provenance_changes": history.since_last.provenance_changes if history.since_last else [],
         }
         from traceladder.core.documents import SummaryRef
 

@@ -117,8 +117,8 @@ def test_evaluate_records_suspects_with_their_last_good_run() -> None:
         return {"run_id": f"w{i}", "logical_date": f"2026-01-{i + 1:02d}", "points": {"metric": "wall", "rungs": rungs}}
 
     history = evaluate(index_entries([entry(i, v) for i, v in enumerate([*flat, 111.0])]))
-    (found,) = history["suspects"]
-    assert found["rung"] == "r" and found["run_id"] == "w10" and found["good_run_id"] == "w9"
-    assert found["direction"] == "slower" and found["reason"] == "prediction bound"
+    (found,) = history.suspects
+    assert found.rung == "r" and found.run_id == "w10" and found.good_run_id == "w9"
+    assert found.direction == "slower" and found.reason == "prediction bound"
     assert any(line.startswith("Suspect r: slower +") for line in history_findings(history))
-    assert evaluate(index_entries([entry(i, v) for i, v in enumerate([*flat, 100.2])]))["suspects"] == []
+    assert evaluate(index_entries([entry(i, v) for i, v in enumerate([*flat, 100.2])])).suspects == []

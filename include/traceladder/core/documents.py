@@ -673,6 +673,114 @@ class RunPoints(_Part):
         return _replace(doc, rungs=rungs)
 
 
+# ---- a ladder's history as a summary carries it (stats/history.evaluate)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryPoint(_Part):
+    """A change point of a rung's run-level step time: the first run after it (``index`` in the
+    rung's series, ``run_id``), its size in % with its 95% interval and p value, the provenance
+    changes near it, whether this run calls it (a new slower one) and, once triaged, the triage's
+    label or state."""
+
+    FILE: ClassVar[str] = "change point"
+
+    index: int = _f("int")
+    direction: str = _f("str")  # slower | faster
+    delta_pct: float = _f("number")
+    ci95_pct: list[float] = _f("list")
+    p_value: float = _f("number")
+    rung: str = _f("str")
+    run_id: str = _f("str")
+    provenance_changes: list[str] = _f("list", default=[])
+    regression: bool = _f("bool", default=False)
+    triage: str | None = _f("str?", default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RungSeries(_Part):
+    """One rung's series over the ladder's full runs: its runs, their step time and tokens/s/GPU
+    (and the step CPU time on a ``metric: cpu`` ladder, the figure judged there), its change points."""
+
+    FILE: ClassVar[str] = "rung history"
+
+    rung: str = _f("str")
+    run_ids: list[str] = _f("list", default=[])
+    step_ms: list[JSONObject | None] = _f("list", default=[])  # RunEstimate as stored, per run
+    tokens_per_sec_per_gpu: list[JSONObject | None] = _f("list", default=[])
+    step_cpu_ms: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    change_points: list[HistoryPoint] = _f("list", default=[])
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> RungSeries:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(doc, change_points=_parts(HistoryPoint, doc.change_points, f"{where}: change_points"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistorySuspect(_Part):
+    """A rung to confirm side by side (issue 51): a new change point or a newest run beyond the
+    prediction bound, with its last good run."""
+
+    FILE: ClassVar[str] = "history suspect"
+
+    rung: str = _f("str")
+    run_id: str = _f("str")
+    good_run_id: str = _f("str")
+    reason: str = _f("str")  # change point | prediction bound
+    direction: str = _f("str")
+    good_index: int = _f("int")
+    delta_pct: float = _f("number")
+    change_point: JSONObject | None = _f("object?", default=None)
+    bound: JSONObject | None = _f("object?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinceLast(_Part):
+    """The newest run against the one before, figures only: per rung ``{"rung", "previous",
+    "current", "delta_ms", "delta_pct"}`` (estimates as stored), and the provenance changes."""
+
+    FILE: ClassVar[str] = "since_last"
+
+    previous_run_id: str = _f("str")
+    rungs: list[JSONObject] = _f("list", default=[])
+    provenance_changes: list[str] = _f("list", default=[])
+
+
+@dataclass(frozen=True, kw_only=True)
+class LadderHistory(_Part):
+    """A summary's ``history``: the ladder's full runs oldest first, the levels of the change-point
+    test, each rung's series, this run's regression calls and suspects, and "since last week"."""
+
+    FILE: ClassVar[str] = "history"
+
+    runs: list[str] = _f("list", default=[])
+    logical_dates: list[str | None] = _f("list", default=[])
+    provenance_changes: list[list[str]] = _f("list", default=[])
+    test: str = _f("str", default="t")
+    metric: str = _f("str", default="step_ms")  # the judged figure
+    alpha: float | None = _f("number?", default=None)
+    alpha_recent: float | None = _f("number?", default=None)
+    recent_runs: int | None = _f("int?", default=None)
+    rungs: list[RungSeries] = _f("list", default=[])
+    regressions: list[HistoryPoint] = _f("list", default=[])
+    suspects: list[HistorySuspect] = _f("list", default=[])
+    since_last: SinceLast | None = _f("object?", default=None)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> LadderHistory:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(
+            doc,
+            rungs=_parts(RungSeries, doc.rungs, f"{where}: rungs"),
+            regressions=_parts(HistoryPoint, doc.regressions, f"{where}: regressions"),
+            suspects=_parts(HistorySuspect, doc.suspects, f"{where}: suspects"),
+            since_last=None if doc.since_last is None else SinceLast.from_dict(doc.since_last, f"{where}: since_last"),
+        )
+
+
 # ---- the published run: summary.json, its reference, the index entry
 
 

@@ -45,13 +45,16 @@ from typing import Sequence
 import numpy as np
 
 from traceladder.core.documents import (
+    HistoryPoint,
+    HistorySuspect,
     IndexEntry,
+    LadderHistory,
+    RungSeries,
+    SinceLast,
     JSONObject,
     JSONValue,
     RunEstimate,
     RunPoints,
-    as_float,
-    as_list,
     as_object,
     as_objects,
 )
@@ -439,7 +442,7 @@ class RungHistory:
     judged: list[RunEstimate] = field(default_factory=list)
 
 
-def _estimates(values: list[RunEstimate | None]) -> list[JSONValue]:
+def _estimates(values: list[RunEstimate | None]) -> list[JSONObject | None]:
     return [None if v is None else v.to_dict() for v in values]
 
 
@@ -497,7 +500,7 @@ def provenance_changes(points: Sequence[RunPoints]) -> list[list[str]]:
     return out
 
 
-def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int = 0) -> JSONObject:
+def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int = 0) -> LadderHistory:
     """The history verdicts of a ladder. `entries` are full runs, oldest first, each
     with its points (`run_points`); the last one is the run being published.
     The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
@@ -517,9 +520,9 @@ def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int 
     prov = provenance_changes([_points(e) for e in entries])
     prov_at = {e.run_id: c for e, c in zip(entries, prov)}
     current = entries[-1].run_id if entries else None
-    out_rungs: list[JSONValue] = []
-    regressions: list[JSONValue] = []
-    suspects: list[JSONValue] = []
+    out_rungs: list[RungSeries] = []
+    regressions: list[HistoryPoint] = []
+    suspects: list[HistorySuspect] = []
     for h in rungs.values():
         values = [s.mean for s in h.judged]
         now = detect(values, test=test, seed=seed)
@@ -528,60 +531,74 @@ def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int 
         found = suspect(values, now, previous) if h.run_ids[-1] == current else None
         if found is not None:
             suspects.append(
-                {"rung": h.rung, "run_id": h.run_ids[-1], "good_run_id": h.run_ids[found.good_index], **found.as_dict()}
+                HistorySuspect(
+                    rung=h.rung,
+                    run_id=h.run_ids[-1],
+                    good_run_id=h.run_ids[found.good_index],
+                    reason=found.reason,
+                    direction=found.direction,
+                    good_index=found.good_index,
+                    delta_pct=found.delta_pct,
+                    change_point=found.change_point.as_dict() if found.change_point else None,
+                    bound=found.bound.as_dict() if found.bound else None,
+                )
             )
-        points: list[JSONValue] = []
+        points: list[HistoryPoint] = []
         for c in now:
-            near: list[JSONValue] = [
+            near = [
                 x
                 for j in (c.index - 1, c.index, c.index + 1)
                 if 0 <= j < len(h.run_ids)
                 for x in prov_at.get(h.run_ids[j], [])
             ]
-            point: JSONObject = {
-                **c.as_dict(),
-                "rung": h.rung,
-                "run_id": h.run_ids[c.index],
-                "provenance_changes": near,
-                "regression": c.index in fresh,
-            }
+            point = HistoryPoint(
+                index=c.index,
+                direction=c.direction,
+                delta_pct=c.delta_pct,
+                ci95_pct=list(c.ci95_pct),
+                p_value=c.p_value,
+                rung=h.rung,
+                run_id=h.run_ids[c.index],
+                provenance_changes=near,
+                regression=c.index in fresh,
+            )
             points.append(point)
-            if point["regression"]:
+            if point.regression:
                 regressions.append(point)
         out_rungs.append(
-            {
-                "rung": h.rung,
-                "run_ids": [*h.run_ids],
-                "step_ms": _estimates(h.step_ms),
-                "tokens_per_sec_per_gpu": _estimates(h.tokens_per_sec_per_gpu),
-                **({judged_key: [s.to_dict() for s in h.judged]} if judged_key != STEP else {}),
-                "change_points": points,
-            }
+            RungSeries(
+                rung=h.rung,
+                run_ids=[*h.run_ids],
+                step_ms=_estimates(h.step_ms),
+                tokens_per_sec_per_gpu=_estimates(h.tokens_per_sec_per_gpu),
+                step_cpu_ms=[s.to_dict() for s in h.judged] if judged_key != STEP else None,
+                change_points=points,
+            )
         )
-    return {
-        "runs": [e.run_id for e in entries],
-        "logical_dates": [e.logical_date for e in entries],
-        "provenance_changes": [[*changes] for changes in prov],
-        "test": test,
-        "metric": judged_key,
-        "alpha": ALPHA,
-        "alpha_recent": ALPHA_RECENT,
-        "recent_runs": RECENT_RUNS,
-        "rungs": out_rungs,
-        "regressions": regressions,
+    return LadderHistory(
+        runs=[e.run_id for e in entries],
+        logical_dates=[e.logical_date for e in entries],
+        provenance_changes=[[*changes] for changes in prov],
+        test=test,
+        metric=judged_key,
+        alpha=ALPHA,
+        alpha_recent=ALPHA_RECENT,
+        recent_runs=RECENT_RUNS,
+        rungs=out_rungs,
+        regressions=regressions,
         # rungs to re-measure side by side (issue 51): a new change point or a run beyond the bound
-        "suspects": suspects,
-        "since_last": since_last(entries),
-    }
+        suspects=suspects,
+        since_last=since_last(entries),
+    )
 
 
-def since_last(entries: Sequence[IndexEntry]) -> JSONObject | None:
+def since_last(entries: Sequence[IndexEntry]) -> SinceLast | None:
     """ "Since last week": the newest run against the one before, figures only (the calls come
     from the change points above, not from two runs)."""
     if len(entries) < 2:
         return None
     before, now = _points(entries[-2]), _points(entries[-1])
-    rows: list[JSONValue] = []
+    rows: list[JSONObject] = []
     for name, p in now.rungs.items():
         old = before.rungs.get(name)
         if old is not None and old.step_ms and p.step_ms:
@@ -595,51 +612,46 @@ def since_last(entries: Sequence[IndexEntry]) -> JSONObject | None:
                     "delta_pct": 100.0 * (b / a - 1),
                 }
             )
-    return {
-        "previous_run_id": entries[-2].run_id,
-        "rungs": rows,
-        "provenance_changes": [*provenance_changes([before, now])[1]],
-    }
+    return SinceLast(
+        previous_run_id=entries[-2].run_id, rungs=rows, provenance_changes=[*provenance_changes([before, now])[1]]
+    )
 
 
-def regression_lines(history: Mapping[str, JSONValue] | None) -> list[str]:
+def regression_lines(history: LadderHistory | None) -> list[str]:
     """One sentence per regression call, for findings and the notifier."""
     out = []
-    for r in as_objects((history or {}).get("regressions", [])):
-        lo, hi = as_list(r["ci95_pct"])
-        changes = [str(x) for x in as_list(r["provenance_changes"])]
+    for r in history.regressions if history else []:
+        lo, hi = r.ci95_pct
+        changes = r.provenance_changes
         prov = f"; coincides with a provenance change ({'; '.join(changes)})" if changes else "; no provenance change"
-        what = METRIC_WORDS.get(str((history or {}).get("metric", STEP)), METRIC_WORDS[STEP])[0]
+        what = METRIC_WORDS.get(history.metric if history else STEP, METRIC_WORDS[STEP])[0]
         out.append(
-            f"{r['rung']}: {what} {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
-            f"from run {r['run_id']} on{prov}."
+            f"{r.rung}: {what} {r.delta_pct:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) from run {r.run_id} on{prov}."
         )
     return out
 
 
-def history_findings(history: Mapping[str, JSONValue]) -> list[str]:
+def history_findings(history: LadderHistory) -> list[str]:
     """The summary's sentences about the ladder's history."""
-    n = len(as_list(history["runs"]))
+    n = len(history.runs)
     calls = regression_lines(history)
     suspects = suspect_lines(history)
     if calls:
         return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls] + suspects
     out = [f"No new step-time regression in the ladder's history ({n} full runs).", *suspects]
-    last = as_object(history.get("since_last") or {})
+    last = history.since_last
     if last:
-        out += [
-            f"Provenance changed since {last['previous_run_id']}: {p}." for p in as_list(last["provenance_changes"])
-        ]
+        out += [f"Provenance changed since {last.previous_run_id}: {p}." for p in last.provenance_changes]
     return out
 
 
-def suspect_lines(history: Mapping[str, JSONValue]) -> list[str]:
+def suspect_lines(history: LadderHistory) -> list[str]:
     """One sentence per suspect: to be confirmed side by side, not a call."""
     out = []
-    for s in as_objects(history.get("suspects") or []):
-        why = "a new change point" if s.get("reason") == "change point" else "beyond the 99% prediction bound"
+    for s in history.suspects:
+        why = "a new change point" if s.reason == "change point" else "beyond the 99% prediction bound"
         out.append(
-            f"Suspect {s['rung']}: {s['direction']} {as_float(s['delta_pct']):+.1f}% ({why}; last good run "
-            f"{s['good_run_id']}), to be confirmed side by side."
+            f"Suspect {s.rung}: {s.direction} {s.delta_pct:+.1f}% ({why}; last good run "
+            f"{s.good_run_id}), to be confirmed side by side."
         )
     return out

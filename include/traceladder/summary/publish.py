@@ -10,8 +10,11 @@ from datetime import datetime, timezone
 from collections.abc import Mapping
 
 from traceladder.core.documents import (
+    HistoryPoint,
+    HistorySuspect,
     IndexEntry,
     JSONObject,
+    LadderHistory,
     PlanDoc,
     Summary,
     SummaryRef,
@@ -43,20 +46,32 @@ def read_analyses(store: ArtifactSink, results: Mapping[str, RungResult]) -> dic
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
 
 
-def _add_triages(store: ArtifactSink, ladder_prefix: str, history: JSONObject) -> None:
-    """Each change point's triage result (the label, else the state of the triage.json of its
-    rung in its first run after), so the history shows it beside the change point."""
-    for rung in as_list(history.get("rungs") or []):
-        for point in as_list(as_object(rung).get("change_points") or []):
-            c = as_object(point)
-            key = layout.triage_key(f"{ladder_prefix}/{c['run_id']}", str(c["rung"]))
+def _with_triages(store: ArtifactSink, ladder_prefix: str, history: LadderHistory) -> LadderHistory:
+    """Each change point with its triage result (the label, else the state of the triage.json of
+    its rung in its first run after), so the history shows it beside the change point."""
+    found: dict[tuple[str, str], str] = {}
+    for rung in history.rungs:
+        for c in rung.change_points:
+            key = layout.triage_key(f"{ladder_prefix}/{c.run_id}", c.rung)
             try:
                 if store.exists(key):
                     # label and state only: a partial triage.json (one still running) shows too
                     doc = as_object(json.loads(store.get_bytes(key)))
-                    c["triage"] = str(doc.get("label") or doc.get("state"))
+                    found[(c.rung, c.run_id)] = str(doc.get("label") or doc.get("state"))
             except (ArtifactStoreError, ValueError):  # a triage that cannot be read is left out
                 continue
+    if not found:
+        return history
+
+    def triaged(c: HistoryPoint) -> HistoryPoint:
+        label = found.get((c.rung, c.run_id))
+        return c if label is None else replace(c, triage=label)
+
+    return replace(
+        history,
+        rungs=[replace(r, change_points=[triaged(c) for c in r.change_points]) for r in history.rungs],
+        regressions=[triaged(c) for c in history.regressions],
+    )
 
 
 def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[IndexEntry]:
@@ -107,9 +122,12 @@ def write_summary(
         current = IndexEntry(
             run_id=str(plan["run_id"]), logical_date=logical_date, published_at=logical_date, points=points
         )
-        summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
-        _add_triages(store, run_prefix.rsplit("/", 1)[0], as_object(summary["history"]))
+        ladder_prefix = run_prefix.rsplit("/", 1)[0]
+        history = _with_triages(store, ladder_prefix, evaluate(history_entries(store, ladder_prefix, current)))
+        summary["history"] = history.to_dict()
         summary["findings"] = [*findings(summary)]
+    else:
+        history = None
     stored = Summary.from_dict(summary)  # checked before anything is written
     base = layout.summary_prefix(run_prefix)
     charts = render_charts(summary)
@@ -122,7 +140,6 @@ def write_summary(
         f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv"
     )  # madengine's, for its dashboards
     store.write_manifest(base)
-    history = as_object(summary.get("history") or {})
     traces = [k for r in results.values() for k in r.traces]
     unanalysed = [k for k in traces if k not in analyses]
     return SummaryRef(
@@ -135,14 +152,18 @@ def write_summary(
         failed_rungs=[str(r) for r in as_list(summary["failed_rungs"])],
         logical_date=logical_date,
         points=points,
-        regressions=sorted({str(as_object(r)["rung"]) for r in as_list(history.get("regressions", []))}),
+        regressions=sorted({r.rung for r in history.regressions}) if history else [],
         regression_calls=regression_lines(history),
-        provenance_changes=as_list(as_object(history.get("since_last") or {}).get("provenance_changes") or []),
-        suspects=[
-            {k: as_object(x).get(k) for k in ("rung", "direction", "reason", "delta_pct", "good_run_id")}
-            for x in as_list(history.get("suspects") or [])
-        ],
+        provenance_changes=[*history.since_last.provenance_changes] if history and history.since_last else [],
+        suspects=[_suspect_ref(x) for x in (history.suspects if history else [])],
     ).to_dict()
+
+
+def _suspect_ref(s: HistorySuspect) -> JSONObject:
+    """A suspect as the summary reference carries it: its numbers' detail left out."""
+    ref: JSONObject = {"rung": s.rung, "direction": s.direction, "reason": s.reason, "delta_pct": s.delta_pct}
+    ref["good_run_id"] = s.good_run_id
+    return ref
 
 
 def publish_latest(store: ArtifactSink, ladder_prefix: str, summary_ref: JSONObject) -> JSONObject:
