@@ -94,5 +94,5 @@ def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
     key = layout.triage_key("traceladder/mini/w5", "fusions")
     store.put_bytes(key, json.dumps({"state": "done", "label": "confirmed regression"}).encode())
     history = _with_triages(store, "traceladder/mini", history)
-    calls = [r["call"] for r in change_rows(history.to_dict())]
+    calls = [r["call"] for r in change_rows(history)]
     assert calls == ["REGRESSION (new); triage: confirmed regression", "REGRESSION (new)"]

@@ -706,16 +706,26 @@ class RungSeries(_Part):
 
     rung: str = _f("str")
     run_ids: list[str] = _f("list", default=[])
-    step_ms: list[JSONObject | None] = _f("list", default=[])  # RunEstimate as stored, per run
-    tokens_per_sec_per_gpu: list[JSONObject | None] = _f("list", default=[])
-    step_cpu_ms: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    step_ms: list[RunEstimate | None] = _f("list", default=[])  # per run
+    tokens_per_sec_per_gpu: list[RunEstimate | None] = _f("list", default=[])
+    step_cpu_ms: list[RunEstimate | None] | None = _f("list?", default=None, omit_none=True)
     change_points: list[HistoryPoint] = _f("list", default=[])
 
     @classmethod
     def from_dict(cls, data: object, source: str | None = None) -> RungSeries:
         where = source or cls.FILE
+
+        def series(values: list[RunEstimate | None], key: str) -> list[RunEstimate | None]:
+            return [_estimate(v, f"{where}: {key}[{i}]") for i, v in enumerate(values)]
+
         doc = super().from_dict(data, where)
-        return _replace(doc, change_points=_parts(HistoryPoint, doc.change_points, f"{where}: change_points"))
+        return _replace(
+            doc,
+            step_ms=series(doc.step_ms, "step_ms"),
+            tokens_per_sec_per_gpu=series(doc.tokens_per_sec_per_gpu, "tokens_per_sec_per_gpu"),
+            step_cpu_ms=None if doc.step_cpu_ms is None else series(doc.step_cpu_ms, "step_cpu_ms"),
+            change_points=_parts(HistoryPoint, doc.change_points, f"{where}: change_points"),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

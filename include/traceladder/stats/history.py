@@ -442,10 +442,6 @@ class RungHistory:
     judged: list[RunEstimate] = field(default_factory=list)
 
 
-def _estimates(values: list[RunEstimate | None]) -> list[JSONObject | None]:
-    return [None if v is None else v.to_dict() for v in values]
-
-
 def _points(entry: IndexEntry) -> RunPoints:
     """An index entry's points (`run_points`); every entry a history reads carries them."""
     if entry.points is None:
@@ -569,9 +565,9 @@ def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int 
             RungSeries(
                 rung=h.rung,
                 run_ids=[*h.run_ids],
-                step_ms=_estimates(h.step_ms),
-                tokens_per_sec_per_gpu=_estimates(h.tokens_per_sec_per_gpu),
-                step_cpu_ms=[s.to_dict() for s in h.judged] if judged_key != STEP else None,
+                step_ms=[*h.step_ms],
+                tokens_per_sec_per_gpu=[*h.tokens_per_sec_per_gpu],
+                step_cpu_ms=[*h.judged] if judged_key != STEP else None,
                 change_points=points,
             )
         )

@@ -334,7 +334,7 @@ def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     if summary.get("history"):
         from traceladder.stats.history import history_findings
 
-        out += history_findings(LadderHistory.from_dict(summary["history"]))
+        out += history_findings(LadderHistory.from_dict(summary["history"], "summary.json: history"))
     nodes = as_object(summary.get("nodes") or {})
     if nodes and nodes["confounder"]:
         by_nodes = as_object(nodes["rungs_by_nodes"]).items()

@@ -113,13 +113,14 @@ def lens_overhead_png(summary: Mapping[str, JSONValue]) -> bytes | None:
 
 def render_charts(summary: Mapping[str, JSONValue]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
+    from traceladder.summary.render.history import read_history
     from traceladder.summary.render.trend_chart import trend_png
 
     charts = {
         "waterfall.png": waterfall_png(summary),
         "lens_overhead.png": lens_overhead_png(summary),
         "attribution.png": attribution_png(summary),
-        "trend.png": trend_png(as_object(history) if (history := summary.get("history")) else None, _png),
+        "trend.png": trend_png(read_history(summary.get("history")), _png),
     }
     return {name: png for name, png in charts.items() if png}
 

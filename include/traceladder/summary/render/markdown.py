@@ -152,9 +152,9 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(as_objects(summary.get("attribution") or []))
-    from traceladder.summary.render.history import history_markdown
+    from traceladder.summary.render.history import history_markdown, read_history
 
-    parts += history_markdown(_obj(summary.get("history")))
+    parts += history_markdown(read_history(summary.get("history")))
     parts += ["", "## Findings"] + [f"- {f}" for f in as_list(summary["findings"])]
     if summary["failures"]:
         parts += ["", "## Failed runs"] + [
