@@ -22,6 +22,7 @@ from markupsafe import escape
 from testkit.results import typed
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
+from traceladder.core.documents import SummaryRung
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, fmt_us, noise_line
 from traceladder.summary.build import build_summary
@@ -436,10 +437,11 @@ def test_work_ratio_from_the_plan_else_the_runs() -> None:
     ]
     planned = step_tokens(specs)
     assert planned == {"r": 1024.0, "g": 4096.0}
-    batch = {"rung": "g", "parent": "r", "kind": "batch"}
+    row = {"rung": "g", "parent": "r", "kind": "batch"}
+    batch = SummaryRung.from_dict(row)
 
     def run(rung: str, **figures: float) -> dict[str, Any]:
-        return {"rung": rung, "status": "ok", **figures}
+        return {"rung": rung, "rung_id": rung, "lens": "none", "repeat": 0, "status": "ok", **figures}
 
     # the CPU figures give a run's tokens exactly; wall figures are a product of two medians
     results = {
@@ -451,8 +453,12 @@ def test_work_ratio_from_the_plan_else_the_runs() -> None:
     }
     assert work_ratio(batch, typed(results), planned) == 4.0  # the plan's, exact
     assert work_ratio(batch, typed(results), {}) == pytest.approx(2048 / 512)  # the median run's
-    assert work_ratio({**batch, "kind": "optimisation"}, typed(results), {}) == 1.0  # tokens differ, not a batch rung
-    assert work_ratio({**batch, "parent": "x"}, typed(results), planned) is None  # neither says for x
+    assert (
+        work_ratio(SummaryRung.from_dict({**row, "kind": "optimisation"}), typed(results), {}) == 1.0
+    )  # tokens differ, not a batch rung
+    assert (
+        work_ratio(SummaryRung.from_dict({**row, "parent": "x"}), typed(results), planned) is None
+    )  # neither says for x
 
 
 def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:

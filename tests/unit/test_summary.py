@@ -145,6 +145,7 @@ def make_run(
 def test_change_reads_in_percent_of_the_parent() -> None:
     """A summary from before `ci95_pct` gets the same % interval from its absolute one; a batch
     rung's call reads higher/lower; a quiet rung's cell gives the interval in %, then the MDE."""
+    from traceladder.core.documents import RungChange
     from traceladder.stats.verdicts import change_pct_interval, change_word
     from traceladder.summary.render.fmt import fmt_change
 
@@ -160,12 +161,12 @@ def test_change_reads_in_percent_of_the_parent() -> None:
         "mde_pct": 4.0,
     }
     old = {k: v for k, v in new.items() if k != "ci95_pct"}
-    assert change_pct_interval(new) == tuple(new["ci95_pct"])
-    assert change_pct_interval(old) == pytest.approx(tuple(new["ci95_pct"]))
-    assert change_pct_interval({**old, "ci95": [None, 1.0]}) is None
+    assert change_pct_interval(RungChange.from_dict(new)) == tuple(new["ci95_pct"])
+    assert change_pct_interval(RungChange.from_dict(old)) == pytest.approx(tuple(new["ci95_pct"]))
+    assert change_pct_interval(RungChange.from_dict({**old, "ci95": [None, 1.0]})) is None
     assert fmt_change(new) == "faster: -45.3 CPU ms, -18.1% [-22.1%, -13.9%]"
     tokens = {**new, "metric": "tokens_per_cpu_s_per_gpu", "verdict": "slower"}
-    assert change_word(tokens) == "lower" and change_word(new) == "faster"
+    assert change_word(RungChange.from_dict(tokens)) == "lower" and change_word(RungChange.from_dict(new)) == "faster"
     assert fmt_change(tokens).startswith("lower: -45.3 tok/CPU-s, -18.1% [-22.1%, -13.9%]")
     quiet = {**new, "verdict": "no_change", "ci95_pct": [-3.0, 2.5]}
     assert fmt_change(quiet) == "no change detected [-3.0%, +2.5%], MDE 4.0%"

@@ -673,6 +673,86 @@ class RunPoints(_Part):
         return _replace(doc, rungs=rungs)
 
 
+# ---- a summary's ladder table: one row per rung
+
+
+@dataclass(frozen=True, kw_only=True)
+class RungChange(_Part):
+    """A rung against its parent (a row's ``vs_parent``): the figure judged, new minus parent
+    (``delta``, and in % ``delta_pct``) with its interval (absolute ``ci95``, in % ``ci95_pct``;
+    summaries from before it have none), the call, the MDE at 80% power and, under a ladder-wide
+    rule, the call of the rung tested alone (``per_rung``)."""
+
+    FILE: ClassVar[str] = "vs_parent"
+
+    metric: str | None = _f("str?", default=None)
+    delta: float | None = _f("number?", default=None)
+    ci95: list[float | None] | None = _f("list?", default=None)
+    ci95_pct: list[float | None] | None = _f("list?", default=None)
+    delta_pct: float | None = _f("number?", default=None)
+    verdict: str | None = _f("str?", default=None)
+    mde_pct: float | None = _f("number?", default=None)
+    per_rung: RungChange | None = _f("object?", default=None, omit_none=True)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> RungChange:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        if doc.per_rung is None or isinstance(doc.per_rung, RungChange):
+            return doc
+        return _replace(doc, per_rung=RungChange.from_dict(doc.per_rung, f"{where}: per_rung"))
+
+    @property
+    def called(self) -> bool:
+        return self.verdict in ("faster", "slower")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryRung(_Part):
+    """A row of the summary's ladder table (``rungs[]``): the rung's place in the ladder, its
+    measure runs (how many, how many ok, their statuses), their figures (mean and 95% half-width
+    over the runs), its kind (a batch rung is judged on throughput) and its change against the
+    parent (``vs_parent``, a non-root rung) and the root (``speedup_vs_root``, tokens/s/GPU)."""
+
+    FILE: ClassVar[str] = "rung row"
+
+    rung: str = _f("str")
+    parent: str | None = _f("str?", default=None)
+    switch: str | None = _f("str?", default=None)
+    value: bool | int | str | None = _f("scalar?", default=None)
+    runs: int = _f("int", default=0)
+    ok: int = _f("int", default=0)
+    statuses: list[str] = _f("list", default=[])
+    step_ms: RunEstimate | None = _f("object?", default=None)
+    step_ms_per_repeat: list[float | None] = _f("list", default=[])
+    step_cpu_ms: RunEstimate | None = _f("object?", default=None)
+    tokens_per_sec_per_gpu: RunEstimate | None = _f("object?", default=None)
+    peak_mem_gb: float | None = _f("number?", default=None)
+    kind: str = _f("str", default="optimisation")  # or batch
+    batch_setting: str | None = _f("str?", default=None, omit_none=True)
+    vs_parent: RungChange | None = _f("object?", default=None, omit_none=True)
+    speedup_vs_root: RunEstimate | None = _f("object?", default=None)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> SummaryRung:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(
+            doc,
+            step_ms=_estimate(doc.step_ms, f"{where}: step_ms"),
+            step_cpu_ms=_estimate(doc.step_cpu_ms, f"{where}: step_cpu_ms"),
+            tokens_per_sec_per_gpu=_estimate(doc.tokens_per_sec_per_gpu, f"{where}: tokens_per_sec_per_gpu"),
+            speedup_vs_root=_estimate(doc.speedup_vs_root, f"{where}: speedup_vs_root"),
+            vs_parent=None if doc.vs_parent is None else RungChange.from_dict(doc.vs_parent, f"{where}: vs_parent"),
+        )
+
+
+def summary_rungs(value: object, source: str = "summary.json") -> list[SummaryRung]:
+    """A summary's ``rungs`` as their class (a summary is built and stored as JSON; its readers
+    read the rows through this)."""
+    return _parts(SummaryRung, value, f"{source}: rungs")
+
+
 # ---- a ladder's history as a summary carries it (stats/history.evaluate)
 
 

@@ -5,13 +5,16 @@ summary. The statistics themselves are in stats/model.py."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping
 
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
+    RungChange,
     RungResult,
     as_int,
+    summary_rungs,
     as_number,
     as_object,
     as_objects,
@@ -67,36 +70,37 @@ METRIC_WORDS = {
 }
 
 
-def change_pct_interval(vs: Mapping[str, JSONValue]) -> tuple[float, float] | None:
+def change_pct_interval(vs: RungChange) -> tuple[float, float] | None:
     """A `vs_parent`'s 95% interval in % of the parent, the scale the verdict is judged on:
     `ci95_pct`, or for a summary from before it, its `ci95` over the parent's level (which
     `delta` / `delta_pct` give back)."""
-    pct = vs.get("ci95_pct")
-    if isinstance(pct, list) and len(pct) == 2:
-        lo, hi = as_number(pct[0]), as_number(pct[1])
+    pct = vs.ci95_pct
+    if pct is not None and len(pct) == 2:
+        lo, hi = pct
         return (lo, hi) if lo is not None and hi is not None else None
-    ci, delta, delta_pct = vs.get("ci95"), as_number(vs.get("delta")), as_number(vs.get("delta_pct"))
-    if not (isinstance(ci, list) and len(ci) == 2 and delta and delta_pct):
+    ci, delta, delta_pct = vs.ci95, vs.delta, vs.delta_pct
+    if not (ci is not None and len(ci) == 2 and delta and delta_pct):
         return None
-    lo, hi = as_number(ci[0]), as_number(ci[1])
+    lo, hi = ci
     if lo is None or hi is None:
         return None
     level = 100 * delta / delta_pct  # delta = level * delta_pct / 100
     return 100 * lo / level, 100 * hi / level
 
 
-def not_called_over_ladder(vs: Mapping[str, JSONValue]) -> bool:
+def not_called_over_ladder(vs: RungChange) -> bool:
     """A rung that a test of it on its own would call, but the ladder-wide rule does not."""
-    own = vs.get("per_rung")
-    return vs.get("verdict") == "no_change" and isinstance(own, dict) and own.get("verdict") in ("faster", "slower")
+    return vs.verdict == "no_change" and vs.per_rung is not None and vs.per_rung.called
 
 
-def per_rung_words(vs: Mapping[str, JSONValue]) -> str:
+def per_rung_words(vs: RungChange) -> str:
     """The per-rung call of a rung not called over the ladder: `faster -5.6% [-10.7%, -0.1%]`."""
-    own = as_object(vs["per_rung"])
+    own = vs.per_rung
+    if own is None:
+        raise ValueError("a rung change without a per-rung call")
     interval = change_pct_interval(own)
     ci = f" [{interval[0]:+.1f}%, {interval[1]:+.1f}%]" if interval else ""
-    return f"{change_word({**own, 'metric': vs.get('metric')})} {as_number(vs.get('delta_pct')) or 0.0:+.1f}%{ci}"
+    return f"{change_word(replace(own, metric=vs.metric))} {vs.delta_pct or 0.0:+.1f}%{ci}"
 
 
 def interval_label(summary: Mapping[str, JSONValue]) -> str:
@@ -109,11 +113,11 @@ def interval_label(summary: Mapping[str, JSONValue]) -> str:
     return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls['name']}"
 
 
-def change_word(vs: Mapping[str, JSONValue]) -> str:
+def change_word(vs: RungChange) -> str:
     """How a call reads: `faster`/`slower` for a step figure, `higher`/`lower` for a batch rung's
     throughput (the stored verdict stays `faster`/`slower` for both)."""
-    word = str(vs.get("verdict"))
-    if vs.get("metric") in STEP_METRICS or word not in ("faster", "slower"):
+    word = str(vs.verdict)
+    if vs.metric in STEP_METRICS or word not in ("faster", "slower"):
         return word
     return "higher" if word == "faster" else "lower"
 
@@ -533,26 +537,26 @@ def _measure(spec: Mapping[str, JSONValue]) -> bool:
 
 def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """The verdict sentences: what each rung bought against its parent, and what could not be seen."""
-    rows = [(r, as_object(r["vs_parent"])) for r in as_objects(summary["rungs"]) if r.get("vs_parent")]
+    rows = [(r, r.vs_parent) for r in summary_rungs(summary["rungs"]) if r.vs_parent]
     out = []
-    called = [(r, v) for r, v in rows if v["verdict"] in ("faster", "slower")]
+    called = [(r, v) for r, v in rows if v.called]
     label = interval_label(summary)
-    for r, v in sorted(called, key=lambda rv: -abs(as_number(rv[1]["delta_pct"]) or 0.0)):
-        what, unit, _ = METRIC_WORDS.get(str(v["metric"]), METRIC_WORDS[STEP])
-        delta_pct, delta = as_number(v["delta_pct"]) or 0.0, as_number(v["delta"]) or 0.0
+    for r, v in sorted(called, key=lambda rv: -abs(rv[1].delta_pct or 0.0)):
+        what, unit, _ = METRIC_WORDS.get(str(v.metric), METRIC_WORDS[STEP])
+        delta_pct, delta = v.delta_pct or 0.0, v.delta or 0.0
         interval = change_pct_interval(v)
         ci = f"{label} {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
-        head = f"{r['rung']} ({r['switch']}={r['value']})"
-        if v["metric"] in STEP_METRICS:
-            head += f" is {v['verdict']} than {r['parent']}: {what}"
+        head = f"{r.rung} ({r.switch}={r.value})"
+        if v.metric in STEP_METRICS:
+            head += f" is {v.verdict} than {r.parent}: {what}"
         else:
-            head += f" has {change_word(v)} {what} than {r['parent']}:"
+            head += f" has {change_word(v)} {what} than {r.parent}:"
         out.append(f"{head} {delta_pct:+.1f}% ({ci}{delta:+.1f} {unit}).")
-    quiet = [(r, v) for r, v in rows if v["verdict"] == "no_change"]
+    quiet = [(r, v) for r, v in rows if v.verdict == "no_change"]
     if quiet:
         out.append(
             "No change detected against the parent (smallest change these runs could see at 80% power): "
-            + ", ".join(f"{r['rung']} (MDE {as_number(v['mde_pct']) or 0.0:.1f}%)" for r, v in quiet)
+            + ", ".join(f"{r.rung} (MDE {v.mde_pct or 0.0:.1f}%)" for r, v in quiet)
             + "."
         )
     calls = as_object(summary.get("calls") or {})
@@ -560,10 +564,10 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     if calls and missed:
         out.append(
             f"Not called over the ladder ({calls['name']}), though a test of the rung on its own would call it: "
-            + "; ".join(f"{r['rung']} {per_rung_words(v)}" for r, v in missed)
+            + "; ".join(f"{r.rung} {per_rung_words(v)}" for r, v in missed)
             + "."
         )
-    single = [str(r["rung"]) for r, v in rows if v["verdict"] == "single_run"]
+    single = [r.rung for r, v in rows if v.verdict == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
     repeats = summary.get("repeats")

@@ -29,6 +29,8 @@ from traceladder.core.documents import (
     JSONObject,
     JSONValue,
     RungResult,
+    SummaryRung,
+    summary_rungs,
     as_float,
     as_list,
     as_number,
@@ -82,13 +84,12 @@ def profiled_traces(
     return found
 
 
-def _measured_step_ms(row: Mapping[str, JSONValue]) -> float | None:
-    step = row.get("step_ms")
-    mean = as_number(step.get("mean")) if isinstance(step, dict) else None
+def _measured_step_ms(row: SummaryRung) -> float | None:
+    mean = row.step_ms.mean if row.step_ms else None
     return mean if mean and mean > 0 else None
 
 
-def run_speed(row: Mapping[str, JSONValue] | None, run: RungResult) -> float | None:
+def run_speed(row: SummaryRung | None, run: RungResult) -> float | None:
     """How fast a profiled run went against its rung's measured runs: the rung's mean step time
     over the run's own step time in its profiled window, both wall clock as the trace's op and
     kernel times are (the window's profiler overhead is in it, alike for a rung and its parent
@@ -170,7 +171,7 @@ def _against(verdict: JSONValue, delta_us: float) -> bool:
 
 
 def _indicative(
-    row: Mapping[str, JSONValue],
+    row: SummaryRung,
     largest_us: float,
     delta_us: float = 0.0,
     noise_us: float | None = None,
@@ -178,9 +179,9 @@ def _indicative(
 ) -> str | None:
     """Why the attribution is only indicative, or None when the step-time change is resolved.
     `uncorrected` says why a CPU trace could not be taken at its rung's measured speed."""
-    vs = row.get("vs_parent")
-    if isinstance(vs, dict):
-        verdict = vs.get("verdict")
+    vs = row.vs_parent
+    if vs is not None:
+        verdict = vs.verdict
         if verdict == "no_change":
             return "no change detected in its measured runs"
         if verdict == "single_run":
@@ -194,19 +195,19 @@ def _indicative(
                 f"the op-time change {fmt_us(delta_us)} is inside the ±{fmt_abs_us(noise_us)} "
                 "that two profiled runs of one rung differ by here (95%)"
             )
-        ci = vs.get("ci95")
-        if vs.get("metric") in STEP_METRICS and isinstance(ci, list) and len(ci) == 2 and None not in ci:
-            width_ms = as_float(ci[1]) - as_float(ci[0])
+        ci = vs.ci95
+        if vs.metric in STEP_METRICS and ci is not None and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
+            width_ms = ci[1] - ci[0]
             if largest_us / 1e3 < width_ms:
                 return (
                     f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width "
                     "of the step-time 95% interval"
                 )
         return None
-    change = row.get("tokens_gained") if row.get("kind") == "batch" else row.get("ms_removed")
-    if not change:
+    # a summary from before vs_parent (schema 1): its row's tokens_gained or ms_removed
+    change = row.extra.get("tokens_gained") if row.kind == "batch" else row.extra.get("ms_removed")
+    if not change or not isinstance(change, dict):
         return "no step-time comparison with the parent"
-    change = as_object(change)
     if change.get("single_run"):
         return "a single run per rung"
     if not change.get("significant"):
@@ -321,15 +322,13 @@ def measured_tokens(results: Mapping[str, RungResult], rung: str) -> float | Non
     return statistics.median(per_run) if per_run else None
 
 
-def work_ratio(
-    row: Mapping[str, JSONValue], results: Mapping[str, RungResult], planned: Mapping[str, float]
-) -> float | None:
+def work_ratio(row: SummaryRung, results: Mapping[str, RungResult], planned: Mapping[str, float]) -> float | None:
     """How many of its parent's steps of tokens a batch rung's step holds: from the plan's
     `planned` step tokens, else from the runs' figures; 1 for other rungs; None for a batch rung
     where neither says."""
-    if row.get("kind") != "batch":
+    if row.kind != "batch":
         return 1.0
-    rung, parent = str(row["rung"]), str(row["parent"])
+    rung, parent = row.rung, str(row.parent)
     new, base = planned.get(rung), planned.get(parent)
     if not (new and base):
         new, base = measured_tokens(results, rung), measured_tokens(results, parent)
@@ -343,7 +342,7 @@ NO_WORK_RATIO = (
 
 
 def entry(
-    row: Mapping[str, JSONValue],
+    row: SummaryRung,
     lens: str,
     base_key: str,
     new_key: str,
@@ -374,10 +373,10 @@ def entry(
     by_region = [] if gpu else sorted(doc.regions.items(), key=lambda kv: -abs(kv[1]))
     regions: list[JSONValue] = [{"name": k, "delta_us": v} for k, v in by_region[:TOP]]
     e: JSONObject = {
-        "rung": row["rung"],
-        "parent": row["parent"],
-        "switch": row.get("switch"),
-        "value": row.get("value"),
+        "rung": row.rung,
+        "parent": row.parent,
+        "switch": row.switch,
+        "value": row.value,
         "lens": lens,
         "base_trace": base_key,
         "new_trace": new_key,
@@ -432,7 +431,7 @@ def attribute(
             cache[key] = load(key)
         return cache[key]
 
-    rows = {str(r["rung"]): r for r in as_objects(summary["rungs"])}
+    rows = {r.rung: r for r in summary_rungs(summary["rungs"])}
 
     def speed_of(rung: str, key: str, run: RungResult) -> float | None:
         """The factor a run's trace is taken at: its speed for a CPU trace (None when unknown);
@@ -456,10 +455,10 @@ def attribute(
         }
     )
     out = []
-    for row in as_objects(summary["rungs"]):
-        if not row.get("parent") or row["rung"] not in traces or row["parent"] not in traces:
+    for row in rows.values():
+        if not row.parent or row.rung not in traces or row.parent not in traces:
             continue
-        rung, parent = str(row["rung"]), str(row["parent"])
+        rung, parent = row.rung, row.parent
         lens = next(
             (lens_name for lens_name in TRACE_LENSES if lens_name in traces[rung] and lens_name in traces[parent]),
             None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, as_number, as_objects
+from traceladder.core.documents import JSONValue, RungChange, RunEstimate, as_number, as_objects
 from traceladder.stats.verdicts import (
     METRIC_WORDS,
     TOKENS,
@@ -16,10 +16,14 @@ from traceladder.stats.verdicts import (
 )
 
 
-def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
+def fmt_est(est: RunEstimate | Mapping[str, JSONValue] | None, digits: int = 1) -> str:
     """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
     if not est:
         return "-"
+    if isinstance(est, RunEstimate):
+        if est.ci95 is None:
+            return f"{est.mean:.{digits}f} (1 run)" if est.n == 1 else f"{est.mean:.{digits}f}"
+        return f"{est.mean:.{digits}f} ± {est.ci95:.{digits}f}"
     ci = est.get("ci95")
     if ci is None:
         return f"{est['mean']:.{digits}f} (1 run)" if est.get("n") == 1 else f"{est['mean']:.{digits}f}"
@@ -39,26 +43,28 @@ def fmt_gb(gb: JSONValue) -> str:
     return f"{x:.2f}" if round(x, 3) >= 1 else f"{x:.3f}"
 
 
-def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
+def fmt_change(found: RungChange | Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
     """A `vs_parent` cell: the call, the delta, and the change in % with its 95% interval (the
-    scale the verdict is judged on), or the MDE where nothing was seen."""
-    if not vs:
+    scale the verdict is judged on), or the MDE where nothing was seen. A template passes the
+    stored JSON: it is read as its class here."""
+    if not found:
         return "-"
-    unit = unit or METRIC_WORDS.get(str(vs["metric"]), METRIC_WORDS[TOKENS])[2]
-    if vs["delta"] is None:
+    vs = found if isinstance(found, RungChange) else RungChange.from_dict(dict(found))
+    unit = unit or METRIC_WORDS.get(str(vs.metric), METRIC_WORDS[TOKENS])[2]
+    if vs.delta is None:
         return "single run: no verdict"
-    change = f"{vs['delta']:+.1f} {unit}, {vs['delta_pct']:+.1f}%"
-    if vs["verdict"] == "single_run":
+    change = f"{vs.delta:+.1f} {unit}, {vs.delta_pct:+.1f}%"
+    if vs.verdict == "single_run":
         return f"{change}, single run: no verdict"
     pct = change_pct_interval(vs)
     interval = f" [{pct[0]:+.1f}%, {pct[1]:+.1f}%]" if pct else ""
-    if vs["verdict"] == "no_change":
+    if vs.verdict == "no_change":
         if not_called_over_ladder(vs):  # a test of the rung alone calls it; the ladder-wide rule does not
             return (
-                f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%; per rung {per_rung_words(vs)}: "
+                f"no change detected{interval}, MDE {vs.mde_pct:.1f}%; per rung {per_rung_words(vs)}: "
                 "not called over the ladder"
             )
-        return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
+        return f"no change detected{interval}, MDE {vs.mde_pct:.1f}%"
     return f"{change_word(vs)}: {change}{interval}"
 
 
