@@ -55,8 +55,9 @@ from traceladder.core.documents import (
     JSONValue,
     RunEstimate,
     RunPoints,
+    RungPoint,
     as_object,
-    as_objects,
+    summary_rungs,
 )
 from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
 
@@ -455,25 +456,20 @@ def run_points(summary: Mapping[str, JSONValue]) -> RunPoints:
     provenance = as_object(summary.get("provenance") or {})
     metric = plan_metric(summary)
     fit = as_object(as_object(summary.get("model") or {}).get(VERDICT_METRICS[metric][0]) or {})
-    return RunPoints.from_dict(
-        {
-            "metric": metric,
-            # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
-            # is a change of method, marked beside the provenance's. Summaries from before the field
-            # record none: unknown, not assumed.
-            "run_statistic": fit.get("run_statistic"),
-            "rungs": {
-                str(r["rung"]): {
-                    "step_ms": r.get("step_ms"),
-                    "step_cpu_ms": r.get("step_cpu_ms"),
-                    "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu"),
-                }
-                for r in as_objects(summary.get("rungs", []))
-                if r.get("step_ms")
-            },
-            "provenance": {k: provenance.get(k) for k in PROVENANCE_FIELDS},
+    return RunPoints(
+        metric=metric,
+        # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
+        # is a change of method, marked beside the provenance's. Summaries from before the field
+        # record none: unknown, not assumed.
+        run_statistic=None if (statistic := fit.get("run_statistic")) is None else str(statistic),
+        rungs={
+            r.rung: RungPoint(
+                step_ms=r.step_ms, step_cpu_ms=r.step_cpu_ms, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu
+            )
+            for r in summary_rungs(summary.get("rungs", []))
+            if r.step_ms
         },
-        "summary.json",
+        provenance={k: provenance.get(k) for k in PROVENANCE_FIELDS},
     )
 
 

@@ -16,7 +16,9 @@ from traceladder.core.documents import (
     spec_purpose,
     RankCollectives,
     RungResult,
+    SummaryRung,
     TraceAnalysis,
+    summary_rungs,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
@@ -272,20 +274,20 @@ def _collectives(by_rung: Mapping[str, RankCollectives]) -> JSONObject | None:
 MEMORY_MOVE_PCT = 5.0
 
 
-def memory_findings(rungs: list[JSONObject]) -> list[str]:
+def memory_findings(rungs: list[SummaryRung]) -> list[str]:
     """One sentence on the rungs whose peak memory moved against their parent's, largest first, as
     the write-up states recompute off's 117.3 -> 128.1 GB. Each side is the largest of its runs."""
-    peaks = {str(r["rung"]): as_number(r["peak_mem_gb"]) for r in rungs}
+    peaks = {r.rung: r.peak_mem_gb for r in rungs}
     moves = []
     for r in rungs:
-        if r["parent"] is None:
+        if r.parent is None:
             continue
-        own, base = peaks[str(r["rung"])], peaks.get(str(r["parent"]))
+        own, base = peaks[r.rung], peaks.get(r.parent)
         if own is None or not base:
             continue
         pct = 100.0 * (own / base - 1.0)
         if abs(pct) >= MEMORY_MOVE_PCT:
-            text = f"{r['rung']} {pct:+.1f}% against {r['parent']} ({fmt_gb(base)} → {fmt_gb(own)} GB)"
+            text = f"{r.rung} {pct:+.1f}% against {r.parent} ({fmt_gb(base)} → {fmt_gb(own)} GB)"
             moves.append((abs(pct), text))
     if not moves:
         return []
@@ -296,13 +298,12 @@ def memory_findings(rungs: list[JSONObject]) -> list[str]:
 def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """Sentences a reader would write from the table: biggest wins, lens costs, leftovers, failures."""
     out: list[str] = verdict_findings(summary)
-    rungs = as_objects(summary["rungs"])
+    rungs = summary_rungs(summary["rungs"])
     out += memory_findings(rungs)
-    final = [r for r in rungs if r["speedup_vs_root"] and r["kind"] == "optimisation"]
+    final = [(r, r.speedup_vs_root) for r in rungs if r.speedup_vs_root and r.kind == "optimisation"]
     if final:
-        last = final[-1]
-        speedup = as_object(last["speedup_vs_root"])
-        out.append(f"{last['rung']} runs at {speedup['mean']:.2f}x the tokens/s/GPU of {summary['root']}.")
+        last, speedup = final[-1]
+        out.append(f"{last.rung} runs at {speedup.mean:.2f}x the tokens/s/GPU of {summary['root']}.")
     for lens in as_objects(summary["lenses"]):
         if lens["overhead_ratio"]:
             o = as_object(lens["overhead_ratio"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
+from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects, summary_rungs
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, interval_label, plan_metric
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
@@ -36,16 +36,16 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
         "| peak mem GB | runs ok |"
     )
     lines = [head, "|---" * (9 if cpu else 8) + "|"]
-    for row in as_objects(summary["rungs"]):
-        change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
-        vs_parent = fmt_change(_obj(row.get("vs_parent")))
-        speed = f"{as_object(row['speedup_vs_root'])['mean']:.2f}x" if row["speedup_vs_root"] else "-"
-        flag = "" if row["ok"] == row["runs"] else " FAILED"
+    for row in summary_rungs(summary["rungs"]):
+        change = f"{row.switch}={row.value}" if row.switch else "(root)"
+        vs_parent = fmt_change(row.vs_parent)
+        speed = f"{row.speedup_vs_root.mean:.2f}x" if row.speedup_vs_root else "-"
+        flag = "" if row.ok == row.runs else " FAILED"
         lines.append(
-            f"| {row['rung']} | {change} | {fmt_est(_obj(row['step_ms']))} |"
-            + (f" {fmt_est(_obj(row.get('step_cpu_ms')))} |" if cpu else "")
-            + f" {fmt_est(_obj(row['tokens_per_sec_per_gpu']), 0)} "
-            f"| {vs_parent} | {speed} | {fmt_gb(row['peak_mem_gb'])} | {row['ok']}/{row['runs']}{flag} |"
+            f"| {row.rung} | {change} | {fmt_est(row.step_ms)} |"
+            + (f" {fmt_est(row.step_cpu_ms)} |" if cpu else "")
+            + f" {fmt_est(row.tokens_per_sec_per_gpu, 0)} "
+            f"| {vs_parent} | {speed} | {fmt_gb(row.peak_mem_gb)} | {row.ok}/{row.runs}{flag} |"
         )
     step_metric = VERDICT_METRICS[plan_metric(summary)][0]
     model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
