@@ -753,6 +753,101 @@ def summary_rungs(value: object, source: str = "summary.json") -> list[SummaryRu
     return _parts(SummaryRung, value, f"{source}: rungs")
 
 
+def summary_part(cls: type[D], value: object, where: str) -> D | None:
+    """An optional part of a summary (``profile``, ``collectives``, ...) as its class; None where
+    the summary has none (null, absent or empty)."""
+    return cls.from_dict(value, where) if value else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LensRatio(_Part):
+    """A lens's step time over the unprofiled run of its block: the geometric mean ratio, its 95%
+    interval ``[low, high]`` (None below 1 df), the pairs and the df."""
+
+    FILE: ClassVar[str] = "overhead_ratio"
+
+    mean: float = _f("number")
+    ci95: list[float] | None = _f("list?", default=None)
+    n: int | None = _f("int?", default=None)
+    df: float | None = _f("number?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SummaryLens(_Part):
+    """A row of the summary's lens table: a lens on the lens rung, its runs and step time, and its
+    overhead against the unprofiled runs (paired within lens blocks)."""
+
+    FILE: ClassVar[str] = "lens row"
+
+    lens: str = _f("str")
+    rung: str = _f("str")
+    runs: int = _f("int", default=0)
+    ok: int = _f("int", default=0)
+    step_ms: RunEstimate | None = _f("object?", default=None)
+    overhead_ratio: LensRatio | None = _f("object?", default=None)
+    traces: int = _f("int", default=0)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> SummaryLens:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(
+            doc,
+            step_ms=_estimate(doc.step_ms, f"{where}: step_ms"),
+            overhead_ratio=summary_part(LensRatio, doc.overhead_ratio, f"{where}: overhead_ratio"),
+        )
+
+
+def summary_lenses(value: object, source: str = "summary.json") -> list[SummaryLens]:
+    """A summary's ``lenses`` as their class."""
+    return _parts(SummaryLens, value, f"{source}: lenses")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileWindow(_Part):
+    """A summary's ``profile``: the rank-0 analysis of the first profiled run (its timeline in ms
+    and %, top ops, categories, regions in ms and notes)."""
+
+    FILE: ClassVar[str] = "profile"
+
+    lens: str = _f("str")
+    rung_id: str = _f("str")
+    trace: str | None = _f("str?", default=None)
+    device: str | None = _f("str?", default=None)
+    timeline: dict[str, float] = _f("object", default={})
+    timeline_percent: dict[str, float] = _f("object", default={})
+    top_ops: list[JSONObject] = _f("list", default=[])
+    categories: JSONValue = _f("any?", default=None)
+    regions: dict[str, float] | None = _f("object?", default=None)
+    notes: list[str] | None = _f("list?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectivesSummary(_Part):
+    """A summary's ``collectives``: the first all-ranks run's per-collective rows (latency,
+    bandwidth, skew, straggler) and the one whose straggler made the others wait longest."""
+
+    FILE: ClassVar[str] = "collectives"
+
+    rung_id: str = _f("str")
+    device: str | None = _f("str?", default=None)
+    world_size: int = _f("int")
+    matched: JSONObject = _f("object", default={})
+    by_collective: list[JSONObject] = _f("list", default=[])
+    worst_straggler: JSONObject | None = _f("object?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmNodes(_Part):
+    """A Slurm ladder's ``nodes``: which rungs ran on which node list; more than one node list
+    makes the node a possible confounder."""
+
+    FILE: ClassVar[str] = "nodes"
+
+    rungs_by_nodes: dict[str, list[str]] = _f("object", default={})
+    confounder: bool = _f("bool", default=False)
+
+
 # ---- a ladder's history as a summary carries it (stats/history.evaluate)
 
 

@@ -9,7 +9,6 @@ from traceladder.core.documents import (
     JSONObject,
     JSONValue,
     LadderHistory,
-    as_list,
     as_number,
     as_object,
     as_objects,
@@ -18,7 +17,13 @@ from traceladder.core.documents import (
     RungResult,
     SummaryRung,
     TraceAnalysis,
+    summary_part,
     summary_rungs,
+    CollectivesSummary,
+    ProfileWindow,
+    SlurmNodes,
+    Summary,
+    summary_lenses,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
@@ -304,31 +309,32 @@ def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     if final:
         last, speedup = final[-1]
         out.append(f"{last.rung} runs at {speedup.mean:.2f}x the tokens/s/GPU of {summary['root']}.")
-    for lens in as_objects(summary["lenses"]):
-        if lens["overhead_ratio"]:
-            o = as_object(lens["overhead_ratio"])
-            ci95 = as_list(o.get("ci95") or [])
+    doc = Summary.from_dict(summary)  # the summary as built: its parts read as their classes
+    for lens in summary_lenses(doc.lenses):
+        o = lens.overhead_ratio
+        if o:
+            ci95 = o.ci95 or []
             ci = f" (95% CI {ci95[0]:.2f}-{ci95[1]:.2f}x, paired within lens blocks)" if ci95 else ""
-            out.append(f"Lens {lens['lens']} costs {o['mean']:.2f}x the unprofiled step of {lens['rung']}{ci}.")
-    profile = as_object(summary.get("profile") or {})
-    if profile and profile.get("timeline_percent"):
-        tp = as_object(profile["timeline_percent"])
-        device = "CPU" if profile.get("device") == "cpu" else "GPU"
+            out.append(f"Lens {lens.lens} costs {o.mean:.2f}x the unprofiled step of {lens.rung}{ci}.")
+    profile = summary_part(ProfileWindow, doc.profile, "summary.json: profile")
+    if profile and profile.timeline_percent:
+        tp = profile.timeline_percent
+        device = "CPU" if profile.device == "cpu" else "GPU"
         out.append(
-            f"In the {profile['lens']} window ({device} timeline): computation {tp.get('computation_time', 0):.1f}%, "
+            f"In the {profile.lens} window ({device} timeline): computation {tp.get('computation_time', 0):.1f}%, "
             f"exposed communication {tp.get('exposed_comm_time', 0):.1f}%, idle {tp.get('idle_time', 0):.1f}%."
         )
-        if profile.get("top_ops"):
-            top = as_objects(profile["top_ops"])[0]
+        if profile.top_ops:
+            top = profile.top_ops[0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
-    for entry in as_objects(summary.get("headroom") or []):
+    for entry in doc.headroom:
         if entry["targets"]:
             out.append(f"What's left on {entry['rung']}: {as_objects(entry['targets'])[0]['sentence']}")
-    coll = as_object(summary.get("collectives") or {})
-    if coll and coll.get("worst_straggler"):
-        w = as_object(coll["worst_straggler"])
+    coll = summary_part(CollectivesSummary, doc.collectives, "summary.json: collectives")
+    if coll and coll.worst_straggler:
+        w = coll.worst_straggler
         out.append(
-            f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {str(coll.get('device') or 'gpu').upper()}): "
+            f"Collectives ({coll.rung_id}, {coll.world_size} ranks, {str(coll.device or 'gpu').upper()}): "
             f"rank {w['straggler_rank']} is the straggler in {w['name']}; "
             f"the others waited {w['others_waited_ms']:.1f} ms for it."
         )
@@ -336,12 +342,11 @@ def findings(summary: Mapping[str, JSONValue]) -> list[str]:
         from traceladder.stats.history import history_findings
 
         out += history_findings(LadderHistory.from_dict(summary["history"], "summary.json: history"))
-    nodes = as_object(summary.get("nodes") or {})
-    if nodes and nodes["confounder"]:
-        by_nodes = as_object(nodes["rungs_by_nodes"]).items()
-        where = "; ".join(f"{n}: {', '.join(str(r) for r in as_list(rungs))}" for n, rungs in by_nodes)
+    nodes = summary_part(SlurmNodes, doc.extra.get("nodes"), "summary.json: nodes")
+    if nodes and nodes.confounder:
+        where = "; ".join(f"{n}: {', '.join(rungs)}" for n, rungs in nodes.rungs_by_nodes.items())
         out.append(f"Runs ran on different Slurm nodes ({where}): the node is a possible confounder.")
-    failed = [str(r) for r in as_list(summary["failed_rungs"])]
+    failed = doc.failed_rungs
     if failed:
         out.append(f"{len(failed)} run(s) did not finish ok: {', '.join(failed)}.")
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, RungChange, RunEstimate, as_number, as_objects
+from traceladder.core.documents import JSONValue, LensRatio, RungChange, RunEstimate, as_number, as_objects
 from traceladder.stats.verdicts import (
     METRIC_WORDS,
     TOKENS,
@@ -16,13 +16,15 @@ from traceladder.stats.verdicts import (
 )
 
 
-def fmt_est(est: RunEstimate | Mapping[str, JSONValue] | None, digits: int = 1) -> str:
+def fmt_est(est: RunEstimate | LensRatio | Mapping[str, JSONValue] | None, digits: int = 1) -> str:
     """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
     if not est:
         return "-"
-    if isinstance(est, RunEstimate):
+    if isinstance(est, (RunEstimate, LensRatio)):
         if est.ci95 is None:
             return f"{est.mean:.{digits}f} (1 run)" if est.n == 1 else f"{est.mean:.{digits}f}"
+        if isinstance(est.ci95, list):
+            return f"{est.mean:.{digits}f} [{est.ci95[0]:.{digits}f}, {est.ci95[1]:.{digits}f}]"
         return f"{est.mean:.{digits}f} ± {est.ci95:.{digits}f}"
     ci = est.get("ci95")
     if ci is None:

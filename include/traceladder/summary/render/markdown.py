@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects, summary_rungs
+from traceladder.core.documents import (
+    CollectivesSummary,
+    JSONObject,
+    JSONValue,
+    ProfileWindow,
+    as_list,
+    as_object,
+    as_objects,
+    summary_lenses,
+    summary_part,
+    summary_rungs,
+)
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, interval_label, plan_metric
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
@@ -85,10 +96,10 @@ def lens_table(summary: Mapping[str, JSONValue]) -> str:
         "| lens | step ms (95% CI) | overhead vs unprofiled (paired, 95% CI) | traces | runs ok |",
         "|---|---|---|---|---|",
     ]
-    for lens in as_objects(summary["lenses"]):
+    for lens in summary_lenses(summary["lenses"]):
         lines.append(
-            f"| {lens['lens']} | {fmt_est(_obj(lens['step_ms']))} | {fmt_est(_obj(lens['overhead_ratio']), 2)} "
-            f"| {lens['traces']} | {lens['ok']}/{lens['runs']} |"
+            f"| {lens.lens} | {fmt_est(lens.step_ms)} | {fmt_est(lens.overhead_ratio, 2)} "
+            f"| {lens.traces} | {lens.ok}/{lens.runs} |"
         )
     return "\n".join(lines)
 
@@ -103,13 +114,13 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
         f"## Lenses (on {summary.get('lens_rung') or '-'})",
         lens_table(summary),
     ]
-    profile = as_object(summary.get("profile") or {})
-    if profile and profile.get("timeline"):
-        tl, tp = as_object(profile["timeline"]), as_object(profile.get("timeline_percent") or {})
+    profile = summary_part(ProfileWindow, summary.get("profile"), "summary.json: profile")
+    if profile and profile.timeline:
+        tl, tp = profile.timeline, profile.timeline_percent
         parts += [
             "",
-            f"## Where the time went ({profile['lens']}, {profile['rung_id']}, "
-            f"{str(profile.get('device', 'gpu')).upper()} timeline)",
+            f"## Where the time went ({profile.lens}, {profile.rung_id}, "
+            f"{str(profile.device).upper()} timeline)",  # a built profile always names its device
             f"{PROFILE_UNITS}.",
             "",
             "| part | ms | % |",
@@ -118,27 +129,26 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
         for key in ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "idle_time", "total_time"):
             if key in tl:
                 parts.append(f"| {key} | {tl[key]:.2f} | {tp.get(key, 0):.1f} |")
-        if profile.get("regions"):
+        if profile.regions:
             parts += ["", "| region (range wall time) | ms |", "|---|---|"] + [
-                f"| {k} | {v:.2f} |"
-                for k, v in sorted(as_object(profile["regions"]).items(), key=lambda kv: -as_float(kv[1]))
+                f"| {k} | {v:.2f} |" for k, v in sorted(profile.regions.items(), key=lambda kv: -kv[1])
             ]
-        if profile.get("top_ops"):
+        if profile.top_ops:
             parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
                 f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |"
-                for op in as_objects(profile["top_ops"])[:10]
+                for op in profile.top_ops[:10]
             ]
-    coll = as_object(summary.get("collectives") or {})
-    if coll and coll["by_collective"]:
+    coll = summary_part(CollectivesSummary, summary.get("collectives"), "summary.json: collectives")
+    if coll and coll.by_collective:
         parts += [
             "",
-            f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, "
-            f"{str(coll.get('device') or 'gpu').upper()})",
+            f"## Collectives across ranks ({coll.rung_id}, {coll.world_size} ranks, "
+            f"{str(coll.device or 'gpu').upper()})",
             "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler "
             "| others waited ms |",
             "|---|---|---|---|---|---|---|",
         ]
-        for c in as_objects(coll["by_collective"]):
+        for c in coll.by_collective:
             bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
             parts.append(
                 f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} "
