@@ -22,7 +22,7 @@ from markupsafe import escape
 from testkit.results import typed
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
-from traceladder.core.documents import SummaryRung
+from traceladder.core.documents import AttributionEntry, SummaryRung, attribution_entries
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, fmt_us, noise_line
 from traceladder.summary.build import build_summary
@@ -317,7 +317,7 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     gbs2 = by_rung["gbs2"]["noise"]["half_width_us"]
     assert gbs2 == pytest.approx(t * math.sqrt(2) * sd * (op["recompute_off"] + op["gbs2"] / 2) / 2)
     assert "that two profiled runs of one rung differ by here (95%)" in e["indicative"]
-    line = noise_line(summary["attribution"])
+    line = noise_line(attribution_entries(summary["attribution"]))
     assert (
         line and "pooled over 2 runs of fusions (torch_rank0), 1 df). A change smaller than t(0.975, 1) (12.71)" in line
     )
@@ -424,7 +424,8 @@ def test_analyses_without_step_regions_compare_the_ranges_wall_time(stored) -> N
     assert doc["regions"]["optimizer_step"] == pytest.approx(ranges)
     assert compare_reports(base, new).doc.regions_measure == "op time"
     legacy = {**e, "regions_measure": None, "regions_outside_us": None}  # an entry from before the field
-    assert "by region's range wall time " in sentence(legacy) and "outside the named regions" not in sentence(legacy)
+    said = sentence(AttributionEntry.from_dict(legacy))
+    assert "by region's range wall time " in said and "outside the named regions" not in said
 
 
 def test_work_ratio_from_the_plan_else_the_runs() -> None:

@@ -804,6 +804,88 @@ def summary_lenses(value: object, source: str = "summary.json") -> list[SummaryL
 
 
 @dataclass(frozen=True, kw_only=True)
+class AttributionNoise(_Part):
+    """How much a profiled run's op time per step varies between runs of one rung
+    (summary/attribution.ProfileNoise), with the ± it gives an entry (``half_width_us``)."""
+
+    FILE: ClassVar[str] = "noise"
+
+    sd_pct: float = _f("number")
+    df: int = _f("int")
+    t: float = _f("number")
+    runs: int = _f("int")
+    rungs: list[str] = _f("list", default=[])
+    half_width_us: float = _f("number")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeltaRow(_Part):
+    """A named part's change, new minus base, in µs per profiled step (a category, a region)."""
+
+    FILE: ClassVar[str] = "delta"
+
+    name: str = _f("str")
+    delta_us: float = _f("number")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttributionEntry(_Part):
+    """Why one rung moved against its parent (an entry of a summary's ``attribution``): its
+    profiled trace against its parent's, µs per profiled step of the parent's work; the deltas by
+    category, region and timeline part, the top movers, the ops or kernels that appeared or
+    vanished, the noise of one profiled run, why it is only indicative, and its sentence. Entries
+    from before ``regions_measure`` compared the regions' range wall time."""
+
+    FILE: ClassVar[str] = "attribution entry"
+
+    rung: str = _f("str")
+    parent: str | None = _f("str?", default=None)
+    switch: str | None = _f("str?", default=None)
+    value: bool | int | str | None = _f("scalar?", default=None)
+    lens: str | None = _f("str?", default=None)
+    base_trace: str | None = _f("str?", default=None)
+    new_trace: str | None = _f("str?", default=None)
+    device: str = _f("str")  # gpu | cpu
+    steps: JSONObject = _f("object", default={})
+    work_ratio: float | None = _f("number?", default=None)
+    speed: JSONObject | None = _f("object?", default=None)
+    kernel_time_delta_us: float = _f("number")
+    busy_time_delta_us: float = _f("number")
+    residual_us: float = _f("number", default=0.0)
+    category_deltas_us: dict[str, float] = _f("object", default={})
+    categories: list[DeltaRow] = _f("list", default=[])  # the largest first
+    moved: list[JSONObject] = _f("list", default=[])
+    regions: list[DeltaRow] = _f("list", default=[])
+    regions_measure: str | None = _f("str?", default=None)
+    regions_outside_us: float | None = _f("number?", default=None)
+    appeared: list[str] = _f("list", default=[])
+    n_appeared: int = _f("int", default=0)
+    vanished: list[str] = _f("list", default=[])
+    n_vanished: int = _f("int", default=0)
+    timeline_us: dict[str, float] = _f("object", default={})
+    noise: AttributionNoise | None = _f("object?", default=None)
+    indicative: str | None = _f("str?", default=None)
+    notes: list[str] = _f("list", default=[])
+    sentence: str | None = _f("str?", default=None, omit_none=True)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> AttributionEntry:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        return _replace(
+            doc,
+            categories=_parts(DeltaRow, doc.categories, f"{where}: categories"),
+            regions=_parts(DeltaRow, doc.regions, f"{where}: regions"),
+            noise=summary_part(AttributionNoise, doc.noise, f"{where}: noise"),
+        )
+
+
+def attribution_entries(value: object, source: str = "summary.json") -> list[AttributionEntry]:
+    """A summary's ``attribution`` as its class."""
+    return _parts(AttributionEntry, value, f"{source}: attribution")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ProfileWindow(_Part):
     """A summary's ``profile``: the rank-0 analysis of the first profiled run (its timeline in ms
     and %, top ops, categories, regions in ms and notes)."""

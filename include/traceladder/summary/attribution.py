@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
+    AttributionEntry,
     RungResult,
     SummaryRung,
     summary_rungs,
     as_float,
     as_list,
     as_number,
-    as_object,
     as_objects,
 )
 from traceladder.stats.verdicts import STEP_METRICS, change_word
@@ -148,18 +148,18 @@ class ProfileNoise:
         }
 
 
-def noise_line(entries: list[JSONObject]) -> str | None:
+def noise_line(entries: list[AttributionEntry]) -> str | None:
     """The noise statement under the section's title, from the first entry that carries it (one
     pool serves every entry of a summary)."""
-    n = next((as_object(e["noise"]) for e in entries if e.get("noise")), None)
+    n = next((e.noise for e in entries if e.noise), None)
     if n is None:
         return None
     return (
         "One profiled run per rung. A CPU trace's op times are taken at its rung's measured speed (× the "
         "rung's mean step time / the window's step time). Between profiled runs of one rung, op time per step "
-        f"varies by sd {as_float(n['sd_pct']):.1f}% (of its natural log; pooled over {n['runs']} runs of "
-        f"{', '.join(_strs(n['rungs']))}, {n['df']} df). A change smaller than t(0.975, {n['df']}) "
-        f"({as_float(n['t']):.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative, "
+        f"varies by sd {n.sd_pct:.1f}% (of its natural log; pooled over {n.runs} runs of "
+        f"{', '.join(n.rungs)}, {n.df} df). A change smaller than t(0.975, {n.df}) "
+        f"({n.t:.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative, "
         "as is, on a step-time verdict, one whose largest category delta is smaller than the width of its 95% "
         "interval."
     )
@@ -237,53 +237,53 @@ def _names(names: list[str], n: int = 3) -> str:
     return ", ".join(short_name(x) for x in names[:n]) + (", ..." if len(names) > n else "")
 
 
-def sentence(e: Mapping[str, JSONValue]) -> str:
+def sentence(e: AttributionEntry) -> str:
     """One line in the write-up's style, from the entry's numbers only."""
-    what = "kernel" if e["device"] == "gpu" else "op"
-    d = as_float(e["kernel_time_delta_us"])
+    what = "kernel" if e.device == "gpu" else "op"
+    d = e.kernel_time_delta_us
     verb = "removed" if d < 0 else "added"
-    work = as_float(e.get("work_ratio") or 1.0)
+    work = e.work_ratio or 1.0
     if work != 1.0:  # a batch rung: the time for the parent's tokens per step, so fixed costs show
         parts = [
-            f"{e['rung']} runs {work:.2f}x {e['parent']}'s tokens per step; for {e['parent']}'s tokens it "
+            f"{e.rung} runs {work:.2f}x {e.parent}'s tokens per step; for {e.parent}'s tokens it "
             f"{verb} {fmt_abs_us(d)} of {what} time"
         ]
     else:
-        parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
-    cats = [c for c in as_objects(e["categories"]) if c["delta_us"] != 0][:3]
+        parts = [f"{e.rung} {verb} {fmt_abs_us(d)} of {what} time per step against {e.parent}"]
+    cats = [c for c in e.categories if c.delta_us != 0][:3]
     if cats:
-        parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(as_float(c['delta_us']))}" for c in cats)
-    regions = [r for r in as_objects(e.get("regions", [])) if r["delta_us"] != 0][:3]
+        parts[0] += ": " + ", ".join(f"{c.name} {fmt_us(c.delta_us)}" for c in cats)
+    regions = [r for r in e.regions if r.delta_us != 0][:3]
     if regions:
         # entries from before `regions_measure` compared the regions' range wall time
-        by = "by region" if e.get("regions_measure") == REGION_OP_TIME else "by region's range wall time"
-        outside = as_number(e.get("regions_outside_us"))
+        by = "by region" if e.regions_measure == REGION_OP_TIME else "by region's range wall time"
+        outside = e.regions_outside_us
         parts.append(
             f"{by} "
-            + ", ".join(f"{r['name']} {fmt_us(as_float(r['delta_us']))}" for r in regions)
+            + ", ".join(f"{r.name} {fmt_us(r.delta_us)}" for r in regions)
             # the op time in no region, where it is as large as the regions named
             + (
                 f" ({fmt_us(outside)} outside the named regions)"
-                if outside and abs(outside) >= min(abs(as_float(r["delta_us"])) for r in regions)
+                if outside and abs(outside) >= min(abs(r.delta_us) for r in regions)
                 else ""
             )
         )
-    unit = "kernels" if e["device"] == "gpu" else "ops"
-    if e["vanished"] or e["appeared"]:
+    unit = "kernels" if e.device == "gpu" else "ops"
+    if e.vanished or e.appeared:
         bits = []
-        if e["vanished"]:
-            bits.append(f"{e['n_vanished']} {unit} vanished ({_names(_strs(e['vanished']))})")
-        if e["appeared"]:
-            bits.append(f"{e['n_appeared']} appeared ({_names(_strs(e['appeared']))})")
+        if e.vanished:
+            bits.append(f"{e.n_vanished} {unit} vanished ({_names([str(x) for x in e.vanished])})")
+        if e.appeared:
+            bits.append(f"{e.n_appeared} appeared ({_names([str(x) for x in e.appeared])})")
         parts.append(" and ".join(bits))
-    t = {k: as_float(v) for k, v in as_object(e["timeline_us"]).items()}
+    t = e.timeline_us
     parts.append(
         f"compute {fmt_us(t['computation_time'])}, exposed communication {fmt_us(t['exposed_comm_time'])}, "
         f"idle {fmt_us(t['idle_time'])}"
     )
     text = "; ".join(parts) + "."
-    if e["indicative"]:
-        text += f" Indicative: {e['indicative']}."
+    if e.indicative:
+        text += f" Indicative: {e.indicative}."
     return text
 
 
@@ -404,7 +404,7 @@ def entry(
         else NO_WORK_RATIO,
         "notes": [*doc.notes],
     }
-    e["sentence"] = sentence(e)
+    e["sentence"] = sentence(AttributionEntry.from_dict(e))
     return e
 
 
@@ -536,7 +536,7 @@ def attribute_stored(
     return attribute(summary, results, purposes, load, keep, specs)
 
 
-def markdown(entries: list[JSONObject]) -> list[str]:
+def markdown(entries: list[AttributionEntry]) -> list[str]:
     """The summary.md section (what `make demo` prints per rung)."""
     if not entries:
         return []
@@ -544,5 +544,5 @@ def markdown(entries: list[JSONObject]) -> list[str]:
     if line := noise_line(entries):
         lines.append(line)
     for e in entries:
-        lines.append(f"- **{e['rung']}** vs {e['parent']} ({e['lens']}): {e['sentence']}")
+        lines.append(f"- **{e.rung}** vs {e.parent} ({e.lens}): {e.sentence}")
     return lines

@@ -12,7 +12,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from traceladder.core.documents import JSONValue, as_float, as_list, as_object, as_objects, summary_rungs
+from traceladder.core.documents import (
+    JSONValue,
+    as_float,
+    as_list,
+    as_object,
+    as_objects,
+    attribution_entries,
+    summary_rungs,
+)
 
 WIN, LOSS, NOISE, TOTAL = "#2a9d8f", "#e76f51", "#9aa5b1", "#264653"
 
@@ -131,4 +139,4 @@ def attribution_png(summary: Mapping[str, JSONValue]) -> bytes | None:
     at the busy-time delta. Pale bars: indicative (the rung's step-time change is not resolved)."""
     from traceladder.summary.render.attribution_chart import draw
 
-    return draw(as_objects(summary.get("attribution") or []), str(summary.get("ladder", "")), _png)
+    return draw(attribution_entries(summary.get("attribution") or []), str(summary.get("ladder", "")), _png)

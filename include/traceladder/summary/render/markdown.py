@@ -12,6 +12,7 @@ from traceladder.core.documents import (
     as_list,
     as_object,
     as_objects,
+    attribution_entries,
     summary_lenses,
     summary_part,
     summary_rungs,
@@ -161,7 +162,7 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     parts += whats_left_md(as_objects(targets) if targets is not None else None)
     from traceladder.summary.attribution import markdown as attribution_md
 
-    parts += attribution_md(as_objects(summary.get("attribution") or []))
+    parts += attribution_md(attribution_entries(summary.get("attribution") or []))
     from traceladder.summary.render.history import history_markdown, read_history
 
     parts += history_markdown(read_history(summary.get("history")))
