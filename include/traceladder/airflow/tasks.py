@@ -16,10 +16,6 @@ from traceladder.core.documents import (
     PlanDoc,
     RungResult,
     SummaryRef,
-    as_int,
-    as_number,
-    as_object,
-    as_objects,
 )
 from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
@@ -163,25 +159,27 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     from traceladder.summary.collect import read_results
 
     store, prefix, plan = _stored_plan(ladder, run_id)
-    adaptive = as_object(plan.get("adaptive") or {})
-    if plan.get("stop"):  # a retried look after its stop: the stop as it was recorded
-        return {**as_object(plan["stop"]), "stop": True}
-    if not adaptive or not as_int(adaptive["min_blocks"]) <= block < as_int(adaptive["max_blocks"]):
-        return {"stop": False, "blocks": block}
     from traceladder.stats.sequential import over_budget
-    from traceladder.stats.verdicts import measure_block_starts, sequential_look
+    from traceladder.stats.verdicts import adaptive_design, measure_block_starts, sequential_look, spec_block
 
-    done: JSONObject = {**plan, "specs": [s for s in as_objects(plan["specs"]) if as_int(s["block"]) < block]}
+    doc = PlanDoc.from_dict(plan)
+    if doc.stop:  # a retried look after its stop: the stop as it was recorded
+        return {**doc.stop, "stop": True}
+    design = adaptive_design(plan)
+    if design is None or not design.min_blocks <= block < design.max_blocks:
+        return {"stop": False, "blocks": block}
+    planned_at_said = (doc.adaptive or {}).get("planned_at")
+
+    done: JSONObject = {**plan, "specs": [s for s in doc.specs if spec_block(s) < block]}
     results = read_results(store, done)
     look = sequential_look(plan, results, block)
     reason = "target" if look["target_reached"] else None
-    budget = as_number(adaptive.get("budget_s"))
-    if reason is None and budget is not None:
-        planned_at = datetime.fromisoformat(str(adaptive["planned_at"])).timestamp()
-        if over_budget(planned_at, budget, measure_block_starts(done, results), time.time()):
+    if reason is None and design.budget_s is not None:
+        planned_at = datetime.fromisoformat(str(planned_at_said)).timestamp()
+        if over_budget(planned_at, design.budget_s, measure_block_starts(done, results), time.time()):
             # the clock, not the data, ends the blocks here: this look is the final analysis
             look, reason = sequential_look(plan, results, block, final=True), "budget"
-    look = {**look, "planned_at": adaptive.get("planned_at"), "reason": reason}
+    look = {**look, "planned_at": planned_at_said, "reason": reason}
     if reason:
         store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
     return {"stop": reason is not None, **look}

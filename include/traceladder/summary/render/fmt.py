@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, LensRatio, RungChange, RunEstimate, as_number, as_objects
+from traceladder.core.documents import JSONValue, LensRatio, RungChange, RunEstimate, as_number, summary_rungs
 from traceladder.stats.verdicts import (
     METRIC_WORDS,
     TOKENS,
@@ -91,8 +91,8 @@ def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
         return str(calls["sentence"])
     judged = sum(
         1
-        for row in as_objects(summary.get("rungs") or [])
-        if isinstance(vs := row.get("vs_parent"), dict) and vs.get("verdict") not in (None, "single_run")
+        for row in summary_rungs(summary.get("rungs") or [])
+        if row.vs_parent and row.vs_parent.verdict not in (None, "single_run")
     )
     if not judged:
         return ""
@@ -107,8 +107,8 @@ def fmt_resolution(summary: Mapping[str, JSONValue]) -> str:
     a rung that moved less reads "no change detected"."""
     mdes = sorted(
         m
-        for row in as_objects(summary.get("rungs") or [])
-        if isinstance(vs := row.get("vs_parent"), dict) and (m := as_number(vs.get("mde_pct"))) is not None
+        for row in summary_rungs(summary.get("rungs") or [])
+        if row.vs_parent and (m := row.vs_parent.mde_pct) is not None
     )
     if not mdes:
         return ""
@@ -123,9 +123,7 @@ def fmt_resolution(summary: Mapping[str, JSONValue]) -> str:
 def batch_settings(summary: Mapping[str, JSONValue]) -> str:
     """The batch rungs' settings where they ran (summary/build.batch_setting), in one line."""
     parts = [
-        f"{row['rung']} sets {row['batch_setting']}"
-        for row in as_objects(summary.get("rungs") or [])
-        if row.get("batch_setting")
+        f"{row.rung} sets {row.batch_setting}" for row in summary_rungs(summary.get("rungs") or []) if row.batch_setting
     ]
     return "Batch rungs: " + "; ".join(parts) + "." if parts else ""
 
