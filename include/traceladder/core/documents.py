@@ -760,6 +760,49 @@ def summary_part(cls: type[D], value: object, where: str) -> D | None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LadderCalls(_Part):
+    """A summary's ``calls``: the rule over the ladder's verdicts (per rung, Holm,
+    Benjamini-Hochberg), how many comparisons and which rungs it called, which a test of the rung
+    alone would call but it does not, the levels and critical values of its intervals and MDEs,
+    and its sentence."""
+
+    FILE: ClassVar[str] = "calls"
+
+    rule: str | None = _f("str?", default=None)
+    name: str = _f("str", default="")
+    alpha: float | None = _f("number?", default=None)
+    comparisons: int = _f("int", default=0)
+    called: list[str] = _f("list", default=[])
+    not_called_over_ladder: list[str] = _f("list", default=[])
+    interval_level: float | None = _f("number?", default=None)
+    interval_z: float | None = _f("number?", default=None)
+    mde_level: float | None = _f("number?", default=None)
+    mde_z: float | None = _f("number?", default=None)
+    per_rung_z: float | None = _f("number?", default=None)
+    sentence: str | None = _f("str?", default=None)
+
+    @property
+    def per_rung(self) -> bool:
+        """Each rung judged on its own (and summaries from before the record)."""
+        return self.rule in (None, "per_rung")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveRepeats(_Part):
+    """A summary's ``repeats`` (an adaptive plan only): the design (``min_blocks``...), the blocks
+    run of those planned, why it stopped, the critical value of the look it stopped at, each look
+    and the sentence."""
+
+    FILE: ClassVar[str] = "repeats"
+
+    min_blocks: int = _f("int")
+    max_blocks: int = _f("int")
+    blocks_run: int = _f("int")
+    critical_z_used: float | None = _f("number?", default=None)
+    sentence: str = _f("str")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LensRatio(_Part):
     """A lens's step time over the unprofiled run of its block: the geometric mean ratio, its 95%
     interval ``[low, high]`` (None below 1 df), the pairs and the df."""

@@ -11,8 +11,11 @@ from collections.abc import Callable, Iterable, Mapping
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
+    AdaptiveRepeats,
+    LadderCalls,
     RungChange,
     RungResult,
+    summary_part,
     as_int,
     summary_rungs,
     as_number,
@@ -106,11 +109,11 @@ def per_rung_words(vs: RungChange) -> str:
 def interval_label(summary: Mapping[str, JSONValue]) -> str:
     """What the shown verdict intervals are: `95% CI`, or under a ladder-wide rule the level that
     decided its last call (`98.75% CI, Holm`; docs/statistics.md, "Calls over the whole ladder")."""
-    calls = summary.get("calls")
-    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
+    if calls is None or calls.per_rung:
         return "95% CI"
-    level = as_number(calls.get("interval_level")) or ALPHA
-    return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls['name']}"
+    level = calls.interval_level or ALPHA
+    return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls.name}"
 
 
 def change_word(vs: RungChange) -> str:
@@ -559,34 +562,33 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
             + ", ".join(f"{r.rung} (MDE {v.mde_pct or 0.0:.1f}%)" for r, v in quiet)
             + "."
         )
-    calls = as_object(summary.get("calls") or {})
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
     missed = [(r, v) for r, v in quiet if not_called_over_ladder(v)]
     if calls and missed:
         out.append(
-            f"Not called over the ladder ({calls['name']}), though a test of the rung on its own would call it: "
+            f"Not called over the ladder ({calls.name}), though a test of the rung on its own would call it: "
             + "; ".join(f"{r.rung} {per_rung_words(v)}" for r, v in missed)
             + "."
         )
     single = [r.rung for r, v in rows if v.verdict == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
-    repeats = summary.get("repeats")
+    repeats = summary_part(AdaptiveRepeats, summary.get("repeats"), "summary.json: repeats")
     if repeats:
-        repeats = as_object(repeats)
-        critical_z_used = as_number(repeats["critical_z_used"]) or 0.0
+        critical_z_used = repeats.critical_z_used or 0.0
         out.append(
-            f"Adaptive repeats: {repeats['sentence']}. Looking after every block from {repeats['min_blocks']} on "
+            f"Adaptive repeats: {repeats.sentence}. Looking after every block from {repeats.min_blocks} on "
             f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so a rung tested "
             f"on its own uses the critical value of the look where it stopped: z {critical_z_used:.2f}, "
             f"not 1.96"
             + (
                 "; the ladder-wide rule spends its levels over the looks the same way."
-                if calls and calls.get("rule") != "per_rung"
+                if calls and calls.rule != "per_rung"
                 else "."
             )
         )
     if calls:
-        sentence = str(calls["sentence"])
+        sentence = str(calls.sentence)
         out.append(f"{sentence[:1].upper()}{sentence[1:]}.")
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, LensRatio, RungChange, RunEstimate, as_number, summary_rungs
+from traceladder.core.documents import (
+    AdaptiveRepeats,
+    JSONValue,
+    LadderCalls,
+    LensRatio,
+    RungChange,
+    RunEstimate,
+    as_number,
+    summary_part,
+    summary_rungs,
+)
 from traceladder.stats.verdicts import (
     METRIC_WORDS,
     TOKENS,
@@ -86,9 +96,9 @@ def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
     names the rule (Benjamini–Hochberg, Holm), or for a rung-by-rung summary (and those from before
     the record) what the 5% level means over the ladder: a rung that does not move is still called
     1 time in 20, so k comparisons expect k/20 such calls. Rungs judged single_run do not count."""
-    calls = summary.get("calls")
-    if isinstance(calls, dict) and calls.get("sentence"):
-        return str(calls["sentence"])
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
+    if calls and calls.sentence:
+        return calls.sentence
     judged = sum(
         1
         for row in summary_rungs(summary.get("rungs") or [])
@@ -130,17 +140,17 @@ def batch_settings(summary: Mapping[str, JSONValue]) -> str:
 
 def adaptive_levels(summary: Mapping[str, JSONValue]) -> str:
     """Which critical values an adaptive ladder's verdicts used at the look where it stopped."""
-    repeats = summary.get("repeats")
-    if not isinstance(repeats, dict):
+    repeats = summary_part(AdaptiveRepeats, summary.get("repeats"), "summary.json: repeats")
+    if repeats is None:
         return ""
-    own = f"z {as_number(repeats.get('critical_z_used')) or 0.0:.2f}"
-    calls = summary.get("calls")
-    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+    own = f"z {repeats.critical_z_used or 0.0:.2f}"
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
+    if calls is None or calls.per_rung:
         return f"intervals and MDEs at that look's critical value, {own}"
     return (
-        f"a rung tested alone would use that look's critical value, {own}; {calls['name']}'s levels are spent "
-        f"over the looks the same way: intervals at z {as_number(calls.get('interval_z')) or 0.0:.2f}, "
-        f"MDEs at z {as_number(calls.get('mde_z')) or 0.0:.2f}"
+        f"a rung tested alone would use that look's critical value, {own}; {calls.name}'s levels are spent "
+        f"over the looks the same way: intervals at z {calls.interval_z or 0.0:.2f}, "
+        f"MDEs at z {calls.mde_z or 0.0:.2f}"
     )
 
 

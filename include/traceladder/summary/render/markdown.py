@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.core.documents import (
+    AdaptiveRepeats,
     CollectivesSummary,
     JSONObject,
     JSONValue,
@@ -81,11 +82,11 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
             lines.append(CPU_METRIC_CAVEAT)
     if batch_settings(summary):
         lines += ["", batch_settings(summary)]
-    repeats = as_object(summary.get("repeats") or {})
+    repeats = summary_part(AdaptiveRepeats, summary.get("repeats"), "summary.json: repeats")
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
             "",
-            f"Adaptive repeats: {repeats['sentence']}; {adaptive_levels(summary)} (docs/statistics-adaptive.md).",
+            f"Adaptive repeats: {repeats.sentence}; {adaptive_levels(summary)} (docs/statistics-adaptive.md).",
         ]
     return "\n".join(lines)
 
