@@ -14,11 +14,8 @@ import matplotlib.pyplot as plt
 
 from traceladder.core.documents import (
     JSONValue,
-    as_float,
-    as_list,
-    as_object,
-    as_objects,
     attribution_entries,
+    summary_lenses,
     summary_rungs,
 )
 
@@ -99,13 +96,14 @@ def waterfall_png(summary: Mapping[str, JSONValue]) -> bytes | None:
 
 
 def lens_overhead_png(summary: Mapping[str, JSONValue]) -> bytes | None:
-    lenses = [lens for lens in as_objects(summary["lenses"]) if lens["overhead_ratio"]]
-    if not lenses:
+    with_ratio = [(lens, lens.overhead_ratio) for lens in summary_lenses(summary["lenses"]) if lens.overhead_ratio]
+    if not with_ratio:
         return None
-    ratios = [as_object(lens["overhead_ratio"]) for lens in lenses]
-    names = ["none"] + [str(lens["lens"]) for lens in lenses]
-    values = [1.0] + [as_float(o["mean"]) for o in ratios]
-    cis = [[as_float(x) for x in as_list(o["ci95"])] if o.get("ci95") else None for o in ratios]
+    lenses = [lens for lens, _ in with_ratio]
+    ratios = [ratio for _, ratio in with_ratio]
+    names = ["none"] + [lens.lens for lens in lenses]
+    values = [1.0] + [o.mean for o in ratios]
+    cis = [list(o.ci95) if o.ci95 else None for o in ratios]
     errors = [
         [0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
         [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)],
