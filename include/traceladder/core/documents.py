@@ -803,6 +803,32 @@ class AdaptiveRepeats(_Part):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WhatsLeftEntry(_Part):
+    """An entry of a summary's what's left (stored as ``headroom``): a covered rung and its role,
+    the profiled run's trace, and its ranked targets (each ``kind``, ``target``, ``ms_per_step``,
+    ``pct_of_step``, ``recoverable_ms``, ``sentence``), the best of each kind the top lacks, and a
+    note (why there is nothing to rank, or no recoverable time)."""
+
+    FILE: ClassVar[str] = "headroom entry"
+
+    rung: str = _f("str")
+    role: str = _f("str", default="")
+    lens: str | None = _f("str?", default=None)
+    trace: str | None = _f("str?", default=None)
+    device: str | None = _f("str?", default=None)
+    steps: int | None = _f("int?", default=None)
+    mean_step_ms: float | None = _f("number?", default=None)
+    targets: list[JSONObject] = _f("list", default=[])
+    other_kinds: list[JSONObject] | None = _f("list?", default=None)
+    note: str | None = _f("str?", default=None)
+
+
+def whats_left_entries(value: object, source: str = "summary.json") -> list[WhatsLeftEntry]:
+    """A summary's what's left (``headroom``) as its class."""
+    return _parts(WhatsLeftEntry, value, f"{source}: headroom")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LensRatio(_Part):
     """A lens's step time over the unprofiled run of its block: the geometric mean ratio, its 95%
     interval ``[low, high]`` (None below 1 df), the pairs and the df."""

@@ -11,7 +11,6 @@ from traceladder.core.documents import (
     LadderHistory,
     as_number,
     as_object,
-    as_objects,
     spec_purpose,
     RankCollectives,
     RungResult,
@@ -19,6 +18,7 @@ from traceladder.core.documents import (
     TraceAnalysis,
     summary_part,
     summary_rungs,
+    whats_left_entries,
     CollectivesSummary,
     ProfileWindow,
     SlurmNodes,
@@ -327,9 +327,9 @@ def findings(summary: Mapping[str, JSONValue]) -> list[str]:
         if profile.top_ops:
             top = profile.top_ops[0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
-    for entry in doc.headroom:
-        if entry["targets"]:
-            out.append(f"What's left on {entry['rung']}: {as_objects(entry['targets'])[0]['sentence']}")
+    for entry in whats_left_entries(doc.headroom):
+        if entry.targets:
+            out.append(f"What's left on {entry.rung}: {entry.targets[0]['sentence']}")
     coll = summary_part(CollectivesSummary, doc.collectives, "summary.json: collectives")
     if coll and coll.worst_straggler:
         w = coll.worst_straggler

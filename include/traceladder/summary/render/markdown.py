@@ -160,7 +160,7 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     from traceladder.summary.whats_left import markdown as whats_left_md
 
     targets = summary.get("headroom")
-    parts += whats_left_md(as_objects(targets) if targets is not None else None)
+    parts += whats_left_md(targets)
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(attribution_entries(summary.get("attribution") or []))
