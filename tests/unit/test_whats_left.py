@@ -299,6 +299,7 @@ def test_section_covers_lens_and_final_rung() -> None:
     one = whats_left_section({"specs": SPECS}, typed(results), {"k/rank0.json.gz": _doc(_analysis())}, "recompute_off")
     assert [(e["rung"], e["role"]) for e in one] == [("recompute_off", "lens rung and final rung")]
     summary = {
+        "schema": 2,  # as build_summary writes it
         "ladder": "l",
         "run_id": "r",
         "rungs": [],

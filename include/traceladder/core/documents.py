@@ -1066,7 +1066,7 @@ class HistorySuspect(_Part):
     good_run_id: str = _f("str")
     reason: str = _f("str")  # change point | prediction bound
     direction: str = _f("str")
-    good_index: int = _f("int")
+    good_index: int | None = _f("int?", default=None)  # the last good run in the rung's series
     delta_pct: float = _f("number")
     change_point: JSONObject | None = _f("object?", default=None)
     bound: JSONObject | None = _f("object?", default=None)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONObject, JSONValue, RungResult, as_objects, spec_purpose
+from traceladder.core.documents import JSONObject, JSONValue, PlanDoc, RungResult, spec_purpose
 from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
 T = TypeVar("T")
@@ -28,9 +28,9 @@ def read_many(read: Callable[[T], R], items: Iterable[T]) -> list[R]:
 
 
 def read_results(store: ArtifactSink, plan: Mapping[str, JSONValue]) -> dict[str, RungResult]:
-    specs = as_objects(plan["specs"])
-    run_id = str(plan["run_id"])
-    prefix = run_prefix(str(specs[0]["storage_prefix"]), str(plan["ladder"]), run_id) if specs else ""
+    doc = PlanDoc.from_dict(plan)
+    specs, run_id = doc.specs, doc.run_id
+    prefix = run_prefix(str(specs[0]["storage_prefix"]), doc.ladder, run_id) if specs else ""
 
     def read(spec: JSONObject) -> RungResult | str:
         """The rung's metrics.json, or why there is none."""

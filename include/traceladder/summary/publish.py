@@ -21,7 +21,6 @@ from traceladder.core.documents import (
     RankCollectives,
     RungResult,
     TraceAnalysis,
-    as_list,
     as_object,
 )
 from traceladder.core import layout
@@ -149,7 +148,7 @@ def write_summary(
         summary_json=f"{base}/{layout.SUMMARY_JSON}",
         summary_md=f"{base}/{layout.SUMMARY_MD}",
         report_html=f"{base}/{layout.REPORT_HTML}",
-        failed_rungs=[str(r) for r in as_list(summary["failed_rungs"])],
+        failed_rungs=[*stored.failed_rungs],
         logical_date=logical_date,
         points=points,
         regressions=sorted({r.rung for r in history.regressions}) if history else [],

@@ -7,12 +7,10 @@ from collections.abc import Mapping
 from traceladder.core.documents import (
     AdaptiveRepeats,
     CollectivesSummary,
-    JSONObject,
+    Summary,
     JSONValue,
     ProfileWindow,
-    as_list,
     as_object,
-    as_objects,
     attribution_entries,
     summary_lenses,
     summary_part,
@@ -33,11 +31,6 @@ from traceladder.summary.render.fmt import (
     fmt_resolution,
     fmt_trend,
 )
-
-
-def _obj(value: JSONValue) -> JSONObject | None:
-    """An optional nested object (an estimate, a verdict): None for null or empty."""
-    return as_object(value) if value else None
 
 
 def ladder_table(summary: Mapping[str, JSONValue]) -> str:
@@ -167,10 +160,9 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     from traceladder.summary.render.history import history_markdown, read_history
 
     parts += history_markdown(read_history(summary.get("history")))
-    parts += ["", "## Findings"] + [f"- {f}" for f in as_list(summary["findings"])]
+    doc = Summary.from_dict(summary)  # the summary as built: its top level read as the class
+    parts += ["", "## Findings"] + [f"- {f}" for f in doc.findings]
     if summary["failures"]:
-        parts += ["", "## Failed runs"] + [
-            f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in as_objects(summary["failures"])
-        ]
+        parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in doc.failures]
     parts += ["", "## Terms"] + [f"- **{term}**: {meaning}." for term, meaning in TERMS]
     return "\n".join(parts) + "\n"
