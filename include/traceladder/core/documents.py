@@ -279,6 +279,35 @@ def what_if_params(params: Mapping[str, JSONValue] | None) -> JSONObject:
     return {k: v for k, v in (params or {}).items() if k != "ladder" and v not in (None, "", [], "ladder")}
 
 
+# ---- plan.json's adaptive record and an adaptive run's stop record
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveRecord(_Part):
+    """plan.json's ``adaptive`` record (stats/sequential.Design.as_dict, with ``planned_at``), or
+    the ladder's rule it is made from: looks after blocks ``min_blocks``..``max_blocks``, the
+    target MDE, the level (None: the design's default) and the time budget."""
+
+    FILE: ClassVar[str] = "adaptive"
+
+    min_blocks: int = _f("int")
+    max_blocks: int = _f("int")
+    target_mde_pct: float = _f("number")
+    alpha: float | None = _f("number?", default=None)
+    budget_s: float | None = _f("number?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRecord(_Part):
+    """An adaptive run's stop (``stop.json``, and the plan's ``stop`` as it ran): the blocks run
+    and why (``target`` or ``budget``), beside the look it stopped at."""
+
+    FILE: ClassVar[str] = "stop"
+
+    blocks: int = _f("int")
+    reason: str | None = _f("str?", default=None)
+
+
 # ---- metrics.json
 
 

@@ -15,11 +15,11 @@ from traceladder.core.documents import (
     LadderCalls,
     RungChange,
     RungResult,
+    StopRecord,
     summary_part,
     as_int,
     summary_rungs,
     as_number,
-    as_object,
     as_objects,
     spec_purpose,
 )
@@ -402,7 +402,7 @@ def calls_sentence(
 def adaptive_design(plan: Mapping[str, JSONValue]) -> Design | None:
     """The plan's adaptive design (plan.json `adaptive`), or None for a fixed number of blocks."""
     doc = plan.get("adaptive")
-    return Design.from_dict(as_object(doc)) if doc else None
+    return Design.from_dict(doc) if doc else None
 
 
 def _first_blocks(plan: Mapping[str, JSONValue], blocks: int) -> JSONObject:
@@ -454,7 +454,7 @@ def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
     measure blocks it skipped are left out, so their runs are neither failures nor cells."""
     if not stop:
         return plan
-    return {**_first_blocks(plan, as_int(stop["blocks"])), "stop": stop}
+    return {**_first_blocks(plan, StopRecord.from_dict(stop, "stop.json").blocks), "stop": stop}
 
 
 def sequential_verdicts(
@@ -467,9 +467,9 @@ def sequential_verdicts(
     if design is None:
         verdicts, model, calls = ladder_verdicts(plan, results)
         return verdicts, model, None, calls
-    stop = plan.get("stop")
-    ran = as_int(as_object(stop)["blocks"]) if stop else design.max_blocks
-    budget_stop = bool(stop) and as_object(stop).get("reason") == "budget"
+    stop = summary_part(StopRecord, plan.get("stop"), "plan.json: stop")
+    ran = stop.blocks if stop else design.max_blocks
+    budget_stop = stop is not None and stop.reason == "budget"
     critical_z = design.final_z_at(ran) if budget_stop else design.z_at(ran)
     verdicts, model, calls = ladder_verdicts(plan, results, design, ran, budget_stop)
     looks = [sequential_look(plan, results, n, final=budget_stop and n == ran) for n in design.looks if n <= ran]

@@ -33,7 +33,6 @@ from traceladder.core.documents import (
     SummaryRung,
     summary_rungs,
     as_float,
-    as_list,
     as_number,
     as_objects,
 )
@@ -285,10 +284,6 @@ def sentence(e: AttributionEntry) -> str:
     if e.indicative:
         text += f" Indicative: {e.indicative}."
     return text
-
-
-def _strs(value: JSONValue) -> list[str]:
-    return [str(x) for x in as_list(value)]
 
 
 def step_tokens(specs: list[JSONObject]) -> dict[str, float]:
