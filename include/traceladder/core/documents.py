@@ -858,6 +858,29 @@ def whats_left_entries(value: object, source: str = "summary.json") -> list[What
 
 
 @dataclass(frozen=True, kw_only=True)
+class BlockModelFit(_Part):
+    """A summary's ``model`` per figure (stats/verdicts._model): the block model's size (runs,
+    blocks, missing cells, residual df), its drift terms, what a run's figure is over its
+    iterations, its quantiles and noise (residual, iteration and run-level sd)."""
+
+    FILE: ClassVar[str] = "model"
+
+    df: float | None = _f("number?", default=None)
+    runs: int | None = _f("int?", default=None)
+    blocks: int | None = _f("int?", default=None)
+    drift: str | None = _f("str?", default=None)
+    drift_terms: int | None = _f("int?", default=None)
+    run_statistic: str | None = _f("str?", default=None)  # None: a summary from before it (medians)
+    run_sd_pct: float | None = _f("number?", default=None)
+
+
+def model_fit(model: object, figure: str, source: str = "summary.json") -> BlockModelFit | None:
+    """The block model of one figure from a summary's ``model`` (None: none fitted)."""
+    found = model.get(figure) if isinstance(model, dict) else None
+    return summary_part(BlockModelFit, found, f"{source}: model[{figure}]")
+
+
+@dataclass(frozen=True, kw_only=True)
 class LensRatio(_Part):
     """A lens's step time over the unprofiled run of its block: the geometric mean ratio, its 95%
     interval ``[low, high]`` (None below 1 df), the pairs and the df."""

@@ -57,6 +57,7 @@ from traceladder.core.documents import (
     RunPoints,
     RungPoint,
     as_object,
+    model_fit,
     summary_rungs,
 )
 from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
@@ -455,13 +456,13 @@ def run_points(summary: Mapping[str, JSONValue]) -> RunPoints:
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
     provenance = as_object(summary.get("provenance") or {})
     metric = plan_metric(summary)
-    fit = as_object(as_object(summary.get("model") or {}).get(VERDICT_METRICS[metric][0]) or {})
+    fit = model_fit(summary.get("model"), VERDICT_METRICS[metric][0])
     return RunPoints(
         metric=metric,
         # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
         # is a change of method, marked beside the provenance's. Summaries from before the field
         # record none: unknown, not assumed.
-        run_statistic=None if (statistic := fit.get("run_statistic")) is None else str(statistic),
+        run_statistic=fit.run_statistic if fit else None,
         rungs={
             r.rung: RungPoint(
                 step_ms=r.step_ms, step_cpu_ms=r.step_cpu_ms, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from traceladder.core.documents import (
     AdaptiveRepeats,
+    BlockModelFit,
     JSONValue,
     LadderCalls,
     LensRatio,
@@ -80,13 +81,19 @@ def fmt_change(found: RungChange | Mapping[str, JSONValue] | None, unit: str | N
     return f"{change_word(vs)}: {change}{interval}"
 
 
-def fmt_trend(model: Mapping[str, JSONValue]) -> str:
+def _fit(model: BlockModelFit | Mapping[str, JSONValue]) -> BlockModelFit:
+    """A template passes the stored JSON: it is read as its class here."""
+    return model if isinstance(model, BlockModelFit) else BlockModelFit.from_dict(dict(model))
+
+
+def fmt_trend(model: BlockModelFit | Mapping[str, JSONValue]) -> str:
     """The block model's drift terms as a phrase (" with a quadratic time trend inside each block
     (16 terms)"), or "" when it fitted none."""
-    drift = str(model.get("drift") or "none")
+    fit = _fit(model)
+    drift = str(fit.drift or "none")
     return (
-        f" with a {drift} time trend inside each block ({model['drift_terms']} terms)"
-        if (drift != "none" and model.get("drift_terms"))
+        f" with a {drift} time trend inside each block ({fit.drift_terms} terms)"
+        if (drift != "none" and fit.drift_terms)
         else ""
     )
 
@@ -154,12 +161,10 @@ def adaptive_levels(summary: Mapping[str, JSONValue]) -> str:
     )
 
 
-def fmt_fit(model: Mapping[str, JSONValue]) -> str:
+def fmt_fit(model: BlockModelFit | Mapping[str, JSONValue]) -> str:
     """The block model's size and noise: runs, blocks, residual df, run-level sd."""
-    return (
-        f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, "
-        f"run-level sd {model['run_sd_pct']:.1f}%"
-    )
+    fit = _fit(model)
+    return f"{fit.runs} runs in {fit.blocks} blocks, {fit.df} residual df, run-level sd {fit.run_sd_pct:.1f}%"
 
 
 # Beside the model line: why a row's plain means and its verdict can disagree.

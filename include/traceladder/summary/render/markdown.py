@@ -8,9 +8,9 @@ from traceladder.core.documents import (
     AdaptiveRepeats,
     CollectivesSummary,
     Summary,
+    model_fit,
     JSONValue,
     ProfileWindow,
-    as_object,
     attribution_entries,
     summary_lenses,
     summary_part,
@@ -54,9 +54,9 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
             f"| {vs_parent} | {speed} | {fmt_gb(row.peak_mem_gb)} | {row.ok}/{row.runs}{flag} |"
         )
     step_metric = VERDICT_METRICS[plan_metric(summary)][0]
-    model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
-    if model and model.get("df"):
-        stat = str(model.get("run_statistic") or "median")  # summaries from before it: medians
+    model = model_fit(summary.get("model"), step_metric)
+    if model and model.df:
+        stat = str(model.run_statistic or "median")  # summaries from before it: medians
         what = (
             f"each run's {stat} over its iterations of the slowest rank's compute-thread CPU time "
             "(tokens per CPU-second for batch rungs)"
