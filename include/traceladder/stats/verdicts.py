@@ -19,7 +19,6 @@ from traceladder.core.documents import (
     summary_part,
     as_int,
     summary_rungs,
-    as_number,
     as_objects,
     spec_purpose,
 )
@@ -365,7 +364,7 @@ def ladder_verdicts(
 
 
 def _median_mde(verdicts: Iterable[Mapping[str, JSONValue]]) -> float | None:
-    mdes = sorted(m for v in verdicts if (m := as_number(v.get("mde_pct"))) is not None)
+    mdes = sorted(m for v in verdicts if (m := RungChange.from_dict(v).mde_pct) is not None)
     if not mdes:
         return None
     half = len(mdes) // 2
@@ -473,7 +472,7 @@ def sequential_verdicts(
     critical_z = design.final_z_at(ran) if budget_stop else design.z_at(ran)
     verdicts, model, calls = ladder_verdicts(plan, results, design, ran, budget_stop)
     looks = [sequential_look(plan, results, n, final=budget_stop and n == ran) for n in design.looks if n <= ran]
-    reached = target_reached({r: as_number(v["mde_pct"]) for r, v in verdicts.items()}, design.target_mde_pct)
+    reached = target_reached({r: RungChange.from_dict(v).mde_pct for r, v in verdicts.items()}, design.target_mde_pct)
     target = f"{design.target_mde_pct:g}%"
     if budget_stop:
         why = "budget"

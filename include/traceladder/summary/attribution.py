@@ -29,12 +29,12 @@ from traceladder.core.documents import (
     JSONObject,
     JSONValue,
     AttributionEntry,
+    AttributionNoise,
+    PlanDoc,
     RungResult,
     SummaryRung,
     summary_rungs,
-    as_float,
     as_number,
-    as_objects,
 )
 from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
@@ -394,7 +394,9 @@ def entry(
         "n_vanished": len(vanished),
         "timeline_us": {k: doc.timeline.get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
         "noise": noise,
-        "indicative": _indicative(row, largest, delta, as_float(noise["half_width_us"]) if noise else None, uncorrected)
+        "indicative": _indicative(
+            row, largest, delta, AttributionNoise.from_dict(noise).half_width_us if noise else None, uncorrected
+        )
         if work_known
         else NO_WORK_RATIO,
         "notes": [*doc.notes],
@@ -504,7 +506,7 @@ def attribute_stored(
     from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
     from traceladder.analysis.stored import analysis_prefix
 
-    specs = as_objects(plan.get("specs", []))
+    specs = PlanDoc.from_dict(plan).specs
     purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in specs}
 
     def load(trace_key: str) -> Reports | None:

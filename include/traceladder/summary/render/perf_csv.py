@@ -18,7 +18,7 @@ import re
 import statistics
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, RungResult, as_int, as_object, as_objects
+from traceladder.core.documents import JSONObject, JSONValue, PlanDoc, RungResult, as_int, as_object
 
 HEADER = [
     "model",
@@ -60,7 +60,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> str:
-    all_specs = as_objects(plan["specs"])
+    all_specs = PlanDoc.from_dict(plan).specs
     specs = [s for s in all_specs if s.get("lens") == "none"] or all_specs
     rungs: dict[str, list[JSONObject]] = {}
     for spec in specs:
