@@ -308,6 +308,22 @@ class StopRecord(_Part):
     reason: str | None = _f("str?", default=None)
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchArgs(_Part):
+    """The batch and parallelism settings of a spec's ``model_args`` (Primus's names), the rest of
+    its args kept aside: how much work a step holds and over how many ranks. A sequence length
+    not given counts as 1 (a step's work is then its global batch)."""
+
+    FILE: ClassVar[str] = "model_args"
+
+    global_batch_size: float | None = _f("number?", default=None)
+    micro_batch_size: float | None = _f("number?", default=None)
+    seq_length: float | None = _f("number?", default=1)
+    expert_model_parallel_size: float | None = _f("number?", default=None)
+    tensor_model_parallel_size: float | None = _f("number?", default=None)
+    pipeline_model_parallel_size: float | None = _f("number?", default=None)
+
+
 # ---- metrics.json
 
 

@@ -30,11 +30,11 @@ from traceladder.core.documents import (
     JSONValue,
     AttributionEntry,
     AttributionNoise,
+    BatchArgs,
     PlanDoc,
     RungResult,
     SummaryRung,
     summary_rungs,
-    as_number,
 )
 from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
@@ -292,10 +292,11 @@ def step_tokens(specs: list[JSONObject]) -> dict[str, float]:
     rungs and their parents need it; a rung whose spec sets no global batch is left out."""
     out: dict[str, float] = {}
     for spec in specs:
-        args = spec.get("model_args")
-        if str(spec["rung"]) in out or not isinstance(args, dict):
+        found = spec.get("model_args")
+        if str(spec["rung"]) in out or not isinstance(found, dict):
             continue
-        batch, seq = as_number(args.get("global_batch_size")), as_number(args.get("seq_length", 1))
+        args = BatchArgs.from_dict(found, f"{spec.get('rung_id')}: model_args")
+        batch, seq = args.global_batch_size, args.seq_length
         if batch and batch > 0 and seq and seq > 0:
             out[str(spec["rung"])] = batch * seq
     return out

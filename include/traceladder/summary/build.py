@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
+    BatchArgs,
     LadderHistory,
     as_number,
-    as_object,
     spec_purpose,
     RankCollectives,
     RungResult,
@@ -165,24 +165,23 @@ def batch_setting(spec: Mapping[str, JSONValue]) -> str | None:
     """What a batch rung's global batch means where it ran: the micro-batches per rank. The CPU
     proxy (the local backend) runs one rank per expert-parallel rank, 2 on proxy-local, so its
     global batch 4 is the 2 micro-batches per rank that the seed's 16 is on 8 GPUs."""
-    args = as_object(spec.get("model_args") or {})
-    env = as_object(spec.get("docker_env_vars") or {})
-    gbs = as_number(args.get("global_batch_size"))
+    args = BatchArgs.from_dict(spec.get("model_args") or {}, f"{spec.get('rung_id')}: model_args")
+    env = spec.get("docker_env_vars")
+    gbs = args.global_batch_size
     if gbs is None:
         return None
-    micro = as_number(args.get("micro_batch_size")) or 1
-    gpus_said = str(env.get("GPUS_PER_NODE") or "8")  # an environment variable: a string
+    micro = args.micro_batch_size or 1
+    said = env.get("GPUS_PER_NODE") if isinstance(env, dict) else None
+    gpus_said = str(said or "8")  # an environment variable: a string
     gpus = int(gpus_said) if gpus_said.isdigit() else 8
     if spec.get("backend") == "local":
-        ranks = int(as_number(args.get("expert_model_parallel_size")) or 1)
+        ranks = int(args.expert_model_parallel_size or 1)
         per = gbs / (micro * ranks)
         return (
             f"global_batch={gbs:g} on the CPU proxy's {ranks} ranks: {per:g} micro-batch(es) of {micro:g} per rank, "
             f"as a global batch of {per * micro * gpus:g} is on {gpus} GPUs"
         )
-    parallel = (as_number(args.get("tensor_model_parallel_size")) or 1) * (
-        as_number(args.get("pipeline_model_parallel_size")) or 1
-    )
+    parallel = (args.tensor_model_parallel_size or 1) * (args.pipeline_model_parallel_size or 1)
     ranks = int(gpus * (as_number(spec.get("nnodes")) or 1) / parallel)
     per = gbs / (micro * ranks)
     return f"global_batch={gbs:g} over {ranks} data-parallel ranks: {per:g} micro-batch(es) of {micro:g} per rank"
