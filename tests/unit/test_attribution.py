@@ -22,7 +22,7 @@ from markupsafe import escape
 from testkit.results import typed
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
-from traceladder.core.documents import AttributionEntry, SummaryRung, attribution_entries
+from traceladder.core.summary_parts import AttributionEntry, SummaryRung, attribution_entries
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, fmt_us, noise_line
 from traceladder.summary.build import build_summary

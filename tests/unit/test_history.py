@@ -4,7 +4,7 @@ regression calls across evaluations, provenance and "since last week", and `trac
 from __future__ import annotations
 
 from testkit.results import index_entries
-from traceladder.core.documents import RunPoints
+from traceladder.core.summary_parts import RunPoints
 import json
 import math
 import os

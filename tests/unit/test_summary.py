@@ -145,7 +145,7 @@ def make_run(
 def test_change_reads_in_percent_of_the_parent() -> None:
     """A summary from before `ci95_pct` gets the same % interval from its absolute one; a batch
     rung's call reads higher/lower; a quiet rung's cell gives the interval in %, then the MDE."""
-    from traceladder.core.documents import RungChange
+    from traceladder.core.summary_parts import RungChange
     from traceladder.stats.verdicts import change_pct_interval, change_word
     from traceladder.summary.render.fmt import fmt_change
 

@@ -73,7 +73,7 @@ def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
 
     from traceladder.core import layout
     from traceladder.storage.artifacts import DirArtifactSink
-    from traceladder.core.documents import LadderHistory
+    from traceladder.core.summary_parts import LadderHistory
     from traceladder.summary.publish import _with_triages
     from traceladder.summary.render.history import change_rows
 

@@ -34,7 +34,8 @@ import yaml
 
 from traceladder.config.loader import CONFIG_DIR, LoadedLadder
 from traceladder.core import env_vars, layout
-from traceladder.core.documents import IndexEntry, JSONObject, RungPoint, TriageDoc, as_object
+from traceladder.core.documents import IndexEntry, JSONObject, TriageDoc, as_object
+from traceladder.core.summary_parts import RungPoint
 from traceladder.core.errors import TraceladderError
 from traceladder.embedded.demo import STATE_DIR
 from traceladder.stats.history import SUSPECT_MIN_RUNS

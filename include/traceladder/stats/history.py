@@ -44,19 +44,16 @@ from typing import Sequence
 
 import numpy as np
 
-from traceladder.core.documents import (
+from traceladder.core.documents import IndexEntry, JSONObject, JSONValue, as_object
+from traceladder.core.summary_parts import (
     HistoryPoint,
     HistorySuspect,
-    IndexEntry,
     LadderHistory,
     RungSeries,
     SinceLast,
-    JSONObject,
-    JSONValue,
     RunEstimate,
     RunPoints,
     RungPoint,
-    as_object,
     model_fit,
     summary_rungs,
 )

@@ -8,20 +8,8 @@ import math
 from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping
 
-from traceladder.core.documents import (
-    JSONObject,
-    JSONValue,
-    AdaptiveRepeats,
-    LadderCalls,
-    RungChange,
-    RungResult,
-    StopRecord,
-    summary_part,
-    as_int,
-    summary_rungs,
-    as_objects,
-    spec_purpose,
-)
+from traceladder.core.documents import JSONObject, JSONValue, RungResult, StopRecord, as_int, as_objects, spec_purpose
+from traceladder.core.summary_parts import AdaptiveRepeats, LadderCalls, RungChange, summary_part, summary_rungs
 from scipy.stats import norm
 from scipy.stats import t as student_t
 

@@ -25,17 +25,8 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from traceladder.core.documents import (
-    JSONObject,
-    JSONValue,
-    AttributionEntry,
-    AttributionNoise,
-    BatchArgs,
-    PlanDoc,
-    RungResult,
-    SummaryRung,
-    summary_rungs,
-)
+from traceladder.core.documents import JSONObject, JSONValue, BatchArgs, PlanDoc, RungResult
+from traceladder.core.summary_parts import AttributionEntry, AttributionNoise, SummaryRung, summary_rungs
 from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 

@@ -9,20 +9,22 @@ from traceladder.core.documents import (
     JSONObject,
     JSONValue,
     BatchArgs,
-    LadderHistory,
     as_number,
     spec_purpose,
     RankCollectives,
     RungResult,
-    SummaryRung,
     TraceAnalysis,
+    Summary,
+)
+from traceladder.core.summary_parts import (
+    LadderHistory,
+    SummaryRung,
     summary_part,
     summary_rungs,
     whats_left_entries,
     CollectivesSummary,
     ProfileWindow,
     SlurmNodes,
-    Summary,
     summary_lenses,
 )
 from traceladder.stats.model import Estimate, estimate, ratio

@@ -10,11 +10,8 @@ from datetime import datetime, timezone
 from collections.abc import Mapping
 
 from traceladder.core.documents import (
-    HistoryPoint,
-    HistorySuspect,
     IndexEntry,
     JSONObject,
-    LadderHistory,
     PlanDoc,
     Summary,
     SummaryRef,
@@ -23,6 +20,7 @@ from traceladder.core.documents import (
     TraceAnalysis,
     as_object,
 )
+from traceladder.core.summary_parts import HistoryPoint, HistorySuspect, LadderHistory
 from traceladder.core import layout
 from traceladder.core.errors import ArtifactStoreError
 from traceladder.storage.artifacts import ArtifactSink

@@ -9,7 +9,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from traceladder.core.documents import Explanation, JSONObject, JSONValue, RungChange, SummaryRung, as_list, as_object
+from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_list, as_object
+from traceladder.core.summary_parts import RungChange, SummaryRung
 from traceladder.core.errors import TraceladderError
 from traceladder.summary.attribution import TRACE_LENSES, TOP, entry
 

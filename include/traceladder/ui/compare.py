@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, RunEstimate, SummaryRung, summary_rungs
+from traceladder.core.documents import JSONObject, JSONValue
+from traceladder.core.summary_parts import RunEstimate, SummaryRung, summary_rungs
 
 
 def _stored(est: RunEstimate | None) -> JSONValue:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 
-from traceladder.core.documents import AttributionEntry
+from traceladder.core.summary_parts import AttributionEntry
 
 MAX_CATEGORIES = 8  # the largest movers over the ladder get their own colour; the rest are "other categories"
 GAP = "gap to busy time"

@@ -12,12 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from traceladder.core.documents import (
-    JSONValue,
-    attribution_entries,
-    summary_lenses,
-    summary_rungs,
-)
+from traceladder.core.documents import JSONValue
+from traceladder.core.summary_parts import attribution_entries, summary_lenses, summary_rungs
 
 WIN, LOSS, NOISE, TOTAL = "#2a9d8f", "#e76f51", "#9aa5b1", "#264653"
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import (
+from traceladder.core.documents import JSONValue, as_number
+from traceladder.core.summary_parts import (
     AdaptiveRepeats,
     BlockModelFit,
-    JSONValue,
     LadderCalls,
     LensRatio,
     RungChange,
     RunEstimate,
-    as_number,
     summary_part,
     summary_rungs,
 )

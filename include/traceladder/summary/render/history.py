@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from jinja2 import Environment, select_autoescape
 
-from traceladder.core.documents import JSONValue, LadderHistory
+from traceladder.core.documents import JSONValue
+from traceladder.core.summary_parts import LadderHistory
 from traceladder.summary.render.fmt import fmt_est
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import (
+from traceladder.core.documents import Summary, JSONValue
+from traceladder.core.summary_parts import (
     AdaptiveRepeats,
     CollectivesSummary,
-    Summary,
     model_fit,
-    JSONValue,
     ProfileWindow,
     attribution_entries,
     summary_lenses,

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from traceladder.core.documents import LadderHistory
+from traceladder.core.summary_parts import LadderHistory
 
 SLOWER, FASTER, POINT = "#b42318", "#2a9d8f", "#264653"
 
