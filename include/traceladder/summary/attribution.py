@@ -22,7 +22,7 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Sequence, Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 from traceladder.core.documents import JSONObject, JSONValue, BatchArgs, PlanDoc, RungResult
@@ -138,10 +138,11 @@ class ProfileNoise:
         }
 
 
-def noise_line(entries: list[AttributionEntry]) -> str | None:
+def noise_line(entries: Sequence[AttributionEntry | JSONObject]) -> str | None:
     """The noise statement under the section's title, from the first entry that carries it (one
-    pool serves every entry of a summary)."""
-    n = next((e.noise for e in entries if e.noise), None)
+    pool serves every entry of a summary). A template passes the stored JSON: read as the class."""
+    typed = [e if isinstance(e, AttributionEntry) else AttributionEntry.from_dict(e) for e in entries]
+    n = next((e.noise for e in typed if e.noise), None)
     if n is None:
         return None
     return (
