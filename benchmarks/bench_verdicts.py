@@ -29,6 +29,7 @@ runs record their load average).
 
 from __future__ import annotations
 
+from testkit.results import typed
 import json
 import math
 import os
@@ -267,11 +268,11 @@ def bench_verdicts_power_real(ctx: Context) -> list[Row]:
         ladders = [_power_ladder(k, tmp) for k in range(count)]
     calls: dict[str, list[str]] = {"extra5": [], "extra10": []}
     for plan, results in ladders:
-        verdicts, _ = rung_verdicts(plan, results)
+        verdicts, _ = rung_verdicts(plan, typed(results))
         for rung, seen in calls.items():
             seen.append(str(verdicts[rung]["verdict"]))
     plan, results = _pooled(ladders)
-    pooled, model = rung_verdicts(plan, results)
+    pooled, model = rung_verdicts(plan, typed(results))
     fit = as_object(model[VERDICT_METRICS[plan_metric(plan)][0]])
     run_sd = as_float(fit["run_sd_pct"]) / 100
     rungs = 10  # proxy-local's: its block model's residual df at n blocks is (n - 1)(rungs - 1)

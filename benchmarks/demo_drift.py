@@ -24,6 +24,7 @@ sd is right, whatever the statistic).
 
 from __future__ import annotations
 
+from testkit.results import typed
 import glob
 import json
 import math
@@ -86,7 +87,7 @@ def split_half_rms(plan: dict, results: dict[str, dict]) -> float:
 def judge(plan: dict, results: dict[str, dict], drift: str) -> tuple[dict, dict]:
     from traceladder.stats.verdicts import VERDICT_METRICS, rung_verdicts
 
-    verdicts, model = rung_verdicts({**plan, "drift": drift}, results)
+    verdicts, model = rung_verdicts({**plan, "drift": drift}, typed(results))
     return verdicts, model[VERDICT_METRICS[plan["metric"]][0]]
 
 
@@ -120,7 +121,7 @@ def relabelled(plan: dict, results: dict[str, dict], rng: np.random.Generator) -
     step, tokens, values, _ = VERDICT_METRICS[plan["metric"]]
     levels = {
         figure: {r: fit.level(r) for r in fit.treatments}
-        for figure, fit in measure_fits({**plan, "drift": "quadratic"}, results).items()
+        for figure, fit in measure_fits({**plan, "drift": "quadratic"}, typed(results)).items()
     }
     by_block: dict[int, list[dict]] = {}
     for spec in plan["specs"]:

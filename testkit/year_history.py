@@ -391,19 +391,20 @@ class YearWriter:
         from traceladder.summary.render.html import to_html
         from traceladder.summary.render.markdown import to_markdown
         from traceladder.summary.render.perf_csv import perf_csv
+        from testkit.results import typed
+        from traceladder.core.documents import IndexEntry
 
         store, plan, run = written["store"], written["plan"], written["run"]
         analyses = {key: TraceAnalysis.from_dict(doc) for key, doc in written["analyses"].items()}
-        summary = build_summary(plan, written["results"], analyses, written["collectives"])
+        results = typed(written["results"])
+        summary = build_summary(plan, results, analyses, written["collectives"])
         summary["attribution"] = []
         points = run_points(summary)
-        current = {
-            "run_id": plan["run_id"],
-            "logical_date": written["stamp"],
-            "published_at": written["stamp"],
-            "points": points,
-        }
-        summary["history"] = evaluate(earlier + [current])
+        current = IndexEntry(
+            run_id=plan["run_id"], logical_date=written["stamp"], published_at=written["stamp"], points=points
+        )
+        history = evaluate([IndexEntry.from_dict(e) for e in earlier] + [current])
+        summary["history"] = history.to_dict()
         summary["findings"] = findings(summary)
         if ladder not in self.charts:
             self.charts[ladder] = render_charts(summary)
@@ -414,11 +415,10 @@ class YearWriter:
             (f"{base}/{layout.SUMMARY_JSON}", json.dumps(summary, indent=1).encode(), "application/json"),
             (f"{base}/{layout.SUMMARY_MD}", to_markdown(summary).encode(), "text/markdown"),
             (f"{base}/{layout.REPORT_HTML}", to_html(summary, charts).encode(), "text/html"),
-            (f"{base}/{layout.PERF_CSV}", perf_csv(plan, written["results"]).encode(), "text/csv"),
+            (f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv"),
         ]
         self._put_all(store, items)
         store.write_manifest(base)
-        history = summary["history"]
         ref = {
             "params": {},
             "unanalysed_traces": [],
@@ -428,10 +428,10 @@ class YearWriter:
             "report_html": f"{base}/{layout.REPORT_HTML}",
             "failed_rungs": summary["failed_rungs"],
             "logical_date": written["stamp"],
-            "points": points,
-            "regressions": sorted({r["rung"] for r in history.get("regressions", [])}),
+            "points": points.to_dict(),
+            "regressions": sorted({r.rung for r in history.regressions}),
             "regression_calls": regression_lines(history),
-            "provenance_changes": ((history.get("since_last") or {}).get("provenance_changes") or []),
+            "provenance_changes": history.since_last.provenance_changes if history.since_last else [],
         }
         from traceladder.core.documents import SummaryRef
 

@@ -406,7 +406,7 @@ def test_gpu_preflight_refuses_a_busy_or_short_host_and_the_summary_marks_it(
     for run_id, needle in (("gpu-busy", "GPUs are busy"), ("gpu-short", "sees 1 GPU(s)")):
         results = read_results(store, {"ladder": "docker-retry", "run_id": run_id, "specs": [spec]})
         result = results[spec["rung_id"]]
-        assert result["status"] == "preflight" and needle in result["error"] and result["traces"] == []
+        assert result.status == "preflight" and needle in (result.error or "") and result.traces == []
     left = docker_cli(
         "ps", "-a", "--filter", "label=traceladder.host=retry-host", "--format", "{{.Names}}"
     ).stdout.split()

@@ -459,10 +459,12 @@ def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
     from traceladder.airflow.tasks import ranks_per_node
     from traceladder.analysis.stored import analyze_stored_ranks
     from traceladder.core import layout
+    from traceladder.core.documents import RungResult
 
     traces = sorted(f"{prefix}/{k}" for k in stored if k.startswith("traces/"))
     store = ladder_store(ladder)[1]
-    joined = analyze_stored_ranks(store, prefix, traces, ranks_per_node(metrics, len(traces)))
+    result = RungResult.from_dict(metrics, f"{prefix}/metrics.json")
+    joined = analyze_stored_ranks(store, prefix, traces, ranks_per_node(result, len(traces)))
     assert joined["world_size"] == 2
     key = f"{layout.ranks_prefix(prefix)}/nccl_long.csv"
     rows = list(csv.DictReader(store.get_verified(key).decode().splitlines()))

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from testkit.results import typed
 from tests.integration.airflow_server import AirflowApiServer
 from tests.integration.ui_session import api_server, browser_or_skip, signed_in_page
 
@@ -155,7 +156,7 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
     store = S3ArtifactStore(client, bucket, PREFIX, LADDER)
     plan = _plan(run_id)
     results = _results(plan, failed, seed)
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     run = run_prefix(PREFIX, LADDER, run_id)
     store.put_json(f"{run}/plan.json", plan)
     for rung_id in ("baseline.none.r0", "recompute_off.torch_rank0.l0"):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from testkit.results import typed
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.config.loader import CONFIG_DIR
 from traceladder.core.env_vars import MAX_REPEATS
@@ -268,7 +269,7 @@ def _hand_mde(blocks: int, design: Design) -> float:
 def test_stopping_decision_on_hand_made_runs() -> None:
     plan, results = _hand_made(target=11.0)
     design = Design(2, 4, 11.0)
-    looks = {n: sequential_look(plan, results, n) for n in (2, 3)}
+    looks = {n: sequential_look(plan, typed(results), n) for n in (2, 3)}
     for n, look in looks.items():
         assert look["mde_pct"]["fast"] == pytest.approx(_hand_mde(n, design), rel=1e-6)
     # 1 df at two blocks: an MDE in the thousands of %; at three blocks about 10.6% <= 11%
@@ -279,10 +280,10 @@ def test_stopping_decision_on_hand_made_runs() -> None:
 
 def test_summary_after_a_stop_and_after_max() -> None:
     plan, results = _hand_made(target=11.0)
-    stopped = apply_stop(plan, sequential_look(plan, results, 3))
+    stopped = apply_stop(plan, sequential_look(plan, typed(results), 3))
     assert {s["block"] for s in stopped["specs"]} == {0, 1, 2}  # the skipped block is no run at all
     ran = {k: v for k, v in results.items() if not k.endswith("r3")}
-    summary = build_summary(stopped, ran, {})
+    summary = build_summary(stopped, typed(ran), {})
     repeats = summary["repeats"]
     assert (repeats["blocks_run"], repeats["blocks_planned"], repeats["stopped"]) == (3, 4, "target_reached")
     assert summary["failed_rungs"] == []
@@ -294,13 +295,13 @@ def test_summary_after_a_stop_and_after_max() -> None:
     assert "3 of 4 planned blocks ran" in to_html(summary, {})
 
     plan, results = _hand_made(target=1.0)  # never reached: all four blocks
-    verdicts, _, repeats, _ = sequential_verdicts(plan, results)
+    verdicts, _, repeats, _ = sequential_verdicts(plan, typed(results))
     assert repeats is not None and (repeats["blocks_run"], repeats["stopped"]) == (4, "max_reached")
     assert repeats["sentence"] == "4 of 4 planned blocks ran, the maximum, some MDE still above 1%"
     assert [look["blocks"] for look in repeats["looks"]] == [2, 3, 4]
     assert verdicts["fast"]["mde_pct"] == pytest.approx(_hand_mde(4, Design(2, 4, 1.0)), rel=1e-6)
     wider = verdicts["fast"]["ci95"][1] - verdicts["fast"]["ci95"][0]
-    fixed, _, none, _ = sequential_verdicts({k: v for k, v in plan.items() if k != "adaptive"}, results)
+    fixed, _, none, _ = sequential_verdicts({k: v for k, v in plan.items() if k != "adaptive"}, typed(results))
     assert none is None and wider > fixed["fast"]["ci95"][1] - fixed["fast"]["ci95"][0]  # z 2.01 > 1.96
 
 
@@ -313,11 +314,11 @@ def test_block_spans_and_the_summary_after_a_budget_stop() -> None:
     for rung_id, result in results.items():  # block b's runs from 100 b, the fast rung 5 s later
         block, late = int(rung_id.rsplit("r", 1)[1]), 5.0 * rung_id.startswith("fast")
         result["started_at"], result["ended_at"] = 100.0 * block + late, 100.0 * block + late + 25.0
-    assert measure_block_starts(plan, results) == [0.0, 100.0, 200.0, 300.0]
+    assert measure_block_starts(plan, typed(results)) == [0.0, 100.0, 200.0, 300.0]
 
-    stop = {**sequential_look(plan, results, 3, final=True), "reason": "budget"}
+    stop = {**sequential_look(plan, typed(results), 3, final=True), "reason": "budget"}
     ran = {k: v for k, v in results.items() if not k.endswith("r3")}
-    summary = build_summary(apply_stop(plan, stop), ran, {})
+    summary = build_summary(apply_stop(plan, stop), typed(ran), {})
     repeats = summary["repeats"]
     final = Design(2, 4, 1.0).final_z_at(3)
     assert (repeats["blocks_run"], repeats["stopped"], repeats["critical_z_used"]) == (3, "budget", final)
@@ -331,8 +332,10 @@ def test_block_spans_and_the_summary_after_a_budget_stop() -> None:
     assert "some MDE still above 1%" in repeats["sentence"]
     # the final look's value is lower than the planned one: every MDE may reach the target there
     plan["adaptive"] = Design(2, 4, 99.0, budget_s=100.0).as_dict()
-    stop = {**sequential_look(plan, results, 3, final=True), "reason": "budget"}
-    assert "every rung's MDE 99% or less" in build_summary(apply_stop(plan, stop), ran, {})["repeats"]["sentence"]
+    stop = {**sequential_look(plan, typed(results), 3, final=True), "reason": "budget"}
+    assert (
+        "every rung's MDE 99% or less" in build_summary(apply_stop(plan, stop), typed(ran), {})["repeats"]["sentence"]
+    )
 
 
 def test_simulated_false_call_rate_stays_near_nominal() -> None:

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
+from testkit.results import typed
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.stored import analysis_prefix, analyze_stored
+from traceladder.core.summary_parts import AttributionEntry, SummaryRung, attribution_entries
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, attribute_stored, fmt_abs_us, fmt_us, noise_line
 from traceladder.summary.build import build_summary
@@ -141,12 +143,12 @@ def _vs_parent(verdict: str, lo: float, hi: float) -> dict[str, Any]:
 def _attribute(
     stored: dict[str, Any], verdicts: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    summary = build_summary(stored["plan"], stored["results"], {})
+    summary = build_summary(stored["plan"], typed(stored["results"]), {})
     for row in summary["rungs"]:
         if row["rung"] in verdicts:
             row["vs_parent"] = verdicts[row["rung"]]
     summary["attribution"] = attribute_stored(
-        stored["store"], stored["summary_prefix"], stored["plan"], summary, stored["results"]
+        stored["store"], stored["summary_prefix"], stored["plan"], summary, typed(stored["results"])
     )
     return summary, {e["rung"]: e for e in summary["attribution"]}
 
@@ -315,7 +317,7 @@ def test_a_change_inside_the_profiles_noise_or_against_the_verdict_is_indicative
     gbs2 = by_rung["gbs2"]["noise"]["half_width_us"]
     assert gbs2 == pytest.approx(t * math.sqrt(2) * sd * (op["recompute_off"] + op["gbs2"] / 2) / 2)
     assert "that two profiled runs of one rung differ by here (95%)" in e["indicative"]
-    line = noise_line(summary["attribution"])
+    line = noise_line(attribution_entries(summary["attribution"]))
     assert (
         line and "pooled over 2 runs of fusions (torch_rank0), 1 df). A change smaller than t(0.975, 1) (12.71)" in line
     )
@@ -422,7 +424,8 @@ def test_analyses_without_step_regions_compare_the_ranges_wall_time(stored) -> N
     assert doc["regions"]["optimizer_step"] == pytest.approx(ranges)
     assert compare_reports(base, new).doc.regions_measure == "op time"
     legacy = {**e, "regions_measure": None, "regions_outside_us": None}  # an entry from before the field
-    assert "by region's range wall time " in sentence(legacy) and "outside the named regions" not in sentence(legacy)
+    said = sentence(AttributionEntry.from_dict(legacy))
+    assert "by region's range wall time " in said and "outside the named regions" not in said
 
 
 def test_work_ratio_from_the_plan_else_the_runs() -> None:
@@ -435,10 +438,11 @@ def test_work_ratio_from_the_plan_else_the_runs() -> None:
     ]
     planned = step_tokens(specs)
     assert planned == {"r": 1024.0, "g": 4096.0}
-    batch = {"rung": "g", "parent": "r", "kind": "batch"}
+    row = {"rung": "g", "parent": "r", "kind": "batch"}
+    batch = SummaryRung.from_dict(row)
 
     def run(rung: str, **figures: float) -> dict[str, Any]:
-        return {"rung": rung, "status": "ok", **figures}
+        return {"rung": rung, "rung_id": rung, "lens": "none", "repeat": 0, "status": "ok", **figures}
 
     # the CPU figures give a run's tokens exactly; wall figures are a product of two medians
     results = {
@@ -448,10 +452,14 @@ def test_work_ratio_from_the_plan_else_the_runs() -> None:
         "g3": run("g", tokens_per_cpu_s_per_gpu=4000.0, step_cpu_ms=511.0),  # 2044
         "g4": {**run("g", tokens_per_sec_per_gpu=1.0, step_ms=1.0), "status": "failed"},
     }
-    assert work_ratio(batch, results, planned) == 4.0  # the plan's, exact
-    assert work_ratio(batch, results, {}) == pytest.approx(2048 / 512)  # the median run's
-    assert work_ratio({**batch, "kind": "optimisation"}, results, {}) == 1.0  # tokens differ, not a batch rung
-    assert work_ratio({**batch, "parent": "x"}, results, planned) is None  # neither says for x
+    assert work_ratio(batch, typed(results), planned) == 4.0  # the plan's, exact
+    assert work_ratio(batch, typed(results), {}) == pytest.approx(2048 / 512)  # the median run's
+    assert (
+        work_ratio(SummaryRung.from_dict({**row, "kind": "optimisation"}), typed(results), {}) == 1.0
+    )  # tokens differ, not a batch rung
+    assert (
+        work_ratio(SummaryRung.from_dict({**row, "parent": "x"}), typed(results), planned) is None
+    )  # neither says for x
 
 
 def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
@@ -484,7 +492,7 @@ def test_gpu_traces_attribute_kernels_and_categories(tmp_path: Path) -> None:
             {"rung": "h100", "parent": "mi300", "vs_parent": _vs_parent("faster", -2.0, -1.0)},
         ]
     }
-    (e,) = attribute(summary, results, {}, lambda key: reports_from_dir(tmp_path / key.split("/")[0], key))
+    (e,) = attribute(summary, typed(results), {}, lambda key: reports_from_dir(tmp_path / key.split("/")[0], key))
     assert e["device"] == "gpu" and e["regions"] == []
     kernels = {
         r["Kernel name"] for rung in traces for r in csv.DictReader(open(tmp_path / rung / "kernel_summary.csv"))

@@ -3,6 +3,7 @@ another parameterisation, scipy's two-sample t interval, and the noncentral-t po
 
 from __future__ import annotations
 
+from testkit.results import typed
 import math
 
 import numpy as np
@@ -291,10 +292,11 @@ def test_the_plan_chooses_the_drift_terms_and_the_summary_model_names_them() -> 
         )
         at = r.at or 0.0
         results[rung_id] = {"status": "ok", "step_ms": math.exp(r.y), "started_at": at - 2, "ended_at": at + 2}
+        results[rung_id] |= {"rung_id": rung_id, "rung": r.treatment, "lens": "none", "repeat": r.block}
     for drift, terms in (("none", 0), ("linear", 3), ("quadratic", 6)):
-        verdicts, model = rung_verdicts({"drift": drift, "specs": specs}, results)
+        verdicts, model = rung_verdicts({"drift": drift, "specs": specs}, typed(results))
         assert model["step_ms"]["drift"] == drift and model["step_ms"]["drift_terms"] == terms
         if drift == "quadratic":  # r5 is 25% slower than r0, against 2% noise once the trend is out
             assert verdicts["r5"]["verdict"] == "slower"
     with pytest.raises(ValueError, match="plan.json drift: 'cubic'"):
-        rung_verdicts({"drift": "cubic", "specs": specs}, results)
+        rung_verdicts({"drift": "cubic", "specs": specs}, typed(results))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testkit.results import typed
 from traceladder.config import find_ladder, load_ladder
 from traceladder.config.loader import load_clusters
 from traceladder.plan.build import build_plan
@@ -136,6 +137,7 @@ def _plan_and_results():
         ok = s["rung"] != "fusions"
         results[s["rung_id"]] = {
             "rung_id": s["rung_id"],
+            **{k: s[k] for k in ("rung", "lens", "repeat")},
             "status": "ok" if ok else "failed",
             "tokens_per_sec_per_gpu": 1000.0 + i if ok else None,
             "tflops": 500.0 + i if ok else None,
@@ -147,7 +149,7 @@ def _plan_and_results():
 
 def test_perf_csv_has_madengines_header_and_one_row_per_rung_and_metric() -> None:
     plan, results, specs = _plan_and_results()
-    text = perf_csv(plan, results)
+    text = perf_csv(plan, typed(results))
     assert text.splitlines()[0] == ",".join(HEADER)
     rows = list(csv.DictReader(io.StringIO(text)))
     rungs = list(dict.fromkeys(s["rung"] for s in specs if s["lens"] == "none"))
@@ -190,9 +192,9 @@ def test_week_over_week_flags_a_repushed_tag_and_a_new_driver() -> None:
             "gpu": {**prov["gpu"], "driver_version": "6.16.0"},
         },
     }
-    changes = provenance_changes([{"points": run_points(before)}, {"points": run_points(after)}])[1]
+    changes = provenance_changes([run_points(before), run_points(after)])[1]
     assert [c.split(":")[0] for c in changes] == ["image_digest", "image_id", "gpu"]
-    assert provenance_changes([{"points": run_points(before)}, {"points": run_points(before)}])[1] == []
+    assert provenance_changes([run_points(before), run_points(before)])[1] == []
 
 
 def test_engine_tracelens_needs_the_clusters_tracelens_daemon(tmp_path: Path) -> None:

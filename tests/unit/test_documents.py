@@ -165,7 +165,7 @@ def test_summary_json_keeps_the_bytes_of_the_summary_built() -> None:
                 {"run_id": "r1", "ladder": "l", "status": "ok", "step_ms": step + 3 * block - 2 * position}
                 | {k: v for k, v in specs[-1].items() if k != "rung_id"}
                 | {"rung_id": rung_id, "provenance": {"image": "img"}}
-            ).to_dict()
+            )
     summary = build_summary({"ladder": "l", "run_id": "r1", "specs": specs}, results, {})
     summary["attribution"] = []
     summary["history"] = {"regressions": []}

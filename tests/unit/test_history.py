@@ -3,6 +3,8 @@ regression calls across evaluations, provenance and "since last week", and `trac
 
 from __future__ import annotations
 
+from testkit.results import index_entries
+from traceladder.core.summary_parts import RunPoints
 import json
 import math
 import os
@@ -172,21 +174,22 @@ def test_evaluate_calls_the_regression_with_its_provenance_change() -> None:
                 config_hash="def" if i >= 16 else "abc",
             )
         )
-    history = evaluate(entries)
+    evaluated = evaluate(index_entries(entries))
+    history = evaluated.to_dict()
     [call] = history["regressions"]
     assert (call["rung"], call["run_id"], call["direction"]) == ("base", "2026-w16", "slower")
     assert call["provenance_changes"] == ["config_hash: 'abc' -> 'def'"]
     assert [r["change_points"] for r in history["rungs"] if r["rung"] == "fused"] == [[]]
-    line = regression_lines(history)[0]
+    line = regression_lines(evaluated)[0]
     assert line.startswith("base: step time +") and "from run 2026-w16" in line and "config_hash" in line
     since = history["since_last"]
     assert since["previous_run_id"] == "2026-w16" and {r["rung"] for r in since["rungs"]} == {"base", "fused"}
     # the next weeks, the same change point (now a full segment) is no longer a new call
     entries.append(_entry("2026-w18", {"base": 100 * (1 + 0.01 * NOISE[2]) * 1.06, "fused": 80.0}, "def"))
-    later = evaluate(entries)
+    later = evaluate(index_entries(entries)).to_dict()
     assert later["regressions"] == [] and [c["run_id"] for c in later["rungs"][0]["change_points"]] == ["2026-w16"]
     entries.append(_entry("2026-w19", {"base": 106.0, "fused": 80.0}, "def"))
-    assert evaluate(entries)["regressions"] == []
+    assert evaluate(index_entries(entries)).regressions == []
 
 
 def test_a_cpu_metric_ladder_finds_its_change_points_on_the_step_cpu_time() -> None:
@@ -202,17 +205,18 @@ def test_a_cpu_metric_ladder_finds_its_change_points_on_the_step_cpu_time() -> N
             point["step_cpu_ms"] = {"mean": cpu, "ci95": 0.5, "n": 3}
             entry["points"]["metric"] = "cpu"
         entries.append(entry)
-    history = evaluate(entries)
+    evaluated = evaluate(index_entries(entries))
+    history = evaluated.to_dict()
     [rung] = history["rungs"]
     assert history["metric"] == "step_cpu_ms" and rung["run_ids"][0] == "2026-w02"
     assert len(rung["step_cpu_ms"]) == len(rung["step_ms"]) == len(entries) - 2
     [call] = history["regressions"]
     assert (call["run_id"], call["direction"]) == ("2026-w16", "slower")
-    assert regression_lines(history)[0].startswith("base: step CPU time +")
+    assert regression_lines(evaluated)[0].startswith("base: step CPU time +")
     # the same entries judged on wall time: flat, nothing called
     for entry in entries:
         entry["points"].pop("metric", None)
-    assert evaluate(entries)["regressions"] == []
+    assert evaluate(index_entries(entries)).regressions == []
 
 
 def test_a_change_of_the_run_statistic_is_marked_as_a_change_of_method() -> None:
@@ -229,13 +233,14 @@ def test_a_change_of_the_run_statistic_is_marked_as_a_change_of_method() -> None
         }
 
     points = [run_points(summary(s)) for s in (None, "mean", "median", "median", "mean")]
-    assert [p["run_statistic"] for p in points] == [None, "mean", "median", "median", "mean"]
-    legacy = {k: v for k, v in points[0].items() if k != "run_statistic"}  # an index entry from before the field
-    changes = provenance_changes([{"points": p} for p in (legacy, *points[1:])])
+    assert [p.run_statistic for p in points] == [None, "mean", "median", "median", "mean"]
+    # an index entry from before the field
+    legacy = RunPoints.from_dict({k: v for k, v in points[0].to_dict().items() if k != "run_statistic"})
+    changes = provenance_changes([legacy, *points[1:]])
     assert changes == [[], [], ["run_statistic: 'mean' -> 'median'"], [], ["run_statistic: 'median' -> 'mean'"]]
     # the statistic is read from the verdict metric's fit: a wall ladder's step_ms
     wall = {"rungs": [], "model": {"step_ms": {"run_statistic": "median"}, "step_cpu_ms": {"run_statistic": "mean"}}}
-    assert run_points(wall)["run_statistic"] == "median"
+    assert run_points(wall).run_statistic == "median"
 
 
 # ---- the command -------------------------------------------------------------------------------

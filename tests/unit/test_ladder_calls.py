@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
+from testkit.results import typed, typed_run
 from traceladder.stats.model import clopper_pearson
 from traceladder.stats.sequential import ALPHA, Design, ladder_calls, look_z, mde_level
 from traceladder.stats.verdicts import sequential_look, sequential_verdicts
@@ -155,7 +156,7 @@ def plan_and_results(r2_pct: float, correction: str | None, blocks: int = 6) -> 
 
 def test_a_rung_called_alone_but_not_over_the_ladder_is_shown_with_its_interval() -> None:
     plan, results = plan_and_results(-5.5, "benjamini_hochberg")
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     rows = {r["rung"]: r for r in summary["rungs"]}
     r1, r2 = rows["r1"]["vs_parent"], rows["r2"]["vs_parent"]
     calls = summary["calls"]
@@ -189,8 +190,8 @@ def test_a_rung_called_alone_but_not_over_the_ladder_is_shown_with_its_interval(
 def test_holm_misses_where_benjamini_hochberg_calls() -> None:
     """The issue's case in small: r2's p-value alone is 1.5%, over Holm's 5%/4 after r1 but under
     BH's 2 x 5%/5."""
-    holm = build_summary(*plan_and_results(-6.0, "holm"), {})
-    bh = build_summary(*plan_and_results(-6.0, "benjamini_hochberg"), {})
+    holm = build_summary(*typed_run(plan_and_results(-6.0, "holm")), {})
+    bh = build_summary(*typed_run(plan_and_results(-6.0, "benjamini_hochberg")), {})
     assert holm["calls"]["called"] == ["r1"] and holm["calls"]["not_called_over_ladder"] == ["r2"]
     assert bh["calls"]["called"] == ["r1", "r2"] and bh["calls"]["not_called_over_ladder"] == []
     assert "by Holm at a 5% family-wise false-call rate" in to_markdown(holm)
@@ -203,26 +204,26 @@ def test_holm_misses_where_benjamini_hochberg_calls() -> None:
 
 def test_per_rung_is_todays_behaviour() -> None:
     plan, results = plan_and_results(-5.5, "per_rung")
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     assert summary["calls"]["called"] == ["r1", "r2"] and summary["calls"]["not_called_over_ladder"] == []
     for row in summary["rungs"][1:]:
         vs = row["vs_parent"]
         assert {k: vs[k] for k in ("verdict", "ci95", "ci95_pct", "mde_pct")} == vs["per_rung"]
     assert "up to 0.25 such calls are expected" in to_markdown(summary)
     # a plan from before the field was judged per rung, and still is
-    old = build_summary(*plan_and_results(-5.5, None), {})
+    old = build_summary(*typed_run(plan_and_results(-5.5, None)), {})
     assert old["calls"]["rule"] == "per_rung"
 
 
 def test_the_adaptive_stop_reads_the_mdes_at_the_rules_level() -> None:
     plan, results = plan_and_results(-5.5, "holm")
     adaptive = {**plan, "adaptive": Design(3, 6, 5.0).as_dict()}
-    look = sequential_look(adaptive, results, 4)
+    look = sequential_look(adaptive, typed(results), 4)
     assert look["critical_z"] == pytest.approx(look_z(Design(3, 6, 5.0), 4, False, ALPHA / 5))
-    per_rung = sequential_look({**adaptive, "correction": "per_rung"}, results, 4)
+    per_rung = sequential_look({**adaptive, "correction": "per_rung"}, typed(results), 4)
     assert per_rung["critical_z"] == pytest.approx(Design(3, 6, 5.0).z_at(4))
     assert all(look["mde_pct"][r] > per_rung["mde_pct"][r] for r in look["mde_pct"])
-    verdicts, _, repeats, calls = sequential_verdicts(adaptive, results)
+    verdicts, _, repeats, calls = sequential_verdicts(adaptive, typed(results))
     assert repeats is not None and repeats["blocks_run"] == 6
     assert calls["mde_z"] == pytest.approx(look_z(Design(3, 6, 5.0), 6, False, ALPHA / 5))
     assert calls["per_rung_z"] == pytest.approx(Design(3, 6, 5.0).z_at(6))
@@ -233,7 +234,7 @@ def test_the_ladders_page_names_the_rule_and_the_rung_not_called_over_the_ladder
 
     from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
 
-    summary = build_summary(*plan_and_results(-5.5, "holm"), {})
+    summary = build_summary(*typed_run(plan_and_results(-5.5, "holm")), {})
     env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
     env.filters.update(est=fmt_est, change=fmt_change, gb=fmt_gb, urlpart=str, urlpath=str)
     page = str(env.get_template("_macros.html").module.ladder_table(summary))
@@ -263,7 +264,7 @@ def test_the_summary_says_what_the_run_resolves_and_what_a_batch_setting_means()
     for spec in plan["specs"]:
         if spec["rung"] == "r5":
             spec.update(proxy, switch="global_batch", value=4)
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     mdes = sorted(r["vs_parent"]["mde_pct"] for r in summary["rungs"][1:])
     md, html = to_markdown(summary), to_html(summary, {})
     said = f"at this noise these runs resolve a change of about {mdes[2]:.1f}% (the median MDE"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from testkit.results import typed, typed_run
 from traceladder.core.documents import TraceAnalysis
 from traceladder.stats.model import mad_factor
 from traceladder.summary.build import build_summary
@@ -76,7 +77,7 @@ def _result(
         "switch": switch,
         "value": value,
         "step_ms": step if status == "ok" else None,
-        "step_ms_values": [step * f for f in (0.99, 1.0, 1.01, 1.0)] if status == "ok" else None,
+        "step_ms_values": [step * f for f in (0.99, 1.0, 1.01, 1.0)] if status == "ok" else [],
         "tokens_per_sec_per_gpu": tokens if status == "ok" else None,
         "peak_mem_gb": 1.0 + k / 10,
         "traces": traces or [],
@@ -144,6 +145,7 @@ def make_run(
 def test_change_reads_in_percent_of_the_parent() -> None:
     """A summary from before `ci95_pct` gets the same % interval from its absolute one; a batch
     rung's call reads higher/lower; a quiet rung's cell gives the interval in %, then the MDE."""
+    from traceladder.core.summary_parts import RungChange
     from traceladder.stats.verdicts import change_pct_interval, change_word
     from traceladder.summary.render.fmt import fmt_change
 
@@ -159,12 +161,12 @@ def test_change_reads_in_percent_of_the_parent() -> None:
         "mde_pct": 4.0,
     }
     old = {k: v for k, v in new.items() if k != "ci95_pct"}
-    assert change_pct_interval(new) == tuple(new["ci95_pct"])
-    assert change_pct_interval(old) == pytest.approx(tuple(new["ci95_pct"]))
-    assert change_pct_interval({**old, "ci95": [None, 1.0]}) is None
+    assert change_pct_interval(RungChange.from_dict(new)) == tuple(new["ci95_pct"])
+    assert change_pct_interval(RungChange.from_dict(old)) == pytest.approx(tuple(new["ci95_pct"]))
+    assert change_pct_interval(RungChange.from_dict({**old, "ci95": [None, 1.0]})) is None
     assert fmt_change(new) == "faster: -45.3 CPU ms, -18.1% [-22.1%, -13.9%]"
     tokens = {**new, "metric": "tokens_per_cpu_s_per_gpu", "verdict": "slower"}
-    assert change_word(tokens) == "lower" and change_word(new) == "faster"
+    assert change_word(RungChange.from_dict(tokens)) == "lower" and change_word(RungChange.from_dict(new)) == "faster"
     assert fmt_change(tokens).startswith("lower: -45.3 tok/CPU-s, -18.1% [-22.1%, -13.9%]")
     quiet = {**new, "verdict": "no_change", "ci95_pct": [-3.0, 2.5]}
     assert fmt_change(quiet) == "no change detected [-3.0%, +2.5%], MDE 4.0%"
@@ -222,7 +224,7 @@ def test_ladder_table_block_model_verdicts() -> None:
         "regions": {"moe_experts": 20.0},
     }
     analyses = {"t/deepep.torch_rank0.r0/traces/rank0.pt.trace.json.gz": TraceAnalysis.from_dict(analysis)}
-    summary = build_summary(plan, results, analyses)
+    summary = build_summary(plan, typed(results), analyses)
     rows = {r["rung"]: r for r in summary["rungs"]}
     assert "vs_parent" not in rows["baseline"]
     for name in ("fusions", "deepep", "gbs16"):
@@ -302,7 +304,7 @@ def test_ladder_table_block_model_verdicts() -> None:
 
 def test_single_run_gets_no_verdict() -> None:
     plan, results = make_run(repeats=1)
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     for row in summary["rungs"][1:]:
         vs = row["vs_parent"]
         assert (
@@ -313,12 +315,12 @@ def test_single_run_gets_no_verdict() -> None:
 
 def test_rungs_on_different_slurm_nodes_name_the_node_as_a_confounder() -> None:
     plan, results = make_run(repeats=2)
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     assert "nodes" not in summary  # not a Slurm ladder: no node record, no sentence
     for result in results.values():  # each run's metrics.json, as a Slurm rung's runner records it
         nodes = "n2" if result["rung"] == "gbs16" and result["repeat"] == 1 else "n1"
         result["provenance"] = {**result["provenance"], "slurm": {"job_id": "7", "nodes": nodes, "nnodes": 1}}
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     assert summary["nodes"] == {
         "rungs_by_nodes": {"n1": ["baseline", "deepep", "fusions", "gbs16"], "n2": ["gbs16"]},
         "confounder": True,
@@ -328,13 +330,13 @@ def test_rungs_on_different_slurm_nodes_name_the_node_as_a_confounder() -> None:
     assert line in to_markdown(summary) and line in to_html(summary, {})
     for result in results.values():  # all on one node: recorded, not a confounder
         result["provenance"]["slurm"]["nodes"] = "n[1-2]"
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     assert summary["nodes"]["confounder"] is False and not any("Slurm nodes" in f for f in summary["findings"])
 
 
 def test_failed_rung_is_marked_not_hidden() -> None:
     plan, results = make_run(fail_fusions=True)
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     assert summary["failed_rungs"] == ["fusions.none.r1"]
     row = next(r for r in summary["rungs"] if r["rung"] == "fusions")
     assert row["ok"] == 2 and row["runs"] == 3 and row["step_ms"]["n"] == 2
@@ -397,11 +399,11 @@ def test_blocked_plan_purposes_lens_blocks_and_profile_runs() -> None:
     plan = {**plan, "specs": specs, "design": {"seed": 1, "blocks": []}}
     for k in range(3):  # the old-style lens runs are gone from this plan
         results.pop(f"deepep.torch_rank0.r{k}")
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     rows = {r["rung"]: r for r in summary["rungs"]}
     assert rows["deepep"]["runs"] == 3 and rows["deepep"]["step_ms"]["mean"] < 400
     assert summary["model"]["step_ms"]["runs"] == 12 and summary["model"]["step_ms"]["df"] == 6
-    assert rows["fusions"]["vs_parent"] == build_summary(*make_run(), {})["rungs"][1]["vs_parent"]
+    assert rows["fusions"]["vs_parent"] == build_summary(*typed_run(make_run()), {})["rungs"][1]["vs_parent"]
     lens = summary["lenses"][0]
     assert summary["lens_rung"] == "deepep" and lens["lens"] == "torch_rank0" and lens["runs"] == 2
     expected = math.exp(np.mean([math.log((380.0 + 3 * k + k * k) / (345.0 + 3 * k)) for k in range(2)]))
@@ -418,7 +420,7 @@ def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figure
         per_rank_tokens = r["tokens_per_sec_per_gpu"] * r["step_ms"] / 1000
         r["tokens_per_cpu_s_per_gpu"] = per_rank_tokens / (cpu / 1000)
         r["step_cpu_statistic"] = "mean"  # as runner/primus_log.summarize records it
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     rows = {r["rung"]: r for r in summary["rungs"]}
     fus, gbs = rows["fusions"]["vs_parent"], rows["gbs16"]["vs_parent"]
     hand = by_hand(results, "fusions", "baseline", "step_cpu_ms", statistic="mean")
@@ -442,7 +444,7 @@ def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figure
     # Runs from before the mean (no step_cpu_statistic) hold medians: judged and floored as medians
     for r in results.values():
         del r["step_cpu_statistic"]
-    older = build_summary(plan, results, {})
+    older = build_summary(plan, typed(results), {})
     assert older["model"]["step_cpu_ms"]["run_statistic"] == "median"
     older_fus = {r["rung"]: r for r in older["rungs"]}["fusions"]["vs_parent"]
     assert older_fus["mde_pct"] == pytest.approx(by_hand(results, "fusions", "baseline", "step_cpu_ms")["mde_pct"])
@@ -450,7 +452,7 @@ def test_metric_cpu_judges_the_compute_thread_cpu_time_and_keeps_the_wall_figure
 
 def test_a_plan_without_a_metric_is_judged_on_wall_time() -> None:
     plan, results = make_run()
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     assert summary["metric"] == "wall" and set(summary["model"]) == {"step_ms", "tokens_per_sec_per_gpu"}
     assert "blind to communication" not in "\n".join(summary["findings"])
     assert "step CPU ms" not in to_markdown(summary)
@@ -462,7 +464,7 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     for r in results.values():  # each block of 4 runs takes 40 s, its order rotated block to block
         at = 100.0 * r["repeat"] + 10.0 * (([n for n, *_ in RUNGS].index(r["rung"]) + r["repeat"]) % 4)
         r["started_at"], r["ended_at"] = at, at + 8.0
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     model = summary["model"]["step_ms"]
     assert model["drift"] == "linear" and model["drift_terms"] == 3 and model["df"] == 6 - 3
     md = to_markdown(summary)
@@ -486,7 +488,7 @@ def test_a_plan_with_drift_terms_fits_them_and_says_so() -> None:
     # the summary ends by defining the words it uses undefined above
     assert md.rstrip().split("## Terms\n")[1].startswith("- **block**: one run of every rung in a random order")
     assert '<h2 id="terms">Terms</h2><dl><dt>block</dt>' in html and "<dt>MDE</dt><dd>minimum detectable effect" in html
-    plain = build_summary(make_run()[0], results, {})
+    plain = build_summary(make_run()[0], typed(results), {})
     assert plain["model"]["step_ms"]["drift"] == "none" and "time trend" not in to_markdown(plain)
     assert "time trend" not in to_html(plain, {})
     assert "Randomised block model on the log of each run's median over its iterations: 12 runs" in to_html(plain, {})
@@ -497,7 +499,7 @@ def test_peak_memory_moves_against_the_parent_are_stated_largest_first() -> None
     peaks = {"baseline": 0.0837, "fusions": 0.0769, "deepep": 0.0780, "gbs16": 0.1052}  # GB
     for r in results.values():
         r["peak_mem_gb"] = peaks[r["rung"]] * (1.0 + r["repeat"] / 1000)
-    summary = build_summary(plan, results, {})
+    summary = build_summary(plan, typed(results), {})
     moved = [f for f in summary["findings"] if f.startswith("Peak memory moved")]
     # gbs16 vs deepep +35.0%, fusions vs baseline -8.1%; deepep's +1.4% is within the runs' spread
     largest = {name: peak * 1.002 for name, peak in peaks.items()}

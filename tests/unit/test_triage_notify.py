@@ -73,11 +73,13 @@ def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
 
     from traceladder.core import layout
     from traceladder.storage.artifacts import DirArtifactSink
-    from traceladder.summary.publish import _add_triages
+    from traceladder.core.summary_parts import LadderHistory
+    from traceladder.summary.publish import _with_triages
     from traceladder.summary.render.history import change_rows
 
     store = DirArtifactSink(tmp_path)
     point = {
+        "index": 5,
         "rung": "fusions",
         "run_id": "w5",
         "direction": "slower",
@@ -87,9 +89,10 @@ def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
         "provenance_changes": [],
         "regression": True,
     }
-    history = {"rungs": [{"rung": "fusions", "change_points": [point, {**point, "run_id": "w9"}]}]}
+    points = [point, {**point, "run_id": "w9"}]
+    history = LadderHistory.from_dict({"alpha": 0.0002, "rungs": [{"rung": "fusions", "change_points": points}]})
     key = layout.triage_key("traceladder/mini/w5", "fusions")
     store.put_bytes(key, json.dumps({"state": "done", "label": "confirmed regression"}).encode())
-    _add_triages(store, "traceladder/mini", history)
+    history = _with_triages(store, "traceladder/mini", history)
     calls = [r["call"] for r in change_rows(history)]
     assert calls == ["REGRESSION (new); triage: confirmed regression", "REGRESSION (new)"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from testkit.results import index_entries
 import math
 
 import numpy as np
@@ -115,9 +116,9 @@ def test_evaluate_records_suspects_with_their_last_good_run() -> None:
         rungs = {"r": {"step_ms": {"mean": ms, "ci95": None, "n": 3}, "step_cpu_ms": None}}
         return {"run_id": f"w{i}", "logical_date": f"2026-01-{i + 1:02d}", "points": {"metric": "wall", "rungs": rungs}}
 
-    history = evaluate([entry(i, v) for i, v in enumerate([*flat, 111.0])])
-    (found,) = history["suspects"]
-    assert found["rung"] == "r" and found["run_id"] == "w10" and found["good_run_id"] == "w9"
-    assert found["direction"] == "slower" and found["reason"] == "prediction bound"
+    history = evaluate(index_entries([entry(i, v) for i, v in enumerate([*flat, 111.0])]))
+    (found,) = history.suspects
+    assert found.rung == "r" and found.run_id == "w10" and found.good_run_id == "w9"
+    assert found.direction == "slower" and found.reason == "prediction bound"
     assert any(line.startswith("Suspect r: slower +") for line in history_findings(history))
-    assert evaluate([entry(i, v) for i, v in enumerate([*flat, 100.2])])["suspects"] == []
+    assert evaluate(index_entries([entry(i, v) for i, v in enumerate([*flat, 100.2])])).suspects == []

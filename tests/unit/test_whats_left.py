@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.results import typed
 from traceladder.analysis.analyzers.trace import analyze_trace, read_trace
 from traceladder.core.documents import TraceAnalysis
 from traceladder.analysis.model.table import Table
@@ -275,7 +276,7 @@ def test_section_covers_lens_and_final_rung() -> None:
     from traceladder.summary.whats_left import OTHER_KINDS_HEADING, whats_left_section, markdown
 
     results = FUSIONS_LENS_RESULT
-    section = whats_left_section({"specs": SPECS}, results, {"k/rank0.json.gz": _doc(_analysis())}, "fusions")
+    section = whats_left_section({"specs": SPECS}, typed(results), {"k/rank0.json.gz": _doc(_analysis())}, "fusions")
     assert [(e["rung"], e["role"]) for e in section] == [("fusions", "lens rung"), ("recompute_off", "final rung")]
     lens, final = section
     assert [t["target"] for t in lens["targets"]] == ["op0", "op1", "op2", "op3", "op4"]  # the top 5
@@ -295,9 +296,10 @@ def test_section_covers_lens_and_final_rung() -> None:
     assert "## What's left" in md and "| 1 | op | op0 | 10.00 | 5.0 | - |" in md and "5. s4." in md
     assert f"{OTHER_KINDS_HEADING}\n- s6." in md
     # the lens rung is the final rung: one entry
-    one = whats_left_section({"specs": SPECS}, results, {"k/rank0.json.gz": _doc(_analysis())}, "recompute_off")
+    one = whats_left_section({"specs": SPECS}, typed(results), {"k/rank0.json.gz": _doc(_analysis())}, "recompute_off")
     assert [(e["rung"], e["role"]) for e in one] == [("recompute_off", "lens rung and final rung")]
     summary = {
+        "schema": 2,  # as build_summary writes it
         "ladder": "l",
         "run_id": "r",
         "rungs": [],
@@ -389,7 +391,7 @@ def test_section_prefers_the_lens_run_over_the_one_step_profile_run() -> None:
     analyses = {
         k: _doc({**_analysis(), "steps": 1 if ".p0" in k else 2}) for r in results.values() for k in r["traces"]
     }
-    (entry,) = whats_left_section({"specs": specs}, results, analyses, "a")
+    (entry,) = whats_left_section({"specs": specs}, typed(results), analyses, "a")
     assert entry["trace"] == "a.torch_rank0.l1/t.json.gz" and entry["steps"] == 2
 
 
@@ -443,7 +445,7 @@ def test_the_accumulate_grad_origin_shows_wherever_it_ranks() -> None:
         dict(row, target="aten::add_ under AccumulateGrad", ms_per_step=0.7, sentence="add."),
     ]
     results = FUSIONS_LENS_RESULT
-    lens = whats_left_section({"specs": SPECS}, results, {"k/rank0.json.gz": _doc(analysis)}, "fusions")[0]
+    lens = whats_left_section({"specs": SPECS}, typed(results), {"k/rank0.json.gz": _doc(analysis)}, "fusions")[0]
     assert [t["target"] for t in lens["other_kinds"]] == [
         "op6",
         "aten::bmm under BmmBackward0 (of aten::bmm)",

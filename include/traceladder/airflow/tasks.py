@@ -14,12 +14,8 @@ from traceladder.airflow.ladders import ladder_store
 from traceladder.core.documents import (
     JSONObject,
     PlanDoc,
+    RungResult,
     SummaryRef,
-    as_int,
-    as_list,
-    as_number,
-    as_object,
-    as_objects,
 )
 from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
@@ -163,25 +159,27 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     from traceladder.summary.collect import read_results
 
     store, prefix, plan = _stored_plan(ladder, run_id)
-    adaptive = as_object(plan.get("adaptive") or {})
-    if plan.get("stop"):  # a retried look after its stop: the stop as it was recorded
-        return {**as_object(plan["stop"]), "stop": True}
-    if not adaptive or not as_int(adaptive["min_blocks"]) <= block < as_int(adaptive["max_blocks"]):
-        return {"stop": False, "blocks": block}
     from traceladder.stats.sequential import over_budget
-    from traceladder.stats.verdicts import measure_block_starts, sequential_look
+    from traceladder.stats.verdicts import adaptive_design, measure_block_starts, sequential_look, spec_block
 
-    done: JSONObject = {**plan, "specs": [s for s in as_objects(plan["specs"]) if as_int(s["block"]) < block]}
+    doc = PlanDoc.from_dict(plan)
+    if doc.stop:  # a retried look after its stop: the stop as it was recorded
+        return {**doc.stop, "stop": True}
+    design = adaptive_design(plan)
+    if design is None or not design.min_blocks <= block < design.max_blocks:
+        return {"stop": False, "blocks": block}
+    planned_at_said = (doc.adaptive or {}).get("planned_at")
+
+    done: JSONObject = {**plan, "specs": [s for s in doc.specs if spec_block(s) < block]}
     results = read_results(store, done)
     look = sequential_look(plan, results, block)
     reason = "target" if look["target_reached"] else None
-    budget = as_number(adaptive.get("budget_s"))
-    if reason is None and budget is not None:
-        planned_at = datetime.fromisoformat(str(adaptive["planned_at"])).timestamp()
-        if over_budget(planned_at, budget, measure_block_starts(done, results), time.time()):
+    if reason is None and design.budget_s is not None:
+        planned_at = datetime.fromisoformat(str(planned_at_said)).timestamp()
+        if over_budget(planned_at, design.budget_s, measure_block_starts(done, results), time.time()):
             # the clock, not the data, ends the blocks here: this look is the final analysis
             look, reason = sequential_look(plan, results, block, final=True), "budget"
-    look = {**look, "planned_at": adaptive.get("planned_at"), "reason": reason}
+    look = {**look, "planned_at": planned_at_said, "reason": reason}
     if reason:
         store.put_bytes(f"{prefix}/{STOP_OBJECT}", json.dumps(look, indent=1).encode(), "application/json")
     return {"stop": reason is not None, **look}
@@ -194,7 +192,7 @@ def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
     store, _, plan = _stored_plan(ladder, run_id)
     items = []
     for result in read_results(store, plan).values():
-        items += [{"rung_id": str(result["rung_id"]), "key": str(key)} for key in as_list(result.get("traces") or [])]
+        items += [{"rung_id": result.rung_id, "key": key} for key in result.traces]
     return items
 
 
@@ -229,20 +227,19 @@ def join_rank_traces(ladder: str, run_id: str) -> list[JSONObject]:
     store, _, plan = _stored_plan(ladder, run_id)
     joined = []
     for result in read_results(store, plan).values():
-        traces = [str(k) for k in as_list(result.get("traces") or []) if ".pt.trace.json" in str(k)]
+        traces = [k for k in result.traces if ".pt.trace.json" in k]
         if len(traces) > 1:
-            prefix = str(result["prefix"])
+            prefix = str(result.prefix)
             joined.append(analyze_stored_ranks(store, prefix, traces, ranks_per_node(result, len(traces))))
     return joined
 
 
-def ranks_per_node(result: JSONObject, world_size: int) -> int | None:
+def ranks_per_node(result: RungResult, world_size: int) -> int | None:
     """A multi-node rung's ranks per node (its world over the nodes of its Slurm job), given to
     the multi-rank analysis as TraceLens's --gpus_per_node, so that its collectives get node_id and
     node_span (intra_node/inter_node) columns even where traces carry no deviceProperties (the CPU
     proxy). None on one node: TraceLens's own rule (deviceProperties) then decides."""
-    provenance = result.get("provenance")
-    slurm = provenance.get("slurm") if isinstance(provenance, dict) else None
+    slurm = (result.provenance or {}).get("slurm")
     nnodes_value = slurm.get("nnodes") if isinstance(slurm, dict) else None
     nnodes = int(nnodes_value) if isinstance(nnodes_value, (int, str)) and str(nnodes_value).isdigit() else 1
     if nnodes <= 1 or world_size % nnodes:

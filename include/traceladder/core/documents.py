@@ -15,11 +15,13 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
 - ``TriageDoc``: a suspect rung's ``triage.json`` (issue 51), with its parts ``TriageSuspect``,
   ``DiffField``, ``TriageStep`` and ``Explanation``.
 
-The runner spec is ``traceladder.rung_spec.RunnerSpec``; its one purpose rule is here
-(``spec_purpose``), since plans and results read it too.
+The codec they share is core/codec.py; the parts of a summary that its readers parse (rows,
+lenses, history, attribution...) are core/summary_parts.py. The runner spec is
+``traceladder.rung_spec.RunnerSpec``; its one purpose rule is here (``spec_purpose``), since plans
+and results read it too.
 
-The top-level fields are typed and checked on read; nested open-ended parts (per-report tables,
-verdict rows) stay ``JSONValue``. Keys a version does not know are kept in ``extra`` and written
+The top-level fields are typed and checked on read; nested open-ended parts (per-report tables)
+stay ``JSONValue``. Keys a version does not know are kept in ``extra`` and written
 back after the known ones, so a newer writer's fields survive a round trip. A document of an older
 schema version is upgraded where the change allows it, and refused otherwise with one line naming
 the file and the field.
@@ -27,188 +29,19 @@ the file and the field.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, ClassVar, TypeAlias, TypeVar, Union, cast
+from dataclasses import dataclass, fields
+from typing import ClassVar, cast
 
 from traceladder.core import layout
-from traceladder.core.errors import ArtifactStoreError, TraceladderError
-
-JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
-JSONObject: TypeAlias = dict[str, JSONValue]
-
-D = TypeVar("D", bound="Document")
-
-# A field's JSON kind, checked on read ("?" allows null); element types are not checked.
-_KINDS: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "number": (int, float),
-    "bool": (bool,),
-    "list": (list,),
-    "object": (dict,),
-    "scalar": (bool, int, float, str),
-    "any": (bool, int, float, str, list, dict),
-}
-
-
-class DocumentError(TraceladderError, ValueError):
-    """A stage document that does not parse; one line: ``<file>: <field>: <reason>``."""
-
-
-def _f(
-    kind: str,
-    *,
-    key: str | None = None,
-    default: Any = MISSING,
-    omit_none: bool = False,
-    one_of: tuple[str, ...] | None = None,
-) -> Any:
-    """A document field: its JSON kind, its JSON key where it differs, its default (a list or
-    dict default is copied per document), whether a None is left out of the JSON, and the
-    strings it may hold (``one_of``; a nullable kind may hold None too)."""
-    meta = {"kind": kind, "key": key, "omit_none": omit_none, "one_of": one_of}
-    if isinstance(default, (list, dict)):
-        empty = type(default)
-        return field(default_factory=empty, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _kind_ok(kind: str, value: object) -> bool:
-    nullable = kind.endswith("?")
-    if value is None:
-        return nullable
-    allowed = _KINDS[kind.rstrip("?")]
-    if isinstance(value, bool) and bool not in allowed:
-        return False
-    return isinstance(value, allowed)
-
-
-def _plain(value: object) -> JSONValue:
-    """A field's value as JSON data (tuples become lists, nested documents dicts)."""
-    if isinstance(value, Document):
-        return value.to_dict()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(f"not JSON data: {type(value).__name__}")
-
-
-def _load_json(text: str | bytes, where: str) -> object:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise DocumentError(f"{where}: (json): {exc}") from None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Document:
-    """The codec the documents share: ``SCHEMA`` is the version written; ``READS`` the older
-    versions ``upgrade`` turns into the current one; ``UNVERSIONED`` the version of a document
-    written before it carried a ``schema`` key (None: the key is required)."""
-
-    FILE: ClassVar[str] = "document"
-    SCHEMA: ClassVar[int] = 1
-    READS: ClassVar[tuple[int, ...]] = ()
-    UNVERSIONED: ClassVar[int | None] = None
-    WRITES_SCHEMA: ClassVar[bool] = True
-
-    extra: JSONObject = field(default_factory=dict)  # keys this version does not know, as read
-
-    @classmethod
-    def upgrade(cls, data: JSONObject, version: int, source: str) -> JSONObject:
-        """An older version's data in the current shape (only versions in ``READS`` get here)."""
-        return data
-
-    def to_dict(self) -> JSONObject:
-        out: JSONObject = {"schema": self.SCHEMA} if self.WRITES_SCHEMA else {}
-        for f in fields(self):
-            if f.name == "extra":
-                continue
-            value = getattr(self, f.name)
-            if not self._written(f.name, value):
-                continue
-            out[f.metadata["key"] or f.name] = _plain(value)
-        out.update(self.extra)
-        return out
-
-    def to_json(self, *, indent: int | None = None, sort_keys: bool = False) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=sort_keys)
-
-    def _written(self, name: str, value: object) -> bool:
-        """Whether a field goes into the JSON: a None is left out where its field says so."""
-        return not (value is None and self.__dataclass_fields__[name].metadata["omit_none"])
-
-    @classmethod
-    def from_json(cls: type[D], text: str | bytes, source: str | None = None) -> D:
-        where = source or cls.FILE
-        return cls.from_dict(_load_json(text, where), where)
-
-    @classmethod
-    def checked_json(cls, text: str | bytes, source: str | None = None) -> JSONObject:
-        """The document's JSON as stored (keys in their order, no defaults filled in, no upgrade),
-        after the checks ``from_json`` makes: for a reader that shows the stored document itself."""
-        where = source or cls.FILE
-        data = _load_json(text, where)
-        cls.from_dict(data, where)
-        return cast(JSONObject, data)  # from_dict refused anything but an object
-
-    @classmethod
-    def from_dict(cls: type[D], data: object, source: str | None = None) -> D:
-        where = source or cls.FILE
-        if not isinstance(data, dict):
-            raise DocumentError(f"{where}: (top level): expected a JSON object")
-        doc: JSONObject = dict(data)
-        version = cls._version(doc, where)
-        if version != cls.SCHEMA:
-            doc = cls.upgrade(doc, version, where)
-        values: JSONObject = {}
-        known = {"schema"}
-        for f in fields(cls):
-            if f.name == "extra":
-                continue
-            key = f.metadata["key"] or f.name
-            known.add(key)
-            if key not in doc:
-                if f.default is MISSING and f.default_factory is MISSING:
-                    raise DocumentError(f"{where}: {key}: missing")
-                continue
-            value = doc[key]
-            if not _kind_ok(f.metadata["kind"], value):
-                kind = f.metadata["kind"].rstrip("?")
-                raise DocumentError(f"{where}: {key}: expected {kind}, got {type(value).__name__}")
-            values[f.name] = value
-        for f in fields(cls):  # after every field is there: a missing field is said first
-            allowed = f.metadata.get("one_of")
-            if allowed is not None and f.name in values:
-                _one_of(where, f.metadata["key"] or f.name, values[f.name], allowed)
-        return cls(**values, extra={k: v for k, v in doc.items() if k not in known})
-
-    @classmethod
-    def _version(cls, doc: JSONObject, where: str) -> int:
-        if "schema" not in doc:
-            if cls.UNVERSIONED is None:
-                raise DocumentError(f"{where}: schema: missing")
-            version = cls.UNVERSIONED
-        else:
-            raw = doc["schema"]
-            if not isinstance(raw, int) or isinstance(raw, bool):
-                raise DocumentError(f"{where}: schema: expected int, got {type(raw).__name__}")
-            version = raw
-        if version > cls.SCHEMA:
-            raise DocumentError(
-                f"{where}: schema: version {version} is newer than this traceladder reads ({cls.SCHEMA})"
-            )
-        if version != cls.SCHEMA and version not in cls.READS:
-            raise DocumentError(
-                f"{where}: schema: version {version} is no longer read (now {cls.SCHEMA}); publish the run again"
-            )
-        return version
-
+from traceladder.core.codec import D as D
+from traceladder.core.codec import Document as Document
+from traceladder.core.codec import DocumentError as DocumentError
+from traceladder.core.codec import JSONObject as JSONObject
+from traceladder.core.codec import JSONValue as JSONValue
+from traceladder.core.codec import _f, _kind_ok, _Part, _parts, _replace
+from traceladder.core.errors import ArtifactStoreError
+from traceladder.core.summary_parts import RunPoints
 
 # ---- narrowing a nested JSON value where a reader knows its shape (a wrong shape is a TypeError)
 
@@ -279,6 +112,51 @@ def what_if_params(params: Mapping[str, JSONValue] | None) -> JSONObject:
     return {k: v for k, v in (params or {}).items() if k != "ladder" and v not in (None, "", [], "ladder")}
 
 
+# ---- plan.json's adaptive record and an adaptive run's stop record
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaptiveRecord(_Part):
+    """plan.json's ``adaptive`` record (stats/sequential.Design.as_dict, with ``planned_at``), or
+    the ladder's rule it is made from: looks after blocks ``min_blocks``..``max_blocks``, the
+    target MDE, the level (None: the design's default) and the time budget."""
+
+    FILE: ClassVar[str] = "adaptive"
+
+    min_blocks: int = _f("int")
+    max_blocks: int = _f("int")
+    target_mde_pct: float = _f("number")
+    alpha: float | None = _f("number?", default=None)
+    budget_s: float | None = _f("number?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopRecord(_Part):
+    """An adaptive run's stop (``stop.json``, and the plan's ``stop`` as it ran): the blocks run
+    and why (``target`` or ``budget``), beside the look it stopped at."""
+
+    FILE: ClassVar[str] = "stop"
+
+    blocks: int = _f("int")
+    reason: str | None = _f("str?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchArgs(_Part):
+    """The batch and parallelism settings of a spec's ``model_args`` (Primus's names), the rest of
+    its args kept aside: how much work a step holds and over how many ranks. A sequence length
+    not given counts as 1 (a step's work is then its global batch)."""
+
+    FILE: ClassVar[str] = "model_args"
+
+    global_batch_size: float | None = _f("number?", default=None)
+    micro_batch_size: float | None = _f("number?", default=None)
+    seq_length: float | None = _f("number?", default=1)
+    expert_model_parallel_size: float | None = _f("number?", default=None)
+    tensor_model_parallel_size: float | None = _f("number?", default=None)
+    pipeline_model_parallel_size: float | None = _f("number?", default=None)
+
+
 # ---- metrics.json
 
 
@@ -333,6 +211,31 @@ class RungResult(Document):
         upgraded: JSONObject = {"run_id": "", "ladder": "", "switch": None, "value": None, "parent": None}
         upgraded |= {"block": 0, "position": 0, "purpose": default_purpose(lens)}
         return upgraded | data
+
+    # the run's figures a ladder's metric may name (stats/verdicts.VERDICT_METRICS), and their
+    # per-iteration values
+    FIGURES: ClassVar[frozenset[str]] = frozenset(
+        {"step_ms", "step_cpu_ms", "tokens_per_sec_per_gpu", "tokens_per_cpu_s_per_gpu", "tflops", "peak_mem_gb"}
+    )
+    ITERATION_VALUES: ClassVar[frozenset[str]] = frozenset({"step_ms_values", "step_cpu_ms_values"})
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def figure(self, name: str) -> float | None:
+        """One of the run's figures (``FIGURES``) by the name a ladder's metric gives it."""
+        if name not in self.FIGURES:
+            raise KeyError(f"not a figure of a rung result: {name}")
+        value: float | None = getattr(self, name)
+        return value
+
+    def iteration_values(self, name: str) -> list[float]:
+        """A figure's per-iteration values (``ITERATION_VALUES``), nulls left out."""
+        if name not in self.ITERATION_VALUES:
+            raise KeyError(f"not per-iteration values of a rung result: {name}")
+        values: list[float | None] = getattr(self, name)
+        return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys)
@@ -632,12 +535,21 @@ class SummaryRef(Document):
     report_html: str | None = _f("str?", default=None)
     failed_rungs: list[str] = _f("list", default=[])
     logical_date: str | None = _f("str?", default=None)
-    points: JSONObject | None = _f("object?", default=None, omit_none=True)
+    points: RunPoints | None = _f("object?", default=None, omit_none=True)
     regressions: list[str] = _f("list", default=[])
     regression_calls: list[str] = _f("list", default=[])
     provenance_changes: list[JSONValue] = _f("list", default=[])
     # rungs to confirm side by side (issue 51): history.suspects less their numbers' detail
     suspects: list[JSONObject] = _f("list", default=[])
+
+    @classmethod
+    def from_dict(cls: type[D], data: object, source: str | None = None) -> D:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        points = cast(SummaryRef, doc).points
+        if points is None or isinstance(points, RunPoints):
+            return doc
+        return _replace(doc, points=RunPoints.from_dict(points, f"{where}: points"))
 
     @property
     def is_what_if(self) -> bool:
@@ -704,24 +616,6 @@ def entries_from(rows: Iterable[tuple[object, str]], skip_bad: bool = False) -> 
 TRIAGE_STATES = ("running", "done", "not approved", "failed")
 TRIAGE_LABELS = ("confirmed regression", "confirmed improvement", "not reproduced", "insufficient data", "not approved")
 STEP_VERDICTS = ("confirmed", "not reproduced", "insufficient", "skipped")
-
-
-def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value is None or value in allowed:  # None got here only where the field's kind allows it
-        return
-    raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Part(Document):
-    """A nested part of a document: no schema key of its own (its document's version covers it)."""
-
-    WRITES_SCHEMA: ClassVar[bool] = False
-    UNVERSIONED: ClassVar[int | None] = 1
-
-
-def _parts(cls: type[D], value: object, where: str) -> list[D]:
-    return [cls.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value if isinstance(value, list) else [])]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -849,10 +743,3 @@ class TriageDoc(Document):
 
     def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys)
-
-
-def _replace(doc: D, **changes: Any) -> D:
-    """A frozen document with some fields replaced (nested parts parsed in place of their dicts)."""
-    from dataclasses import replace
-
-    return replace(doc, **changes)

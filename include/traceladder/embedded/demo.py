@@ -67,9 +67,8 @@ def where_the_rest_is(
 
 def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bool = False) -> int:
     from traceladder.core import layout
-    from traceladder.core.documents import IndexEntry, Summary
+    from traceladder.core.documents import IndexEntry
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
-    from traceladder.summary.render.markdown import to_markdown
 
     store = S3ArtifactStore(s3.client(), s3.bucket, prefix, ladder)
     latest_key = f"{ladder_prefix(prefix, ladder)}/{layout.LATEST_OBJECT}"
@@ -77,7 +76,11 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
     if latest is None or latest.run_id != safe_key_part(dag_run.run_id) or not latest.summary_json:
         print(f"DAG run {dag_run.run_id} ended {dag_run.state} and published no summary", file=sys.stderr)
         return 1
-    summary = Summary.from_json(store.get_verified(latest.summary_json), latest.summary_json).to_dict()
+    if not latest.summary_md:
+        print(f"DAG run {dag_run.run_id} published no summary.md", file=sys.stderr)
+        return 1
+    # the table the summary task rendered from the summary it stored (summary/publish.py)
+    summary_md = store.get_verified(latest.summary_md).decode()
     run_prefix, keys = _run_keys(store, latest.summary_json)
     local = STATE_DIR / "demo" / ladder / run_prefix.rsplit("/", 1)[-1]
     local.mkdir(parents=True, exist_ok=True)
@@ -88,7 +91,7 @@ def _report(s3, prefix: str, ladder: str, started: float, dag_run, list_keys: bo
             target.write_bytes(store.get_bytes(key))
     if list_keys:
         _print_keys(s3.bucket, run_prefix, keys)
-    print(to_markdown(summary))
+    print(summary_md)
     latest_line = f"latest: s3://{s3.bucket}/{latest_key} -> {latest.summary_json} (local copy: {local})"
     report = str(local / layout.SUMMARY_FOLDER / layout.REPORT_HTML)
     wall_s = time.monotonic() - started

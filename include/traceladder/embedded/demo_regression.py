@@ -35,6 +35,7 @@ import yaml
 from traceladder.config.loader import CONFIG_DIR, LoadedLadder
 from traceladder.core import env_vars, layout
 from traceladder.core.documents import IndexEntry, JSONObject, TriageDoc, as_object
+from traceladder.core.summary_parts import RungPoint
 from traceladder.core.errors import TraceladderError
 from traceladder.embedded.demo import STATE_DIR
 from traceladder.stats.history import SUSPECT_MIN_RUNS
@@ -225,17 +226,17 @@ def run_weeks_and_triage(
 def week_figures(runs: list[WeekRun]) -> str:
     out = []
     for run in runs:
-        rungs = as_object(as_object(run.entry.points).get("rungs") or {})
-        figs = [f"{r} {_figure(as_object(v))}" for r, v in rungs.items()]
+        rungs = run.entry.points.rungs if run.entry.points else {}
+        figs = [f"{r} {_figure(v)}" for r, v in rungs.items()]
         out.append(f"{run.week.build}: {', '.join(figs)}")
     return "; ".join(out)
 
 
-def _figure(point: JSONObject) -> str:
-    fig = as_object(point.get("step_cpu_ms") or point.get("step_ms") or {})
-    if not fig.get("mean"):
+def _figure(point: RungPoint) -> str:
+    fig = point.step_cpu_ms or point.step_ms
+    if fig is None or not fig.mean:
         return "no figure"
-    return f"{float(str(fig['mean'])):.1f} ± {float(str(fig.get('ci95') or 0)):.1f} ms ({fig.get('n')} runs)"
+    return f"{float(fig.mean):.1f} ± {float(fig.ci95 or 0):.1f} ms ({fig.n} runs)"
 
 
 def _pct(x: float | None) -> str:
@@ -253,8 +254,8 @@ def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
     lines.append("| week | build | run | step CPU ms per rung (95% CI) | suspects |")
     lines.append("|---|---|---|---|---|")
     for run in outcome.weeks:
-        rungs = as_object(as_object(run.entry.points).get("rungs") or {})
-        figs = ", ".join(f"{r} {_figure(as_object(v))}" for r, v in rungs.items())
+        rungs = run.entry.points.rungs if run.entry.points else {}
+        figs = ", ".join(f"{r} {_figure(v)}" for r, v in rungs.items())
         flagged = ", ".join(str(as_object(s)["rung"]) for s in run.entry.suspects) or "-"
         lines.append(f"| {run.week.logical_date:%Y-%m-%d} | {run.week.build} | {run.run_id} | {figs} | {flagged} |")
     lines.append("")

@@ -191,7 +191,7 @@ def run_rung(
                 echo.write(
                     f"[traceladder] {spec.rung_id}: uploaded {count} spooled artifacts; the rung was not run again\n"
                 )
-            return done
+            return done.to_dict()
         spool.discard(prefix)
         sink = spool
     started = time.monotonic()

@@ -44,7 +44,19 @@ from typing import Sequence
 
 import numpy as np
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
+from traceladder.core.documents import IndexEntry, JSONObject, JSONValue, as_object
+from traceladder.core.summary_parts import (
+    HistoryPoint,
+    HistorySuspect,
+    LadderHistory,
+    RungSeries,
+    SinceLast,
+    RunEstimate,
+    RunPoints,
+    RungPoint,
+    model_fit,
+    summary_rungs,
+)
 from traceladder.stats.verdicts import METRIC_WORDS, STEP, VERDICT_METRICS, plan_metric
 
 # Levels chosen with the replay benches (benchmarks/bench_changes_vs_otava.py, bench_history.py)
@@ -423,206 +435,213 @@ def suspect(
 class RungHistory:
     rung: str
     run_ids: list[str] = field(default_factory=list)
-    step_ms: list[JSONValue] = field(default_factory=list)  # {"mean","ci95","n"} per run
-    tokens_per_sec_per_gpu: list[JSONValue] = field(default_factory=list)  # the same, or None
+    step_ms: list[RunEstimate | None] = field(default_factory=list)  # per run
+    tokens_per_sec_per_gpu: list[RunEstimate | None] = field(default_factory=list)
     # the figure the change points run on: step_ms, or step_cpu_ms on a `metric: cpu` ladder
-    judged: list[JSONValue] = field(default_factory=list)
+    judged: list[RunEstimate] = field(default_factory=list)
 
 
-def _points(entry: Mapping[str, JSONValue]) -> JSONObject:
-    """An index entry's points (`run_points`)."""
-    return as_object(entry["points"])
+def _points(entry: IndexEntry) -> RunPoints:
+    """An index entry's points (`run_points`); every entry a history reads carries them."""
+    if entry.points is None:
+        raise ValueError(f"index entry {entry.run_id} has no points")
+    return entry.points
 
 
-def run_points(summary: Mapping[str, JSONValue]) -> JSONObject:
+def run_points(summary: Mapping[str, JSONValue]) -> RunPoints:
     """What one run contributes to the history (stored in its index entry, so a history needs
     no summary reads): each rung's run-level step time and tokens/s/GPU, and its provenance."""
     provenance = as_object(summary.get("provenance") or {})
     metric = plan_metric(summary)
-    fit = as_object(as_object(summary.get("model") or {}).get(VERDICT_METRICS[metric][0]) or {})
-    return {
-        "metric": metric,
+    fit = model_fit(summary.get("model"), VERDICT_METRICS[metric][0])
+    return RunPoints(
+        metric=metric,
         # how a run's figure is made from its iterations (stats.model.RUN_STATISTICS): a change
         # is a change of method, marked beside the provenance's. Summaries from before the field
         # record none: unknown, not assumed.
-        "run_statistic": fit.get("run_statistic"),
-        "rungs": {
-            str(r["rung"]): {
-                "step_ms": r.get("step_ms"),
-                "step_cpu_ms": r.get("step_cpu_ms"),
-                "tokens_per_sec_per_gpu": r.get("tokens_per_sec_per_gpu"),
-            }
-            for r in as_objects(summary.get("rungs", []))
-            if r.get("step_ms")
+        run_statistic=fit.run_statistic if fit else None,
+        rungs={
+            r.rung: RungPoint(
+                step_ms=r.step_ms, step_cpu_ms=r.step_cpu_ms, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu
+            )
+            for r in summary_rungs(summary.get("rungs", []))
+            if r.step_ms
         },
-        "provenance": {k: provenance.get(k) for k in PROVENANCE_FIELDS},
-    }
+        provenance={k: provenance.get(k) for k in PROVENANCE_FIELDS},
+    )
 
 
-def provenance_changes(entries: Sequence[Mapping[str, JSONValue]]) -> list[list[str]]:
+def provenance_changes(points: Sequence[RunPoints]) -> list[list[str]]:
     """Per run, the provenance fields that differ from the run before (none for the first), and
     the run statistic where both runs record it (index entries from before the field do not say
     which figure their runs took, so no change is claimed against them)."""
     out: list[list[str]] = []
-    for i, entry in enumerate(entries):
+    for i, now in enumerate(points):
         if i == 0:
             out.append([])
             continue
-        before, now = _points(entries[i - 1]), _points(entry)
-        old = as_object(before.get("provenance") or {})
-        new = as_object(now.get("provenance") or {})
+        before = points[i - 1]
+        old, new = before.provenance, now.provenance
         changes = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in PROVENANCE_FIELDS if old.get(k) != new.get(k)]
-        was, is_ = before.get("run_statistic"), now.get("run_statistic")
+        was, is_ = before.run_statistic, now.run_statistic
         if was and is_ and was != is_:
             changes.append(f"run_statistic: {was!r} -> {is_!r}")
         out.append(changes)
     return out
 
 
-def evaluate(entries: Sequence[Mapping[str, JSONValue]], test: str = DEFAULT_TEST, seed: int = 0) -> JSONObject:
+def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int = 0) -> LadderHistory:
     """The history verdicts of a ladder. `entries` are full runs, oldest first, each
-    {"run_id", "logical_date", "points": run_points(...)}; the last one is the run being published.
+    with its points (`run_points`); the last one is the run being published.
     The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
     over the runs that recorded it."""
-    judged_key = VERDICT_METRICS[plan_metric(_points(entries[-1]) if entries else {})][0]
+    judged_key = VERDICT_METRICS[plan_metric({"metric": _points(entries[-1]).metric} if entries else {})][0]
     rungs: dict[str, RungHistory] = {}
     for entry in entries:
-        for name, value in as_object(_points(entry)["rungs"]).items():
-            p = as_object(value)
-            if not p.get(judged_key):
+        for name, p in _points(entry).rungs.items():
+            judged = p.figure(judged_key)
+            if not judged:
                 continue  # a run before the ladder judged on this figure
             h = rungs.setdefault(name, RungHistory(name))
-            h.run_ids.append(str(entry["run_id"]))
-            h.step_ms.append(p["step_ms"])
-            h.tokens_per_sec_per_gpu.append(p.get("tokens_per_sec_per_gpu"))
-            h.judged.append(p[judged_key])
-    prov = provenance_changes(entries)
-    prov_at = {str(e["run_id"]): c for e, c in zip(entries, prov)}
-    current = entries[-1]["run_id"] if entries else None
-    out_rungs: list[JSONValue] = []
-    regressions: list[JSONValue] = []
-    suspects: list[JSONValue] = []
+            h.run_ids.append(entry.run_id)
+            h.step_ms.append(p.step_ms)
+            h.tokens_per_sec_per_gpu.append(p.tokens_per_sec_per_gpu)
+            h.judged.append(judged)
+    prov = provenance_changes([_points(e) for e in entries])
+    prov_at = {e.run_id: c for e, c in zip(entries, prov)}
+    current = entries[-1].run_id if entries else None
+    out_rungs: list[RungSeries] = []
+    regressions: list[HistoryPoint] = []
+    suspects: list[HistorySuspect] = []
     for h in rungs.values():
-        values = [as_float(as_object(s)["mean"]) for s in h.judged]
+        values = [s.mean for s in h.judged]
         now = detect(values, test=test, seed=seed)
         previous = detect(values[:-1], test=test, seed=seed) if h.run_ids[-1] == current else now
         fresh = {c.index for c in new_regressions(now, previous)} if h.run_ids[-1] == current else set()
         found = suspect(values, now, previous) if h.run_ids[-1] == current else None
         if found is not None:
             suspects.append(
-                {"rung": h.rung, "run_id": h.run_ids[-1], "good_run_id": h.run_ids[found.good_index], **found.as_dict()}
+                HistorySuspect(
+                    rung=h.rung,
+                    run_id=h.run_ids[-1],
+                    good_run_id=h.run_ids[found.good_index],
+                    reason=found.reason,
+                    direction=found.direction,
+                    good_index=found.good_index,
+                    delta_pct=found.delta_pct,
+                    change_point=found.change_point.as_dict() if found.change_point else None,
+                    bound=found.bound.as_dict() if found.bound else None,
+                )
             )
-        points: list[JSONValue] = []
+        points: list[HistoryPoint] = []
         for c in now:
-            near: list[JSONValue] = [
+            near = [
                 x
                 for j in (c.index - 1, c.index, c.index + 1)
                 if 0 <= j < len(h.run_ids)
                 for x in prov_at.get(h.run_ids[j], [])
             ]
-            point: JSONObject = {
-                **c.as_dict(),
-                "rung": h.rung,
-                "run_id": h.run_ids[c.index],
-                "provenance_changes": near,
-                "regression": c.index in fresh,
-            }
+            point = HistoryPoint(
+                index=c.index,
+                direction=c.direction,
+                delta_pct=c.delta_pct,
+                ci95_pct=list(c.ci95_pct),
+                p_value=c.p_value,
+                rung=h.rung,
+                run_id=h.run_ids[c.index],
+                provenance_changes=near,
+                regression=c.index in fresh,
+            )
             points.append(point)
-            if point["regression"]:
+            if point.regression:
                 regressions.append(point)
         out_rungs.append(
-            {
-                "rung": h.rung,
-                "run_ids": [*h.run_ids],
-                "step_ms": h.step_ms,
-                "tokens_per_sec_per_gpu": h.tokens_per_sec_per_gpu,
-                **({judged_key: h.judged} if judged_key != STEP else {}),
-                "change_points": points,
-            }
+            RungSeries(
+                rung=h.rung,
+                run_ids=[*h.run_ids],
+                step_ms=[*h.step_ms],
+                tokens_per_sec_per_gpu=[*h.tokens_per_sec_per_gpu],
+                step_cpu_ms=[*h.judged] if judged_key != STEP else None,
+                change_points=points,
+            )
         )
-    return {
-        "runs": [e["run_id"] for e in entries],
-        "logical_dates": [e.get("logical_date") for e in entries],
-        "provenance_changes": [[*changes] for changes in prov],
-        "test": test,
-        "metric": judged_key,
-        "alpha": ALPHA,
-        "alpha_recent": ALPHA_RECENT,
-        "recent_runs": RECENT_RUNS,
-        "rungs": out_rungs,
-        "regressions": regressions,
+    return LadderHistory(
+        runs=[e.run_id for e in entries],
+        logical_dates=[e.logical_date for e in entries],
+        provenance_changes=[[*changes] for changes in prov],
+        test=test,
+        metric=judged_key,
+        alpha=ALPHA,
+        alpha_recent=ALPHA_RECENT,
+        recent_runs=RECENT_RUNS,
+        rungs=out_rungs,
+        regressions=regressions,
         # rungs to re-measure side by side (issue 51): a new change point or a run beyond the bound
-        "suspects": suspects,
-        "since_last": since_last(entries),
-    }
+        suspects=suspects,
+        since_last=since_last(entries),
+    )
 
 
-def since_last(entries: Sequence[Mapping[str, JSONValue]]) -> JSONObject | None:
+def since_last(entries: Sequence[IndexEntry]) -> SinceLast | None:
     """ "Since last week": the newest run against the one before, figures only (the calls come
     from the change points above, not from two runs)."""
     if len(entries) < 2:
         return None
-    before, now = entries[-2], entries[-1]
-    rows: list[JSONValue] = []
-    for name, value in as_object(_points(now)["rungs"]).items():
-        p = as_object(value)
-        old = as_object(as_object(_points(before)["rungs"]).get(name) or {})
-        if old and old.get("step_ms") and p.get("step_ms"):
-            a, b = as_float(as_object(old["step_ms"])["mean"]), as_float(as_object(p["step_ms"])["mean"])
+    before, now = _points(entries[-2]), _points(entries[-1])
+    rows: list[JSONObject] = []
+    for name, p in now.rungs.items():
+        old = before.rungs.get(name)
+        if old is not None and old.step_ms and p.step_ms:
+            a, b = old.step_ms.mean, p.step_ms.mean
             rows.append(
                 {
                     "rung": name,
-                    "previous": old["step_ms"],
-                    "current": p["step_ms"],
+                    "previous": old.step_ms.to_dict(),
+                    "current": p.step_ms.to_dict(),
                     "delta_ms": b - a,
                     "delta_pct": 100.0 * (b / a - 1),
                 }
             )
-    return {
-        "previous_run_id": before["run_id"],
-        "rungs": rows,
-        "provenance_changes": [*provenance_changes([before, now])[1]],
-    }
+    return SinceLast(
+        previous_run_id=entries[-2].run_id, rungs=rows, provenance_changes=[*provenance_changes([before, now])[1]]
+    )
 
 
-def regression_lines(history: Mapping[str, JSONValue] | None) -> list[str]:
+def regression_lines(history: LadderHistory | None) -> list[str]:
     """One sentence per regression call, for findings and the notifier."""
     out = []
-    for r in as_objects((history or {}).get("regressions", [])):
-        lo, hi = as_list(r["ci95_pct"])
-        changes = [str(x) for x in as_list(r["provenance_changes"])]
+    for r in history.regressions if history else []:
+        lo, hi = r.ci95_pct
+        changes = r.provenance_changes
         prov = f"; coincides with a provenance change ({'; '.join(changes)})" if changes else "; no provenance change"
-        what = METRIC_WORDS.get(str((history or {}).get("metric", STEP)), METRIC_WORDS[STEP])[0]
+        what = METRIC_WORDS.get(history.metric if history else STEP, METRIC_WORDS[STEP])[0]
         out.append(
-            f"{r['rung']}: {what} {r['delta_pct']:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) "
-            f"from run {r['run_id']} on{prov}."
+            f"{r.rung}: {what} {r.delta_pct:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%) from run {r.run_id} on{prov}."
         )
     return out
 
 
-def history_findings(history: Mapping[str, JSONValue]) -> list[str]:
+def history_findings(history: LadderHistory) -> list[str]:
     """The summary's sentences about the ladder's history."""
-    n = len(as_list(history["runs"]))
+    n = len(history.runs)
     calls = regression_lines(history)
     suspects = suspect_lines(history)
     if calls:
         return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls] + suspects
     out = [f"No new step-time regression in the ladder's history ({n} full runs).", *suspects]
-    last = as_object(history.get("since_last") or {})
+    last = history.since_last
     if last:
-        out += [
-            f"Provenance changed since {last['previous_run_id']}: {p}." for p in as_list(last["provenance_changes"])
-        ]
+        out += [f"Provenance changed since {last.previous_run_id}: {p}." for p in last.provenance_changes]
     return out
 
 
-def suspect_lines(history: Mapping[str, JSONValue]) -> list[str]:
+def suspect_lines(history: LadderHistory) -> list[str]:
     """One sentence per suspect: to be confirmed side by side, not a call."""
     out = []
-    for s in as_objects(history.get("suspects") or []):
-        why = "a new change point" if s.get("reason") == "change point" else "beyond the 99% prediction bound"
+    for s in history.suspects:
+        why = "a new change point" if s.reason == "change point" else "beyond the 99% prediction bound"
         out.append(
-            f"Suspect {s['rung']}: {s['direction']} {as_float(s['delta_pct']):+.1f}% ({why}; last good run "
-            f"{s['good_run_id']}), to be confirmed side by side."
+            f"Suspect {s.rung}: {s.direction} {s.delta_pct:+.1f}% ({why}; last good run "
+            f"{s.good_run_id}), to be confirmed side by side."
         )
     return out

@@ -41,7 +41,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, stats
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_int
+from traceladder.core.documents import AdaptiveRecord, JSONObject
 
 ALPHA = 0.05
 SPENDING = "lan_demets_obf"
@@ -188,15 +188,15 @@ class Design:
         return doc
 
     @classmethod
-    def from_dict(cls, doc: Mapping[str, JSONValue]) -> Design:
+    def from_dict(cls, doc: object) -> Design:
         """From plan.json's `adaptive` record, or the plan's rule (plan.build.adaptive_plan)."""
-        budget = doc.get("budget_s")
+        rec = AdaptiveRecord.from_dict(doc, "plan.json: adaptive")
         return cls(
-            as_int(doc["min_blocks"]),
-            as_int(doc["max_blocks"]),
-            float(as_float(doc["target_mde_pct"])),
-            float(as_float(doc.get("alpha", ALPHA))),
-            None if budget is None else float(as_float(budget)),
+            rec.min_blocks,
+            rec.max_blocks,
+            float(rec.target_mde_pct),
+            float(ALPHA if rec.alpha is None else rec.alpha),
+            None if rec.budget_s is None else float(rec.budget_s),
         )
 
 

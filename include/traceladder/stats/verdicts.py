@@ -5,17 +5,11 @@ summary. The statistics themselves are in stats/model.py."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping
 
-from traceladder.core.documents import (
-    JSONObject,
-    JSONValue,
-    as_int,
-    as_number,
-    as_object,
-    as_objects,
-    spec_purpose,
-)
+from traceladder.core.documents import JSONObject, JSONValue, RungResult, StopRecord, as_int, as_objects, spec_purpose
+from traceladder.core.summary_parts import AdaptiveRepeats, LadderCalls, RungChange, summary_part, summary_rungs
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
@@ -66,53 +60,54 @@ METRIC_WORDS = {
 }
 
 
-def change_pct_interval(vs: Mapping[str, JSONValue]) -> tuple[float, float] | None:
+def change_pct_interval(vs: RungChange) -> tuple[float, float] | None:
     """A `vs_parent`'s 95% interval in % of the parent, the scale the verdict is judged on:
     `ci95_pct`, or for a summary from before it, its `ci95` over the parent's level (which
     `delta` / `delta_pct` give back)."""
-    pct = vs.get("ci95_pct")
-    if isinstance(pct, list) and len(pct) == 2:
-        lo, hi = as_number(pct[0]), as_number(pct[1])
+    pct = vs.ci95_pct
+    if pct is not None and len(pct) == 2:
+        lo, hi = pct
         return (lo, hi) if lo is not None and hi is not None else None
-    ci, delta, delta_pct = vs.get("ci95"), as_number(vs.get("delta")), as_number(vs.get("delta_pct"))
-    if not (isinstance(ci, list) and len(ci) == 2 and delta and delta_pct):
+    ci, delta, delta_pct = vs.ci95, vs.delta, vs.delta_pct
+    if not (ci is not None and len(ci) == 2 and delta and delta_pct):
         return None
-    lo, hi = as_number(ci[0]), as_number(ci[1])
+    lo, hi = ci
     if lo is None or hi is None:
         return None
     level = 100 * delta / delta_pct  # delta = level * delta_pct / 100
     return 100 * lo / level, 100 * hi / level
 
 
-def not_called_over_ladder(vs: Mapping[str, JSONValue]) -> bool:
+def not_called_over_ladder(vs: RungChange) -> bool:
     """A rung that a test of it on its own would call, but the ladder-wide rule does not."""
-    own = vs.get("per_rung")
-    return vs.get("verdict") == "no_change" and isinstance(own, dict) and own.get("verdict") in ("faster", "slower")
+    return vs.verdict == "no_change" and vs.per_rung is not None and vs.per_rung.called
 
 
-def per_rung_words(vs: Mapping[str, JSONValue]) -> str:
+def per_rung_words(vs: RungChange) -> str:
     """The per-rung call of a rung not called over the ladder: `faster -5.6% [-10.7%, -0.1%]`."""
-    own = as_object(vs["per_rung"])
+    own = vs.per_rung
+    if own is None:
+        raise ValueError("a rung change without a per-rung call")
     interval = change_pct_interval(own)
     ci = f" [{interval[0]:+.1f}%, {interval[1]:+.1f}%]" if interval else ""
-    return f"{change_word({**own, 'metric': vs.get('metric')})} {as_number(vs.get('delta_pct')) or 0.0:+.1f}%{ci}"
+    return f"{change_word(replace(own, metric=vs.metric))} {vs.delta_pct or 0.0:+.1f}%{ci}"
 
 
 def interval_label(summary: Mapping[str, JSONValue]) -> str:
     """What the shown verdict intervals are: `95% CI`, or under a ladder-wide rule the level that
     decided its last call (`98.75% CI, Holm`; docs/statistics.md, "Calls over the whole ladder")."""
-    calls = summary.get("calls")
-    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
+    if calls is None or calls.per_rung:
         return "95% CI"
-    level = as_number(calls.get("interval_level")) or ALPHA
-    return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls['name']}"
+    level = calls.interval_level or ALPHA
+    return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls.name}"
 
 
-def change_word(vs: Mapping[str, JSONValue]) -> str:
+def change_word(vs: RungChange) -> str:
     """How a call reads: `faster`/`slower` for a step figure, `higher`/`lower` for a batch rung's
     throughput (the stored verdict stays `faster`/`slower` for both)."""
-    word = str(vs.get("verdict"))
-    if vs.get("metric") in STEP_METRICS or word not in ("faster", "slower"):
+    word = str(vs.verdict)
+    if vs.metric in STEP_METRICS or word not in ("faster", "slower"):
         return word
     return "higher" if word == "faster" else "lower"
 
@@ -149,7 +144,7 @@ def plan_specs(plan: Mapping[str, JSONValue]) -> list[JSONObject]:
 
 def _runs(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     keep: Callable[[JSONObject], bool],
     metric: str,
     treatment: Callable[[JSONObject], str] = lambda s: str(s["rung"]),
@@ -160,30 +155,25 @@ def _runs(
     out = []
     for spec in plan_specs(plan):
         result = results.get(str(spec["rung_id"]))
-        if not keep(spec) or not result or result.get("status") != "ok":
+        if not keep(spec) or result is None or not result.ok:
             continue
-        y = log_or_none(as_number(result.get(metric)))
+        y = log_or_none(result.figure(metric))
         if y is None:
             continue
-        iters = tuple(math.log(v) for v in _numbers(result.get(values)) if v and v > 0)
+        iters = tuple(math.log(v) for v in result.iteration_values(values) if v and v > 0)
         out.append(Run(spec_block(spec), treatment(spec), y, iters, _midpoint(result)))
     return out
 
 
-def _midpoint(result: Mapping[str, JSONValue]) -> float | None:
+def _midpoint(result: RungResult) -> float | None:
     """When a run ran: the middle of its start and end (epoch s), for the drift terms."""
-    start, end = as_number(result.get("started_at")), as_number(result.get("ended_at"))
+    start, end = result.started_at, result.ended_at
     return None if start is None or end is None else (start + end) / 2
 
 
-def _numbers(value: JSONValue) -> list[float]:
-    """A result's per-iteration values (null or absent: none)."""
-    return [n for v in value or () if (n := as_number(v)) is not None] if isinstance(value, list) else []
-
-
-def measured(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, list[JSONObject]]:
+def measured(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> dict[str, list[RungResult]]:
     """Each rung's measure runs (any status), for the table's per-rung columns."""
-    out: dict[str, list[JSONObject]] = {}
+    out: dict[str, list[RungResult]] = {}
     for spec in plan_specs(plan):
         rung_id = str(spec["rung_id"])
         if spec_purpose(spec) == "measure" and rung_id in results:
@@ -216,17 +206,18 @@ def _model(fit: BlockFit, drift: str, critical_z: float | None = None) -> JSONOb
     }
 
 
-def _run_statistic(results: Mapping[str, JSONObject], figure: str, field: str | None) -> str:
+def _run_statistic(results: Mapping[str, RungResult], figure: str, field: str | None) -> str:
     """What the runs' `figure` is over their iterations, as each result records it in `field`:
     the mean only where every run that has the figure says so (a summary built again over runs
     from before the mean keeps their median and its floor)."""
     if field is None:
         return "median"
-    said = {r.get(field) for r in results.values() if r.get("status") == "ok" and r.get(figure) is not None}
+    assert field == "step_cpu_statistic", field  # the one field that records it (VERDICT_METRICS)
+    said = {r.step_cpu_statistic for r in results.values() if r.ok and r.figure(figure) is not None}
     return "mean" if said == {"mean"} else "median"
 
 
-def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> dict[str, BlockFit]:
+def measure_fits(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> dict[str, BlockFit]:
     """The block model of the measure runs on the plan's verdict metric: its step figure and its
     batch rungs' figure, each fitted with the plan's drift terms."""
     step, tokens, values, recorded = VERDICT_METRICS[plan_metric(plan)]
@@ -242,7 +233,7 @@ Comparison = tuple[Contrast, float, str, bool]  # rung minus parent, the parent'
 
 
 def _comparisons(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]
 ) -> tuple[dict[str, Comparison], dict[str, BlockFit]]:
     """rung → its contrast with its parent on the plan's verdict metric (batch rungs: tokens), and
     the block fits per metric."""
@@ -264,7 +255,7 @@ def _comparisons(
 
 
 def rung_verdicts(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], critical_z: float | None = None
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult], critical_z: float | None = None
 ) -> tuple[dict[str, JSONObject], JSONObject]:
     """rung → vs_parent for every rung with a parent, each tested on its own (per rung), and the
     model's figures per metric (the ladder's verdict metric: wall or cpu). `critical_z`: an
@@ -302,7 +293,7 @@ def _pct(log_value: float | None) -> float | None:
 
 def ladder_verdicts(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     design: Design | None = None,
     blocks: int = 0,
     final: bool = False,
@@ -361,7 +352,7 @@ def ladder_verdicts(
 
 
 def _median_mde(verdicts: Iterable[Mapping[str, JSONValue]]) -> float | None:
-    mdes = sorted(m for v in verdicts if (m := as_number(v.get("mde_pct"))) is not None)
+    mdes = sorted(m for v in verdicts if (m := RungChange.from_dict(v).mde_pct) is not None)
     if not mdes:
         return None
     half = len(mdes) // 2
@@ -398,7 +389,7 @@ def calls_sentence(
 def adaptive_design(plan: Mapping[str, JSONValue]) -> Design | None:
     """The plan's adaptive design (plan.json `adaptive`), or None for a fixed number of blocks."""
     doc = plan.get("adaptive")
-    return Design.from_dict(as_object(doc)) if doc else None
+    return Design.from_dict(doc) if doc else None
 
 
 def _first_blocks(plan: Mapping[str, JSONValue], blocks: int) -> JSONObject:
@@ -409,7 +400,7 @@ def _first_blocks(plan: Mapping[str, JSONValue], blocks: int) -> JSONObject:
 
 
 def sequential_look(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], blocks: int, *, final: bool = False
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult], blocks: int, *, final: bool = False
 ) -> JSONObject:
     """The stopping rule after `blocks` measure blocks: every non-root rung's MDE at this look's
     critical value for the ladder-wide rule's MDE level, and whether each is at or below the
@@ -432,12 +423,13 @@ def sequential_look(
     }
 
 
-def measure_block_starts(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> list[float]:
+def measure_block_starts(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> list[float]:
     """When each measure block with a timed run began (its earliest metrics.json `started_at`,
     epoch s), in block order: the time budget's look ahead (stats/sequential.over_budget)."""
     starts: dict[int, float] = {}
     for spec in plan_specs(plan):
-        start = as_number((results.get(str(spec["rung_id"])) or {}).get("started_at"))
+        result = results.get(str(spec["rung_id"]))
+        start = result.started_at if result is not None else None
         if _measure(spec) and start is not None:
             block = spec_block(spec)
             starts[block] = min(start, starts.get(block, start))
@@ -449,11 +441,11 @@ def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
     measure blocks it skipped are left out, so their runs are neither failures nor cells."""
     if not stop:
         return plan
-    return {**_first_blocks(plan, as_int(stop["blocks"])), "stop": stop}
+    return {**_first_blocks(plan, StopRecord.from_dict(stop, "stop.json").blocks), "stop": stop}
 
 
 def sequential_verdicts(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]
 ) -> tuple[dict[str, JSONObject], JSONObject, JSONObject | None, JSONObject]:
     """`ladder_verdicts` (the plan's ladder-wide rule, and its `calls` record), and for an
     adaptive plan at the look where it stopped (its critical values) with the summary's
@@ -462,13 +454,13 @@ def sequential_verdicts(
     if design is None:
         verdicts, model, calls = ladder_verdicts(plan, results)
         return verdicts, model, None, calls
-    stop = plan.get("stop")
-    ran = as_int(as_object(stop)["blocks"]) if stop else design.max_blocks
-    budget_stop = bool(stop) and as_object(stop).get("reason") == "budget"
+    stop = summary_part(StopRecord, plan.get("stop"), "plan.json: stop")
+    ran = stop.blocks if stop else design.max_blocks
+    budget_stop = stop is not None and stop.reason == "budget"
     critical_z = design.final_z_at(ran) if budget_stop else design.z_at(ran)
     verdicts, model, calls = ladder_verdicts(plan, results, design, ran, budget_stop)
     looks = [sequential_look(plan, results, n, final=budget_stop and n == ran) for n in design.looks if n <= ran]
-    reached = target_reached({r: as_number(v["mde_pct"]) for r, v in verdicts.items()}, design.target_mde_pct)
+    reached = target_reached({r: RungChange.from_dict(v).mde_pct for r, v in verdicts.items()}, design.target_mde_pct)
     target = f"{design.target_mde_pct:g}%"
     if budget_stop:
         why = "budget"
@@ -504,7 +496,7 @@ def sequential_verdicts(
 
 
 def lens_overheads(
-    plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject], lens_rung: str
+    plan: Mapping[str, JSONValue], results: Mapping[str, RungResult], lens_rung: str
 ) -> dict[str, JSONObject]:
     """lens → step-time ratio to the unprofiled run of the same block, with its 95% interval.
     Lens blocks hold a `none` run of the lens rung; plans without lens blocks pair by repeat."""
@@ -535,56 +527,55 @@ def _measure(spec: Mapping[str, JSONValue]) -> bool:
 
 def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """The verdict sentences: what each rung bought against its parent, and what could not be seen."""
-    rows = [(r, as_object(r["vs_parent"])) for r in as_objects(summary["rungs"]) if r.get("vs_parent")]
+    rows = [(r, r.vs_parent) for r in summary_rungs(summary["rungs"]) if r.vs_parent]
     out = []
-    called = [(r, v) for r, v in rows if v["verdict"] in ("faster", "slower")]
+    called = [(r, v) for r, v in rows if v.called]
     label = interval_label(summary)
-    for r, v in sorted(called, key=lambda rv: -abs(as_number(rv[1]["delta_pct"]) or 0.0)):
-        what, unit, _ = METRIC_WORDS.get(str(v["metric"]), METRIC_WORDS[STEP])
-        delta_pct, delta = as_number(v["delta_pct"]) or 0.0, as_number(v["delta"]) or 0.0
+    for r, v in sorted(called, key=lambda rv: -abs(rv[1].delta_pct or 0.0)):
+        what, unit, _ = METRIC_WORDS.get(str(v.metric), METRIC_WORDS[STEP])
+        delta_pct, delta = v.delta_pct or 0.0, v.delta or 0.0
         interval = change_pct_interval(v)
         ci = f"{label} {interval[0]:+.1f}% to {interval[1]:+.1f}%; " if interval else ""
-        head = f"{r['rung']} ({r['switch']}={r['value']})"
-        if v["metric"] in STEP_METRICS:
-            head += f" is {v['verdict']} than {r['parent']}: {what}"
+        head = f"{r.rung} ({r.switch}={r.value})"
+        if v.metric in STEP_METRICS:
+            head += f" is {v.verdict} than {r.parent}: {what}"
         else:
-            head += f" has {change_word(v)} {what} than {r['parent']}:"
+            head += f" has {change_word(v)} {what} than {r.parent}:"
         out.append(f"{head} {delta_pct:+.1f}% ({ci}{delta:+.1f} {unit}).")
-    quiet = [(r, v) for r, v in rows if v["verdict"] == "no_change"]
+    quiet = [(r, v) for r, v in rows if v.verdict == "no_change"]
     if quiet:
         out.append(
             "No change detected against the parent (smallest change these runs could see at 80% power): "
-            + ", ".join(f"{r['rung']} (MDE {as_number(v['mde_pct']) or 0.0:.1f}%)" for r, v in quiet)
+            + ", ".join(f"{r.rung} (MDE {v.mde_pct or 0.0:.1f}%)" for r, v in quiet)
             + "."
         )
-    calls = as_object(summary.get("calls") or {})
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
     missed = [(r, v) for r, v in quiet if not_called_over_ladder(v)]
     if calls and missed:
         out.append(
-            f"Not called over the ladder ({calls['name']}), though a test of the rung on its own would call it: "
-            + "; ".join(f"{r['rung']} {per_rung_words(v)}" for r, v in missed)
+            f"Not called over the ladder ({calls.name}), though a test of the rung on its own would call it: "
+            + "; ".join(f"{r.rung} {per_rung_words(v)}" for r, v in missed)
             + "."
         )
-    single = [str(r["rung"]) for r, v in rows if v["verdict"] == "single_run"]
+    single = [r.rung for r, v in rows if v.verdict == "single_run"]
     if single:
         out.append(f"No verdict (fewer than two ok runs on a side): {', '.join(single)}.")
-    repeats = summary.get("repeats")
+    repeats = summary_part(AdaptiveRepeats, summary.get("repeats"), "summary.json: repeats")
     if repeats:
-        repeats = as_object(repeats)
-        critical_z_used = as_number(repeats["critical_z_used"]) or 0.0
+        critical_z_used = repeats.critical_z_used or 0.0
         out.append(
-            f"Adaptive repeats: {repeats['sentence']}. Looking after every block from {repeats['min_blocks']} on "
+            f"Adaptive repeats: {repeats.sentence}. Looking after every block from {repeats.min_blocks} on "
             f"spends the 5% false-call rate over the looks (Lan-DeMets, O'Brien-Fleming type), so a rung tested "
             f"on its own uses the critical value of the look where it stopped: z {critical_z_used:.2f}, "
             f"not 1.96"
             + (
                 "; the ladder-wide rule spends its levels over the looks the same way."
-                if calls and calls.get("rule") != "per_rung"
+                if calls and calls.rule != "per_rung"
                 else "."
             )
         )
     if calls:
-        sentence = str(calls["sentence"])
+        sentence = str(calls.sentence)
         out.append(f"{sentence[:1].upper()}{sentence[1:]}.")
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from traceladder.core.documents import JSONObject, RungResult
+from traceladder.core.documents import RungResult
 from traceladder.core import env_vars, layout
 from traceladder.storage.artifacts import (
     MANIFEST_NAME,
@@ -135,13 +135,13 @@ class SpoolingSink(ArtifactSink):
         """Everything of the rung is in the spool (manifest written): a retry may upload it."""
         self._marker(rung_prefix).write_text("")
 
-    def pending(self, rung_prefix: str) -> JSONObject | None:
+    def pending(self, rung_prefix: str) -> RungResult | None:
         """The spooled result (metrics.json) of a sealed rung that still waits for S3, if any."""
         if not self._marker(rung_prefix).exists():
             return None
         metrics = self.folder(rung_prefix) / layout.METRICS_OBJECT
         try:
-            return RungResult.from_json(metrics.read_text(), str(metrics)).to_dict()
+            return RungResult.from_json(metrics.read_text(), str(metrics))
         except (OSError, ValueError):  # DocumentError is a ValueError
             return None
 

@@ -22,10 +22,11 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Sequence, Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_number, as_object, as_objects
+from traceladder.core.documents import JSONObject, JSONValue, BatchArgs, PlanDoc, RungResult
+from traceladder.core.summary_parts import AttributionEntry, AttributionNoise, SummaryRung, summary_rungs
 from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 
@@ -58,36 +59,33 @@ def _rank0(keys: list[str]) -> str | None:
 
 
 def profiled_traces(
-    results: Mapping[str, JSONObject], purposes: dict[str, str]
-) -> dict[str, dict[str, list[tuple[str, JSONObject]]]]:
+    results: Mapping[str, RungResult], purposes: dict[str, str]
+) -> dict[str, dict[str, list[tuple[str, RungResult]]]]:
     """rung → lens → (rank-0 trace key, run result) of each of its profiled runs: every-rung
     profile runs first, then by repeat. The first is the one attributed; all measure the noise."""
-    found: dict[str, dict[str, list[tuple[str, JSONObject]]]] = {}
-    ranked = sorted(
-        results.values(), key=lambda r: (purposes.get(str(r["rung_id"])) != "profile", as_float(r.get("repeat", 0)))
-    )
+    found: dict[str, dict[str, list[tuple[str, RungResult]]]] = {}
+    ranked = sorted(results.values(), key=lambda r: (purposes.get(r.rung_id) != "profile", r.repeat))
     for r in ranked:
-        if r.get("status") != "ok" or r.get("lens") not in TRACE_LENSES:
+        if not r.ok or r.lens not in TRACE_LENSES:
             continue
-        key = _rank0([str(k) for k in as_list(r.get("traces") or [])])
+        key = _rank0([str(k) for k in r.traces])
         if key:
-            found.setdefault(str(r["rung"]), {}).setdefault(str(r["lens"]), []).append((key, r))
+            found.setdefault(r.rung, {}).setdefault(r.lens, []).append((key, r))
     return found
 
 
-def _measured_step_ms(row: Mapping[str, JSONValue]) -> float | None:
-    step = row.get("step_ms")
-    mean = as_number(step.get("mean")) if isinstance(step, dict) else None
+def _measured_step_ms(row: SummaryRung) -> float | None:
+    mean = row.step_ms.mean if row.step_ms else None
     return mean if mean and mean > 0 else None
 
 
-def run_speed(row: Mapping[str, JSONValue] | None, run: Mapping[str, JSONValue]) -> float | None:
+def run_speed(row: SummaryRung | None, run: RungResult) -> float | None:
     """How fast a profiled run went against its rung's measured runs: the rung's mean step time
     over the run's own step time in its profiled window, both wall clock as the trace's op and
     kernel times are (the window's profiler overhead is in it, alike for a rung and its parent
     under one lens). None where either is missing."""
     measured = _measured_step_ms(row) if row is not None else None
-    own = as_number(run.get("step_ms"))
+    own = run.step_ms
     return measured / own if measured and own and own > 0 else None
 
 
@@ -140,18 +138,19 @@ class ProfileNoise:
         }
 
 
-def noise_line(entries: list[JSONObject]) -> str | None:
+def noise_line(entries: Sequence[AttributionEntry | JSONObject]) -> str | None:
     """The noise statement under the section's title, from the first entry that carries it (one
-    pool serves every entry of a summary)."""
-    n = next((as_object(e["noise"]) for e in entries if e.get("noise")), None)
+    pool serves every entry of a summary). A template passes the stored JSON: read as the class."""
+    typed = [e if isinstance(e, AttributionEntry) else AttributionEntry.from_dict(e) for e in entries]
+    n = next((e.noise for e in typed if e.noise), None)
     if n is None:
         return None
     return (
         "One profiled run per rung. A CPU trace's op times are taken at its rung's measured speed (× the "
         "rung's mean step time / the window's step time). Between profiled runs of one rung, op time per step "
-        f"varies by sd {as_float(n['sd_pct']):.1f}% (of its natural log; pooled over {n['runs']} runs of "
-        f"{', '.join(_strs(n['rungs']))}, {n['df']} df). A change smaller than t(0.975, {n['df']}) "
-        f"({as_float(n['t']):.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative, "
+        f"varies by sd {n.sd_pct:.1f}% (of its natural log; pooled over {n.runs} runs of "
+        f"{', '.join(n.rungs)}, {n.df} df). A change smaller than t(0.975, {n.df}) "
+        f"({n.t:.2f}) × √2 × sd × the mean of the two sides' op time per step is marked indicative, "
         "as is, on a step-time verdict, one whose largest category delta is smaller than the width of its 95% "
         "interval."
     )
@@ -163,7 +162,7 @@ def _against(verdict: JSONValue, delta_us: float) -> bool:
 
 
 def _indicative(
-    row: Mapping[str, JSONValue],
+    row: SummaryRung,
     largest_us: float,
     delta_us: float = 0.0,
     noise_us: float | None = None,
@@ -171,9 +170,9 @@ def _indicative(
 ) -> str | None:
     """Why the attribution is only indicative, or None when the step-time change is resolved.
     `uncorrected` says why a CPU trace could not be taken at its rung's measured speed."""
-    vs = row.get("vs_parent")
-    if isinstance(vs, dict):
-        verdict = vs.get("verdict")
+    vs = row.vs_parent
+    if vs is not None:
+        verdict = vs.verdict
         if verdict == "no_change":
             return "no change detected in its measured runs"
         if verdict == "single_run":
@@ -187,19 +186,19 @@ def _indicative(
                 f"the op-time change {fmt_us(delta_us)} is inside the ±{fmt_abs_us(noise_us)} "
                 "that two profiled runs of one rung differ by here (95%)"
             )
-        ci = vs.get("ci95")
-        if vs.get("metric") in STEP_METRICS and isinstance(ci, list) and len(ci) == 2 and None not in ci:
-            width_ms = as_float(ci[1]) - as_float(ci[0])
+        ci = vs.ci95
+        if vs.metric in STEP_METRICS and ci is not None and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
+            width_ms = ci[1] - ci[0]
             if largest_us / 1e3 < width_ms:
                 return (
                     f"largest category delta {largest_us / 1e3:.1f} ms is inside the {width_ms:.1f} ms width "
                     "of the step-time 95% interval"
                 )
         return None
-    change = row.get("tokens_gained") if row.get("kind") == "batch" else row.get("ms_removed")
-    if not change:
+    # a summary from before vs_parent (schema 1): its row's tokens_gained or ms_removed
+    change = row.extra.get("tokens_gained") if row.kind == "batch" else row.extra.get("ms_removed")
+    if not change or not isinstance(change, dict):
         return "no step-time comparison with the parent"
-    change = as_object(change)
     if change.get("single_run"):
         return "a single run per rung"
     if not change.get("significant"):
@@ -229,58 +228,54 @@ def _names(names: list[str], n: int = 3) -> str:
     return ", ".join(short_name(x) for x in names[:n]) + (", ..." if len(names) > n else "")
 
 
-def sentence(e: Mapping[str, JSONValue]) -> str:
+def sentence(e: AttributionEntry) -> str:
     """One line in the write-up's style, from the entry's numbers only."""
-    what = "kernel" if e["device"] == "gpu" else "op"
-    d = as_float(e["kernel_time_delta_us"])
+    what = "kernel" if e.device == "gpu" else "op"
+    d = e.kernel_time_delta_us
     verb = "removed" if d < 0 else "added"
-    work = as_float(e.get("work_ratio") or 1.0)
+    work = e.work_ratio or 1.0
     if work != 1.0:  # a batch rung: the time for the parent's tokens per step, so fixed costs show
         parts = [
-            f"{e['rung']} runs {work:.2f}x {e['parent']}'s tokens per step; for {e['parent']}'s tokens it "
+            f"{e.rung} runs {work:.2f}x {e.parent}'s tokens per step; for {e.parent}'s tokens it "
             f"{verb} {fmt_abs_us(d)} of {what} time"
         ]
     else:
-        parts = [f"{e['rung']} {verb} {fmt_abs_us(d)} of {what} time per step against {e['parent']}"]
-    cats = [c for c in as_objects(e["categories"]) if c["delta_us"] != 0][:3]
+        parts = [f"{e.rung} {verb} {fmt_abs_us(d)} of {what} time per step against {e.parent}"]
+    cats = [c for c in e.categories if c.delta_us != 0][:3]
     if cats:
-        parts[0] += ": " + ", ".join(f"{c['name']} {fmt_us(as_float(c['delta_us']))}" for c in cats)
-    regions = [r for r in as_objects(e.get("regions", [])) if r["delta_us"] != 0][:3]
+        parts[0] += ": " + ", ".join(f"{c.name} {fmt_us(c.delta_us)}" for c in cats)
+    regions = [r for r in e.regions if r.delta_us != 0][:3]
     if regions:
         # entries from before `regions_measure` compared the regions' range wall time
-        by = "by region" if e.get("regions_measure") == REGION_OP_TIME else "by region's range wall time"
-        outside = as_number(e.get("regions_outside_us"))
+        by = "by region" if e.regions_measure == REGION_OP_TIME else "by region's range wall time"
+        outside = e.regions_outside_us
         parts.append(
             f"{by} "
-            + ", ".join(f"{r['name']} {fmt_us(as_float(r['delta_us']))}" for r in regions)
+            + ", ".join(f"{r.name} {fmt_us(r.delta_us)}" for r in regions)
             # the op time in no region, where it is as large as the regions named
             + (
                 f" ({fmt_us(outside)} outside the named regions)"
-                if outside and abs(outside) >= min(abs(as_float(r["delta_us"])) for r in regions)
+                if outside and abs(outside) >= min(abs(r.delta_us) for r in regions)
                 else ""
             )
         )
-    unit = "kernels" if e["device"] == "gpu" else "ops"
-    if e["vanished"] or e["appeared"]:
+    unit = "kernels" if e.device == "gpu" else "ops"
+    if e.vanished or e.appeared:
         bits = []
-        if e["vanished"]:
-            bits.append(f"{e['n_vanished']} {unit} vanished ({_names(_strs(e['vanished']))})")
-        if e["appeared"]:
-            bits.append(f"{e['n_appeared']} appeared ({_names(_strs(e['appeared']))})")
+        if e.vanished:
+            bits.append(f"{e.n_vanished} {unit} vanished ({_names([str(x) for x in e.vanished])})")
+        if e.appeared:
+            bits.append(f"{e.n_appeared} appeared ({_names([str(x) for x in e.appeared])})")
         parts.append(" and ".join(bits))
-    t = {k: as_float(v) for k, v in as_object(e["timeline_us"]).items()}
+    t = e.timeline_us
     parts.append(
         f"compute {fmt_us(t['computation_time'])}, exposed communication {fmt_us(t['exposed_comm_time'])}, "
         f"idle {fmt_us(t['idle_time'])}"
     )
     text = "; ".join(parts) + "."
-    if e["indicative"]:
-        text += f" Indicative: {e['indicative']}."
+    if e.indicative:
+        text += f" Indicative: {e.indicative}."
     return text
-
-
-def _strs(value: JSONValue) -> list[str]:
-    return [str(x) for x in as_list(value)]
 
 
 def step_tokens(specs: list[JSONObject]) -> dict[str, float]:
@@ -289,42 +284,39 @@ def step_tokens(specs: list[JSONObject]) -> dict[str, float]:
     rungs and their parents need it; a rung whose spec sets no global batch is left out."""
     out: dict[str, float] = {}
     for spec in specs:
-        args = spec.get("model_args")
-        if str(spec["rung"]) in out or not isinstance(args, dict):
+        found = spec.get("model_args")
+        if str(spec["rung"]) in out or not isinstance(found, dict):
             continue
-        batch, seq = as_number(args.get("global_batch_size")), as_number(args.get("seq_length", 1))
+        args = BatchArgs.from_dict(found, f"{spec.get('rung_id')}: model_args")
+        batch, seq = args.global_batch_size, args.seq_length
         if batch and batch > 0 and seq and seq > 0:
             out[str(spec["rung"])] = batch * seq
     return out
 
 
-def _run_tokens(r: Mapping[str, JSONValue]) -> float | None:
+def _run_tokens(r: RungResult) -> float | None:
     """One run's measured tokens per step per GPU. Its tokens per CPU-second times its step CPU
     time is exact (the runner derives one from the other); tokens/s/GPU times the median step
     time is a product of two medians, within a few % on a noisy run."""
-    for rate, step in (("tokens_per_cpu_s_per_gpu", "step_cpu_ms"), ("tokens_per_sec_per_gpu", "step_ms")):
-        if r.get(rate) and r.get(step):
-            return as_float(r[rate]) * as_float(r[step]) / 1e3
+    for rate, step in ((r.tokens_per_cpu_s_per_gpu, r.step_cpu_ms), (r.tokens_per_sec_per_gpu, r.step_ms)):
+        if rate and step:
+            return rate * step / 1e3
     return None
 
 
-def measured_tokens(results: Mapping[str, JSONObject], rung: str) -> float | None:
+def measured_tokens(results: Mapping[str, RungResult], rung: str) -> float | None:
     """A rung's measured tokens per step per GPU: the median over its ok runs."""
-    per_run = [
-        t for r in results.values() if r.get("rung") == rung and r.get("status") == "ok" if (t := _run_tokens(r))
-    ]
+    per_run = [t for r in results.values() if r.rung == rung and r.ok if (t := _run_tokens(r))]
     return statistics.median(per_run) if per_run else None
 
 
-def work_ratio(
-    row: Mapping[str, JSONValue], results: Mapping[str, JSONObject], planned: Mapping[str, float]
-) -> float | None:
+def work_ratio(row: SummaryRung, results: Mapping[str, RungResult], planned: Mapping[str, float]) -> float | None:
     """How many of its parent's steps of tokens a batch rung's step holds: from the plan's
     `planned` step tokens, else from the runs' figures; 1 for other rungs; None for a batch rung
     where neither says."""
-    if row.get("kind") != "batch":
+    if row.kind != "batch":
         return 1.0
-    rung, parent = str(row["rung"]), str(row["parent"])
+    rung, parent = row.rung, str(row.parent)
     new, base = planned.get(rung), planned.get(parent)
     if not (new and base):
         new, base = measured_tokens(results, rung), measured_tokens(results, parent)
@@ -338,7 +330,7 @@ NO_WORK_RATIO = (
 
 
 def entry(
-    row: Mapping[str, JSONValue],
+    row: SummaryRung,
     lens: str,
     base_key: str,
     new_key: str,
@@ -369,10 +361,10 @@ def entry(
     by_region = [] if gpu else sorted(doc.regions.items(), key=lambda kv: -abs(kv[1]))
     regions: list[JSONValue] = [{"name": k, "delta_us": v} for k, v in by_region[:TOP]]
     e: JSONObject = {
-        "rung": row["rung"],
-        "parent": row["parent"],
-        "switch": row.get("switch"),
-        "value": row.get("value"),
+        "rung": row.rung,
+        "parent": row.parent,
+        "switch": row.switch,
+        "value": row.value,
         "lens": lens,
         "base_trace": base_key,
         "new_trace": new_key,
@@ -395,18 +387,20 @@ def entry(
         "n_vanished": len(vanished),
         "timeline_us": {k: doc.timeline.get(k, 0.0) for k in ("computation_time", "exposed_comm_time", "idle_time")},
         "noise": noise,
-        "indicative": _indicative(row, largest, delta, as_float(noise["half_width_us"]) if noise else None, uncorrected)
+        "indicative": _indicative(
+            row, largest, delta, AttributionNoise.from_dict(noise).half_width_us if noise else None, uncorrected
+        )
         if work_known
         else NO_WORK_RATIO,
         "notes": [*doc.notes],
     }
-    e["sentence"] = sentence(e)
+    e["sentence"] = sentence(AttributionEntry.from_dict(e))
     return e
 
 
 def attribute(
     summary: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     purposes: dict[str, str],
     load: Callable[[str], Reports | None],
     keep: Callable[[str, Comparison], str | None] | None = None,
@@ -427,9 +421,9 @@ def attribute(
             cache[key] = load(key)
         return cache[key]
 
-    rows = {str(r["rung"]): r for r in as_objects(summary["rungs"])}
+    rows = {r.rung: r for r in summary_rungs(summary["rungs"])}
 
-    def speed_of(rung: str, key: str, run: JSONObject) -> float | None:
+    def speed_of(rung: str, key: str, run: RungResult) -> float | None:
         """The factor a run's trace is taken at: its speed for a CPU trace (None when unknown);
         1 for a GPU trace, whose kernel times run on the device's clock, not the step's."""
         r = reports(key)
@@ -437,7 +431,7 @@ def attribute(
             return None
         return run_speed(rows.get(rung), run) if r.analysis.device == "cpu" else 1.0
 
-    def at_speed(rung: str, key: str, run: JSONObject) -> float | None:
+    def at_speed(rung: str, key: str, run: RungResult) -> float | None:
         """A profiled run's op µs per step, taken as the attribution takes it."""
         r, speed = reports(key), speed_of(rung, key, run)
         return r.op_us() / r.steps * speed if r is not None and speed else None
@@ -451,10 +445,10 @@ def attribute(
         }
     )
     out = []
-    for row in as_objects(summary["rungs"]):
-        if not row.get("parent") or row["rung"] not in traces or row["parent"] not in traces:
+    for row in rows.values():
+        if not row.parent or row.rung not in traces or row.parent not in traces:
             continue
-        rung, parent = str(row["rung"]), str(row["parent"])
+        rung, parent = row.rung, row.parent
         lens = next(
             (lens_name for lens_name in TRACE_LENSES if lens_name in traces[rung] and lens_name in traces[parent]),
             None,
@@ -498,14 +492,14 @@ def attribute_stored(
     summary_prefix: str,
     plan: Mapping[str, JSONValue],
     summary: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
 ) -> list[JSONObject]:
     """`attribute` over the artifact store: reports read from each trace's analysis folder, each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
     from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
     from traceladder.analysis.stored import analysis_prefix
 
-    specs = as_objects(plan.get("specs", []))
+    specs = PlanDoc.from_dict(plan).specs
     purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in specs}
 
     def load(trace_key: str) -> Reports | None:
@@ -532,7 +526,7 @@ def attribute_stored(
     return attribute(summary, results, purposes, load, keep, specs)
 
 
-def markdown(entries: list[JSONObject]) -> list[str]:
+def markdown(entries: list[AttributionEntry]) -> list[str]:
     """The summary.md section (what `make demo` prints per rung)."""
     if not entries:
         return []
@@ -540,5 +534,5 @@ def markdown(entries: list[JSONObject]) -> list[str]:
     if line := noise_line(entries):
         lines.append(line)
     for e in entries:
-        lines.append(f"- **{e['rung']}** vs {e['parent']} ({e['lens']}): {e['sentence']}")
+        lines.append(f"- **{e.rung}** vs {e.parent} ({e.lens}): {e.sentence}")
     return lines

@@ -8,14 +8,24 @@ from collections.abc import Mapping
 from traceladder.core.documents import (
     JSONObject,
     JSONValue,
-    as_int,
-    as_list,
+    BatchArgs,
     as_number,
-    as_object,
-    as_objects,
     spec_purpose,
     RankCollectives,
+    RungResult,
     TraceAnalysis,
+    Summary,
+)
+from traceladder.core.summary_parts import (
+    LadderHistory,
+    SummaryRung,
+    summary_part,
+    summary_rungs,
+    whats_left_entries,
+    CollectivesSummary,
+    ProfileWindow,
+    SlurmNodes,
+    summary_lenses,
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
@@ -38,13 +48,13 @@ def _est(e: Estimate | None) -> JSONObject | None:
     return dict(e.as_dict()) if e else None
 
 
-def _ok(runs: list[JSONObject], field: str) -> list[float]:
-    return [n for r in runs if r["status"] == "ok" and (n := as_number(r.get(field))) is not None]
+def _ok(runs: list[RungResult], field: str) -> list[float]:
+    return [n for r in runs if r.ok and (n := r.figure(field)) is not None]
 
 
 def build_summary(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     analyses: Mapping[str, TraceAnalysis],
     collectives: Mapping[str, RankCollectives] | None = None,
 ) -> JSONObject:
@@ -80,10 +90,10 @@ def build_summary(
             "switch": spec["switch"],
             "value": spec["value"],
             "runs": len(runs),
-            "ok": sum(r["status"] == "ok" for r in runs),
-            "statuses": [*sorted({str(r["status"]) for r in runs})],
+            "ok": sum(r.ok for r in runs),
+            "statuses": [*sorted({r.status for r in runs})],
             "step_ms": _est(step[name]),
-            "step_ms_per_repeat": [r.get("step_ms") for r in runs],
+            "step_ms_per_repeat": [r.step_ms for r in runs],
             "step_cpu_ms": _est(cpu_step[name]),
             "tokens_per_sec_per_gpu": _est(tokens[name]),
             "peak_mem_gb": max(_ok(runs, "peak_mem_gb"), default=None),
@@ -115,14 +125,14 @@ def build_summary(
                     "lens": lens,
                     "rung": lens_rung,
                     "runs": len(runs),
-                    "ok": sum(r["status"] == "ok" for r in runs),
+                    "ok": sum(r.ok for r in runs),
                     "step_ms": _est(lens_step),
                     "overhead_ratio": overheads.get(lens),
-                    "traces": sum(len(as_list(r.get("traces") or [])) for r in runs),
+                    "traces": sum(len(r.traces) for r in runs),
                 }
             )
 
-    failed: list[JSONValue] = [r["rung_id"] for r in results.values() if r["status"] != "ok"]
+    failed: list[JSONValue] = [r.rung_id for r in results.values() if not r.ok]
     profile = _profile(results, analyses)
     summary: JSONObject = {
         "schema": SUMMARY_SCHEMA,
@@ -143,9 +153,7 @@ def build_summary(
         "headroom": whats_left_section(plan, results, analyses, lens_rung),
         "failed_rungs": failed,
         "failures": [
-            {"rung_id": r["rung_id"], "status": r["status"], "error": r.get("error")}
-            for r in results.values()
-            if r["status"] != "ok"
+            {"rung_id": r.rung_id, "status": r.status, "error": r.error} for r in results.values() if not r.ok
         ],
         "provenance": _provenance(results),
         # backend: slurm only: the node list each run ran on, and whether they differ (a confounder)
@@ -159,24 +167,23 @@ def batch_setting(spec: Mapping[str, JSONValue]) -> str | None:
     """What a batch rung's global batch means where it ran: the micro-batches per rank. The CPU
     proxy (the local backend) runs one rank per expert-parallel rank, 2 on proxy-local, so its
     global batch 4 is the 2 micro-batches per rank that the seed's 16 is on 8 GPUs."""
-    args = as_object(spec.get("model_args") or {})
-    env = as_object(spec.get("docker_env_vars") or {})
-    gbs = as_number(args.get("global_batch_size"))
+    args = BatchArgs.from_dict(spec.get("model_args") or {}, f"{spec.get('rung_id')}: model_args")
+    env = spec.get("docker_env_vars")
+    gbs = args.global_batch_size
     if gbs is None:
         return None
-    micro = as_number(args.get("micro_batch_size")) or 1
-    gpus_said = str(env.get("GPUS_PER_NODE") or "8")  # an environment variable: a string
+    micro = args.micro_batch_size or 1
+    said = env.get("GPUS_PER_NODE") if isinstance(env, dict) else None
+    gpus_said = str(said or "8")  # an environment variable: a string
     gpus = int(gpus_said) if gpus_said.isdigit() else 8
     if spec.get("backend") == "local":
-        ranks = int(as_number(args.get("expert_model_parallel_size")) or 1)
+        ranks = int(args.expert_model_parallel_size or 1)
         per = gbs / (micro * ranks)
         return (
             f"global_batch={gbs:g} on the CPU proxy's {ranks} ranks: {per:g} micro-batch(es) of {micro:g} per rank, "
             f"as a global batch of {per * micro * gpus:g} is on {gpus} GPUs"
         )
-    parallel = (as_number(args.get("tensor_model_parallel_size")) or 1) * (
-        as_number(args.get("pipeline_model_parallel_size")) or 1
-    )
+    parallel = (args.tensor_model_parallel_size or 1) * (args.pipeline_model_parallel_size or 1)
     ranks = int(gpus * (as_number(spec.get("nnodes")) or 1) / parallel)
     per = gbs / (micro * ranks)
     return f"global_batch={gbs:g} over {ranks} data-parallel ranks: {per:g} micro-batch(es) of {micro:g} per rank"
@@ -186,20 +193,21 @@ def _lens_rung(specs: list[JSONObject]) -> str | None:
     return next((str(s["rung"]) for s in specs if s["lens"] != "none" and spec_purpose(s) == "lens"), None)
 
 
-def _provenance(results: Mapping[str, JSONObject]) -> JSONObject:
-    seen = [as_object(r["provenance"]) for r in results.values() if r.get("provenance")]
+def _provenance(results: Mapping[str, RungResult]) -> JSONObject:
+    seen = [r.provenance for r in results.values() if r.provenance]
     return seen[0] if seen else {}
 
 
-def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
+def _nodes(results: Mapping[str, RungResult]) -> JSONObject | None:
     """Which Slurm node list each rung's runs ran on (metrics.json's provenance.slurm.nodes).
     More than one node list in the ladder run makes the node a possible confounder: a rung's
     difference from its parent may be the nodes', not the switch's."""
     rungs_by_nodes: dict[str, set[str]] = {}
     for result in results.values():
-        nodes = as_object(as_object(result.get("provenance") or {}).get("slurm") or {}).get("nodes")
+        slurm = (result.provenance or {}).get("slurm")
+        nodes = slurm.get("nodes") if isinstance(slurm, dict) else None
         if nodes:
-            rungs_by_nodes.setdefault(str(nodes), set()).add(str(result.get("rung") or result.get("rung_id")))
+            rungs_by_nodes.setdefault(str(nodes), set()).add(result.rung or result.rung_id)
     if not rungs_by_nodes:
         return None
     return {
@@ -208,18 +216,18 @@ def _nodes(results: Mapping[str, JSONObject]) -> JSONObject | None:
     }
 
 
-def _profile(results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis]) -> JSONObject | None:
+def _profile(results: Mapping[str, RungResult], analyses: Mapping[str, TraceAnalysis]) -> JSONObject | None:
     """The rank-0 analysis of the first profiled run (the write-up's "rank-0 window")."""
     for lens in ("torch_rank0", "torch_all_ranks"):
-        for result in sorted(results.values(), key=lambda r: as_int(r["repeat"])):
-            if result["lens"] != lens:
+        for result in sorted(results.values(), key=lambda r: r.repeat):
+            if result.lens != lens:
                 continue
-            for key in as_list(result.get("traces") or []):
+            for key in result.traces:
                 analysis = analyses.get(str(key))
                 if analysis and analysis.rank in (0, None):
                     return {
                         "lens": lens,
-                        "rung_id": result["rung_id"],
+                        "rung_id": result.rung_id,
                         "trace": key,
                         "device": analysis.device,
                         "timeline": analysis.timeline,
@@ -272,20 +280,20 @@ def _collectives(by_rung: Mapping[str, RankCollectives]) -> JSONObject | None:
 MEMORY_MOVE_PCT = 5.0
 
 
-def memory_findings(rungs: list[JSONObject]) -> list[str]:
+def memory_findings(rungs: list[SummaryRung]) -> list[str]:
     """One sentence on the rungs whose peak memory moved against their parent's, largest first, as
     the write-up states recompute off's 117.3 -> 128.1 GB. Each side is the largest of its runs."""
-    peaks = {str(r["rung"]): as_number(r["peak_mem_gb"]) for r in rungs}
+    peaks = {r.rung: r.peak_mem_gb for r in rungs}
     moves = []
     for r in rungs:
-        if r["parent"] is None:
+        if r.parent is None:
             continue
-        own, base = peaks[str(r["rung"])], peaks.get(str(r["parent"]))
+        own, base = peaks[r.rung], peaks.get(r.parent)
         if own is None or not base:
             continue
         pct = 100.0 * (own / base - 1.0)
         if abs(pct) >= MEMORY_MOVE_PCT:
-            text = f"{r['rung']} {pct:+.1f}% against {r['parent']} ({fmt_gb(base)} → {fmt_gb(own)} GB)"
+            text = f"{r.rung} {pct:+.1f}% against {r.parent} ({fmt_gb(base)} → {fmt_gb(own)} GB)"
             moves.append((abs(pct), text))
     if not moves:
         return []
@@ -296,51 +304,50 @@ def memory_findings(rungs: list[JSONObject]) -> list[str]:
 def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     """Sentences a reader would write from the table: biggest wins, lens costs, leftovers, failures."""
     out: list[str] = verdict_findings(summary)
-    rungs = as_objects(summary["rungs"])
+    rungs = summary_rungs(summary["rungs"])
     out += memory_findings(rungs)
-    final = [r for r in rungs if r["speedup_vs_root"] and r["kind"] == "optimisation"]
+    final = [(r, r.speedup_vs_root) for r in rungs if r.speedup_vs_root and r.kind == "optimisation"]
     if final:
-        last = final[-1]
-        speedup = as_object(last["speedup_vs_root"])
-        out.append(f"{last['rung']} runs at {speedup['mean']:.2f}x the tokens/s/GPU of {summary['root']}.")
-    for lens in as_objects(summary["lenses"]):
-        if lens["overhead_ratio"]:
-            o = as_object(lens["overhead_ratio"])
-            ci95 = as_list(o.get("ci95") or [])
+        last, speedup = final[-1]
+        out.append(f"{last.rung} runs at {speedup.mean:.2f}x the tokens/s/GPU of {summary['root']}.")
+    doc = Summary.from_dict(summary)  # the summary as built: its parts read as their classes
+    for lens in summary_lenses(doc.lenses):
+        o = lens.overhead_ratio
+        if o:
+            ci95 = o.ci95 or []
             ci = f" (95% CI {ci95[0]:.2f}-{ci95[1]:.2f}x, paired within lens blocks)" if ci95 else ""
-            out.append(f"Lens {lens['lens']} costs {o['mean']:.2f}x the unprofiled step of {lens['rung']}{ci}.")
-    profile = as_object(summary.get("profile") or {})
-    if profile and profile.get("timeline_percent"):
-        tp = as_object(profile["timeline_percent"])
-        device = "CPU" if profile.get("device") == "cpu" else "GPU"
+            out.append(f"Lens {lens.lens} costs {o.mean:.2f}x the unprofiled step of {lens.rung}{ci}.")
+    profile = summary_part(ProfileWindow, doc.profile, "summary.json: profile")
+    if profile and profile.timeline_percent:
+        tp = profile.timeline_percent
+        device = "CPU" if profile.device == "cpu" else "GPU"
         out.append(
-            f"In the {profile['lens']} window ({device} timeline): computation {tp.get('computation_time', 0):.1f}%, "
+            f"In the {profile.lens} window ({device} timeline): computation {tp.get('computation_time', 0):.1f}%, "
             f"exposed communication {tp.get('exposed_comm_time', 0):.1f}%, idle {tp.get('idle_time', 0):.1f}%."
         )
-        if profile.get("top_ops"):
-            top = as_objects(profile["top_ops"])[0]
+        if profile.top_ops:
+            top = profile.top_ops[0]
             out.append(f"Largest single op: {top['name']} ({top['time_ms']:.1f} ms, {top['percent']:.1f}% of op time).")
-    for entry in as_objects(summary.get("headroom") or []):
-        if entry["targets"]:
-            out.append(f"What's left on {entry['rung']}: {as_objects(entry['targets'])[0]['sentence']}")
-    coll = as_object(summary.get("collectives") or {})
-    if coll and coll.get("worst_straggler"):
-        w = as_object(coll["worst_straggler"])
+    for entry in whats_left_entries(doc.headroom):
+        if entry.targets:
+            out.append(f"What's left on {entry.rung}: {entry.targets[0]['sentence']}")
+    coll = summary_part(CollectivesSummary, doc.collectives, "summary.json: collectives")
+    if coll and coll.worst_straggler:
+        w = coll.worst_straggler
         out.append(
-            f"Collectives ({coll['rung_id']}, {coll['world_size']} ranks, {str(coll.get('device') or 'gpu').upper()}): "
+            f"Collectives ({coll.rung_id}, {coll.world_size} ranks, {str(coll.device or 'gpu').upper()}): "
             f"rank {w['straggler_rank']} is the straggler in {w['name']}; "
             f"the others waited {w['others_waited_ms']:.1f} ms for it."
         )
     if summary.get("history"):
         from traceladder.stats.history import history_findings
 
-        out += history_findings(as_object(summary["history"]))
-    nodes = as_object(summary.get("nodes") or {})
-    if nodes and nodes["confounder"]:
-        by_nodes = as_object(nodes["rungs_by_nodes"]).items()
-        where = "; ".join(f"{n}: {', '.join(str(r) for r in as_list(rungs))}" for n, rungs in by_nodes)
+        out += history_findings(LadderHistory.from_dict(summary["history"], "summary.json: history"))
+    nodes = summary_part(SlurmNodes, doc.extra.get("nodes"), "summary.json: nodes")
+    if nodes and nodes.confounder:
+        where = "; ".join(f"{n}: {', '.join(rungs)}" for n, rungs in nodes.rungs_by_nodes.items())
         out.append(f"Runs ran on different Slurm nodes ({where}): the node is a possible confounder.")
-    failed = [str(r) for r in as_list(summary["failed_rungs"])]
+    failed = doc.failed_rungs
     if failed:
         out.append(f"{len(failed)} run(s) did not finish ok: {', '.join(failed)}.")
     return out

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONObject, JSONValue, RungResult, as_objects, spec_purpose
+from traceladder.core.documents import JSONObject, JSONValue, PlanDoc, RungResult, spec_purpose
 from traceladder.storage.artifacts import ArtifactIntegrityError, ArtifactSink, run_prefix
 
 T = TypeVar("T")
@@ -27,28 +27,28 @@ def read_many(read: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return list(pool.map(read, todo))
 
 
-def read_results(store: ArtifactSink, plan: Mapping[str, JSONValue]) -> dict[str, JSONObject]:
-    specs = as_objects(plan["specs"])
-    run_id = str(plan["run_id"])
-    prefix = run_prefix(str(specs[0]["storage_prefix"]), str(plan["ladder"]), run_id) if specs else ""
+def read_results(store: ArtifactSink, plan: Mapping[str, JSONValue]) -> dict[str, RungResult]:
+    doc = PlanDoc.from_dict(plan)
+    specs, run_id = doc.specs, doc.run_id
+    prefix = run_prefix(str(specs[0]["storage_prefix"]), doc.ladder, run_id) if specs else ""
 
-    def read(spec: JSONObject) -> JSONObject | str:
+    def read(spec: JSONObject) -> RungResult | str:
         """The rung's metrics.json, or why there is none."""
         key = f"{prefix}/{spec['rung_id']}/{layout.METRICS_OBJECT}"
         if not store.exists(key):
             return "the rung stored no result (its task died first)"
         try:
-            return RungResult.from_json(store.get_verified(key), key).to_dict()
+            return RungResult.from_json(store.get_verified(key), key)
         except ArtifactIntegrityError as exc:  # e.g. the rung died before its manifest
             return f"its metrics.json cannot be verified: {exc}"
 
-    results: dict[str, JSONObject] = {}
+    results: dict[str, RungResult] = {}
     for spec, found in zip(specs, read_many(read, specs)):
-        results[str(spec["rung_id"])] = found if isinstance(found, dict) else _missing(run_id, spec, found)
+        results[str(spec["rung_id"])] = found if isinstance(found, RungResult) else _missing(run_id, spec, found)
     return results
 
 
-def _missing(run_id: str, spec: Mapping[str, JSONValue], error: str) -> JSONObject:
+def _missing(run_id: str, spec: Mapping[str, JSONValue], error: str) -> RungResult:
     """A failed result in metrics.json's shape for a rung that stored none (no prefix)."""
     return RungResult.from_dict(
         {
@@ -61,4 +61,4 @@ def _missing(run_id: str, spec: Mapping[str, JSONValue], error: str) -> JSONObje
             "error": error,
         },
         f"the plan's spec {spec.get('rung_id')}",
-    ).to_dict()
+    )

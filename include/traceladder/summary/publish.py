@@ -16,10 +16,11 @@ from traceladder.core.documents import (
     Summary,
     SummaryRef,
     RankCollectives,
+    RungResult,
     TraceAnalysis,
-    as_list,
     as_object,
 )
+from traceladder.core.summary_parts import HistoryPoint, HistorySuspect, LadderHistory
 from traceladder.core import layout
 from traceladder.core.errors import ArtifactStoreError
 from traceladder.storage.artifacts import ArtifactSink
@@ -31,34 +32,46 @@ from traceladder.summary.render.perf_csv import perf_csv
 from traceladder.summary.render.markdown import to_markdown
 
 
-def read_analyses(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, TraceAnalysis]:
+def read_analyses(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, TraceAnalysis]:
     from traceladder.analysis.stored import analysis_key
 
     def read(trace_key: str) -> TraceAnalysis | None:
         key = analysis_key(trace_key)
         return TraceAnalysis.from_json(store.get_bytes(key), key) if store.exists(key) else None
 
-    keys = [str(k) for result in results.values() for k in as_list(result.get("traces") or [])]
+    keys = [k for result in results.values() for k in result.traces]
     return {k: a for k, a in zip(keys, read_many(read, keys)) if a is not None}
 
 
-def _add_triages(store: ArtifactSink, ladder_prefix: str, history: JSONObject) -> None:
-    """Each change point's triage result (the label, else the state of the triage.json of its
-    rung in its first run after), so the history shows it beside the change point."""
-    for rung in as_list(history.get("rungs") or []):
-        for point in as_list(as_object(rung).get("change_points") or []):
-            c = as_object(point)
-            key = layout.triage_key(f"{ladder_prefix}/{c['run_id']}", str(c["rung"]))
+def _with_triages(store: ArtifactSink, ladder_prefix: str, history: LadderHistory) -> LadderHistory:
+    """Each change point with its triage result (the label, else the state of the triage.json of
+    its rung in its first run after), so the history shows it beside the change point."""
+    found: dict[tuple[str, str], str] = {}
+    for rung in history.rungs:
+        for c in rung.change_points:
+            key = layout.triage_key(f"{ladder_prefix}/{c.run_id}", c.rung)
             try:
                 if store.exists(key):
                     # label and state only: a partial triage.json (one still running) shows too
                     doc = as_object(json.loads(store.get_bytes(key)))
-                    c["triage"] = str(doc.get("label") or doc.get("state"))
+                    found[(c.rung, c.run_id)] = str(doc.get("label") or doc.get("state"))
             except (ArtifactStoreError, ValueError):  # a triage that cannot be read is left out
                 continue
+    if not found:
+        return history
+
+    def triaged(c: HistoryPoint) -> HistoryPoint:
+        label = found.get((c.rung, c.run_id))
+        return c if label is None else replace(c, triage=label)
+
+    return replace(
+        history,
+        rungs=[replace(r, change_points=[triaged(c) for c in r.change_points]) for r in history.rungs],
+        regressions=[triaged(c) for c in history.regressions],
+    )
 
 
-def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[JSONObject]:
+def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry) -> list[IndexEntry]:
     """The full runs published before this one (by logical date), oldest first, then this one.
     What-if runs from the trigger form (any Params) are never part of a history."""
     earlier = []
@@ -72,18 +85,18 @@ def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry
                 continue
             summary = Summary.from_json(store.get_verified(entry.summary_json), entry.summary_json)
             entry = replace(entry, points=run_points(summary.to_dict()))
-        earlier.append(entry.to_dict())
-    return earlier + [current.to_dict()]
+        earlier.append(entry)
+    return earlier + [current]
 
 
-def read_collectives(store: ArtifactSink, results: Mapping[str, JSONObject]) -> dict[str, RankCollectives]:
+def read_collectives(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, RankCollectives]:
     from traceladder.analysis.stored import collectives_key
 
     found: dict[str, RankCollectives] = {}
     for result in results.values():
-        key = collectives_key(str(result["prefix"])) if result.get("prefix") else None
-        if key and len(as_list(result.get("traces") or [])) > 1 and store.exists(key):
-            found[str(result["rung_id"])] = RankCollectives.from_json(store.get_bytes(key), key)
+        key = collectives_key(result.prefix) if result.prefix else None
+        if key and len(result.traces) > 1 and store.exists(key):
+            found[result.rung_id] = RankCollectives.from_json(store.get_bytes(key), key)
     return found
 
 
@@ -106,9 +119,12 @@ def write_summary(
         current = IndexEntry(
             run_id=str(plan["run_id"]), logical_date=logical_date, published_at=logical_date, points=points
         )
-        summary["history"] = evaluate(history_entries(store, run_prefix.rsplit("/", 1)[0], current))
-        _add_triages(store, run_prefix.rsplit("/", 1)[0], as_object(summary["history"]))
+        ladder_prefix = run_prefix.rsplit("/", 1)[0]
+        history = _with_triages(store, ladder_prefix, evaluate(history_entries(store, ladder_prefix, current)))
+        summary["history"] = history.to_dict()
         summary["findings"] = [*findings(summary)]
+    else:
+        history = None
     stored = Summary.from_dict(summary)  # checked before anything is written
     base = layout.summary_prefix(run_prefix)
     charts = render_charts(summary)
@@ -121,8 +137,7 @@ def write_summary(
         f"{base}/{layout.PERF_CSV}", perf_csv(plan, results).encode(), "text/csv"
     )  # madengine's, for its dashboards
     store.write_manifest(base)
-    history = as_object(summary.get("history") or {})
-    traces = [str(k) for r in results.values() for k in as_list(r.get("traces") or [])]
+    traces = [k for r in results.values() for k in r.traces]
     unanalysed = [k for k in traces if k not in analyses]
     return SummaryRef(
         params=what_if,
@@ -131,17 +146,21 @@ def write_summary(
         summary_json=f"{base}/{layout.SUMMARY_JSON}",
         summary_md=f"{base}/{layout.SUMMARY_MD}",
         report_html=f"{base}/{layout.REPORT_HTML}",
-        failed_rungs=[str(r) for r in as_list(summary["failed_rungs"])],
+        failed_rungs=[*stored.failed_rungs],
         logical_date=logical_date,
         points=points,
-        regressions=sorted({str(as_object(r)["rung"]) for r in as_list(history.get("regressions", []))}),
+        regressions=sorted({r.rung for r in history.regressions}) if history else [],
         regression_calls=regression_lines(history),
-        provenance_changes=as_list(as_object(history.get("since_last") or {}).get("provenance_changes") or []),
-        suspects=[
-            {k: as_object(x).get(k) for k in ("rung", "direction", "reason", "delta_pct", "good_run_id")}
-            for x in as_list(history.get("suspects") or [])
-        ],
+        provenance_changes=[*history.since_last.provenance_changes] if history and history.since_last else [],
+        suspects=[_suspect_ref(x) for x in (history.suspects if history else [])],
     ).to_dict()
+
+
+def _suspect_ref(s: HistorySuspect) -> JSONObject:
+    """A suspect as the summary reference carries it: its numbers' detail left out."""
+    ref: JSONObject = {"rung": s.rung, "direction": s.direction, "reason": s.reason, "delta_pct": s.delta_pct}
+    ref["good_run_id"] = s.good_run_id
+    return ref
 
 
 def publish_latest(store: ArtifactSink, ladder_prefix: str, summary_ref: JSONObject) -> JSONObject:

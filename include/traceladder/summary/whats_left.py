@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from traceladder.analysis.reports.whats_left_targets import is_accumulate_origin
-from traceladder.core.documents import JSONObject, JSONValue, TraceAnalysis, as_int, as_list, as_objects, spec_purpose
+from traceladder.core.documents import JSONObject, JSONValue, RungResult, TraceAnalysis, spec_purpose
+from traceladder.core.summary_parts import whats_left_entries
 from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs
 
 __all__ = ["TOP_TARGETS", "final_rung", "whats_left_section", "markdown", "TARGET_KEYS"]
@@ -41,20 +42,20 @@ def final_rung(specs: list[JSONObject]) -> str | None:
 
 
 def _rung_analysis(
-    rung: str, results: Mapping[str, JSONObject], analyses: Mapping[str, TraceAnalysis], purposes: dict[str, str]
+    rung: str, results: Mapping[str, RungResult], analyses: Mapping[str, TraceAnalysis], purposes: dict[str, str]
 ) -> tuple[TraceAnalysis, str, str] | None:
     """The rank-0 analysis of the rung's first profiled run with the What's-left rows (stored as
     ``headroom``): (analysis, lens, trace key). Lens runs (the full window) before every_rung's
     attribution runs (which may profile fewer steps)."""
     order = sorted(
         results.values(),
-        key=lambda r: (purposes.get(str(r["rung_id"])) != "lens", as_int(r["repeat"]), str(r["rung_id"])),
+        key=lambda r: (purposes.get(r.rung_id) != "lens", r.repeat, r.rung_id),
     )
     for lens in _PROFILED_LENSES:
         for result in order:
-            if result.get("rung") != rung or result["lens"] != lens or result["status"] != "ok":
+            if result.rung != rung or result.lens != lens or not result.ok:
                 continue
-            for key in as_list(result.get("traces") or []):
+            for key in result.traces:
                 a = analyses.get(str(key))
                 if a and a.rank in (0, None) and a.headroom is not None:
                     return a, lens, str(key)
@@ -63,7 +64,7 @@ def _rung_analysis(
 
 def whats_left_section(
     plan: Mapping[str, JSONValue],
-    results: Mapping[str, JSONObject],
+    results: Mapping[str, RungResult],
     analyses: Mapping[str, TraceAnalysis],
     lens_rung: str | None,
 ) -> list[JSONValue]:
@@ -137,21 +138,21 @@ def _other_kinds(rows: list[JSONObject]) -> list[JSONValue]:
     return out
 
 
-def markdown(section: list[JSONObject] | None) -> list[str]:
+def markdown(section: JSONValue) -> list[str]:
     """summary.md's lines for the section (the demo prints them)."""
     if not section:
         return []
     lines = ["", "## What's left"]
-    for e in section:
-        head = f"### {e['rung']} ({e['role']}"
-        head += f", {e['lens']}, {str(e.get('device') or 'gpu').upper()} trace)" if e.get("lens") else ")"
+    for e in whats_left_entries(section):
+        head = f"### {e.rung} ({e.role}"
+        head += f", {e.lens}, {str(e.device or 'gpu').upper()} trace)" if e.lens else ")"
         lines += ["", head]
-        if e.get("note"):
-            lines.append(str(e["note"]))
-        targets = as_objects(e["targets"])
+        if e.note:
+            lines.append(e.note)
+        targets = e.targets
         if not targets:
             continue
-        steps, step_ms = e.get("steps"), e.get("mean_step_ms")
+        steps, step_ms = e.steps, e.mean_step_ms
         window = f"{steps} profiled step(s)" + (f", mean step {step_ms:.1f} ms" if step_ms else "")
         lines += [
             f"Top {len(targets)} targets ({window}):",
@@ -165,7 +166,6 @@ def markdown(section: list[JSONObject] | None) -> list[str]:
             lines.append(f"| {i} | {t['kind']} | {t['target']} | {t['ms_per_step']:.2f} | {pct} | {rec} |")
         lines.append("")
         lines += [f"{i}. {t['sentence']}" for i, t in enumerate(targets, 1)]
-        if e.get("other_kinds"):
-            others = as_objects(e["other_kinds"])
-            lines += ["", OTHER_KINDS_HEADING] + [f"- {t['sentence']}" for t in others]
+        if e.other_kinds:
+            lines += ["", OTHER_KINDS_HEADING] + [f"- {t['sentence']}" for t in e.other_kinds]
     return lines

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_list, as_object
+from traceladder.core.summary_parts import RungChange, SummaryRung
 from traceladder.core.errors import TraceladderError
 from traceladder.summary.attribution import TRACE_LENSES, TOP, entry
 
@@ -74,7 +75,7 @@ def explain(
     except (TraceladderError, OSError, ValueError) as exc:
         return Explanation(lens=lens, good=names[0], bad=names[1], error=f"{type(exc).__name__}: {exc}")
     verdict = "slower" if direction == "slower" else "faster"
-    row: JSONObject = {"rung": names[1], "parent": names[0], "vs_parent": {"verdict": verdict, "metric": "step_ms"}}
+    row = SummaryRung(rung=names[1], parent=names[0], vs_parent=RungChange(verdict=verdict, metric="step_ms"))
     e = entry(row, lens, str(traces[0]), str(traces[1]), comparison)
     doc = comparison.doc
     return Explanation(

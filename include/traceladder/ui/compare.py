@@ -5,31 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, as_number, as_object, as_objects
+from traceladder.core.documents import JSONObject, JSONValue
+from traceladder.core.summary_parts import RunEstimate, SummaryRung, summary_rungs
 
 
-def _mean(est: JSONValue) -> float | None:
-    return as_number(est.get("mean")) if isinstance(est, dict) else None
+def _stored(est: RunEstimate | None) -> JSONValue:
+    return None if est is None else est.to_dict()
 
 
 def compare_rows(a: Mapping[str, JSONValue], b: Mapping[str, JSONValue]) -> list[JSONObject]:
     """One row per rung in either run (A's order first): both step times and tokens/s/GPU, and
     B against A in percent. No call is made here: calls come from the history's change points."""
-    rows_a = {r["rung"]: r for r in as_objects(a.get("rungs", []))}
-    rows_b = {r["rung"]: r for r in as_objects(b.get("rungs", []))}
+    rows_a = {r.rung: r for r in summary_rungs(a.get("rungs", []), "run A's summary.json")}
+    rows_b = {r.rung: r for r in summary_rungs(b.get("rungs", []), "run B's summary.json")}
     names = list(rows_a) + [n for n in rows_b if n not in rows_a]
     out: list[JSONObject] = []
     for name in names:
-        ra: JSONObject = rows_a.get(name) or {}
-        rb: JSONObject = rows_b.get(name) or {}
-        sa, sb = _mean(ra.get("step_ms")), _mean(rb.get("step_ms"))
+        ra, rb = rows_a.get(name) or SummaryRung(rung=name), rows_b.get(name) or SummaryRung(rung=name)
+        sa = ra.step_ms.mean if ra.step_ms else None
+        sb = rb.step_ms.mean if rb.step_ms else None
         out.append(
             {
                 "rung": name,
-                "step_a": ra.get("step_ms"),
-                "step_b": rb.get("step_ms"),
-                "tokens_a": ra.get("tokens_per_sec_per_gpu"),
-                "tokens_b": rb.get("tokens_per_sec_per_gpu"),
+                "step_a": _stored(ra.step_ms),
+                "step_b": _stored(rb.step_ms),
+                "tokens_a": _stored(ra.tokens_per_sec_per_gpu),
+                "tokens_b": _stored(rb.tokens_per_sec_per_gpu),
                 "delta_pct": 100.0 * (sb / sa - 1) if sa and sb else None,
             }
         )
@@ -37,5 +38,6 @@ def compare_rows(a: Mapping[str, JSONValue], b: Mapping[str, JSONValue]) -> list
 
 
 def provenance_diff(a: Mapping[str, JSONValue], b: Mapping[str, JSONValue]) -> list[str]:
-    pa, pb = as_object(a.get("provenance") or {}), as_object(b.get("provenance") or {})
+    pa, pb = a.get("provenance"), b.get("provenance")
+    pa, pb = (pa if isinstance(pa, dict) else {}), (pb if isinstance(pb, dict) else {})
     return [f"{k}: {pa.get(k)!r} -> {pb.get(k)!r}" for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)]

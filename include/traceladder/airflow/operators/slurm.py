@@ -226,10 +226,11 @@ class SlurmRungOperator(BaseOperator):
                 )
             detail = event.get("error") or f"ended {state} (exit {event.get('exit_code')}, {event.get('reason')})"
             raise AirflowException(f"rung {spec.rung_id}: Slurm job {event.get('job_id')} {detail}; no result stored")
-        if result.get("status") != "ok":  # the workload failed: no retry (only infrastructure retries)
+        if not result.ok:  # the workload failed: no retry (only infrastructure retries)
             extra = f" (Slurm: {event.get('state')} on {event.get('nodes')})" if event.get("state") else ""
-            raise AirflowFailException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}{extra}")
-        return {k: result.get(k) for k in RESULT_KEYS}
+            raise AirflowFailException(f"rung {spec.rung_id} {result.status}: {result.error}{extra}")
+        stored = result.to_dict()  # XCom carries JSON
+        return {k: stored.get(k) for k in RESULT_KEYS}
 
     def _failed_nodes(self, nodelist: str) -> str:
         """Which of the job's nodes is down or drained now (`node n2 down (reason)`), else the list."""
@@ -243,7 +244,7 @@ class SlurmRungOperator(BaseOperator):
             return f"one of node(s) {nodelist}"
         return ", ".join(f"node {name} {why}" for name, why in sorted(bad.items()))
 
-    def _stored_result(self, spec: Any) -> JSONObject | None:
+    def _stored_result(self, spec: Any) -> RungResult | None:
         """The runner's own result: metrics.json under the rung's prefix (None if it stored none)."""
         from traceladder.airflow.ladders import ladder_store
         from traceladder.storage.artifacts import ArtifactIntegrityError, rung_prefix, safe_key_part
@@ -257,7 +258,7 @@ class SlurmRungOperator(BaseOperator):
             raw = store.get_verified(key)
         except ArtifactIntegrityError:
             raw = store.get_bytes(key)
-        return RungResult.from_json(raw, key).to_dict()
+        return RungResult.from_json(raw, key)
 
     def _record_refused(self, spec: Any, message: str) -> None:
         from traceladder.airflow.ladders import ladder_store

@@ -7,18 +7,18 @@ from typing import Any, Callable
 
 import matplotlib.pyplot as plt
 
-from traceladder.core.documents import JSONObject, as_float, as_object
+from traceladder.core.summary_parts import AttributionEntry
 
 MAX_CATEGORIES = 8  # the largest movers over the ladder get their own colour; the rest are "other categories"
 GAP = "gap to busy time"
 
 
-def _deltas(e: JSONObject) -> dict[str, float]:
+def _deltas(e: AttributionEntry) -> dict[str, float]:
     """An entry's per-category delta, µs per step."""
-    return {name: as_float(us) for name, us in as_object(e["category_deltas_us"]).items()}
+    return e.category_deltas_us
 
 
-def _series(entries: list[JSONObject]) -> tuple[list[str], list[dict[str, float]]]:
+def _series(entries: list[AttributionEntry]) -> tuple[list[str], list[dict[str, float]]]:
     totals: dict[str, float] = {}
     for e in entries:
         for name, us in _deltas(e).items():
@@ -35,13 +35,13 @@ def _series(entries: list[JSONObject]) -> tuple[list[str], list[dict[str, float]
                 rest += us / 1e3
         if rest:
             row["other categories"] = rest
-        row[GAP] = as_float(e["residual_us"]) / 1e3
+        row[GAP] = e.residual_us / 1e3
         rows.append(row)
     names = keep + (["other categories"] if any("other categories" in r for r in rows) else []) + [GAP]
     return names, rows
 
 
-def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) -> bytes | None:
+def draw(entries: list[AttributionEntry], ladder: str, png: Callable[[Any], bytes]) -> bytes | None:
     if not entries:
         return None
     names, rows = _series(entries)
@@ -49,7 +49,7 @@ def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) ->
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(entries) + 2), 4.2))
     for i, (e, row) in enumerate(zip(entries, rows)):
         up = down = 0.0
-        alpha = 0.45 if e.get("indicative") else 1.0
+        alpha = 0.45 if e.indicative else 1.0
         for j, name in enumerate(names):
             v = row.get(name, 0.0)
             if not v:
@@ -72,18 +72,17 @@ def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) ->
                 down += v
         ax.plot(
             i,
-            as_float(e["busy_time_delta_us"]) / 1e3,
+            e.busy_time_delta_us / 1e3,
             "o",
             color="black",
             markersize=5,
             label="busy-time delta" if i == 0 else None,
         )
-        noise = e.get("noise")
-        if isinstance(noise, dict):  # what two profiled runs of one rung differ by, around the op-time delta
+        if e.noise:  # what two profiled runs of one rung differ by, around the op-time delta
             ax.errorbar(
                 i + 0.3,
-                as_float(e["kernel_time_delta_us"]) / 1e3,
-                yerr=as_float(noise["half_width_us"]) / 1e3,
+                e.kernel_time_delta_us / 1e3,
+                yerr=e.noise.half_width_us / 1e3,
                 fmt="_",
                 color="dimgray",
                 capsize=3,
@@ -92,9 +91,9 @@ def draw(entries: list[JSONObject], ladder: str, png: Callable[[Any], bytes]) ->
             )
     ax.axhline(0, color="black", linewidth=0.8)
     labels = [
-        f"{e['rung']}\nvs {e['parent']}"
-        + (f"\n(per {e['parent']}'s tokens)" if as_float(e.get("work_ratio") or 1.0) != 1.0 else "")
-        + ("\n(indicative)" if e.get("indicative") else "")
+        f"{e.rung}\nvs {e.parent}"
+        + (f"\n(per {e.parent}'s tokens)" if (e.work_ratio or 1.0) != 1.0 else "")
+        + ("\n(indicative)" if e.indicative else "")
         for e in entries
     ]
     ax.set_xticks(range(len(entries)), labels, rotation=30, ha="right", fontsize=8)

@@ -12,7 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from traceladder.core.documents import JSONValue, as_float, as_list, as_object, as_objects
+from traceladder.core.documents import JSONValue
+from traceladder.core.summary_parts import attribution_entries, summary_lenses, summary_rungs
 
 WIN, LOSS, NOISE, TOTAL = "#2a9d8f", "#e76f51", "#9aa5b1", "#264653"
 
@@ -28,46 +29,46 @@ def waterfall_png(summary: Mapping[str, JSONValue]) -> bytes | None:
     """From the root's step time down the optimisation rungs: each bar is the ms a rung removed
     against its parent (its vs_parent delta; grey when no change was detected), with the 95%
     interval of that delta, ending at the last rung's step time."""
-    rungs = as_objects(summary["rungs"])
-    rows = {r["rung"]: r for r in rungs}
-    root = rows.get(summary.get("root") or "")
-    if not root or not root["step_ms"]:
+    rungs = summary_rungs(summary["rungs"])
+    rows = {r.rung: r for r in rungs}
+    root = rows.get(str(summary.get("root") or ""))
+    if not root or not root.step_ms:
         return None
     chain = [
-        r
-        for r in rungs
-        if r["kind"] == "optimisation" and as_object(r.get("vs_parent") or {}).get("delta") is not None and r["step_ms"]
+        r for r in rungs if r.kind == "optimisation" and r.vs_parent and r.vs_parent.delta is not None and r.step_ms
     ]
     if not chain:
         return None
-    root_step = as_object(root["step_ms"])
-    labels: list[str] = [str(root["rung"])]
-    bottoms, heights, colours = [0.0], [as_float(root_step["mean"])], [TOTAL]
-    errors: list[float] = [as_float(root_step.get("ci95") or 0)]
-    level = as_float(root_step["mean"])
+    root_step = root.step_ms
+    labels: list[str] = [root.rung]
+    bottoms, heights, colours = [0.0], [root_step.mean], [TOTAL]
+    errors: list[float] = [root_step.ci95 or 0]
+    level = root_step.mean
     tops: list[tuple[int, float, float, float]] = []  # bar index, delta end, interval below/above it
     for row in chain:
-        vs = as_object(row["vs_parent"])
-        delta = as_float(vs["delta"])
+        vs = row.vs_parent
+        assert vs is not None and vs.delta is not None  # the chain's rows have one
+        delta = vs.delta
         removed = -delta
-        colour = NOISE if vs["verdict"] in ("no_change", "single_run") else (WIN if removed > 0 else LOSS)
-        labels.append(str(row["rung"]))
+        colour = NOISE if vs.verdict in ("no_change", "single_run") else (WIN if removed > 0 else LOSS)
+        labels.append(row.rung)
         bottoms.append(min(level, level - removed))
         heights.append(abs(removed))
         colours.append(colour)
         errors.append(0)
-        if vs["ci95"]:
+        if vs.ci95:
             end = level - removed
-            lo, hi = (as_float(x) for x in as_list(vs["ci95"])[:2])
+            lo, hi = (float(x or 0.0) for x in vs.ci95[:2])
             tops.append((len(labels) - 1, end, delta - lo, hi - delta))
         level -= removed
     last = chain[-1]
-    last_step = as_object(last["step_ms"])
-    labels.append(f"{last['rung']}\n(final)")
+    last_step = last.step_ms
+    assert last_step is not None  # the chain's rows have one
+    labels.append(f"{last.rung}\n(final)")
     bottoms.append(0.0)
-    heights.append(as_float(last_step["mean"]))
+    heights.append(last_step.mean)
     colours.append(TOTAL)
-    errors.append(as_float(last_step.get("ci95") or 0))
+    errors.append(last_step.ci95 or 0)
 
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 4))
     ax.bar(range(len(labels)), heights, bottom=bottoms, color=colours)
@@ -91,13 +92,14 @@ def waterfall_png(summary: Mapping[str, JSONValue]) -> bytes | None:
 
 
 def lens_overhead_png(summary: Mapping[str, JSONValue]) -> bytes | None:
-    lenses = [lens for lens in as_objects(summary["lenses"]) if lens["overhead_ratio"]]
-    if not lenses:
+    with_ratio = [(lens, lens.overhead_ratio) for lens in summary_lenses(summary["lenses"]) if lens.overhead_ratio]
+    if not with_ratio:
         return None
-    ratios = [as_object(lens["overhead_ratio"]) for lens in lenses]
-    names = ["none"] + [str(lens["lens"]) for lens in lenses]
-    values = [1.0] + [as_float(o["mean"]) for o in ratios]
-    cis = [[as_float(x) for x in as_list(o["ci95"])] if o.get("ci95") else None for o in ratios]
+    lenses = [lens for lens, _ in with_ratio]
+    ratios = [ratio for _, ratio in with_ratio]
+    names = ["none"] + [lens.lens for lens in lenses]
+    values = [1.0] + [o.mean for o in ratios]
+    cis = [list(o.ci95) if o.ci95 else None for o in ratios]
     errors = [
         [0.0] + [v - c[0] if c else 0.0 for v, c in zip(values[1:], cis)],
         [0.0] + [c[1] - v if c else 0.0 for v, c in zip(values[1:], cis)],
@@ -113,13 +115,14 @@ def lens_overhead_png(summary: Mapping[str, JSONValue]) -> bytes | None:
 
 def render_charts(summary: Mapping[str, JSONValue]) -> dict[str, bytes]:
     """Chart file name → PNG bytes, only for the charts the data supports."""
+    from traceladder.summary.render.history import read_history
     from traceladder.summary.render.trend_chart import trend_png
 
     charts = {
         "waterfall.png": waterfall_png(summary),
         "lens_overhead.png": lens_overhead_png(summary),
         "attribution.png": attribution_png(summary),
-        "trend.png": trend_png(as_object(history) if (history := summary.get("history")) else None, _png),
+        "trend.png": trend_png(read_history(summary.get("history")), _png),
     }
     return {name: png for name, png in charts.items() if png}
 
@@ -130,4 +133,4 @@ def attribution_png(summary: Mapping[str, JSONValue]) -> bytes | None:
     at the busy-time delta. Pale bars: indicative (the rung's step-time change is not resolved)."""
     from traceladder.summary.render.attribution_chart import draw
 
-    return draw(as_objects(summary.get("attribution") or []), str(summary.get("ladder", "")), _png)
+    return draw(attribution_entries(summary.get("attribution") or []), str(summary.get("ladder", "")), _png)

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONValue, as_number, as_objects
+from traceladder.core.documents import JSONValue, as_number
+from traceladder.core.summary_parts import (
+    AdaptiveRepeats,
+    BlockModelFit,
+    LadderCalls,
+    LensRatio,
+    RungChange,
+    RunEstimate,
+    summary_part,
+    summary_rungs,
+)
 from traceladder.stats.verdicts import (
     METRIC_WORDS,
     TOKENS,
@@ -16,10 +26,16 @@ from traceladder.stats.verdicts import (
 )
 
 
-def fmt_est(est: Mapping[str, JSONValue] | None, digits: int = 1) -> str:
+def fmt_est(est: RunEstimate | LensRatio | Mapping[str, JSONValue] | None, digits: int = 1) -> str:
     """mean ± half-width, or mean [lo, hi] where the interval is asymmetric (a ratio)."""
     if not est:
         return "-"
+    if isinstance(est, (RunEstimate, LensRatio)):
+        if est.ci95 is None:
+            return f"{est.mean:.{digits}f} (1 run)" if est.n == 1 else f"{est.mean:.{digits}f}"
+        if isinstance(est.ci95, list):
+            return f"{est.mean:.{digits}f} [{est.ci95[0]:.{digits}f}, {est.ci95[1]:.{digits}f}]"
+        return f"{est.mean:.{digits}f} ± {est.ci95:.{digits}f}"
     ci = est.get("ci95")
     if ci is None:
         return f"{est['mean']:.{digits}f} (1 run)" if est.get("n") == 1 else f"{est['mean']:.{digits}f}"
@@ -39,36 +55,44 @@ def fmt_gb(gb: JSONValue) -> str:
     return f"{x:.2f}" if round(x, 3) >= 1 else f"{x:.3f}"
 
 
-def fmt_change(vs: Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
+def fmt_change(found: RungChange | Mapping[str, JSONValue] | None, unit: str | None = None) -> str:
     """A `vs_parent` cell: the call, the delta, and the change in % with its 95% interval (the
-    scale the verdict is judged on), or the MDE where nothing was seen."""
-    if not vs:
+    scale the verdict is judged on), or the MDE where nothing was seen. A template passes the
+    stored JSON: it is read as its class here."""
+    if not found:
         return "-"
-    unit = unit or METRIC_WORDS.get(str(vs["metric"]), METRIC_WORDS[TOKENS])[2]
-    if vs["delta"] is None:
+    vs = found if isinstance(found, RungChange) else RungChange.from_dict(dict(found))
+    unit = unit or METRIC_WORDS.get(str(vs.metric), METRIC_WORDS[TOKENS])[2]
+    if vs.delta is None:
         return "single run: no verdict"
-    change = f"{vs['delta']:+.1f} {unit}, {vs['delta_pct']:+.1f}%"
-    if vs["verdict"] == "single_run":
+    change = f"{vs.delta:+.1f} {unit}, {vs.delta_pct:+.1f}%"
+    if vs.verdict == "single_run":
         return f"{change}, single run: no verdict"
     pct = change_pct_interval(vs)
     interval = f" [{pct[0]:+.1f}%, {pct[1]:+.1f}%]" if pct else ""
-    if vs["verdict"] == "no_change":
+    if vs.verdict == "no_change":
         if not_called_over_ladder(vs):  # a test of the rung alone calls it; the ladder-wide rule does not
             return (
-                f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%; per rung {per_rung_words(vs)}: "
+                f"no change detected{interval}, MDE {vs.mde_pct:.1f}%; per rung {per_rung_words(vs)}: "
                 "not called over the ladder"
             )
-        return f"no change detected{interval}, MDE {vs['mde_pct']:.1f}%"
+        return f"no change detected{interval}, MDE {vs.mde_pct:.1f}%"
     return f"{change_word(vs)}: {change}{interval}"
 
 
-def fmt_trend(model: Mapping[str, JSONValue]) -> str:
+def _fit(model: BlockModelFit | Mapping[str, JSONValue]) -> BlockModelFit:
+    """A template passes the stored JSON: it is read as its class here."""
+    return model if isinstance(model, BlockModelFit) else BlockModelFit.from_dict(dict(model))
+
+
+def fmt_trend(model: BlockModelFit | Mapping[str, JSONValue]) -> str:
     """The block model's drift terms as a phrase (" with a quadratic time trend inside each block
     (16 terms)"), or "" when it fitted none."""
-    drift = str(model.get("drift") or "none")
+    fit = _fit(model)
+    drift = str(fit.drift or "none")
     return (
-        f" with a {drift} time trend inside each block ({model['drift_terms']} terms)"
-        if (drift != "none" and model.get("drift_terms"))
+        f" with a {drift} time trend inside each block ({fit.drift_terms} terms)"
+        if (drift != "none" and fit.drift_terms)
         else ""
     )
 
@@ -78,13 +102,13 @@ def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
     names the rule (Benjamini–Hochberg, Holm), or for a rung-by-rung summary (and those from before
     the record) what the 5% level means over the ladder: a rung that does not move is still called
     1 time in 20, so k comparisons expect k/20 such calls. Rungs judged single_run do not count."""
-    calls = summary.get("calls")
-    if isinstance(calls, dict) and calls.get("sentence"):
-        return str(calls["sentence"])
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
+    if calls and calls.sentence:
+        return calls.sentence
     judged = sum(
         1
-        for row in as_objects(summary.get("rungs") or [])
-        if isinstance(vs := row.get("vs_parent"), dict) and vs.get("verdict") not in (None, "single_run")
+        for row in summary_rungs(summary.get("rungs") or [])
+        if row.vs_parent and row.vs_parent.verdict not in (None, "single_run")
     )
     if not judged:
         return ""
@@ -99,8 +123,8 @@ def fmt_resolution(summary: Mapping[str, JSONValue]) -> str:
     a rung that moved less reads "no change detected"."""
     mdes = sorted(
         m
-        for row in as_objects(summary.get("rungs") or [])
-        if isinstance(vs := row.get("vs_parent"), dict) and (m := as_number(vs.get("mde_pct"))) is not None
+        for row in summary_rungs(summary.get("rungs") or [])
+        if row.vs_parent and (m := row.vs_parent.mde_pct) is not None
     )
     if not mdes:
         return ""
@@ -115,35 +139,31 @@ def fmt_resolution(summary: Mapping[str, JSONValue]) -> str:
 def batch_settings(summary: Mapping[str, JSONValue]) -> str:
     """The batch rungs' settings where they ran (summary/build.batch_setting), in one line."""
     parts = [
-        f"{row['rung']} sets {row['batch_setting']}"
-        for row in as_objects(summary.get("rungs") or [])
-        if row.get("batch_setting")
+        f"{row.rung} sets {row.batch_setting}" for row in summary_rungs(summary.get("rungs") or []) if row.batch_setting
     ]
     return "Batch rungs: " + "; ".join(parts) + "." if parts else ""
 
 
 def adaptive_levels(summary: Mapping[str, JSONValue]) -> str:
     """Which critical values an adaptive ladder's verdicts used at the look where it stopped."""
-    repeats = summary.get("repeats")
-    if not isinstance(repeats, dict):
+    repeats = summary_part(AdaptiveRepeats, summary.get("repeats"), "summary.json: repeats")
+    if repeats is None:
         return ""
-    own = f"z {as_number(repeats.get('critical_z_used')) or 0.0:.2f}"
-    calls = summary.get("calls")
-    if not isinstance(calls, dict) or calls.get("rule") in (None, "per_rung"):
+    own = f"z {repeats.critical_z_used or 0.0:.2f}"
+    calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
+    if calls is None or calls.per_rung:
         return f"intervals and MDEs at that look's critical value, {own}"
     return (
-        f"a rung tested alone would use that look's critical value, {own}; {calls['name']}'s levels are spent "
-        f"over the looks the same way: intervals at z {as_number(calls.get('interval_z')) or 0.0:.2f}, "
-        f"MDEs at z {as_number(calls.get('mde_z')) or 0.0:.2f}"
+        f"a rung tested alone would use that look's critical value, {own}; {calls.name}'s levels are spent "
+        f"over the looks the same way: intervals at z {calls.interval_z or 0.0:.2f}, "
+        f"MDEs at z {calls.mde_z or 0.0:.2f}"
     )
 
 
-def fmt_fit(model: Mapping[str, JSONValue]) -> str:
+def fmt_fit(model: BlockModelFit | Mapping[str, JSONValue]) -> str:
     """The block model's size and noise: runs, blocks, residual df, run-level sd."""
-    return (
-        f"{model['runs']} runs in {model['blocks']} blocks, {model['df']} residual df, "
-        f"run-level sd {model['run_sd_pct']:.1f}%"
-    )
+    fit = _fit(model)
+    return f"{fit.runs} runs in {fit.blocks} blocks, {fit.df} residual df, run-level sd {fit.run_sd_pct:.1f}%"
 
 
 # Beside the model line: why a row's plain means and its verdict can disagree.

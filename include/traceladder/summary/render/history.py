@@ -3,49 +3,53 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 
 from jinja2 import Environment, select_autoescape
 
-from traceladder.core.documents import JSONValue, as_list, as_object, as_objects
+from traceladder.core.documents import JSONValue
+from traceladder.core.summary_parts import LadderHistory
 from traceladder.summary.render.fmt import fmt_est
 
 
+def read_history(found: JSONValue) -> LadderHistory | None:
+    """A summary's ``history`` as its class (None: the summary has none, e.g. a what-if run)."""
+    return LadderHistory.from_dict(found, "summary.json: history") if found else None
+
+
 def _est(est: JSONValue) -> str:
-    return fmt_est(as_object(est) if est else None)
+    """An estimate as stored (``{"mean", "ci95", "n"}``) in a table cell."""
+    return fmt_est(est if isinstance(est, dict) and est else None)
 
 
-def _levels(h: Mapping[str, JSONValue]) -> str:
-    recent = f", newest {h['recent_runs']} runs p < {h['alpha_recent']:g}" if h.get("alpha_recent") else ""
-    return f"{h['test']}-test p < {h['alpha']:g}{recent}"
+def _levels(h: LadderHistory) -> str:
+    recent = f", newest {h.recent_runs} runs p < {h.alpha_recent:g}" if h.alpha_recent else ""
+    return f"{h.test}-test p < {h.alpha:g}{recent}"
 
 
-def change_rows(history: Mapping[str, JSONValue]) -> list[dict[str, str]]:
+def change_rows(history: LadderHistory) -> list[dict[str, str]]:
     rows = []
-    for rung in as_objects(history["rungs"]):
-        for c in as_objects(rung["change_points"]):
-            lo, hi = as_list(c["ci95_pct"])
+    for rung in history.rungs:
+        for c in rung.change_points:
+            lo, hi = c.ci95_pct
             rows.append(
                 {
-                    "rung": str(c["rung"]),
-                    "run_id": str(c["run_id"]),
-                    "direction": str(c["direction"]),
-                    "size": f"{c['delta_pct']:+.1f}% ({lo:+.1f}% to {hi:+.1f}%)",
-                    "p": f"{c['p_value']:.1g}",
-                    "provenance": "; ".join(str(p) for p in as_list(c["provenance_changes"])) or "-",
-                    "call": (
-                        "REGRESSION (new)" if c["regression"] else ("earlier" if c["direction"] == "slower" else "-")
-                    )
-                    + (f"; triage: {c['triage']}" if c.get("triage") else ""),
+                    "rung": c.rung,
+                    "run_id": c.run_id,
+                    "direction": c.direction,
+                    "size": f"{c.delta_pct:+.1f}% ({lo:+.1f}% to {hi:+.1f}%)",
+                    "p": f"{c.p_value:.1g}",
+                    "provenance": "; ".join(str(p) for p in c.provenance_changes) or "-",
+                    "call": ("REGRESSION (new)" if c.regression else ("earlier" if c.direction == "slower" else "-"))
+                    + (f"; triage: {c.triage}" if c.triage else ""),
                 }
             )
     return rows
 
 
-def history_markdown(history: Mapping[str, JSONValue] | None) -> list[str]:
+def history_markdown(history: LadderHistory | None) -> list[str]:
     if not history:
         return []
-    parts = ["", f"## History ({len(as_list(history['runs']))} full runs, change points, {_levels(history)})"]
+    parts = ["", f"## History ({len(history.runs)} full runs, change points, {_levels(history)})"]
     rows = change_rows(history)
     if rows:
         parts += [
@@ -59,19 +63,19 @@ def history_markdown(history: Mapping[str, JSONValue] | None) -> list[str]:
         ]
     else:
         parts.append("No change point in any rung's step time.")
-    last = as_object(history.get("since_last") or {})
+    last = history.since_last
     if last:
         parts += [
             "",
-            f"### Since {last['previous_run_id']} (figures; the calls are the change points above)",
+            f"### Since {last.previous_run_id} (figures; the calls are the change points above)",
             "| rung | before ms | now ms | change |",
             "|---|---|---|---|",
         ]
         parts += [
             f"| {r['rung']} | {_est(r['previous'])} | {_est(r['current'])} | {r['delta_pct']:+.1f}% |"
-            for r in as_objects(last["rungs"])
+            for r in last.rungs
         ]
-        parts += [f"- provenance changed: {p}" for p in as_list(last["provenance_changes"])]
+        parts += [f"- provenance changed: {p}" for p in last.provenance_changes]
     return parts
 
 
@@ -95,7 +99,7 @@ _ENV.filters["est"] = _est
 _TEMPLATE = _ENV.from_string(_HTML)
 
 
-def history_html(history: Mapping[str, JSONValue] | None, trend_uri: str | None = None) -> str:
+def history_html(history: LadderHistory | None, trend_uri: str | None = None) -> str:
     """An HTML fragment (autoescaped); empty without a history."""
     if not history:
         return ""

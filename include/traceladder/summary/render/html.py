@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from jinja2 import Environment, select_autoescape
 
-from traceladder.core.documents import JSONValue, as_object
+from traceladder.core.documents import JSONValue
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
 from traceladder.stats.verdicts import interval_label
 from traceladder.summary.whats_left import OTHER_KINDS_HEADING
@@ -142,10 +142,9 @@ _REPORT = _ENV.from_string(_TEMPLATE)
 
 
 def to_html(summary: Mapping[str, JSONValue], charts: dict[str, bytes]) -> str:
-    from traceladder.summary.render.history import history_html
+    from traceladder.summary.render.history import history_html, read_history
 
     uris = [(name, "data:image/png;base64," + base64.b64encode(png).decode()) for name, png in sorted(charts.items())]
     trend = next((uri for name, uri in uris if name == "trend.png"), None)
-    found = summary.get("history")
-    history = history_html(as_object(found) if found else None, trend)
+    history = history_html(read_history(summary.get("history")), trend)
     return _REPORT.render(s=summary, charts=[(n, u) for n, u in uris if n != "trend.png"], history=history)

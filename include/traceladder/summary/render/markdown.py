@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_list, as_object, as_objects
+from traceladder.core.documents import Summary, JSONValue
+from traceladder.core.summary_parts import (
+    AdaptiveRepeats,
+    CollectivesSummary,
+    model_fit,
+    ProfileWindow,
+    attribution_entries,
+    summary_lenses,
+    summary_part,
+    summary_rungs,
+)
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, interval_label, plan_metric
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
@@ -22,11 +32,6 @@ from traceladder.summary.render.fmt import (
 )
 
 
-def _obj(value: JSONValue) -> JSONObject | None:
-    """An optional nested object (an estimate, a verdict): None for null or empty."""
-    return as_object(value) if value else None
-
-
 def ladder_table(summary: Mapping[str, JSONValue]) -> str:
     cpu = summary.get("metric") == "cpu"
     head = (
@@ -36,21 +41,21 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
         "| peak mem GB | runs ok |"
     )
     lines = [head, "|---" * (9 if cpu else 8) + "|"]
-    for row in as_objects(summary["rungs"]):
-        change = f"{row['switch']}={row['value']}" if row["switch"] else "(root)"
-        vs_parent = fmt_change(_obj(row.get("vs_parent")))
-        speed = f"{as_object(row['speedup_vs_root'])['mean']:.2f}x" if row["speedup_vs_root"] else "-"
-        flag = "" if row["ok"] == row["runs"] else " FAILED"
+    for row in summary_rungs(summary["rungs"]):
+        change = f"{row.switch}={row.value}" if row.switch else "(root)"
+        vs_parent = fmt_change(row.vs_parent)
+        speed = f"{row.speedup_vs_root.mean:.2f}x" if row.speedup_vs_root else "-"
+        flag = "" if row.ok == row.runs else " FAILED"
         lines.append(
-            f"| {row['rung']} | {change} | {fmt_est(_obj(row['step_ms']))} |"
-            + (f" {fmt_est(_obj(row.get('step_cpu_ms')))} |" if cpu else "")
-            + f" {fmt_est(_obj(row['tokens_per_sec_per_gpu']), 0)} "
-            f"| {vs_parent} | {speed} | {fmt_gb(row['peak_mem_gb'])} | {row['ok']}/{row['runs']}{flag} |"
+            f"| {row.rung} | {change} | {fmt_est(row.step_ms)} |"
+            + (f" {fmt_est(row.step_cpu_ms)} |" if cpu else "")
+            + f" {fmt_est(row.tokens_per_sec_per_gpu, 0)} "
+            f"| {vs_parent} | {speed} | {fmt_gb(row.peak_mem_gb)} | {row.ok}/{row.runs}{flag} |"
         )
     step_metric = VERDICT_METRICS[plan_metric(summary)][0]
-    model = as_object(as_object(summary.get("model", {})).get(step_metric) or {})
-    if model and model.get("df"):
-        stat = str(model.get("run_statistic") or "median")  # summaries from before it: medians
+    model = model_fit(summary.get("model"), step_metric)
+    if model and model.df:
+        stat = str(model.run_statistic or "median")  # summaries from before it: medians
         what = (
             f"each run's {stat} over its iterations of the slowest rank's compute-thread CPU time "
             "(tokens per CPU-second for batch rungs)"
@@ -69,11 +74,11 @@ def ladder_table(summary: Mapping[str, JSONValue]) -> str:
             lines.append(CPU_METRIC_CAVEAT)
     if batch_settings(summary):
         lines += ["", batch_settings(summary)]
-    repeats = as_object(summary.get("repeats") or {})
+    repeats = summary_part(AdaptiveRepeats, summary.get("repeats"), "summary.json: repeats")
     if repeats:  # adaptive repeats: how many blocks ran of how many planned, and why
         lines += [
             "",
-            f"Adaptive repeats: {repeats['sentence']}; {adaptive_levels(summary)} (docs/statistics-adaptive.md).",
+            f"Adaptive repeats: {repeats.sentence}; {adaptive_levels(summary)} (docs/statistics-adaptive.md).",
         ]
     return "\n".join(lines)
 
@@ -85,10 +90,10 @@ def lens_table(summary: Mapping[str, JSONValue]) -> str:
         "| lens | step ms (95% CI) | overhead vs unprofiled (paired, 95% CI) | traces | runs ok |",
         "|---|---|---|---|---|",
     ]
-    for lens in as_objects(summary["lenses"]):
+    for lens in summary_lenses(summary["lenses"]):
         lines.append(
-            f"| {lens['lens']} | {fmt_est(_obj(lens['step_ms']))} | {fmt_est(_obj(lens['overhead_ratio']), 2)} "
-            f"| {lens['traces']} | {lens['ok']}/{lens['runs']} |"
+            f"| {lens.lens} | {fmt_est(lens.step_ms)} | {fmt_est(lens.overhead_ratio, 2)} "
+            f"| {lens.traces} | {lens.ok}/{lens.runs} |"
         )
     return "\n".join(lines)
 
@@ -103,13 +108,13 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
         f"## Lenses (on {summary.get('lens_rung') or '-'})",
         lens_table(summary),
     ]
-    profile = as_object(summary.get("profile") or {})
-    if profile and profile.get("timeline"):
-        tl, tp = as_object(profile["timeline"]), as_object(profile.get("timeline_percent") or {})
+    profile = summary_part(ProfileWindow, summary.get("profile"), "summary.json: profile")
+    if profile and profile.timeline:
+        tl, tp = profile.timeline, profile.timeline_percent
         parts += [
             "",
-            f"## Where the time went ({profile['lens']}, {profile['rung_id']}, "
-            f"{str(profile.get('device', 'gpu')).upper()} timeline)",
+            f"## Where the time went ({profile.lens}, {profile.rung_id}, "
+            f"{str(profile.device).upper()} timeline)",  # a built profile always names its device
             f"{PROFILE_UNITS}.",
             "",
             "| part | ms | % |",
@@ -118,27 +123,26 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
         for key in ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "idle_time", "total_time"):
             if key in tl:
                 parts.append(f"| {key} | {tl[key]:.2f} | {tp.get(key, 0):.1f} |")
-        if profile.get("regions"):
+        if profile.regions:
             parts += ["", "| region (range wall time) | ms |", "|---|---|"] + [
-                f"| {k} | {v:.2f} |"
-                for k, v in sorted(as_object(profile["regions"]).items(), key=lambda kv: -as_float(kv[1]))
+                f"| {k} | {v:.2f} |" for k, v in sorted(profile.regions.items(), key=lambda kv: -kv[1])
             ]
-        if profile.get("top_ops"):
+        if profile.top_ops:
             parts += ["", "| top op | ms | % | count |", "|---|---|---|---|"] + [
                 f"| {op['name']} | {op['time_ms']:.2f} | {op['percent']:.1f} | {op['count']} |"
-                for op in as_objects(profile["top_ops"])[:10]
+                for op in profile.top_ops[:10]
             ]
-    coll = as_object(summary.get("collectives") or {})
-    if coll and coll["by_collective"]:
+    coll = summary_part(CollectivesSummary, summary.get("collectives"), "summary.json: collectives")
+    if coll and coll.by_collective:
         parts += [
             "",
-            f"## Collectives across ranks ({coll['rung_id']}, {coll['world_size']} ranks, "
-            f"{str(coll.get('device') or 'gpu').upper()})",
+            f"## Collectives across ranks ({coll.rung_id}, {coll.world_size} ranks, "
+            f"{str(coll.device or 'gpu').upper()})",
             "| collective | count | latency µs (mean) | bus GiB/s | start skew µs (mean / max) | straggler "
             "| others waited ms |",
             "|---|---|---|---|---|---|---|",
         ]
-        for c in as_objects(coll["by_collective"]):
+        for c in coll.by_collective:
             bw = f"{c['bus_bw_gbs_mean']:.3f}" if c["bus_bw_gbs_mean"] is not None else "-"
             parts.append(
                 f"| {c['name']} | {c['count']} | {c['latency_mean_us']:.1f} | {bw} "
@@ -148,17 +152,16 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     from traceladder.summary.whats_left import markdown as whats_left_md
 
     targets = summary.get("headroom")
-    parts += whats_left_md(as_objects(targets) if targets is not None else None)
+    parts += whats_left_md(targets)
     from traceladder.summary.attribution import markdown as attribution_md
 
-    parts += attribution_md(as_objects(summary.get("attribution") or []))
-    from traceladder.summary.render.history import history_markdown
+    parts += attribution_md(attribution_entries(summary.get("attribution") or []))
+    from traceladder.summary.render.history import history_markdown, read_history
 
-    parts += history_markdown(_obj(summary.get("history")))
-    parts += ["", "## Findings"] + [f"- {f}" for f in as_list(summary["findings"])]
+    parts += history_markdown(read_history(summary.get("history")))
+    doc = Summary.from_dict(summary)  # the summary as built: its top level read as the class
+    parts += ["", "## Findings"] + [f"- {f}" for f in doc.findings]
     if summary["failures"]:
-        parts += ["", "## Failed runs"] + [
-            f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in as_objects(summary["failures"])
-        ]
+        parts += ["", "## Failed runs"] + [f"- {f['rung_id']}: {f['status']}: {f['error']}" for f in doc.failures]
     parts += ["", "## Terms"] + [f"- **{term}**: {meaning}." for term, meaning in TERMS]
     return "\n".join(parts) + "\n"

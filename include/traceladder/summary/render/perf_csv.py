@@ -18,7 +18,7 @@ import re
 import statistics
 from collections.abc import Mapping
 
-from traceladder.core.documents import JSONObject, JSONValue, as_float, as_int, as_object, as_objects
+from traceladder.core.documents import JSONObject, JSONValue, PlanDoc, RungResult, as_int, as_object
 
 HEADER = [
     "model",
@@ -59,8 +59,8 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -> str:
-    all_specs = as_objects(plan["specs"])
+def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, RungResult]) -> str:
+    all_specs = PlanDoc.from_dict(plan).specs
     specs = [s for s in all_specs if s.get("lens") == "none"] or all_specs
     rungs: dict[str, list[JSONObject]] = {}
     for spec in specs:
@@ -71,8 +71,8 @@ def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -
     for rung, rung_specs in rungs.items():
         first = rung_specs[0]
         runs = [results[str(s["rung_id"])] for s in rung_specs if str(s["rung_id"]) in results]
-        ok = [r for r in runs if r.get("status") == "ok"]
-        prov = as_object(next((r.get("provenance") for r in runs if r.get("provenance")), None) or {})
+        ok = [r for r in runs if r.ok]
+        prov = next((r.provenance for r in runs if r.provenance), None) or {}
         env = as_object(first.get("docker_env_vars") or {})
         gpus, nnodes = as_int(env.get("GPUS_PER_NODE") or 1), as_int(env.get("NNODES") or 1)
         model_tag, backend, image = (
@@ -81,7 +81,7 @@ def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -
             first.get("image", ""),
         )
         precision = _PRECISION.search(model_tag)
-        walls = [float(as_float(r["wall_s"])) for r in ok if r.get("wall_s") is not None]
+        walls = [float(r.wall_s) for r in ok if r.wall_s is not None]
         base = {
             "model": f"{model_tag}/{rung}",
             "n_gpus": gpus * nnodes,
@@ -105,7 +105,7 @@ def perf_csv(plan: Mapping[str, JSONValue], results: Mapping[str, JSONObject]) -
             "build_number": plan["run_id"],
         }
         for metric, field in METRICS:
-            value = _mean([float(as_float(r[field])) for r in ok if r.get(field) is not None])
+            value = _mean([float(n) for r in ok if (n := r.figure(field)) is not None])
             writer.writerow(
                 {
                     **base,
