@@ -81,6 +81,11 @@ def _load_json(text: str | bytes, where: str) -> object:
         raise DocumentError(f"{where}: (json): {exc}") from None
 
 
+def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value is None or value in allowed:  # None got here only where the field's kind allows it
+        return
+    raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
+
 @dataclass(frozen=True, kw_only=True)
 class Document:
     """The codec the documents share: ``SCHEMA`` is the version written; ``READS`` the older
@@ -164,11 +169,6 @@ class Document:
                 _one_of(where, f.metadata["key"] or f.name, values[f.name], allowed)
         return cls(**values, extra={k: v for k, v in doc.items() if k not in known})
 
-
-def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value is None or value in allowed:  # None got here only where the field's kind allows it
-        return
-    raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
 
     @classmethod
     def _version(cls, doc: JSONObject, where: str) -> int:
