@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the triage engine imports the statistics (numpy, scipy): ne
     from traceladder.config.loader import LoadedLadder
     from traceladder.storage.artifacts import ArtifactSink
     from traceladder.triage.confirm import RunBlock
+    from traceladder.triage.engine import TriageContext
     from traceladder.triage.suspects import RunSetup
 
 TRIAGE_DAG_ID = "traceladder-triage"
@@ -179,10 +180,9 @@ def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> list[tuple
     return out
 
 
-def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONObject]:
-    """The engine on the claimed group (confirm, bisect, explain, record each step); a retry resumes
-    it from triage.json. Returns each rung's state and label."""
-    from traceladder.triage.engine import context_for, triage_run
+def _engine_context(params: TriageParams, context: Any, approved: bool) -> tuple[TriageContext, Suspects]:
+    """The engine's context for the claimed group, with the backend's runs, and the group."""
+    from traceladder.triage.engine import context_for
     from traceladder.triage.explain import local_run_profiled
 
     ladder, run_id = params["ladder"], params["bad_run"]
@@ -198,11 +198,39 @@ def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONO
         approve=lambda: approved,
         image_tags=image_tags_for(suspects) if loaded.ladder.backend == "docker" else (),
     )
+    return ctx, suspects
+
+
+def run_confirms(params: TriageParams, context: Any) -> list[JSONObject]:
+    """Each suspect's confirm, before any approval (a confirm is one step, so it is not gated);
+    a retry reuses the recorded ones. Each rung's state, label and its confirm in words: a
+    confirmed rung is still `running`, waiting for the bisection."""
+    from traceladder.triage.engine import confirm_suspects
+
+    ctx, suspects = _engine_context(params, context, approved=False)
+    return [_brief(doc) for doc in confirm_suspects(ctx, suspects)]
+
+
+def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONObject]:
+    """The engine on the claimed group (confirm, bisect, explain, record each step); a retry resumes
+    it from triage.json, and the confirms of the `confirm` task are reused. Returns each rung's
+    state and label."""
+    from traceladder.triage.engine import triage_run
+
+    ctx, suspects = _engine_context(params, context, approved)
     return [_brief(doc) for doc in triage_run(ctx, suspects)]
 
 
 def _brief(doc: TriageDoc) -> JSONObject:
-    return {"rung": doc.rung, "state": doc.state, "label": doc.label, "first_bad": doc.first_bad}
+    from traceladder.triage import record
+
+    return {
+        "rung": doc.rung,
+        "state": doc.state,
+        "label": doc.label,
+        "first_bad": doc.first_bad,
+        "confirm": f"{doc.rung}: {record.confirm_summary(doc)}",
+    }
 
 
 def record_outcome(
@@ -239,7 +267,8 @@ def record_outcome(
                     state="not approved",
                     label=record.NOT_APPROVED,
                     reproduce=reproduce,
-                    conclusion="the triage was not approved (rejected, or its approval timed out)",
+                    conclusion="the bisection was not approved (rejected, or its approval timed out); "
+                    + record.confirm_summary(base),
                 )
             else:
                 doc = replace(
