@@ -31,6 +31,8 @@ def test_triage_dag_has_its_params_and_tasks(dagbag) -> None:
     assert {t.task_id for t in dag.tasks} == {
         "suspects",
         "gate",
+        "confirm",
+        "ask",
         "approval",
         "no_approval",
         "triage",
@@ -41,9 +43,33 @@ def test_triage_dag_has_its_params_and_tasks(dagbag) -> None:
     assert type(approval).__name__ == "ApprovalOperator"
     assert approval.defaults == ["Reject"] and approval.response_timeout is not None
     assert dag.get_task("record").trigger_rule == "all_done"
-    assert dag.get_task("triage").retries >= 1
+    assert dag.get_task("triage").retries >= 1 and dag.get_task("confirm").retries >= 1
     assert dag.get_task("triage").upstream_task_ids == {"approval", "no_approval"}
-    assert {"triage", "approval", "gate"} <= dag.get_task("record").upstream_task_ids
+    # the confirm runs before the approval, which gates only the bisection and the explanation
+    assert dag.get_task("confirm").upstream_task_ids == {"gate"}
+    assert dag.get_task("ask").upstream_task_ids == {"suspects", "confirm"}
+    assert approval.upstream_task_ids == {"ask"}
+    # record runs whatever happened: no branch and no approval (whose Reject skips its direct
+    # downstream tasks) is directly upstream of it
+    record = dag.get_task("record")
+    assert {"triage", "confirm"} <= record.upstream_task_ids
+    assert not {"gate", "ask", "approval"} & record.upstream_task_ids
+    assert not {"gate", "ask", "approval"} & dag.get_task("notify").upstream_task_ids
+
+
+def test_the_approval_asks_about_the_confirmed_change(dagbag) -> None:
+    """The approval's body names each confirm's verdict and size (the confirm task's XCom)."""
+    approval = dagbag.dags["traceladder-triage"].get_task("approval")
+    briefs = [
+        {"rung": "baseline", "confirm": "baseline: the confirm: confirmed +212.0% (+150.1% to +290.0%) in 2 blocks"}
+    ]
+
+    class TI:
+        def xcom_pull(self, task_ids: str) -> object:
+            return briefs if task_ids == "confirm" else None
+
+    body = approval.render_template(approval.body, {"ti": TI()})
+    assert body.startswith("baseline: the confirm: confirmed +212.0% (+150.1% to +290.0%) in 2 blocks. The bisection")
 
 
 def test_triage_dag_survives_serialization(dagbag) -> None:

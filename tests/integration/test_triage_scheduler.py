@@ -1,12 +1,18 @@
-"""The triage DAG under a real scheduler (traceladder.embedded.local_stack): a ladder run with a
-suspect (seeded in S3 as a published run stores it: plan, rung results and specs, summary with
-`history.suspects`) is triaged from a REST trigger; the approval (`triage.approve: true`) is
-given through the real api-server's HITL endpoint; the confirm runs the tiny proxy for real
-(the bad build injects far more work than the bench's +15%, so it stops at its first look); the
-webhook message reaches an HTTP server the test starts; a second trigger starts nothing.
+"""A weekly run with a suspect starts the triage under a real scheduler (issue 51's done-when),
+on traceladder.embedded.local_stack with a one-rung tiny proxy ladder:
 
-Not covered here: the weekly run making the suspect itself (its history) and starting the triage
-through `start_triage` (tests/dags/test_triage_dag.py checks that wiring on the parsed DAG)."""
+- its good history is stored first: GOOD_WEEKS real runs of the good build n0 (the real runner on
+  this host), each summarized and published to the ladder's index by the code the publish task
+  calls (summary/publish.py), at logical dates a week apart before today;
+- then the ladder's own DAG (`traceladder-<ladder>`) runs under the scheduler on the newest build
+  n1, which injects far more work than the bench's +15% (workload/extra.py); its summary names
+  the rung a suspect (the prediction bound of stats/history.py), its notice is the one line
+  "suspects: ... (triage started)", and its `start_triage` (TriggerDagRunOperator) starts
+  `traceladder-triage` as run `triage__<ladder>__<run>`;
+- the triage confirms for real (interleaved A/B blocks of the tiny proxy), asks for the approval
+  before the bisection (`triage.approve: true`), which is given through the real api-server's HITL
+  endpoint, then localizes and explains; the verdict reaches an HTTP server the test starts, once;
+- a second trigger for the same ladder run starts nothing and says so."""
 
 from __future__ import annotations
 
@@ -14,7 +20,9 @@ import json
 import re
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,13 +31,29 @@ from tests.integration.stack_harness import keep_logs, start_stack
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.triage, pytest.mark.service]
 
+REPO = Path(__file__).resolve().parents[2]
 LADDER = "triage-sched"
+WEEKLY_DAG = f"traceladder-{LADDER}"
 DAG_ID = "traceladder-triage"
 BUILDS = [
     {"name": "n0", "created": "2026-11-20T02:00:00Z"},
-    # far more than the bench's +15%: the tiny proxy's 3-block confirm resolves it at its first look
+    # far more than the bench's +15%: 300% of the warm-up step's time (workload/extra.py), which on
+    # the tiny proxy is longer than a measured step; a check here (load 6.6) read 23.1 and 19.4 ms
+    # step CPU on n0, 143.9 ms on n1 (6.2x). That is beyond the good weeks' 99% prediction bound
+    # unless their sd on the log scale exceeds log(6.2) / (t(0.995, 3) = 5.84 x 1.118) = 0.28, and
+    # the tiny proxy's 3-block confirm resolves it at its first looks
     {"name": "n1", "created": "2026-11-21T02:00:00Z", "changes": {"model_args": {"extra_work_pct": 300}}},
 ]
+# one rung, no lens blocks, no schedule (the test starts the weekly DAG itself)
+LADDER_FIELDS = {
+    "schedule": None,
+    "rungs": [{"name": "baseline"}],
+    "lenses": None,
+    "drift": "none",
+    "builds": BUILDS,
+    "build": "n1",
+    "triage": {"approve": True, "budget_blocks": 3},
+}
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -45,56 +69,66 @@ class _Receiver(BaseHTTPRequestHandler):
         pass
 
 
-def _seed(stack: Any, ladder_file: Any) -> None:
-    """Runs w4 (build n0) and w5 (build n1) of rung baseline, and w5's summary naming the suspect."""
+def _seed_good_weeks(stack: Any, ladder_file: Path, work: Path) -> list[str]:
+    """GOOD_WEEKS weeks on build n0, oldest first: each a real run of the rung by the runner,
+    its artifacts stored under the run's keys, then summarized and published (index entry with
+    its points) as the ladder DAG's summary and publish tasks do. Returns their run ids."""
     from traceladder.config import load_ladder
     from traceladder.core import layout
-    from traceladder.core.documents import PlanDoc, RungResult, Summary
-    from traceladder.plan.build import build_plan
-    from traceladder.storage.artifacts import S3ArtifactStore
+    from traceladder.core.documents import PlanDoc
+    from traceladder.embedded.demo_regression import GOOD_WEEKS
+    from traceladder.plan.build import build_plan, plan_design
+    from traceladder.rung_spec import RunnerSpec
+    from traceladder.runner.rung import run_rung
+    from traceladder.storage.artifacts import DirArtifactSink, S3ArtifactStore
+    from traceladder.summary.publish import publish_latest, write_summary
     from traceladder.triage.bisect import apply_build
     from traceladder.triage.engine import catalog
 
     loaded = load_ladder(ladder_file)
-    store = S3ArtifactStore(stack.s3.client(), stack.s3.bucket, "traceladder", LADDER)
-    base = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0].to_dict()
-    for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 400.0)):
-        spec = apply_build(base, catalog(loaded), build)
-        run = layout.run_prefix("traceladder", LADDER, run_id)
-        store.put_bytes(
-            layout.join(run, layout.PLAN_OBJECT), PlanDoc(ladder=LADDER, run_id=run_id, specs=[spec]).to_json().encode()
-        )
-        rung = layout.join(run, str(spec["rung_id"]))
-        result = RungResult(
-            run_id=run_id,
+    prefix = loaded.cluster.storage.prefix
+    store = S3ArtifactStore(stack.s3.client(), stack.s3.bucket, prefix, LADDER)
+    today = datetime.now(timezone.utc).replace(microsecond=0)
+    run_ids = []
+    for week in range(GOOD_WEEKS):
+        run_id = f"good-w{week + 1}"
+        specs = build_plan(loaded, lens="none", repeats=1, seed=week, run_id=run_id)
+        good = [apply_build(s.to_dict(), catalog(loaded), "n0") for s in specs]
+        plan = PlanDoc(
             ladder=LADDER,
-            rung="baseline",
-            rung_id=str(spec["rung_id"]),
-            lens="none",
-            repeat=0,
-            block=0,
-            position=0,
-            purpose="measure",
-            switch=None,
-            value=None,
-            parent=None,
-            status="ok",
-            step_ms=step_ms,
-            provenance={"build": build, "host": "localhost"},
+            run_id=run_id,
+            metric=loaded.ladder.metric,
+            drift=loaded.ladder.drift,
+            correction=loaded.ladder.correction,
+            design=plan_design(specs, week),
+            specs=good,
         )
-        store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
-        store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(spec).encode())
-    suspect = {
-        "rung": "baseline",
-        "run_id": "w5",
-        "good_run_id": "w4",
-        "reason": "prediction bound",
-        "direction": "slower",
-        "delta_pct": 300.0,
-    }
-    summary = Summary(ladder=LADDER, run_id="w5", rungs=[], history={"suspects": [suspect]})
-    run = layout.run_prefix("traceladder", LADDER, "w5")
-    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+        run = layout.run_prefix(prefix, LADDER, run_id)
+        store.put_bytes(layout.join(run, layout.PLAN_OBJECT), plan.to_json().encode())
+        local = DirArtifactSink(work / run_id)
+        for spec in good:
+            result = run_rung(RunnerSpec.from_json(json.dumps(spec)), run_id, local, echo=None)
+            assert result["status"] == "ok", result
+        for path in sorted(p for p in (work / run_id).rglob("*") if p.is_file()):
+            store.put_bytes(str(path.relative_to(work / run_id)), path.read_bytes())
+        logical = (today - timedelta(days=7 * (GOOD_WEEKS - week))).isoformat(timespec="seconds")
+        ref = write_summary(store, run, plan.to_dict(), logical)
+        publish_latest(store, layout.join(prefix, LADDER), ref)
+        run_ids.append(run_id)
+    return run_ids
+
+
+def _await_run(stack: Any, dag_id: str, run_id: str, timeout_s: float) -> None:
+    """Wait until the DAG run exists (another DAG's task creates it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stack.check_alive()
+        try:
+            stack._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+            return
+        except Exception:  # noqa: BLE001 - 404 until start_triage has run
+            time.sleep(3)
+    raise AssertionError(f"no {dag_id} run {run_id} within {timeout_s:.0f} s")
 
 
 def _approve(stack: Any, run_id: str, timeout_s: float = 600) -> dict:
@@ -132,44 +166,68 @@ def _await_parked(stack: Any, deadline: float) -> None:
     raise AssertionError("the approval task never parked for input")
 
 
-def test_a_suspect_is_triaged_approved_over_rest_and_reported_to_the_webhook(tmp_path) -> None:
+def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_path, monkeypatch) -> None:
+    from traceladder.airflow.triage_tasks import triage_run_id
+    from traceladder.core.documents import Summary, TriageDoc
+    from traceladder.storage.artifacts import safe_key_part
+
+    started = time.monotonic()
+    monkeypatch.setenv("PYTHONPATH", f"{REPO / 'include'}:{REPO}")  # the runs' subprocesses import this checkout
+    monkeypatch.setenv("TRACELADDER_WARM_LAUNCHER", "0")
     server = HTTPServer(("127.0.0.1", 0), _Receiver)
     _Receiver.received = []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     notify = {"conn_type": "http", "host": "127.0.0.1", "port": server.server_port, "schema": "http"}
-    ladder = {"builds": BUILDS, "build": "n1", "triage": {"approve": True, "budget_blocks": 3}, "metric": "cpu"}
     stack = start_stack(
         tmp_path,
-        {LADDER: ladder},
+        {LADDER: LADDER_FIELDS},
         {"AIRFLOW_CONN_TRACELADDER_NOTIFY": json.dumps(notify), "TRACELADDER_WARM_LAUNCHER": "0"},
     )
     try:
-        _seed(stack, tmp_path / "ladders" / f"{LADDER}.yaml")
+        good_weeks = _seed_good_weeks(stack, tmp_path / "ladders" / f"{LADDER}.yaml", tmp_path / "good")
+        seeded = time.monotonic()
         stack.unpause(DAG_ID)
-        run_id = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": "w5"})
-        answered = _approve(stack, run_id)
-        assert answered["chosen_options"] == ["Approve"]
-        state = stack.wait_for_run(DAG_ID, run_id, timeout_s=1200)
-        tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(DAG_ID, run_id)}
-        assert state == "success" and tis["triage"] == "success" and tis["no_approval"] == "skipped", tis
-        from traceladder.core.documents import TriageDoc
+        stack.unpause(WEEKLY_DAG)
+        weekly = stack.trigger(WEEKLY_DAG)
+        assert stack.wait_for_run(WEEKLY_DAG, weekly, timeout_s=600) == "success"
+        tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(WEEKLY_DAG, weekly)}
+        assert tis["triage_conf"] == "success" and tis["start_triage"] == "success", tis
+        run_id = safe_key_part(weekly)
+        key = f"traceladder/{LADDER}/{run_id}/summary/summary.json"
+        body = stack.s3.client().get_object(Bucket=stack.s3.bucket, Key=key)["Body"].read()
+        (suspect,) = (Summary.from_json(body, key).history or {})["suspects"]
+        assert suspect["rung"] == "baseline" and suspect["direction"] == "slower", suspect
+        assert suspect["reason"] == "prediction bound" and suspect["good_run_id"] == good_weeks[-1], suspect
+        # the weekly run's own notice: one line, no verdict
+        (notice,) = _Receiver.received
+        assert notice["text"] == f"traceladder {LADDER} run {run_id}: suspects: baseline (triage started)"
 
-        key = f"traceladder/{LADDER}/w5/triage/baseline/triage.json"
+        triage = triage_run_id(LADDER, run_id)
+        _await_run(stack, DAG_ID, triage, timeout_s=120)
+        answered = _approve(stack, triage)
+        assert answered["chosen_options"] == ["Approve"]
+        state = stack.wait_for_run(DAG_ID, triage, timeout_s=1200)
+        tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(DAG_ID, triage)}
+        assert state == "success" and tis["triage"] == "success" and tis["no_approval"] == "skipped", tis
+        key = f"traceladder/{LADDER}/{run_id}/triage/baseline/triage.json"
         doc = TriageDoc.from_json(stack.s3.client().get_object(Bucket=stack.s3.bucket, Key=key)["Body"].read(), key)
         assert doc.state == "done" and doc.label == "confirmed regression", doc.steps
         assert doc.steps[0].kind == "confirm" and doc.steps[0].verdict == "confirmed"
-        (message,) = _Receiver.received
-        assert message["text"].startswith(f"traceladder {LADDER} run w5: confirmed regression in baseline")
+        assert doc.suspect.good_run_id == good_weeks[-1] and (doc.last_good, doc.first_bad) == ("n0", "n1")
+        notice, message = _Receiver.received
+        assert message["text"].startswith(f"traceladder {LADDER} run {run_id}: confirmed regression in baseline")
         assert "reproduce bad: traceladder run-rung" in message["text"]
-        # a second trigger for the same run starts nothing and says so in its suspects task
-        again = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": "w5"})
+        # a second trigger for the same ladder run starts nothing and says so in its suspects task
+        again = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": run_id})
         assert stack.wait_for_run(DAG_ID, again, timeout_s=300) == "success"
         tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(DAG_ID, again)}
         assert tis["triage"] == "skipped" and tis["approval"] == "skipped", tis
         path = f"/api/v2/dags/{DAG_ID}/dagRuns/{again}/taskInstances/suspects/xcomEntries/return_value"
         said = stack._call("GET", path)["value"]
         assert "already triaged (baseline: done): nothing started" in json.dumps(said)
-        assert len(_Receiver.received) == 1  # no second verdict
+        assert len(_Receiver.received) == 2  # the weekly notice and one verdict: no second verdict
+        took = time.monotonic() - started
+        print(f"test_triage_scheduler: the stack and seeded history {seeded - started:.0f} s, in all {took:.0f} s")
     finally:
         server.shutdown()
         keep_logs(stack, "test_triage_scheduler")

@@ -7,6 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,12 +34,13 @@ from traceladder.triage.bisect import (
     setting_candidates,
 )
 from traceladder.triage.confirm import Budget
-from traceladder.triage.engine import TriageContext, triage_run
+from traceladder.triage.engine import TriageContext, confirm_suspects, triage_run
 from traceladder.triage.suspects import RunSetup, diff, spec_changes
 
 from tests.unit.test_config import MINIMAL
 
 pytestmark = pytest.mark.triage
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _suspect(
@@ -371,6 +376,77 @@ def test_a_rejected_approval_ends_not_approved_after_the_confirms(tmp_path: Path
     docs = triage_run(_ctx(tmp_path, Runner(), approve=lambda: False), _group())
     assert {d.label for d in docs} == {"not approved"} and {d.state for d in docs} == {"not approved"}
     assert all([s.kind for s in d.steps] == ["confirm"] for d in docs)
+
+
+def test_the_confirms_run_before_the_approval_and_the_bisection_reuses_them(tmp_path: Path) -> None:
+    """The triage DAG's `confirm` task (engine.confirm_suspects) records each suspect's confirm
+    and leaves a confirmed rung `running`; the `triage` task after the approval reuses them."""
+    first = Runner()
+    docs = confirm_suspects(_ctx(tmp_path, first), _group())
+    assert [(d.rung, d.state, [s.kind for s in d.steps]) for d in docs] == [
+        ("fusions", "running", ["confirm"]),
+        ("other", "running", ["confirm"]),
+    ]
+    assert first.runs == sum(2 * d.steps[0].blocks for d in docs)  # one A and one B run a block
+    assert record.confirm_summary(docs[0]).startswith("the confirm: confirmed +")
+    then, full = Runner(), Runner()
+    assert triage_run(_ctx(tmp_path, then), _group())[0].first_bad == "n5"
+    triage_run(_ctx(tmp_path / "full", full), _group())
+    assert then.runs == full.runs - first.runs  # no confirm ran twice
+
+
+def test_a_refused_approval_after_the_confirms_keeps_their_verdicts(tmp_path: Path) -> None:
+    confirm_suspects(_ctx(tmp_path, Runner()), _group())
+    refused = Runner()
+    docs = triage_run(_ctx(tmp_path, refused, approve=lambda: False), _group())
+    assert refused.runs == 0 and {(d.state, d.label) for d in docs} == {("not approved", "not approved")}
+    for d in docs:
+        assert [(s.kind, s.verdict) for s in d.steps] == [("confirm", "confirmed")]
+        assert d.conclusion is not None and d.conclusion.startswith(
+            "the bisection was not approved; the confirm: confirmed"
+        )
+
+
+def test_a_worker_killed_mid_search_reruns_only_the_step_it_was_in(tmp_path: Path) -> None:
+    """The triage's process SIGKILLed in the middle of a bisection step (no handler runs, as when
+    a worker dies): the retry reuses every step triage.json recorded and runs the cut-off step
+    again, never the whole search."""
+    full = Runner()
+    done = {d.rung: d for d in triage_run(_ctx(tmp_path / "full", full), _group())}
+    main, other = done["fusions"], done["other"]
+    bisects = [s for s in main.steps if s.kind == "bisect"]
+    assert len(bisects) >= 2
+    # in run order: each rung's confirm, then the bisection on fusions; die one run into bisect 2
+    before = 2 * (main.steps[0].blocks + other.steps[0].blocks + bisects[0].blocks)
+    kill_at = before + 1
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from tests.unit.test_triage import Runner, _ctx, _group\n"
+        "from traceladder.triage.engine import triage_run\n"
+        "class Dying(Runner):\n"
+        "    def __call__(self, spec, side, block):\n"
+        f"        if self.runs == {kill_at}:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "        return super().__call__(spec, side, block)\n"
+        "triage_run(_ctx(Path(sys.argv[1]), Dying()), _group())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "include"), str(REPO)])}
+    killed = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, env=env, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
+    kept = {
+        rung: TriageDoc.from_json((tmp_path / f"traceladder/mini/w5/triage/{rung}/triage.json").read_bytes())
+        for rung in ("fusions", "other")
+    }
+    assert kept["fusions"].state == "running"
+    assert [s.kind for s in kept["fusions"].steps] == ["confirm", "bisect"]  # the cut-off step left no record
+    recorded_runs = sum(2 * s.blocks for d in kept.values() for s in d.steps)
+    assert recorded_runs == before
+    retry = Runner()
+    resumed = {d.rung: d for d in triage_run(_ctx(tmp_path, retry), _group())}
+    assert retry.runs == full.runs - recorded_runs  # the recorded steps were not run again
+    assert [s.to_dict() for s in resumed["fusions"].steps] == [s.to_dict() for s in main.steps]
+    assert resumed["fusions"].first_bad == "n5" and resumed["other"].label == "confirmed regression"
 
 
 def test_an_unreproduced_suspect_is_labelled_and_not_bisected(tmp_path: Path) -> None:

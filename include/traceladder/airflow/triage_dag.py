@@ -1,10 +1,13 @@
 """Build the triage DAG (`traceladder-triage`, one for all ladders; docs/triage.md, "The triage
-DAG"): suspects (the group, and whether another DAG run already triages it) → gate → approval
-(only when the ladder's `triage.approve` is true) → triage (confirm, bisect, explain: one engine
-call that stores every step and resumes on a retry) → record (whatever happened) → notify.
+DAG"): suspects (the group, and whether another DAG run already triages it) → gate → confirm
+(each suspect's A/B confirm) → ask → approval (only when the ladder's `triage.approve` is true and
+a suspect was confirmed) → triage (bisect, explain: one engine call that reuses the recorded
+confirms, stores every step and resumes on a retry) → record (whatever happened) → notify.
 
-The engine runs the group in one call, so confirm, bisect and explain are one task; the approval
-gates the whole of it. A weekly run with suspects starts it (`start_triage`, dags.py)."""
+The approval gates the bisection and the explanation only, the GPU hours the issue means: the
+confirm, one step, runs first, so a person approves a confirmed change, and a refusal still
+records the confirm's verdict (label `not approved`). A weekly run with suspects starts it
+(`start_triage`, dags.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID, TriageParams
 from traceladder.core.documents import JSONObject
 
 APPROVAL_TIMEOUT = timedelta(hours=24)
+# the confirm task's result in words (triage_tasks._brief's `confirm`), one rung after another
+APPROVAL_BODY = (
+    "{{ (ti.xcom_pull(task_ids='confirm') or []) | map(attribute='confirm') | join('; ') }}. "
+    "The bisection and the explanation take GPU hours. Reject, or no answer in 24 h, ends the "
+    "triage `not approved`; the confirm's verdict stays recorded."
+)
 TRIAGE_RETRIES = 2
 
 
@@ -77,14 +86,24 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         @task.branch
         def gate(found: JSONObject) -> list[str]:
-            if not found["start"]:
-                return []  # nothing started: everything but record skips
+            return ["confirm"] if found["start"] else []  # nothing started: the rest skips
+
+        @task(retries=TRIAGE_RETRIES)
+        def confirm() -> list[JSONObject]:
+            from traceladder.airflow.triage_tasks import run_confirms
+
+            return run_confirms(_params(), get_current_context())
+
+        @task.branch
+        def ask(found: JSONObject, confirmed: list[JSONObject]) -> list[str]:
+            if not any(r["state"] == "running" for r in confirmed):
+                return []  # none confirmed: each rung is finished with its label, nothing to bisect
             return ["approval"] if found["approve"] else ["no_approval"]
 
         approval = ApprovalOperator(
             task_id="approval",
             subject="traceladder triage of {{ params.ladder }} run {{ params.bad_run }}: run the bisection?",
-            body="The confirm and the bisection take GPU hours. Reject, or no answer in 24 h, ends it `not approved`.",
+            body=APPROVAL_BODY,
             defaults="Reject",  # a timeout takes Reject: it does not raise
             response_timeout=APPROVAL_TIMEOUT,
         )
@@ -126,12 +145,15 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
             return notify_outcome(_params(), [str(r) for r in found["rungs"]])  # type: ignore[union-attr]
 
         found: Any = suspects()
-        branch = gate(found)
+        confirmed: Any = confirm()
+        gate(found) >> confirmed
         run = triage()
-        # a branch skips every direct downstream task it does not follow: the triage waits on
-        # either path (the approval, or the empty no_approval), never on the branch itself
-        branch >> [approval, no_approval] >> run
+        # a branch skips every direct downstream task it does not follow, and a rejected approval
+        # every direct downstream task of its own: the triage waits on either path (the approval,
+        # or the empty no_approval), and record hangs off neither the branches nor the approval
+        # (it waits on the triage, which ends only after the approval), so it runs whatever happened
+        ask(found, confirmed) >> [approval, no_approval] >> run
         recorded: Any = record(found)
-        [run, approval, branch] >> recorded
+        [confirmed, run] >> recorded
         notify(found, recorded)
     return dag

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the triage engine imports the statistics (numpy, scipy): ne
     from traceladder.config.loader import LoadedLadder
     from traceladder.storage.artifacts import ArtifactSink
     from traceladder.triage.confirm import RunBlock
+    from traceladder.triage.engine import TriageContext
     from traceladder.triage.explain import RunProfiled
     from traceladder.triage.suspects import RunSetup
 
@@ -221,12 +222,12 @@ def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> tuple[list
     return out, span.reason
 
 
-def triage_suspects(
+def engine_context(
     loaded: LoadedLadder, store: ArtifactSink, run_id: str, suspects: Suspects, context: Any, approved: bool
-) -> list[TriageDoc]:
-    """The engine on a suspect group with the ladder's backend: its runs, its profiled runs for the
-    explanation, and (docker) the registry's tags between the two images."""
-    from traceladder.triage.engine import context_for, triage_run
+) -> TriageContext:
+    """The engine's context for a suspect group with the ladder's backend: its runs, its profiled
+    runs for the explanation, and (docker) the registry's tags between the two images."""
+    from traceladder.triage.engine import context_for
     from traceladder.triage.explain import local_run_profiled
 
     backend = loaded.ladder.backend
@@ -238,7 +239,7 @@ def triage_suspects(
         if backend == "docker"
         else None
     )
-    ctx = context_for(
+    return context_for(
         loaded,
         store,
         run_id,
@@ -248,20 +249,52 @@ def triage_suspects(
         image_tags=tags,
         image_tags_reason=reason,
     )
-    return triage_run(ctx, suspects)
+
+
+def triage_suspects(
+    loaded: LoadedLadder, store: ArtifactSink, run_id: str, suspects: Suspects, context: Any, approved: bool
+) -> list[TriageDoc]:
+    """The engine on a suspect group (confirm, bisect, explain; recorded confirms reused)."""
+    from traceladder.triage.engine import triage_run
+
+    return triage_run(engine_context(loaded, store, run_id, suspects, context, approved), suspects)
+
+
+def _claimed(params: TriageParams) -> tuple[LoadedLadder, ArtifactSink, str, Suspects]:
+    ladder, run_id = params["ladder"], params["bad_run"]
+    loaded, store = ladder_store(ladder)
+    return loaded, store, run_id, selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
+
+
+def run_confirms(params: TriageParams, context: Any) -> list[JSONObject]:
+    """Each suspect's confirm, before any approval (a confirm is one step, so it is not gated);
+    a retry reuses the recorded ones. Each rung's state, label and its confirm in words: a
+    confirmed rung is still `running`, waiting for the bisection."""
+    from traceladder.triage.engine import confirm_suspects
+
+    loaded, store, run_id, suspects = _claimed(params)
+    ctx = engine_context(loaded, store, run_id, suspects, context, approved=False)
+    return [_brief(doc) for doc in confirm_suspects(ctx, suspects)]
 
 
 def run_triage(params: TriageParams, context: Any, approved: bool) -> list[JSONObject]:
-    """The engine on the claimed group (confirm, bisect, explain, record each step); a retry resumes
-    it from triage.json. Returns each rung's state and label."""
-    ladder, run_id = params["ladder"], params["bad_run"]
-    loaded, store = ladder_store(ladder)
-    suspects = selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
+    """The engine on the claimed group (bisect, explain, record each step); a retry resumes it
+    from triage.json, and the confirms of the `confirm` task are reused. Returns each rung's
+    state and label."""
+    loaded, store, run_id, suspects = _claimed(params)
     return [_brief(doc) for doc in triage_suspects(loaded, store, run_id, suspects, context, approved)]
 
 
 def _brief(doc: TriageDoc) -> JSONObject:
-    return {"rung": doc.rung, "state": doc.state, "label": doc.label, "first_bad": doc.first_bad}
+    from traceladder.triage import record
+
+    return {
+        "rung": doc.rung,
+        "state": doc.state,
+        "label": doc.label,
+        "first_bad": doc.first_bad,
+        "confirm": f"{doc.rung}: {record.confirm_summary(doc)}",
+    }
 
 
 def record_outcome(
@@ -298,7 +331,8 @@ def record_outcome(
                     state="not approved",
                     label=record.NOT_APPROVED,
                     reproduce=reproduce,
-                    conclusion="the triage was not approved (rejected, or its approval timed out)",
+                    conclusion="the bisection was not approved (rejected, or its approval timed out); "
+                    + record.confirm_summary(base),
                 )
             else:
                 doc = replace(

@@ -145,13 +145,18 @@ def _candidates(ctx: TriageContext, suspect: TriageSuspect, good: RunSetup, bad:
     return setting_candidates(changes) if changes else []
 
 
-def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSetup, RunSetup]]) -> list[TriageDoc]:
-    """Triage one ladder run's suspect group (largest suspect first); returns each rung's document."""
+Group = dict[str, tuple[_Triage, RunSetup, RunSetup]]
+
+
+def _open(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSetup, RunSetup]]) -> Group:
+    """Each suspect's triage document, read back when stored (a retry), else started."""
     group = [s.rung for s, _, _ in suspects]
-    rungs = {s.rung: (_Triage(ctx, s, group), good, bad) for s, good, bad in suspects}
-    if all(t.doc.state != "running" for t, _, _ in rungs.values()):
-        return [t.doc for t, _, _ in rungs.values()]
-    # 1. confirm each suspect: A its last good run's spec, B its own
+    return {s.rung: (_Triage(ctx, s, group), good, bad) for s, good, bad in suspects}
+
+
+def _confirm_each(rungs: Group) -> list[tuple[str, TriageStep]]:
+    """1. confirm each suspect (A its last good run's spec, B its own; a recorded confirm is
+    reused); a suspect that is not confirmed is finished with its label. The confirmed ones."""
     confirmed: list[tuple[str, TriageStep]] = []
     for rung, (t, good, bad) in rungs.items():
         s = t.doc.suspect
@@ -162,6 +167,27 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
         else:
             label = record.label_for(step.verdict, s.direction) if step.verdict != "skipped" else "insufficient data"
             _finish(t, good, bad, label, step.reason or f"the confirm ended {step.verdict}")
+    return confirmed
+
+
+def confirm_suspects(
+    ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSetup, RunSetup]]
+) -> list[TriageDoc]:
+    """Step 1 alone, before the approval (the triage DAG's `confirm` task): every suspect's confirm
+    recorded; a confirmed rung stays `running` for the bisection, the others are finished. A later
+    `triage_run` reuses the recorded confirms."""
+    rungs = _open(ctx, suspects)
+    if any(t.doc.state == "running" for t, _, _ in rungs.values()):
+        _confirm_each(rungs)
+    return [t.doc for t, _, _ in rungs.values()]
+
+
+def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSetup, RunSetup]]) -> list[TriageDoc]:
+    """Triage one ladder run's suspect group (largest suspect first); returns each rung's document."""
+    rungs = _open(ctx, suspects)
+    if all(t.doc.state != "running" for t, _, _ in rungs.values()):
+        return [t.doc for t, _, _ in rungs.values()]
+    confirmed = _confirm_each(rungs)
     if not confirmed:
         return [t.doc for t, _, _ in rungs.values()]
     main_rung, main_step = max(confirmed, key=lambda c: abs(c[1].delta_pct or 0.0))
@@ -169,7 +195,7 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
     if ctx.approve is not None and main.doc.state == "running" and not ctx.approve():
         for rung, _ in confirmed:
             t, g, b = rungs[rung]
-            _finish(t, g, b, record.NOT_APPROVED, "the bisection was not approved")
+            _finish(t, g, b, record.NOT_APPROVED, f"the bisection was not approved; {record.confirm_summary(t.doc)}")
         return [t.doc for t, _, _ in rungs.values()]
     # 2. bisect once, on the largest confirmed change
     non_bisectable = [d for d in main.doc.suspect.diff if not d.bisectable]

@@ -29,6 +29,16 @@ def label_for(verdict: str, direction: str) -> str:
     raise ValueError(f"no label for verdict {verdict!r}")
 
 
+def confirm_summary(doc: TriageDoc) -> str:
+    """The rung's own confirm in words: its verdict, size and interval (B against A), blocks."""
+    step = next((t for t in doc.steps if t.kind == "confirm" and t.rung == doc.rung), None)
+    if step is None:
+        return "no confirm recorded"
+    size = f" {step.delta_pct:+.1f}%" if step.delta_pct is not None else ""
+    interval = f" ({step.interval_pct[0]:+.1f}% to {step.interval_pct[1]:+.1f}%)" if step.interval_pct else ""
+    return f"the confirm: {step.verdict}{size}{interval} in {step.blocks} blocks"
+
+
 def reproduce_command(spec: Mapping[str, JSONValue], run_id: str) -> str:
     """`traceladder run-rung` with the stored spec: runs that end again on this backend's host."""
     text = json.dumps(dict(spec), separators=(",", ":"), sort_keys=True)
