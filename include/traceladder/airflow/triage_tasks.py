@@ -188,19 +188,20 @@ def slurm_run_block(loaded: LoadedLadder, run_id: str, context: Any = None, down
                 hook.cancel(job_id)
 
     def run(spec: JSONObject, side: str, block: int) -> JSONObject:
-        rung = RungSpec.model_validate(spec)
+        rung_id = str(spec.get("rung_id"))
         key = f"{owner.task_id if owner else 'triage'}/{side}.b{block}/{uuid.uuid4().hex[:8]}"
         name = job_name(owner.dag_id if owner else TRIAGE_DAG_ID, owner.run_id if owner else run_id, key)
         try:
+            rung = RungSpec.model_validate(spec)
             if owner is not None and not swept:
                 with SlurmHook(ssh_conn_id) as hook:
                     sweep(hook)
                 swept.append(True)
             return run_rung_job(rung, loaded, ssh_conn_id, f"{run_id}-triage", name, owner, down_grace_s)
         except SlurmError as exc:  # its line names the login node (and the job, once there is one)
-            return {"rung_id": rung.rung_id, "status": "failed", "error": first_line(exc)}
+            return {"rung_id": rung_id, "status": "failed", "error": first_line(exc)}
         except Exception as exc:  # noqa: BLE001 - a run that fails is a missing cell (or a skipped candidate)
-            return {"rung_id": rung.rung_id, "status": "failed", "error": f"Slurm on {ssh_conn_id}: {first_line(exc)}"}
+            return {"rung_id": rung_id, "status": "failed", "error": f"Slurm on {ssh_conn_id}: {first_line(exc)}"}
 
     return run
 

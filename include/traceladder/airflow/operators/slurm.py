@@ -35,6 +35,7 @@ from traceladder.airflow.hooks.slurm import (
 )
 from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 from traceladder.core.documents import JSONObject, RungResult
+from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.core.env_vars import SHARED_DIR
@@ -373,4 +374,11 @@ def run_rung_job(
                 detail = failed_nodes(hook, state.nodes)
             except SlurmError:
                 detail = None  # the outcome names the job's node list instead
-    return job_outcome(spec.rung_id, ssh_conn_id, state, stored_result(spec, run_id), detail)
+    try:
+        result = stored_result(spec, run_id)
+    except Exception as exc:  # noqa: BLE001 - the store unreachable, a torn document: the job is named
+        raise SlurmError(
+            f"Slurm job {job_id} ({ssh_conn_id}) ended {state.state}; its stored result could not be read: "
+            f"{first_line(exc)}"
+        ) from None
+    return job_outcome(spec.rung_id, ssh_conn_id, state, result, detail)
