@@ -118,15 +118,21 @@ def test_a_confirm_runs_its_blocks_as_slurm_jobs_and_confirms_the_injected_work(
     from traceladder.airflow.hooks.slurm import JobOwner, owner_comment, parse_fields
     from traceladder.airflow.triage_tasks import run_triage
 
-    ladder = write_ladder(slurm_ladders, "slurm-triage", builds=BUILDS, build="n1", triage=TRIAGE, metric="cpu")
+    # timeout_s: a run's Python and torch start-up took ~27 s at load 12 on 2 CPUs, and one run of
+    # the first try passed the Slurm tests' 120 s: in block 0 that would skip the candidate
+    ladder = write_ladder(
+        slurm_ladders, "slurm-triage", builds=BUILDS, build="n1", triage=TRIAGE, metric="cpu", timeout_s=300
+    )
     _seed(ladder)
     ti = _TI(ladder)
     started = time.monotonic()
     briefs = run_triage({"ladder": ladder, "bad_run": "w5"}, {"ti": ti}, approved=True)
     wall_s = time.monotonic() - started
     print(f"[triage-slurm] the confirm's {TRIAGE['budget_blocks']} blocks on Slurm took {wall_s:.1f} s")
-    assert briefs == [{"rung": "baseline", "state": "done", "label": "confirmed regression", "first_bad": "n1"}]
     doc = _triage_doc(s3_server, ladder)
+    assert briefs == [{"rung": "baseline", "state": "done", "label": "confirmed regression", "first_bad": "n1"}], (
+        doc.steps
+    )
     (step,) = doc.steps  # two builds: the confirm itself compared them
     assert (step.kind, step.good, step.candidate, step.verdict) == ("confirm", "w4", "w5", "confirmed"), step
     assert step.delta_pct is not None and step.delta_pct > 20 and step.blocks == TRIAGE["budget_blocks"]
