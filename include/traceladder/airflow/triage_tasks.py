@@ -116,7 +116,8 @@ def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool])
 def run_block_for(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
     """The backend's runs of a confirm: local, the real runner on this worker; docker, the rung's
     container through RungDockerOperator on the ladder's first docker host (the one the ladder's
-    rungs run on). Slurm is not wired yet: a TriageError naming it."""
+    rungs run on); slurm, a batch job per run on the ladder's cluster and partition, waited for in
+    this task (`slurm_run_block`)."""
     backend = loaded.ladder.backend
     if backend == "local":
         from traceladder.triage.confirm import local_run_block
@@ -124,6 +125,8 @@ def run_block_for(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
         return local_run_block(run_id=f"{run_id}-triage")
     if backend == "docker":
         return _docker_run_block(loaded, run_id, context)
+    if backend == "slurm":
+        return slurm_run_block(loaded, run_id, context)
     raise TriageError(f"ladder {loaded.ladder.ladder}: triage on the {backend} backend is not wired yet")
 
 
@@ -193,6 +196,56 @@ def docker_run_profiled(loaded: LoadedLadder, store: ArtifactSink, run_id: str, 
         return path
 
     return profiled
+
+
+def slurm_run_block(loaded: LoadedLadder, run_id: str, context: Any = None, down_grace_s: float = 600.0) -> RunBlock:
+    """Each confirm run as a Slurm job through the cluster's login node (the SSH connection of its
+    first host, as the ladder's rungs use), on the ladder's partition and node count, submitted,
+    waited for and read back in this task (operators/slurm.py `run_rung_job`: a plain call, not
+    the deferred operator). The jobs' comment names the triage's task instance, so the ladder
+    rungs' orphan sweep leaves them alone while it runs; this task's first run cancels the jobs an
+    earlier try of it left. A run that cannot run or fails is `failed` with one line naming the
+    login node and the job; in a confirm's first block that makes the candidate skipped."""
+    import uuid
+
+    from traceladder.airflow.hooks.slurm import JobOwner, SlurmError, SlurmHook, job_name
+    from traceladder.airflow.operators.slurm import run_rung_job
+    from traceladder.core.errors import first_line
+    from traceladder.plan.build import RungSpec
+
+    ssh_conn_id = loaded.cluster.hosts[0].ssh_conn_id
+    if not ssh_conn_id or loaded.cluster.slurm is None:
+        raise TriageError(
+            f"ladder {loaded.ladder.ladder}: cluster {loaded.ladder.cluster} has no slurm: settings "
+            "and login node ssh_conn_id for the triage"
+        )
+    ti = (context or {}).get("ti")
+    owner = JobOwner(ti.dag_id, ti.run_id, ti.task_id, ti.map_index if ti.map_index is not None else -1) if ti else None
+    swept: list[bool] = []
+
+    def sweep(hook: SlurmHook) -> None:
+        """Cancel the jobs this task instance owns before its first run: an earlier try's."""
+        for job_id, _name, job_owner in hook.owned_jobs():
+            if job_owner == owner:
+                hook.cancel(job_id)
+
+    def run(spec: JSONObject, side: str, block: int) -> JSONObject:
+        rung_id = str(spec.get("rung_id"))
+        key = f"{owner.task_id if owner else 'triage'}/{side}.b{block}/{uuid.uuid4().hex[:8]}"
+        name = job_name(owner.dag_id if owner else TRIAGE_DAG_ID, owner.run_id if owner else run_id, key)
+        try:
+            rung = RungSpec.model_validate(spec)
+            if owner is not None and not swept:
+                with SlurmHook(ssh_conn_id) as hook:
+                    sweep(hook)
+                swept.append(True)
+            return run_rung_job(rung, loaded, ssh_conn_id, f"{run_id}-triage", name, owner, down_grace_s)
+        except SlurmError as exc:  # its line names the login node (and the job, once there is one)
+            return {"rung_id": rung_id, "status": "failed", "error": first_line(exc)}
+        except Exception as exc:  # noqa: BLE001 - a run that fails is a missing cell (or a skipped candidate)
+            return {"rung_id": rung_id, "status": "failed", "error": f"Slurm on {ssh_conn_id}: {first_line(exc)}"}
+
+    return run
 
 
 def image_tags_for(suspects: Suspects, conn_id: str | None = None) -> tuple[list[ImageTag], str | None]:

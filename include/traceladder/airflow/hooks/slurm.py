@@ -18,6 +18,7 @@ import hashlib
 import math
 import re
 import shlex
+import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from airflow.sdk import BaseHook
 
 from traceladder.core.env_vars import NODE_DIR, SHARED_DIR, SPOOL_DIR
 from traceladder.config.models import SlurmSettings
-from traceladder.core.errors import TraceladderError
+from traceladder.core.errors import TraceladderError, first_line
 
 # Seconds the job's --time adds to the rung's timeout_s: the runner's own deadline (timeout_s)
 # stays shorter than Slurm's, so a timed-out rung still uploads its log and partial traces.
@@ -385,6 +386,36 @@ class SlurmHook(BaseHook):
 
     def job(self, job_id: str) -> JobState:
         return parse_job(self.run(f"scontrol show job -o {shlex.quote(job_id)}"))
+
+    def wait(self, job_id: str, poll_s: float, down_grace_s: float, timeout_s: float) -> JobState:
+        """Poll the job until it ends (a synchronous caller's `SlurmJobTrigger`): failed polls are
+        retried for `down_grace_s` (a controller restart, a login node reboot: the next poll logs in
+        again); a job still not ended after `timeout_s` is a SlurmError naming its state."""
+        started = time.monotonic()
+        failing_since: float | None = None
+        while True:
+            try:
+                state = self.job(job_id)
+            except Exception as exc:  # noqa: BLE001 - ssh and Slurm failures alike: retry in the grace
+                text = first_line(exc)
+                if "Invalid job id" in text:  # ended longer than MinJobAge ago: the store says how
+                    return JobState(job_id, "GONE", "", "", text)
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > down_grace_s:
+                    raise SlurmError(
+                        f"Slurm job {job_id}: {self.ssh_conn_id} unreachable for {down_grace_s:.0f} s: {text}"
+                    ) from None
+                self.close()
+                time.sleep(poll_s)
+                continue
+            failing_since = None
+            if state.terminal:
+                return state
+            if time.monotonic() - started > timeout_s:
+                waited = f"still {state.state} after {timeout_s:.0f} s ({state.reason})"
+                raise SlurmError(f"Slurm job {job_id} on {self.ssh_conn_id} {waited}")
+            time.sleep(poll_s)
 
     def cancel(self, job_id: str) -> None:
         self.run(f"scancel {shlex.quote(job_id)}", check=False)

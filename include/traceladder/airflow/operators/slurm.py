@@ -24,9 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from traceladder.airflow.hooks.slurm import JobOwner, SlurmError, SlurmHook, job_name, sbatch_script
+from traceladder.airflow.hooks.slurm import (
+    JobOwner,
+    JobState,
+    SlurmError,
+    SlurmHook,
+    job_name,
+    sbatch_script,
+    time_limit_minutes,
+)
 from traceladder.airflow.triggers.slurm import SlurmJobTrigger
 from traceladder.core.documents import JSONObject, RungResult
+from traceladder.core.errors import first_line
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import layout
 from traceladder.core.env_vars import SHARED_DIR
@@ -142,15 +151,9 @@ class SlurmRungOperator(BaseOperator):
     def _preflight(self, hook: SlurmHook, spec: Any, partition: str | None, nnodes: int) -> None:
         from airflow.sdk.exceptions import AirflowException
 
-        usable = hook.usable_node_count(partition)
-        if usable >= nnodes:
+        message = preflight_refusal(hook, spec.rung_id, partition, nnodes)
+        if message is None:
             return
-        bad = hook.unusable_nodes(partition)
-        where = ", ".join(f"{n} {why}" for n, why in sorted(bad.items())) or "none listed"
-        message = (
-            f"preflight: rung {spec.rung_id} needs {nnodes} node(s) of partition {partition or '(default)'}, "
-            f"{usable} usable; not taking jobs: {where}"
-        )
         self._record_refused(spec, message)
         raise AirflowException(message)
 
@@ -181,34 +184,7 @@ class SlurmRungOperator(BaseOperator):
             hook.cancel(job_id)
 
     def _submit(self, hook: SlurmHook, spec: Any, cluster: Any, name: str, nnodes: int, owner: JobOwner) -> str:
-        from traceladder.airflow.operators.docker import storage_environment
-
-        settings = cluster.slurm
-        work = settings.work_dir
-        if work.startswith("~"):
-            work = hook.home() + work[1:]
-        job_dir = f"{work}/jobs/{name}"
-        env, private = storage_environment(cluster.storage)
-        env[ENV_SPOOL] = f"{work}/spool"
-        env[SHARED_DIR.name] = work  # a container per node mounts it (job folders, spool)
-        runner_argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
-        secrets = f"{job_dir}/secrets.env"
-        hook.put_file(secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in private.items()))
-        script = sbatch_script(
-            settings,
-            name=name,
-            nnodes=nnodes,
-            timeout_s=spec.timeout_s,
-            job_dir=job_dir,
-            node_argv=runner_argv,
-            environment=env,
-            gpus_per_node=cluster.gpus_per_node,
-            image=spec.image,
-            secrets_file=secrets,
-            owner=owner,
-        )
-        hook.put_file(f"{job_dir}/job.sh", script, mode="700")
-        return hook.submit(f"{job_dir}/job.sh")
+        return submit_rung(hook, spec, cluster, self.run_id, name, nnodes, owner)
 
     def execute_complete(self, context: Context, event: JSONObject) -> Any:
         from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -233,32 +209,15 @@ class SlurmRungOperator(BaseOperator):
         return {k: stored.get(k) for k in RESULT_KEYS}
 
     def _failed_nodes(self, nodelist: str) -> str:
-        """Which of the job's nodes is down or drained now (`node n2 down (reason)`), else the list."""
         try:
             with SlurmHook(self.ssh_conn_id) as hook:
-                bad = hook.unusable_nodes(None, nodes=nodelist)
+                return failed_nodes(hook, nodelist)
         except SlurmError as exc:
             self.log.warning("could not ask which node failed: %s", exc)
-            bad = {}
-        if not bad:
             return f"one of node(s) {nodelist}"
-        return ", ".join(f"node {name} {why}" for name, why in sorted(bad.items()))
 
     def _stored_result(self, spec: Any) -> RungResult | None:
-        """The runner's own result: metrics.json under the rung's prefix (None if it stored none)."""
-        from traceladder.airflow.ladders import ladder_store
-        from traceladder.storage.artifacts import ArtifactIntegrityError, rung_prefix, safe_key_part
-
-        store = ladder_store(spec.ladder)[1]
-        run_key = safe_key_part(self.run_id)
-        key = f"{rung_prefix(spec.storage_prefix, spec.ladder, run_key, spec.rung_id)}/{layout.METRICS_OBJECT}"
-        if not store.exists(key):
-            return None
-        try:
-            raw = store.get_verified(key)
-        except ArtifactIntegrityError:
-            raw = store.get_bytes(key)
-        return RungResult.from_json(raw, key)
+        return stored_result(spec, self.run_id)
 
     def _record_refused(self, spec: Any, message: str) -> None:
         from traceladder.airflow.ladders import ladder_store
@@ -277,3 +236,150 @@ class SlurmRungOperator(BaseOperator):
                     hook.cancel(self._job_id)
             except Exception as exc:  # noqa: BLE001 - best effort on the way down
                 self.log.warning("could not cancel Slurm job %s: %s", self._job_id, exc)
+
+
+# ---- the rung's job, shared by the deferred operator above and the triage's synchronous runs
+
+
+def preflight_refusal(hook: SlurmHook, rung_id: str, partition: str | None, nnodes: int) -> str | None:
+    """One line when the partition lacks `nnodes` usable nodes (naming the drained/down ones), else None."""
+    usable = hook.usable_node_count(partition)
+    if usable >= nnodes:
+        return None
+    bad = hook.unusable_nodes(partition)
+    where = ", ".join(f"{n} {why}" for n, why in sorted(bad.items())) or "none listed"
+    return (
+        f"preflight: rung {rung_id} needs {nnodes} node(s) of partition {partition or '(default)'}, "
+        f"{usable} usable; not taking jobs: {where}"
+    )
+
+
+def submit_rung(
+    hook: SlurmHook, spec: Any, cluster: Any, run_id: str, name: str, nnodes: int, owner: JobOwner | None
+) -> str:
+    """Write the rung's secrets file and batch script into its job folder on the shared
+    filesystem and `sbatch` it; returns the job id."""
+    from traceladder.airflow.operators.docker import storage_environment
+
+    settings = cluster.slurm
+    work = settings.work_dir
+    if work.startswith("~"):
+        work = hook.home() + work[1:]
+    job_dir = f"{work}/jobs/{name}"
+    env, private = storage_environment(cluster.storage)
+    env[ENV_SPOOL] = f"{work}/spool"
+    env[SHARED_DIR.name] = work  # a container per node mounts it (job folders, spool)
+    runner_argv = ["run-rung", "--spec-json", spec.to_json(), "--run-id", run_id]
+    secrets = f"{job_dir}/secrets.env"
+    hook.put_file(secrets, "".join(f"{k}={shlex.quote(v)}\n" for k, v in private.items()))
+    script = sbatch_script(
+        settings,
+        name=name,
+        nnodes=nnodes,
+        timeout_s=spec.timeout_s,
+        job_dir=job_dir,
+        node_argv=runner_argv,
+        environment=env,
+        gpus_per_node=cluster.gpus_per_node,
+        image=spec.image,
+        secrets_file=secrets,
+        owner=owner,
+    )
+    hook.put_file(f"{job_dir}/job.sh", script, mode="700")
+    return hook.submit(f"{job_dir}/job.sh")
+
+
+def failed_nodes(hook: SlurmHook, nodelist: str) -> str:
+    """Which of the job's nodes is down or drained now (`node n2 down (reason)`), else the list."""
+    bad = hook.unusable_nodes(None, nodes=nodelist)
+    if not bad:
+        return f"one of node(s) {nodelist}"
+    return ", ".join(f"node {name} {why}" for name, why in sorted(bad.items()))
+
+
+def stored_result(spec: Any, run_id: str) -> RungResult | None:
+    """The runner's own result: metrics.json under the rung's prefix (None if it stored none)."""
+    from traceladder.airflow.ladders import ladder_store
+    from traceladder.storage.artifacts import ArtifactIntegrityError, rung_prefix, safe_key_part
+
+    store = ladder_store(spec.ladder)[1]
+    key = (
+        f"{rung_prefix(spec.storage_prefix, spec.ladder, safe_key_part(run_id), spec.rung_id)}/{layout.METRICS_OBJECT}"
+    )
+    if not store.exists(key):
+        return None
+    try:
+        raw = store.get_verified(key)
+    except ArtifactIntegrityError:
+        raw = store.get_bytes(key)
+    return RungResult.from_json(raw, key)
+
+
+def job_of(result: RungResult | None) -> str | None:
+    """The Slurm job that stored `result` (the runner's provenance.slurm.job_id)."""
+    slurm = (result.provenance or {}).get("slurm") if result is not None else None
+    job = slurm.get("job_id") if isinstance(slurm, dict) else None
+    return str(job) if job else None
+
+
+def job_outcome(
+    rung_id: str, where: str, state: JobState, result: RungResult | None, nodes_detail: str | None = None
+) -> JSONObject:
+    """A finished job's rung result for a synchronous caller: the stored result when this job stored
+    it (a failed workload's own status and error, with the job named), else `failed` with one line
+    naming the job, its login node and its state (NODE_FAIL names the down nodes)."""
+    job: JSONObject = {"job_id": state.job_id, "state": state.state, "nodes": state.nodes, "login": where}
+    if result is not None and job_of(result) == state.job_id:
+        stored = result.to_dict()  # the run block's result is JSON
+        if result.ok:
+            return {**stored, "slurm": job}
+        error = f"Slurm job {state.job_id} on {state.nodes} ({where}) ended {state.state}: {result.error}"
+        return {**stored, "error": error, "slurm": job}
+    if state.state == "NODE_FAIL":
+        detail = f"ended NODE_FAIL: {nodes_detail or f'one of node(s) {state.nodes}'}"
+    else:
+        detail = f"ended {state.state} on {state.nodes or '(no node)'} (exit {state.exit_code}, {state.reason})"
+    error = f"Slurm job {state.job_id} ({where}) {detail}; rung {rung_id} stored no result"
+    return {"rung_id": rung_id, "status": "failed", "error": error, "slurm": job}
+
+
+def run_rung_job(
+    spec: Any,
+    loaded: Any,
+    ssh_conn_id: str,
+    run_id: str,
+    name: str,
+    owner: JobOwner | None = None,
+    down_grace_s: float = 600.0,
+) -> JSONObject:
+    """One rung as a Slurm job on the ladder's cluster, waited for here (a plain call: the triage's
+    runs, inside its own task), and its stored metrics.json read back. Same partition, script and
+    storage as the ladder's own rungs (`submit_rung`). A job that runs and ends is its outcome
+    (`job_outcome`); a refusal (preflight, sbatch) or a lost login node raises SlurmError in one
+    line; the job is cancelled if the wait itself is cut off."""
+    settings = loaded.cluster.slurm
+    nnodes = loaded.ladder.nnodes
+    with SlurmHook(ssh_conn_id) as hook:
+        refusal = preflight_refusal(hook, spec.rung_id, settings.partition, nnodes)
+        if refusal is not None:
+            raise SlurmError(f"{ssh_conn_id}: {refusal}")
+        job_id = submit_rung(hook, spec, loaded.cluster, run_id, name, nnodes, owner)
+        try:
+            state = hook.wait(job_id, settings.poll_s, down_grace_s, time_limit_minutes(spec.timeout_s) * 60 + 300)
+        except BaseException:
+            hook.cancel(job_id)  # a wait cut off (task killed, login node lost): no job left running
+            raise
+        detail = None
+        if state.state == "NODE_FAIL":
+            try:
+                detail = failed_nodes(hook, state.nodes)
+            except SlurmError:
+                detail = None  # the outcome names the job's node list instead
+    try:
+        result = stored_result(spec, run_id)
+    except Exception as exc:  # noqa: BLE001 - the store unreachable, a torn document: the job is named
+        raise SlurmError(
+            f"Slurm job {job_id} ({ssh_conn_id}) ended {state.state}; its stored result could not be read: "
+            f"{first_line(exc)}"
+        ) from None
+    return job_outcome(spec.rung_id, ssh_conn_id, state, result, detail)
