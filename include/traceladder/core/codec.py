@@ -86,6 +86,7 @@ def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...]) -> No
         return
     raise DocumentError(f"{where}: {key}: {value!r} is not one of {', '.join(allowed)}")
 
+
 @dataclass(frozen=True, kw_only=True)
 class Document:
     """The codec the documents share: ``SCHEMA`` is the version written; ``READS`` the older
@@ -168,7 +169,6 @@ class Document:
             if allowed is not None and f.name in values:
                 _one_of(where, f.metadata["key"] or f.name, values[f.name], allowed)
         return cls(**values, extra={k: v for k, v in doc.items() if k not in known})
-
 
     @classmethod
     def _version(cls, doc: JSONObject, where: str) -> int:
