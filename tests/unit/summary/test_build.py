@@ -1,5 +1,5 @@
 """Summary figures: intervals, the block model's vs_parent (checked against the recipe in docs/statistics.md by
-hand), renderers (week over week: test_history.py)."""
+hand), renderers (week over week: tests/unit/stats/test_history.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Traces with one side only: device events without host ones (GPU-only), and host events
 without device ones (CPU-only), both cut from a real reference trace here.
 
-GPU-only conformance with TraceLens's own outputs is in test_analysis_conformance.py; this
+GPU-only conformance with TraceLens's own outputs is in test_trace_conformance.py; this
 file checks what those CSVs cannot: the CPU-only case, where TraceLens v1.0.0 stops ("No
 GPU events found in the trace") and the engine goes beyond it with a CPU timeline.
 """

@@ -3,7 +3,7 @@
 No real database exists here, so the fixture is built from the schema that ROCm's
 rocprofiler-sdk writes (its rocpd data-model SQL, schema_version 3: uuid-suffixed tables and a view
 without the suffix for each), filled from the reference rocprofv3 JSON (plus the copies that
-test_analysis_rocprof.add_copies adds): same dispatches, same ns times, the symbols'
+test_rocprof_json.add_copies adds): same dispatches, same ns times, the symbols'
 ``formatted_kernel_name`` as ``display_name``, the copy directions as rocpd strings, and the
 process's init/fini. The same kernels must then give the same three rocprof reports as the JSON.
 """

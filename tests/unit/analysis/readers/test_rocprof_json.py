@@ -37,7 +37,7 @@ REPORTS = ["gpu_timeline.csv", "kernel_summary.csv", "kernel_summary_by_category
 
 
 # ---------------------------------------------------------------------------------
-# fixtures made from the reference JSON (also used by test_analysis_rpd.py)
+# fixtures made from the reference JSON (also used by test_rpd_sqlite.py and test_rocpd_db.py)
 def load_reference() -> dict:
     assert REF_JSON.is_file(), f"reference rocprofv3 trace not found at {REF_JSON} (or TRACELADDER_REFERENCE_DIR)"
     return orjson.loads(gzip.decompress(REF_JSON.read_bytes()))

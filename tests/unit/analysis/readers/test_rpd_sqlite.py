@@ -4,7 +4,7 @@ No real sample of either exists here, so the fixtures are built in these tests f
 schemas (FACTS.md "Trace formats"; rocm-trace-lite's trace_db.cpp; rpd's
 tableSchema.cmd): the reference rocprofv3 JSON's kernel dispatches become
 ``KernelExecution`` ops named by the kernels' HIP-style (``formatted``) or demangled
-names, and the copies added by test_analysis_rocprof.add_copies become ``Copy*`` ops,
+names, and the copies added by test_rocprof_json.add_copies become ``Copy*`` ops,
 with the same ns times.  So the same kernels must give the same numbers through JSON,
 CSV and SQLite.
 """
