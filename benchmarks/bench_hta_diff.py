@@ -7,7 +7,7 @@ own ``tests/traces`` (when the mirror is there), the generated traces and their 
 
 Both of HTA's ``include_last_profiler_step`` settings are compared: True (the product's) against
 the ``idle_breakdown.csv`` that analyze wrote, and False (HTA's default) against
-``gpu_idle(..., include_last=False)``. The rule is tests/unit/test_hta_idle_fixtures.py's
+``gpu_idle(..., include_last=False)``. The rule is tests/unit/analysis/reports/test_idle_breakdown.py's
 (tests/conformance.compare_idle): the same (stream, category) rows, each idle time within 1 µs, each
 ratio within HTA's 2-place rounding. A trace where HTA fails or finds no GPU stream is counted
 apart, with what traceladder did on it.

@@ -181,7 +181,7 @@ _SWIGLU_BACKWARD = "void(float32[:, ::1], float32[:, ::1], float32, float32[:, :
 # exp2, and torch's own silu a vectorised (Sleef) exp. Written out, in float32 throughout, the
 # SwiGLU kernels below take 31 against 237 us forward and 52 against 264 us backward on
 # [3072, 64] (one thread; 41 and 61 us compiled for haswell), within 1e-6 of float64 torch
-# forward and 1e-5 backward (tests/unit/test_workload.py).
+# forward and 1e-5 backward (tests/unit/workload/test_train.py).
 _EXP_LO, _EXP_HI = np.float32(-87.0), np.float32(88.0)  # 2**n stays a normal float32
 _ONE, _ZERO = np.float32(1), np.float32(0)  # a Python 1 or 0 would widen float32 arithmetic to float64
 _LOG2E, _LN2_HI, _LN2_LO = np.float32(1.4426950408889634), np.float32(0.693359375), np.float32(-2.12194440e-4)

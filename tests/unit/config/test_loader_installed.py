@@ -1,0 +1,84 @@
+"""An installed package finds its ladders (issue 29): the ladders and the clusters file ship as
+package data (`traceladder/configs/`), so after a real `pip install` the console script validates
+`proxy-local` from outside the checkout, and TRACELADDER_LADDERS_DIR / TRACELADDER_CLUSTERS_FILE
+still win. The install is `--no-deps --no-build-isolation --target` of a copy of the sources (the
+checkout stays clean; the test venv already has the dependencies), about 5-10 s."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import REPO_ROOT
+
+REPO = REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("installed")
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "include", src / "include", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    site = tmp / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+        + ["--no-compile", "--disable-pip-version-check", "--target", str(site), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return site
+
+
+def _traceladder(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRACELADDER_")}
+    script = site / "bin" / "traceladder"  # the console script pip wrote
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**base, "PYTHONPATH": str(site), **env},
+        timeout=120,
+    )
+
+
+def test_installed_package_finds_its_ladders(installed: Path, tmp_path: Path) -> None:
+    shipped = installed / "traceladder" / "configs"
+    assert (shipped / "clusters.yaml").is_file()
+    assert {p.name for p in (shipped / "ladders").glob("*.yaml")} == {
+        p.name for p in (REPO / "include" / "traceladder" / "configs" / "ladders").glob("*.yaml")
+    }
+    proc = _traceladder(installed, tmp_path, "validate", "proxy-local")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{shipped / 'ladders' / 'proxy-local.yaml'}: ok: ladder proxy-local"), proc.stdout
+
+
+def test_environment_still_wins_over_the_shipped_configs(installed: Path, tmp_path: Path) -> None:
+    ladders = tmp_path / "ladders"
+    ladders.mkdir()
+    shipped = installed / "traceladder" / "configs"
+    text = (shipped / "ladders" / "proxy-local.yaml").read_text()
+    (ladders / "mine.yaml").write_text(text.replace("ladder: proxy-local", "ladder: mine", 1))
+    seed = "deepseek-v4-flash-mi350x.yaml"  # what proxy-local extends
+    shutil.copy(shipped / "ladders" / seed, ladders / seed)
+    clusters = tmp_path / "clusters.yaml"
+    shutil.copy(shipped / "clusters.yaml", clusters)
+    env = {"TRACELADDER_LADDERS_DIR": str(ladders), "TRACELADDER_CLUSTERS_FILE": str(clusters)}
+    proc = _traceladder(installed, tmp_path, "validate", "mine", **env)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{ladders / 'mine.yaml'}: ok: ladder mine"), proc
+    missing = _traceladder(installed, tmp_path, "validate", "proxy-local", **env)  # not in the given folder
+    assert missing.returncode == 2 and missing.stderr.splitlines() == [
+        f"ladder: no ladder named 'proxy-local' in {ladders}"
+    ]
+    clusters.write_text("schema: 1\nclusters: {}\n")
+    no_cluster = _traceladder(installed, tmp_path, "validate", "mine", **env)
+    assert no_cluster.returncode == 2 and str(clusters) in no_cluster.stderr, no_cluster
