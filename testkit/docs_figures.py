@@ -14,7 +14,7 @@ what to take from it:
 
 Each block ends with a link to its file. ``python -m testkit.docs_figures`` (``make docs-figures``)
 renders every block again; ``--check`` lists the blocks that differ from their files and exits 1
-(tests/unit/test_docs_figures.py runs it); ``--newest`` first points each block at the newest file
+(tests/unit/testkit/test_docs_figures.py runs it); ``--newest`` first points each block at the newest file
 of its kind (the same name after the date and time), so a new ``make bench`` run reaches the docs
 in one command. The prose around a block still quotes figures: reread it after ``--newest``.
 """

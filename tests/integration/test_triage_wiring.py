@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.unit.test_config import MINIMAL
+from tests.unit.config.test_validate import MINIMAL
 from traceladder.airflow.triage_tasks import (
     TriageError,
     TriageParams,

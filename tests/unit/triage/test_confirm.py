@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.tiny_proxy import TINY_MODEL
+from tests.conftest import REPO_ROOT
 from traceladder.config import find_ladder, load_ladder
 from traceladder.plan.build import build_plan
 from traceladder.triage.bisect import BuildChanges, apply_build
@@ -18,7 +19,7 @@ from traceladder.triage.explain import cheapest_torch_lens, explain, lens_overla
 
 pytestmark = pytest.mark.triage
 # the workload subprocesses import this checkout's package (extra_work_region is new here)
-INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
+INCLUDE = str(REPO_ROOT / "include")
 
 BUILDS = {
     "nightly-0": BuildChanges("nightly-0", "2026-11-30T02:00:00+00:00", {}, {}),

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import REPO_ROOT
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.core import layout
 from traceladder.core.documents import DiffField, DocumentError, TriageDoc, TriageStep, TriageSuspect
@@ -37,10 +38,10 @@ from traceladder.triage.confirm import Budget
 from traceladder.triage.engine import TriageContext, confirm_suspects, triage_run
 from traceladder.triage.suspects import RunSetup, diff, spec_changes
 
-from tests.unit.test_config import MINIMAL
+from tests.unit.config.test_validate import MINIMAL
 
 pytestmark = pytest.mark.triage
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_ROOT
 
 
 def _suspect(
