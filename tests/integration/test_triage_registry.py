@@ -167,7 +167,7 @@ def test_all_tags_whatever_the_page_size(pushed: Pushed) -> None:
     """Debian's docker-registry 2.8.2 ignores ``n`` on tags/list: it answers every tag, unsorted,
     with no ``Link`` (tag pagination came with distribution 3.0). The client gets them all either
     way; its following of ``Link`` pages is tested against a paginating server in
-    tests/unit/test_triage_registry.py."""
+    tests/unit/triage/test_registry.py."""
     with _api(pushed.registry, "GET", f"/v2/{pushed.repository}/tags/list?n=2") as answer:
         first_page = json.loads(answer.read())["tags"]
         link = answer.headers.get("Link")

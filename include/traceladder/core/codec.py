@@ -6,6 +6,7 @@ core/documents.py holds the stage documents, core/summary_parts.py a summary's p
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeAlias, TypeVar, Union, cast
 
@@ -40,11 +41,24 @@ def _f(
     default: Any = MISSING,
     omit_none: bool = False,
     one_of: tuple[str, ...] | None = None,
+    part: type[Document] | None = None,
+    by_name: bool = False,
+    empty_is_none: bool = False,
 ) -> Any:
     """A document field: its JSON kind, its JSON key where it differs, its default (a list or
-    dict default is copied per document), whether a None is left out of the JSON, and the
-    strings it may hold (``one_of``; a nullable kind may hold None too)."""
-    meta = {"kind": kind, "key": key, "omit_none": omit_none, "one_of": one_of}
+    dict default is copied per document), whether a None is left out of the JSON, the strings it
+    may hold (``one_of``; a nullable kind may hold None too), and the class its JSON is read as
+    (``part``: an object is one part, a list a part per item; ``by_name``: an object of parts;
+    ``empty_is_none``: an empty object reads as None, as a summary's optional parts are written)."""
+    meta = {
+        "kind": kind,
+        "key": key,
+        "omit_none": omit_none,
+        "one_of": one_of,
+        "part": part,
+        "by_name": by_name,
+        "empty_is_none": empty_is_none,
+    }
     if isinstance(default, (list, dict)):
         empty = type(default)
         return field(default_factory=empty, metadata=meta)
@@ -79,6 +93,18 @@ def _load_json(text: str | bytes, where: str) -> object:
         return json.loads(text)
     except ValueError as exc:
         raise DocumentError(f"{where}: (json): {exc}") from None
+
+
+def _read_parts(meta: Mapping[str, Any], value: Any, where: str) -> Any:
+    """A field's JSON read as its ``part`` class: one, a list of them, or an object of them."""
+    part = meta["part"]
+    if meta["empty_is_none"] and not value:
+        return None
+    if isinstance(value, list):
+        return [part.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if meta["by_name"]:
+        return {name: part.from_dict(item, f"{where}[{name}]") for name, item in value.items()}
+    return part.from_dict(value, where)
 
 
 def _one_of(where: str, key: str, value: object, allowed: tuple[str, ...]) -> None:
@@ -168,6 +194,8 @@ class Document:
             allowed = f.metadata.get("one_of")
             if allowed is not None and f.name in values:
                 _one_of(where, f.metadata["key"] or f.name, values[f.name], allowed)
+            if f.metadata.get("part") is not None and values.get(f.name) is not None:
+                values[f.name] = _read_parts(f.metadata, values[f.name], f"{where}: {f.metadata['key'] or f.name}")
         return cls(**values, extra={k: v for k, v in doc.items() if k not in known})
 
     @classmethod

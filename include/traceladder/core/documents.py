@@ -39,7 +39,7 @@ from traceladder.core.codec import Document as Document
 from traceladder.core.codec import DocumentError as DocumentError
 from traceladder.core.codec import JSONObject as JSONObject
 from traceladder.core.codec import JSONValue as JSONValue
-from traceladder.core.codec import _f, _kind_ok, _Part, _parts, _replace
+from traceladder.core.codec import _f, _kind_ok, _Part
 from traceladder.core.errors import ArtifactStoreError
 from traceladder.core.summary_parts import RunPoints
 
@@ -373,21 +373,11 @@ class RankCollectives(Document):
     ranks: list[JSONObject] = _f("list", default=[])
     process_groups: list[str] = _f("list", default=[])
     matched: JSONObject = _f("object")  # collectives, events, all_matched
-    collectives: dict[str, CollectiveStats] = _f("object", default={})
+    collectives: dict[str, CollectiveStats] = _f("object", default={}, part=CollectiveStats, by_name=True)
     straggler: JSONObject | None = _f("object?", default=None)
     stragglers_per_step: list[JSONObject] = _f("list", default=[])
     files: list[str] = _f("list", default=[])
     notes: list[str] = _f("list", default=[])
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> RankCollectives:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        by_name = {
-            name: CollectiveStats.from_dict(value, f"{where}: collectives[{name}]")
-            for name, value in cast(JSONObject, doc.collectives).items()
-        }
-        return _replace(doc, collectives=by_name)
 
     def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
@@ -462,14 +452,8 @@ class Manifest(Document):
     WRITES_SCHEMA: ClassVar[bool] = False
 
     version: int = _f("int", key="schema")
-    objects: list[ManifestEntry] = _f("list", default=[])
+    objects: list[ManifestEntry] = _f("list", default=[], part=ManifestEntry)
     removed: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> Manifest:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(doc, objects=_parts(ManifestEntry, doc.objects, f"{where}: objects"))
 
     def entry(self, key: str) -> ManifestEntry | None:
         return next((o for o in self.objects if o.key == key), None)
@@ -535,21 +519,12 @@ class SummaryRef(Document):
     report_html: str | None = _f("str?", default=None)
     failed_rungs: list[str] = _f("list", default=[])
     logical_date: str | None = _f("str?", default=None)
-    points: RunPoints | None = _f("object?", default=None, omit_none=True)
+    points: RunPoints | None = _f("object?", default=None, omit_none=True, part=RunPoints)
     regressions: list[str] = _f("list", default=[])
     regression_calls: list[str] = _f("list", default=[])
     provenance_changes: list[JSONValue] = _f("list", default=[])
     # rungs to confirm side by side (issue 51): history.suspects less their numbers' detail
     suspects: list[JSONObject] = _f("list", default=[])
-
-    @classmethod
-    def from_dict(cls: type[D], data: object, source: str | None = None) -> D:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        points = cast(SummaryRef, doc).points
-        if points is None or isinstance(points, RunPoints):
-            return doc
-        return _replace(doc, points=RunPoints.from_dict(points, f"{where}: points"))
 
     @property
     def is_what_if(self) -> bool:
@@ -645,13 +620,7 @@ class TriageSuspect(_Part):
     reason: str = _f("str", one_of=("change point", "prediction bound", "manual"))
     direction: str = _f("str", one_of=("slower", "faster"))
     delta_pct: float = _f("number")
-    diff: list[DiffField] = _f("list", default=[])
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> TriageSuspect:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(doc, diff=_parts(DiffField, doc.diff, f"{where}: diff"))
+    diff: list[DiffField] = _f("list", default=[], part=DiffField)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -713,33 +682,19 @@ class TriageDoc(Document):
     rung: str = _f("str")
     state: str = _f("str", one_of=TRIAGE_STATES)
     label: str | None = _f("str?", default=None, one_of=TRIAGE_LABELS)
-    suspect: TriageSuspect = _f("object")
+    suspect: TriageSuspect = _f("object", part=TriageSuspect)
     group: list[str] = _f("list", default=[])
     bisected_on: str | None = _f("str?", default=None)
     candidates: list[JSONObject] = _f("list", default=[])
-    steps: list[TriageStep] = _f("list", default=[])
+    steps: list[TriageStep] = _f("list", default=[], part=TriageStep)
     first_bad: str | None = _f("str?", default=None)
     last_good: str | None = _f("str?", default=None)
     conclusion: str | None = _f("str?", default=None)
-    non_bisectable: list[DiffField] = _f("list", default=[])
-    explanation: Explanation | None = _f("object?", default=None)
+    non_bisectable: list[DiffField] = _f("list", default=[], part=DiffField)
+    explanation: Explanation | None = _f("object?", default=None, part=Explanation)
     reproduce: JSONObject = _f("object", default={})  # "good"/"bad" -> a `traceladder run-rung` command
     error: str | None = _f("str?", default=None, omit_none=True)
     updated_at: str = _f("str", default="")
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> TriageDoc:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(
-            doc,
-            suspect=TriageSuspect.from_dict(doc.suspect, f"{where}: suspect"),
-            steps=_parts(TriageStep, doc.steps, f"{where}: steps"),
-            non_bisectable=_parts(DiffField, doc.non_bisectable, f"{where}: non_bisectable"),
-            explanation=None
-            if doc.explanation is None
-            else Explanation.from_dict(doc.explanation, f"{where}: explanation"),
-        )
 
     def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
         return super().to_json(indent=indent, sort_keys=sort_keys)

@@ -17,8 +17,9 @@ keys a part does not name stay in its ``extra``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, cast
+from typing import ClassVar
 
+from traceladder.core import layout
 from traceladder.core.codec import D, JSONObject, JSONValue, _f, _Part, _parts, _replace
 
 
@@ -47,20 +48,9 @@ class RungPoint(_Part):
 
     FILE: ClassVar[str] = "rung point"
 
-    step_ms: RunEstimate | None = _f("object?", default=None)
-    step_cpu_ms: RunEstimate | None = _f("object?", default=None)
-    tokens_per_sec_per_gpu: RunEstimate | None = _f("object?", default=None)
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> RungPoint:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(
-            doc,
-            step_ms=_estimate(doc.step_ms, f"{where}: step_ms"),
-            step_cpu_ms=_estimate(doc.step_cpu_ms, f"{where}: step_cpu_ms"),
-            tokens_per_sec_per_gpu=_estimate(doc.tokens_per_sec_per_gpu, f"{where}: tokens_per_sec_per_gpu"),
-        )
+    step_ms: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
+    step_cpu_ms: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
+    tokens_per_sec_per_gpu: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
 
     def figure(self, name: str) -> RunEstimate | None:
         """The figure a ladder's metric judges (``step_ms`` or ``step_cpu_ms``)."""
@@ -81,18 +71,8 @@ class RunPoints(_Part):
 
     metric: str | None = _f("str?", default=None, omit_none=True)
     run_statistic: str | None = _f("str?", default=None)
-    rungs: dict[str, RungPoint] = _f("object", default={})
+    rungs: dict[str, RungPoint] = _f("object", default={}, part=RungPoint, by_name=True)
     provenance: JSONObject = _f("object", default={})
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> RunPoints:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        rungs = {
-            name: RungPoint.from_dict(value, f"{where}: rungs[{name}]")
-            for name, value in cast(JSONObject, doc.rungs).items()
-        }
-        return _replace(doc, rungs=rungs)
 
 
 # ---- a summary's ladder table: one row per rung
@@ -145,31 +125,18 @@ class SummaryRung(_Part):
     runs: int = _f("int", default=0)
     ok: int = _f("int", default=0)
     statuses: list[str] = _f("list", default=[])
-    step_ms: RunEstimate | None = _f("object?", default=None)
+    step_ms: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
     step_ms_per_repeat: list[float | None] = _f("list", default=[])
-    step_cpu_ms: RunEstimate | None = _f("object?", default=None)
-    tokens_per_sec_per_gpu: RunEstimate | None = _f("object?", default=None)
+    step_cpu_ms: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
+    tokens_per_sec_per_gpu: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
     peak_mem_gb: float | None = _f("number?", default=None)
     kind: str = _f("str", default="optimisation")  # or batch
     batch_setting: str | None = _f("str?", default=None, omit_none=True)
-    vs_parent: RungChange | None = _f("object?", default=None, omit_none=True)
-    speedup_vs_root: RunEstimate | None = _f("object?", default=None)
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> SummaryRung:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(
-            doc,
-            step_ms=_estimate(doc.step_ms, f"{where}: step_ms"),
-            step_cpu_ms=_estimate(doc.step_cpu_ms, f"{where}: step_cpu_ms"),
-            tokens_per_sec_per_gpu=_estimate(doc.tokens_per_sec_per_gpu, f"{where}: tokens_per_sec_per_gpu"),
-            speedup_vs_root=_estimate(doc.speedup_vs_root, f"{where}: speedup_vs_root"),
-            vs_parent=None if doc.vs_parent is None else RungChange.from_dict(doc.vs_parent, f"{where}: vs_parent"),
-        )
+    vs_parent: RungChange | None = _f("object?", default=None, omit_none=True, part=RungChange)
+    speedup_vs_root: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
 
 
-def summary_rungs(value: object, source: str = "summary.json") -> list[SummaryRung]:
+def summary_rungs(value: object, source: str = layout.SUMMARY_JSON) -> list[SummaryRung]:
     """A summary's ``rungs`` as their class (a summary is built and stored as JSON; its readers
     read the rows through this)."""
     return _parts(SummaryRung, value, f"{source}: rungs")
@@ -245,7 +212,7 @@ class WhatsLeftEntry(_Part):
     note: str | None = _f("str?", default=None)
 
 
-def whats_left_entries(value: object, source: str = "summary.json") -> list[WhatsLeftEntry]:
+def whats_left_entries(value: object, source: str = layout.SUMMARY_JSON) -> list[WhatsLeftEntry]:
     """A summary's what's left (``headroom``) as its class."""
     return _parts(WhatsLeftEntry, value, f"{source}: headroom")
 
@@ -267,7 +234,7 @@ class BlockModelFit(_Part):
     run_sd_pct: float | None = _f("number?", default=None)
 
 
-def model_fit(model: object, figure: str, source: str = "summary.json") -> BlockModelFit | None:
+def model_fit(model: object, figure: str, source: str = layout.SUMMARY_JSON) -> BlockModelFit | None:
     """The block model of one figure from a summary's ``model`` (None: none fitted)."""
     found = model.get(figure) if isinstance(model, dict) else None
     return summary_part(BlockModelFit, found, f"{source}: model[{figure}]")
@@ -297,22 +264,12 @@ class SummaryLens(_Part):
     rung: str = _f("str")
     runs: int = _f("int", default=0)
     ok: int = _f("int", default=0)
-    step_ms: RunEstimate | None = _f("object?", default=None)
-    overhead_ratio: LensRatio | None = _f("object?", default=None)
+    step_ms: RunEstimate | None = _f("object?", default=None, part=RunEstimate)
+    overhead_ratio: LensRatio | None = _f("object?", default=None, part=LensRatio, empty_is_none=True)
     traces: int = _f("int", default=0)
 
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> SummaryLens:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(
-            doc,
-            step_ms=_estimate(doc.step_ms, f"{where}: step_ms"),
-            overhead_ratio=summary_part(LensRatio, doc.overhead_ratio, f"{where}: overhead_ratio"),
-        )
 
-
-def summary_lenses(value: object, source: str = "summary.json") -> list[SummaryLens]:
+def summary_lenses(value: object, source: str = layout.SUMMARY_JSON) -> list[SummaryLens]:
     """A summary's ``lenses`` as their class."""
     return _parts(SummaryLens, value, f"{source}: lenses")
 
@@ -367,9 +324,9 @@ class AttributionEntry(_Part):
     busy_time_delta_us: float = _f("number")
     residual_us: float = _f("number", default=0.0)
     category_deltas_us: dict[str, float] = _f("object", default={})
-    categories: list[DeltaRow] = _f("list", default=[])  # the largest first
+    categories: list[DeltaRow] = _f("list", default=[], part=DeltaRow)  # the largest first
     moved: list[JSONObject] = _f("list", default=[])
-    regions: list[DeltaRow] = _f("list", default=[])
+    regions: list[DeltaRow] = _f("list", default=[], part=DeltaRow)
     regions_measure: str | None = _f("str?", default=None)
     regions_outside_us: float | None = _f("number?", default=None)
     appeared: list[str] = _f("list", default=[])
@@ -377,24 +334,13 @@ class AttributionEntry(_Part):
     vanished: list[str] = _f("list", default=[])
     n_vanished: int = _f("int", default=0)
     timeline_us: dict[str, float] = _f("object", default={})
-    noise: AttributionNoise | None = _f("object?", default=None)
+    noise: AttributionNoise | None = _f("object?", default=None, part=AttributionNoise, empty_is_none=True)
     indicative: str | None = _f("str?", default=None)
     notes: list[str] = _f("list", default=[])
     sentence: str | None = _f("str?", default=None, omit_none=True)
 
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> AttributionEntry:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(
-            doc,
-            categories=_parts(DeltaRow, doc.categories, f"{where}: categories"),
-            regions=_parts(DeltaRow, doc.regions, f"{where}: regions"),
-            noise=summary_part(AttributionNoise, doc.noise, f"{where}: noise"),
-        )
 
-
-def attribution_entries(value: object, source: str = "summary.json") -> list[AttributionEntry]:
+def attribution_entries(value: object, source: str = layout.SUMMARY_JSON) -> list[AttributionEntry]:
     """A summary's ``attribution`` as its class."""
     return _parts(AttributionEntry, value, f"{source}: attribution")
 
@@ -544,19 +490,7 @@ class LadderHistory(_Part):
     alpha: float | None = _f("number?", default=None)
     alpha_recent: float | None = _f("number?", default=None)
     recent_runs: int | None = _f("int?", default=None)
-    rungs: list[RungSeries] = _f("list", default=[])
-    regressions: list[HistoryPoint] = _f("list", default=[])
-    suspects: list[HistorySuspect] = _f("list", default=[])
-    since_last: SinceLast | None = _f("object?", default=None)
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> LadderHistory:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        return _replace(
-            doc,
-            rungs=_parts(RungSeries, doc.rungs, f"{where}: rungs"),
-            regressions=_parts(HistoryPoint, doc.regressions, f"{where}: regressions"),
-            suspects=_parts(HistorySuspect, doc.suspects, f"{where}: suspects"),
-            since_last=None if doc.since_last is None else SinceLast.from_dict(doc.since_last, f"{where}: since_last"),
-        )
+    rungs: list[RungSeries] = _f("list", default=[], part=RungSeries)
+    regressions: list[HistoryPoint] = _f("list", default=[], part=HistoryPoint)
+    suspects: list[HistorySuspect] = _f("list", default=[], part=HistorySuspect)
+    since_last: SinceLast | None = _f("object?", default=None, part=SinceLast)

@@ -8,6 +8,7 @@ import math
 from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping
 
+from traceladder.core import layout
 from traceladder.core.documents import JSONObject, JSONValue, RungResult, StopRecord, as_int, as_objects, spec_purpose
 from traceladder.core.summary_parts import AdaptiveRepeats, LadderCalls, RungChange, summary_part, summary_rungs
 from scipy.stats import norm
@@ -441,7 +442,7 @@ def apply_stop(plan: JSONObject, stop: JSONObject | None) -> JSONObject:
     measure blocks it skipped are left out, so their runs are neither failures nor cells."""
     if not stop:
         return plan
-    return {**_first_blocks(plan, StopRecord.from_dict(stop, "stop.json").blocks), "stop": stop}
+    return {**_first_blocks(plan, StopRecord.from_dict(stop, layout.STOP_OBJECT).blocks), "stop": stop}
 
 
 def sequential_verdicts(

@@ -423,7 +423,7 @@ def test_a_worker_killed_mid_search_reruns_only_the_step_it_was_in(tmp_path: Pat
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from tests.unit.test_triage import Runner, _ctx, _group\n"
+        "from tests.unit.triage.test_engine import Runner, _ctx, _group\n"
         "from traceladder.triage.engine import triage_run\n"
         "class Dying(Runner):\n"
         "    def __call__(self, spec, side, block):\n"
