@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,3 +23,62 @@ def typed_run(run: tuple[Any, Mapping[str, Mapping[str, Any]]]) -> tuple[Any, di
 def index_entries(entries: Sequence[Mapping[str, Any]]) -> list[IndexEntry]:
     """Hand-made index entries (``runs/<run_id>.json`` as published) as the history reads them."""
     return [IndexEntry.from_dict(dict(e), f"entry {i}") for i, e in enumerate(entries)]
+
+
+def rung_result(spec: Mapping[str, Any], run_id: str, **fields: Any) -> RungResult:
+    """A measured rung's metrics.json for a resolved spec (its identity fields copied), status
+    ok unless `fields` say otherwise."""
+    identity = (
+        "ladder",
+        "rung",
+        "rung_id",
+        "lens",
+        "repeat",
+        "block",
+        "position",
+        "purpose",
+        "switch",
+        "value",
+        "parent",
+    )
+    values: dict[str, Any] = {"lens": "none", "repeat": 0, "block": 0, "position": 0, "purpose": "measure"}
+    values.update({k: spec[k] for k in identity if spec.get(k) is not None})
+    values.setdefault("switch", None)
+    values.setdefault("value", None)
+    values.setdefault("parent", None)
+    return RungResult(**{"run_id": run_id, "status": "ok", **values, **fields})
+
+
+def store_measured_run(
+    store: Any,
+    prefix: str,
+    ladder: str,
+    run_id: str,
+    spec: Mapping[str, Any],
+    step_ms: float,
+    provenance: Mapping[str, Any],
+    stored_spec: Mapping[str, Any] | None = None,
+) -> None:
+    """A one-rung ladder run as the runner stores it, for a triage to read: plan.json, and the
+    rung's metrics.json and spec.json (`stored_spec`, where it differs from the plan's)."""
+    from traceladder.core import layout
+    from traceladder.core.documents import PlanDoc
+
+    run = layout.run_prefix(prefix, ladder, run_id)
+    plan = PlanDoc(ladder=ladder, run_id=run_id, specs=[dict(spec)])
+    store.put_bytes(layout.join(run, layout.PLAN_OBJECT), plan.to_json().encode())
+    rung = layout.join(run, str(spec["rung_id"]))
+    result = rung_result({**spec, "ladder": ladder}, run_id, step_ms=step_ms, provenance=dict(provenance))
+    store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
+    store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(dict(stored_spec or spec)).encode())
+
+
+def store_suspect_summary(store: Any, prefix: str, ladder: str, suspect: Mapping[str, Any]) -> None:
+    """The bad run's summary.json naming one suspect (`history.suspects`), as a weekly run's does."""
+    from traceladder.core import layout
+    from traceladder.core.documents import Summary
+
+    run_id = str(suspect["run_id"])
+    summary = Summary(ladder=ladder, run_id=run_id, rungs=[], history={"suspects": [dict(suspect)]})
+    run = layout.run_prefix(prefix, ladder, run_id)
+    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())

@@ -54,8 +54,7 @@ class _TI:
 def _seed(ladder: str) -> None:
     """Runs w4 (build n0) and w5 (build n1) of rung baseline, and w5's summary naming the suspect."""
     from traceladder.airflow.ladders import ladder_store
-    from traceladder.core import layout
-    from traceladder.core.documents import PlanDoc, RungResult, Summary
+    from testkit.results import store_measured_run, store_suspect_summary
     from traceladder.plan.build import build_plan
     from traceladder.triage.bisect import apply_build
     from traceladder.triage.engine import catalog
@@ -64,29 +63,7 @@ def _seed(ladder: str) -> None:
     base = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0].to_dict()
     for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 400.0)):
         spec = apply_build(base, catalog(loaded), build)
-        run = layout.run_prefix("traceladder", ladder, run_id)
-        plan = PlanDoc(ladder=ladder, run_id=run_id, specs=[spec])
-        store.put_bytes(layout.join(run, layout.PLAN_OBJECT), plan.to_json().encode())
-        rung = layout.join(run, str(spec["rung_id"]))
-        result = RungResult(
-            run_id=run_id,
-            ladder=ladder,
-            rung="baseline",
-            rung_id=str(spec["rung_id"]),
-            lens="none",
-            repeat=0,
-            block=0,
-            position=0,
-            purpose="measure",
-            switch=None,
-            value=None,
-            parent=None,
-            status="ok",
-            step_ms=step_ms,
-            provenance={"build": build, "host": "slurm-test"},
-        )
-        store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
-        store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(spec).encode())
+        store_measured_run(store, "traceladder", ladder, run_id, spec, step_ms, {"build": build, "host": "slurm-test"})
     suspect = {
         "rung": "baseline",
         "run_id": "w5",
@@ -95,9 +72,7 @@ def _seed(ladder: str) -> None:
         "direction": "slower",
         "delta_pct": 300.0,
     }
-    summary = Summary(ladder=ladder, run_id="w5", rungs=[], history={"suspects": [suspect]})
-    run = layout.run_prefix("traceladder", ladder, "w5")
-    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+    store_suspect_summary(store, "traceladder", ladder, suspect)
 
 
 def _triage_doc(s3_server: Any, ladder: str) -> TriageDoc:

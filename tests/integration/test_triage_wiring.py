@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit.results import store_measured_run, store_suspect_summary
 from tests.unit.config.test_validate import MINIMAL
 from traceladder.airflow.triage_tasks import (
     TriageError,
@@ -25,8 +26,7 @@ from traceladder.airflow.triage_tasks import (
     triage_run_id,
     weekly_triage_conf,
 )
-from traceladder.core import layout
-from traceladder.core.documents import PlanDoc, RungResult, Summary, TriageDoc
+from traceladder.core.documents import TriageDoc
 
 pytestmark = pytest.mark.triage
 
@@ -52,30 +52,8 @@ def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     prefix = loaded.cluster.storage.prefix
     spec = build_plan(loaded, rungs=["fusions"], lens="none", repeats=1)[0].to_dict()
     for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 130.0)):
-        run = layout.run_prefix(prefix, ladder, run_id)
-        store.put_bytes(
-            layout.join(run, layout.PLAN_OBJECT), PlanDoc(ladder=ladder, run_id=run_id, specs=[spec]).to_json().encode()
-        )
-        rung = layout.join(run, str(spec["rung_id"]))
-        result = RungResult(
-            run_id=run_id,
-            ladder=ladder,
-            rung="fusions",
-            rung_id=str(spec["rung_id"]),
-            lens="none",
-            repeat=0,
-            block=0,
-            position=0,
-            purpose="measure",
-            switch="fusions",
-            value=True,
-            parent="baseline",
-            status="ok",
-            step_ms=step_ms,
-            provenance={"build": build, "host": "h1"},
-        )
-        store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
-        store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps({**spec, "build": build}).encode())
+        provenance = {"build": build, "host": "h1"}
+        store_measured_run(store, prefix, ladder, run_id, spec, step_ms, provenance, {**spec, "build": build})
     suspect = {
         "rung": "fusions",
         "run_id": "w5",
@@ -84,9 +62,7 @@ def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         "direction": "slower",
         "delta_pct": 30.0,
     }
-    summary = Summary(ladder=ladder, run_id="w5", rungs=[], history={"suspects": [suspect]})
-    run = layout.run_prefix(prefix, ladder, "w5")
-    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+    store_suspect_summary(store, prefix, ladder, suspect)
     return store, ladder
 
 

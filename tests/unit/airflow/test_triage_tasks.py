@@ -14,6 +14,7 @@ import yaml
 
 from traceladder.airflow.hooks.slurm import JobState
 from traceladder.airflow.operators.slurm import job_outcome
+from testkit.results import rung_result
 from traceladder.core.documents import RungResult
 from traceladder.config.loader import CONFIG_DIR, load_clusters, load_ladder
 from traceladder.core.documents import DiffField, TriageSuspect
@@ -33,24 +34,8 @@ CONN = "tl_slurm_unreachable"
 def _result(status: str, job_id: str | None, error: str | None = None) -> RungResult:
     """metrics.json as the job's runner stores it, read back as the triage reads it."""
     provenance = {"slurm": {"job_id": job_id, "nodes": "n1", "node": "n1", "nnodes": 1}} if job_id else {}
-    return RungResult(
-        run_id="w5-triage",
-        ladder="l",
-        rung="baseline",
-        rung_id="triage-B.b0",
-        lens="none",
-        repeat=0,
-        block=0,
-        position=0,
-        purpose="measure",
-        switch=None,
-        value=None,
-        parent=None,
-        status=status,
-        step_ms=12.5,
-        error=error,
-        provenance=provenance,
-    )
+    spec = {"ladder": "l", "rung": "baseline", "rung_id": "triage-B.b0"}
+    return rung_result(spec, "w5-triage", status=status, step_ms=12.5, error=error, provenance=provenance)
 
 
 def test_a_completed_jobs_stored_result_is_the_runs_metrics_with_the_job_named() -> None:

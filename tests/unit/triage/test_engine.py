@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit.results import store_measured_run
 from tests.conftest import REPO_ROOT
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.core import layout
@@ -462,33 +463,10 @@ def test_an_unreproduced_suspect_is_labelled_and_not_bisected(tmp_path: Path) ->
 
 
 def _store_run(store: DirArtifactSink, loaded, run_id: str, build: str, step_ms: float) -> dict:
-    from traceladder.core.documents import PlanDoc, RungResult
-
     spec = apply_build(build_plan(loaded, rungs=["fusions"], lens="none", repeats=1)[0].to_dict(), BUILDS, build)
-    run = layout.run_prefix("traceladder", "mini", run_id)
-    store.put_bytes(
-        layout.join(run, layout.PLAN_OBJECT), PlanDoc(ladder="mini", run_id=run_id, specs=[spec]).to_json().encode()
+    store_measured_run(
+        store, "traceladder", "mini", run_id, spec, step_ms, {"build": build, "host": "h1", "image_digest": None}
     )
-    rung = layout.join(run, str(spec["rung_id"]))
-    result = RungResult(
-        run_id=run_id,
-        ladder="mini",
-        rung="fusions",
-        rung_id=str(spec["rung_id"]),
-        lens="none",
-        repeat=0,
-        block=0,
-        position=0,
-        purpose="measure",
-        switch="fusions",
-        value=True,
-        parent="baseline",
-        status="ok",
-        step_ms=step_ms,
-        provenance={"build": build, "host": "h1", "image_digest": None},
-    )
-    store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
-    store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(spec).encode())
     return spec
 
 
