@@ -105,9 +105,14 @@ def test_a_confirm_runs_its_blocks_as_slurm_jobs_and_confirms_the_injected_work(
     wall_s = time.monotonic() - started
     print(f"[triage-slurm] the confirm's {TRIAGE['budget_blocks']} blocks on Slurm took {wall_s:.1f} s")
     doc = _triage_doc(s3_server, ladder)
-    assert briefs == [{"rung": "baseline", "state": "done", "label": "confirmed regression", "first_bad": "n1"}], (
-        doc.steps
-    )
+    (brief,) = briefs
+    assert {k: brief[k] for k in ("rung", "state", "label", "first_bad")} == {
+        "rung": "baseline",
+        "state": "done",
+        "label": "confirmed regression",
+        "first_bad": "n1",
+    }, doc.steps
+    assert str(brief["confirm"]).startswith("baseline: the confirm: confirmed +"), brief
     (step,) = doc.steps  # two builds: the confirm itself compared them
     assert (step.kind, step.good, step.candidate, step.verdict) == ("confirm", "w4", "w5", "confirmed"), step
     assert step.delta_pct is not None and step.delta_pct > 20 and step.blocks == TRIAGE["budget_blocks"]
@@ -147,7 +152,13 @@ def test_a_slurm_that_takes_no_job_ends_insufficient_naming_the_nodes(
         for node in ("n1", "n2"):
             slurm_conn.scontrol("update", f"nodename={node}", "state=resume")
         slurm_conn.wait_idle(60)
-    assert briefs == [{"rung": "baseline", "state": "done", "label": "insufficient data", "first_bad": None}]
+    (brief,) = briefs
+    assert {k: brief[k] for k in ("rung", "state", "label", "first_bad")} == {
+        "rung": "baseline",
+        "state": "done",
+        "label": "insufficient data",
+        "first_bad": None,
+    }, brief
     (step,) = _triage_doc(s3_server, ladder).steps
     assert step.verdict == "skipped" and step.reason is not None and "\n" not in step.reason
     # block 0's first side (its order is drawn) is the one that could not run
