@@ -256,14 +256,14 @@ def test_the_real_launcher_runs_the_proxy_with_forked_ranks_and_counts_only_the_
     key = _in_dag_run(monkeypatch, f"real-{os.getpid()}")
     env = {"PRIMUS_WORKSPACE": str(tmp_path / "output"), "PYTHONPATH": str(INCLUDE)}
     try:
-        outcome = warm.run(_tiny_args(), env, tmp_path, tmp_path / "log.txt", 120, None)
+        outcome = warm.run(_workload(_tiny_args(), tmp_path, env=env, deadline_s=120))
         assert outcome == (0, False), (tmp_path / "log.txt").read_text()[-2000:]
         doc = orphans.read_launcher(orphans.launcher_path(warm.key_hash(key)))
         assert doc is not None and orphans.launcher_alive(doc)
         statm = Path(f"/proc/{doc['pid']}/statm").read_text().split()
         launcher_rss_gb = int(statm[1]) * os.sysconf("SC_PAGE_SIZE") / 1024**3
         t0 = time.monotonic()
-        outcome = warm.run(_tiny_args(), env, tmp_path, tmp_path / "log.txt", 120, None)
+        outcome = warm.run(_workload(_tiny_args(), tmp_path, env=env, deadline_s=120))
         second_s = time.monotonic() - t0
         log = (tmp_path / "log.txt").read_text()
         assert outcome == (0, False), log[-2000:]
