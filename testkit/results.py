@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from traceladder.core.documents import IndexEntry, RungResult
+from traceladder.runner.rung import SPEC_IDENTITY
 
 
 def typed(results: Mapping[str, Mapping[str, Any]]) -> dict[str, RungResult]:
@@ -28,21 +29,8 @@ def index_entries(entries: Sequence[Mapping[str, Any]]) -> list[IndexEntry]:
 def rung_result(spec: Mapping[str, Any], run_id: str, **fields: Any) -> RungResult:
     """A measured rung's metrics.json for a resolved spec (its identity fields copied), status
     ok unless `fields` say otherwise."""
-    identity = (
-        "ladder",
-        "rung",
-        "rung_id",
-        "lens",
-        "repeat",
-        "block",
-        "position",
-        "purpose",
-        "switch",
-        "value",
-        "parent",
-    )
     values: dict[str, Any] = {"lens": "none", "repeat": 0, "block": 0, "position": 0, "purpose": "measure"}
-    values.update({k: spec[k] for k in identity if spec.get(k) is not None})
+    values.update({k: spec[k] for k in SPEC_IDENTITY if spec.get(k) is not None})
     values.setdefault("switch", None)
     values.setdefault("value", None)
     values.setdefault("parent", None)

@@ -298,7 +298,7 @@ def run_rung(
 
 
 #: the RungSpec fields a rung's metrics.json repeats: its identity and place in the design
-_SPEC_IDENTITY = (
+SPEC_IDENTITY = (
     "ladder",
     "rung",
     "rung_id",
@@ -316,7 +316,7 @@ _SPEC_IDENTITY = (
 def rung_result(spec: RungSpec, run_id: str, prefix: str | None, *, status: str, **outcome: Any) -> RungResult:
     """The one builder of a rung's metrics.json: the spec's identity and place in the design,
     then what the run gave (``outcome``: the RungResult fields past ``status``)."""
-    identity = {name: getattr(spec, name) for name in _SPEC_IDENTITY}
+    identity = {name: getattr(spec, name) for name in SPEC_IDENTITY}
     return RungResult(run_id=run_id, **identity, status=status, prefix=prefix, **outcome)
 
 
