@@ -64,7 +64,7 @@ test: setup
 	$(BIN)/python -m pytest tests
 
 # The tests that start no service, in a loop while editing (docs/testing.md): tests/unit and
-# tests/dags less the ones marked `service` (a test is marked when it takes a fixture that starts
+# tests/dags less the ones marked `service` or `slow` (whole proxy runs, Monte-Carlo; a test is marked when it takes a fixture that starts
 # S3, Airflow's database, dockerd or Slurm: SERVICE_FIXTURES in tests/conftest.py, or starts one
 # itself and says so with @pytest.mark.service). It sets up
 # only a venv that was never set up (an edit to pyproject.toml's tool settings needs no
@@ -73,7 +73,7 @@ test: setup
 FAST_TESTS := tests/unit tests/dags
 test-fast:
 	@test -f $(STAMP) || $(MAKE) setup
-	$(BIN)/python -m pytest -q -n auto --dist loadfile $(FAST_TESTS) -m "not service"
+	$(BIN)/python -m pytest -q -n auto --dist loadfile $(FAST_TESTS) -m "not service and not slow"
 
 # ruff (rules in pyproject.toml), mypy on include/traceladder (exceptions stated in pyproject.toml),
 # import-linter (layers, a stdlib base, the standalone workload, no cycles: .importlinter).

@@ -56,12 +56,18 @@ def pytest_configure(config: pytest.Config) -> None:
 #: fixtures that start a real service: a test that takes one, directly or through another fixture,
 #: is marked `service`, and `make test-fast` leaves it out
 SERVICE_FIXTURES = frozenset({"s3_server", "airflow_home", "docker_engine", "standin_images", "slurm_cluster"})
+#: fixtures that run whole proxy workloads (tens of seconds): their tests are marked `slow`, and
+#: `make test-fast` leaves them out too
+SLOW_FIXTURES = frozenset({"proxy_runs"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        taken = set(getattr(item, "fixturenames", ()))
+        if SERVICE_FIXTURES & taken:
             item.add_marker(pytest.mark.service)
+        if SLOW_FIXTURES & taken:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -124,6 +124,9 @@ class Document:
     READS: ClassVar[tuple[int, ...]] = ()
     UNVERSIONED: ClassVar[int | None] = None
     WRITES_SCHEMA: ClassVar[bool] = True
+    JSON_INDENT: ClassVar[int | None] = None  # to_json's layout of the stored file
+    JSON_SORT_KEYS: ClassVar[bool] = False
+    JSON_NEWLINE: ClassVar[bool] = False
 
     extra: JSONObject = field(default_factory=dict)  # keys this version does not know, as read
 
@@ -144,8 +147,11 @@ class Document:
         out.update(self.extra)
         return out
 
-    def to_json(self, *, indent: int | None = None, sort_keys: bool = False) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=sort_keys)
+    def to_json(self) -> str:
+        """The stored file's text, laid out as its class says (JSON_INDENT, JSON_SORT_KEYS,
+        JSON_NEWLINE), so each file keeps the bytes it always had."""
+        text = json.dumps(self.to_dict(), indent=self.JSON_INDENT, sort_keys=self.JSON_SORT_KEYS)
+        return text + "\n" if self.JSON_NEWLINE else text
 
     def _written(self, name: str, value: object) -> bool:
         """Whether a field goes into the JSON: a None is left out where its field says so."""

@@ -218,6 +218,8 @@ class RungResult(Document):
         {"step_ms", "step_cpu_ms", "tokens_per_sec_per_gpu", "tokens_per_cpu_s_per_gpu", "tflops", "peak_mem_gb"}
     )
     ITERATION_VALUES: ClassVar[frozenset[str]] = frozenset({"step_ms_values", "step_cpu_ms_values"})
+    JSON_INDENT: ClassVar[int | None] = 2
+    JSON_SORT_KEYS: ClassVar[bool] = True
 
     @property
     def ok(self) -> bool:
@@ -237,9 +239,6 @@ class RungResult(Document):
         values: list[float | None] = getattr(self, name)
         return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
-    def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys)
-
 
 # ---- plan.json
 
@@ -253,6 +252,7 @@ class PlanDoc(Document):
     FILE: ClassVar[str] = layout.PLAN_OBJECT
     SCHEMA: ClassVar[int] = 1
     UNVERSIONED: ClassVar[int | None] = 1  # plans built in tests and by older tools
+    JSON_INDENT: ClassVar[int | None] = 1
 
     ladder: str = _f("str")
     run_id: str = _f("str")
@@ -274,9 +274,6 @@ class PlanDoc(Document):
         and of latest.json."""
         return bool(self.what_if_params())
 
-    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys)
-
 
 # ---- analysis.json
 
@@ -291,6 +288,8 @@ class TraceAnalysis(Document):
 
     FILE: ClassVar[str] = layout.ANALYSIS_OBJECT
     SCHEMA: ClassVar[int] = 1
+    JSON_INDENT: ClassVar[int | None] = 2
+    JSON_NEWLINE: ClassVar[bool] = True
     # written exactly when headroom is (None inside a present section is a JSON null)
     WITH_HEADROOM: ClassVar[frozenset[str]] = frozenset(
         {"step_regions_outside_ms_per_step", "mean_step_ms", "roofline_share", "roofline_device"}
@@ -322,9 +321,6 @@ class TraceAnalysis(Document):
         if name in self.WITH_HEADROOM:
             return self.headroom is not None
         return super()._written(name, value)
-
-    def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 
 # ---- collectives.json (analysis/analyzers/ranks.py): the all-ranks join of one rung's traces
@@ -365,6 +361,8 @@ class RankCollectives(Document):
 
     FILE: ClassVar[str] = layout.COLLECTIVES_OBJECT
     SCHEMA: ClassVar[int] = 1
+    JSON_INDENT: ClassVar[int | None] = 2
+    JSON_NEWLINE: ClassVar[bool] = True
 
     world_size: int = _f("int")
     gpus_per_node: int | None = _f("int?", default=None)
@@ -379,9 +377,6 @@ class RankCollectives(Document):
     files: list[str] = _f("list", default=[])
     notes: list[str] = _f("list", default=[])
 
-    def to_json(self, *, indent: int | None = 2, sort_keys: bool = False) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
-
 
 # ---- compare.json (analysis/analyzers/diff.py): what moved between two traces' analyses
 
@@ -395,6 +390,8 @@ class TraceComparison(Document):
 
     FILE: ClassVar[str] = layout.COMPARE_OBJECT
     SCHEMA: ClassVar[int] = 1
+    JSON_INDENT: ClassVar[int | None] = 1
+    JSON_NEWLINE: ClassVar[bool] = True
 
     base: str = _f("str")
     new: str = _f("str")
@@ -416,9 +413,6 @@ class TraceComparison(Document):
     top_ops: list[JSONObject] = _f("list", default=[])
     top_kernels: list[JSONObject] = _f("list", default=[])
     notes: list[str] = _f("list", default=[])
-
-    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 
 # ---- manifest.json (storage/artifacts.py): what a folder holds, for verified reads
@@ -450,6 +444,9 @@ class Manifest(Document):
     SCHEMA: ClassVar[int] = 2
     READS: ClassVar[tuple[int, ...]] = (1,)
     WRITES_SCHEMA: ClassVar[bool] = False
+    JSON_INDENT: ClassVar[int | None] = 2
+    JSON_SORT_KEYS: ClassVar[bool] = True
+    JSON_NEWLINE: ClassVar[bool] = True
 
     version: int = _f("int", key="schema")
     objects: list[ManifestEntry] = _f("list", default=[], part=ManifestEntry)
@@ -457,9 +454,6 @@ class Manifest(Document):
 
     def entry(self, key: str) -> ManifestEntry | None:
         return next((o for o in self.objects if o.key == key), None)
-
-    def to_json(self, *, indent: int | None = 2, sort_keys: bool = True) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys) + "\n"
 
 
 # ---- the published run: summary.json, its reference, the index entry
@@ -476,6 +470,7 @@ class Summary(Document):
     FILE: ClassVar[str] = layout.SUMMARY_JSON
     SCHEMA: ClassVar[int] = 2  # 2: vs_parent from the block model replaces ms_removed / tokens_gained
     READS: ClassVar[tuple[int, ...]] = (1,)  # the top level is unchanged; readers of rows check
+    JSON_INDENT: ClassVar[int | None] = 1
 
     ladder: str = _f("str")
     run_id: str = _f("str")
@@ -497,9 +492,6 @@ class Summary(Document):
     findings: list[str] = _f("list", default=[])
     attribution: list[JSONObject] | None = _f("list?", default=None)
     history: JSONObject | None = _f("object?", default=None, omit_none=True)
-
-    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -541,6 +533,7 @@ class IndexEntry(SummaryRef):
     SCHEMA: ClassVar[int] = 2  # 2: one object per run
     READS: ClassVar[tuple[int, ...]] = (1,)
     WRITES_SCHEMA: ClassVar[bool] = True
+    JSON_INDENT: ClassVar[int | None] = 1
 
     published_at: str = _f("str", default="")
 
@@ -676,6 +669,7 @@ class TriageDoc(Document):
 
     FILE: ClassVar[str] = layout.TRIAGE_OBJECT
     SCHEMA: ClassVar[int] = 1
+    JSON_INDENT: ClassVar[int | None] = 1
 
     ladder: str = _f("str")
     run_id: str = _f("str")
@@ -695,6 +689,3 @@ class TriageDoc(Document):
     reproduce: JSONObject = _f("object", default={})  # "good"/"bad" -> a `traceladder run-rung` command
     error: str | None = _f("str?", default=None, omit_none=True)
     updated_at: str = _f("str", default="")
-
-    def to_json(self, *, indent: int | None = 1, sort_keys: bool = False) -> str:
-        return super().to_json(indent=indent, sort_keys=sort_keys)

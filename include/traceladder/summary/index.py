@@ -62,7 +62,7 @@ def list_entries(store: ArtifactSink, ladder_prefix: str, seen: IndexReads | Non
 
 def put_entry(store: ArtifactSink, ladder_prefix: str, summary_ref: SummaryRef) -> IndexEntry:
     entry = IndexEntry.of(summary_ref, datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    store.put_bytes(entry_key(ladder_prefix, entry.run_id), entry.to_json(indent=1).encode(), "application/json")
+    store.put_bytes(entry_key(ladder_prefix, entry.run_id), entry.to_json().encode(), "application/json")
     return entry
 
 
@@ -94,7 +94,7 @@ def update_latest(store: ArtifactSink, ladder_prefix: str) -> IndexEntry | None:
             return current
         if current is not None and current.order_key() > newest.order_key():
             return current  # points at a newer run than this listing knows: leave it
-        store.put_bytes(key, newest.to_json(indent=1).encode(), "application/json")
+        store.put_bytes(key, newest.to_json().encode(), "application/json")
     return newest
 
 

@@ -42,6 +42,7 @@ def test_noise_model_is_the_fit_of_its_runs() -> None:
     assert stored.run_sd > 0 and len(stored.position_effects) == doc["block_size"]
 
 
+@pytest.mark.slow
 def test_aa_false_call_rate_in_execution_order(shape) -> None:
     model = load_proxy_noise()
     verdicts = simulate_verdicts(model, shape, LADDERS, seed=20261130)
@@ -57,6 +58,7 @@ def test_aa_false_call_rate_in_execution_order(shape) -> None:
     assert k > 0  # a test that can never call anything would pass this bound trivially
 
 
+@pytest.mark.slow
 def test_aa_bound_holds_with_failed_runs_and_three_times_the_position_effect(shape) -> None:
     model = load_proxy_noise()
     harsher = replace(model, position_effects=tuple(3 * p for p in model.position_effects))

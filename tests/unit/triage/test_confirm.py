@@ -17,7 +17,7 @@ from traceladder.triage.bisect import BuildChanges, apply_build
 from traceladder.triage.confirm import Budget, confirm, local_run_block
 from traceladder.triage.explain import cheapest_torch_lens, explain, lens_overlay, local_run_profiled
 
-pytestmark = pytest.mark.triage
+pytestmark = [pytest.mark.triage, pytest.mark.slow]
 # the workload subprocesses import this checkout's package (extra_work_region is new here)
 INCLUDE = str(REPO_ROOT / "include")
 

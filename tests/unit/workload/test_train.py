@@ -244,7 +244,7 @@ def launch_in_process(specs: dict[str, tuple[list[str], dict[str, str]]], base: 
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+def proxy_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     base = tmp_path_factory.mktemp("proxy")
     with ThreadPoolExecutor(max_workers=2) as pool:  # 2 cores: the batch on one, the CLI runs on the other
         batch = pool.submit(launch_in_process, IN_PROCESS, base)
@@ -302,8 +302,8 @@ def sdpa_key_lengths(run: Run) -> set[int]:
         ("PRIMUS_V4_ROUTER_TRITON", "aten::softplus", "aten::log1p"),
     ],
 )
-def test_each_fusion_gate_swaps_its_chain(runs: dict[str, Run], gate: str, on_sign: str, off_sign: str) -> None:
-    on, off = runs["base"].ops(), runs[f"gate_off_{gate}"].ops()
+def test_each_fusion_gate_swaps_its_chain(proxy_runs: dict[str, Run], gate: str, on_sign: str, off_sign: str) -> None:
+    on, off = proxy_runs["base"].ops(), proxy_runs[f"gate_off_{gate}"].ops()
     assert on[on_sign] > off[on_sign], (gate, on[on_sign], off[on_sign])
     assert off[off_sign] > on[off_sign], (gate, on[off_sign], off[off_sign])
     assert elementwise(off) > elementwise(on), gate
@@ -312,14 +312,14 @@ def test_each_fusion_gate_swaps_its_chain(runs: dict[str, Run], gate: str, on_si
     assert off["aten::softplus"] == (0 if gate == "PRIMUS_V4_ROUTER_TRITON" else on["aten::softplus"])
 
 
-def test_all_fusions_off_is_many_more_small_ops(runs: dict[str, Run]) -> None:
-    on, off = runs["base"].ops(), runs["all_gates_off"].ops()
+def test_all_fusions_off_is_many_more_small_ops(proxy_runs: dict[str, Run]) -> None:
+    on, off = proxy_runs["base"].ops(), proxy_runs["all_gates_off"].ops()
     assert elementwise(off) > 1.25 * elementwise(on)
     assert sum(off.values()) > sum(on.values())
 
 
-def test_attention_backends_take_different_paths(runs: dict[str, Run]) -> None:
-    v1, g3, tb = runs["base"], runs["gluon_v3"], runs["turbo"]
+def test_attention_backends_take_different_paths(proxy_runs: dict[str, Run]) -> None:
+    v1, g3, tb = proxy_runs["base"], proxy_runs["gluon_v3"], proxy_runs["turbo"]
     # triton_v1: op by op, no fused attention op
     assert v1.ops()["aten::masked_fill"] >= 2 and v1.ops()["aten::scaled_dot_product_attention"] == 0
     # gluon_v3 and turbo: one SDPA per layer with a mask, no op-by-op masking
@@ -331,15 +331,15 @@ def test_attention_backends_take_different_paths(runs: dict[str, Run]) -> None:
     assert v1.ops()["aten::constant_pad_nd"] == g3.ops()["aten::constant_pad_nd"]
 
 
-def test_grouped_gemm_replaces_the_per_expert_loop(runs: dict[str, Run]) -> None:
-    loop, grouped = runs["base"].ops(), runs["grouped"].ops()
+def test_grouped_gemm_replaces_the_per_expert_loop(proxy_runs: dict[str, Run]) -> None:
+    loop, grouped = proxy_runs["base"].ops(), proxy_runs["grouped"].ops()
     # loop: 2 mm per expert per layer forward, and their dgrad/wgrad in backward
     assert loop["aten::mm"] - grouped["aten::mm"] >= 3 * 2 * 8 * 2
     assert grouped["aten::bmm"] >= loop["aten::bmm"] + 2 * 2
 
 
-def test_deepep_swaps_allgather_for_exact_split_all_to_all(runs: dict[str, Run]) -> None:
-    ag, a2a = runs["ep_allgather"], runs["ep_deepep"]
+def test_deepep_swaps_allgather_for_exact_split_all_to_all(proxy_runs: dict[str, Run]) -> None:
+    ag, a2a = proxy_runs["ep_allgather"], proxy_runs["ep_deepep"]
     layers = 2
     # baseline: per layer one all-gather forward and one in backward, + 1 for the log stats
     assert ag.ops()["c10d::allgather_"] == 2 * layers + 1
@@ -351,35 +351,35 @@ def test_deepep_swaps_allgather_for_exact_split_all_to_all(runs: dict[str, Run])
     assert all_to_all_splits, "record_shapes should expose the collective sizes"
 
 
-def test_mega_moe_is_a_chunked_fused_op_with_hand_written_backward(runs: dict[str, Run]) -> None:
-    mega, deepep = runs["ep_mega"], runs["ep_deepep"]
+def test_mega_moe_is_a_chunked_fused_op_with_hand_written_backward(proxy_runs: dict[str, Run]) -> None:
+    mega, deepep = proxy_runs["ep_mega"], proxy_runs["ep_deepep"]
     ops = mega.ops()
     assert ops["autograd::engine::evaluate_function: _MegaMoEBackward"] == 2
     # 2 chunks: per layer 1 count exchange + 2 dispatch + 2 combine forward, 2 + 2 backward
     assert ops["c10d::alltoall_base_"] == 2 * 9
     assert ops["c10d::alltoall_base_"] > deepep.ops()["c10d::alltoall_base_"]
-    assert ops["aten::mm"] < runs["base"].ops()["aten::mm"]  # no per-expert loop
+    assert ops["aten::mm"] < proxy_runs["base"].ops()["aten::mm"]  # no per-expert loop
     # the chunked stages are visible as separate ranges
     # 2 layers x 2 chunks, forward and (hand-written) backward
     assert mega.ranges()["moe_experts"] == 2 * 2 * 2 and mega.ranges()["moe_dispatch"] > 2
 
 
-def test_recompute_replays_the_first_n_layers(runs: dict[str, Run]) -> None:
-    plain, rec = runs["base"], runs["recompute"]
+def test_recompute_replays_the_first_n_layers(proxy_runs: dict[str, Run]) -> None:
+    plain, rec = proxy_runs["base"], proxy_runs["recompute"]
     assert plain.ranges()["attention"] == 2
     assert rec.ranges()["attention"] == 3  # 2 layers forward + layer 0 again in backward
     assert rec.ops()["aten::mm"] > plain.ops()["aten::mm"]
 
 
-def test_global_batch_size_accumulates_micro_batches(runs: dict[str, Run]) -> None:
-    one, two = runs["base"], runs["gbs2"]
+def test_global_batch_size_accumulates_micro_batches(proxy_runs: dict[str, Run]) -> None:
+    one, two = proxy_runs["base"], proxy_runs["gbs2"]
     assert two.ranges()["attention"] == 2 * one.ranges()["attention"]
     assert two.ranges()["optimizer_step"] == one.ranges()["optimizer_step"] == 1
     assert "micro_batches_per_rank=2" in two.stdout
 
 
-def test_profiled_window_carries_the_named_ranges(runs: dict[str, Run]) -> None:
-    ranges = runs["ep_allgather"].ranges()
+def test_profiled_window_carries_the_named_ranges(proxy_runs: dict[str, Run]) -> None:
+    ranges = proxy_runs["ep_allgather"].ranges()
     for name in ("attention", "moe_router", "moe_dispatch", "moe_experts", "moe_combine"):
         assert ranges[name] == 2, name
     assert ranges["optimizer_step"] == 1
@@ -398,18 +398,18 @@ def _adds_under_accumulate_grad(run: Run) -> tuple[list[dict], list[dict]]:
     return nodes, adds
 
 
-def test_grads_are_added_to_main_grad_under_accumulate_grad(runs: dict[str, Run]) -> None:
+def test_grads_are_added_to_main_grad_under_accumulate_grad(proxy_runs: dict[str, Run]) -> None:
     # Megatron's DDP hook: each micro-batch's grad is added into the parameter's main_grad inside
     # the AccumulateGrad node, so aten::add_ shows there, the stacked expert weights (3-D) included.
-    nodes, adds = _adds_under_accumulate_grad(runs["ep_deepep"])
+    nodes, adds = _adds_under_accumulate_grad(proxy_runs["ep_deepep"])
     assert nodes and len(adds) == len(nodes)  # one add per parameter per micro-batch
     assert any(len(e["args"]["Input Dims"][0]) == 3 for e in adds)
 
 
-def test_mega_moe_accumulates_its_expert_wgrads_in_place(runs: dict[str, Run]) -> None:
+def test_mega_moe_accumulates_its_expert_wgrads_in_place(proxy_runs: dict[str, Run]) -> None:
     # The fused op writes the expert weight grads straight into main_grad (baddbmm_ inside its
     # backward): no per-micro-batch expert grad tensor, so no 3-D add under AccumulateGrad.
-    mega = runs["ep_mega"]
+    mega = proxy_runs["ep_mega"]
     nodes, adds = _adds_under_accumulate_grad(mega)
     assert nodes and adds and not any(len(e["args"]["Input Dims"][0]) == 3 for e in adds)
     backward = [e for e in mega.events() if e["name"] == "_MegaMoEBackward"]
@@ -421,11 +421,11 @@ def test_mega_moe_accumulates_its_expert_wgrads_in_place(runs: dict[str, Run]) -
     assert backward and len(inside) == 2 * 2 * len(backward)  # w1 and w2, per chunk (2 chunks)
 
 
-def test_extra_work_is_real_matmul_work_in_every_iteration(runs: dict[str, Run]) -> None:
+def test_extra_work_is_real_matmul_work_in_every_iteration(proxy_runs: dict[str, Run]) -> None:
     # the positive control: one `extra_work` range per iteration, made of matmuls, not a sleep
-    run = runs["ep_extra"]
+    run = proxy_runs["ep_extra"]
     assert run.ranges()["extra_work"] == 1
-    assert runs["ep_allgather"].ranges()["extra_work"] == 0
+    assert proxy_runs["ep_allgather"].ranges()["extra_work"] == 0
     inside = [e for e in run.events() if e["name"] == "extra_work"]
     start, end = inside[0]["ts"], inside[0]["ts"] + inside[0]["dur"]
     assert any(e["name"] == "aten::mm" and start <= e["ts"] <= end for e in run.events())
@@ -452,11 +452,11 @@ def test_extra_work_is_sized_from_the_warm_up_step() -> None:
         parse(["--extra_work_pct", "-5"], env={})
 
 
-def test_ranks_pin_their_compute_thread(runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ranks_pin_their_compute_thread(proxy_runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
     from traceladder.workload import quiet
 
     assert re.search(
-        r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", runs["ep_unprofiled"].stdout, re.M
+        r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", proxy_runs["ep_unprofiled"].stdout, re.M
     )
     assert quiet.rank_core(0, {4, 5}) == 4 and quiet.rank_core(1, {4, 5}) == 5 and quiet.rank_core(2, {4, 5}) == 4
     monkeypatch.setenv(quiet.PIN_ENV, "0")
@@ -466,53 +466,53 @@ def test_ranks_pin_their_compute_thread(runs: dict[str, Run], monkeypatch: pytes
 # ------------------------------------------------------------------ numerics and memory
 
 
-def test_expert_parallel_matches_single_rank_loss(runs: dict[str, Run]) -> None:
+def test_expert_parallel_matches_single_rank_loss(proxy_runs: dict[str, Run]) -> None:
     # Same seed and global batch: EP=2 (each rank 1 micro-batch, half the experts) against EP=1
     # (2 micro-batches, all experts), for every dispatcher path.
-    ref = runs["gbs2"].losses
+    ref = proxy_runs["gbs2"].losses
     assert len(ref) == 3 and ref[-1] < ref[0]
     for name in ("ep_allgather", "ep_deepep", "ep_mega", "ep_unprofiled"):
-        assert runs[name].losses == pytest.approx(ref, rel=2e-5), name
+        assert proxy_runs[name].losses == pytest.approx(ref, rel=2e-5), name
 
 
-def test_switches_change_the_path_not_the_math(runs: dict[str, Run]) -> None:
-    ref = runs["base"].losses
+def test_switches_change_the_path_not_the_math(proxy_runs: dict[str, Run]) -> None:
+    ref = proxy_runs["base"].losses
     for name in IN_PROCESS:
         if name != "gbs2":
-            assert runs[name].losses == pytest.approx(ref, rel=1e-4), name
+            assert proxy_runs[name].losses == pytest.approx(ref, rel=1e-4), name
 
 
-def test_recompute_off_raises_peak_memory(runs: dict[str, Run]) -> None:
+def test_recompute_off_raises_peak_memory(proxy_runs: dict[str, Run]) -> None:
     def peak(run: Run) -> float:
         m = LINE_FULL.match(run.iteration_lines[-1])
         assert m, run.iteration_lines[-1]
         return float(m.group(19))
 
-    off, on = peak(runs["mem_recompute_off"]), peak(runs["mem_recompute_on"])
+    off, on = peak(proxy_runs["mem_recompute_off"]), peak(proxy_runs["mem_recompute_on"])
     assert off - on >= 0.1, (off, on)
 
 
 # ------------------------------------------------------------------ lenses and logs
 
 
-def test_lenses_write_the_traces_primus_would(runs: dict[str, Run]) -> None:
+def test_lenses_write_the_traces_primus_would(proxy_runs: dict[str, Run]) -> None:
     def names(run: Run) -> list[re.Match]:
         found = [TRACE_NAME.match(p.name) for p in run.traces()]
         assert all(found), [p.name for p in run.traces()]
         return found
 
-    rank0 = names(runs["ep_allgather"])
+    rank0 = names(proxy_runs["ep_allgather"])
     assert [(m.group(1), m.group(3)) for m in rank0] == [("0", ".gz")]
     assert abs(int(rank0[0].group(2)) / 1000 - time.time()) < 3600  # unix milliseconds
-    assert sorted(m.group(1) for m in names(runs["ep_deepep"])) == ["0", "1"]
-    plain = names(runs["recompute"])
+    assert sorted(m.group(1) for m in names(proxy_runs["ep_deepep"])) == ["0", "1"]
+    plain = names(proxy_runs["recompute"])
     assert [m.group(3) for m in plain] == [None]  # torch_profiler_use_gzip False
     for unprofiled in ("ep_unprofiled", "mem_recompute_on"):
-        assert runs[unprofiled].traces() == [], unprofiled
+        assert proxy_runs[unprofiled].traces() == [], unprofiled
 
 
-def test_log_lines_have_primus_shapes(runs: dict[str, Run]) -> None:
-    run = runs["ep_unprofiled"]
+def test_log_lines_have_primus_shapes(proxy_runs: dict[str, Run]) -> None:
+    run = proxy_runs["ep_unprofiled"]
     out = run.stdout.splitlines()
     assert sum(ln.startswith("[proxy] world_size=2 layers=2 experts=8 topk=2") for ln in out) == 1
     header = next(ln for ln in out if ln.startswith("[proxy]"))
@@ -548,11 +548,11 @@ def test_log_lines_have_primus_shapes(runs: dict[str, Run]) -> None:
     logged = [float(re.search(r"step cpu time per iteration \(ms\): ([\d.]+)", ln).group(1)) for ln in lines]
     # the rank line has 2 decimals, the log line 1: each within half its last digit of the same value
     assert [max(map(float, r)) for r in by_rank] == pytest.approx(logged, abs=0.055 + 1e-9)
-    assert RANK_CPU_PREFIX not in runs["ep_allgather"].stdout  # off unless asked for
+    assert RANK_CPU_PREFIX not in proxy_runs["ep_allgather"].stdout  # off unless asked for
 
 
-def test_unmodelled_keys_are_named_once(runs: dict[str, Run]) -> None:
-    lines = runs["ep_unprofiled"].stderr.splitlines()
+def test_unmodelled_keys_are_named_once(proxy_runs: dict[str, Run]) -> None:
+    lines = proxy_runs["ep_unprofiled"].stderr.splitlines()
     assert lines.count(UNMODELLED) == 1
 
 
@@ -787,8 +787,8 @@ def test_fused_swiglu_kernels_match_float64_over_the_whole_float32_range() -> No
         assert np.abs(dh - grad_np).max() <= 1e-5 * np.abs(grad_np).max(), limit
 
 
-def test_the_log_line_carries_the_slowest_ranks_compute_thread_cpu_time(runs: dict[str, Run]) -> None:
-    lines = [ln for ln in runs["base"].stdout.splitlines() if "elapsed time per iteration" in ln]
+def test_the_log_line_carries_the_slowest_ranks_compute_thread_cpu_time(proxy_runs: dict[str, Run]) -> None:
+    lines = [ln for ln in proxy_runs["base"].stdout.splitlines() if "elapsed time per iteration" in ln]
     assert lines and all(re.search(r"step cpu time per iteration \(ms\): \d+\.\d \|", ln) for ln in lines)
 
 
