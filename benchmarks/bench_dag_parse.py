@@ -10,8 +10,10 @@ ratio to the same processes' own import of Airflow (a yardstick that scales with
 the one-task DAG costs next to nothing), and the per-file seconds that ``DagBag.dagbag_stats``
 gives (the figure ``airflow dags report`` prints).
 
-Target (#53): the whole folder ≤ 1 s, with room left for one more small DAG file (the triage
-issue's): ≤ 0.9 s of CPU here.
+Target (#53): the whole folder ≤ 1 s of CPU here, the triage issue's DAG file (ladder_triage.py,
+about 10 ms) included. The guest's speed moves from one process to the next and from hour to hour
+(its own import of Airflow took 1.56 s CPU at 08:31 and 2.0 s at 10:56 on 2026-12-06, idle both
+times), so read the figure with the "over importing Airflow" ratio beside it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from benchmarks.common import REPO, Context, Row, load
 
-TARGET_S = 0.9  # 1 s less room for one more small DAG file
+TARGET_S = 1.0
 
 _MEASURE = """
 import json, sys, time

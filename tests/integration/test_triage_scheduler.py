@@ -193,6 +193,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         stack.unpause(WEEKLY_DAG)
         weekly = stack.trigger(WEEKLY_DAG)
         assert stack.wait_for_run(WEEKLY_DAG, weekly, timeout_s=600) == "success"
+        weekly_done = time.monotonic()
         tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(WEEKLY_DAG, weekly)}
         run_id = safe_key_part(weekly)
         key = f"traceladder/{LADDER}/{run_id}/summary/summary.json"
@@ -210,6 +211,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         triage = triage_run_id(LADDER, run_id)
         _await_run(stack, DAG_ID, triage, timeout_s=120)
         answered = _approve(stack, triage)
+        approved = time.monotonic()
         assert answered["chosen_options"] == ["Approve"]
         state = stack.wait_for_run(DAG_ID, triage, timeout_s=1200)
         tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(DAG_ID, triage)}
@@ -222,6 +224,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         notice, message = _Receiver.received
         assert message["text"].startswith(f"traceladder {LADDER} run {run_id}: confirmed regression in baseline")
         assert "reproduce bad: traceladder run-rung" in message["text"]
+        triaged = time.monotonic()
         # a second trigger for the same ladder run starts nothing and says so in its suspects task
         again = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": run_id})
         assert stack.wait_for_run(DAG_ID, again, timeout_s=300) == "success"
@@ -232,7 +235,11 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert "already triaged (baseline: done): nothing started" in json.dumps(said)
         assert len(_Receiver.received) == 2  # the weekly notice and one verdict: no second verdict
         took = time.monotonic() - started
-        print(f"test_triage_scheduler: the stack and seeded history {seeded - started:.0f} s, in all {took:.0f} s")
+        print(
+            f"test_triage_scheduler: the stack and seeded history {seeded - started:.0f} s, the weekly run "
+            f"{weekly_done - seeded:.0f} s, the triage to its approval {approved - weekly_done:.0f} s and after it "
+            f"{triaged - approved:.0f} s, the second trigger {time.monotonic() - triaged:.0f} s; in all {took:.0f} s"
+        )
     finally:
         server.shutdown()
         keep_logs(stack, "test_triage_scheduler")

@@ -242,8 +242,14 @@ class LocalStack:
             log.close()
 
     def stop(self) -> None:
-        for name in reversed(list(self._procs)):
-            self.stop_component(name)
+        """Every component at once (each takes seconds to drain on SIGTERM; one after another,
+        a test's teardown waited for their sum), then the S3 server they used."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        names = list(self._procs)
+        if names:
+            with ThreadPoolExecutor(max_workers=len(names)) as pool:
+                list(pool.map(self.stop_component, names))
         if self._own_s3 and self.s3 is not None and self.s3.running():
             self.s3.stop()
 

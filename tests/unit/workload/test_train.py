@@ -456,7 +456,9 @@ def test_ranks_pin_their_compute_thread(proxy_runs: dict[str, Run], monkeypatch:
     from traceladder.workload import quiet
 
     assert re.search(
-        r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$", proxy_runs["ep_unprofiled"].stdout, re.M
+        r"^\[proxy\] rank 1: compute thread on core \d+, 1 intra-op thread\(s\)$",
+        proxy_runs["ep_unprofiled"].stdout,
+        re.M,
     )
     assert quiet.rank_core(0, {4, 5}) == 4 and quiet.rank_core(1, {4, 5}) == 5 and quiet.rank_core(2, {4, 5}) == 4
     monkeypatch.setenv(quiet.PIN_ENV, "0")
