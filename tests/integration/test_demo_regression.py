@@ -14,6 +14,7 @@ import pytest
 
 from traceladder.core import layout
 from traceladder.core.documents import TriageDoc
+from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS
 
 pytestmark = [pytest.mark.triage, pytest.mark.e2e]
 INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
@@ -58,9 +59,21 @@ def test_demo_regression_bisects_to_the_injected_build(
     ]
     confirm = doc.steps[0]
     assert confirm.interval_pct is not None and confirm.interval_pct[0] > 0
-    # the explanation names the region the build slowed (analysis/reports/step_regions.py)
+    # a look after each block; a stop from the first look that has 2 df (stats/sequential.py)
+    assert confirm.blocks == confirm.looks[-1]["blocks"] >= CONFIRM_MIN_BLOCKS
+    # each A and B run of the last step ran the build its spec named (the runs keep their rung ids
+    # step after step; each step's figures are in triage.json)
+    confirm_runs = sorted((tmp_path / "work" / "confirm").rglob(layout.METRICS_OBJECT))
+    assert {p.parent.name for p in confirm_runs} >= {"triage-A.b0", "triage-B.b0"}, confirm_runs
+    for path in confirm_runs:
+        metrics, spec = json.loads(path.read_text()), json.loads((path.parent / "spec.json").read_text())
+        assert metrics["status"] == "ok" and metrics["provenance"]["build"] == spec["docker_env_vars"]["TRACELADDER_BUILD"]
+    # the explanation names the region the build slowed (analysis/reports/step_regions.py), and the
+    # op that does the injected work (workload/extra.py: matmuls) moved most
     assert doc.explanation is not None and doc.explanation.error is None
     assert doc.explanation.sentence and "by region attention +" in doc.explanation.sentence
+    top = max(doc.explanation.top_ops, key=lambda op: abs(float(op["delta_us"])))
+    assert top["name"] == "aten::mm" and float(top["delta_us"]) > 0, doc.explanation.top_ops
 
     # the local copy holds the stored triage.json, as S3 does
     stored = outcome.local / doc.run_id / layout.TRIAGE_FOLDER / "baseline" / layout.TRIAGE_OBJECT
