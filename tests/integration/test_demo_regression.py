@@ -67,7 +67,8 @@ def test_demo_regression_bisects_to_the_injected_build(
     assert {p.parent.name for p in confirm_runs} >= {"triage-A.b0", "triage-B.b0"}, confirm_runs
     for path in confirm_runs:
         metrics, spec = json.loads(path.read_text()), json.loads((path.parent / "spec.json").read_text())
-        assert metrics["status"] == "ok" and metrics["provenance"]["build"] == spec["docker_env_vars"]["TRACELADDER_BUILD"]
+        assert metrics["status"] == "ok", metrics
+        assert metrics["provenance"]["build"] == spec["docker_env_vars"]["TRACELADDER_BUILD"], path
     # the explanation names the region the build slowed (analysis/reports/step_regions.py), and the
     # op that does the injected work (workload/extra.py: matmuls) moved most
     assert doc.explanation is not None and doc.explanation.error is None
