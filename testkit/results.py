@@ -70,3 +70,12 @@ def store_suspect_summary(store: Any, prefix: str, ladder: str, suspect: Mapping
     summary = Summary(ladder=ladder, run_id=run_id, rungs=[], history={"suspects": [dict(suspect)]})
     run = layout.run_prefix(prefix, ladder, run_id)
     store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
+
+
+def describe_steps(steps: Sequence[Any]) -> str:
+    """A triage's steps, one line each with every look (an assertion message pytest does not cut)."""
+    return "\n".join(
+        f"{s.kind} {s.good} -> {s.candidate}: {s.verdict} {s.delta_pct} {s.interval_pct} after {s.blocks} blocks"
+        f" ({s.reason}); looks: {json.dumps(s.looks)}"
+        for s in steps
+    )

@@ -37,6 +37,8 @@ from traceladder.core.errors import TraceladderError
 
 Purpose = Literal["measure", "lens", "profile"]
 SPEC_SCHEMA = 1  # the runner spec's version (spec.json, and each spec in plan.json)
+# Primus's override for the iterations its averages leave out; the spec's warmup_iters sets it
+WARMUP_ARG = "log_avg_skip_iterations"
 Backend = Literal["local", "docker"]
 
 
@@ -98,8 +100,11 @@ class SpecFields:
         return self.lens != "none"
 
     def primus_args(self) -> list[str]:
-        """Primus command-line overrides, `--key value`, as madengine's run.sh passes them."""
-        return render_overrides(self.model_args)
+        """Primus command-line overrides, `--key value`, as madengine's run.sh passes them. The
+        first is `--log_avg_skip_iterations <warmup_iters>`: Primus's own averages, the runner's
+        step time and the proxy's extra-work calibration (workload/extra.py, at the last warm-up
+        iteration) then leave out the same iterations."""
+        return render_overrides({WARMUP_ARG: self.warmup_iters, **self.model_args})
 
     def to_json(self) -> str:
         raise NotImplementedError  # each spec class writes the same bytes its own way

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.results import describe_steps
+
 from traceladder.core import layout
 from traceladder.core.documents import TriageDoc
 from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS
@@ -49,7 +51,7 @@ def test_demo_regression_bisects_to_the_injected_build(
 
     (doc,) = outcome.docs
     assert doc.state == "done" and doc.label == "confirmed regression", doc.conclusion
-    assert outcome.injected == "nightly-2026-11-27" and doc.first_bad == outcome.injected, doc.steps
+    assert outcome.injected == "nightly-2026-11-27" and doc.first_bad == outcome.injected, describe_steps(doc.steps)
     assert doc.last_good == "nightly-2026-11-25"
     kinds = [(s.kind, s.good, s.candidate, s.verdict) for s in doc.steps]
     assert kinds[0][0] == "confirm" and kinds[0][3] == "confirmed"

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from testkit.results import describe_steps
+
 from tests.integration.stack_harness import keep_logs, start_stack
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.triage, pytest.mark.service]
@@ -218,7 +220,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert state == "success" and tis["triage"] == "success" and tis["no_approval"] == "skipped", tis
         key = f"traceladder/{LADDER}/{run_id}/triage/baseline/triage.json"
         doc = TriageDoc.from_json(stack.s3.client().get_object(Bucket=stack.s3.bucket, Key=key)["Body"].read(), key)
-        assert doc.state == "done" and doc.label == "confirmed regression", doc.steps
+        assert doc.state == "done" and doc.label == "confirmed regression", describe_steps(doc.steps)
         assert doc.steps[0].kind == "confirm" and doc.steps[0].verdict == "confirmed"
         assert doc.suspect.good_run_id == good_weeks[-1] and (doc.last_good, doc.first_bad) == ("n0", "n1")
         notice, message = _Receiver.received

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from testkit.results import describe_steps
+
 from tests.integration.test_slurm import SSH_CONN, slurm_conn, slurm_ladders, write_ladder  # noqa: F401 - fixtures, requested by name
 from traceladder.core.documents import TriageDoc
 
@@ -111,7 +113,7 @@ def test_a_confirm_runs_its_blocks_as_slurm_jobs_and_confirms_the_injected_work(
         "state": "done",
         "label": "confirmed regression",
         "first_bad": "n1",
-    }, doc.steps
+    }, describe_steps(doc.steps)
     assert str(brief["confirm"]).startswith("baseline: the confirm: confirmed +"), brief
     (step,) = doc.steps  # two builds: the confirm itself compared them
     assert (step.kind, step.good, step.candidate, step.verdict) == ("confirm", "w4", "w5", "confirmed"), step

@@ -15,8 +15,12 @@ from traceladder.config.models import (
     SwitchValue,
 )
 from traceladder.core.errors import TraceladderError
+from traceladder.rung_spec import WARMUP_ARG
 
 Assignment = dict[str, SwitchValue]
+_WARMUP_OWNED = (
+    "is set from the ladder's warmup_iters (Primus and the runner skip the same iterations); set that instead"
+)
 _PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@continuous"}
 
 
@@ -127,6 +131,8 @@ def _check_builds(ladder: Ladder) -> None:
     for i, name in enumerate(names):
         if name in names[:i]:
             raise LadderConfigError(f"builds[{i}].name", f"duplicate build name {name!r}")
+        if WARMUP_ARG in ladder.builds[i].changes.model_args:
+            raise LadderConfigError(f"builds[{i}].changes.model_args.{WARMUP_ARG}", _WARMUP_OWNED)
     if ladder.build is not None and ladder.build not in names:
         raise LadderConfigError("build", f"{ladder.build!r} is not in the build catalog (builds: {names})")
 
@@ -201,7 +207,9 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         if len(set(ladder.lenses.use)) != len(ladder.lenses.use):
             raise LadderConfigError("lenses.use", "duplicate lens")
 
-    for assignment in assignments.values():
+    for rung, assignment in assignments.items():
+        if WARMUP_ARG in overrides_for(ladder, assignment).model_args:
+            raise LadderConfigError(f"rungs[{rung}].model_args.{WARMUP_ARG}", _WARMUP_OWNED)
         for lens_value in lens_switch.values:
             check_profile_window(
                 ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}"

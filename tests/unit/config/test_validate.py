@@ -205,6 +205,24 @@ def test_minimal_ladder_is_valid(tmp_path: Path) -> None:
         ),
         (lambda d: d.update(lenses={"use": ["torch_rank0"]}), "lenses.rung", "no rung to run them on"),
         (lambda d: d.update(seed=-1), "seed", "greater than or equal to 0"),
+        (
+            lambda d: d["base"]["model_args"].update(log_avg_skip_iterations=2),
+            "rungs[baseline].model_args.log_avg_skip_iterations",
+            "is set from the ladder's warmup_iters",
+        ),
+        (
+            lambda d: d.update(
+                builds=[
+                    {
+                        "name": "b",
+                        "created": "2026-11-01T00:00:00Z",
+                        "changes": {"model_args": {"log_avg_skip_iterations": 3}},
+                    }
+                ]
+            ),
+            "builds[0].changes.model_args.log_avg_skip_iterations",
+            "set that instead",
+        ),
     ],
 )
 def test_bad_ladders_name_the_field(tmp_path: Path, mutate, field: str, reason: str) -> None:

@@ -142,6 +142,8 @@ def test_additional_context_is_madengine_shaped() -> None:
     assert "--compress_ratios [0,0,4,128,4,128,4,0]" in context["model_args"]
     assert "--use_turbo_mega_moe True" in context["model_args"]
     assert json.loads(json.dumps(context)) == context
+    # Primus leaves the ladder's warm-up out of its own averages, as the runner does
+    assert context["model_args"].startswith(f"--log_avg_skip_iterations {spec.warmup_iters} ")
     torch_spec = by_id(build_plan(SEED, repeats=1))["recompute_off.torch_rank0.l0"]
     assert torch_spec.profile_window == (6, 9)
     assert "--profile_ranks [0]" in torch_spec.additional_context()["model_args"]
