@@ -215,19 +215,33 @@ def _gate_exps(h: Array, r: int, limit: float, mant: Array, bits: Array) -> None
         mant[f], bits[f] = _exp_parts(-gate)
 
 
+@njit(inline="always", nogil=True, fastmath=True, error_model="numpy")
+def _exp_buffers(width: int) -> tuple[Array, Array, Array]:
+    """A row's exp(-gate) parts for _gate_exps: mantissas, 2**n bits, and those bits as float32."""
+    mant, bits = np.empty(width, np.float32), np.empty(width, np.int32)
+    return mant, bits, bits.view(np.float32)
+
+
+@njit(inline="always", nogil=True, fastmath=True, error_model="numpy")
+def _gate_up(h: Array, r: int, f: int, width: int, limit: float) -> tuple[np.float32, np.float32, bool, bool]:
+    """Row r's gate and up at f, clamped as V4 clamps them when limit > 0 (gate above, up on both
+    sides), and whether each passed its clamp (the backward stops the grad where one bit)."""
+    gate, up = h[r, f], h[r, width + f]
+    if limit > 0:
+        return min(gate, limit), min(max(up, -limit), limit), gate < limit, -limit < up < limit
+    return gate, up, True, True
+
+
 @njit(_SWIGLU_FORWARD, cache=True, nogil=True, fastmath=True, error_model="numpy")
 def swiglu_forward(h: Array, limit: float, act: Array) -> None:
     """act = silu(gate) * up over rows h = [gate | up] [R, 2F]; with limit > 0, V4's clamped form
     (gate clamped above, up on both sides)."""
     n_rows, width = act.shape
-    mant, bits = np.empty(width, np.float32), np.empty(width, np.int32)
-    scale = bits.view(np.float32)
+    mant, bits, scale = _exp_buffers(width)
     for r in range(n_rows):
         _gate_exps(h, r, limit, mant, bits)
         for f in range(width):
-            gate, up = h[r, f], h[r, width + f]
-            if limit > 0:
-                gate, up = min(gate, limit), min(max(up, -limit), limit)
+            gate, up, _, _ = _gate_up(h, r, f, width, limit)
             act[r, f] = gate * (_ONE / (_ONE + mant[f] * scale[f])) * up  # as the backward writes it
 
 
@@ -236,16 +250,11 @@ def swiglu_backward(dact: Array, h: Array, limit: float, dh: Array, act: Array) 
     """dh = [d gate | d up] from dact; the grad stops where a clamp bit, as clamp's backward.
     Also writes act again (the wgrad of the second GEMM needs it; recomputing beats keeping it)."""
     n_rows, width = act.shape
-    mant, bits = np.empty(width, np.float32), np.empty(width, np.int32)
-    scale = bits.view(np.float32)
+    mant, bits, scale = _exp_buffers(width)
     for r in range(n_rows):
         _gate_exps(h, r, limit, mant, bits)
         for f in range(width):
-            gate, up = h[r, f], h[r, width + f]
-            gate_on = up_on = True
-            if limit > 0:
-                gate_on, up_on = gate < limit, -limit < up < limit
-                gate, up = min(gate, limit), min(max(up, -limit), limit)
+            gate, up, gate_on, up_on = _gate_up(h, r, f, width, limit)
             sig = _ONE / (_ONE + mant[f] * scale[f])
             silu = gate * sig
             act[r, f] = silu * up
