@@ -63,10 +63,13 @@ def test_demo_regression_bisects_to_the_injected_build(
     assert confirm.interval_pct is not None and confirm.interval_pct[0] > 0
     # a look after each block; a stop from the first look that has 2 df (stats/sequential.py)
     assert confirm.blocks == confirm.looks[-1]["blocks"] >= CONFIRM_MIN_BLOCKS
-    # each A and B run of the last step ran the build its spec named (the runs keep their rung ids
-    # step after step; each step's figures are in triage.json)
+    # every step kept its own runs (named by step, side and block), and each A and B run ran the
+    # build its spec named
     confirm_runs = sorted((tmp_path / "work" / "confirm").rglob(layout.METRICS_OBJECT))
-    assert {p.parent.name for p in confirm_runs} >= {"triage-A.b0", "triage-B.b0"}, confirm_runs
+    names = {p.parent.name for p in confirm_runs}
+    for k, step in enumerate(doc.steps):
+        want = {f"triage-baseline.s{k}-{side}.b{b}" for side in "AB" for b in range(step.blocks)}
+        assert want <= names, (k, sorted(names))
     for path in confirm_runs:
         metrics, spec = json.loads(path.read_text()), json.loads((path.parent / "spec.json").read_text())
         assert metrics["status"] == "ok", metrics

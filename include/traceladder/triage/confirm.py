@@ -59,9 +59,10 @@ def look_at(
     return confirm_look(contrast.diff, contrast.se, contrast.df, blocks, suspect_log, max_blocks, alpha, final)
 
 
-def side_spec(spec: Mapping[str, JSONValue], side: str, block: int) -> JSONObject:
-    """A confirm run's spec: the side's resolved spec as a measure run, named by side and block, so
-    its artifacts never overwrite the ladder run's."""
+def side_spec(spec: Mapping[str, JSONValue], side: str, block: int, step: int = 0) -> JSONObject:
+    """A confirm run's spec: the side's resolved spec as a measure run, named by its rung, the
+    triage step, side and block (`triage-baseline.s1-B.b0`), so its artifacts overwrite neither the
+    ladder run's nor an earlier step's."""
     out: JSONObject = dict(spec)
     out.update(
         lens="none",
@@ -70,7 +71,7 @@ def side_spec(spec: Mapping[str, JSONValue], side: str, block: int) -> JSONObjec
         repeat=block,
         block=block,
         position=0,
-        rung_id=f"triage-{side}.b{block}",
+        rung_id=f"triage-{spec.get('rung')}.s{step}-{side}.b{block}",
     )
     return out
 
@@ -87,10 +88,12 @@ def confirm(
     kind: str = "confirm",
     metric: str = "wall",
     seed: int = 0,
+    step: int = 0,
     clock: Callable[[], float] = time.monotonic,
 ) -> TriageStep:
     """Run blocks of one A and one B run (each block's order drawn from `seed`) until a stop, the
-    block budget or the time budget; the step with its verdict, interval and every look."""
+    block budget or the time budget; the step with its verdict, interval and every look. `step`:
+    the step's place in its triage, which names its runs (`side_spec`)."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible run order, not a secret
     statistic = "mean" if metric == "cpu" else "median"
     runs: list[Run] = []
@@ -106,7 +109,7 @@ def confirm(
         t0 = clock()
         order = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
         for at, side in enumerate(order):
-            metrics = run_block(side_spec(spec_a if side == "A" else spec_b, side, block), side, block)
+            metrics = run_block(side_spec(spec_a if side == "A" else spec_b, side, block, step), side, block)
             value, values = _figure(metrics, metric)
             if metrics.get("status") != "ok" or value is None:
                 if block == 0:

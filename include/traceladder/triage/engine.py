@@ -112,6 +112,7 @@ class _Triage:
                 kind=kind,
                 metric=self.ctx.metric,
                 seed=_seed(self.ctx.run_id, self.doc.rung, kind, good[0], bad[0]),
+                step=len(self.doc.steps),
             )
         except CandidateUnavailable as exc:
             result = TriageStep(

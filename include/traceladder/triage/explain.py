@@ -40,7 +40,7 @@ def profiled(spec: Mapping[str, JSONValue], overlay: Mapping[str, JSONValue], si
     out: JSONObject = dict(spec)
     out.update({k: v for k, v in overlay.items() if k != "model_args"})
     out["model_args"] = {**as_object(spec.get("model_args") or {}), **as_object(overlay.get("model_args") or {})}
-    out.update(repeat=0, block=0, position=0, rung_id=f"triage-explain-{side}")
+    out.update(repeat=0, block=0, position=0, rung_id=f"triage-{spec.get('rung')}.explain-{side}")
     return out
 
 

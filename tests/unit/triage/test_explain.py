@@ -30,5 +30,5 @@ def test_the_overlay_is_what_the_lens_changes_in_the_plan_and_profiles_either_en
     # only the model args the lens sets, none the measure run already has
     assert overlay["model_args"] and all(measure["model_args"].get(k) != v for k, v in overlay["model_args"].items())
     bad = profiled(measure, overlay, "B")
-    assert bad["lens"] == lens and bad["rung_id"] == "triage-explain-B" and bad["block"] == 0
+    assert bad["lens"] == lens and bad["rung_id"] == "triage-baseline.explain-B" and bad["block"] == 0
     assert bad["model_args"] == {**measure["model_args"], **overlay["model_args"]}
