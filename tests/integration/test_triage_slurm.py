@@ -164,5 +164,7 @@ def test_a_slurm_that_takes_no_job_ends_insufficient_naming_the_nodes(
     (step,) = _triage_doc(s3_server, ladder).steps
     assert step.verdict == "skipped" and step.reason is not None and "\n" not in step.reason
     # block 0's first side (its order is drawn) is the one that could not run
-    assert re.match(rf"(w4|w5) did not run: {SSH_CONN}: preflight: rung triage-baseline\.s0-[AB]\.b0 needs 1 node\(s\)", step.reason)
+    assert re.match(
+        rf"(w4|w5) did not run: {SSH_CONN}: preflight: rung triage-baseline\.s0-[AB]\.b0 needs 1 node\(s\)", step.reason
+    )
     assert "n1 drained (tl-triage-maint)" in step.reason and "n2 drained (tl-triage-maint)" in step.reason
