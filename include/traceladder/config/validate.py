@@ -207,9 +207,9 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         if len(set(ladder.lenses.use)) != len(ladder.lenses.use):
             raise LadderConfigError("lenses.use", "duplicate lens")
 
-    for rung, assignment in assignments.items():
+    for rung_name, assignment in assignments.items():
         if WARMUP_ARG in overrides_for(ladder, assignment).model_args:
-            raise LadderConfigError(f"rungs[{rung}].model_args.{WARMUP_ARG}", _WARMUP_OWNED)
+            raise LadderConfigError(f"rungs[{rung_name}].model_args.{WARMUP_ARG}", _WARMUP_OWNED)
         for lens_value in lens_switch.values:
             check_profile_window(
                 ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}"
