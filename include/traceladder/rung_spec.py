@@ -99,12 +99,16 @@ class SpecFields:
     def profiled(self) -> bool:
         return self.lens != "none"
 
+    def primus_overrides(self) -> dict[str, Any]:
+        """What Primus is told to override: first `log_avg_skip_iterations = warmup_iters`, so
+        Primus's own averages, the runner's step time and the proxy's extra-work calibration
+        (workload/extra.py, at the last warm-up iteration) leave out the same iterations; then the
+        model args. Every backend renders these."""
+        return {WARMUP_ARG: self.warmup_iters, **self.model_args}
+
     def primus_args(self) -> list[str]:
-        """Primus command-line overrides, `--key value`, as madengine's run.sh passes them. The
-        first is `--log_avg_skip_iterations <warmup_iters>`: Primus's own averages, the runner's
-        step time and the proxy's extra-work calibration (workload/extra.py, at the last warm-up
-        iteration) then leave out the same iterations."""
-        return render_overrides({WARMUP_ARG: self.warmup_iters, **self.model_args})
+        """Primus command-line overrides, `--key value`, as madengine's run.sh passes them."""
+        return render_overrides(self.primus_overrides())
 
     def to_json(self) -> str:
         raise NotImplementedError  # each spec class writes the same bytes its own way

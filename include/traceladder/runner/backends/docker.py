@@ -89,7 +89,7 @@ def workdir(spec: RungSpec, default: Path) -> Path:
 
 def command(spec: RungSpec, workspace: Path) -> tuple[list[str], dict[str, str]]:
     workspace = workspace.resolve()
-    args = dict(spec.model_args)
+    args = spec.primus_overrides()
     config = str(args.pop("config_path", ""))
     args.setdefault("use_rocm_mem_info", True)
     overrides = render_overrides(args)

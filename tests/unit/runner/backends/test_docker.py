@@ -45,6 +45,8 @@ def test_launch_from_the_primus_root_with_absolute_paths(tmp_path: Path, monkeyp
     primus = argv[rtl_end:]
     assert primus[1:3] == ["direct", "--log_file"] and Path(primus[3]).is_absolute() and ".." not in primus[3]
     assert primus[4:8] == ["train", "pretrain", "--config", spec.model_args["config_path"]] and "--" not in argv
+    # the ladder's warm-up, as every backend passes it (rung_spec.SpecFields.primus_overrides)
+    assert primus[8:10] == ["--log_avg_skip_iterations", str(spec.warmup_iters)]
     assert primus[-2:] == ["--use_rocm_mem_info", "True"] and env["PRIMUS_WORKSPACE"] == str(
         (tmp_path / "output").resolve()
     )
