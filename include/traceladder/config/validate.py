@@ -131,15 +131,27 @@ def _check_builds(ladder: Ladder) -> None:
     for i, name in enumerate(names):
         if name in names[:i]:
             raise LadderConfigError(f"builds[{i}].name", f"duplicate build name {name!r}")
-        if WARMUP_ARG in ladder.builds[i].changes.model_args:
-            raise LadderConfigError(f"builds[{i}].changes.model_args.{WARMUP_ARG}", _WARMUP_OWNED)
     if ladder.build is not None and ladder.build not in names:
         raise LadderConfigError("build", f"{ladder.build!r} is not in the build catalog (builds: {names})")
+
+
+def _check_warmup_owned(ladder: Ladder) -> None:
+    """No overrides the ladder writes (base, a switch value, a build's changes) set Primus's
+    warm-up: every run passes it from `warmup_iters` (rung_spec.SpecFields.primus_overrides)."""
+    places = [("base", ladder.base)]
+    places += [
+        (f"switches.{n}.values.{v}", o) for n, switch in ladder.switches.items() for v, o in switch.values.items()
+    ]
+    places += [(f"builds[{i}].changes", b.changes) for i, b in enumerate(ladder.builds)]
+    for where, overrides in places:
+        if WARMUP_ARG in overrides.model_args:
+            raise LadderConfigError(f"{where}.model_args.{WARMUP_ARG}", _WARMUP_OWNED)
 
 
 def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
     """Check every cross-field rule; returns the rung assignments."""
     _check_builds(ladder)
+    _check_warmup_owned(ladder)
     for name, switch in ladder.switches.items():
         if find_value(switch.values, switch.default) is None:
             raise LadderConfigError(
@@ -207,9 +219,7 @@ def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:
         if len(set(ladder.lenses.use)) != len(ladder.lenses.use):
             raise LadderConfigError("lenses.use", "duplicate lens")
 
-    for rung_name, assignment in assignments.items():
-        if WARMUP_ARG in overrides_for(ladder, assignment).model_args:
-            raise LadderConfigError(f"rungs[{rung_name}].model_args.{WARMUP_ARG}", _WARMUP_OWNED)
+    for assignment in assignments.values():
         for lens_value in lens_switch.values:
             check_profile_window(
                 ladder, {**assignment, LENS_SWITCH: lens_value}, f"switches.{LENS_SWITCH}.values.{lens_value}"

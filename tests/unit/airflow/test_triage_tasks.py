@@ -84,7 +84,7 @@ def test_an_earlier_jobs_metrics_under_the_same_key_are_not_taken_for_this_jobs(
     """A retried task's confirm runs reuse their rung ids (`triage-baseline.s0-B.b0`): a job that
     stored nothing must not read back the earlier try's metrics.json."""
     state = JobState("47", "FAILED", "n1", "1:0", "NonZeroExitCode")
-    out = job_outcome("triage-B.b0", CONN, state, _result("ok", "46"))
+    out = job_outcome("triage-baseline.s0-B.b0", CONN, state, _result("ok", "46"))
     assert out["status"] == "failed" and "Slurm job 47" in out["error"] and "stored no result" in out["error"]
 
 

@@ -207,7 +207,7 @@ def test_minimal_ladder_is_valid(tmp_path: Path) -> None:
         (lambda d: d.update(seed=-1), "seed", "greater than or equal to 0"),
         (
             lambda d: d["base"]["model_args"].update(log_avg_skip_iterations=2),
-            "rungs[baseline].model_args.log_avg_skip_iterations",
+            "base.model_args.log_avg_skip_iterations",
             "is set from the ladder's warmup_iters",
         ),
         (
@@ -222,6 +222,11 @@ def test_minimal_ladder_is_valid(tmp_path: Path) -> None:
             ),
             "builds[0].changes.model_args.log_avg_skip_iterations",
             "set that instead",
+        ),
+        (
+            lambda d: d["switches"]["fusions"]["values"][True].update(model_args={"log_avg_skip_iterations": 1}),
+            "switches.fusions.values.True.model_args.log_avg_skip_iterations",
+            "is set from the ladder's warmup_iters",
         ),
     ],
 )
