@@ -4,7 +4,7 @@
 A real stack (traceladder.embedded.local_stack: SeaweedFS, api-server, scheduler, dag-processor,
 triggerer) with LocalExecutor and ``parallelism`` 2. The 8 traces are stored as one rung's
 ranks (with its manifest), and a bench DAG maps the DAG's own analysis task body
-(``airflow.tasks.analyze_stored_trace``, as ``airflow/dags.py``'s ``analyze`` calls it) over
+(``workflows.ladder_tasks.analyze_stored_trace``, as ``workflows/ladder.py``'s ``analyze`` calls it) over
 them, one mapped task per trace. The figure is the span from the first analysis task's start
 to the last one's end (the task instances' start/end dates), over the ideal: the sum of the 8
 single-trace times in one warm process, divided by 2, plus one process start-up (a fresh
@@ -43,7 +43,7 @@ ITEMS = {items!r}
 def bench_heavy_analysis():
     @task
     def analyze(item):
-        from traceladder.airflow import tasks
+        from traceladder.workflows import ladder_tasks as tasks
 
         return tasks.analyze_stored_trace({ladder!r}, item)
 
@@ -117,7 +117,7 @@ def bench_rocprof_dag(ctx: Context) -> list[Row]:
     lines = [
         "# 8 ranks x 150 MB through the DAG's analysis step (`python -m benchmarks --only rocprof_dag`)",
         "",
-        f"{RANKS} mapped tasks of `airflow.tasks.analyze_stored_trace` (the ladder DAG's analysis step) on "
+        f"{RANKS} mapped tasks of `workflows.ladder_tasks.analyze_stored_trace` (the ladder DAG's analysis step) on "
         f"`{trace.name}` ({trace.stat().st_size / 1e6:.0f} MB each, stored in SeaweedFS as one rung's ranks), "
         f"LocalExecutor, parallelism {PARALLELISM}, a real scheduler (traceladder.embedded.local_stack).",
         "",

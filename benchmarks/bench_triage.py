@@ -248,7 +248,8 @@ def bench_triage_real(ctx: Context) -> list[Row]:
     from traceladder.config import find_ladder, load_ladder
     from traceladder.plan.build import build_plan
     from traceladder.triage.bisect import BuildChanges, candidate_spec
-    from traceladder.triage.confirm import Budget, confirm, local_run_block
+    from traceladder.triage.confirm import Budget, confirm
+    from traceladder.triage.runs import local_run_block
 
     os.environ["TRACELADDER_WARM_LAUNCHER"] = "0"
     os.environ["PYTHONPATH"] = str(REPO / "include")  # the workload processes run this checkout

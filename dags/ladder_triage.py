@@ -1,6 +1,9 @@
-"""`traceladder-triage`: confirm, localize and explain a ladder run's suspects (docs/triage.md)."""
+"""`traceladder-triage`: confirm, localize and explain a ladder run's suspects (docs/triage.md).
 
-from traceladder.airflow.discovery import discover
-from traceladder.airflow.triage_dag import build_triage_dag
+An Airflow DAG file: its builder is in traceladder.workflows (Airflow's safe-mode discovery parses
+only files that name both "airflow" and "dag", so this docstring does)."""
+
+from traceladder.workflows.discovery import discover
+from traceladder.workflows.triage import build_triage_dag
 
 triage_dag = build_triage_dag([found.ladder.ladder for found in discover().ladders])

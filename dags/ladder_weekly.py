@@ -1,8 +1,11 @@
-"""One scheduled DAG per ladder file in include/traceladder/configs/ladders (`traceladder-<ladder>`)."""
+"""One scheduled DAG per ladder file in include/traceladder/configs/ladders (`traceladder-<ladder>`).
+
+An Airflow DAG file: its builder is in traceladder.workflows (Airflow's safe-mode discovery parses
+only files that name both "airflow" and "dag", so this docstring does)."""
 
 from traceladder.plan.grid import check_blocks, weekly_grid
-from traceladder.airflow.dags import build_weekly_dag
-from traceladder.airflow.discovery import discover
+from traceladder.workflows.ladder import build_weekly_dag
+from traceladder.workflows.discovery import discover
 
 for _loaded in discover().ladders:
     _ladder = _loaded.ladder

@@ -19,7 +19,7 @@ def traceladder_retention() -> None:
     @task(retries=2)
     def apply_retention() -> dict:
         # imported here: the DAG file stays cheap to parse
-        from traceladder.airflow.maintenance import retention_task
+        from traceladder.workflows.retention import retention_task
 
         return retention_task()
 

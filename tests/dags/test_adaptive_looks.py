@@ -5,7 +5,7 @@ wait on the join only (lens blocks run whatever the rule decided)."""
 
 from __future__ import annotations
 
-from traceladder.airflow.dags import build_weekly_dag
+from traceladder.workflows.ladder import build_weekly_dag
 from traceladder.config.models import Host
 
 

@@ -125,7 +125,7 @@ def test_blocks_run_one_after_the_other_in_a_fixed_order(dagbag) -> None:
 
 def test_trigger_dag_has_room_for_the_largest_form_plan(dagbag) -> None:
     from traceladder.plan.grid import TRIGGER_MAX_REPEATS, fill_slots, trigger_grid
-    from traceladder.airflow.discovery import discover
+    from traceladder.workflows.discovery import discover
     from traceladder.config import find_ladder, load_ladder
     from traceladder.plan.build import build_plan
 

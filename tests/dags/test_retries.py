@@ -38,7 +38,7 @@ def test_safe_tasks_retry_with_backoff_and_rungs_on_infrastructure(dagbag, dag_i
 
 def test_the_ladder_file_sets_the_policy(tmp_path: Path) -> None:
     from traceladder.plan.grid import weekly_grid
-    from traceladder.airflow.dags import build_weekly_dag
+    from traceladder.workflows.ladder import build_weekly_dag
 
     ladders = CONFIG_DIR / "ladders"
     doc = yaml.safe_load((ladders / "deepseek-v4-flash-mi350x.yaml").read_text())

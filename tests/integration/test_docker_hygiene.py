@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from traceladder.airflow import docker_hygiene as hygiene
+from traceladder.airflow.hooks import docker_hygiene as hygiene
 
 
 def _start(cli, image: str, host: str, ti: tuple[str, str, str, int] | None) -> str:

@@ -183,7 +183,7 @@ def test_a_failed_notice_leaves_the_run_published_and_says_so(own_s3, monkeypatc
 
     from airflow.sdk.exceptions import AirflowException
 
-    from traceladder.airflow.tasks import check_rungs, publish_run
+    from traceladder.workflows.ladder_tasks import check_rungs, publish_run
 
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))

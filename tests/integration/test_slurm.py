@@ -456,7 +456,7 @@ def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
     import csv
 
     from traceladder.airflow.ladders import ladder_store
-    from traceladder.airflow.tasks import ranks_per_node
+    from traceladder.workflows.ladder_tasks import ranks_per_node
     from traceladder.analysis.stored import analyze_stored_ranks
     from traceladder.core import layout
     from traceladder.core.documents import RungResult

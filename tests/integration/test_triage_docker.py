@@ -164,7 +164,7 @@ def _triage(loaded: Any, group: list[Any], bad_run: str = BAD_RUN) -> Any:
     """triage_suspects on the group (its triage.json under `bad_run`: one per test, the S3 server
     is the session's)."""
     from traceladder.airflow.ladders import ladder_store
-    from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID, triage_suspects
+    from traceladder.workflows.triage_tasks import TRIAGE_DAG_ID, triage_suspects
 
     _loaded, store = ladder_store(LADDER)
     context = {"dag": SimpleNamespace(dag_id=TRIAGE_DAG_ID), "ti": _TaskInstance()}

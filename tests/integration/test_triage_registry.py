@@ -25,7 +25,7 @@ from tests.integration.registry_server import (
     write_htpasswd,
 )
 from traceladder.core.ports import free_port
-from traceladder.triage.registry import (
+from traceladder.airflow.hooks.docker_registry import (
     OCI_INDEX,
     RegistryAuthError,
     RegistryClient,

@@ -88,7 +88,7 @@ def _seed_good_weeks(stack: Any, ladder_file: Path, work: Path) -> list[str]:
     from traceladder.storage.artifacts import DirArtifactSink, S3ArtifactStore
     from traceladder.summary.publish import publish_latest, write_summary
     from traceladder.triage.bisect import apply_build
-    from traceladder.triage.engine import catalog
+    from traceladder.triage.from_ladder import catalog
 
     loaded = load_ladder(ladder_file)
     prefix = loaded.cluster.storage.prefix
@@ -172,7 +172,7 @@ def _await_parked(stack: Any, deadline: float) -> None:
 
 
 def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_path, monkeypatch) -> None:
-    from traceladder.airflow.triage_tasks import triage_run_id
+    from traceladder.workflows.triage_tasks import triage_run_id
     from traceladder.core.documents import Summary, TriageDoc
     from traceladder.storage.artifacts import safe_key_part
 

@@ -1,6 +1,6 @@
 """A triage's confirm on the real two-node Slurm cluster of the Slurm tests (issue 51, "confirm on
 the real two-node Slurm"; tests/integration/slurm_cluster.py: slurmctld, slurmd n1 and n2, munge
-and a login sshd), through the triage task's own body (airflow/triage_tasks.py `run_triage`).
+and a login sshd), through the triage task's own body (workflows/triage_tasks.py `run_triage`).
 
 A good run (build n0) and a bad run (build n1, which injects real extra work into the tiny proxy)
 are seeded in S3 as a published ladder run stores them (plan, specs, metrics, the summary naming the
@@ -43,7 +43,7 @@ class _TI:
     """The triage task instance the run block names in its jobs' comment."""
 
     def __init__(self, ladder: str) -> None:
-        from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID, triage_run_id
+        from traceladder.workflows.triage_tasks import TRIAGE_DAG_ID, triage_run_id
 
         self.dag_id, self.run_id, self.task_id, self.map_index = (
             TRIAGE_DAG_ID,
@@ -59,7 +59,7 @@ def _seed(ladder: str) -> None:
     from testkit.results import store_measured_run, store_suspect_summary
     from traceladder.plan.build import build_plan
     from traceladder.triage.bisect import apply_build
-    from traceladder.triage.engine import catalog
+    from traceladder.triage.from_ladder import catalog
 
     loaded, store = ladder_store(ladder)
     base = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0].to_dict()
@@ -93,7 +93,7 @@ def test_a_confirm_runs_its_blocks_as_slurm_jobs_and_confirms_the_injected_work(
     s3_server,
 ) -> None:
     from traceladder.airflow.hooks.slurm import JobOwner, owner_comment, parse_fields
-    from traceladder.airflow.triage_tasks import run_triage
+    from traceladder.workflows.triage_tasks import run_triage
 
     # timeout_s: a run's Python and torch start-up took ~27 s at load 12 on 2 CPUs, and one run of
     # the first try passed the Slurm tests' 120 s: in block 0 that would skip the candidate
@@ -142,7 +142,7 @@ def test_a_slurm_that_takes_no_job_ends_insufficient_naming_the_nodes(
     slurm_conn,  # noqa: F811 - the fixture
     s3_server,
 ) -> None:
-    from traceladder.airflow.triage_tasks import run_triage
+    from traceladder.workflows.triage_tasks import run_triage
 
     ladder = write_ladder(slurm_ladders, "slurm-triage-drained", builds=BUILDS, build="n1", triage=TRIAGE)
     _seed(ladder)

@@ -17,8 +17,8 @@ import yaml
 
 from testkit.results import store_measured_run, store_suspect_summary
 from tests.unit.config.test_validate import MINIMAL
-from traceladder.airflow.triage_tasks import (
-    TriageError,
+from traceladder.triage.from_ladder import TriageError
+from traceladder.workflows.triage_tasks import (
     TriageParams,
     claim,
     notify_outcome,

@@ -181,7 +181,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
 def cmd_retention(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from traceladder.airflow.maintenance import run_retention
+    from traceladder.workflows.retention import run_retention
     from traceladder.storage.artifacts import s3_client_from_env
 
     now = None

@@ -174,9 +174,10 @@ def run_weeks_and_triage(
     from traceladder.embedded.local_airflow import dag_test
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
     from traceladder.summary.index import entry_key
-    from traceladder.triage.confirm import Budget, local_run_block
-    from traceladder.triage.engine import context_for, triage_ladder_run
-    from traceladder.triage.explain import local_run_profiled
+    from traceladder.triage.confirm import Budget
+    from traceladder.triage.engine import triage_ladder_run
+    from traceladder.triage.from_ladder import context_for
+    from traceladder.triage.runs import local_run_block, local_run_profiled
 
     packaged = load_ladder(CONFIG_DIR / "ladders" / f"{LADDER}.yaml")
     weeks, injected = weeks_of(packaged), injected_build(packaged)

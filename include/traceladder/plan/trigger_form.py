@@ -1,4 +1,4 @@
-"""The trigger form, defined once: the `traceladder-trigger` DAG's Params (`airflow/dags.py`), the
+"""The trigger form, defined once: the `traceladder-trigger` DAG's Params (`workflows/ladder.py`), the
 Ladders page's form (`ui/templates/_macros.html`) and its checks (`ui/app.py`) all read it.
 
 Each field is a JSON schema (what Airflow's `Param` takes and validates) with its `default` and

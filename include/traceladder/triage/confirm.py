@@ -3,8 +3,8 @@ same host or queue and backend as the ladder, looked at after each block with th
 futility stops of stats/sequential.py (docs/statistics-adaptive.md, "Confirming a suspect").
 
 Runs go through an injected `RunBlock` (a spec in, its metrics.json out), so each backend plugs
-in: `local_run_block` runs the real runner (runner/rung.py) on this host; the docker and Slurm
-backends pass theirs (the Airflow wiring does). A side that cannot run in the first block is a
+in: triage/runs.py's `local_run_block` runs the real runner on this host; the docker and Slurm
+backends pass theirs (workflows/triage_backends.py). A side that cannot run in the first block is a
 candidate that cannot run (bisect.CandidateUnavailable); a later failed run is a missing cell,
 which the block model leaves out."""
 
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import math
 import random
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from traceladder.core.documents import JSONObject, JSONValue, TriageStep, as_float, as_list
 from traceladder.stats.model import Run, fit_blocks
@@ -140,21 +138,3 @@ def confirm(
         looks=looks,
         reason=reason,
     )
-
-
-def local_run_block(workdir: Path | None = None, run_id: str = "triage") -> RunBlock:
-    """The local backend's runs: the real runner (runner/rung.py `run_rung`) on this host, its
-    artifacts in a scratch folder (the confirm keeps each run's metrics in triage.json)."""
-    from traceladder.runner.rung import run_rung
-    from traceladder.rung_spec import RunnerSpec
-    from traceladder.storage.artifacts import DirArtifactSink
-
-    root = workdir or Path(tempfile.mkdtemp(prefix="traceladder-triage-"))
-
-    def run(spec: JSONObject, side: str, block: int) -> JSONObject:
-        import json
-
-        runner_spec = RunnerSpec.from_json(json.dumps(spec))
-        return run_rung(runner_spec, run_id, DirArtifactSink(root), echo=None)
-
-    return run

@@ -12,9 +12,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from traceladder.config.loader import LoadedLadder
-from traceladder.core import layout
-from traceladder.core.documents import DiffField, JSONObject, Summary, TriageDoc, TriageStep, TriageSuspect
+from traceladder.core.documents import DiffField, JSONObject, TriageDoc, TriageStep, TriageSuspect
 from traceladder.stats.sequential import CONFIRMED
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage import record
@@ -31,8 +29,8 @@ from traceladder.triage.bisect import (
     setting_candidates,
 )
 from traceladder.triage.confirm import Budget, RunBlock, confirm
-from traceladder.triage.explain import RunProfiled, cheapest_torch_lens, explain, lens_overlay
-from traceladder.triage.suspects import RunSetup, find_suspects, spec_changes
+from traceladder.triage.explain import RunProfiled, explain
+from traceladder.triage.suspects import RunSetup, spec_changes, stored_suspects
 
 
 @dataclass
@@ -312,75 +310,10 @@ def _finish(
     record.save_report(t.ctx.store, t.report_key, t.doc)
 
 
-# ---- a ladder run's triage from what it stored (the entry point the Airflow wiring calls)
-
-
-def catalog(loaded: LoadedLadder) -> dict[str, BuildChanges]:
-    """The ladder file's build catalog as the triage applies it."""
-    return {
-        b.name: BuildChanges(
-            b.name,
-            b.created.isoformat(),
-            {k: v for k, v in b.changes.model_args.items()},  # type: ignore[misc]
-            dict(b.changes.docker_env_vars),
-        )
-        for b in loaded.ladder.builds
-    }
-
-
-def lens_overlays(loaded: LoadedLadder) -> Callable[[str], JSONObject | None]:
-    """rung -> what the ladder's cheapest torch lens changes in that rung's spec (None: no torch lens)."""
-    from traceladder.config.models import LENS_SWITCH
-    from traceladder.plan.build import build_plan
-
-    lens = cheapest_torch_lens({str(k): v for k, v in loaded.ladder.switches[LENS_SWITCH].values.items()})
-
-    def overlay(rung: str) -> JSONObject | None:
-        if lens is None:
-            return None
-        measure = build_plan(loaded, rungs=[rung], lens="none", repeats=1)[0]
-        profiled = build_plan(loaded, rungs=[rung], lens=lens, repeats=1)[0]
-        return lens_overlay(measure.to_dict(), profiled.to_dict())
-
-    return overlay
-
-
-def context_for(
-    loaded: LoadedLadder,
-    store: ArtifactSink,
-    run_id: str,
-    run_block: RunBlock,
-    *,
-    run_profiled: RunProfiled | None = None,
-    approve: Callable[[], bool] | None = None,
-    image_tags: Sequence[tuple[str, str | None, str | None]] = (),
-    image_tags_reason: str | None = None,
-) -> TriageContext:
-    """A triage's context from the ladder file: its catalog, `triage:` budget and candidates, metric
-    and lenses; the backend's runners and the approval gate from the caller."""
-    t = loaded.ladder.triage
-    return TriageContext(
-        store=store,
-        prefix=loaded.cluster.storage.prefix,
-        ladder=loaded.ladder.ladder,
-        run_id=run_id,
-        run_block=run_block,
-        budget=Budget(t.budget_blocks, t.budget_s, t.alpha),
-        metric=loaded.ladder.metric,
-        builds=catalog(loaded),
-        image_tags=image_tags,
-        image_tags_reason=image_tags_reason,
-        explicit_candidates=list(t.candidates),
-        run_profiled=run_profiled,
-        lens_overlay=lens_overlays(loaded),
-        approve=approve if t.approve else None,
-    )
+# ---- a ladder run's triage from what it stored
 
 
 def triage_ladder_run(ctx: TriageContext) -> list[TriageDoc]:
     """Triage a published ladder run: its summary's `history.suspects`, their stored runs, the group."""
-    run = layout.run_prefix(ctx.prefix, ctx.ladder, ctx.run_id)
-    key = layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON)
-    summary = Summary.from_json(ctx.store.get_bytes(key), key)
-    suspects = find_suspects(ctx.store, ctx.prefix, ctx.ladder, ctx.run_id, summary.history or {})
+    suspects = stored_suspects(ctx.store, ctx.prefix, ctx.ladder, ctx.run_id)
     return triage_run(ctx, suspects) if suspects else []

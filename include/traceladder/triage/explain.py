@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_list, as_object
+from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_object
 from traceladder.core.summary_parts import RungChange, SummaryRung
 from traceladder.core.errors import TraceladderError
 from traceladder.summary.attribution import TRACE_LENSES, TOP, entry
@@ -87,23 +87,3 @@ def explain(
         top_kernels=[dict(m) for m in doc.top_kernels[:TOP]],
         regions=[as_object(r) for r in e["regions"]] if isinstance(e["regions"], list) else [],
     )
-
-
-def local_run_profiled(workdir: Path | None = None, run_id: str = "triage") -> RunProfiled:
-    """The local backend's profiled run: the real runner, its rank-0 trace from a scratch folder."""
-    from traceladder.runner.rung import run_rung
-    from traceladder.rung_spec import RunnerSpec
-    from traceladder.storage.artifacts import DirArtifactSink
-
-    root = workdir or Path(tempfile.mkdtemp(prefix="traceladder-explain-runs-"))
-
-    def run(spec: JSONObject, side: str) -> Path | None:
-        import json
-
-        result = run_rung(RunnerSpec.from_json(json.dumps(spec)), run_id, DirArtifactSink(root), echo=None)
-        keys = [str(k) for k in as_list(result.get("traces") or [])]
-        rank0 = [k for k in keys if Path(k).name.startswith("rank0.")]
-        chosen = (rank0 or keys)[:1]
-        return Path(chosen[0]) if chosen and result.get("status") == "ok" else None
-
-    return run

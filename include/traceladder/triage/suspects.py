@@ -18,6 +18,7 @@ from traceladder.core.documents import (
     JSONValue,
     PlanDoc,
     RungResult,
+    Summary,
     TriageSuspect,
     as_float,
     as_object,
@@ -154,9 +155,12 @@ def suspects_of(history: Mapping[str, JSONValue], run_id: str) -> list[JSONObjec
     return [s for s in as_objects(history.get("suspects") or []) if s.get("run_id") == run_id]
 
 
+Suspects = list[tuple[TriageSuspect, RunSetup, RunSetup]]  # (suspect, last good run's setup, its own)
+
+
 def find_suspects(
     store: ArtifactSink, prefix: str, ladder: str, run_id: str, history: Mapping[str, JSONValue]
-) -> list[tuple[TriageSuspect, RunSetup, RunSetup]]:
+) -> Suspects:
     """Each suspect of this run with its last good run's setup and its own, largest change first."""
     out = []
     for s in suspects_of(history, run_id):
@@ -174,3 +178,15 @@ def find_suspects(
         )
         out.append((suspect, good, bad))
     return sorted(out, key=lambda t: -abs(t[0].delta_pct))
+
+
+def summary_key(prefix: str, ladder: str, run_id: str) -> str:
+    """``<run>/summary/summary.json``: where a published run's suspects are."""
+    return layout.join(layout.summary_prefix(layout.run_prefix(prefix, ladder, run_id)), layout.SUMMARY_JSON)
+
+
+def stored_suspects(store: ArtifactSink, prefix: str, ladder: str, run_id: str) -> Suspects:
+    """A published run's suspects (its summary's `history.suspects`), largest change first."""
+    key = summary_key(prefix, ladder, run_id)
+    summary = Summary.from_json(store.get_bytes(key), key)
+    return find_suspects(store, prefix, ladder, run_id, summary.history or {})

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from traceladder.ui.data import LadderEntry
 
-# airflow/dags.py builds the weekly DAG of ladder L as `traceladder-L` (tests check the two agree)
+# workflows/ladder.py builds the weekly DAG of ladder L as `traceladder-L` (tests check the two agree)
 DAG_ID_PREFIX = "traceladder-"
 
 

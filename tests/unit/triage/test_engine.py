@@ -472,7 +472,8 @@ def _store_run(store: DirArtifactSink, loaded, run_id: str, build: str, step_ms:
 
 def test_a_ladder_run_is_triaged_from_what_it_stored(tmp_path: Path) -> None:
     from traceladder.core.documents import Summary
-    from traceladder.triage.engine import context_for, triage_ladder_run
+    from traceladder.triage.engine import triage_ladder_run
+    from traceladder.triage.from_ladder import context_for
 
     def change(d: dict) -> None:
         catalog = [{"name": n, "created": b.created} for n, b in BUILDS.items()]

@@ -1,6 +1,6 @@
-"""The image registry behind an Airflow connection: a read-only Docker Registry HTTP API v2 client
-(triage/registry.py) for the triage's image candidates. The password stays in the connection:
-it is handed to the client and never logged."""
+"""The image registry behind an Airflow connection: the hook hands the connection to this package's
+read-only Docker Registry HTTP API v2 client (docker_registry.py), which lists the triage's image
+candidates. The password stays in the connection: it is handed to the client and never logged."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from traceladder.triage.registry import RegistryClient
+from traceladder.airflow.hooks.docker_registry import RegistryClient
 
 DEFAULT_CONN_ID = "traceladder_registry"
 

@@ -42,7 +42,7 @@ from typing import Any
 from airflow.providers.docker.hooks.docker import DockerHook
 
 from traceladder.core.documents import JSONObject
-from traceladder.airflow import docker_hygiene as hygiene
+from traceladder.airflow.hooks import docker_hygiene as hygiene
 
 _CA_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 _EVIDENCE_KEYS = (

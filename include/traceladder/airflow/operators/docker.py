@@ -31,7 +31,7 @@ from airflow.providers.docker.hooks.docker import DockerHook
 from airflow.providers.docker.operators.docker import DockerOperator
 from docker.types import Mount, Ulimit
 
-from traceladder.airflow import docker_hygiene as hygiene
+from traceladder.airflow.hooks import docker_hygiene as hygiene
 from traceladder.airflow.hooks.rocm import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import env_vars

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from traceladder.airflow.discovery import discover
+from traceladder.workflows.discovery import discover
 from traceladder.config.models import StorageSettings
 from traceladder.storage.artifacts import S3ArtifactStore
 from traceladder.storage.retention import Policy, Totals, apply_ladder

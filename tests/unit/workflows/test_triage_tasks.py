@@ -1,4 +1,4 @@
-"""The triage's runs on the slurm backend (airflow/triage_tasks.py `slurm_run_block`), their error
+"""The triage's runs on the slurm backend (workflows/triage_backends.py `slurm_run_block`), their error
 paths without a cluster: a finished job's outcome in one line naming the job, its login node and
 nodes (`job_outcome`), and a login node that cannot be reached, which makes the candidate a skipped
 step of the bisection with that line as its reason. The runs on a real two-node cluster are in
@@ -125,14 +125,14 @@ def _slurm_ladder(tmp_path: Path):
 def test_an_unreachable_login_node_skips_the_candidate_naming_the_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from traceladder.airflow.triage_tasks import slurm_run_block
+    from traceladder.workflows.triage_backends import slurm_run_block
 
     port = free_port()  # nothing listens there: the login node is down
     conn = {"conn_type": "ssh", "host": "127.0.0.1", "port": port, "login": "root", "extra": {"conn_timeout": 2}}
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN.upper()}", json.dumps(conn))
     loaded = _slurm_ladder(tmp_path)
     base = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)[0].to_dict()
-    on_slurm = slurm_run_block(loaded, "w5")
+    on_slurm = slurm_run_block(loaded, "w5", "traceladder-triage")
     slurm_runs: list[dict] = []
 
     def run_block(spec: dict, side: str, block: int) -> dict:

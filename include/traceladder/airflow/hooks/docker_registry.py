@@ -1,6 +1,7 @@
-"""The image candidates of a triage (issue 51, item 4): the tags of a ladder's image repository
-between the last good run's image and the newest, read from its registry through the Docker
-Registry HTTP API v2, each pinned by its manifest digest and ordered by its config's ``created``.
+"""A Docker registry's HTTP API v2 client, RegistryHook's (registry.py). For a triage's image
+candidates: the tags of a ladder's image repository between the last good run's image and the
+newest, read from its registry through the Docker Registry HTTP API v2, each pinned by its
+manifest digest and ordered by its config's ``created``.
 
 The calls, as distribution's ``docs/spec/api.md`` states them:
 

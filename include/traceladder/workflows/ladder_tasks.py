@@ -27,7 +27,7 @@ STOP_OBJECT = layout.STOP_OBJECT
 
 
 class RunParams(TypedDict, total=False):
-    """The trigger form's params (airflow/dags.py); a scheduled run has none."""
+    """The trigger form's params (workflows/ladder.py); a scheduled run has none."""
 
     ladder: str
     rungs: list[str] | None
@@ -213,7 +213,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
     except (TraceError, ArtifactIntegrityError) as exc:
         raise AirflowFailException(first_line(exc)) from None
     if loaded.ladder.engine == "tracelens":  # TraceLens's own CSVs too, beside the builtin ones
-        from traceladder.airflow.tracelens import run_tracelens
+        from traceladder.workflows.tracelens import run_tracelens
 
         result["tracelens"] = run_tracelens(ladder, item["key"])
     return result

@@ -23,7 +23,7 @@ def run_tracelens(ladder: str, trace_key: str) -> JSONObject:
     """TraceLens's reports of one stored trace; the container's result (the keys it stored)."""
     from airflow.sdk.exceptions import AirflowException
 
-    from traceladder.airflow import docker_hygiene as hygiene
+    from traceladder.airflow.hooks import docker_hygiene as hygiene
     from traceladder.airflow.hooks.rocm import RocmDockerHook
     from traceladder.airflow.ladders import open_ladder
     from traceladder.airflow.operators.docker import default_nofile, storage_environment

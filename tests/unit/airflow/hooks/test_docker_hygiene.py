@@ -9,7 +9,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from traceladder.airflow.docker_hygiene import housekeep_spool, old_sealed_spools
+from traceladder.airflow.hooks.docker_hygiene import housekeep_spool, old_sealed_spools
 from traceladder.storage.artifacts import DirArtifactSink
 from traceladder.storage.spool import SpoolingSink
 

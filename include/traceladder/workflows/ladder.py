@@ -16,10 +16,11 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule, get_current_c
 from airflow.sdk.definitions.param import ParamsDict
 
 from traceladder.core.documents import JSONObject
-from traceladder.airflow import blocks, tasks
+from traceladder.airflow import blocks
+from traceladder.workflows import ladder_tasks as tasks
 from traceladder.plan.grid import Grid, slot_key, slot_task_ids
 from traceladder.plan.trigger_form import trigger_fields
-from traceladder.airflow.retries import RetryArgs, rung_task_args, safe_task_args
+from traceladder.workflows.retries import RetryArgs, rung_task_args, safe_task_args
 from traceladder.config.models import Host, RetryPolicy
 
 DEFAULT_ARGS = {"owner": "traceladder", "retries": 0}
@@ -63,7 +64,7 @@ def _build_tasks(
 ) -> None:
     """The task graph, inside an open DAG context. `fixed_ladder` is None for the trigger DAG
     (the ladder comes from its Params); `grid` gives each host's slots per block; `retry` the ladder's
-    retry policy (airflow/retries.py); `checks` the blocks an adaptive ladder's stopping rule may
+    retry policy (workflows/retries.py); `checks` the blocks an adaptive ladder's stopping rule may
     skip (`plan.grid.check_blocks`): a `look` task before each decides."""
     safe, rung_retry = safe_task_args(retry), rung_task_args(retry)
 
@@ -180,11 +181,11 @@ def _start_triage(fixed_ladder: str | None, summary_ref: Any, published: Any) ->
     ladder run start nothing (docs/triage.md)."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 
-    from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID
+    from traceladder.workflows.triage_tasks import TRIAGE_DAG_ID
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def triage_conf(summary_ref: JSONObject | None, published: JSONObject | None) -> JSONObject | None:
-        from traceladder.airflow.triage_tasks import weekly_triage_conf
+        from traceladder.workflows.triage_tasks import weekly_triage_conf
 
         return weekly_triage_conf(_ladder_arg(fixed_ladder), summary_ref, published)
 

@@ -18,7 +18,7 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
 
-from traceladder.airflow.triage_tasks import TRIAGE_DAG_ID, TriageParams
+from traceladder.workflows.triage_tasks import TRIAGE_DAG_ID, TriageParams
 from traceladder.core.documents import JSONObject
 
 APPROVAL_TIMEOUT = timedelta(hours=24)
@@ -72,7 +72,7 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         @task
         def suspects() -> JSONObject:
-            from traceladder.airflow.triage_tasks import LIVE_STATES, claim
+            from traceladder.workflows.triage_tasks import LIVE_STATES, claim
 
             context = get_current_context()
             ti: Any = context["ti"]
@@ -90,7 +90,7 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         @task(retries=TRIAGE_RETRIES)
         def confirm() -> list[JSONObject]:
-            from traceladder.airflow.triage_tasks import run_confirms
+            from traceladder.workflows.triage_tasks import run_confirms
 
             return run_confirms(_params(), get_current_context())
 
@@ -112,13 +112,13 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         @task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, retries=TRIAGE_RETRIES)
         def triage() -> list[JSONObject]:
-            from traceladder.airflow.triage_tasks import run_triage
+            from traceladder.workflows.triage_tasks import run_triage
 
             return run_triage(_params(), get_current_context(), approved=True)
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def record(found: JSONObject | None) -> JSONObject:
-            from traceladder.airflow.triage_tasks import record_outcome
+            from traceladder.workflows.triage_tasks import record_outcome
 
             if not found or not found.get("start"):
                 reason = (found or {}).get("reason") or "the suspects task did not finish"
@@ -138,7 +138,7 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def notify(found: JSONObject | None, recorded: JSONObject | None) -> int:
-            from traceladder.airflow.triage_tasks import notify_outcome
+            from traceladder.workflows.triage_tasks import notify_outcome
 
             if not found or not found.get("start") or not recorded:
                 return 0

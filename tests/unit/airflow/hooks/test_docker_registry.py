@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator
 
 import pytest
-from traceladder.triage.registry import (
+from traceladder.airflow.hooks.docker_registry import (
     ImageRef,
     ImageReferenceError,
     RegistryAuthError,
