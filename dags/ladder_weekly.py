@@ -1,4 +1,4 @@
-"""One scheduled DAG per ladder file in include/traceladder/configs/ladders (`traceladder-<ladder>`)."""
+"""One scheduled DAG per ladder file in include/configs/ladders (`traceladder-<ladder>`)."""
 
 from traceladder.plan.grid import check_blocks, weekly_grid
 from traceladder.airflow.dags import build_weekly_dag
