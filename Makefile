@@ -135,7 +135,7 @@ images-compose: setup
 	$(PYTHON) docker/compose_images.py
 
 validate: setup
-	@for f in include/traceladder/configs/ladders/*.yaml; do $(BIN)/traceladder validate $$f || exit 1; done
+	@for f in include/configs/ladders/*.yaml; do $(BIN)/traceladder validate $$f || exit 1; done
 
 clean:
 	rm -rf .traceladder test-artifacts build

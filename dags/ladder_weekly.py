@@ -1,4 +1,4 @@
-"""One scheduled DAG per ladder file in include/traceladder/configs/ladders (`traceladder-<ladder>`).
+"""One scheduled DAG per ladder file in include/configs/ladders (`traceladder-<ladder>`).
 
 An Airflow DAG file: its builder is in traceladder.workflows (Airflow's safe-mode discovery parses
 only files that name both "airflow" and "dag", so this docstring does)."""

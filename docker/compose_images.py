@@ -239,7 +239,8 @@ def airflow_image(base: str) -> str:
     for part in parts:
         src, dest = REPO / part, ctx / part
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(src, dest, ignore=ignore) if src.is_dir() else shutil.copy2(src, dest)
+        # symlinks=True: include/traceladder/configs stays a link to include/configs (one copy)
+        shutil.copytree(src, dest, ignore=ignore, symlinks=True) if src.is_dir() else shutil.copy2(src, dest)
     dockerfile = HERE / "airflow" / "Dockerfile"
     return build("traceladder/airflow-local", base, ctx, dockerfile, *(REPO / p for p in parts))
 

@@ -281,6 +281,7 @@ def runner(base: str, tag: str | None, extra_wheels: list[Path] | None = None, r
         image_id(base) if image_exists(base) else base,
         HERE / "runner",
         _package_sources(),
+        REPO / "include" / "configs",  # the package's configs/ (a symlink, which rglob does not follow)
         REPO / "pyproject.toml",
         *extra_wheels,
         rtl_wheel_url,

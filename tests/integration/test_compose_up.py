@@ -49,7 +49,7 @@ LADDER, TLS_CONN = "compose-e2e", "docker_tls_test"
 # the compose file ships worker-mi350x-01; the test override adds worker-mi350x-02
 HOSTS = ("mi350x-01", "mi350x-02")
 WORKERS = {"default": "worker-default", **{h: f"worker-{h}" for h in HOSTS}}
-SEED_IN_IMAGE = "/opt/traceladder/src/include/traceladder/configs/ladders/deepseek-v4-flash-mi350x.yaml"
+SEED_IN_IMAGE = "/opt/traceladder/src/include/configs/ladders/deepseek-v4-flash-mi350x.yaml"
 DEVICES = ["/dev/null:/dev/kfd", "/dev/null:/dev/dri/renderD128", "/dev/null:/dev/dri/renderD136"]
 SERVICES = ("postgres", "s3", "api-server", "scheduler", "dag-processor", "triggerer", "redis", *WORKERS.values())
 RELAYS = ("dockerd-relay-host", *(f"dockerd-relay-{h}" for h in HOSTS))

@@ -97,7 +97,7 @@ def history(s3_server, s3_client, tmp_path, monkeypatch, request):
     }
     (tmp_path / "clusters.yaml").write_text(yaml.safe_dump(clusters))
     (tmp_path / "ladders").mkdir()
-    base = REPO / "include/traceladder/configs/ladders/proxy-local.yaml"
+    base = REPO / "include/configs/ladders/proxy-local.yaml"
     (tmp_path / "ladders" / f"{ladder}.yaml").write_text(
         yaml.safe_dump({"schema": 1, "extends": str(base), "ladder": ladder, "schedule": None})
     )

@@ -17,9 +17,11 @@ from traceladder.core.errors import first_line
 from traceladder.config.validate import Assignment, LadderConfigError, validate_ladder
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout (dev tools' state folder)
-# The shipped ladders and clusters file are package data (`traceladder/configs/`), so an installed
-# package finds them wherever it is; TRACELADDER_LADDERS_DIR / TRACELADDER_CLUSTERS_FILE win.
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+# The shipped ladders and clusters file live in `include/configs/`; `traceladder/configs` is a
+# relative symlink to it, so they ship as package data and an installed package finds them wherever
+# it is. Resolved, so a checkout names `include/configs/...`. TRACELADDER_LADDERS_DIR /
+# TRACELADDER_CLUSTERS_FILE win.
+CONFIG_DIR = (Path(__file__).resolve().parents[1] / "configs").resolve()
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -23,7 +23,7 @@ def trigger_fields(ladder_names: list[str], lens_names: list[str]) -> dict[str, 
         "ladder": {
             "default": ladder_names[0] if ladder_names else "",
             "enum": ladder_names or [""],
-            "description": "Ladder file (include/traceladder/configs/ladders)",
+            "description": "Ladder file (include/configs/ladders)",
         },
         "rungs": {
             "default": [],

@@ -1,6 +1,6 @@
 """What the Ladders page shows, read from the ladder files on disk and from S3.
 
-The ladder list comes from ``include/traceladder/configs/ladders/*.yaml`` (``ladder_files()``), so the page
+The ladder list comes from ``include/configs/ladders/*.yaml`` (``ladder_files()``), so the page
 shows every ladder even when S3 is down. Runs, summaries, charts and artifacts come from S3
 through the cluster's Airflow connection (``storage.conn_id``, an ``aws`` connection, via the
 amazon provider's ``S3Hook``), exactly like the tasks that wrote them.

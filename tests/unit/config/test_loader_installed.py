@@ -1,8 +1,10 @@
-"""An installed package finds its ladders (issue 29): the ladders and the clusters file ship as
-package data (`traceladder/configs/`), so after a real `pip install` the console script validates
-`proxy-local` from outside the checkout, and TRACELADDER_LADDERS_DIR / TRACELADDER_CLUSTERS_FILE
-still win. The install is `--no-deps --no-build-isolation --target` of a copy of the sources (the
-checkout stays clean; the test venv already has the dependencies), about 5-10 s."""
+"""An installed package finds its ladders (issue 29): the ladders and the clusters file live in
+`include/configs/` and ship as package data through the `include/traceladder/configs -> ../configs`
+symlink, so after a real `pip install` the package holds one copy of them (`traceladder/configs/`),
+the console script validates `proxy-local` from outside the checkout, and TRACELADDER_LADDERS_DIR /
+TRACELADDER_CLUSTERS_FILE still win. The install is `--no-deps --no-build-isolation --target` of a
+copy of the sources, symlink kept (the checkout stays clean; the test venv already has the
+dependencies), about 5-10 s."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    shutil.copytree(REPO / "include", src / "include", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO / "include", src / "include", ignore=ignore, symlinks=True)
+    assert (src / "include" / "traceladder" / "configs").is_symlink()
     site = tmp / "site"
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
@@ -53,10 +57,13 @@ def _traceladder(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.Co
 
 def test_installed_package_finds_its_ladders(installed: Path, tmp_path: Path) -> None:
     shipped = installed / "traceladder" / "configs"
-    assert (shipped / "clusters.yaml").is_file()
-    assert {p.name for p in (shipped / "ladders").glob("*.yaml")} == {
-        p.name for p in (REPO / "include" / "traceladder" / "configs" / "ladders").glob("*.yaml")
-    }
+    assert not shipped.is_symlink() and (shipped / "clusters.yaml").is_file()
+    ladders = sorted(p.name for p in (REPO / "include" / "configs" / "ladders").glob("*.yaml"))
+    assert sorted(p.name for p in (shipped / "ladders").glob("*.yaml")) == ladders
+    # the wheel pip built held each file once, under traceladder/configs/ (its RECORD lists them)
+    (record,) = installed.glob("traceladder-*.dist-info/RECORD")
+    yamls = sorted(line.split(",")[0] for line in record.read_text().splitlines() if ".yaml," in line)
+    assert yamls == ["traceladder/configs/clusters.yaml", *(f"traceladder/configs/ladders/{n}" for n in ladders)]
     proc = _traceladder(installed, tmp_path, "validate", "proxy-local")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"{shipped / 'ladders' / 'proxy-local.yaml'}: ok: ladder proxy-local"), proc.stdout
