@@ -138,14 +138,14 @@ def test_later_switch_overrides_earlier_keys() -> None:
 def test_additional_context_is_madengine_shaped() -> None:
     spec = by_id(build_plan(SEED, repeats=1))["recompute_off.rocprofv3.l0"]
     context = spec.additional_context()
-    assert context["tools"] == [{"name": "rocprofv3"}]
+    assert [t["name"] for t in context["tools"]] == ["rocprofv3_lightweight"]
     assert "--compress_ratios [0,0,4,128,4,128,4,0]" in context["model_args"]
     assert "--use_turbo_mega_moe True" in context["model_args"]
     assert json.loads(json.dumps(context)) == context
     # Primus leaves the ladder's warm-up out of its own averages, as the runner does
     assert context["model_args"].startswith(f"--log_avg_skip_iterations {spec.warmup_iters} ")
     torch_spec = by_id(build_plan(SEED, repeats=1))["recompute_off.torch_rank0.l0"]
-    assert torch_spec.profile_window == (6, 9)
+    assert torch_spec.profile_window == (10, 12)
     assert "--profile_ranks [0]" in torch_spec.additional_context()["model_args"]
 
 
@@ -193,7 +193,7 @@ def test_local_command_runs_the_proxy(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("lens", "prefix"),
     [
-        ("rocprofv3", ["rocprofv3", "--runtime-trace", "--output-format", "json", "-d"]),
+        ("rocprofv3", ["rocprofv3", "--kernel-trace", "--memory-copy-trace", "--output-format", "json", "-d"]),
         ("rocm_trace_lite", ["rtl", "trace", "--mode", "lite", "-o"]),
         ("torch_rank0", ["/workspace/Primus/primus-cli"]),
     ],

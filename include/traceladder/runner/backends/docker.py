@@ -68,9 +68,10 @@ def lens_preflight(spec: RungSpec) -> None:
 def lens_wrapper(spec: RungSpec, workspace: Path) -> list[str]:
     """The collector prefix: madengine prepends each tool's command (the last tool outermost)."""
     if spec.lens == "rocprofv3":
-        return [
+        return [  # the write-up's lens: kernels and memory copies, no runtime API trace
             "rocprofv3",
-            "--runtime-trace",
+            "--kernel-trace",
+            "--memory-copy-trace",
             "--output-format",
             "json",
             "-d",
