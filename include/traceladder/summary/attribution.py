@@ -31,7 +31,7 @@ from traceladder.stats.verdicts import STEP_METRICS, change_word
 from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
-    from traceladder.analysis.analyzers.diff import Comparison, Reports
+    from traceladder.analysis.api import Comparison, Reports
 
 # lenses whose traces have ops and categories, best first (the per-rank window of the method)
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
@@ -410,7 +410,7 @@ def attribute(
     `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
     store the comparison's files and return where; `specs` (the plan's) give a batch rung's
     tokens per step."""
-    from traceladder.analysis.analyzers.diff import CompareError, compare_reports
+    from traceladder.analysis.api import CompareError, compare_reports
 
     traces = profiled_traces(results, purposes)
     planned = step_tokens(specs or [])
@@ -496,8 +496,7 @@ def attribute_stored(
 ) -> list[JSONObject]:
     """`attribute` over the artifact store: reports read from each trace's analysis folder, each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
-    from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
-    from traceladder.analysis.stored import analysis_prefix
+    from traceladder.analysis.api import CompareError, analysis_prefix, load_reports, write_comparison
 
     specs = PlanDoc.from_dict(plan).specs
     purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in specs}

@@ -33,7 +33,7 @@ from traceladder.summary.render.markdown import to_markdown
 
 
 def read_analyses(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, TraceAnalysis]:
-    from traceladder.analysis.stored import analysis_key
+    from traceladder.analysis.api import analysis_key
 
     def read(trace_key: str) -> TraceAnalysis | None:
         key = analysis_key(trace_key)
@@ -90,7 +90,7 @@ def history_entries(store: ArtifactSink, ladder_prefix: str, current: IndexEntry
 
 
 def read_collectives(store: ArtifactSink, results: Mapping[str, RungResult]) -> dict[str, RankCollectives]:
-    from traceladder.analysis.stored import collectives_key
+    from traceladder.analysis.api import collectives_key
 
     found: dict[str, RankCollectives] = {}
     for result in results.values():
