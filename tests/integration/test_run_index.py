@@ -13,7 +13,7 @@ import pytest
 
 from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix, s3_client_from_env
 from traceladder.core.documents import SummaryRef
-from traceladder.summary import index as run_index
+from traceladder.summary import collect, index as run_index
 
 PREFIX = "traceladder"
 WORKERS, RUNS_EACH = 4, 3
@@ -48,7 +48,7 @@ def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) ->
         assert p.exitcode == 0
     store = S3ArtifactStore(s3_server.client(), s3_server.bucket, PREFIX, ladder)
     base = ladder_prefix(PREFIX, ladder)
-    entries = run_index.list_entries(store, base)
+    entries = collect.list_entries(store, base)
     assert sorted(e.run_id for e in entries) == sorted(f"w{w}-r{k}" for w in range(WORKERS) for k in range(RUNS_EACH))
     newest = max(entries, key=lambda e: e.logical_date or "")
     latest = json.loads(store.get_bytes(f"{base}/latest.json"))
@@ -69,7 +69,7 @@ def test_concurrent_publishes_keep_every_run_and_the_newest_latest(s3_server) ->
         ),
     )
     assert json.loads(store.get_bytes(f"{base}/latest.json"))["run_id"] == latest["run_id"]
-    assert {"late", "what-if"} <= {e.run_id for e in run_index.list_entries(store, base)}
+    assert {"late", "what-if"} <= {e.run_id for e in collect.list_entries(store, base)}
 
 
 def _store_run(store: S3ArtifactStore, ladder: str, run_id: str, week: int, slow_from: int) -> dict[str, Any]:
@@ -119,11 +119,11 @@ def test_a_later_look_at_the_index_reads_only_new_or_rewritten_entries(s3_server
     reads: list[str] = []
     real_get = store.get_bytes
     store.get_bytes = lambda key: reads.append(key) or real_get(key)  # type: ignore[method-assign]
-    seen: run_index.IndexReads = {}
+    seen: collect.IndexReads = {}
 
     def look() -> list[tuple[str, str | None]]:
         reads.clear()
-        return [(e.run_id, e.logical_date) for e in run_index.list_entries(store, base, seen)]
+        return [(e.run_id, e.logical_date) for e in collect.list_entries(store, base, seen)]
 
     assert look() == [("a", "2026-11-01"), ("b", "2026-11-02")] and len(reads) == 2
     assert look() == [("a", "2026-11-01"), ("b", "2026-11-02")] and reads == []
@@ -202,7 +202,7 @@ def test_a_failed_notice_leaves_the_run_published_and_says_so(own_s3, monkeypatc
     assert published["run_id"] == "notify-fails" and published["notify_error"].startswith("URLError")
     store = S3ArtifactStore(own_s3.client(), own_s3.bucket, PREFIX, "proxy-local")
     base = ladder_prefix(PREFIX, "proxy-local")
-    assert "notify-fails" in {e.run_id for e in run_index.list_entries(store, base)}
+    assert "notify-fails" in {e.run_id for e in collect.list_entries(store, base)}
     assert json.loads(store.get_bytes(f"{base}/latest.json"))["run_id"] == "notify-fails"
     with pytest.raises(AirflowException) as err:
         check_rungs(ref, published)

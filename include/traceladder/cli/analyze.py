@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from traceladder.analysis.reports.roofline import DEFAULT_SHARE
+from traceladder.analysis.api import DEFAULT_SHARE
 from traceladder.core.errors import TraceladderError
 
 #: What these commands put before an error line.
@@ -27,7 +27,7 @@ def analyze_paths(
 ) -> int:
     """Analyse many traces into out_root/<stem>/, a line on ``err`` per trace; 0 when all were
     good, else 2 (the good ones still get their reports)."""
-    from traceladder.analysis.analyzers.trace import analyze_each, worker_count
+    from traceladder.analysis.api import analyze_each, worker_count
 
     if not 0 < roofline_share <= 1:
         raise TraceladderError(f"--roofline-share must be in (0, 1], got {roofline_share}")
@@ -48,8 +48,7 @@ def analyze_paths(
 
 def analyze_ranks(traces: list[str], out: str, gpus_per_node: int | None, jobs: int | None) -> int:
     """One trace per rank -> the multi-rank reports; a summary line on stderr."""
-    from traceladder.analysis.analyzers.ranks import analyze_ranks as run
-    from traceladder.analysis.readers.collectives import default_jobs
+    from traceladder.analysis.api import analyze_ranks as run, default_jobs
 
     try:
         res = run(
@@ -70,7 +69,7 @@ def analyze_ranks(traces: list[str], out: str, gpus_per_node: int | None, jobs: 
 
 def compare(base: str, new: str, out: str) -> int:
     """What moved between two traces: the compare sheets, and their notes and totals on stderr."""
-    from traceladder.analysis.analyzers.diff import compare_paths
+    from traceladder.analysis.api import compare_paths
 
     doc = compare_paths(Path(base), Path(new), Path(out))
     for note in doc["notes"]:

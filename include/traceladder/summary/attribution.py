@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from traceladder.core.documents import JSONObject, JSONValue, BatchArgs, PlanDoc, RungResult
 from traceladder.core.summary_parts import AttributionEntry, AttributionNoise, SummaryRung, summary_rungs
 from traceladder.stats.verdicts import STEP_METRICS, change_word
-from traceladder.core.layout import ANALYSIS_OBJECT, ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
+from traceladder.core.layout import ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
-    from traceladder.analysis.analyzers.diff import Comparison, Reports
+    from traceladder.analysis.api import Comparison, Reports
 
 # lenses whose traces have ops and categories, best first (the per-rank window of the method)
 TRACE_LENSES = ("torch_rank0", "torch_all_ranks")
@@ -410,7 +410,7 @@ def attribute(
     `load(trace key)` gives a trace's stored reports (None: not analysed); `keep(rung, c)` may
     store the comparison's files and return where; `specs` (the plan's) give a batch rung's
     tokens per step."""
-    from traceladder.analysis.analyzers.diff import CompareError, compare_reports
+    from traceladder.analysis.api import CompareError, compare_reports
 
     traces = profiled_traces(results, purposes)
     planned = step_tokens(specs or [])
@@ -494,28 +494,21 @@ def attribute_stored(
     summary: Mapping[str, JSONValue],
     results: Mapping[str, RungResult],
 ) -> list[JSONObject]:
-    """`attribute` over the artifact store: reports read from each trace's analysis folder, each
+    """`attribute` over the artifact store: reports read from each trace's analysis folder (by the
+    summary's reading step, `collect.read_reports`, as the comparisons ask for them), each
     comparison's CSVs and compare.json kept under `<summary>/attribution/<rung>/`."""
-    from traceladder.analysis.analyzers.diff import CompareError, load_reports, write_comparison
-    from traceladder.analysis.stored import analysis_prefix
+    from traceladder.analysis.api import write_comparison
+    from traceladder.summary.collect import read_reports
 
     specs = PlanDoc.from_dict(plan).specs
     purposes = {str(s["rung_id"]): str(s.get("purpose") or "") for s in specs}
 
     def load(trace_key: str) -> Reports | None:
-        prefix = analysis_prefix(trace_key)
-        if not store.exists(f"{prefix}/{ANALYSIS_OBJECT}"):
-            return None
+        return read_reports(store, trace_key)
 
-        def read(name: str) -> bytes | None:
-            key = f"{prefix}/{name}"
-            return store.get_bytes(key) if store.exists(key) else None
-
-        try:
-            return load_reports(read, trace_key)
-        except CompareError:
-            return None
-
+    # Each comparison's files are stored here, as it is made, not by the publish step: a
+    # comparison holds both traces' report tables (pandas), so keeping every rung's until the
+    # summary is rendered would hold them all in memory; the entry names its compare.json.
     def keep(rung: str, c: Comparison) -> str:
         folder = f"{summary_prefix}/{ATTRIBUTION_FOLDER}/{rung}"
         with tempfile.TemporaryDirectory(prefix="traceladder-compare-") as tmp:

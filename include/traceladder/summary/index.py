@@ -5,59 +5,26 @@ shared `index.json` could. Entries of the older `index.json` are still read.
 
 `latest.json` names the newest full run (not a what-if run) by logical date. It is rewritten from
 the listing and checked again after each write, so a late publish of an older run never leaves it
-pointing backwards, whatever order concurrent publishers finish in."""
+pointing backwards, whatever order concurrent publishers finish in.
+
+The entries are read by `summary/collect.list_entries` (the index's one reading rule), which
+this module's check after a write uses too."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 
-from traceladder.core.documents import IndexEntry, SummaryRef, entries_from, legacy_rows
-from traceladder.core.layout import LATEST_OBJECT, LEGACY_INDEX, RUNS_FOLDER
+from traceladder.core.documents import IndexEntry, SummaryRef
+from traceladder.core.layout import LATEST_OBJECT
 from traceladder.core.layout import entry_key as layout_entry_key
-from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink, ArtifactStoreError
-from traceladder.summary.collect import read_many
+from traceladder.storage.artifacts import ArtifactNotFoundError, ArtifactSink
+from traceladder.summary.collect import IndexReads, list_entries
 
 LATEST_ROUNDS = 5
 
 
 def entry_key(ladder_prefix: str, run_id: str) -> str:
     return layout_entry_key(ladder_prefix, run_id)
-
-
-def _read_json(store: ArtifactSink, key: str) -> object:
-    """The object's JSON; None when it is gone; ArtifactStoreError when it is not JSON."""
-    try:
-        return json.loads(store.get_bytes(key))
-    except ArtifactNotFoundError:
-        return None  # removed between the listing and the read
-    except ValueError as exc:
-        raise ArtifactStoreError(f"{store.describe(key)} is not valid JSON: {exc}", key) from None
-
-
-# What one publish has read of the index: object key -> (its listing version, the JSON as read).
-IndexReads = dict[str, tuple[str | None, object]]
-
-
-def list_entries(store: ArtifactSink, ladder_prefix: str, seen: IndexReads | None = None) -> list[IndexEntry]:
-    """Every published run of the ladder, oldest first, by the index's one reading rule
-    (`core.documents.legacy_rows`/`entries_from`, which the Ladders page's cache and retention
-    apply too). With `seen`, a caller's earlier reads: each look lists the entries again but reads
-    only those that are new or whose listing version changed, and the older `index.json` (which
-    nothing writes any more) once."""
-    cache: IndexReads = seen if seen is not None else {}
-    legacy = f"{ladder_prefix}/{LEGACY_INDEX}"
-    if legacy not in cache:
-        cache[legacy] = (None, _read_json(store, legacy) if store.exists(legacy) else None)
-    rows = legacy_rows(cache[legacy][1], store.describe(legacy))
-    listed = store.list_versions(f"{ladder_prefix}/{RUNS_FOLDER}")
-    keys = [k for k in listed if k.endswith(".json")]
-    fresh = [k for k in keys if listed[k] is None or k not in cache or cache[k][0] != listed[k]]
-    # One GET per new or changed run: a year is 52, read 8 at a time (summary/collect.read_many).
-    docs = read_many(lambda key: _read_json(store, key), fresh)
-    cache.update({k: (listed[k], doc) for k, doc in zip(fresh, docs)})
-    rows += [(cache[k][1], k) for k in keys]
-    return entries_from(rows)
 
 
 def put_entry(store: ArtifactSink, ladder_prefix: str, summary_ref: SummaryRef) -> IndexEntry:

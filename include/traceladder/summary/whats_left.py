@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from traceladder.analysis.reports.whats_left_targets import is_accumulate_origin
+from traceladder.analysis.api import is_accumulate_origin
 from traceladder.core.documents import JSONObject, JSONValue, RungResult, TraceAnalysis, spec_purpose
 from traceladder.core.summary_parts import whats_left_entries
 from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs

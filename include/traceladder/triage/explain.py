@@ -55,8 +55,7 @@ def explain(
 ) -> Explanation:
     """Profile both ends and compare them (never raises for a run or a trace that fails: the
     explanation then carries the error)."""
-    from traceladder.analysis.analyzers.diff import compare_reports, reports_from_dir
-    from traceladder.analysis.analyzers.trace import analyze_trace
+    from traceladder.analysis.api import analyze_trace, compare_reports, reports_from_dir
 
     lens = str(overlay["lens"])
     work = work or Path(tempfile.mkdtemp(prefix="traceladder-explain-"))

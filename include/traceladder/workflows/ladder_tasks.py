@@ -201,8 +201,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
     and no retry: retrying cannot mend it. An S3 outage raises as is, so the task retries."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from traceladder.analysis.model.events import TraceError
-    from traceladder.analysis.stored import analyze_stored
+    from traceladder.analysis.api import TraceError, analyze_stored
     from traceladder.storage.artifacts import ArtifactIntegrityError
 
     loaded, store = ladder_store(ladder)
@@ -221,7 +220,7 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
 
 def join_rank_traces(ladder: str, run_id: str) -> list[JSONObject]:
     """Multi-rank collective reports for every run that stored more than one rank's trace."""
-    from traceladder.analysis.stored import analyze_stored_ranks
+    from traceladder.analysis.api import analyze_stored_ranks
     from traceladder.summary.collect import read_results
 
     store, _, plan = _stored_plan(ladder, run_id)

@@ -27,7 +27,7 @@ def run_tracelens(ladder: str, trace_key: str) -> JSONObject:
     from traceladder.airflow.hooks.rocm import RocmDockerHook
     from traceladder.airflow.ladders import open_ladder
     from traceladder.airflow.operators.docker import default_nofile, storage_environment
-    from traceladder.analysis.stored import tracelens_prefix
+    from traceladder.analysis.api import tracelens_prefix
 
     if PYTORCH_MARK not in trace_key.rsplit("/", 1)[-1]:
         return {

@@ -1,5 +1,6 @@
-"""The shared run index the summary and the UI both read (summary/index.py and core/documents.py's
-index rule): legacy and per-run entries, strays skipped, a bad legacy index refused in one line."""
+"""The shared run index the summary and the UI both read (summary/index.py writes it,
+summary/collect.py reads it by core/documents.py's index rule): legacy and per-run entries, strays
+skipped, a bad legacy index refused in one line."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from traceladder.core.documents import SummaryRef
 from traceladder.core.errors import ArtifactStoreError
 from traceladder.storage.artifacts import DirArtifactSink, ladder_prefix
-from traceladder.summary import index
+from traceladder.summary import collect, index
 
 
 def _write(store: DirArtifactSink, key: str, doc: object) -> None:
@@ -25,7 +26,7 @@ def test_run_index_reads_legacy_and_per_run_entries_and_skips_strays(tmp_path: P
     index.put_entry(store, base, SummaryRef(run_id="new", logical_date="2026-02-01"))
     index.put_entry(store, base, SummaryRef(run_id="whatif", logical_date="2026-03-01", params={"rungs": ["a"]}))
     _write(store, f"{base}/runs/junk.json", ["not", "an", "entry"])
-    entries = index.list_entries(store, base)
+    entries = collect.list_entries(store, base)
     assert [e.run_id for e in entries] == ["old", "new", "whatif"]
     assert [e.is_what_if for e in entries] == [False, False, True]
     newest = index.newest_full(entries)
@@ -37,7 +38,7 @@ def test_run_index_refuses_a_legacy_index_without_runs(tmp_path: Path) -> None:
     base = ladder_prefix("tl", "lad")
     _write(store, f"{base}/index.json", {"runs": "nope"})
     with pytest.raises(ArtifactStoreError, match="has no runs list"):
-        index.list_entries(store, base)
+        collect.list_entries(store, base)
 
 
 def test_the_index_rule_leaves_out_rows_without_a_run_id_and_skips_bad_ones_only_when_asked() -> None:

@@ -25,10 +25,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from .errors import TraceError
 from .vec import LastWins, dense_codes
 from .host_tree import host_parents
 from traceladder.core.child_process import Forked, forked
-from traceladder.core.errors import TraceladderError
 
 __all__ = [
     "MISSING",
@@ -45,18 +45,6 @@ MISSING = np.iinfo(np.int64).min
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 _GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
-
-
-class TraceError(TraceladderError):
-    """A trace that cannot be analysed: missing, unreadable, malformed or empty.
-
-    Every reader raises only this for bad input; the CLI prints ``str(err)`` as one line.
-    """
-
-    def __init__(self, path: Path | str, reason: str):
-        self.path = Path(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 def beside(work: Callable[[], Any], trace: Path, enabled: bool) -> AbstractContextManager[Forked]:

@@ -74,7 +74,7 @@ def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
     from traceladder.core import layout
     from traceladder.storage.artifacts import DirArtifactSink
     from traceladder.core.summary_parts import LadderHistory
-    from traceladder.summary.publish import _with_triages
+    from traceladder.summary.collect import with_triages
     from traceladder.summary.render.history import change_rows
 
     store = DirArtifactSink(tmp_path)
@@ -93,6 +93,6 @@ def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
     history = LadderHistory.from_dict({"alpha": 0.0002, "rungs": [{"rung": "fusions", "change_points": points}]})
     key = layout.triage_key("traceladder/mini/w5", "fusions")
     store.put_bytes(key, json.dumps({"state": "done", "label": "confirmed regression"}).encode())
-    history = _with_triages(store, "traceladder/mini", history)
+    history = with_triages(store, "traceladder/mini", history)
     calls = [r["call"] for r in change_rows(history)]
     assert calls == ["REGRESSION (new); triage: confirmed regression", "REGRESSION (new)"]
