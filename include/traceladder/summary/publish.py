@@ -23,7 +23,7 @@ from traceladder.summary.render.markdown import to_markdown
 def write_summary(
     store: ArtifactSink, run_prefix: str, plan: JSONObject, logical_date: str | None = None
 ) -> JSONObject:
-    """Summarize one run (the DAG's summary task, `airflow/tasks.summarize_run`), in this order:
+    """Summarize one run (the DAG's summary task, `workflows/ladder_tasks.summarize_run`), in this order:
 
     1. collect (summary/collect.py): the rung results, their trace analyses, the multi-rank
        collectives and, for a full run, the ladder's earlier runs from its index;

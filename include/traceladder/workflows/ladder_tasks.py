@@ -247,6 +247,8 @@ def ranks_per_node(result: RungResult, world_size: int) -> int | None:
 
 
 def summarize_run(ladder: str, run_id: str, logical_date: str | None = None) -> JSONObject:
+    """The summary task: summary/publish.py `write_summary` reads in the documented order, collect
+    -> build -> attribute -> render -> publish."""
     from traceladder.summary.publish import write_summary
 
     store, prefix, plan = _stored_plan(ladder, run_id)
