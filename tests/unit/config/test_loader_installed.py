@@ -89,3 +89,24 @@ def test_environment_still_wins_over_the_shipped_configs(installed: Path, tmp_pa
     clusters.write_text("schema: 1\nclusters: {}\n")
     no_cluster = _traceladder(installed, tmp_path, "validate", "mine", **env)
     assert no_cluster.returncode == 2 and str(clusters) in no_cluster.stderr, no_cluster
+
+
+def test_installed_package_carries_the_upstream_facts(installed: Path, tmp_path: Path) -> None:
+    """The upstream table (config/upstream/facts.csv, docs/upstream.md) is package data: the wheel
+    holds it and the installed loader reads it from outside the checkout."""
+    shipped = installed / "traceladder" / "config" / "upstream" / "facts.csv"
+    assert shipped.read_bytes() == (REPO / "include" / "traceladder" / "config" / "upstream" / "facts.csv").read_bytes()
+    (record,) = installed.glob("traceladder-*.dist-info/RECORD")
+    assert "traceladder/config/upstream/facts.csv" in {line.split(",")[0] for line in record.read_text().splitlines()}
+    code = "from traceladder.config import upstream; print(upstream.__file__, len(upstream.facts('log_segment')) > 0)"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRACELADDER_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**base, "PYTHONPATH": str(installed)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(installed / "traceladder" / "config" / "upstream.py"), "True"]
