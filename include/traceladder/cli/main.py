@@ -36,6 +36,8 @@ def _load(path: str):  # -> LoadedLadder
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = _load(args.file)
     ladder = loaded.ladder
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(
         f"{loaded.path}: ok: ladder {ladder.ladder}, {len(ladder.rungs)} rungs, "
         f"{len(ladder.switches)} switches, backend {ladder.backend}"

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from traceladder.config.models import Cluster, Clusters, Ladder
 from traceladder.core import env_vars
 from traceladder.core.errors import first_line
-from traceladder.config.validate import Assignment, LadderConfigError, validate_ladder
+from traceladder.config.validate import Assignment, LadderConfigError, check_workload_keys, validate_ladder
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout (dev tools' state folder)
 # The shipped ladders and clusters file live in `include/configs/`; `traceladder/configs` is a
@@ -43,6 +43,7 @@ class LoadedLadder:
     assignments: dict[str, Assignment]
     config_hash: str
     cluster: Cluster
+    warnings: tuple[str, ...] = ()  # what `traceladder validate` prints beside "ok" (config/validate.py)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -183,7 +184,16 @@ def load_ladder(path: Path | str, clusters: Clusters | None = None) -> LoadedLad
             "(the Docker daemon that runs the TraceLens image)",
             str(path),
         )
-    return LoadedLadder(path, ladder, assignments, hashlib.sha256(raw).hexdigest(), cluster)
+    # what the runner starts: Primus on docker, and on Slurm unless the cluster runs the CPU proxy
+    runs_primus = ladder.backend == "docker" or (
+        ladder.backend == "slurm" and cluster.slurm is not None and cluster.slurm.workload != "proxy"
+    )
+    try:
+        warnings = check_workload_keys(ladder, assignments, runs_primus)
+    except LadderConfigError as exc:
+        raise LadderConfigError(exc.field, exc.reason, str(path)) from None
+    digest = hashlib.sha256(raw).hexdigest()
+    return LoadedLadder(path, ladder, assignments, digest, cluster, tuple(f"{path}: {w}" for w in warnings))
 
 
 def ladder_files() -> list[Path]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["KINDS", "UpstreamFact", "closest", "facts", "primus_keys"]
+__all__ = ["KINDS", "UpstreamFact", "closest", "env_advice", "facts", "primus_keys"]
 
 KINDS: tuple[str, ...] = (
     "primus_key",
@@ -81,3 +82,20 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate most like `name` (difflib's ratio of at least 0.6), or None."""
     matches = difflib.get_close_matches(name, sorted(candidates), n=1)
     return matches[0] if matches else None
+
+
+CLI_PATH = "primus-cli path"  # how a `primus_env` row's detail starts when primus-cli's path reads it
+_INSTEAD = re.compile(r"set the config key (\w+) instead")
+
+
+def env_advice(name: str) -> str | None:
+    """What to do about a ladder's environment variable `name` that no file on primus-cli's path
+    reads (only an example script does): the table's advice, naming the config key to set instead.
+    None when primus-cli's path reads it, or when the table has no row for it (a site's own)."""
+    rows = [f for f in facts("primus_env") if f.name == name]
+    if not rows or any(f.detail.startswith(CLI_PATH) for f in rows):
+        return None
+    readers = ", ".join(sorted({f.path for f in rows}))
+    key = next((m.group(1) for f in rows if (m := _INSTEAD.search(f.detail))), None)
+    instead = f"set the config key {key} in model_args instead" if key else "primus-cli never sees it"
+    return f"only {readers} reads it, not primus-cli's path: {instead}"

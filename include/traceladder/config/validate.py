@@ -1,5 +1,7 @@
 """The rules of a ladder that a schema cannot say: the rung tree, the one-switch rule, lenses,
-profiler windows and the schedule. Every failure names the field it is about."""
+profiler windows, the schedule, and the keys and variables a run passes, held to what its workload
+takes (Primus's, from the upstream table; the CPU proxy's own list). Every failure names the field
+it is about."""
 
 from __future__ import annotations
 
@@ -14,13 +16,19 @@ from traceladder.config.models import (
     RungOverrides,
     SwitchValue,
 )
+from traceladder.config import upstream
 from traceladder.core.errors import TraceladderError
 from traceladder.rung_spec import WARMUP_ARG
+from traceladder.workload.proxy_config import PROXY_KEYS
 
 Assignment = dict[str, SwitchValue]
 _WARMUP_OWNED = (
     "is set from the ladder's warmup_iters (Primus and the runner skip the same iterations); set that instead"
 )
+# `config_path` is the runner's (MAD's run.sh takes it as the experiment YAML; the docker backend
+# passes it as primus-cli's --config), and `standin_*` keys are the test stand-ins' own.
+RUNNER_KEYS = frozenset({"config_path"})
+STANDIN_PREFIX = "standin_"
 _PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@continuous"}
 
 
@@ -146,6 +154,45 @@ def _check_warmup_owned(ladder: Ladder) -> None:
     for where, overrides in places:
         if WARMUP_ARG in overrides.model_args:
             raise LadderConfigError(f"{where}.model_args.{WARMUP_ARG}", _WARMUP_OWNED)
+
+
+def _override_places(ladder: Ladder, assignments: dict[str, Assignment]) -> list[tuple[str, str, RungOverrides]]:
+    """(field, who runs it, overrides) for every place a ladder writes overrides: its base, each
+    switch value (named by the first rung or lens that takes it) and each build's changes."""
+    places = [("base", f"rung {ladder.rungs[0].name}", ladder.base)]
+    for name, switch in ladder.switches.items():
+        for value, overrides in switch.values.items():
+            users = [r for r, a in assignments.items() if same_value(a.get(name, switch.default), value)]
+            who = f"the {value} lens" if name == LENS_SWITCH else f"rung {users[0]}" if users else "no rung"
+            places.append((f"switches.{name}.values.{value}", who, overrides))
+    places += [(f"builds[{i}].changes", f"build {b.name}", b.changes) for i, b in enumerate(ladder.builds)]
+    return places
+
+
+def check_workload_keys(ladder: Ladder, assignments: dict[str, Assignment], runs_primus: bool) -> list[str]:
+    """Every `model_args` key a ladder writes is one its workload takes: Primus's (the upstream
+    table's `primus_key` rows, docs/upstream.md) when the runner starts Primus, else the CPU
+    proxy's own list (workload/proxy_config.py). An unknown key is a LadderConfigError naming the
+    key, the rung or lens that runs it and the closest known key. On Primus, an environment variable
+    that no file on primus-cli's path reads is a warning naming the config key to set instead; the
+    warnings are returned."""
+    known = (upstream.primus_keys() if runs_primus else PROXY_KEYS) | RUNNER_KEYS
+    workload = "Primus's configs (docs/upstream.md)" if runs_primus else "the CPU proxy (workload/proxy_config.py)"
+    warnings = []
+    for where, who, overrides in _override_places(ladder, assignments):
+        for key in overrides.model_args:
+            if key not in known and not key.startswith(STANDIN_PREFIX):
+                near = upstream.closest(key, known)
+                hint = f"; closest known key: {near}" if near else ""
+                raise LadderConfigError(
+                    f"{where}.model_args.{key}", f"{key!r} ({who}) is not a key of {workload}{hint}"
+                )
+        if runs_primus:
+            for name in overrides.docker_env_vars:
+                advice = upstream.env_advice(name)
+                if advice:
+                    warnings.append(f"{where}.docker_env_vars.{name}: {advice}")
+    return warnings
 
 
 def validate_ladder(ladder: Ladder) -> dict[str, Assignment]:

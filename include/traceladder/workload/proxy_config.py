@@ -300,6 +300,36 @@ _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
 }
 
 
+# Primus keys a ladder passes the proxy as it passes Primus (the seed's fusions, router and profiler
+# flags) that the proxy does not model: it takes them and leaves them out (`ignored_keys`).
+PRIMUS_KEYS_NOT_MODELLED = frozenset(
+    {
+        "cross_entropy_loss_fusion",
+        "enable_primus_turbo",
+        "gradient_accumulation_fusion",
+        "index_topk",
+        "log_interval",
+        "max_position_embeddings",
+        "mock_data",
+        "moe_permute_fusion",
+        "moe_router_enable_expert_bias",
+        "moe_router_force_load_balancing_type",
+        "moe_use_fused_router_with_aux_score",
+        "mtp_num_layers",
+        "rope_type",
+        "torch_profiler_record_shapes",
+        "torch_profiler_with_stack",
+        "turbo_sync_free_moe_stage",
+        "use_turbo_attention",
+        "use_turbo_rms_norm",
+        "use_v4_compiled_sinkhorn",
+        "v4_indexer_distill_loss_coeff",
+    }
+)
+# The proxy's own key list: what a ladder that runs it may set (config/validate.py holds ladders to it).
+PROXY_KEYS: frozenset[str] = frozenset(_KEYS) | PRIMUS_KEYS_NOT_MODELLED
+
+
 # ---------------------------------------------------------------- argv → {key: text}
 
 

@@ -62,7 +62,7 @@ def test_installed_package_finds_its_ladders(installed: Path, tmp_path: Path) ->
     assert sorted(p.name for p in (shipped / "ladders").glob("*.yaml")) == ladders
     # the wheel pip built held each file once, under traceladder/configs/ (its RECORD lists them)
     (record,) = installed.glob("traceladder-*.dist-info/RECORD")
-    yamls = sorted(line.split(",")[0] for line in record.read_text().splitlines() if ".yaml," in line)
+    yamls = sorted(line.split(",")[0] for line in record.read_text().splitlines() if "/configs/" in line)
     assert yamls == ["traceladder/configs/clusters.yaml", *(f"traceladder/configs/ladders/{n}" for n in ladders)]
     proc = _traceladder(installed, tmp_path, "validate", "proxy-local")
     assert proc.returncode == 0, proc.stderr
