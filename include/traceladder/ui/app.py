@@ -17,6 +17,9 @@ DAG, a direct URL for another ladder is 403); triggering needs permission to cre
 /api/v2/dags/traceladder-trigger/dagRuns`` with the caller's token, so Airflow validates the
 Params and checks the permission again. A form POST authenticated by the session cookie must
 carry the page's CSRF field (an HMAC of the caller's token with the api secret key).
+
+Types: the JSON answers (the trigger's, an error's) are documents of the house's codec
+(ui/responses.py); what the templates show is ui/views.py's classes.
 """
 
 from __future__ import annotations
