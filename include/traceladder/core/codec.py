@@ -234,6 +234,12 @@ class _Part(Document):
     UNVERSIONED: ClassVar[int | None] = 1
 
 
+# The names a module outside core declares its documents with (ui/responses.py, the docker hygiene's
+# answers): a field's JSON kind, key and allowed values, and a nested part.
+doc_field = _f
+Part = _Part
+
+
 def _parts(cls: type[D], value: object, where: str) -> list[D]:
     return [cls.from_dict(item, f"{where}[{i}]") for i, item in enumerate(value if isinstance(value, list) else [])]
 

@@ -17,6 +17,9 @@ DAG, a direct URL for another ladder is 403); triggering needs permission to cre
 /api/v2/dags/traceladder-trigger/dagRuns`` with the caller's token, so Airflow validates the
 Params and checks the permission again. A form POST authenticated by the session cookie must
 carry the page's CSRF field (an HMAC of the caller's token with the api secret key).
+
+Types: the JSON answers (the trigger's, an error's) are documents of the house's codec
+(ui/responses.py); what the templates show is ui/views.py's classes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import mimetypes
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
@@ -38,8 +41,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from traceladder.core import layout
+from traceladder.core.codec import JSONObject, JSONValue
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, access, data
+from traceladder.ui.responses import ErrorBody, TriggerConf, TriggerResult
+from traceladder.ui.views import ComparePage, LaddersPage, LadderView, RunView, TriageRow
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 RUNS_SHOWN = 20
 SELF_CALL_TIMEOUT_S = 30
@@ -209,7 +218,8 @@ def _storage_status(entries: list[data.LadderEntry]) -> dict[tuple[str, str], st
     return status
 
 
-def _removed_line(record: dict[str, Any]) -> str:
+def _removed_line(record: JSONObject) -> str:
+    """A retention record (its rung manifest's ``removed`` entry) as the 410's one line."""
     when = str(record.get("removed_at", "?"))[:10]
     return f"removed by retention on {when} (policy {record.get('policy', '?')}, {record.get('bytes', '?')} bytes)"
 
@@ -225,30 +235,17 @@ def artifact_href(base: str, file: str, key: str, version: str = "") -> str:
     return f"{href}?v={quote(version, safe='')}" if version else href
 
 
-def _run_view(
-    store: data.LadderStore, run_id: str, with_files: bool, version: str = "", base: str = ""
-) -> dict[str, Any]:
+def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: str = "", base: str = "") -> RunView:
     """A run's summary, its summary folder (charts first) and, on the run page, every artifact
     (from one listing of the run, which also gives the summary folder and each manifest's ETag)."""
-    view: dict[str, Any] = {
-        "run_id": run_id,
-        "version": version,
-        "summary": None,
-        "error": None,
-        "summary_files": [],
-        "charts": [],
-        "artifacts": {},
-        "artifact_links": {},
-        "artifacts_truncated": False,
-        "removed": {},
-    }
+    view = RunView(run_id=run_id, version=version)
     try:
-        view["summary"] = store.summary(run_id, version)
+        view.summary = store.summary(run_id, version)
     except ArtifactStoreError as exc:
-        view["error"] = data.scrub(exc)
+        view.error = data.scrub(exc)
     except ArtifactKeyError as exc:
-        view["error"] = data.scrub(exc)
-    view["triages"] = _triages(store, run_id, view["summary"], base)
+        view.error = data.scrub(exc)
+    view.triages = _triages(store, run_id, view.summary, base)
     try:
         listed: list[tuple[str, str]] = []
         truncated = False
@@ -259,21 +256,21 @@ def _run_view(
             files = [k for k, _ in listed if k.startswith(summary_folder)]
         else:
             files = store.summary_files(run_id, version)
-        view["summary_files"] = files
+        view.summary_files = files
         charts_folder = f"{summary_folder}{layout.CHARTS_FOLDER}/"
-        view["charts"] = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
+        view.charts = [k for k in files if k.startswith(charts_folder) and k.lower().endswith(".png")]
         if with_files:
             groups: dict[str, list[str]] = {}
             for key, _ in listed:
                 rest = key[len(run_id) + 1 :]
                 folder = rest.split("/", 1)[0] if "/" in rest else "(run)"
                 groups.setdefault(folder, []).append(key)
-            view["artifacts"] = groups
-            view["artifact_links"] = {
+            view.artifacts = groups
+            view.artifact_links = {
                 folder: [(artifact_href(base, store.entry.file, key, version), key[len(run_id) + 1 :]) for key in keys]
                 for folder, keys in groups.items()
             }
-            view["artifacts_truncated"] = truncated
+            view.artifacts_truncated = truncated
             # what retention removed, from each rung's manifest (kept at its listed ETag): shown as
             # removed, not as missing
             etags = dict(listed)
@@ -283,33 +280,34 @@ def _run_view(
                 if (manifest := f"{run_id}/{folder}/{layout.MANIFEST_NAME}") in etags
                 and _may_have_removals(folder, keys, f"{run_id}/{folder}/")
             ]
-            view["removed"] = {
+            view.removed = {
                 rung.split("/", 1)[1]: sorted(removed.items())
                 for rung, removed in store.removed_many(manifests).items()
                 if removed
             }
     except ArtifactStoreError as exc:
-        view["error"] = view["error"] or data.scrub(exc)
+        view.error = view.error or data.scrub(exc)
     return view
 
 
-def _triages(store: data.LadderStore, run_id: str, summary: Any, base: str) -> list[dict[str, Any]]:
+def _triages(store: data.LadderStore, run_id: str, summary: JSONObject | None, base: str) -> list[TriageRow]:
     """Each suspect rung's triage (its triage.json by its layout key): state, label, first bad,
     conclusion and a link to its report.html; `not started` while no triage.json is stored."""
-    history = summary.get("history") if isinstance(summary, dict) else None
+    history = summary.get("history") if summary is not None else None
     suspects = history.get("suspects") if isinstance(history, dict) else None
-    out: list[dict[str, Any]] = []
-    for rung in dict.fromkeys(str(s.get("rung")) for s in suspects or [] if isinstance(s, dict)):
+    out: list[TriageRow] = []
+    suspect_rows = suspects if isinstance(suspects, list) else []
+    for rung in dict.fromkeys(str(s.get("rung")) for s in suspect_rows if isinstance(s, dict)):
         folder = f"{run_id}/{layout.TRIAGE_FOLDER}/{rung}"
-        row: dict[str, Any] = {"rung": rung, "state": "not started", "label": None, "first_bad": None}
         try:
             doc = store.get_json(f"{folder}/{layout.TRIAGE_OBJECT}")
         except (ArtifactStoreError, ArtifactKeyError):
             doc = None
         if isinstance(doc, dict):
-            row.update({k: doc.get(k) for k in ("state", "label", "first_bad", "conclusion")})
-            row["report"] = artifact_href(base, store.entry.file, f"{folder}/{layout.REPORT_HTML}")
-        out.append(row)
+            report = artifact_href(base, store.entry.file, f"{folder}/{layout.REPORT_HTML}")
+            out.append(TriageRow.stored(rung, doc, report))
+        else:
+            out.append(TriageRow(rung))
     return out
 
 
@@ -332,15 +330,15 @@ def _may_have_removals(folder: str, keys: list[str], rung_prefix: str) -> bool:
 LATEST_HTML = data._VersionedCache(500)
 
 
-def _latest_html(view: dict[str, Any], base: str, entry: data.LadderEntry) -> Any:
+def _latest_html(view: RunView, base: str, entry: data.LadderEntry) -> Markup:
     """The ladder list's latest-run block (summary tables, charts, files), rendered once per run
     version: it is most of the list's rendering, and the same for every viewer."""
     from markupsafe import Markup
 
-    key = (base, f"{entry.file}\0{view['run_id']}")
-    version = view["version"] if view["summary"] is not None and not view["error"] else ""
+    key = (base, f"{entry.file}\0{view.run_id}")
+    version = view.version if view.summary is not None and not view.error else ""
     cached = LATEST_HTML.get(key, version)
-    if cached is not None:
+    if isinstance(cached, Markup):
         return cached
     rendered = _templates().get_template("_latest.html").render(run=view, base=base, entry=entry)
     html = Markup(rendered)  # noqa: S704 - the output of an autoescaping template, not raw input
@@ -348,58 +346,47 @@ def _latest_html(view: dict[str, Any], base: str, entry: data.LadderEntry) -> An
     return html
 
 
-def _ladder_view(
-    entry: data.LadderEntry, s3_error: str | None, runs_shown: int | None, base: str = ""
-) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "entry": entry,
-        "runs": [],
-        "runs_total": 0,
-        "latest": None,
-        "latest_html": "",
-        "error": None,
-    }
+def _ladder_view(entry: data.LadderEntry, s3_error: str | None, runs_shown: int | None, base: str = "") -> LadderView:
+    view = LadderView(entry)
     if entry.error or s3_error:
         return view
     store = data.LadderStore(entry)
     try:
         runs = store.runs()
     except ArtifactStoreError as exc:
-        view["error"] = data.scrub(exc)
+        view.error = data.scrub(exc)
         return view
-    view["runs_total"] = len(runs)
-    view["runs"] = runs if runs_shown is None else runs[:runs_shown]
+    view.runs_total = len(runs)
+    view.runs = runs if runs_shown is None else runs[:runs_shown]
     if runs:
-        view["latest"] = _run_view(store, runs[0]["run_id"], with_files=False, version=runs[0]["version"])
-        view["latest_html"] = _latest_html(view["latest"], base, entry)
+        view.latest = _run_view(store, runs[0]["run_id"], with_files=False, version=runs[0]["version"])
+        view.latest_html = _latest_html(view.latest, base, entry)
     return view
 
 
-def _page_context(
-    request: Request, user: Any, entries: list[data.LadderEntry], runs_shown: int | None
-) -> dict[str, Any]:
+def _page_context(request: Request, user: Any, entries: list[data.LadderEntry], runs_shown: int | None) -> LaddersPage:
     status = _storage_status(entries)
     s3_errors = sorted({f"S3 is unreachable: {msg}" for msg in status.values() if msg})
     base = _base(request)
     ladders = [_ladder_view(e, status.get(e.storage_key) if e.storage_key else None, runs_shown, base) for e in entries]
     token, _ = _caller_token(request)
     can_trigger = _can_trigger(user)
-    return {
-        "base": base,
-        "user": user.get_name(),
-        "ladders": ladders,
-        "s3_errors": s3_errors,
-        "can_trigger": can_trigger,
-        "csrf": csrf_token(token) if can_trigger and token else "",
-        "trigger_dag_id": TRIGGER_DAG_ID,
-    }
+    return LaddersPage(
+        base=base,
+        user=user.get_name(),
+        ladders=ladders,
+        s3_errors=s3_errors,
+        can_trigger=can_trigger,
+        csrf=csrf_token(token) if can_trigger and token else "",
+        trigger_dag_id=TRIGGER_DAG_ID,
+    )
 
 
 # ---- trigger -----------------------------------------------------------------------------------
 _LIST_SPLIT = re.compile(r"[\s,]+")
 
 
-def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict[str, Any]:
+def _trigger_conf(form: JSONObject, entries: list[data.LadderEntry]) -> TriggerConf:
     """The DAG run's conf from the form; ``HTTPException(400)`` for what is plainly wrong (Airflow
     validates the Params again)."""
     from traceladder.config.models import LENS_NAMES
@@ -412,6 +399,8 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
     rungs_in = form.get("rungs") or []
     if isinstance(rungs_in, str):
         rungs_in = [rungs_in]
+    if not isinstance(rungs_in, list):
+        raise HTTPException(400, "rungs must be a list of rung names")
     rungs: list[str] = []
     for item in rungs_in:
         rungs += [r for r in _LIST_SPLIT.split(str(item)) if r]
@@ -439,16 +428,12 @@ def _trigger_conf(form: dict[str, Any], entries: list[data.LadderEntry]) -> dict
         if not REPEATS_MIN <= repeats <= REPEATS_MAX:
             raise HTTPException(400, f"repeats must be between {REPEATS_MIN} and {REPEATS_MAX}")
     override = str(form.get("override") or "").strip()
-    return {
-        "ladder": entry.name,
-        "rungs": list(dict.fromkeys(rungs)),
-        "lens": lens,
-        "repeats": repeats,
-        "override": override,
-    }
+    return TriggerConf(
+        ladder=entry.name, rungs=list(dict.fromkeys(rungs)), lens=lens, repeats=repeats, override=override
+    )
 
 
-async def _read_form(request: Request) -> tuple[dict[str, Any], bool]:
+async def _read_form(request: Request) -> tuple[JSONObject, bool]:
     """The request's fields (JSON or urlencoded form) and whether it was JSON."""
     body = await request.body()
     if len(body) > 64 * 1024:
@@ -464,12 +449,12 @@ async def _read_form(request: Request) -> tuple[dict[str, Any], bool]:
         return doc, True
     if ctype in ("application/x-www-form-urlencoded", ""):
         parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-        form: dict[str, Any] = {k: (v if k == "rungs" else v[-1]) for k, v in parsed.items()}
+        form: JSONObject = {k: ([*v] if k == "rungs" else v[-1]) for k, v in parsed.items()}
         return form, False
     raise HTTPException(415, f"unsupported content type {ctype[:60]!r}")
 
 
-async def _post_dag_run(request: Request, token: str, conf: dict[str, Any]) -> tuple[int, Any]:
+async def _post_dag_run(request: Request, token: str, conf: TriggerConf) -> tuple[int, JSONValue]:
     """``POST /api/v2/dags/traceladder-trigger/dagRuns`` on this same api-server, as the caller."""
     import httpx
     from airflow.configuration import conf as airflow_conf
@@ -494,20 +479,20 @@ async def _post_dag_run(request: Request, token: str, conf: dict[str, Any]) -> t
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"}
     if request.headers.get("referer"):
         headers["Referer"] = request.headers["referer"]  # Airflow records a UI trigger as such
-    body = {"logical_date": None, "conf": conf, "note": "triggered from the traceladder Ladders page"}
+    body = {"logical_date": None, "conf": conf.to_dict(), "note": "triggered from the traceladder Ladders page"}
     try:
         async with httpx.AsyncClient(timeout=SELF_CALL_TIMEOUT_S, verify=verify) as client:
             resp = await client.post(url, json=body, headers=headers)
     except httpx.HTTPError as exc:
         raise HTTPException(502, f"Airflow's REST API did not answer: {type(exc).__name__}") from None
     try:
-        payload = resp.json()
+        payload: JSONValue = resp.json()
     except ValueError:
         payload = {"detail": resp.text[:300]}
     return resp.status_code, payload
 
 
-def _detail(payload: Any) -> str:
+def _detail(payload: JSONValue) -> str:
     if isinstance(payload, dict) and "detail" in payload:
         detail = payload["detail"]
         return detail if isinstance(detail, str) else json.dumps(detail)[:600]
@@ -540,7 +525,8 @@ def create_app() -> FastAPI:
                 status=exc.status_code,
                 detail=detail,
             )
-        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        body = ErrorBody(detail=detail).to_dict()
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.get("/", response_class=HTMLResponse, dependencies=[can_read_runs])
     def index(request: Request, user: GetUserDep) -> HTMLResponse:
@@ -575,7 +561,7 @@ def create_app() -> FastAPI:
         except ArtifactStoreError:
             version = ""
         run = _run_view(store, run_id, with_files=True, version=version, base=_base(request))
-        if run["summary"] is None and not run["summary_files"] and not run["artifacts"]:
+        if run.summary is None and not run.summary_files and not run.artifacts:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
         page = _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)
         # The run's files change when retention removes traces: revalidate, 304 while unchanged.
@@ -596,18 +582,18 @@ def create_app() -> FastAPI:
             if run_id:
                 _valid_key(data.clean_run_id, run_id, "invalid run id")
         store = data.LadderStore(entry)
-        context: dict[str, Any] = {
-            "base": _base(request),
-            "user": user.get_name(),
-            "entry": entry,
-            "runs": [],
-            "a": a,
-            "b": b,
-            "rows": [],
-            "provenance": [],
-            "errors": [],
-            "s3_error": None,
-        }
+        context = ComparePage(
+            base=_base(request),
+            user=user.get_name(),
+            entry=entry,
+            runs=[],
+            a=a,
+            b=b,
+            rows=[],
+            provenance=[],
+            errors=[],
+            s3_error=None,
+        )
         try:
             context["runs"] = store.runs()
         except ArtifactStoreError as exc:
@@ -693,10 +679,16 @@ def create_app() -> FastAPI:
         status_code, payload = await _post_dag_run(request, token, conf)
         if status_code >= 400:
             raise HTTPException(status_code, f"Airflow refused the run: {_detail(payload)}")
-        run_id = payload.get("dag_run_id") if isinstance(payload, dict) else None
-        result = {"dag_id": TRIGGER_DAG_ID, "dag_run_id": run_id, "state": payload.get("state"), "conf": conf}
+        answer = payload if isinstance(payload, dict) else {}
+        run_id, state = answer.get("dag_run_id"), answer.get("state")
+        result = TriggerResult(
+            dag_id=TRIGGER_DAG_ID,
+            dag_run_id=run_id if isinstance(run_id, str) else None,
+            state=state if isinstance(state, str) else None,
+            conf=conf,
+        )
         if is_json or "text/html" not in request.headers.get("accept", ""):
-            return JSONResponse(result, status_code=200)
+            return JSONResponse(result.to_dict(), status_code=200)
         return _render(
             "triggered.html", base=_base(request), api_root=_api_root(request), user=user.get_name(), result=result
         )

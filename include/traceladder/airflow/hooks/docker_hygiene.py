@@ -11,13 +11,14 @@ Failures are one line that names the host: ``host mi350x-01: <what> (<detail>)``
 
 from __future__ import annotations
 
-import json
 import os
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
+from traceladder.core.codec import Document, JSONObject, JSONValue, Part, doc_field
 from traceladder.core.errors import TraceladderError
 
 MANAGED_LABEL = "traceladder.managed"
@@ -88,6 +89,94 @@ class HostCheckError(TraceladderError, RuntimeError):
         super().__init__(f"host {host}: {what}" + (f" ({detail})" if detail else ""))
 
 
+@dataclass(frozen=True, kw_only=True)
+class BusyGpu(Part):
+    """A process that holds a GPU, as amd-smi or rocm-smi names it: the GPU (amd-smi's index;
+    rocm-smi says none), the pid and the process name, each printed as the tool gave it."""
+
+    FILE: ClassVar[str] = "busy GPU"
+
+    gpu: JSONValue = doc_field("any?", default=None)
+    pid: JSONValue = doc_field("any?", default=None)
+    name: JSONValue = doc_field("any?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuCheck(Part):
+    """The check container's GPU part: the tool that looked (amd-smi, rocm-smi; None: neither is
+    in the image), the GPUs it sees (None: it could not tell), the busy ones, and its error."""
+
+    FILE: ClassVar[str] = "gpus"
+
+    tool: str | None = doc_field("str?", default=None)
+    count: int | None = doc_field("int?", default=None)
+    busy: list[BusyGpu] = doc_field("list", default=[], part=BusyGpu)
+    error: str | None = doc_field("str?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckAnswer(Part):
+    """The check container's one output line (``_CHECK_SCRIPT``): the device paths missing in
+    the container, the free GiB of the filesystem it writes to, and with ``gpus`` the GPU part."""
+
+    FILE: ClassVar[str] = "the check container's answer"
+
+    missing: list[str] = doc_field("list", default=[])
+    free_gb: float = doc_field("number")
+    gpus: GpuCheck | None = doc_field("object?", default=None, part=GpuCheck)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageProvenance(Document):
+    """What the daemon says the image is: its ``Id`` (``image``, and again as ``image_id``) and
+    its ``RepoDigests[0]`` (``image_digest``; None for a locally built or imported image)."""
+
+    FILE: ClassVar[str] = "image provenance"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    image: str = doc_field("str")
+    image_id: str = doc_field("str")
+    image_digest: str | None = doc_field("str?", default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCheck(ImageProvenance):
+    """What the preflight found on a host that passed it: the image, the daemon's version, the
+    free GiB on the Docker data root and, with a GPU check, the GPUs."""
+
+    FILE: ClassVar[str] = "host check"
+
+    daemon: str = doc_field("str")
+    free_gb: float = doc_field("number")
+    gpus: GpuCheck | None = doc_field("object?", default=None, part=GpuCheck)
+
+
+@dataclass(frozen=True)
+class ManagedContainer:
+    """A traceladder container as the daemon lists it (docker-py's ``containers()`` row): its id,
+    name (its first name, else its short id), state (``running``, ``exited``...) and labels."""
+
+    id: str
+    name: str
+    state: str | None
+    labels: dict[str, str]
+
+    @classmethod
+    def listed(cls, row: JSONObject) -> ManagedContainer:
+        ident = str(row["Id"])
+        names = row.get("Names")
+        first = names[0] if isinstance(names, list) and names else None
+        labels = row.get("Labels")
+        state = row.get("State")
+        return cls(
+            id=ident,
+            name=(str(first) if first else ident[:12]).lstrip("/"),
+            state=state if isinstance(state, str) else None,
+            labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        )
+
+
 def _one_line(exc: BaseException) -> str:
     explanation = getattr(exc, "explanation", None)
     return " ".join(str(explanation or exc).split())
@@ -115,16 +204,13 @@ def preflight(
     gpus_per_node: int | None = None,
     environment: dict[str, str] | None = None,
     group_add: list[str] | None = None,
-) -> dict[str, Any]:
+) -> HostCheck:
     """Check the daemon, the image, the devices and the free disk and, with ``gpus_per_node``,
     that the GPUs are visible (amd-smi or rocm-smi), that there are that many, and that no
-    process holds one; raise HostCheckError.
-
-    Returns what it found (``{"daemon": version, "image": id, "image_digest": ..., "free_gb": ...,
-    "gpus": ...}``)."""
+    process holds one; raise HostCheckError. Returns what it found."""
     try:
         cli.ping()
-        version = cli.version().get("Version", "?")
+        version = str(cli.version().get("Version", "?"))
     except Exception as exc:  # noqa: BLE001 - any transport error is "unreachable"
         raise HostCheckError(host, f"Docker daemon at {url} unreachable", _one_line(exc)) from None
     try:
@@ -163,7 +249,7 @@ def preflight(
             raise HostCheckError(
                 host, "the check container failed", err.strip().splitlines()[-1] if err.strip() else str(status)
             )
-        found = json.loads(out[-1])
+        found = CheckAnswer.from_json(out[-1])
     except HostCheckError:
         raise
     except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
@@ -177,38 +263,47 @@ def preflight(
                 cli.remove_container(container["Id"], force=True)
             except Exception:  # noqa: BLE001, S110 - clean-up never hides the check's outcome
                 pass
-    if found["missing"]:
-        raise HostCheckError(host, f"devices missing in the container: {found['missing']}")
-    if found["free_gb"] < min_free_gb:
-        raise HostCheckError(host, f"only {found['free_gb']} GiB free on the Docker data root, need {min_free_gb}")
+    if found.missing:
+        raise HostCheckError(host, f"devices missing in the container: {found.missing}")
+    if found.free_gb < min_free_gb:
+        raise HostCheckError(host, f"only {found.free_gb} GiB free on the Docker data root, need {min_free_gb}")
     if gpus_per_node:
-        check_gpus(host, found.get("gpus") or {}, gpus_per_node)
-    return {"daemon": version, **image_provenance(image_info), "free_gb": found["free_gb"], "gpus": found.get("gpus")}
+        check_gpus(host, found.gpus, gpus_per_node)
+    image_of = image_provenance(image_info)
+    return HostCheck(
+        image=image_of.image,
+        image_id=image_of.image_id,
+        image_digest=image_of.image_digest,
+        daemon=version,
+        free_gb=found.free_gb,
+        gpus=found.gpus,
+    )
 
 
-def image_provenance(info: dict[str, Any]) -> dict[str, Any]:
-    """What the daemon says the image is: ``Id`` always; ``RepoDigests[0]`` when it has one
-    (pulled from a registry; a locally built or imported image has none)."""
-    digests = info.get("RepoDigests") or []
-    return {"image": info["Id"], "image_id": info["Id"], "image_digest": digests[0] if digests else None}
+def image_provenance(info: JSONObject) -> ImageProvenance:
+    """What the daemon says the image is (``docker inspect``'s ``Id`` and ``RepoDigests``)."""
+    image_id = str(info["Id"])
+    digests = info.get("RepoDigests")
+    digest = digests[0] if isinstance(digests, list) and digests else None
+    return ImageProvenance(image=image_id, image_id=image_id, image_digest=None if digest is None else str(digest))
 
 
-def check_gpus(host: str, gpus: dict[str, Any], expected: int) -> None:
+def check_gpus(host: str, gpus: GpuCheck | None, expected: int) -> None:
     """The GPU part of the preflight: visible, as many as GPUS_PER_NODE, idle."""
-    tool = gpus.get("tool")
-    if tool is None or gpus.get("count") is None:
-        raise HostCheckError(host, "GPU preflight: no GPU is visible in the rung's container", gpus.get("error") or "")
-    if gpus["count"] != expected:
-        raise HostCheckError(host, f"GPU preflight: {tool} sees {gpus['count']} GPU(s), GPUS_PER_NODE is {expected}")
-    busy = gpus.get("busy") or []
-    if busy:
-        held = ", ".join(f"{b.get('name')} (pid {b.get('pid')}) on GPU {b.get('gpu')}" for b in busy[:4])
+    if gpus is None or gpus.tool is None or gpus.count is None:
+        error = gpus.error if gpus is not None else None
+        raise HostCheckError(host, "GPU preflight: no GPU is visible in the rung's container", error or "")
+    if gpus.count != expected:
+        raise HostCheckError(host, f"GPU preflight: {gpus.tool} sees {gpus.count} GPU(s), GPUS_PER_NODE is {expected}")
+    if gpus.busy:
+        held = ", ".join(f"{b.name} (pid {b.pid}) on GPU {b.gpu}" for b in gpus.busy[:4])
         raise HostCheckError(host, f"GPU preflight: GPUs are busy: {held}")
 
 
-def managed_containers(cli: Any, host: str, extra_labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def managed_containers(cli: Any, host: str, extra_labels: dict[str, str] | None = None) -> list[ManagedContainer]:
     filters = [f"{MANAGED_LABEL}=true", f"{HOST_LABEL}={host}", *(f"{k}={v}" for k, v in (extra_labels or {}).items())]
-    return cli.containers(all=True, filters={"label": filters})
+    rows = cli.containers(all=True, filters={"label": filters})
+    return [ManagedContainer.listed(row) for row in rows]
 
 
 def remove_orphans(
@@ -220,18 +315,18 @@ def remove_orphans(
     removed = []
     keep = set(keep)
     candidates = managed_containers(cli, host)
-    running_match = {c["Id"] for c in managed_containers(cli, host, running_too)} if running_too else set()
+    running_match = {c.id for c in managed_containers(cli, host, running_too)} if running_too else set()
     for c in candidates:
-        if c["Id"] in keep:
+        if c.id in keep:
             continue
-        if c.get("State") == "running" and c["Id"] not in running_match:
+        if c.state == "running" and c.id not in running_match:
             continue
         try:
-            cli.remove_container(c["Id"], force=True)
-            removed.append((c.get("Names") or [c["Id"][:12]])[0].lstrip("/"))
+            cli.remove_container(c.id, force=True)
+            removed.append(c.name)
         except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
             if log is not None:
-                log.warning("host %s: could not remove orphaned container %s: %s", host, c["Id"][:12], _one_line(exc))
+                log.warning("host %s: could not remove orphaned container %s: %s", host, c.id[:12], _one_line(exc))
     if removed and log is not None:
         log.info("host %s: removed orphaned traceladder containers: %s", host, ", ".join(removed))
     return removed
@@ -251,21 +346,21 @@ def stop_dead_tasks(
     removed = []
     keep = set(keep)
     for c in managed_containers(cli, host):
-        labels = c.get("Labels") or {}
-        if c["Id"] in keep or c.get("State") != "running" or not all(labels.get(k) for k in TI_LABELS):
+        labels = c.labels
+        if c.id in keep or c.state != "running" or not all(labels.get(k) for k in TI_LABELS):
             continue
         dag_id, run_id, task_id, map_index = (labels[k] for k in TI_LABELS)
         try:
             alive = ti_running(dag_id, run_id, task_id, int(map_index))
         except Exception as exc:  # noqa: BLE001 - unknown is not dead: never stop on a failed lookup
             if log is not None:
-                log.warning("host %s: could not ask Airflow about %s: %s", host, c["Id"][:12], _one_line(exc))
+                log.warning("host %s: could not ask Airflow about %s: %s", host, c.id[:12], _one_line(exc))
             continue
         if alive:
             continue
-        name = (c.get("Names") or [c["Id"][:12]])[0].lstrip("/")
+        name = c.name
         try:
-            cli.remove_container(c["Id"], force=True)
+            cli.remove_container(c.id, force=True)
             removed.append(name)
         except Exception as exc:  # noqa: BLE001 - any docker-py failure becomes the check's one line
             if log is not None:

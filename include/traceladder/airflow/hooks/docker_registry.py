@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from traceladder.core.codec import JSONObject, JSONValue
 from traceladder.core.errors import TraceladderError, first_line
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -165,6 +166,61 @@ class ImageRange:
 
 
 @dataclass(frozen=True)
+class PlatformEntry:
+    """One entry of a manifest list or OCI index: the platform its image is for
+    (``os/architecture``, ``?`` for a part the entry does not say; attestations say
+    ``unknown/unknown``) and its manifest's digest (None unless a sha256 digest)."""
+
+    platform: str
+    digest: str | None
+
+    @classmethod
+    def parse(cls, entry: JSONObject) -> PlatformEntry:
+        platform = entry.get("platform")
+        if not isinstance(platform, dict):
+            platform = {}
+        digest = entry.get("digest")
+        return cls(
+            f"{platform.get('os', '?')}/{platform.get('architecture', '?')}",
+            digest if isinstance(digest, str) and _DIGEST.match(digest) else None,
+        )
+
+
+@dataclass(frozen=True)
+class RegistryManifest:
+    """A manifest as far as this client reads it: its media type (the body's ``mediaType``, else
+    the answer's Content-Type; None when neither says), and either an index's entries (a Docker
+    manifest list or an OCI index: ``entries``) or an image manifest's config blob digest
+    (``config_digest``, None unless a sha256 digest)."""
+
+    media_type: str | None
+    entries: tuple[PlatformEntry, ...] | None  # None: an image manifest, not an index
+    config_digest: str | None
+
+    @classmethod
+    def parse(cls, document: JSONObject, media_type: str | None) -> RegistryManifest:
+        """``document`` is the manifest's JSON; an index is one by its media type or, when no
+        media type is said, by its ``manifests`` list."""
+        if media_type in MANIFEST_INDEXES or (media_type is None and "manifests" in document):
+            listed = document.get("manifests")
+            items = listed if isinstance(listed, list) else []
+            entries = tuple(PlatformEntry.parse(item) for item in items if isinstance(item, dict))
+            return cls(media_type, entries, None)
+        config = document.get("config")
+        digest = config.get("digest") if isinstance(config, dict) else None
+        return cls(media_type, None, digest if isinstance(digest, str) and _DIGEST.match(digest) else None)
+
+    def platform_digest(self) -> str | None:
+        """The digest of an index's linux/amd64 manifest."""
+        wanted = "/".join(PLATFORM)
+        return next((e.digest for e in self.entries or () if e.platform == wanted and e.digest), None)
+
+    def platforms(self) -> list[str]:
+        """The platforms an index has images for, sorted, each once."""
+        return sorted({e.platform for e in self.entries or ()})
+
+
+@dataclass(frozen=True)
 class _Response:
     status: int
     headers: Mapping[str, str]
@@ -230,7 +286,7 @@ def _next_link(header: str | None) -> str | None:
     return None
 
 
-def _created(value: Any) -> datetime | None:
+def _created(value: JSONValue) -> datetime | None:
     """An image config's RFC 3339 ``created`` (nanoseconds trimmed to micro), None when absent or
     unreadable."""
     if not isinstance(value, str):
@@ -382,7 +438,7 @@ class RegistryClient:
             raise RegistryResponseError(self.host, repository, f"the token server {realm_host} sent no token")
         return token
 
-    def _json(self, response: _Response, repository: str | None, what: str) -> dict[str, Any]:
+    def _json(self, response: _Response, repository: str | None, what: str) -> JSONObject:
         try:
             document = json.loads(response.body)
         except ValueError:
@@ -425,7 +481,7 @@ class RegistryClient:
             page = self._json(response, repository, "the tags list").get("tags") or []
             if not isinstance(page, list) or not all(isinstance(tag, str) for tag in page):
                 raise RegistryResponseError(self.host, repository, "the tags list's 'tags' is not a list of names")
-            tags.extend(page)
+            tags.extend(str(tag) for tag in page)
             link = _next_link(response.header("Link"))
             url = urllib.parse.urljoin(response.url, link) if link else None
         return tags
@@ -440,25 +496,23 @@ class RegistryClient:
         digest, document = manifest
         pinned = f"{self.host}/{repository}@{digest}"
         platform_digest = None
-        media_type = document.get("mediaType")
-        if media_type in MANIFEST_INDEXES or (media_type is None and "manifests" in document):
-            platform_digest = _platform_entry(document)
+        if document.entries is not None:
+            platform_digest = document.platform_digest()
             if platform_digest is None:
-                platforms = sorted({_platform(entry) for entry in document.get("manifests") or []})
+                platforms = document.platforms()
                 missing = f"no {'/'.join(PLATFORM)} image in its index (has {', '.join(platforms) or 'none'})"
                 return ImageCandidate(tags, digest, pinned, None, missing)
             child = self._manifest(repository, platform_digest)
             if isinstance(child, str):
                 return ImageCandidate(tags, digest, pinned, None, f"its {'/'.join(PLATFORM)} {child}", platform_digest)
             document = child[1]
-        config = document.get("config")
-        config_digest = config.get("digest") if isinstance(config, dict) else None
-        if not isinstance(config_digest, str) or not _DIGEST.match(config_digest):
+        config_digest = document.config_digest
+        if config_digest is None:
             return ImageCandidate(tags, digest, pinned, None, "its manifest names no sha256 config", platform_digest)
         created, reason = self._config_created(repository, config_digest)
         return ImageCandidate(tags, digest, pinned, created, reason, platform_digest)
 
-    def _manifest(self, repository: str, reference: str) -> tuple[str, dict[str, Any]] | str:
+    def _manifest(self, repository: str, reference: str) -> tuple[str, RegistryManifest] | str:
         """(digest, manifest) or the reason there is none to run."""
         accept = ", ".join((*IMAGE_MANIFESTS, *MANIFEST_INDEXES))
         response = self._get(f"/v2/{repository}/manifests/{reference}", repository, accept)
@@ -475,9 +529,7 @@ class RegistryClient:
         media_type = document.get("mediaType") or (response.header("Content-Type") or "").split(";")[0].strip()
         if media_type and media_type not in (*IMAGE_MANIFESTS, *MANIFEST_INDEXES):
             return f"manifest {reference} is of a type this client does not read ({media_type})"
-        if media_type:
-            document = {**document, "mediaType": media_type}
-        return digest, document
+        return digest, RegistryManifest.parse(document, str(media_type) if media_type else None)
 
     def _config_created(self, repository: str, config_digest: str) -> tuple[datetime | None, str | None]:
         """The config's ``created`` time, or the reason there is none (cached by digest)."""
@@ -552,23 +604,6 @@ def _host_of(url: str) -> str:
     host = parts.hostname or "?"
     host = f"[{host}]" if ":" in host else host
     return f"{host}:{parts.port}" if parts.port else host
-
-
-def _platform_entry(index: Mapping[str, Any]) -> str | None:
-    """The digest of an index's linux/amd64 manifest (attestations say unknown/unknown)."""
-    for entry in index.get("manifests") or []:
-        if isinstance(entry, dict) and _platform(entry) == "/".join(PLATFORM):
-            digest = entry.get("digest")
-            if isinstance(digest, str) and _DIGEST.match(digest):
-                return digest
-    return None
-
-
-def _platform(entry: Mapping[str, Any]) -> str:
-    platform = entry.get("platform")
-    if not isinstance(platform, dict):
-        platform = {}
-    return f"{platform.get('os', '?')}/{platform.get('architecture', '?')}"
 
 
 def _reason(exc: object) -> str:

@@ -172,8 +172,8 @@ class RocmDockerHook(DockerHook):
     def container_evidence(self) -> JSONObject | None:
         return self.api_client.container_evidence if "api_client" in self.__dict__ else None
 
-    def image_provenance(self, image: str) -> JSONObject:
-        """``{"image_id": Id, "image_digest": RepoDigests[0] or None}`` from the daemon."""
+    def image_provenance(self, image: str) -> hygiene.ImageProvenance:
+        """The image's ``Id`` and ``RepoDigests[0]`` (or None), from the daemon."""
         return hygiene.image_provenance(self.api_client.inspect_image(image))
 
     def preflight(
@@ -185,7 +185,7 @@ class RocmDockerHook(DockerHook):
         labels: dict[str, str],
         gpus_per_node: int | None,
         environment: dict[str, str] | None = None,
-    ) -> JSONObject:
+    ) -> hygiene.HostCheck:
         """The host and GPU check with this host's devices; raises ``HostCheckError``."""
         return hygiene.preflight(
             self.api_client,

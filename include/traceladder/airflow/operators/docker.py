@@ -35,10 +35,13 @@ from traceladder.airflow.hooks import docker_hygiene as hygiene
 from traceladder.airflow.hooks.rocm import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import env_vars
+from traceladder.core.codec import JSONObject
 from traceladder.storage.spool import ENV_BUDGET, ENV_SPOOL
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from traceladder.plan.build import RungSpec
 
 PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
 DEFAULT_SHM_SIZE = 128 * 2**30  # Primus's docs: --shm-size 128G
@@ -196,7 +199,7 @@ class RocmDockerOperator(DockerOperator):
         )
 
     @property
-    def container_evidence(self) -> dict[str, Any] | None:
+    def container_evidence(self) -> JSONObject | None:
         """What the daemon applied to the started container (``docker inspect``'s HostConfig)."""
         return self.hook.container_evidence if "hook" in self.__dict__ else None
 
@@ -236,8 +239,9 @@ def storage_environment(storage: Any) -> tuple[dict[str, str], dict[str, str]]:
     return env, private
 
 
-def result_from_lines(lines: list[str]) -> dict[str, Any] | None:
-    """The runner's result: the last stdout line that is a JSON object with a rung_id."""
+def result_from_lines(lines: list[str]) -> JSONObject | None:
+    """The runner's result (metrics.json's data, passed on as the task's XCom as it came): the
+    last stdout line that is a JSON object with a rung_id and a status."""
     for line in reversed(lines or []):
         text = line.strip()
         if text.startswith("{") and text.endswith("}"):
@@ -301,7 +305,7 @@ class RungDockerOperator(RocmDockerOperator):
     def __init__(
         self,
         *,
-        spec: dict[str, Any] | list[dict[str, Any]],
+        spec: JSONObject | list[JSONObject],
         run_id: str = "{{ run_id }}",
         min_free_gb: float | None = None,
         preflight: bool = True,
@@ -327,7 +331,8 @@ class RungDockerOperator(RocmDockerOperator):
             self.spec = slot_spec(self.spec)
         return super().execute(context)
 
-    def _configure(self, context: Context) -> dict[str, Any]:
+    def _configure(self, context: Context) -> tuple[RungSpec, str]:
+        """The rung's container settings from its spec; returns the spec and the run's key part."""
         from traceladder.airflow.ladders import open_ladder
         from traceladder.plan.build import RungSpec
         from traceladder.storage.artifacts import safe_key_part
@@ -366,7 +371,7 @@ class RungDockerOperator(RocmDockerOperator):
         self._private_environment = {**self._private_environment, **private}
         self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
         self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result
-        return {"spec": spec, "run_key": run_key}
+        return spec, run_key
 
     def _spool_housekeeping(self, spec: Any) -> None:
         """Old sealed spools of this host (a bind-mounted TRACELADDER_SPOOL_DIR the worker can read):
@@ -392,9 +397,8 @@ class RungDockerOperator(RocmDockerOperator):
     def _execute_with_daemon(self, context: Context) -> Any:
         from airflow.sdk.exceptions import AirflowException
 
-        conf = self._configure(context)
-        spec = conf["spec"]
-        rung_labels = {hygiene.RUN_LABEL: conf["run_key"], hygiene.RUNG_LABEL: spec.rung_id}
+        spec, run_key = self._configure(context)
+        rung_labels = {hygiene.RUN_LABEL: run_key, hygiene.RUNG_LABEL: spec.rung_id}
         try:
             self.hook.remove_orphans(running_too=rung_labels, log=self.log)
             hygiene.stop_dead_tasks(self.hook.api_client, self.host_name, _ti_running(context), log=self.log)
@@ -406,6 +410,7 @@ class RungDockerOperator(RocmDockerOperator):
                 self.cli.remove_container(self.container_name, force=True)  # a previous try's container
             except Exception:  # noqa: BLE001, S110 - usually "no such container"
                 pass
+            found: hygiene.ImageProvenance
             if self.preflight:
                 found = self.hook.preflight(
                     url=str(self.docker_url),
@@ -415,7 +420,7 @@ class RungDockerOperator(RocmDockerOperator):
                     gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
                     environment=dict(spec.docker_env_vars),
                 )
-                self.log.info("host %s ok: %s", self.host_name, json.dumps(found))
+                self.log.info("host %s ok: %s", self.host_name, found.to_json())
             else:
                 found = self.hook.image_provenance(self.image)
         except hygiene.HostCheckError as exc:
@@ -430,8 +435,8 @@ class RungDockerOperator(RocmDockerOperator):
         # what ran, from the daemon: the runner records these in metrics.json (provenance)
         self.environment = {
             **self.environment,
-            env_vars.IMAGE_ID.name: str(found["image_id"]),
-            **({env_vars.IMAGE_DIGEST.name: str(found["image_digest"])} if found.get("image_digest") else {}),
+            env_vars.IMAGE_ID.name: found.image_id,
+            **({env_vars.IMAGE_DIGEST.name: found.image_digest} if found.image_digest else {}),
         }
         lines: list[str] = []
         try:

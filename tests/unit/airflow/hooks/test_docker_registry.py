@@ -195,3 +195,34 @@ def test_a_realm_with_credentials_in_its_url_is_named_by_host_only(broken_regist
     with pytest.raises(RegistryUnreachableError) as down:
         RegistryClient(host).tags("r")
     assert str(down.value) == f"registry {host}, repository r: unreachable at 127.0.0.1:9 (connection refused)"
+
+
+def test_a_manifest_is_read_as_an_index_or_an_image_manifest() -> None:
+    from traceladder.airflow.hooks.docker_registry import (
+        DOCKER_MANIFEST,
+        OCI_INDEX,
+        PlatformEntry,
+        RegistryManifest,
+    )
+
+    amd64, arm64 = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    index = {
+        "manifests": [
+            {"digest": arm64, "platform": {"os": "linux", "architecture": "arm64"}},
+            {"digest": "sha256:short", "platform": {"os": "linux", "architecture": "amd64"}},
+            {"digest": amd64, "platform": {"os": "linux", "architecture": "amd64"}},
+            {"digest": "sha256:" + "c" * 64, "platform": {"os": "unknown", "architecture": "unknown"}},
+            "not an entry",
+        ]
+    }
+    for media_type in (OCI_INDEX, None):  # an index by its type, or by its list where no type is said
+        read = RegistryManifest.parse(index, media_type)
+        assert read.entries is not None and len(read.entries) == 4 and read.config_digest is None
+        assert read.entries[1] == PlatformEntry("linux/amd64", None)  # not a sha256 digest
+        assert read.platform_digest() == amd64
+        assert read.platforms() == ["linux/amd64", "linux/arm64", "unknown/unknown"]
+    no_amd64 = RegistryManifest.parse({"manifests": [{"digest": arm64, "platform": {"os": "linux"}}]}, OCI_INDEX)
+    assert no_amd64.platform_digest() is None and no_amd64.platforms() == ["linux/?"]
+    image = RegistryManifest.parse({"config": {"digest": amd64}, "manifests": []}, DOCKER_MANIFEST)
+    assert image == RegistryManifest(DOCKER_MANIFEST, None, amd64)
+    assert RegistryManifest.parse({"config": {"digest": "md5:x"}}, None).config_digest is None

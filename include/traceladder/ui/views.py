@@ -1,0 +1,108 @@
+"""What the Ladders page's templates show, one class per view: a ladder in the list
+(``LadderView``), a run (``RunView``: its summary, charts, files and what retention removed), a
+suspect rung's triage (``TriageRow``), and the keywords each page's template is rendered with
+(``LaddersPage``, ``ComparePage``). The app (ui/app.py) fills them from ``data.LadderStore``; the
+templates read their attributes (Jinja reads an attribute and a key alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypedDict
+
+from traceladder.core.codec import JSONObject, JSONValue
+from traceladder.ui.data import LadderEntry, RunRow
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
+
+
+def text(value: JSONValue) -> str | None:
+    """A stored document's value as the page prints it (None stays None)."""
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class TriageRow:
+    """A suspect rung's triage, from its triage.json as stored (``not started`` while there is
+    none): state, label, first bad candidate, conclusion and the link to its report.html."""
+
+    rung: str
+    state: str | None = "not started"
+    label: str | None = None
+    first_bad: str | None = None
+    conclusion: str | None = None
+    report: str | None = None  # the report's URL, once its triage.json is stored
+
+    @classmethod
+    def stored(cls, rung: str, doc: JSONObject, report: str) -> TriageRow:
+        return cls(
+            rung=rung,
+            state=text(doc.get("state")),
+            label=text(doc.get("label")),
+            first_bad=text(doc.get("first_bad")),
+            conclusion=text(doc.get("conclusion")),
+            report=report,
+        )
+
+
+@dataclass
+class RunView:
+    """A published run as a page shows it. ``summary`` is its summary.json as stored (checked by
+    its class, data.LadderStore.summary), None with ``error`` saying why; ``version`` its index
+    entry's ETag (the links' ``?v=``). The files are keys relative to the ladder's prefix: the
+    summary folder's, its charts, and on the run page every artifact by folder with its link
+    (href, label) and, per rung folder, what retention removed (key, manifest record)."""
+
+    run_id: str
+    version: str = ""
+    summary: JSONObject | None = None
+    error: str | None = None
+    triages: list[TriageRow] = field(default_factory=list)
+    summary_files: list[str] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)
+    artifacts: dict[str, list[str]] = field(default_factory=dict)
+    artifact_links: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    artifacts_truncated: bool = False
+    removed: dict[str, list[tuple[str, JSONObject]]] = field(default_factory=dict)
+
+
+@dataclass
+class LadderView:
+    """One ladder in the list: its file's entry, the runs shown (newest first) of ``runs_total``,
+    its latest run with that run's block rendered once (``latest_html``), or why the runs could
+    not be read (``error``)."""
+
+    entry: LadderEntry
+    runs: list[RunRow] = field(default_factory=list)
+    runs_total: int = 0
+    latest: RunView | None = None
+    latest_html: Markup | str = ""
+    error: str | None = None
+
+
+class LaddersPage(TypedDict):
+    """ladders.html's keywords (the list, and one ladder's page with ``single``)."""
+
+    base: str
+    user: str
+    ladders: list[LadderView]
+    s3_errors: list[str]
+    can_trigger: bool
+    csrf: str
+    trigger_dag_id: str
+
+
+class ComparePage(TypedDict):
+    """compare.html's keywords: the ladder's runs, the two compared (``a``, ``b``), their rows
+    (compare.compare_rows) and provenance differences, or why there are none."""
+
+    base: str
+    user: str
+    entry: LadderEntry
+    runs: list[RunRow]
+    a: str
+    b: str
+    rows: list[JSONObject]
+    provenance: list[str]
+    errors: list[str]
+    s3_error: str | None
