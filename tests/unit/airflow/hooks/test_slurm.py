@@ -37,17 +37,19 @@ CLUSTERS = {
 }
 
 
-def _write(tmp_path: Path, ladder: dict) -> tuple[Path, Path]:
+def _write(tmp_path: Path, ladder: dict, extends: str = "proxy-local.yaml") -> tuple[Path, Path]:
     clusters = tmp_path / "clusters.yaml"
     clusters.write_text(yaml.safe_dump(CLUSTERS))
-    doc = {"schema": 1, "extends": str(CONFIG_DIR / "ladders" / "proxy-local.yaml"), **ladder}
+    doc = {"schema": 1, "extends": str(CONFIG_DIR / "ladders" / extends), **ladder}
     path = tmp_path / "l.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path, clusters
 
 
 def test_a_slurm_ladder_loads_with_its_nodes(tmp_path: Path) -> None:
-    path, clusters = _write(tmp_path, {"ladder": "s", "backend": "slurm", "cluster": "hpc", "nnodes": 2})
+    # the seed ladder: this file's Slurm cluster runs Primus (its workload), so its keys are Primus's
+    seed = "deepseek-v4-flash-mi350x.yaml"
+    path, clusters = _write(tmp_path, {"ladder": "s", "backend": "slurm", "cluster": "hpc", "nnodes": 2}, seed)
     loaded = load_ladder(path, load_clusters(clusters))
     assert loaded.ladder.nnodes == 2 and loaded.cluster.slurm is not None
     assert loaded.cluster.slurm.partition == "mi350x" and loaded.cluster.slurm.container_runtime == "docker"
