@@ -59,23 +59,3 @@ def store_measured_run(
     result = rung_result({**spec, "ladder": ladder}, run_id, step_ms=step_ms, provenance=dict(provenance))
     store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
     store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(dict(stored_spec or spec)).encode())
-
-
-def store_suspect_summary(store: Any, prefix: str, ladder: str, suspect: Mapping[str, Any]) -> None:
-    """The bad run's summary.json naming one suspect (`history.suspects`), as a weekly run's does."""
-    from traceladder.core import layout
-    from traceladder.core.documents import Summary
-
-    run_id = str(suspect["run_id"])
-    summary = Summary(ladder=ladder, run_id=run_id, rungs=[], history={"suspects": [dict(suspect)]})
-    run = layout.run_prefix(prefix, ladder, run_id)
-    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
-
-
-def describe_steps(steps: Sequence[Any]) -> str:
-    """A triage's steps, one line each with every look (an assertion message pytest does not cut)."""
-    return "\n".join(
-        f"{s.kind} {s.good} -> {s.candidate}: {s.verdict} {s.delta_pct} {s.interval_pct} after {s.blocks} blocks"
-        f" ({s.reason}); looks: {json.dumps(s.looks)}"
-        for s in steps
-    )

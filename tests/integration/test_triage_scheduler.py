@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from testkit.results import describe_steps
+from testkit.triage_docs import describe_steps
 
 from tests.integration.stack_harness import keep_logs, start_stack
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testkit.results import store_measured_run, store_suspect_summary
+from testkit.results import store_measured_run
+from testkit.triage_docs import store_suspect_summary, suspect_fields
 from tests.unit.config.test_validate import MINIMAL
 from traceladder.triage.from_ladder import TriageError
 from traceladder.workflows.triage_tasks import (
@@ -54,15 +55,7 @@ def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 130.0)):
         provenance = {"build": build, "host": "h1"}
         store_measured_run(store, prefix, ladder, run_id, spec, step_ms, provenance, {**spec, "build": build})
-    suspect = {
-        "rung": "fusions",
-        "run_id": "w5",
-        "good_run_id": "w4",
-        "reason": "prediction bound",
-        "direction": "slower",
-        "delta_pct": 30.0,
-    }
-    store_suspect_summary(store, prefix, ladder, suspect)
+    store_suspect_summary(store, prefix, ladder, suspect_fields(delta_pct=30.0))
     return store, ladder
 
 
