@@ -30,7 +30,7 @@ from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
 from traceladder.summary.publish import write_summary
 from traceladder.summary.render.markdown import to_markdown
-from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
+from testkit.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 
 INCLUDE = REPO_ROOT / "include"
 # a 2-layer proxy, one profiled iteration (2 of 3)
