@@ -19,6 +19,7 @@ The modules:
 - ``standin/``: the test doubles of primus-cli, rocprofv3, amd-smi, rocm-trace-lite and TraceLens
   that ``docker/images.py standin`` builds into the stand-in images;
 - ``tracegen``: seeded GPU traces; ``year_history``: a year of published ladder runs in S3;
+  ``rocprof_files``: the header of rocprofv3's kernel trace CSV;
 - ``results``: hand-made rung results and index entries; ``triage_docs``: hand-made
   triage documents (suspects, steps, triage.json, suspect groups);
 - ``tiny_proxy``: the CPU proxy's tiny sizes; ``tiny_rung``: a tiny real rung's spec and the check
