@@ -20,7 +20,7 @@ The modules:
   that ``docker/images.py standin`` builds into the stand-in images;
 - ``tracegen``: seeded GPU traces; ``year_history``: a year of published ladder runs in S3;
   ``rocprof_files``: the header of rocprofv3's kernel trace CSV;
-- ``results``: hand-made rung results and index entries; ``triage_docs``: hand-made
+- ``results``: hand-made rung results, plan specs and index entries; ``triage_docs``: hand-made
   triage documents (suspects, steps, triage.json, suspect groups);
 - ``tiny_proxy``: the CPU proxy's tiny sizes; ``tiny_rung``: a tiny real rung's spec and the check
   of what a rung stored; ``tcp_proxy``: a TCP proxy that cuts an S3 connection; ``needs``: a

@@ -1,4 +1,4 @@
-"""Hand-made rung results (metrics.json as the runner writes it) as the stages take them."""
+"""Hand-made rung results (metrics.json as the runner writes it) and plan specs, as the stages take them."""
 
 from __future__ import annotations
 
@@ -24,6 +24,22 @@ def typed_run(run: tuple[Any, Mapping[str, Mapping[str, Any]]]) -> tuple[Any, di
 def index_entries(entries: Sequence[Mapping[str, Any]]) -> list[IndexEntry]:
     """Hand-made index entries (``runs/<run_id>.json`` as published) as the history reads them."""
     return [IndexEntry.from_dict(dict(e), f"entry {i}") for i, e in enumerate(entries)]
+
+
+def plan_spec(
+    rung: str, parent: str | None, switch: str | None, value: Any, repeat: int, storage_prefix: str, lens: str = "none"
+) -> dict[str, Any]:
+    """A plan.json spec of one repeat of a rung, with what the summary reads of it."""
+    return {
+        "rung": rung,
+        "parent": parent,
+        "switch": switch,
+        "value": value,
+        "lens": lens,
+        "repeat": repeat,
+        "rung_id": f"{rung}.{lens}.r{repeat}",
+        "storage_prefix": storage_prefix,
+    }
 
 
 def rung_result(spec: Mapping[str, Any], run_id: str, **fields: Any) -> RungResult:
