@@ -1,4 +1,4 @@
-"""Hand-made rung results (metrics.json as the runner writes it) as the stages take them."""
+"""Hand-made rung results (metrics.json as the runner writes it) and plan specs, as the stages take them."""
 
 from __future__ import annotations
 
@@ -24,6 +24,22 @@ def typed_run(run: tuple[Any, Mapping[str, Mapping[str, Any]]]) -> tuple[Any, di
 def index_entries(entries: Sequence[Mapping[str, Any]]) -> list[IndexEntry]:
     """Hand-made index entries (``runs/<run_id>.json`` as published) as the history reads them."""
     return [IndexEntry.from_dict(dict(e), f"entry {i}") for i, e in enumerate(entries)]
+
+
+def plan_spec(
+    rung: str, parent: str | None, switch: str | None, value: Any, repeat: int, storage_prefix: str, lens: str = "none"
+) -> dict[str, Any]:
+    """A plan.json spec of one repeat of a rung, with what the summary reads of it."""
+    return {
+        "rung": rung,
+        "parent": parent,
+        "switch": switch,
+        "value": value,
+        "lens": lens,
+        "repeat": repeat,
+        "rung_id": f"{rung}.{lens}.r{repeat}",
+        "storage_prefix": storage_prefix,
+    }
 
 
 def rung_result(spec: Mapping[str, Any], run_id: str, **fields: Any) -> RungResult:
@@ -59,23 +75,3 @@ def store_measured_run(
     result = rung_result({**spec, "ladder": ladder}, run_id, step_ms=step_ms, provenance=dict(provenance))
     store.put_bytes(layout.join(rung, layout.METRICS_OBJECT), result.to_json().encode())
     store.put_bytes(layout.join(rung, layout.SPEC_OBJECT), json.dumps(dict(stored_spec or spec)).encode())
-
-
-def store_suspect_summary(store: Any, prefix: str, ladder: str, suspect: Mapping[str, Any]) -> None:
-    """The bad run's summary.json naming one suspect (`history.suspects`), as a weekly run's does."""
-    from traceladder.core import layout
-    from traceladder.core.documents import Summary
-
-    run_id = str(suspect["run_id"])
-    summary = Summary(ladder=ladder, run_id=run_id, rungs=[], history={"suspects": [dict(suspect)]})
-    run = layout.run_prefix(prefix, ladder, run_id)
-    store.put_bytes(layout.join(layout.summary_prefix(run), layout.SUMMARY_JSON), summary.to_json().encode())
-
-
-def describe_steps(steps: Sequence[Any]) -> str:
-    """A triage's steps, one line each with every look (an assertion message pytest does not cut)."""
-    return "\n".join(
-        f"{s.kind} {s.good} -> {s.candidate}: {s.verdict} {s.delta_pct} {s.interval_pct} after {s.blocks} blocks"
-        f" ({s.reason}); looks: {json.dumps(s.looks)}"
-        for s in steps
-    )

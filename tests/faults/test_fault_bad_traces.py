@@ -16,7 +16,7 @@ from traceladder.summary.publish import write_summary
 
 from tests.conftest import REFERENCE_DIR
 
-from .rungs import tiny_spec, verified_objects
+from testkit.tiny_rung import tiny_spec, verified_objects
 
 pytestmark = pytest.mark.faults
 LADDER = "faults-traces"

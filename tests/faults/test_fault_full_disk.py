@@ -13,8 +13,8 @@ import pytest
 from traceladder.runner.rung import run_rung
 from traceladder.storage.artifacts import S3ArtifactStore, rung_prefix
 
-from tests.integration.needs import unavailable
-from .rungs import tiny_spec, verified_objects
+from testkit.needs import unavailable
+from testkit.tiny_rung import tiny_spec, verified_objects
 
 pytestmark = pytest.mark.faults
 LADDER = "faults-disk"

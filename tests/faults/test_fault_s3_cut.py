@@ -14,8 +14,8 @@ import pytest
 from traceladder.runner.rung import run_rung
 from traceladder.storage.artifacts import ArtifactStoreError, S3ArtifactStore, rung_prefix, s3_client_from_env
 
-from .rungs import tiny_spec, verified_objects
-from .tcp_proxy import CutProxy
+from testkit.tiny_rung import tiny_spec, verified_objects
+from testkit.tcp_proxy import CutProxy
 
 pytestmark = pytest.mark.faults
 LADDER = "faults-s3"

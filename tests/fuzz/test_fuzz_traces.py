@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from testkit.rocprof_files import KERNEL_TRACE_TIMES
 from tests.conftest import REFERENCE_DIR
 from traceladder.analysis.analyzers.trace import analyze_trace
 from traceladder.analysis.model.events import TraceError
@@ -162,19 +163,7 @@ def test_an_id_past_int64_or_of_no_scalar_type_links_nothing(bert: dict[str, Any
     assert result["timeline"]["total_time"] > 0
 
 
-CSV_HEADER = [
-    "Kind",
-    "Agent_Id",
-    "Queue_Id",
-    "Stream_Id",
-    "Thread_Id",
-    "Dispatch_Id",
-    "Kernel_Id",
-    "Kernel_Name",
-    "Correlation_Id",
-    "Start_Timestamp",
-    "End_Timestamp",
-]
+CSV_HEADER = KERNEL_TRACE_TIMES
 CELL = st.one_of(
     st.integers(-5, 10**20).map(str),
     st.text(max_size=6),

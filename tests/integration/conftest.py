@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 START_DOCKERD = REPO / "docker" / "dockerd" / "start.sh"

@@ -5,7 +5,7 @@ free port with its storage there, and stopped at the end. Its system service is 
 ``images`` writes small real images (one file, a chosen ``created`` time) as ``docker load``
 archives, so the tests push images whose creation order they set, through a real Docker Engine.
 
-In CI (CI=true) a missing ``docker-registry`` binary FAILS the tests (tests/integration/needs.py);
+In CI (CI=true) a missing ``docker-registry`` binary FAILS the tests (testkit/needs.py);
 elsewhere it is a skip naming the package."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from traceladder.core.ports import free_port
 
 BINARY = "docker-registry"

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from traceladder.embedded.local_stack import AIRFLOW_BIN, LocalStack
 from traceladder.config.loader import CONFIG_DIR
-from tests.tiny_proxy import TINY_LENS, TINY_MODEL
+from testkit.tiny_proxy import TINY_LENS, TINY_MODEL
 
 # The shipped proxy ladder, shrunk to what a scheduler test needs (the fault tests' sizes): one
 # layer, four experts, a 32-token sequence, four iterations, a short profiler window, one repeat.

@@ -3,7 +3,7 @@ the look before each block past `min` reads the finished runs' metrics from S3 a
 rung's MDE is at or below the target, skips the remaining blocks as Airflow skips tasks; the
 summary still runs and says how many blocks ran of how many planned, and why.
 
-The ladders extend proxy-local with the tiny proxy (tests/tiny_proxy.py), two rungs, no lenses.
+The ladders extend proxy-local with the tiny proxy (testkit/tiny_proxy.py), two rungs, no lenses.
 - Early stop: min 6, max 7, a target of 99%. The look after six blocks has 5 residual df and
   z 2.16, so its MDE is (t_crit + t.80) * sqrt(2/6) sd = 2.25 sd: at or below 99% while the
   run-level sd stays under 30.6%. The tiny proxy's step is ~13 ms of CPU, and this VM's vCPU
@@ -25,7 +25,7 @@ from traceladder.config.loader import CONFIG_DIR
 from traceladder.storage.artifacts import safe_key_part
 
 from tests.integration.ladder_checks import objects, task_states
-from tests.tiny_proxy import TINY_MODEL
+from testkit.tiny_proxy import TINY_MODEL
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ from traceladder.storage.artifacts import safe_key_part
 
 from tests.integration.ladder_checks import objects, task_states
 from tests.integration.test_ladder_e2e import ladders_dir, write_ladder  # noqa: F401 - ladders_dir is a fixture, requested by name
-from tests.tiny_proxy import TINY_MODEL
+from testkit.tiny_proxy import TINY_MODEL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 

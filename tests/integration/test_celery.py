@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from tests.integration.stack_harness import keep_logs, ran_rung_slots, start_stack, stored_rung_ids
 from traceladder.embedded.local_stack import COMPONENTS, CELERY_WORKER
 

@@ -16,7 +16,7 @@ import pytest
 from traceladder.core.env_vars import COMPOSE_SECRETS
 import yaml
 
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from traceladder.config.loader import load_clusters
 
 pytestmark = pytest.mark.docker

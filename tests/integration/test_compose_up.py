@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from traceladder.embedded.local_stack import free_port
 from traceladder.storage.artifacts import safe_key_part
 

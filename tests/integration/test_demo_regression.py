@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.results import describe_steps
+from testkit.triage_docs import describe_steps
 
 from traceladder.core import layout
 from traceladder.core.documents import TriageDoc

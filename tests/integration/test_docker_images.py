@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from traceladder.core.env_vars import COMPOSE_SECRETS
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 
 from tests.integration.conftest import (
     REPO,

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tests.integration.conftest import STANDIN_DEVICES, STANDIN_GPUS, docker_cli  # tests/integration/conftest.py
-from tests.faults.rungs import verified_objects
-from tests.faults.tcp_proxy import CutProxy
+from testkit.tiny_rung import verified_objects
+from testkit.tcp_proxy import CutProxy
 from tests.integration.test_docker_images import NOFILE, _rung_operator, _TI
 
 pytestmark = [pytest.mark.docker, pytest.mark.faults]

@@ -22,7 +22,7 @@ import pytest
 
 from tests.integration.ladder_checks import check_manifests, objects
 from tests.integration.stack_harness import keep_logs, start_stack
-from tests.tiny_proxy import TINY_MODEL
+from testkit.tiny_proxy import TINY_MODEL
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.faults]
 

@@ -18,7 +18,7 @@ from traceladder.storage.artifacts import safe_key_part
 from traceladder.runner.primus_log import parse_iterations
 
 from tests.integration.ladder_checks import check_manifests, objects, task_states
-from tests.tiny_proxy import TINY_LENS
+from testkit.tiny_proxy import TINY_LENS
 
 pytestmark = pytest.mark.e2e
 

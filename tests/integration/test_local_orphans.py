@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import yaml
-from tests.tiny_proxy import TINY_MODEL
+from testkit.tiny_proxy import TINY_MODEL
 
 from traceladder.config.loader import CONFIG_DIR
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from tests.integration.ui_session import api_server
 from traceladder.ui.plugin import ENTRY_POINT
 

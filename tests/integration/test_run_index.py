@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from testkit.results import plan_spec
 from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, run_prefix, s3_client_from_env
 from traceladder.core.documents import SummaryRef
 from traceladder.summary import collect, index as run_index
@@ -80,16 +81,7 @@ def _store_run(store: S3ArtifactStore, ladder: str, run_id: str, week: int, slow
         ("fusions", "baseline", "fusions", True, 340.0),
     ):
         for k in range(3):
-            spec = {
-                "rung": rung,
-                "parent": parent,
-                "switch": switch,
-                "value": value,
-                "lens": "none",
-                "repeat": k,
-                "rung_id": f"{rung}.none.r{k}",
-                "storage_prefix": PREFIX,
-            }
+            spec = plan_spec(rung, parent, switch, value, k, PREFIX)
             specs.append(spec)
             factor = (1 + 0.01 * noise[(week + k) % len(noise)]) * (
                 1.08 if rung == "baseline" and week >= slow_from else 1.0

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.tiny_proxy import TINY_LENS, TINY_MODEL
+from testkit.tiny_proxy import TINY_LENS, TINY_MODEL
 
 from traceladder.config.loader import CONFIG_DIR
 
@@ -426,7 +426,7 @@ def test_a_two_node_proxy_rung_stores_one_result_with_every_global_rank(
 ) -> None:
     import gzip
 
-    from tests.faults.rungs import verified_objects
+    from testkit.tiny_rung import verified_objects
 
     ladder = write_ladder(slurm_ladders, "slurm-2nodes", nnodes=2)
     op, spec = _operator(ladder, "rung", lens="torch_all_ranks")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.integration.stack_harness import keep_logs, start_stack, stored_rung_ids
-from tests.tiny_proxy import TINY_MODEL
+from testkit.tiny_proxy import TINY_MODEL
 
 
 from traceladder.airflow.hooks.slurm import parse_job

@@ -140,24 +140,15 @@ def nightlies(open_registry: RegistryServer, standin_images: StandinImages) -> I
 def _suspect_group(loaded: Any, images: Nightlies, good_tag: str, bad_tag: str, bad_run: str = BAD_RUN) -> list[Any]:
     """One suspect as the weekly run would record it: the rung's resolved spec with the good and the
     bad run's image, each run's provenance naming the digest the daemon pulled."""
-    from traceladder.core.documents import TriageSuspect
+    from testkit.triage_docs import suspect_between
     from traceladder.plan.build import build_plan
-    from traceladder.triage.suspects import RunSetup, diff
+    from traceladder.triage.suspects import RunSetup
 
     (spec,) = build_plan(loaded, rungs=["baseline"], lens="none", repeats=1)
     base = json.loads(spec.to_json())
     good = RunSetup(GOOD_RUN, {**base, "image": images.ref(good_tag)}, {"image_digest": images.pinned(good_tag)})
     bad = RunSetup(bad_run, {**base, "image": images.ref(bad_tag)}, {"image_digest": images.pinned(bad_tag)})
-    suspect = TriageSuspect(
-        rung="baseline",
-        run_id=bad_run,
-        good_run_id=GOOD_RUN,
-        reason="manual",
-        direction="slower",
-        delta_pct=100.0,
-        diff=diff(good, bad),
-    )
-    return [(suspect, good, bad)]
+    return [(suspect_between(good, bad, "baseline", reason="manual", delta_pct=100.0), good, bad)]
 
 
 def _triage(loaded: Any, group: list[Any], bad_run: str = BAD_RUN) -> Any:

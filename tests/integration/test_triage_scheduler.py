@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testkit.results import describe_steps
+from testkit.triage_docs import describe_steps
 
 from tests.integration.stack_harness import keep_logs, start_stack
+from tests.integration.webhook import WebhookReceiver
 
 pytestmark = [pytest.mark.scheduler, pytest.mark.triage, pytest.mark.service]
 
@@ -60,19 +59,6 @@ LADDER_FIELDS = {
     "build": "n1",
     "triage": {"approve": True, "budget_blocks": 3},
 }
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    received: list[dict] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def _seed_good_weeks(stack: Any, ladder_file: Path, work: Path) -> list[str]:
@@ -179,14 +165,11 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
     started = time.monotonic()
     monkeypatch.setenv("PYTHONPATH", f"{REPO / 'include'}:{REPO}")  # the runs' subprocesses import this checkout
     monkeypatch.setenv("TRACELADDER_WARM_LAUNCHER", "0")
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    _Receiver.received = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    notify = {"conn_type": "http", "host": "127.0.0.1", "port": server.server_port, "schema": "http"}
+    webhook = WebhookReceiver()
     stack = start_stack(
         tmp_path,
         {LADDER: LADDER_FIELDS},
-        {"AIRFLOW_CONN_TRACELADDER_NOTIFY": json.dumps(notify), "TRACELADDER_WARM_LAUNCHER": "0"},
+        {"AIRFLOW_CONN_TRACELADDER_NOTIFY": webhook.connection(), "TRACELADDER_WARM_LAUNCHER": "0"},
     )
     try:
         good_weeks = _seed_good_weeks(stack, tmp_path / "ladders" / f"{LADDER}.yaml", tmp_path / "good")
@@ -207,7 +190,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert suspect["rung"] == "baseline" and suspect["direction"] == "slower", suspect
         assert suspect["reason"] == "prediction bound" and suspect["good_run_id"] == good_weeks[-1], suspect
         # the weekly run's own notice: one line, no verdict
-        (notice,) = _Receiver.received
+        (notice,) = webhook.received
         assert notice["text"] == f"traceladder {LADDER} run {run_id}: suspects: baseline (triage started)"
 
         triage = triage_run_id(LADDER, run_id)
@@ -223,7 +206,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert doc.state == "done" and doc.label == "confirmed regression", describe_steps(doc.steps)
         assert doc.steps[0].kind == "confirm" and doc.steps[0].verdict == "confirmed"
         assert doc.suspect.good_run_id == good_weeks[-1] and (doc.last_good, doc.first_bad) == ("n0", "n1")
-        notice, message = _Receiver.received
+        notice, message = webhook.received
         assert message["text"].startswith(f"traceladder {LADDER} run {run_id}: confirmed regression in baseline")
         assert "reproduce bad: traceladder run-rung" in message["text"]
         triaged = time.monotonic()
@@ -235,7 +218,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         path = f"/api/v2/dags/{DAG_ID}/dagRuns/{again}/taskInstances/suspects/xcomEntries/return_value"
         said = stack._call("GET", path)["value"]
         assert "already triaged (baseline: done): nothing started" in json.dumps(said)
-        assert len(_Receiver.received) == 2  # the weekly notice and one verdict: no second verdict
+        assert len(webhook.received) == 2  # the weekly notice and one verdict: no second verdict
         took = time.monotonic() - started
         print(
             f"test_triage_scheduler: the stack and seeded history {seeded - started:.0f} s, the weekly run "
@@ -243,6 +226,6 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
             f"{triaged - approved:.0f} s, the second trigger {time.monotonic() - triaged:.0f} s; in all {took:.0f} s"
         )
     finally:
-        server.shutdown()
+        webhook.stop()
         keep_logs(stack, "test_triage_scheduler")
         stack.stop()

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from testkit.results import describe_steps
+from testkit.triage_docs import describe_steps
 
 from tests.integration.test_slurm import SSH_CONN, slurm_conn, slurm_ladders, write_ladder  # noqa: F401 - fixtures, requested by name
 from traceladder.core.documents import TriageDoc
@@ -56,7 +56,8 @@ class _TI:
 def _seed(ladder: str) -> None:
     """Runs w4 (build n0) and w5 (build n1) of rung baseline, and w5's summary naming the suspect."""
     from traceladder.airflow.ladders import ladder_store
-    from testkit.results import store_measured_run, store_suspect_summary
+    from testkit.results import store_measured_run
+    from testkit.triage_docs import store_suspect_summary, suspect_fields
     from traceladder.plan.build import build_plan
     from traceladder.triage.bisect import apply_build
     from traceladder.triage.from_ladder import catalog
@@ -66,15 +67,7 @@ def _seed(ladder: str) -> None:
     for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 400.0)):
         spec = apply_build(base, catalog(loaded), build)
         store_measured_run(store, "traceladder", ladder, run_id, spec, step_ms, {"build": build, "host": "slurm-test"})
-    suspect = {
-        "rung": "baseline",
-        "run_id": "w5",
-        "good_run_id": "w4",
-        "reason": "prediction bound",
-        "direction": "slower",
-        "delta_pct": 300.0,
-    }
-    store_suspect_summary(store, "traceladder", ladder, suspect)
+    store_suspect_summary(store, "traceladder", ladder, suspect_fields("baseline", delta_pct=300.0))
 
 
 def _triage_doc(s3_server: Any, ladder: str) -> TriageDoc:

@@ -6,16 +6,15 @@ triage is not started again, and the message reaches an HTTP server the test sta
 from __future__ import annotations
 
 import copy
-import json
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
-from testkit.results import store_measured_run, store_suspect_summary
+from testkit.results import store_measured_run
+from testkit.triage_docs import store_suspect_summary, suspect_fields
+from tests.integration.webhook import WebhookReceiver
 from tests.unit.config.test_validate import MINIMAL
 from traceladder.triage.from_ladder import TriageError
 from traceladder.workflows.triage_tasks import (
@@ -54,29 +53,8 @@ def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 130.0)):
         provenance = {"build": build, "host": "h1"}
         store_measured_run(store, prefix, ladder, run_id, spec, step_ms, provenance, {**spec, "build": build})
-    suspect = {
-        "rung": "fusions",
-        "run_id": "w5",
-        "good_run_id": "w4",
-        "reason": "prediction bound",
-        "direction": "slower",
-        "delta_pct": 30.0,
-    }
-    store_suspect_summary(store, prefix, ladder, suspect)
+    store_suspect_summary(store, prefix, ladder, suspect_fields(delta_pct=30.0))
     return store, ladder
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    received: list[dict] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).received.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def test_a_retrigger_while_a_triage_runs_starts_nothing_and_a_refusal_is_recorded(seeded, monkeypatch) -> None:
@@ -104,16 +82,10 @@ def test_the_message_reaches_the_webhook_and_holds_no_secret(seeded, monkeypatch
     store, ladder = seeded
     params = TriageParams(ladder=ladder, bad_run="w5")
     record_outcome(params, ["fusions"], None, "failed")  # the triage task failed: recorded `failed`
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    _Receiver.received = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        conn = {"conn_type": "http", "host": "127.0.0.1", "port": server.server_port, "schema": "http"}
-        monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", json.dumps(conn))
+    with WebhookReceiver() as webhook:
+        monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", webhook.connection())
         assert notify_outcome(params, ["fusions"]) == 1
-    finally:
-        server.shutdown()
-    (message,) = _Receiver.received
+    (message,) = webhook.received
     text = message["text"]
     assert text.startswith(f"traceladder {ladder} run w5: failed in fusions")
     assert "error: the triage task ended failed" in text and "reproduce good: traceladder run-rung" in text

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from testkit.results import typed
+from testkit.triage_docs import suspect, suspect_fields, triage_doc
 from tests.integration.airflow_server import AirflowApiServer
 from tests.integration.ui_session import api_server, browser_or_skip, signed_in_page
 
@@ -116,29 +117,16 @@ def _chart_png(summary: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-TRIAGE_SUSPECT = {
-    "rung": "fusions",
-    "run_id": NEW_RUN,
-    "good_run_id": OLD_RUN,
-    "reason": "prediction bound",
-    "direction": "slower",
-    "delta_pct": 15.0,
-}
+TRIAGE_SUSPECT = suspect_fields(run_id=NEW_RUN, good_run_id=OLD_RUN)
 
 
 def _store_triage(store: Any, run: str) -> None:
     from traceladder.core import layout
-    from traceladder.core.documents import TriageDoc, TriageSuspect
     from traceladder.triage import record
 
-    suspect = TriageSuspect(**{k: v for k, v in TRIAGE_SUSPECT.items()})  # type: ignore[arg-type]
-    doc = TriageDoc(
+    doc = triage_doc(
+        suspect(**TRIAGE_SUSPECT),
         ladder=LADDER,
-        run_id=NEW_RUN,
-        rung="fusions",
-        state="done",
-        label="confirmed regression",
-        suspect=suspect,
         first_bad="nightly-5",
         last_good="nightly-4",
         conclusion="first bad: nightly-5 (last good: nightly-4)",

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.integration.airflow_server import AirflowApiServer
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 from tests.integration.ui_session import api_server
 
 pytestmark = pytest.mark.faults

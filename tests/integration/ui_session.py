@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.airflow_server import AirflowApiServer
-from tests.integration.needs import unavailable
+from testkit.needs import unavailable
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -30,7 +30,7 @@ from traceladder.summary.render.charts import render_charts
 from traceladder.summary.render.html import to_html
 from traceladder.summary.publish import write_summary
 from traceladder.summary.render.markdown import to_markdown
-from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
+from testkit.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 
 INCLUDE = REPO_ROOT / "include"
 # a 2-layer proxy, one profiled iteration (2 of 3)
@@ -79,21 +79,8 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
     for rung, (parent, switch, value, _, _) in RUNGS.items():
         for lens in ("none", "torch_rank0"):
             rid = f"{rung}.{lens}.r0"
-            specs.append(
-                {
-                    "rung_id": rid,
-                    "rung": rung,
-                    "parent": parent,
-                    "switch": switch,
-                    "value": value,
-                    "lens": lens,
-                    "repeat": 0,
-                    "storage_prefix": "traceladder",
-                    "purpose": "profile" if lens != "none" else "measure",
-                    "model_args": {"global_batch_size": 2 if rung == "gbs2" else 1, "seq_length": 64},
-                }
-            )
-            result = {
+            # what the spec and its metrics.json both say of the rung
+            rung_fields = {
                 "rung_id": rid,
                 "rung": rung,
                 "parent": parent,
@@ -101,6 +88,17 @@ def stored(s3_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any
                 "value": value,
                 "lens": lens,
                 "repeat": 0,
+            }
+            specs.append(
+                {
+                    **rung_fields,
+                    "storage_prefix": "traceladder",
+                    "purpose": "profile" if lens != "none" else "measure",
+                    "model_args": {"global_batch_size": 2 if rung == "gbs2" else 1, "seq_length": 64},
+                }
+            )
+            result = {
+                **rung_fields,
                 "status": "ok",
                 "step_ms": 100.0,
                 "tokens_per_sec_per_gpu": TOKENS_PER_STEP.get(rung, 64.0) * 10,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from testkit.results import typed, typed_run
+from testkit.results import plan_spec, typed, typed_run
 from traceladder.core.documents import TraceAnalysis
 from traceladder.stats.model import mad_factor
 from traceladder.summary.build import build_summary
@@ -100,34 +100,14 @@ def make_run(
     specs, results = [], {}
     for rung, parent, switch, value, step in RUNGS:
         for k in range(repeats):
-            spec = {
-                "rung": rung,
-                "parent": parent,
-                "switch": switch,
-                "value": value,
-                "lens": "none",
-                "repeat": k,
-                "rung_id": f"{rung}.none.r{k}",
-                "storage_prefix": "traceladder",
-            }
+            spec = plan_spec(rung, parent, switch, value, k, "traceladder")
             specs.append(spec)
             ms = step * scale + k * 2.0 - 2.0 + WOBBLE[(rung, k)]
             tokens = 4096 * (16 if rung == "gbs16" else 8) / 8 / (ms / 1000)
             status = "failed" if fail_fusions and rung == "fusions" and k == 1 else "ok"
             results[spec["rung_id"]] = _result(rung, "none", k, ms, tokens, status, parent, switch, value)
     for k in range(repeats):
-        specs.append(
-            {
-                "rung": "deepep",
-                "parent": "fusions",
-                "switch": "deepep",
-                "value": True,
-                "lens": "torch_rank0",
-                "repeat": k,
-                "rung_id": f"deepep.torch_rank0.r{k}",
-                "storage_prefix": "traceladder",
-            }
-        )
+        specs.append(plan_spec("deepep", "fusions", "deepep", True, k, "traceladder", lens="torch_rank0"))
         results[f"deepep.torch_rank0.r{k}"] = _result(
             "deepep",
             "torch_rank0",

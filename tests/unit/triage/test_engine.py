@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from testkit.results import store_measured_run
+from testkit.triage_docs import build_change, build_group, step, suspect, suspect_between, triage_doc
 from tests.conftest import REPO_ROOT
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.core import layout
@@ -45,44 +46,22 @@ pytestmark = pytest.mark.triage
 REPO = REPO_ROOT
 
 
-def _suspect(
-    rung: str = "fusions", delta: float = 15.0, good: str = "nightly-0", bad: str = "nightly-7"
-) -> TriageSuspect:
-    return TriageSuspect(
-        rung=rung,
-        run_id="w5",
-        good_run_id="w4",
-        reason="prediction bound",
-        direction="slower",
-        delta_pct=delta,
-        diff=[DiffField(section="build", field="build", good=good, bad=bad)],
-    )
+def _suspect() -> TriageSuspect:
+    return suspect(diff=build_change("nightly-0", "nightly-7"))
 
 
 # ---- the document and its keys
 
 
 def test_triage_doc_round_trips_with_its_parts() -> None:
-    step = TriageStep(
-        kind="bisect",
-        rung="fusions",
-        good="n0",
-        candidate="n3",
-        verdict="confirmed",
-        delta_pct=14.2,
-        interval_pct=[6.0, 23.0],
-        blocks=7,
-        looks=[{"blocks": 3, "stop": None}],
+    looks = [{"blocks": 3, "stop": None}]
+    bisected = step(
+        "bisect", good="n0", candidate="n3", delta_pct=14.2, interval_pct=[6.0, 23.0], blocks=7, looks=looks
     )
-    doc = TriageDoc(
-        ladder="mini",
-        run_id="w5",
-        rung="fusions",
-        state="done",
-        label="confirmed regression",
-        suspect=_suspect(),
+    doc = triage_doc(
+        _suspect(),
         group=["fusions"],
-        steps=[step],
+        steps=[bisected],
         first_bad="n3",
         last_good="n2",
         conclusion="first bad: n3 (last good: n2)",
@@ -113,14 +92,7 @@ def test_triage_doc_round_trips_with_its_parts() -> None:
     ],
 )
 def test_triage_doc_errors_name_the_field(mutate, message: str) -> None:
-    doc = TriageDoc(
-        ladder="mini",
-        run_id="w5",
-        rung="fusions",
-        state="running",
-        suspect=_suspect(),
-        steps=[TriageStep(kind="confirm", rung="fusions", good="w4", candidate="w5", verdict="confirmed")],
-    ).to_dict()
+    doc = triage_doc(_suspect(), state="running", label=None, steps=[step()]).to_dict()
     mutate(doc)
     with pytest.raises(DocumentError) as info:
         TriageDoc.from_json(json.dumps(doc))
@@ -318,14 +290,7 @@ def _group() -> list[tuple[TriageSuspect, RunSetup, RunSetup]]:
     out = []
     for rung, delta in (("fusions", 15.0), ("other", 10.0)):
         good = {**BASE_SPEC, "rung": rung, "model_args": {"train_iters": 4}}
-        bad = apply_build(good, BUILDS, "n7")
-        out.append(
-            (
-                _suspect(rung, delta, "n0", "n7"),
-                RunSetup("w4", good, {"build": "n0"}),
-                RunSetup("w5", bad, {"build": "n7"}),
-            )
-        )
+        out.append(build_group(good, apply_build(good, BUILDS, "n7"), "n0", "n7", rung, delta_pct=delta))
     return out
 
 
@@ -556,21 +521,13 @@ def test_an_image_change_the_registry_cannot_place_is_confirmed_and_not_bisected
     gone, new = "reg:5000/r@sha256:" + "a" * 64, "reg:5000/r@sha256:" + "c" * 64
     good = RunSetup("w4", {**BASE_SPEC, "image": "reg:5000/r:n1"}, {"image_digest": gone})
     bad = RunSetup("w5", {**BASE_SPEC, "image": "reg:5000/r:n2"}, {"image_digest": new})
-    suspect = TriageSuspect(
-        rung="fusions",
-        run_id="w5",
-        good_run_id="w4",
-        reason="prediction bound",
-        direction="slower",
-        delta_pct=50.0,
-        diff=diff(good, bad),
-    )
+    regressed = suspect_between(good, bad, delta_pct=50.0)
 
     def runner(spec: dict, side: str, block: int) -> dict:
         step = 100.0 * (1.5 if spec["image"] == new else 1.0) * (1 + 0.004 * math.sin(3 * block + (side == "B")))
         return {"status": "ok", "step_ms": step, "step_ms_values": [step * (1 + 0.002 * k) for k in (-2, -1, 0, 1, 2)]}
 
     reason = "the good image n1: manifest n1 is gone from the registry (404 MANIFEST_UNKNOWN)"
-    (doc,) = triage_run(_ctx(tmp_path, runner, image_tags_reason=reason), [(suspect, good, bad)])
+    (doc,) = triage_run(_ctx(tmp_path, runner, image_tags_reason=reason), [(regressed, good, bad)])
     assert doc.label == "confirmed regression" and doc.first_bad is None
     assert doc.conclusion == f"not bisected: {reason}"

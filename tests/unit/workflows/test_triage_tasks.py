@@ -15,16 +15,15 @@ import yaml
 from traceladder.airflow.hooks.slurm import JobState
 from traceladder.airflow.operators.slurm import job_outcome
 from testkit.results import rung_result
+from testkit.triage_docs import build_group
 from traceladder.core.documents import RungResult
 from traceladder.config.loader import CONFIG_DIR, load_clusters, load_ladder
-from traceladder.core.documents import DiffField, TriageSuspect
 from traceladder.core.ports import free_port
 from traceladder.plan.build import build_plan
 from traceladder.storage.artifacts import DirArtifactSink
 from traceladder.triage.bisect import BuildChanges, apply_build
 from traceladder.triage.confirm import Budget
 from traceladder.triage.engine import TriageContext, triage_run
-from traceladder.triage.suspects import RunSetup
 
 pytestmark = pytest.mark.triage
 
@@ -148,15 +147,6 @@ def test_an_unreachable_login_node_skips_the_candidate_naming_the_host(
 
     good = apply_build(base, BUILDS, "n0")
     bad = apply_build(base, BUILDS, "n4")
-    suspect = TriageSuspect(
-        rung="baseline",
-        run_id="w5",
-        good_run_id="w4",
-        reason="prediction bound",
-        direction="slower",
-        delta_pct=300.0,
-        diff=[DiffField(section="build", field="build", good="n0", bad="n4")],
-    )
     ctx = TriageContext(
         store=DirArtifactSink(tmp_path / "s3"),
         prefix="traceladder",
@@ -166,8 +156,7 @@ def test_an_unreachable_login_node_skips_the_candidate_naming_the_host(
         budget=Budget(blocks=4),
         builds=BUILDS,
     )
-    setups = (RunSetup("w4", good, {"build": "n0"}), RunSetup("w5", bad, {"build": "n4"}))
-    (doc,) = triage_run(ctx, [(suspect, *setups)])
+    (doc,) = triage_run(ctx, [build_group(good, bad, "n0", "n4", "baseline", delta_pct=300.0)])
     (failed,) = slurm_runs  # n2 was tried once, in its first block, and then skipped
     assert failed["status"] == "failed" and f"Slurm on {CONN}:" in failed["error"]
     assert f"port {port} on 127.0.0.1" in failed["error"] and "\n" not in failed["error"]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.tiny_proxy import TINY_MODEL
+from testkit.tiny_proxy import TINY_MODEL
 
 from traceladder.runner import forkserver_client as warm, orphans
 from traceladder.rung_spec import render_overrides

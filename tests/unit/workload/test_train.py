@@ -25,7 +25,7 @@ import pytest
 
 from traceladder.workload.proxy_config import ProxyConfig, ProxyConfigError, parse, split_overrides
 from traceladder.workload.train import RANK_CPU_PREFIX
-from tests.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
+from testkit.tiny_proxy import FUSION_GATES, PROFILE_SECOND_OF_THREE, TWO_LAYER_ARGS
 from tests.conftest import REPO_ROOT
 
 INCLUDE = REPO_ROOT / "include"

@@ -132,18 +132,14 @@ def test_the_batch_script_asks_for_whole_exclusive_nodes() -> None:
     assert "AWS_SECRET_ACCESS_KEY=" not in script and "rm -f /shared/tl/jobs/traceladder-abc/secrets.env" in script
 
 
+def _one_node_script(settings: SlurmSettings, **fields) -> str:
+    """The batch script of a one-node, one-minute `run-rung` job with no image and no GPUs."""
+    job = {"name": "n", "nnodes": 1, "timeout_s": 60, "job_dir": "/j", "node_argv": ["run-rung"], "environment": {}}
+    return sbatch_script(settings, **{**job, "gpus_per_node": None, "image": None, **fields})
+
+
 def test_direct_runs_the_runner_command_on_the_node() -> None:
-    script = sbatch_script(
-        SlurmSettings(container_runtime="direct", runner_command="/opt/tl/bin/traceladder"),
-        name="n",
-        nnodes=1,
-        timeout_s=60,
-        job_dir="/j",
-        node_argv=["run-rung"],
-        environment={},
-        gpus_per_node=None,
-        image=None,
-    )
+    script = _one_node_script(SlurmSettings(container_runtime="direct", runner_command="/opt/tl/bin/traceladder"))
     assert (
         "exec /opt/tl/bin/traceladder run-rung" in script and "docker" not in script and "--gpus-per-node" not in script
     )
@@ -151,17 +147,7 @@ def test_direct_runs_the_runner_command_on_the_node() -> None:
 
 def test_a_container_runtime_needs_an_image() -> None:
     with pytest.raises(SlurmError, match="runner image"):
-        sbatch_script(
-            SlurmSettings(container_runtime="podman"),
-            name="n",
-            nnodes=1,
-            timeout_s=60,
-            job_dir="/j",
-            node_argv=["run-rung"],
-            environment={},
-            gpus_per_node=None,
-            image=None,
-        )
+        _one_node_script(SlurmSettings(container_runtime="podman"))
 
 
 def test_job_names_are_stable_per_task_instance() -> None:
@@ -176,16 +162,10 @@ def test_the_job_comment_names_its_task_instance_and_round_trips() -> None:
     owner = JobOwner("traceladder-proxy", "manual__2026-12-02T05:00:00+00:00", "rung_b1/x", 3)
     comment = owner_comment(owner)
     assert " " not in comment and comment.count("/") == 3 and parse_owner(comment) == owner
-    script = sbatch_script(
+    script = _one_node_script(
         SlurmSettings(container_runtime="direct", runner_command="traceladder"),
         name="traceladder-abc",
-        nnodes=1,
-        timeout_s=60,
         job_dir="/w/jobs/traceladder-abc",
-        node_argv=["run-rung"],
-        environment={},
-        gpus_per_node=None,
-        image=None,
         owner=owner,
     )
     assert f"#SBATCH --comment={comment}" in script.splitlines()

@@ -7,7 +7,8 @@ import pytest
 
 from traceladder.airflow.notifications.regression import RegressionNotifier
 from traceladder.airflow.notifications.triage import triage_message
-from traceladder.core.documents import Explanation, TriageDoc, TriageStep, TriageSuspect
+from testkit.triage_docs import step, suspect, triage_doc
+from traceladder.core.documents import Explanation
 
 pytestmark = pytest.mark.triage
 
@@ -27,28 +28,9 @@ def test_the_weekly_notice_with_suspects_is_one_line() -> None:
 
 
 def test_the_triage_message_holds_what_the_issue_names() -> None:
-    suspect = TriageSuspect(
-        rung="fusions", run_id="w5", good_run_id="w4", reason="change point", direction="slower", delta_pct=15.0
-    )
-    doc = TriageDoc(
-        ladder="mini",
-        run_id="w5",
-        rung="fusions",
-        state="done",
-        label="confirmed regression",
-        suspect=suspect,
-        steps=[
-            TriageStep(
-                kind="confirm",
-                rung="fusions",
-                good="w4",
-                candidate="w5",
-                verdict="confirmed",
-                delta_pct=14.2,
-                interval_pct=[9.8, 18.9],
-                blocks=4,
-            )
-        ],
+    doc = triage_doc(
+        suspect(reason="change point"),
+        steps=[step(delta_pct=14.2, interval_pct=[9.8, 18.9], blocks=4)],
         first_bad="nightly-5",
         last_good="nightly-4",
         explanation=Explanation(

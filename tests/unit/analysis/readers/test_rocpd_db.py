@@ -15,7 +15,6 @@ import importlib.util
 import sqlite3
 from pathlib import Path
 
-import orjson
 import pytest
 
 from traceladder.analysis.analyzers.trace import analyze_trace, read_trace
@@ -134,20 +133,6 @@ def write_rocpd(path: Path, doc: dict, views: bool = True) -> Path:
     con.commit()
     con.close()
     return path
-
-
-@pytest.fixture(scope="module")
-def doc():
-    return rp.add_copies(rp.load_reference())
-
-
-@pytest.fixture(scope="module")
-def json_out(tmp_path_factory, doc):
-    d = tmp_path_factory.mktemp("rocpd_json")
-    p = d / "host.908_results.json.gz"
-    p.write_bytes(gzip.compress(orjson.dumps(doc)))
-    analyze_trace(p, d / "out")
-    return d / "out"
 
 
 @pytest.mark.parametrize("views", [True, False], ids=["views", "suffixed-tables-only"])

@@ -27,6 +27,7 @@ from traceladder.analysis.model.events import TraceError
 from traceladder.analysis.readers.heavy import sniff
 from traceladder.analysis.readers.rocm_common import tracelens_kernel_names, truncate_name
 
+from testkit.rocprof_files import KERNEL_TRACE_COLUMNS
 from tests import conformance
 from tests.conftest import REFERENCE_DIR
 
@@ -117,29 +118,7 @@ def copy_rows(doc: dict) -> list[dict]:
 def write_kernel_csv(path: Path, rows: list[dict], gz: bool = False) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
-    w.writerow(
-        [
-            "Kind",
-            "Agent_Id",
-            "Queue_Id",
-            "Stream_Id",
-            "Thread_Id",
-            "Dispatch_Id",
-            "Kernel_Id",
-            "Kernel_Name",
-            "Correlation_Id",
-            "Start_Timestamp",
-            "End_Timestamp",
-            "Private_Segment_Size",
-            "Group_Segment_Size",
-            "Workgroup_Size_X",
-            "Workgroup_Size_Y",
-            "Workgroup_Size_Z",
-            "Grid_Size_X",
-            "Grid_Size_Y",
-            "Grid_Size_Z",
-        ]
-    )
+    w.writerow(KERNEL_TRACE_COLUMNS)
     for r in rows:
         w.writerow(
             [

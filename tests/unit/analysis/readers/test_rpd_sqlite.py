@@ -17,7 +17,6 @@ import json
 import sqlite3
 from pathlib import Path
 
-import orjson
 import pytest
 
 from traceladder.cli.analyze import analyze_paths
@@ -179,20 +178,6 @@ def write_db(path: Path, kernels: list[dict], copies: list[dict], flavour: str, 
     tmp.unlink()
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
-
-
-@pytest.fixture(scope="module")
-def doc():
-    return rp.add_copies(rp.load_reference())
-
-
-@pytest.fixture(scope="module")
-def json_out(tmp_path_factory, doc):
-    d = tmp_path_factory.mktemp("rpd_json")
-    p = d / "host.908_results.json.gz"
-    p.write_bytes(gzip.compress(orjson.dumps(doc)))
-    analyze_trace(p, d / "out")
-    return d / "out"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""A loopback TCP proxy that the fault tests put between a client and its S3 server, and cut.
+"""A loopback TCP proxy that the fault tests (and test_docker_spool) put between a client and its
+S3 server, and cut.
 
 ``cut_after_puts(n)`` lets ``n`` HTTP PUT requests through, then drops every connection (live and
 new) until ``heal()``; with ``heal_after_s`` it heals by itself that long after the cut. A cut

@@ -1,5 +1,5 @@
-"""What the integration tests need from the machine: in CI a missing part fails the test;
-elsewhere it is a clear skip."""
+"""What the integration and fault tests need from the machine: in CI a missing part fails the
+test; elsewhere it is a clear skip."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Shared by the fault tests: a tiny real rung (the CPU proxy, one layer, 4 iterations, rank-0
-torch trace) and the check that everything a rung stored is in S3 and matches its manifest."""
+"""Shared by the fault tests and the integration tests (test_docker_spool, test_slurm): a tiny
+real rung (the CPU proxy, one layer, 4 iterations, rank-0 torch trace) and the check that
+everything a rung stored is in S3 and matches its manifest."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def tiny_spec(ladder: str, **env: str):
     from traceladder.plan.build import build_plan
 
     spec = build_plan(load_ladder(find_ladder("proxy-local")), rungs=["baseline"], lens="torch_rank0", repeats=1)[0]
-    from tests.tiny_proxy import TINY_MODEL
+    from testkit.tiny_proxy import TINY_MODEL
 
     args = {
         **spec.model_args,
