@@ -200,8 +200,12 @@ def site_wheels() -> list[Path]:
 
 def build_rtl_standin_wheel() -> Path:
     """A wheel of the stand-in rocm-trace-lite (testkit/standin/rtl), written with zipfile: the
-    `rtl` console script, as the GitHub-release wheel provides it. Deterministic bytes."""
+    `rtl` console script, as the GitHub-release wheel provides it, with the upstream table's rtl rows
+    (`rocm_trace_lite/upstream_facts.csv`) and their reader (`upstream_table.py`) beside it, so it
+    accepts the flags and modes the table says v0.3.3 accepts. Deterministic bytes."""
     import base64
+    import csv
+    import io
     import zipfile
 
     src = STANDIN / "rtl"
@@ -210,6 +214,12 @@ def build_rtl_standin_wheel() -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     info = f"rocm_trace_lite-{version}.dist-info"
     files = {str(f.relative_to(src)): f.read_bytes() for f in sorted(src.rglob("*.py")) if "__pycache__" not in f.parts}
+    files["rocm_trace_lite/upstream_table.py"] = (STANDIN / "upstream_table.py").read_bytes()
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    with UPSTREAM_FACTS.open(newline="", encoding="utf-8") as f:
+        writer.writerows(row for n, row in enumerate(csv.reader(f)) if n == 0 or row[0] in ("rtl_flag", "rtl_mode"))
+    files["rocm_trace_lite/upstream_facts.csv"] = table.getvalue().encode()
     files[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: rocm-trace-lite\nVersion: {version}\nSummary: stand-in (tests)\n".encode()
     )
