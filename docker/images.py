@@ -12,7 +12,8 @@ same inputs builds nothing:
   bookworm`` from the machine's Debian mirror, ``docker import``ed. The root filesystem tarball is
   cached in ``.traceladder/images/`` (git-ignored), so a new Docker data root re-imports in seconds.
 * ``traceladder/standin-primus:<h>``: that plus ``testkit/standin/`` (``primus-cli``, ``rocprofv3``,
-  ``rtl`` with the real command-line contracts, and a Primus checkout stub with the seed config).
+  ``rtl`` with the real command-line contracts, and a Primus checkout stub with the seed config) and
+  the upstream facts table they take their options, keys and log lines from (``/opt/standin/``).
 * ``traceladder/runner-standin:<version>-<h>``: ``docker/runner/Dockerfile`` built with ``BASE_IMAGE`` =
   the stand-in Primus image and a stand-in ``rocm_trace_lite`` wheel (built here from
   ``testkit/standin/rtl``) as an extra wheel, as a site puts the real one in ``docker/wheels/``;
@@ -42,6 +43,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 STANDIN = REPO / "testkit" / "standin"  # the test doubles the stand-in images carry
+UPSTREAM_FACTS = REPO / "include" / "traceladder" / "config" / "upstream" / "facts.csv"  # what they accept
 CACHE = Path(os.environ.get("TRACELADDER_IMAGE_CACHE", REPO / ".traceladder" / "images"))
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-boto3")
@@ -147,11 +149,16 @@ def standin_base() -> str:
 
 
 def standin_primus(base: str) -> str:
-    ctx = STANDIN
-    tag = f"traceladder/standin-primus:{hash_inputs(image_id(base), ctx)}"
+    """testkit/standin plus the upstream facts table, staged as one build context (the Dockerfile
+    puts the table and upstream_table.py, the stand-ins' reader of it, in /opt/standin/)."""
+    tag = f"traceladder/standin-primus:{hash_inputs(image_id(base), STANDIN, UPSTREAM_FACTS)}"
     if image_exists(tag):
         log(f"{tag} is present")
         return tag
+    ctx = CACHE / "ctx-standin-primus"
+    shutil.rmtree(ctx, ignore_errors=True)
+    shutil.copytree(STANDIN, ctx, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy2(UPSTREAM_FACTS, ctx / "upstream_facts.csv")
     run(
         ["docker", "build", "--network", "host", "-q", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(ctx)],
         stdout=subprocess.DEVNULL,
@@ -193,8 +200,12 @@ def site_wheels() -> list[Path]:
 
 def build_rtl_standin_wheel() -> Path:
     """A wheel of the stand-in rocm-trace-lite (testkit/standin/rtl), written with zipfile: the
-    `rtl` console script, as the GitHub-release wheel provides it. Deterministic bytes."""
+    `rtl` console script, as the GitHub-release wheel provides it, with the upstream table's rtl rows
+    (`rocm_trace_lite/upstream_facts.csv`) and their reader (`upstream_table.py`) beside it, so it
+    accepts the flags and modes the table says v0.3.3 accepts. Deterministic bytes."""
     import base64
+    import csv
+    import io
     import zipfile
 
     src = STANDIN / "rtl"
@@ -203,6 +214,12 @@ def build_rtl_standin_wheel() -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     info = f"rocm_trace_lite-{version}.dist-info"
     files = {str(f.relative_to(src)): f.read_bytes() for f in sorted(src.rglob("*.py")) if "__pycache__" not in f.parts}
+    files["rocm_trace_lite/upstream_table.py"] = (STANDIN / "upstream_table.py").read_bytes()
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    with UPSTREAM_FACTS.open(newline="", encoding="utf-8") as f:
+        writer.writerows(row for n, row in enumerate(csv.reader(f)) if n == 0 or row[0] in ("rtl_flag", "rtl_mode"))
+    files["rocm_trace_lite/upstream_facts.csv"] = table.getvalue().encode()
     files[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: rocm-trace-lite\nVersion: {version}\nSummary: stand-in (tests)\n".encode()
     )

@@ -6,7 +6,9 @@ Takes every per-iteration line shape Primus has printed (docs/facts.md, "Primus"
   tokens/s/GPU inst/harmonic mean: I/H | ... | hip mem usage/free/total/usage_ratio: 121.37GB/... |
   rocm mem usage/free/total/usage_ratio: ... | rank-3 rocm max mem usage/usage_ratio: 128.10GB/44.48%``
 * v26.5.1: ``throughput per GPU (TFLOP/s/GPU): X/AVG`` then ``tokens/s/GPU inst/harmonic mean``
-* v26.4 and older: ``tokens per GPU (tokens/s/GPU): X/AVG`` (arithmetic mean)
+* v26.4 and older: ``tokens per GPU (tokens/s/GPU): X/AVG`` (arithmetic mean); v26.4.0's legacy
+  trainer (``PRIMUS_TRAIN_RUNTIME=legacy``) prints its memory in GiB before the throughput, and
+  ``rank-N max mem usage/usage_ratio`` without ``rocm``
 * Megatron's raw shape during the first ``log_avg_skip_iterations``: one number per field and no
   tokens segment
 * any logger prefix (``INFO [...][rank-7/8][DEBUG] [...] : ``) and lines repeated per rank.
@@ -52,7 +54,7 @@ class IterationRecord:
     tflops: float | None = None  # per GPU, instantaneous
     tokens_per_sec_per_gpu: float | None = None  # instantaneous
     hip_mem_gb: float | None = None  # the printing rank's current memory
-    max_mem_gb: float | None = None  # from "rank-N rocm max mem usage"
+    max_mem_gb: float | None = None  # from "rank-N rocm max mem usage" ("rank-N max mem usage": legacy)
     lm_loss: float | None = None
     global_batch_size: int | None = None
     # the running averages Primus prints beside the instantaneous values
@@ -115,7 +117,8 @@ _LINE_RE = re.compile(
     | tokens\ per\ GPU\ \(tokens/s/GPU\):\s*(?P<tok_old>{_NUM})(?:\s*/\s*(?P<tok_old_avg>{_NUM}))?
     | global\ batch\ size:\s*(?P<gbs>\d{{1,18}})(?!\d)
     | lm\ loss:\s*(?P<loss>{_NUM})
-    | rank-(?P<max_rank>\d{{1,18}})\ rocm\ max\ mem\ usage/usage_ratio:\s*(?P<max_mem>{_NUM})\s*(?P<max_unit>[KMGT]i?B)?
+    | rank-(?P<max_rank>\d{{1,18}})\ (?:rocm\ )?max\ mem\ usage/usage_ratio:
+          \s*(?P<max_mem>{_NUM})\s*(?P<max_unit>[KMGT]i?B)?
     | (?<![\w-])rocm\ mem\ usage/free/total/usage_ratio:\s*(?P<rocm_mem>{_NUM})\s*(?P<rocm_unit>[KMGT]i?B)?
     | hip\ mem\ usage/free/total/usage_ratio:\s*(?P<hip_mem>{_NUM})\s*(?P<hip_unit>[KMGT]i?B)?
     """,

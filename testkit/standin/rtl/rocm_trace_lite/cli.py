@@ -2,15 +2,22 @@
 test image: the contract madengine's
 `rocm_trace_lite` tool uses, and its output files where the real tool writes them.
 
-    rtl trace [--mode lite|full] -o PATH/trace.db COMMAND...
+    rtl trace [--mode MODE] -o PATH/trace.db [--] COMMAND...
     rtl --version
+
+It accepts what the upstream table says rocm-trace-lite v0.3.3 (VERSION) accepts: the `rtl_flag`
+rows and the `rtl_mode` rows whose detail says "accepted by" this version (so the modes lite,
+default and full; not standard or hip), with the aliases the detail lists (`-m`, `--output`).
+The table is upstream_table.py's: in the wheel, that module and `upstream_facts.csv` (the table's
+rtl rows) beside this file (docker/images.py build_rtl_standin_wheel); from the checkout,
+testkit/standin/upstream_table.py and the checkout's table.
 
 Like the real one, it strips every `--` token from COMMAND before running it, so a wrapped
 `primus-cli direct --log_file F -- train ...` must still parse without its `--`. The tests build
 a wheel of this package (docker/images.py) and install it in the runner image only when asked, as
 madengine's pre-script installs the GitHub-release wheel: it is in no Primus image.
 
-Unknown options, a missing `-o` or an empty command exit 2. It runs COMMAND (output passes
+Anything else, a missing `-o` or an empty command exit 2 with one line. It runs COMMAND (output passes
 through, its exit code is returned) and writes PATH/trace.db (SQLite, RPD style, ns times:
 rocpd_string, rocpd_op, rocpd_api, rocpd_api_ops, rocpd_kernelapi, rocpd_copyapi, rocpd_metadata,
 rocpd_monitor, views `top` and `busy`), beside trace_summary.txt and trace.json.gz.
@@ -23,6 +30,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+
+try:  # the wheel
+    from rocm_trace_lite import upstream_table
+except ImportError:  # the checkout: testkit/standin/upstream_table.py
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", ".."))
+    import upstream_table
 
 SCHEMA = """
 CREATE TABLE rocpd_string(id integer PRIMARY KEY, string varchar(4096) NOT NULL);
@@ -56,28 +69,46 @@ def die(msg):
 VERSION = "0.3.3"
 
 
+def accepted(kind):
+    """The table's rows of `kind` that this version accepts."""
+    return [r for r in upstream_table.rows(kind) if f"v{VERSION}" in upstream_table.accepted_by(r)]
+
+
+def spellings():
+    """Each accepted option spelling -> its row's name (the sub-command `trace` too)."""
+    return {s: r["name"] for r in accepted("rtl_flag") for s in (r["name"], *upstream_table.aliases(r))}
+
+
 def main():
     argv = sys.argv[1:]
-    if argv[:1] == ["--version"]:
+    known = spellings()
+    modes = {r["name"] for r in accepted("rtl_mode")}
+    if argv[:1] and known.get(argv[0]) == "--version":
         print(f"rocm-trace-lite {VERSION}")
         return 0
-    if argv[:1] != ["trace"]:
+    if argv[:1] != ["trace"] or known.get("trace") != "trace":
         die(f"expected sub-command 'trace', got {argv[:1]}")
     i, mode, out = 1, "lite", None
     while i < len(argv) and argv[i].startswith("-"):
-        if argv[i] == "--mode" and i + 1 < len(argv):
-            mode = argv[i + 1]
-            if mode not in ("lite", "full"):
-                die(f"unknown mode {mode!r}")
-            i += 2
-        elif argv[i] == "-o" and i + 1 < len(argv):
-            out = argv[i + 1]
-            i += 2
-        elif argv[i] == "--":
+        token, inline = argv[i], None
+        if token.startswith("--") and "=" in token:
+            token, inline = token.split("=", 1)
+        name = known.get(token)
+        if name == "--":
             i += 1
             break
-        else:
+        if name not in ("--mode", "-o"):
             die(f"unrecognized option {argv[i]!r}")
+        if inline is None and i + 1 >= len(argv):
+            die(f"argument {token}: expected one argument")
+        value = inline if inline is not None else argv[i + 1]
+        i += 1 if inline is not None else 2
+        if name == "--mode":
+            if value not in modes:
+                die(f"argument {token}: invalid choice: {value!r} (choose from {', '.join(sorted(modes))})")
+            mode = value
+        else:
+            out = value
     command = [a for a in argv[i:] if a != "--"]  # rtl drops every `--` token
     if out is None:
         die("-o PATH/trace.db is required")
