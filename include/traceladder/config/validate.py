@@ -146,24 +146,30 @@ def _check_builds(ladder: Ladder) -> None:
 def _check_warmup_owned(ladder: Ladder) -> None:
     """No overrides the ladder writes (base, a switch value, a build's changes) set Primus's
     warm-up: every run passes it from `warmup_iters` (rung_spec.SpecFields.primus_overrides)."""
-    places = [("base", ladder.base)]
-    places += [
-        (f"switches.{n}.values.{v}", o) for n, switch in ladder.switches.items() for v, o in switch.values.items()
-    ]
-    places += [(f"builds[{i}].changes", b.changes) for i, b in enumerate(ladder.builds)]
-    for where, overrides in places:
+    for where, _who, overrides in _override_places(ladder):
         if WARMUP_ARG in overrides.model_args:
             raise LadderConfigError(f"{where}.model_args.{WARMUP_ARG}", _WARMUP_OWNED)
 
 
-def _override_places(ladder: Ladder, assignments: dict[str, Assignment]) -> list[tuple[str, str, RungOverrides]]:
+def _override_places(
+    ladder: Ladder, assignments: dict[str, Assignment] | None = None
+) -> list[tuple[str, str, RungOverrides]]:
     """(field, who runs it, overrides) for every place a ladder writes overrides: its base, each
-    switch value (named by the first rung or lens that takes it) and each build's changes."""
+    switch value (named by the first rung or lens that takes it; "" without `assignments`, before
+    they are resolved) and each build's changes."""
     places = [("base", f"rung {ladder.rungs[0].name}", ladder.base)]
     for name, switch in ladder.switches.items():
         for value, overrides in switch.values.items():
-            users = [r for r, a in assignments.items() if same_value(a.get(name, switch.default), value)]
-            who = f"the {value} lens" if name == LENS_SWITCH else f"rung {users[0]}" if users else "no rung"
+            users = [r for r, a in (assignments or {}).items() if same_value(a.get(name, switch.default), value)]
+            who = (
+                ""
+                if assignments is None
+                else f"the {value} lens"
+                if name == LENS_SWITCH
+                else f"rung {users[0]}"
+                if users
+                else "no rung"
+            )
             places.append((f"switches.{name}.values.{value}", who, overrides))
     places += [(f"builds[{i}].changes", f"build {b.name}", b.changes) for i, b in enumerate(ladder.builds)]
     return places
