@@ -16,7 +16,7 @@ from testkit.triage_docs import describe_steps
 
 from traceladder.core import layout
 from traceladder.core.documents import TriageDoc
-from traceladder.stats.sequential import CONFIRM_MIN_BLOCKS
+from traceladder.stats.decisions import CONFIRM_MIN_BLOCKS
 
 pytestmark = [pytest.mark.triage, pytest.mark.e2e]
 INCLUDE = str(Path(__file__).resolve().parents[2] / "include")

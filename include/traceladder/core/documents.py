@@ -623,7 +623,10 @@ class TriageStep(_Part):
 
     FILE: ClassVar[str] = "step"
 
-    kind: str = _f("str", one_of=("confirm", "bisect", "at first bad"))
+    # confirm: the suspect's own; bisect: a candidate against its range's good end (by size);
+    # pair: a culprit's two neighbours compared directly; range: a range's two ends, to decide
+    # whether it holds another culprit; at first bad: another rung at the culprit
+    kind: str = _f("str", one_of=("confirm", "bisect", "pair", "range", "at first bad"))
     rung: str = _f("str")
     good: str = _f("str")  # the A side: a run id or a candidate's name
     candidate: str = _f("str")  # the B side
@@ -633,6 +636,9 @@ class TriageStep(_Part):
     blocks: int = _f("int", default=0)
     looks: list[JSONObject] = _f("list", default=[])
     reason: str | None = _f("str?", default=None, omit_none=True)  # a skip's, or why insufficient
+    runs: int = _f("int", default=0)  # runs started, failed ones and retries included
+    run_s: float = _f("number", default=0.0)  # their seconds, summed (device-seconds / devices)
+    more_blocks: int | None = _f("int?", default=None, omit_none=True)  # insufficient: about how many more
 
     @classmethod
     def from_dict(cls, data: object, source: str | None = None) -> TriageStep:
@@ -643,6 +649,20 @@ class TriageStep(_Part):
         ):
             raise DocumentError(f"{where}: interval_pct: expected [low, high] numbers")
         return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class Culprit(_Part):
+    """A candidate named as a cause: its pair (last good, first bad) compared directly on the
+    bisected rung, and the share of the confirmed change that pair carries, with its interval."""
+
+    FILE: ClassVar[str] = "culprit"
+
+    name: str = _f("str")
+    last_good: str = _f("str")
+    delta_pct: float = _f("number")
+    share_pct: float = _f("number")
+    share_interval_pct: list[float] = _f("list")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -681,8 +701,9 @@ class TriageDoc(Document):
     bisected_on: str | None = _f("str?", default=None)
     candidates: list[JSONObject] = _f("list", default=[])
     steps: list[TriageStep] = _f("list", default=[], part=TriageStep)
-    first_bad: str | None = _f("str?", default=None)
+    first_bad: str | None = _f("str?", default=None)  # the largest culprit's (or this rung's own)
     last_good: str | None = _f("str?", default=None)
+    culprits: list[Culprit] = _f("list", default=[], part=Culprit)  # largest share first
     conclusion: str | None = _f("str?", default=None)
     non_bisectable: list[DiffField] = _f("list", default=[], part=DiffField)
     explanation: Explanation | None = _f("object?", default=None, part=Explanation)

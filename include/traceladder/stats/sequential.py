@@ -58,6 +58,19 @@ def obf_spending(t: float, alpha: float = ALPHA) -> float:
     return float(4 * stats.norm.sf(stats.norm.isf(alpha / 4) / math.sqrt(min(t, 1.0))))
 
 
+def hsd_spending(t: float, alpha: float = ALPHA, gamma: float = -4.0) -> float:
+    """Two-sided alpha spent by information fraction t by Hwang, Shih and DeCani's family:
+    alpha (1 - e^(-gamma t)) / (1 - e^(-gamma)); gamma -4 spends more early than O'Brien-Fleming
+    (gsDesign's `sfHSD`), which lets a large change stop at the first looks."""
+    if t <= 0:
+        return 0.0
+    t = min(t, 1.0)
+    return alpha * math.expm1(-gamma * t) / math.expm1(-gamma)
+
+
+SPENDING_FUNCTIONS: dict[str, Callable[[float, float], float]] = {"obf": obf_spending, "hsd": hsd_spending}
+
+
 def _simpson_weights(n: int, h: float) -> np.ndarray:
     w = np.ones(n)
     w[1:-1:2], w[2:-1:2] = 4.0, 2.0
@@ -71,9 +84,12 @@ def _exit_prob(b: float, grid: np.ndarray, mass: np.ndarray, s: float) -> float:
 
 
 @lru_cache(maxsize=2048)  # the ladder-wide rules ask for a few levels per look
-def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA, last_is_final: bool = False) -> tuple[float, ...]:
+def boundaries(
+    fractions: tuple[float, ...], alpha: float = ALPHA, last_is_final: bool = False, spending: str = "obf"
+) -> tuple[float, ...]:
     """Two-sided critical values c_n on the Z scale at information fractions `fractions`
-    (increasing, the last <= 1), spending `alpha` by the O'Brien-Fleming-type function.
+    (increasing, the last <= 1), spending `alpha` by the O'Brien-Fleming-type function (`spending`
+    "obf") or Hwang-Shih-DeCani's with gamma -4 ("hsd").
     `last_is_final`: the last look is the final analysis (a stop that does not depend on the data,
     such as a time budget), so it spends all the alpha the earlier looks left (Lan and DeMets)."""
     if not fractions or any(b <= a for a, b in zip(fractions, fractions[1:])) or fractions[0] <= 0:
@@ -86,7 +102,7 @@ def boundaries(fractions: tuple[float, ...], alpha: float = ALPHA, last_is_final
     prev_t = 0.0
     for i, t in enumerate(fractions):
         final = last_is_final and i == len(fractions) - 1
-        target = (alpha if final else obf_spending(t, alpha)) - spent
+        target = (alpha if final else SPENDING_FUNCTIONS[spending](t, alpha)) - spent
         spent += target
         if grid is None:
             c = float(stats.norm.isf(target / 2)) if target > 0 else math.inf
@@ -312,93 +328,3 @@ def look_z(design: Design | None, blocks: int, final: bool, level: float) -> flo
         return float(stats.norm.isf(level / 2))
     at_level = Design(design.min_blocks, design.max_blocks, design.target_mde_pct, level, design.budget_s)
     return at_level.final_z_at(blocks) if final else at_level.z_at(blocks)
-
-
-# ---------------------------------------------------------------------------------------
-# Triage confirm (issue 51): interleaved A/B blocks, B the suspect's setup and A its last good
-# run's, looked at after each block with an efficacy and a non-binding futility stop
-# (docs/statistics-adaptive.md, "Confirming a suspect"). The contrast is B minus A in the block
-# model of stats/model.py (a 2-arm randomised complete block design on log step time), which the
-# caller fits (triage/confirm.py `look_at`): stats/model.py imports this module, not the reverse.
-
-CONFIRMED, NOT_REPRODUCED, INSUFFICIENT = "confirmed", "not reproduced", "insufficient"
-CONFIRM_VERDICTS = (CONFIRMED, NOT_REPRODUCED, INSUFFICIENT)
-CONFIRM_ALPHA = 0.05  # two-sided; a confirmation is one side of it
-CONFIRM_MIN_BLOCKS = 3  # the first look: 2 df from the block model's residual
-FUTILITY_FRACTION = 0.5  # "not reproduced": the interval excludes this share of the suspect's size
-
-
-@dataclass(frozen=True)
-class ConfirmLook:
-    """One look of a confirm after `blocks` A/B blocks: B minus A on the log scale, its interval
-    at the look's critical value (None: not estimable yet), and the stop it makes (None: go on)."""
-
-    blocks: int
-    diff: float
-    se: float | None
-    df: int
-    critical_z: float
-    interval: tuple[float, float] | None
-    stop: str | None
-
-    def as_dict(self) -> JSONObject:
-        def pct(x: float) -> float:
-            return 100.0 * math.expm1(x)
-
-        return {
-            "blocks": self.blocks,
-            "delta_pct": pct(self.diff) if math.isfinite(self.diff) else None,
-            "interval_pct": [pct(self.interval[0]), pct(self.interval[1])] if self.interval else None,
-            "df": self.df,
-            "critical_z": self.critical_z,
-            "stop": self.stop,
-        }
-
-
-def confirm_critical_z(blocks: int, max_blocks: int, alpha: float = CONFIRM_ALPHA, final: bool = False) -> float:
-    """The efficacy critical value of a confirm's look after `blocks` blocks: O'Brien-Fleming-type
-    spending over looks CONFIRM_MIN_BLOCKS..max_blocks at information n / max_blocks (`boundaries`).
-    `final`: the time budget made this look the last one, so it spends the alpha left."""
-    first = min(CONFIRM_MIN_BLOCKS, max_blocks)
-    looks = tuple(n / max_blocks for n in range(first, max(blocks, first) + 1))
-    return boundaries(looks, alpha, last_is_final=final or blocks >= max_blocks)[-1]
-
-
-def confirm_stop(interval: tuple[float, float] | None, suspect_log: float, last: bool) -> str | None:
-    """The stop a look's interval (B minus A, log) makes for a suspect of log size `suspect_log`
-    (its sign is its direction): `confirmed` when it excludes 0 on the suspect's side (efficacy),
-    `not reproduced` when it excludes FUTILITY_FRACTION of the suspect's size (futility, non-binding:
-    the efficacy boundaries ignore it, so taking it can only lower the false-confirmation rate),
-    `insufficient` at the last look with neither, else None."""
-    if interval is not None:
-        lo, hi = interval
-        sign = 1.0 if suspect_log >= 0 else -1.0
-        low_side, high_side = (lo, hi) if sign > 0 else (-hi, -lo)  # the suspect's direction made positive
-        if low_side > 0:
-            return CONFIRMED
-        if high_side < FUTILITY_FRACTION * abs(suspect_log):
-            return NOT_REPRODUCED
-    return INSUFFICIENT if last else None
-
-
-def confirm_look(
-    diff: float,
-    se: float | None,
-    df: int,
-    blocks: int,
-    suspect_log: float,
-    max_blocks: int,
-    alpha: float = CONFIRM_ALPHA,
-    final: bool = False,
-) -> ConfirmLook:
-    """A confirm's look after `blocks` A/B blocks, from the block model's B minus A contrast on the
-    log scale (stats/model.py `fit_blocks(...).contrast("B", "A")`: `diff`, `se`, `df`): its
-    interval at this look's critical value (t_crit as `critical_t` makes it) and the stop.
-    `final`: no block follows (the block or time budget ran out)."""
-    last = final or blocks >= max_blocks
-    z = confirm_critical_z(blocks, max_blocks, alpha, final=last)
-    interval = None
-    if blocks >= CONFIRM_MIN_BLOCKS and se is not None and df >= 1:
-        half = critical_t(z, df) * se
-        interval = (diff - half, diff + half)
-    return ConfirmLook(blocks, diff, se, df, z, interval, confirm_stop(interval, suspect_log, last))

@@ -1,11 +1,26 @@
-"""The bisection over a confirmed change's ordered candidates (builds by creation time, image tags
-by their config's `created`, or settings applied one at a time): each step confirms the midpoint
-against the known good candidate; the search stops at the first bad one. A step that ends
-`insufficient` stops the search ("between X and Y"); a candidate that cannot run is skipped with
-its reason, as `git bisect skip` does. Every step is recorded.
+"""The search for the culprits of a confirmed change of log size s over its ordered candidates
+(builds by creation time, image tags by their config's `created`, or settings applied one at a
+time; the first is the known good, the last the known bad).
 
-The search itself is pure: `step(good, candidate)` runs the confirm (triage/confirm.py) and
-`bisect` only orders the steps, so tests and the bench drive it with their own runners."""
+- **Decisions by size.** A range (lo, hi) that carries a change of size r is bisected for the
+  candidate where its level crosses r/2: each step compares a candidate with the range's own good
+  end `lo` and asks which end it looks like (stats/decisions.py, rule `size`). With one culprit
+  the crossing is the culprit; with two, it is the larger one whenever that carries more than
+  half of r.
+- **A culprit is named only after its pair is compared directly** (last good against first bad,
+  rule `confirm`: the interval must exclude 0), and reported with the share of s the pair carries.
+- **More than one culprit** (TorchBench's queue of ranges): the search goes on in the ranges left
+  on either side of a named pair when the pair carries less than MIN_SHARE of s (its share's upper
+  end is below it), or when what the steps measured puts another range's ends more than
+  EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size` on s/3, so its line
+  is s/6); a range that clears it is queued with its measured size. Largest range first, at most
+  `max_culprits` culprits; they are reported largest share first.
+- **Sample more, not stop.** A step adds blocks up to its budget (triage/confirm.py); only an
+  exhausted budget leaves a range "between X and Y". A candidate that cannot run is skipped with
+  its reason, as `git bisect skip` does.
+
+The search itself is pure: `compare(good, candidate, size, kind)` runs a step and returns its
+`Outcome`; tests and the bench drive it with their own."""
 
 from __future__ import annotations
 
@@ -15,10 +30,14 @@ from dataclasses import dataclass, field
 from traceladder.core.documents import JSONObject, JSONValue, as_object
 from traceladder.core.errors import TraceladderError
 from traceladder.core.env_vars import BUILD
-from traceladder.stats.sequential import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
+from traceladder.stats.decisions import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED, Share
 
 
 BUILD_VARIABLE = BUILD.name  # the build a spec runs, in its environment (plan/build.py)
+MIN_SHARE = 0.8  # a named pair whose share is surely below this leaves room for another culprit
+EXTRA_FRACTION = 1 / 3  # another range is searched when its ends look this share of s apart
+MAX_CULPRITS = 3
+SKIPPED = "skipped"
 
 
 class CandidateUnavailable(TraceladderError):
@@ -41,98 +60,174 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """A step's result: its verdict (confirmed | not reproduced | insufficient | skipped), B minus A
+    on the log scale with its interval (None when it had none), and a skip's or a stop's reason."""
+
+    verdict: str
+    diff: float | None = None
+    interval: tuple[float, float] | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class BisectStep:
+    kind: str  # bisect | pair | range
     good: str
     candidate: str
-    verdict: str  # confirmed | not reproduced | insufficient | skipped
-    detail: JSONObject  # the confirm's record (interval, blocks), or {"reason": ...} for a skip
+    outcome: Outcome
 
-    def as_dict(self) -> JSONObject:
-        return {"good": self.good, "candidate": self.candidate, "verdict": self.verdict, "detail": self.detail}
+
+@dataclass(frozen=True)
+class FoundCulprit:
+    name: str
+    last_good: str
+    diff: float
+    share: Share
 
 
 @dataclass(frozen=True)
 class BisectResult:
-    first_bad: str | None  # None: the search could not narrow it to one candidate
-    last_good: str
-    between: tuple[str, str] | None  # set when first_bad is None: the cause lies after X, up to Y
+    culprits: tuple[FoundCulprit, ...]  # largest share first
+    unresolved: tuple[tuple[str, str, str], ...]  # (after X, up to Y, why): ranges left open
     steps: tuple[BisectStep, ...]
     skipped: tuple[tuple[str, str], ...]  # (candidate, reason)
 
     @property
+    def first_bad(self) -> str | None:
+        return self.culprits[0].name if self.culprits else None
+
+    @property
+    def last_good(self) -> str | None:
+        return self.culprits[0].last_good if self.culprits else None
+
+    @property
     def conclusion(self) -> str:
-        if self.first_bad is not None:
-            return f"first bad: {self.first_bad} (last good: {self.last_good})"
-        assert self.between is not None
-        skipped = f"; skipped: {', '.join(n for n, _ in self.skipped)}" if self.skipped else ""
-        return f"between {self.between[0]} and {self.between[1]}{skipped}"
-
-    def as_dict(self) -> JSONObject:
-        return {
-            "first_bad": self.first_bad,
-            "last_good": self.last_good,
-            "between": list(self.between) if self.between else None,
-            "steps": [s.as_dict() for s in self.steps],
-            "skipped": [{"candidate": n, "reason": r} for n, r in self.skipped],
-            "conclusion": self.conclusion,
-        }
+        parts = [
+            f"culprit: {c.name} (last good: {c.last_good}) share {100 * c.share.share:.0f}% "
+            f"[{100 * c.share.low:.0f}%, {100 * c.share.high:.0f}%]"
+            for c in self.culprits
+        ]
+        parts += [f"between {a} and {b} ({why})" for a, b, why in self.unresolved]
+        if self.skipped:
+            parts.append(f"skipped: {', '.join(n for n, _ in self.skipped)}")
+        return "; ".join(parts) or "no culprit found"
 
 
-Step = Callable[[Candidate, Candidate], tuple[str, JSONObject]]
+Compare = Callable[[Candidate, Candidate, float, str], Outcome]
 
 
-def bisect(candidates: Sequence[Candidate], step: Step, done: Sequence[BisectStep] = ()) -> BisectResult:
-    """Search `candidates` (oldest first; the first is the known good, the last the known bad) for
-    the first bad one. `step(good, candidate)` returns (verdict, its record) or raises
-    CandidateUnavailable. `done`: steps already recorded by an earlier attempt (a retried task),
-    replayed without running them again."""
+@dataclass
+class _Search:
+    candidates: Sequence[Candidate]
+    compare: Compare
+    total: float
+    steps: list[BisectStep] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+    measured: dict[tuple[int, int], Outcome] = field(default_factory=dict)
+
+    def run(self, good: int, candidate: int, size: float, kind: str) -> Outcome:
+        out = self.compare(self.candidates[good], self.candidates[candidate], size, kind)
+        self.steps.append(BisectStep(kind, self.candidates[good].name, self.candidates[candidate].name, out))
+        if out.verdict == SKIPPED:
+            self.skipped[candidate] = out.reason
+        elif out.diff is not None and out.interval is not None:
+            self.measured[(good, candidate)] = out
+        return out
+
+    def crossing(self, lo: int, hi: int, size: float) -> tuple[int, int, str | None]:
+        """Bisect (lo, hi) for where its level crosses size/2: the pair (a, b), and why it stayed open."""
+        a, b = lo, hi
+        while True:
+            pool = [i for i in range(a + 1, b) if i not in self.skipped]
+            if not pool:
+                break
+            target = (a + b) // 2
+            mid = min(pool, key=lambda i: (abs(i - target), i))
+            out = self.run(lo, mid, size, "bisect")
+            if out.verdict == CONFIRMED:
+                b = mid
+            elif out.verdict == NOT_REPRODUCED:
+                a = mid
+            elif out.verdict == INSUFFICIENT:
+                return a, b, out.reason or "a step's budget ran out"
+        if any(a < i < b for i in self.skipped):  # only skipped candidates are left: any of them, or b
+            return a, b, "only skipped candidates are left between them"
+        return a, b, None
+
+    def pair(self, a: int, b: int, size: float) -> Outcome:
+        """The pair compared directly: a step that already compared them, or a new one."""
+        done = self.measured.get((a, b))
+        if done is not None and _excludes_zero(done.interval, size):
+            return done
+        return self.run(a, b, size, "pair")
+
+    def diff(self, a: int, b: int) -> float | None:
+        """What the steps measured between a and b, directly or through a common good end."""
+        if (a, b) in self.measured:
+            return self.measured[(a, b)].diff
+        for (g, c), out in self.measured.items():
+            if c == b and (g, a) in self.measured and out.diff is not None:
+                return out.diff - (self.measured[(g, a)].diff or 0.0)
+        return None
+
+
+def _excludes_zero(interval: tuple[float, float] | None, size: float) -> bool:
+    if interval is None:
+        return False
+    low = interval[0] if size >= 0 else -interval[1]
+    return low > 0
+
+
+def find_culprits(
+    candidates: Sequence[Candidate], compare: Compare, total_log: float, max_culprits: int = MAX_CULPRITS
+) -> BisectResult:
+    """Search `candidates` (oldest first; the first the known good, the last the known bad, whose
+    change measured `total_log`) for its culprits, as the module doc says."""
     if len(candidates) < 2:
         raise ValueError("a bisection needs a known good and a known bad candidate")
     names = [c.name for c in candidates]
-    replay = list(done)
-    lo, hi = 0, len(candidates) - 1
-    skipped: dict[int, str] = {}
-    steps: list[BisectStep] = []
-    while True:
-        pool = [i for i in range(lo + 1, hi) if i not in skipped]
-        if not pool:
+    search = _Search(candidates, compare, total_log)
+    queue: list[tuple[int, int, float]] = [(0, len(candidates) - 1, total_log)]
+    culprits: list[FoundCulprit] = []
+    unresolved: list[tuple[str, str, str]] = []
+    while queue and len(culprits) < max_culprits:
+        queue.sort(key=lambda r: abs(r[2]))
+        lo, hi, size = queue.pop()
+        a, b, why = search.crossing(lo, hi, size)
+        if why is not None:
+            unresolved.append((names[a], names[b], why))
+            continue
+        pair = search.pair(a, b, size)
+        if pair.verdict != CONFIRMED or pair.diff is None or pair.interval is None:
+            if pair.verdict != NOT_REPRODUCED:  # not reproduced: the range held no change of note
+                unresolved.append((names[a], names[b], pair.reason or f"their direct comparison ended {pair.verdict}"))
+            continue
+        share = Share.of(pair.diff, pair.interval, total_log)
+        culprits.append(FoundCulprit(names[b], names[a], pair.diff, share))
+        if len(culprits) >= max_culprits:
             break
-        target = (lo + hi) // 2
-        mid = min(pool, key=lambda i: (abs(i - target), i))
-        if replay and replay[0].good == names[lo] and replay[0].candidate == names[mid]:
-            record = replay.pop(0)
-        else:
-            replay = []  # a replay that no longer matches the search is not reused
-            try:
-                verdict, detail = step(candidates[lo], candidates[mid])
-            except CandidateUnavailable as exc:
-                verdict, detail = "skipped", {"reason": str(exc)}
-            record = BisectStep(names[lo], names[mid], verdict, detail)
-        steps.append(record)
-        if record.verdict == "skipped":
-            skipped[mid] = str(record.detail.get("reason", ""))
-        elif record.verdict == CONFIRMED:
-            hi = mid
-        elif record.verdict == NOT_REPRODUCED:
-            lo = mid
-        elif record.verdict == INSUFFICIENT:
-            return _result(None, names, lo, hi, steps, skipped)
-        else:
-            raise ValueError(f"unknown step verdict {record.verdict!r}")
-    if any(lo < i < hi for i in skipped):  # only skipped candidates are left: any of them, or hi
-        return _result(None, names, lo, hi, steps, skipped)
-    return _result(names[hi], names, lo, hi, steps, skipped)
-
-
-def _result(
-    first_bad: str | None, names: list[str], lo: int, hi: int, steps: list[BisectStep], skipped: dict[int, str]
-) -> BisectResult:
+        left = search.diff(lo, a) if a > lo else None
+        at_b = search.diff(lo, b)
+        rest = {
+            (lo, a): left,
+            (b, hi): None if at_b is None else size - at_b,
+        }
+        for (x, y), estimate in rest.items():
+            if y <= x:
+                continue
+            wide = estimate is not None and estimate / total_log > EXTRA_FRACTION
+            if not (share.high < MIN_SHARE or wide):
+                continue
+            ends = search.run(x, y, EXTRA_FRACTION * total_log, "range")
+            if ends.verdict == CONFIRMED and ends.diff is not None:
+                queue.append((x, y, ends.diff))
+    culprits.sort(key=lambda c: -c.share.share)
     return BisectResult(
-        first_bad,
-        names[lo],
-        None if first_bad is not None else (names[lo], names[hi]),
-        tuple(steps),
-        tuple((names[i], r) for i, r in sorted(skipped.items())),
+        tuple(culprits),
+        tuple(unresolved),
+        tuple(search.steps),
+        tuple((names[i], r) for i, r in sorted(search.skipped.items())),
     )
 
 

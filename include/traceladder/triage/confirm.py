@@ -17,21 +17,63 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from traceladder.core.documents import JSONObject, JSONValue, TriageStep, as_float, as_list
+from traceladder.core.errors import TraceladderError
+from traceladder.stats.decisions import (
+    CONFIRM_ALPHA,
+    INSUFFICIENT,
+    ConfirmLook,
+    NoiseHistory,
+    blocks_to_decide,
+    confirm_look,
+    pooled_variance,
+)
 from traceladder.stats.model import Run, fit_blocks
-from traceladder.stats.sequential import CONFIRM_ALPHA, INSUFFICIENT, ConfirmLook, confirm_look
 from traceladder.triage.bisect import CandidateUnavailable
 
 # run_block(spec, side, block) -> the run's metrics.json data (RungResult.to_dict())
 RunBlock = Callable[[JSONObject, str, int], JSONObject]
 
 
+# Run statuses that a retry can cure (the host was not ready); a workload that failed, timed out
+# or wrote part of its output fails the same way again, so it is not retried (as a ladder's rung).
+RETRIED_STATUSES = ("preflight",)
+
+
 @dataclass(frozen=True)
 class Budget:
-    """The ladder's `triage:` budget: blocks, seconds (None: no time rule) and the two-sided level."""
+    """The ladder's `triage:` budget: blocks per step, seconds per step (None: no time rule), the
+    two-sided level, the retries of a run that failed for the infrastructure (`retries.rung_infra`),
+    and the whole triage's runs and device-hours (None: no limit; `Spent` counts them)."""
 
     blocks: int = 16
     seconds: float | None = None
     alpha: float = CONFIRM_ALPHA
+    retries: int = 2
+    runs: int | None = None
+    device_hours: float | None = None
+    devices: int = 1  # per run: device-hours are run hours times this
+
+
+@dataclass
+class Spent:
+    """What a triage has spent so far, over all its steps: runs started and their seconds."""
+
+    runs: int = 0
+    run_s: float = 0.0
+
+    def device_hours(self, devices: int) -> float:
+        return self.run_s * devices / 3600
+
+    def exhausted(self, budget: Budget) -> str | None:
+        """Why no further block may start (the triage budget is spent), else None."""
+        if budget.runs is not None and self.runs + 2 > budget.runs:
+            return f"the triage's budget of {budget.runs} runs is spent ({self.runs} run)"
+        if budget.device_hours is not None and self.device_hours(budget.devices) >= budget.device_hours:
+            return (
+                f"the triage's budget of {budget.device_hours:g} device-hours is spent "
+                f"({self.device_hours(budget.devices):.2f})"
+            )
+        return None
 
 
 def _figure(metrics: Mapping[str, JSONValue], metric: str) -> tuple[float | None, list[float]]:
@@ -49,12 +91,20 @@ def look_at(
     alpha: float = CONFIRM_ALPHA,
     final: bool = False,
     statistic: str = "median",
+    rule: str = "confirm",
+    history: NoiseHistory | None = None,
 ) -> ConfirmLook:
     """Look at a confirm's runs (treatments "A" and "B"): the block model of stats/model.py, its B
-    minus A contrast, and stats/sequential.py's stops at this look."""
+    minus A contrast with the variance pooled with the rung's history (stats/decisions.py), and
+    the stop `rule` makes at this look."""
     blocks = len({r.block for r in runs})
-    contrast = fit_blocks(list(runs), statistic=statistic).contrast("B", "A")
-    return confirm_look(contrast.diff, contrast.se, contrast.df, blocks, suspect_log, max_blocks, alpha, final)
+    fit = fit_blocks(list(runs), statistic=statistic)
+    contrast = fit.contrast("B", "A")
+    se, df, source = contrast.se, contrast.df, "confirm"
+    if se is not None and fit.run_var:
+        var, df, source = pooled_variance(fit.run_var, contrast.df, history)
+        se = se * math.sqrt((var or fit.run_var) / fit.run_var)
+    return confirm_look(contrast.diff, se, df, blocks, suspect_log, max_blocks, alpha, final, rule, source)
 
 
 def side_spec(spec: Mapping[str, JSONValue], side: str, block: int, step: int = 0) -> JSONObject:
@@ -88,44 +138,64 @@ def confirm(
     seed: int = 0,
     step: int = 0,
     clock: Callable[[], float] = time.monotonic,
+    rule: str = "confirm",
+    history: NoiseHistory | None = None,
+    spent: Spent | None = None,
 ) -> TriageStep:
-    """Run blocks of one A and one B run (each block's order drawn from `seed`) until a stop, the
-    block budget or the time budget; the step with its verdict, interval and every look. `step`:
-    the step's place in its triage, which names its runs (`side_spec`)."""
+    """Run blocks of one A and one B run (each block's order drawn from `seed`) until `rule`
+    stops (stats/decisions.py), or the step's block or time budget or the triage's budget
+    (`spent` against `budget`) runs out; the step with its verdict, interval, every look, its runs
+    and seconds. `step`: the step's place in its triage, which names its runs (`side_spec`)."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible run order, not a secret
     statistic = "mean" if metric == "cpu" else "median"
+    spent = spent if spent is not None else Spent()
     runs: list[Run] = []
     looks: list[JSONObject] = []
-    started = clock()
+    started, before = clock(), (spent.runs, spent.run_s)
     longest = 0.0
     look: ConfirmLook | None = None
+    out_of: str | None = None
+
+    def at_look(final: bool = False) -> ConfirmLook:
+        return look_at(runs, suspect_log, budget.blocks, budget.alpha, final, statistic, rule, history)
+
     for block in range(budget.blocks):
-        if budget.seconds is not None and block and clock() + longest > started + budget.seconds:
-            look = look_at(runs, suspect_log, budget.blocks, budget.alpha, final=True, statistic=statistic)
-            looks.append(look.as_dict())
+        out_of = spent.exhausted(budget)
+        if out_of is None and budget.seconds is not None and block and clock() + longest > started + budget.seconds:
+            out_of = f"the step's budget of {budget.seconds:g} s ran out"
+        if out_of is not None:
+            if block:
+                look = at_look(final=True)
+                looks.append(look.as_dict())
             break
         t0 = clock()
         order = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
         for at, side in enumerate(order):
-            metrics = run_block(side_spec(spec_a if side == "A" else spec_b, side, block, step), side, block)
+            name = names[0] if side == "A" else names[1]
+            metrics = _run_with_retries(
+                run_block, side_spec(spec_a if side == "A" else spec_b, side, block, step), side, block, budget, spent
+            )
             value, values = _figure(metrics, metric)
             if metrics.get("status") != "ok" or value is None:
                 if block == 0:
-                    name = names[0] if side == "A" else names[1]
                     raise CandidateUnavailable(f"{name} did not run: {metrics.get('error') or metrics.get('status')}")
                 continue
             runs.append(Run(block, side, math.log(value), tuple(math.log(v) for v in values if v > 0), at=float(at)))
         longest = max(longest, clock() - t0)
-        look = look_at(runs, suspect_log, budget.blocks, budget.alpha, statistic=statistic)
+        look = at_look()
         looks.append(look.as_dict())
         if look.stop is not None:
             break
-    assert look is not None  # budget.blocks >= 1
+    if look is None:  # the triage's budget was spent before this step's first block
+        return TriageStep(kind=kind, rung=rung, good=names[0], candidate=names[1], verdict=INSUFFICIENT, reason=out_of)
     verdict = look.stop or INSUFFICIENT
     final = look.as_dict()
-    reason = None
+    reason = more = None
     if verdict == INSUFFICIENT:
-        reason = f"the budget ran out after {look.blocks} blocks with neither stop"
+        more = blocks_to_decide(look, suspect_log)
+        reason = (out_of or f"the step's budget of {budget.blocks} blocks ran out") + " with neither stop"
+        if more is not None:
+            reason += f"; about {more} more blocks would likely have decided it"
     return TriageStep(
         kind=kind,
         rung=rung,
@@ -137,4 +207,31 @@ def confirm(
         blocks=look.blocks,
         looks=looks,
         reason=reason,
+        runs=spent.runs - before[0],
+        run_s=round(spent.run_s - before[1], 3),
+        more_blocks=more,
     )
+
+
+def _run_with_retries(
+    run_block: RunBlock, spec: JSONObject, side: str, block: int, budget: Budget, spent: Spent
+) -> JSONObject:
+    """One run, retried up to `budget.retries` times when the infrastructure failed it (an error
+    raised by the backend, or a RETRIED_STATUSES status); a workload failure is returned at once.
+    The last failure is returned as a run that did not end `ok`, or raised when it was an error."""
+    for attempt in range(budget.retries + 1):
+        spent.runs += 1
+        started = time.monotonic()
+        try:
+            metrics = run_block(spec, side, block)
+        except CandidateUnavailable:
+            raise
+        except TraceladderError as exc:  # a backend's one-line error (Docker, Slurm, S3)
+            if attempt == budget.retries:
+                return {"status": "failed", "error": f"{exc} (after {attempt + 1} tries)"}
+            continue
+        finally:
+            spent.run_s += time.monotonic() - started
+        if metrics.get("status") not in RETRIED_STATUSES or attempt == budget.retries:
+            return metrics
+    raise AssertionError("unreachable: the last attempt returns")

@@ -12,23 +12,23 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from traceladder.core.documents import DiffField, JSONObject, TriageDoc, TriageStep, TriageSuspect
-from traceladder.stats.sequential import CONFIRMED
+from traceladder.core.documents import Culprit, DiffField, JSONObject, TriageDoc, TriageStep, TriageSuspect
+from traceladder.stats.decisions import CONFIRMED, NoiseHistory
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage import record
 from traceladder.triage.bisect import (
     BUILD_VARIABLE,
-    BisectStep,
     BuildChanges,
     Candidate,
     CandidateUnavailable,
-    bisect,
+    Outcome,
     build_candidates,
     candidate_spec,
+    find_culprits,
     image_candidates,
     setting_candidates,
 )
-from traceladder.triage.confirm import Budget, RunBlock, confirm
+from traceladder.triage.confirm import Budget, RunBlock, Spent, confirm
 from traceladder.triage.explain import RunProfiled, explain
 from traceladder.triage.suspects import RunSetup, spec_changes, stored_suspects
 
@@ -55,6 +55,13 @@ class TriageContext:
     # rung -> what the ladder's cheapest torch lens changes in its spec (explain.lens_overlay)
     lens_overlay: Callable[[str], JSONObject | None] | None = None
     approve: Callable[[], bool] | None = None
+    # rung -> its history's run-to-run variance (the ladder runs' block-model residual), pooled
+    # with each step's own (stats/decisions.py); None: each step's own variance alone
+    history: Callable[[str], NoiseHistory | None] | None = None
+    spent: Spent = field(default_factory=Spent)
+    # start a finished, refused or failed triage again (the Params form's `force`): its recorded
+    # steps are reused, a skipped one runs again
+    force: bool = False
 
 
 def _seed(*parts: str) -> int:
@@ -72,6 +79,21 @@ class _Triage:
         self.ctx = ctx
         self.key, self.report_key = record.keys(ctx.prefix, ctx.ladder, ctx.run_id, suspect.rung)
         found = record.load(ctx.store, self.key)
+        if found is not None and ctx.force and found.state != "running":
+            found = replace(
+                found,
+                state="running",
+                label=None,
+                conclusion=None,
+                error=None,
+                first_bad=None,
+                last_good=None,
+                culprits=[],
+                explanation=None,
+            )
+        for done in found.steps if found else []:  # a resumed triage's budget counts what it spent
+            ctx.spent.runs += done.runs
+            ctx.spent.run_s += done.run_s
         self.doc = found or TriageDoc(
             ladder=ctx.ladder, run_id=ctx.run_id, rung=suspect.rung, state="running", suspect=suspect, group=group
         )
@@ -92,12 +114,19 @@ class _Triage:
         )
 
     def step(
-        self, kind: str, good: tuple[str, JSONObject], bad: tuple[str, JSONObject], suspect_log: float
+        self,
+        kind: str,
+        good: tuple[str, JSONObject],
+        bad: tuple[str, JSONObject],
+        suspect_log: float,
+        rule: str = "confirm",
     ) -> TriageStep:
-        """A confirm between two named specs, reused when recorded, stored as soon as it ends."""
+        """A confirm between two named specs by `rule`, reused when recorded (a skipped one runs
+        again: its runs may now start), stored as soon as it ends."""
         done = self.recorded(kind, good[0], bad[0])
-        if done is not None:
+        if done is not None and done.verdict != "skipped":
             return done
+        history = self.ctx.history(self.doc.rung) if self.ctx.history is not None else None
         try:
             result = confirm(
                 good[1],
@@ -111,12 +140,15 @@ class _Triage:
                 metric=self.ctx.metric,
                 seed=_seed(self.ctx.run_id, self.doc.rung, kind, good[0], bad[0]),
                 step=len(self.doc.steps),
+                rule=rule,
+                history=history,
+                spent=self.ctx.spent,
             )
         except CandidateUnavailable as exc:
             result = TriageStep(
                 kind=kind, rung=self.doc.rung, good=good[0], candidate=bad[0], verdict="skipped", reason=str(exc)
             )
-        self.update(steps=[*self.doc.steps, result])
+        self.update(steps=[*(s for s in self.doc.steps if s is not done), result])
         return result
 
 
@@ -136,6 +168,8 @@ def _candidates(ctx: TriageContext, suspect: TriageSuspect, good: RunSetup, bad:
         return image_candidates(tags, str(good.spec.get("image")), str(bad.spec.get("image")))
     if "build" in fields and good.build and bad.build:
         return build_candidates(list(ctx.builds.values()), good.build, bad.build)
+    if "image_digest" in fields and good.spec.get("image") == bad.spec.get("image"):
+        return _moved_tag(good, bad)
     if ("image_digest" in fields or "image" in fields) and ctx.image_tags:
         return image_candidates(ctx.image_tags, str(good.spec.get("image")), str(bad.spec.get("image")))
     if ("image_digest" in fields or "image" in fields) and ctx.image_tags_reason:
@@ -204,35 +238,26 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
         candidates, why = [], str(exc)
     else:
         why = "no image, build or setting changed between the two runs"
-    first_bad, last_good, conclusion = _localize(ctx, main, good, candidates, main_step, why, non_bisectable)
+    culprits, conclusion = _localize(ctx, main, good, candidates, main_step, why, non_bisectable)
+    by_name = {c.name: c for c in candidates}
+    first_bad = by_name[culprits[0].name] if culprits else None
+    last_good = by_name[culprits[0].last_good] if culprits else None
     main.update(
         bisected_on=main_rung,
         candidates=[c.as_dict() for c in candidates],
         non_bisectable=non_bisectable,
         first_bad=first_bad.name if first_bad else None,
         last_good=last_good.name if last_good else None,
+        culprits=culprits,
         conclusion=conclusion,
     )
-    # 3. the other confirmed rungs at the first bad candidate
+    # 3. the other confirmed rungs at each culprit: each gets its own first bad (or none)
     for rung, step in confirmed:
-        if rung == main_rung:
-            continue
-        t, g, b = rungs[rung]
-        if first_bad is not None and last_good is not None:
-            at = t.step(
-                "at first bad",
-                (last_good.name, candidate_spec(g.spec, last_good, ctx.builds)),
-                (first_bad.name, candidate_spec(g.spec, first_bad, ctx.builds)),
-                _log_size(step),
-            )
-            note = f"at the first bad candidate {first_bad.name} ({main_rung}'s bisection): {at.verdict}"
-        else:
-            note = f"{main_rung}'s bisection: {conclusion}"
-        t.update(bisected_on=main_rung, first_bad=main.doc.first_bad, last_good=main.doc.last_good)
-        _finish(t, g, b, record.label_for(CONFIRMED, t.doc.suspect.direction), note)
-    # 4. explain the main rung: one profiled run of each end
-    good_spec = candidate_spec(good.spec, last_good, ctx.builds) if last_good else good.spec
-    bad_spec = candidate_spec(good.spec, first_bad, ctx.builds) if first_bad else bad.spec
+        if rung != main_rung:
+            _at_culprits(ctx, rungs[rung], main_rung, main.doc, candidates, _log_size(step), conclusion)
+    # 4. explain the main rung: one profiled run of each end (image digests pinned)
+    good_spec = candidate_spec(good.pinned_spec, last_good, ctx.builds) if last_good else good.pinned_spec
+    bad_spec = candidate_spec(good.pinned_spec, first_bad, ctx.builds) if first_bad else bad.pinned_spec
     overlay = ctx.lens_overlay(main_rung) if ctx.lens_overlay is not None else None
     if main.doc.explanation is None and ctx.run_profiled is not None and overlay is not None:
         names = (
@@ -246,6 +271,17 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
     return [t.doc for t, _, _ in rungs.values()]
 
 
+def _moved_tag(good: RunSetup, bad: RunSetup) -> list[Candidate]:
+    """A tag that moved (same tag, a new digest): its two digests are the candidates, each pinned."""
+    tag = str(good.spec.get("image"))
+    ends = []
+    for setup in (good, bad):
+        pinned = str(setup.pinned_spec.get("image"))
+        digest = pinned.rsplit("@", 1)[-1] if "@" in pinned else (setup.image_digest or "unknown digest")
+        ends.append(Candidate(f"{tag} at {digest}", "image", {"image": pinned}))
+    return ends
+
+
 def _localize(
     ctx: TriageContext,
     main: _Triage,
@@ -254,37 +290,103 @@ def _localize(
     main_step: TriageStep,
     why: str,
     non_bisectable: list[DiffField],
-) -> tuple[Candidate | None, Candidate | None, str]:
-    """(first bad, last good, conclusion) of the bisection over `candidates`."""
+) -> tuple[list[Culprit], str]:
+    """The culprits over `candidates` (largest share first), and the conclusion in words."""
     machine = "; ".join(f"{d.field}: {d.good!r} -> {d.bad!r}" for d in non_bisectable)
+    cannot = f"; causes that cannot be bisected: {machine}" if machine else ""
     if len(candidates) < 2:
-        text = f"not bisected: {why}"
-        return None, None, text + (f"; causes that cannot be bisected: {machine}" if machine else "")
-    if len(candidates) == 2:  # the confirm itself compared them
-        return candidates[1], candidates[0], f"first bad: {candidates[1].name} (last good: {candidates[0].name})"
+        return [], f"not bisected: {why}{cannot}"
     size = _log_size(main_step)
+    base = good.pinned_spec
+    if len(candidates) == 2:  # the confirm itself compared them: it carries the whole change
+        only = Culprit(
+            name=candidates[1].name,
+            last_good=candidates[0].name,
+            delta_pct=main_step.delta_pct or 0.0,
+            share_pct=100.0,
+            share_interval_pct=_share_interval(main_step, size),
+        )
+        moved = " (the tag moved to a new digest)" if " at sha256:" in candidates[1].name else ""
+        return [only], f"first bad: {only.name} (last good: {only.last_good}){moved}{cannot}"
 
-    def step(g: Candidate, c: Candidate) -> tuple[str, JSONObject]:
+    def compare(g: Candidate, c: Candidate, step_size: float, kind: str) -> Outcome:
+        rule = "confirm" if kind == "pair" else "size"
         result = main.step(
-            "bisect",
-            (g.name, candidate_spec(good.spec, g, ctx.builds)),
-            (c.name, candidate_spec(good.spec, c, ctx.builds)),
+            kind,
+            (g.name, candidate_spec(base, g, ctx.builds)),
+            (c.name, candidate_spec(base, c, ctx.builds)),
+            step_size,
+            rule,
+        )
+        diff = math.log1p(result.delta_pct / 100) if result.delta_pct is not None else None
+        interval = None
+        if result.interval_pct is not None:
+            lo, hi = (math.log1p(x / 100) for x in result.interval_pct)
+            interval = (lo, hi)
+        return Outcome(result.verdict, diff, interval, result.reason or "")
+
+    result = find_culprits(candidates, compare, size)
+    culprits = [
+        Culprit(
+            name=c.name,
+            last_good=c.last_good,
+            delta_pct=100 * math.expm1(c.diff),
+            share_pct=100 * c.share.share,
+            share_interval_pct=[100 * c.share.low, 100 * c.share.high],
+        )
+        for c in result.culprits
+    ]
+    return culprits, result.conclusion + cannot
+
+
+def _share_interval(step: TriageStep, size: float) -> list[float]:
+    if step.interval_pct is None or not size:
+        return [100.0, 100.0]
+    lo, hi = sorted(100 * math.log1p(x / 100) / size for x in step.interval_pct)
+    return [lo, hi]
+
+
+def _at_culprits(
+    ctx: TriageContext,
+    rung: tuple[_Triage, RunSetup, RunSetup],
+    main_rung: str,
+    main: TriageDoc,
+    candidates: list[Candidate],
+    size: float,
+    conclusion: str,
+) -> None:
+    """Another confirmed rung at each of the main rung's culprits: its first bad is the largest
+    culprit where its own step confirms the change; none when no step does (its cause lies
+    elsewhere, and it says so)."""
+    t, g, b = rung
+    by_name = {c.name: c for c in candidates}
+    own: list[str] = []
+    notes = []
+    for culprit in main.culprits:
+        last_good, first_bad = by_name[culprit.last_good], by_name[culprit.name]
+        at = t.step(
+            "at first bad",
+            (last_good.name, candidate_spec(g.pinned_spec, last_good, ctx.builds)),
+            (first_bad.name, candidate_spec(g.pinned_spec, first_bad, ctx.builds)),
             size,
         )
-        if result.verdict == "skipped":
-            raise CandidateUnavailable(result.reason or "it did not run")
-        return result.verdict, {"delta_pct": result.delta_pct, "interval_pct": result.interval_pct}  # type: ignore[dict-item]
-
-    done = [
-        BisectStep(s.good, s.candidate, s.verdict, {"reason": s.reason or ""})
-        for s in main.doc.steps
-        if s.kind == "bisect"
-    ]
-    result = bisect(candidates, step, done)
-    by_name = {c.name: c for c in candidates}
-    conclusion = result.conclusion + (f"; causes that cannot be bisected: {machine}" if machine else "")
-    first = by_name[result.first_bad] if result.first_bad else None
-    return first, by_name[result.last_good] if first else None, conclusion
+        notes.append(f"at {first_bad.name}: {at.verdict}")
+        if at.verdict == CONFIRMED:
+            own.append(culprit.name)
+    if not main.culprits:
+        note = f"{main_rung}'s bisection: {conclusion}"
+    elif own:
+        note = f"at {main_rung}'s culprits ({'; '.join(notes)})"
+    else:
+        note = f"its change is not at {main_rung}'s culprits ({'; '.join(notes)}); its own cause is not localized"
+    first = next((c for c in main.culprits if c.name in own), None)
+    t.update(
+        bisected_on=main_rung,
+        first_bad=first.name if first else None,
+        last_good=first.last_good if first else None,
+        culprits=[c for c in main.culprits if c.name in own],
+    )
+    _finish(t, g, b, record.label_for(CONFIRMED, t.doc.suspect.direction), note)
 
 
 def _finish(

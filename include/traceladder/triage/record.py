@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from traceladder.core import layout
 from traceladder.core.documents import JSONValue, TriageDoc
-from traceladder.stats.sequential import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
+from traceladder.stats.decisions import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
 from traceladder.storage.artifacts import ArtifactSink
 
 NOT_APPROVED = "not approved"

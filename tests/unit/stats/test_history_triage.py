@@ -12,16 +12,20 @@ from scipy import stats
 from traceladder.stats.history import SUSPECT_LEVEL, evaluate, history_findings, prediction_bound, suspect
 from traceladder.stats.model import Run, fit_blocks
 from traceladder.triage.confirm import look_at
-from traceladder.stats.sequential import (
+from traceladder.stats.decisions import (
     CONFIRM_MIN_BLOCKS,
     CONFIRMED,
     INSUFFICIENT,
     NOT_REPRODUCED,
-    boundaries,
+    NoiseHistory,
+    blocks_to_decide,
     confirm_critical_z,
+    confirm_look,
     confirm_stop,
-    critical_t,
+    pooled_variance,
+    size_stop,
 )
+from traceladder.stats.sequential import boundaries, critical_t
 
 pytestmark = pytest.mark.triage
 
@@ -64,9 +68,12 @@ def test_suspect_by_a_newly_called_change_point() -> None:
 
 def test_confirm_critical_values_are_the_spending_boundaries() -> None:
     z = [confirm_critical_z(n, 10) for n in range(CONFIRM_MIN_BLOCKS, 11)]
-    expected = boundaries(tuple(n / 10 for n in range(CONFIRM_MIN_BLOCKS, 11)), 0.05)
+    expected = boundaries(tuple(n / 10 for n in range(CONFIRM_MIN_BLOCKS, 11)), 0.05, spending="hsd")
     assert z == pytest.approx(list(expected))
-    assert z[0] > z[-1] > 1.96  # O'Brien-Fleming: strict early, near 2 at the end
+    assert z[0] > z[-1] > 1.96  # strict early, near 2 at the end
+    # Hwang-Shih-DeCani, gamma -4, by hand at the first look (closed form): 3 of 16 blocks
+    spent = 0.05 * math.expm1(4 * 3 / 16) / math.expm1(4)
+    assert confirm_critical_z(3, 16) == pytest.approx(stats.norm.isf(spent / 2)) == pytest.approx(3.28, abs=0.01)
     # a time-budget stop at block 5 spends what is left: below look 5's planned value
     assert confirm_critical_z(5, 10, final=True) < confirm_critical_z(5, 10)
 
@@ -81,6 +88,39 @@ def test_confirm_stops_in_each_direction() -> None:
     assert confirm_stop((-0.2, -0.01), -s, last=False) == CONFIRMED  # a faster suspect
     assert confirm_stop((-0.06, 0.05), -s, last=False) == NOT_REPRODUCED
     assert confirm_stop(None, s, last=True) == INSUFFICIENT
+
+
+def test_a_bisection_step_is_judged_against_half_the_size() -> None:
+    s = math.log(1.15)  # the line is s/2 = 0.0699
+    assert size_stop((0.08, 0.2), s, last=False) == CONFIRMED  # like the bad end
+    assert size_stop((0.005, 0.03), s, last=False) == NOT_REPRODUCED  # excludes 0 but carries little of s
+    assert confirm_stop((0.005, 0.03), s, last=False) == CONFIRMED  # what the old rule called it
+    assert size_stop((0.03, 0.09), s, last=False) is None
+    assert size_stop((0.03, 0.09), s, last=True) == INSUFFICIENT
+    assert size_stop((-0.2, -0.08), -s, last=False) == CONFIRMED  # a faster suspect
+
+
+def test_the_history_lends_its_df_only_when_at_least_as_noisy() -> None:
+    history = NoiseHistory(run_var=0.004, df=20)
+    var, df, source = pooled_variance(0.002, 2, history)
+    assert (var, df, source) == (pytest.approx((2 * 0.002 + 20 * 0.004) / 22), 22, "pooled with history")
+    assert pooled_variance(0.009, 2, history) == (0.009, 2, "confirm")  # noisier than the history: its own
+    assert pooled_variance(0.002, 2, None) == (0.002, 2, "confirm")
+    # +30% on CPU time (run sd 6.8%) at block 3 with the history's df: se = 0.068 * sqrt(2/3)
+    se = 0.068 * math.sqrt(2 / 3)
+    look = confirm_look(math.log(1.30), se, 22, 3, math.log(1.30), 16)
+    assert look.stop == CONFIRMED
+    own = confirm_look(math.log(1.30), se, 2, 3, math.log(1.30), 16)  # 2 df alone: t_crit ~ 7.6
+    assert own.stop is None
+
+
+def test_an_undecided_step_says_how_many_more_blocks() -> None:
+    s = math.log(1.15)
+    look = confirm_look(0.10, 0.02, 10, 8, s, 8, rule="size")  # |0.10 - 0.07| against a half-width ~0.05
+    assert look.stop == INSUFFICIENT
+    more = blocks_to_decide(look, s)
+    half = (look.interval[1] - look.interval[0]) / 2
+    assert more == math.ceil(8 * (half / (0.10 - s / 2)) ** 2 - 8)
 
 
 def _runs(diffs: list[float], level: float = math.log(100)) -> list[Run]:

@@ -30,12 +30,14 @@ from traceladder.triage.bisect import (
     BuildChanges,
     Candidate,
     CandidateUnavailable,
+    Outcome,
     apply_build,
-    bisect,
     build_candidates,
+    find_culprits,
     candidate_spec,
     setting_candidates,
 )
+from traceladder.stats.decisions import confirm_stop, size_stop
 from traceladder.triage.confirm import Budget
 from traceladder.triage.engine import TriageContext, confirm_suspects, triage_run
 from traceladder.triage.suspects import RunSetup, diff, spec_changes
@@ -165,55 +167,90 @@ def _builds(n: int = 8) -> list[Candidate]:
     return [Candidate(f"n{i}", "build", {"build": f"n{i}"}) for i in range(n)]
 
 
-def _stepper(bad_at: int, skip: dict[str, str] | None = None, unsure: set[str] | None = None):
-    calls: list[tuple[str, str]] = []
+def _stepper(levels: list[float], skip: dict[str, str] | None = None, unsure: set[str] | None = None):
+    """compare() over builds whose true log levels are `levels`: each step's estimate is the true
+    difference with a +-0.01 interval, decided by the rule its kind uses (stats/decisions.py)."""
+    calls: list[tuple[str, str, str]] = []
 
-    def step(good: Candidate, cand: Candidate) -> tuple[str, dict]:
-        calls.append((good.name, cand.name))
+    def compare(good: Candidate, cand: Candidate, size: float, kind: str) -> Outcome:
+        calls.append((kind, good.name, cand.name))
         if skip and cand.name in skip:
-            raise CandidateUnavailable(skip[cand.name])
+            return Outcome("skipped", reason=skip[cand.name])
+        diff = levels[int(cand.name[1:])] - levels[int(good.name[1:])]
+        interval = (diff - 0.01, diff + 0.01)
         if unsure and cand.name in unsure:
-            return "insufficient", {}
-        return ("confirmed" if int(cand.name[1:]) >= bad_at else "not reproduced"), {}
+            return Outcome("insufficient", diff, interval, "the step's budget of 16 blocks ran out")
+        stop = confirm_stop if kind == "pair" else size_stop
+        return Outcome(str(stop(interval, size, last=True)), diff, interval)
 
-    return step, calls
+    return compare, calls
+
+
+def _levels(**culprits: float) -> list[float]:
+    """Log levels of n0..n7 with a culprit of +x% at each named build (`n5=15`), carried onward."""
+    out, level = [], 0.0
+    for i in range(8):
+        level += math.log1p(culprits.get(f"n{i}", 0.0) / 100)
+        out.append(level)
+    return out
 
 
 @pytest.mark.parametrize("bad_at", range(1, 8))
-def test_bisection_finds_the_first_bad_build(bad_at: int) -> None:
-    step, calls = _stepper(bad_at)
-    result = bisect(_builds(), step)
+def test_bisection_finds_the_one_culprit_with_its_share(bad_at: int) -> None:
+    levels = _levels(**{f"n{bad_at}": 15.0})
+    compare, calls = _stepper(levels)
+    result = find_culprits(_builds(), compare, levels[-1])
     assert result.first_bad == f"n{bad_at}" and result.last_good == f"n{bad_at - 1}"
-    assert len(result.steps) <= 3 and len(calls) == len(result.steps)
-    assert all(s.good == f"n{0}" or s.verdict for s in result.steps)
+    (culprit,) = result.culprits
+    assert culprit.share.share == pytest.approx(1.0) and culprit.share.low < 1 < culprit.share.high
+    searched = [s for s in result.steps if s.kind == "bisect"]
+    assert len(searched) <= 3 and len(calls) == len(result.steps)
+    # each step judges a candidate against the range's own good end, n0 (decisions by size)
+    assert {s.good for s in searched} <= {"n0"}
+    # the pair is compared directly (neighbours), unless a step already compared it with n0
+    pairs = [(s.good, s.candidate) for s in result.steps if s.kind == "pair"]
+    assert pairs == ([] if bad_at == 1 else [(f"n{bad_at - 1}", f"n{bad_at}")])
+
+
+def test_two_culprits_the_larger_first_and_the_small_one_left_under_s_over_3() -> None:
+    levels = _levels(n2=3.0, n5=12.0)
+    compare, _ = _stepper(levels)
+    result = find_culprits(_builds(), compare, levels[-1])
+    assert [c.name for c in result.culprits] == ["n5"]  # +3% is under s/3 (5.1%): not searched
+    assert result.culprits[0].share.share == pytest.approx(math.log(1.12) / levels[-1])
+
+
+@pytest.mark.parametrize("first, second", [("n2", "n6"), ("n6", "n2")])
+def test_two_culprits_over_s_over_3_are_both_named_largest_first(first: str, second: str) -> None:
+    levels = _levels(**{first: 12.0, second: 8.0})
+    compare, calls = _stepper(levels)
+    result = find_culprits(_builds(), compare, levels[-1])
+    assert [c.name for c in result.culprits] == [first, second]
+    shares = [c.share.share for c in result.culprits]
+    assert shares == pytest.approx([math.log(1.12) / levels[-1], math.log(1.08) / levels[-1]])
+    assert any(kind == "range" for kind, _, _ in calls)  # the second range's ends were compared first
 
 
 def test_bisection_skips_a_candidate_that_cannot_run() -> None:
-    step, _ = _stepper(6, skip={"n3": "image gone from the registry"})
-    result = bisect(_builds(), step)
+    compare, _ = _stepper(_levels(n6=15.0), skip={"n3": "image gone from the registry"})
+    result = find_culprits(_builds(), compare, math.log(1.15))
     assert result.first_bad == "n6" and result.last_good == "n5"
     assert ("n3", "image gone from the registry") in result.skipped
-    assert any(s.verdict == "skipped" and s.detail["reason"] == "image gone from the registry" for s in result.steps)
+    assert any(
+        s.outcome.verdict == "skipped" and s.outcome.reason == "image gone from the registry" for s in result.steps
+    )
     # when only skipped candidates are left next to the first bad one, it cannot be told apart
-    step, _ = _stepper(4, skip={"n3": "fails to start"})
-    cut = bisect(_builds(5), step)
-    assert cut.first_bad is None and cut.between == ("n2", "n4")
-    assert cut.conclusion == "between n2 and n4; skipped: n3"
+    compare, _ = _stepper(_levels(n4=15.0), skip={"n3": "fails to start"})
+    cut = find_culprits(_builds(5), compare, math.log(1.15))
+    assert cut.first_bad is None and cut.unresolved == (("n2", "n4", "only skipped candidates are left between them"),)
+    assert cut.conclusion == "between n2 and n4 (only skipped candidates are left between them); skipped: n3"
 
 
-def test_an_insufficient_step_stops_the_search_between_x_and_y() -> None:
-    step, calls = _stepper(6, unsure={"n5"})
-    result = bisect(_builds(), step)
-    assert result.first_bad is None and result.between == ("n3", "n7")
-    assert result.conclusion == "between n3 and n7" and len(calls) == 2
-
-
-def test_a_retried_bisection_replays_its_recorded_steps() -> None:
-    step, calls = _stepper(2)
-    first = bisect(_builds(), step)
-    step2, calls2 = _stepper(2)
-    again = bisect(_builds(), step2, done=first.steps[:2])
-    assert again.first_bad == "n2" and len(calls2) == len(first.steps) - 2
+def test_only_an_exhausted_budget_leaves_a_range_between_x_and_y() -> None:
+    compare, calls = _stepper(_levels(n6=15.0), unsure={"n5"})
+    result = find_culprits(_builds(), compare, math.log(1.15))
+    assert result.first_bad is None and result.unresolved == (("n3", "n7", "the step's budget of 16 blocks ran out"),)
+    assert len(calls) == 2
 
 
 # ---- candidates and their specs
@@ -301,9 +338,8 @@ def _ctx(tmp_path: Path, runner, **kw) -> TriageContext:
         ladder="mini",
         run_id="w5",
         run_block=runner,
-        budget=Budget(blocks=8),
         builds=BUILDS,
-        **kw,
+        **{"budget": Budget(blocks=8), **kw},
     )
 
 
@@ -313,13 +349,93 @@ def test_a_group_confirms_bisects_once_and_confirms_the_other_at_the_first_bad(t
     assert main.label == "confirmed regression" and main.state == "done"
     assert main.first_bad == "n5" and main.last_good == "n4" and main.bisected_on == "fusions"
     kinds = [s.kind for s in main.steps]
-    assert kinds[0] == "confirm" and kinds.count("bisect") == len(main.steps) - 1 >= 2
+    assert kinds[0] == "confirm" and kinds[-1] == "pair" and kinds.count("bisect") == len(main.steps) - 2 >= 2
     assert all(s.interval_pct is not None for s in main.steps)
+    assert [(c.name, c.last_good) for c in main.culprits] == [("n5", "n4")]
+    assert 50 < main.culprits[0].share_pct < 150 and main.culprits[0].share_interval_pct[0] > 0
     assert other.bisected_on == "fusions" and [s.kind for s in other.steps] == ["confirm", "at first bad"]
     assert other.steps[1].verdict == "confirmed" and other.label == "confirmed regression"
+    assert other.first_bad == "n5"
+    assert all(s.runs == 2 * s.blocks for s in main.steps)  # counted for the triage's budget
     assert main.reproduce["bad"].startswith("traceladder run-rung --spec-json ")
     stored = TriageDoc.from_json((tmp_path / "traceladder/mini/w5/triage/fusions/triage.json").read_bytes())
     assert stored.first_bad == "n5" and (tmp_path / "traceladder/mini/w5/triage/fusions/report.html").is_file()
+
+
+class ElsewhereRunner(Runner):
+    """`other` slows down from n2 on, not at fusions' n5: its change has another cause."""
+
+    def __call__(self, spec: dict, side: str, block: int) -> dict:
+        out = super().__call__(spec, side, block)
+        if spec["rung"] == "other":
+            n = int(spec["docker_env_vars"]["TRACELADDER_BUILD"][1:])
+            step = 100 * (1.10 if n >= 2 else 1.0) * (1 + 0.004 * math.sin(3 * block + (side == "B")))
+            out = {**out, "step_ms": step, "step_ms_values": [step * (1 + 0.002 * k) for k in (-2, -1, 0, 1, 2)]}
+        return out
+
+
+def test_another_rung_gets_its_own_first_bad_not_the_main_rungs(tmp_path: Path) -> None:
+    """Bug 1: a rung whose own step at the main rung's culprit says `not reproduced` is not given
+    that culprit as its first bad."""
+    docs = {d.rung: d for d in triage_run(_ctx(tmp_path, ElsewhereRunner()), _group())}
+    other = docs["other"]
+    assert docs["fusions"].first_bad == "n5"
+    assert [(s.kind, s.verdict) for s in other.steps] == [("confirm", "confirmed"), ("at first bad", "not reproduced")]
+    assert other.first_bad is None and other.last_good is None and other.culprits == []
+    assert other.conclusion is not None and "not at fusions's culprits (at n5: not reproduced)" in other.conclusion
+
+
+class FlakyRunner(Runner):
+    """The first run of candidate n3's side fails for the infrastructure once (a preflight)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed: list[str] = []
+
+    def __call__(self, spec: dict, side: str, block: int) -> dict:
+        build = spec["docker_env_vars"]["TRACELADDER_BUILD"]
+        if build == "n3" and side == "B" and not self.failed:
+            self.failed.append(build)
+            return {"status": "preflight", "error": "gpu busy on h1"}
+        return super().__call__(spec, side, block)
+
+
+def test_a_run_failed_by_the_infrastructure_is_retried_before_a_skip(tmp_path: Path) -> None:
+    """Bug 3: one failed run in a step's first block no longer marks the candidate skipped."""
+    runner = FlakyRunner()
+    main = triage_run(_ctx(tmp_path, runner), _group())[0]
+    assert runner.failed == ["n3"] and main.first_bad == "n5"
+    assert all(s.verdict != "skipped" for s in main.steps)
+    n3 = next(s for s in main.steps if s.candidate == "n3")
+    assert n3.runs == 2 * n3.blocks + 1  # the retry counted
+    # a workload that fails is not retried: the candidate is skipped, and a resumed triage tries it again
+    calls: list[str] = []
+
+    def broken(spec: dict, side: str, block: int) -> dict:
+        calls.append(spec["docker_env_vars"]["TRACELADDER_BUILD"])
+        return {"status": "failed", "error": "exit 1"}
+
+    ctx = _ctx(tmp_path / "w", broken, budget=Budget(blocks=8, retries=2))
+    assert [s.verdict for s in confirm_suspects(ctx, _group()[:1])[0].steps] == ["skipped"]
+    assert len(calls) == 1
+    confirm_suspects(_ctx(tmp_path / "w", broken), _group()[:1])
+    assert len(calls) == 1  # finished (`insufficient data`): a plain retry starts nothing
+    doc = confirm_suspects(_ctx(tmp_path / "w", broken, force=True), _group()[:1])[0]
+    assert len(calls) == 2 and [s.verdict for s in doc.steps] == ["skipped"]  # forced: run again, not reused
+
+
+def test_a_finished_or_refused_triage_starts_again_when_forced(tmp_path: Path) -> None:
+    """Bug 3: `force` (the Params form) reopens a `not approved` triage, and approving it then
+    bisects with the recorded confirms."""
+    refused = triage_run(_ctx(tmp_path, Runner(), approve=lambda: False), _group())
+    assert {d.state for d in refused} == {"not approved"}
+    again = Runner()
+    assert triage_run(_ctx(tmp_path, again, approve=lambda: True), _group())[0].state == "not approved"
+    assert again.runs == 0  # not forced: left as it is
+    docs = triage_run(_ctx(tmp_path, again, approve=lambda: True, force=True), _group())
+    assert docs[0].state == "done" and docs[0].first_bad == "n5" and docs[0].label == "confirmed regression"
+    assert [s.kind for s in docs[0].steps][0] == "confirm" and again.runs > 0
+    assert sum(s.kind == "confirm" for s in docs[0].steps) == 1  # the recorded confirm was reused
 
 
 def test_a_killed_triage_resumes_and_a_finished_one_starts_nothing(tmp_path: Path) -> None:
