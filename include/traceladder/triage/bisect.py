@@ -4,16 +4,16 @@ time; the first is the known good, the last the known bad).
 
 - **Decisions by size.** A range (lo, hi) that carries a change of size r is bisected for the
   candidate where its level crosses r/2: each step compares a candidate with the range's own good
-  end `lo` and asks which end it looks like (stats/decisions.py, rule `size`). With one culprit
-  the crossing is the culprit; with two, it is the larger one whenever that carries more than
-  half of r.
+  end `lo` and asks which end it looks like (stats/decisions.py, rule `size`: a likelihood ratio
+  of 0 against r). With one culprit the crossing is the culprit; with two, it is the larger one
+  whenever that carries more than half of r.
 - **A culprit is named only after its pair is compared directly** (last good against first bad,
-  rule `confirm`: the interval must exclude 0), and reported with the share of s the pair carries.
+  the same rule: it must look like r, not like 0), and reported with the share of s the pair
+  carries: the pair's B minus A over s, with its interval at the look's critical value over s.
 - **More than one culprit** (TorchBench's queue of ranges): the search goes on in the ranges left
   on either side of a named pair when the pair carries less than MIN_SHARE of s (its share's upper
   end is below it), or when what the steps measured puts another range's ends more than
-  EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size` on s/3, so its line
-  is s/6); a range that clears it is queued with its measured size. Largest range first, at most
+  EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size` on s/3: 0 against s/3); a range that clears it is queued with its measured size. Largest range first, at most
   `max_culprits` culprits; they are reported largest share first.
 - **Sample more, not stop.** A step adds blocks up to its budget (triage/confirm.py); only an
   exhausted budget leaves a range "between X and Y". A candidate that cannot run is skipped with
@@ -158,7 +158,7 @@ class _Search:
     def pair(self, a: int, b: int, size: float) -> Outcome:
         """The pair compared directly: a step that already compared them, or a new one."""
         done = self.measured.get((a, b))
-        if done is not None and _excludes_zero(done.interval, size):
+        if done is not None and done.verdict == CONFIRMED:
             return done
         return self.run(a, b, size, "pair")
 
@@ -170,13 +170,6 @@ class _Search:
             if c == b and (g, a) in self.measured and out.diff is not None:
                 return out.diff - (self.measured[(g, a)].diff or 0.0)
         return None
-
-
-def _excludes_zero(interval: tuple[float, float] | None, size: float) -> bool:
-    if interval is None:
-        return False
-    low = interval[0] if size >= 0 else -interval[1]
-    return low > 0
 
 
 def find_culprits(

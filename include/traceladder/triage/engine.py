@@ -310,13 +310,12 @@ def _localize(
         return [only], f"first bad: {only.name} (last good: {only.last_good}){moved}{cannot}"
 
     def compare(g: Candidate, c: Candidate, step_size: float, kind: str) -> Outcome:
-        rule = "confirm" if kind == "pair" else "size"
         result = main.step(
             kind,
             (g.name, candidate_spec(base, g, ctx.builds)),
             (c.name, candidate_spec(base, c, ctx.builds)),
             step_size,
-            rule,
+            "size",
         )
         diff = math.log1p(result.delta_pct / 100) if result.delta_pct is not None else None
         interval = None

@@ -17,12 +17,14 @@ from traceladder.stats.decisions import (
     CONFIRMED,
     INSUFFICIENT,
     NOT_REPRODUCED,
+    SIZE_BOUND,
     NoiseHistory,
     blocks_to_decide,
     confirm_critical_z,
     confirm_look,
     confirm_stop,
     pooled_variance,
+    size_llr,
     size_stop,
 )
 from traceladder.stats.sequential import boundaries, critical_t
@@ -90,14 +92,20 @@ def test_confirm_stops_in_each_direction() -> None:
     assert confirm_stop(None, s, last=True) == INSUFFICIENT
 
 
-def test_a_bisection_step_is_judged_against_half_the_size() -> None:
-    s = math.log(1.15)  # the line is s/2 = 0.0699
-    assert size_stop((0.08, 0.2), s, last=False) == CONFIRMED  # like the bad end
-    assert size_stop((0.005, 0.03), s, last=False) == NOT_REPRODUCED  # excludes 0 but carries little of s
-    assert confirm_stop((0.005, 0.03), s, last=False) == CONFIRMED  # what the old rule called it
-    assert size_stop((0.03, 0.09), s, last=False) is None
-    assert size_stop((0.03, 0.09), s, last=True) == INSUFFICIENT
-    assert size_stop((-0.2, -0.08), -s, last=False) == CONFIRMED  # a faster suspect
+def test_a_bisection_step_is_a_likelihood_ratio_of_0_against_s() -> None:
+    s = math.log(1.15)  # the line is s/2 = 0.0699; Wald's bound log 99 = 4.60
+    assert SIZE_BOUND == pytest.approx(math.log(99))
+    # by hand: LLR = s (diff - s/2) / se^2
+    assert size_llr(0.12, 0.03, s) == pytest.approx(s * (0.12 - s / 2) / 0.03**2)
+    assert size_stop(size_llr(0.12, 0.03, s), last=False) == CONFIRMED  # 7.8: like the bad end
+    assert size_stop(size_llr(0.01, 0.02, s), last=False) == NOT_REPRODUCED  # -20.9: like the good end
+    # a change that excludes 0 but carries little of s looks like the good end
+    assert size_stop(size_llr(0.02, 0.005, s), last=False) == NOT_REPRODUCED
+    assert confirm_stop((0.01, 0.03), s, last=False) == CONFIRMED  # what the old rule called it
+    assert size_stop(size_llr(0.08, 0.03, s), last=False) is None  # 1.6: undecided
+    assert size_stop(size_llr(0.08, 0.03, s), last=True) == INSUFFICIENT
+    assert size_stop(size_llr(-0.14, 0.03, -s), last=False) == CONFIRMED  # a faster suspect
+    assert size_stop(None, last=True) == INSUFFICIENT
 
 
 def test_the_history_lends_its_df_only_when_at_least_as_noisy() -> None:
@@ -116,11 +124,9 @@ def test_the_history_lends_its_df_only_when_at_least_as_noisy() -> None:
 
 def test_an_undecided_step_says_how_many_more_blocks() -> None:
     s = math.log(1.15)
-    look = confirm_look(0.10, 0.02, 10, 8, s, 8, rule="size")  # |0.10 - 0.07| against a half-width ~0.05
-    assert look.stop == INSUFFICIENT
-    more = blocks_to_decide(look, s)
-    half = (look.interval[1] - look.interval[0]) / 2
-    assert more == math.ceil(8 * (half / (0.10 - s / 2)) ** 2 - 8)
+    look = confirm_look(0.08, 0.02, 10, 8, s, 8, rule="size")  # LLR 3.5 at the last look
+    assert look.stop == INSUFFICIENT and look.llr == pytest.approx(size_llr(0.08, 0.02, s))
+    assert blocks_to_decide(look, s) == math.ceil(8 * SIZE_BOUND / look.llr - 8)
 
 
 def _runs(diffs: list[float], level: float = math.log(100)) -> list[Run]:
