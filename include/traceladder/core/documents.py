@@ -287,7 +287,8 @@ class TraceAnalysis(Document):
     null and are written with ``headroom`` (the section is one report: all of it or none)."""
 
     FILE: ClassVar[str] = layout.ANALYSIS_OBJECT
-    SCHEMA: ClassVar[int] = 1
+    SCHEMA: ClassVar[int] = 2  # 2: shape_rates (a version 1 document reads as it is, without them)
+    READS: ClassVar[tuple[int, ...]] = (1,)
     JSON_INDENT: ClassVar[int | None] = 2
     JSON_NEWLINE: ClassVar[bool] = True
     # written exactly when headroom is (None inside a present section is a JSON null)
@@ -315,6 +316,8 @@ class TraceAnalysis(Document):
     mean_step_ms: float | None = _f("number?", default=None, omit_none=True)
     roofline_share: float | None = _f("number?", default=None, omit_none=True)
     roofline_device: str | None = _f("str?", default=None, omit_none=True)
+    # GEMM and attention rates per shape (analysis/reports/shape_rates.py)
+    shape_rates: JSONObject | None = _f("object?", default=None, omit_none=True)
     notes: list[str] | None = _f("list?", default=None, omit_none=True)
 
     def _written(self, name: str, value: object) -> bool:

@@ -5,7 +5,7 @@ renderers, the history, the compare page) read its parts through these instead o
 - ``SummaryRung`` (a row of the ladder table) with ``RungChange`` (its ``vs_parent``) and
   ``RunEstimate`` (a run-level figure);
 - ``SummaryLens`` (``LensRatio``), ``ProfileWindow``, ``CollectivesSummary``, ``SlurmNodes``,
-  ``WhatsLeftEntry``, ``BlockModelFit``, ``LadderCalls``, ``AdaptiveRepeats``;
+  ``WhatsLeftEntry`` (``ShapeRates``), ``BlockModelFit``, ``LadderCalls``, ``AdaptiveRepeats``;
 - ``AttributionEntry`` (``DeltaRow``, ``AttributionNoise``);
 - ``LadderHistory`` (``RungSeries``, ``HistoryPoint``, ``HistorySuspect``, ``SinceLast``) and a run's
   ``RunPoints`` (``RungPoint``), which its index entry stores.
@@ -192,6 +192,22 @@ class AdaptiveRepeats(_Part):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ShapeRates(_Part):
+    """A What's-left entry's rates per shape (analysis/reports/shape_rates.py): the device the
+    peak shares use and where it came from, and the top GEMM shapes and attention calls (each
+    ``op``, ``shape``, ``dtype``, ``calls``, ``ms_per_step``, ``tflops``, ``tbps``,
+    ``peak_name``, ``pct_of_peak_tflops``, ``pct_of_peak_tbps``)."""
+
+    FILE: ClassVar[str] = "shape rates"
+
+    device: str | None = _f("str?", default=None)
+    device_from: str | None = _f("str?", default=None, one_of=("trace", "cluster", "unknown", "cpu"))
+    device_note: str | None = _f("str?", default=None)
+    gemm: list[JSONObject] = _f("list", default=[])
+    attention: list[JSONObject] = _f("list", default=[])
+
+
+@dataclass(frozen=True, kw_only=True)
 class WhatsLeftEntry(_Part):
     """An entry of a summary's what's left (stored as ``headroom``): a covered rung and its role,
     the profiled run's trace, and its ranked targets (each ``kind``, ``target``, ``ms_per_step``,
@@ -210,6 +226,7 @@ class WhatsLeftEntry(_Part):
     targets: list[JSONObject] = _f("list", default=[])
     other_kinds: list[JSONObject] | None = _f("list?", default=None)
     note: str | None = _f("str?", default=None)
+    rates: ShapeRates | None = _f("object?", default=None, omit_none=True, part=ShapeRates)  # GEMM, attention
 
 
 def whats_left_entries(value: object, source: str = layout.SUMMARY_JSON) -> list[WhatsLeftEntry]:

@@ -13,6 +13,7 @@ from traceladder.analysis.api import is_accumulate_origin
 from traceladder.core.documents import JSONObject, JSONValue, RungResult, TraceAnalysis, spec_purpose
 from traceladder.core.summary_parts import whats_left_entries
 from traceladder.stats.verdicts import BATCH_SWITCHES, plan_specs
+from traceladder.summary import shape_rates
 
 __all__ = ["TOP_TARGETS", "final_rung", "whats_left_section", "markdown", "TARGET_KEYS"]
 
@@ -114,6 +115,7 @@ def whats_left_section(
                 # the best row of each kind the top 5 lacks, so every kind of finding shows
                 "other_kinds": _other_kinds(rows),
                 "note": note,
+                **({"rates": rates} if (rates := shape_rates.entry_rates(a)) else {}),  # GEMM, attention
             }
         )
     return out
@@ -151,6 +153,7 @@ def markdown(section: JSONValue) -> list[str]:
             lines.append(e.note)
         targets = e.targets
         if not targets:
+            lines += shape_rates.markdown(e.rates)
             continue
         steps, step_ms = e.steps, e.mean_step_ms
         window = f"{steps} profiled step(s)" + (f", mean step {step_ms:.1f} ms" if step_ms else "")
@@ -168,4 +171,5 @@ def markdown(section: JSONValue) -> list[str]:
         lines += [f"{i}. {t['sentence']}" for i, t in enumerate(targets, 1)]
         if e.other_kinds:
             lines += ["", OTHER_KINDS_HEADING] + [f"- {t['sentence']}" for t in e.other_kinds]
+        lines += shape_rates.markdown(e.rates)
     return lines

@@ -94,6 +94,7 @@ def _templates():
 
     from traceladder.summary.attribution import ATTRIBUTION_SCOPE, noise_line
     from traceladder.summary.whats_left import OTHER_KINDS_HEADING
+    from traceladder.summary.shape_rates import html as rates_html
     from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
 
     env = Environment(
@@ -110,6 +111,7 @@ def _templates():
     env.globals["attribution_scope"] = ATTRIBUTION_SCOPE
     env.globals["attribution_noise"] = noise_line
     env.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
+    env.globals["shape_rates_html"] = rates_html  # GEMM and attention rates per shape
     from traceladder.plan import trigger_form
 
     # the form's bounds and pattern, as the trigger DAG's Params have them

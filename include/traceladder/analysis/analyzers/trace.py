@@ -9,7 +9,7 @@
     perf-model sheets (``SDPA_fwd.csv``, ``CONV_bwd.csv``, ``Normalization.csv``, ...,
     :mod:`.reports.perf_sheets`), ``ops_unique_args.csv`` and ``unified_perf_summary.csv``,
     each only when it has rows,
-  * ``analysis.json`` (schema 1, see :func:`analyze_trace`),
+  * ``analysis.json`` (schema 2, see :func:`analyze_trace`),
 and returns the analysis.json content.
 
 ``analyze_each(paths, out_root, jobs)`` backs ``traceladder analyze TRACE... --out DIR
@@ -61,7 +61,7 @@ __all__ = [
     "output_stem",
 ]
 
-SCHEMA = 1
+SCHEMA = 2  # 2: shape_rates
 TOP_OPS = 10
 TRACE_SUFFIXES = (
     ".pt.trace.json.gz",
@@ -168,9 +168,9 @@ def analyze_trace(
     (``beside``, :mod:`traceladder.core.child_process`); the files are the same either way.
     Only for a caller with no threads of its own.
 
-    analysis.json (schema 1)::
+    analysis.json (schema 2)::
 
-      {"schema": 1, "trace": <file name>, "device": "gpu" | "cpu",
+      {"schema": 2, "trace": <file name>, "device": "gpu" | "cpu",
        "rank": <int | null>,            # distributedInfo.rank, else rank[R] in the name
        "steps": <int | null>,           # distinct ProfilerStep#N markers (null: none)
        "timeline": {computation_time, exposed_comm_time, exposed_memcpy_time,
@@ -182,7 +182,7 @@ def analyze_trace(
        "regions": {<record_function name>: total ms},  # user_annotation ranges, less
                                                        # ProfilerStep#N and gloo:*
        "gemm": [{"name", "M", "N", "K", "B", "dtype", "count", "time_ms",
-                 "tflops_mean"}],  # top 10 GEMM shapes by kernel time (GEMM.csv rows;
+                 "tflops_mean", "tbps_mean", "compute_spec"}],  # top 10 GEMM shapes by kernel time (GEMM.csv rows;
                                    # CPU-only traces: by op duration)
        "perf_sheets": {<sheet>: {"ops", "shapes", "kernel_time_ms", "tflops_per_s",
                        "tb_per_s", "top": {"name", "count", "kernel_time_ms"}}},
@@ -194,6 +194,8 @@ def analyze_trace(
        "headroom": [{"kind", "target", "ms_per_step", "pct_of_step", "why", "recoverable_ms",
                      "window_ms", "sentence"}],   # the top 20 rows of headroom.csv
        "mean_step_ms", "roofline_share", "roofline_device",
+       "shape_rates": {"device", "device_from", "device_note", "gemm": [...], "attention": [...]},
+                      # GEMM and attention rates per shape (reports/shape_rates.py)
        "notes": [str]}
 
     The "what's left" reports (idle_breakdown.csv, step_regions.csv, op_origins.csv,

@@ -398,7 +398,7 @@ def gemm_rates(t: EventTable, cpu_time: bool = False, top: int = 10, rows_frame:
         return []
     res = []
     for r in df.records(top):
-        tf = r["TFLOPS/s_mean"]
+        tf, tb = r["TFLOPS/s_mean"], r.get("TB/s_mean")
         dt = r.get("param: dtype_A_B")
         res.append(
             {
@@ -411,6 +411,8 @@ def gemm_rates(t: EventTable, cpu_time: bool = False, top: int = 10, rows_frame:
                 "count": int(r["name_count"]),
                 "time_ms": float(r["Kernel Time (µs)_sum"]) / 1e3,
                 "tflops_mean": float(tf) if isinstance(tf, float) and math.isfinite(tf) else None,
+                "tbps_mean": float(tb) if isinstance(tb, float) and math.isfinite(tb) else None,
+                "compute_spec": r.get("Compute Spec"),
             }
         )
     return res

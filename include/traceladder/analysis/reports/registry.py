@@ -21,6 +21,7 @@ from typing import Any, Literal
 from ..model.autograd_links import bwd_links
 from ..model.events import EventTable, beside
 from ..model.table import Table
+from ..perf_model.device_peaks import device_from_trace
 from . import coll_analysis as coll
 from . import gemm
 from . import gpu_timeline as gt
@@ -28,6 +29,7 @@ from . import kernel_summary as ks
 from . import ops_summary as ops
 from . import ops_unique_args as oua
 from . import perf_sheets
+from . import shape_rates as sr
 from . import short_kernels as sk
 from . import unified_perf
 from . import whats_left
@@ -64,6 +66,7 @@ class ReportRun:
     gemm_rates: list[dict[str, Any]] = field(default_factory=list)
     perf_heads: dict[str, Any] = field(default_factory=dict)
     sheets: dict[str, Table] = field(default_factory=dict)  # the perf-model sheets: GEMM and the rest
+    modelled: list[dict[str, Any]] = field(default_factory=list)  # unified_perf_summary.csv's modelled rows
     left: dict[str, Any] = field(default_factory=dict)  # the "what's left" part of analysis.json
 
 
@@ -72,6 +75,7 @@ class Report:
     name: str
     kinds: frozenset[TraceKind]
     write: Callable[[ReportRun], object]  # what it returns is not kept
+    after_unified: bool = False  # reads unified_perf_summary.csv's modelled rows (waits for them)
 
 
 def _ops_summary(run: ReportRun) -> None:
@@ -116,7 +120,14 @@ def _whats_left(run: ReportRun) -> None:
         sel=run.sel,
         share=run.share,
         gpu_model=run.gpu_model,
+        modelled=run.modelled,
     )
+
+
+def _shape_rates(run: ReportRun) -> None:
+    peak, how = device_from_trace(run.t.metadata, run.gpu_model)
+    rates = sr.shape_rates(run.gemm_rates, run.sheets, peak, how, device=run.tl.device, steps=run.steps)
+    run.left["shape_rates"] = whats_left.json_safe(rates)
 
 
 REPORTS: tuple[Report, ...] = (
@@ -133,7 +144,9 @@ REPORTS: tuple[Report, ...] = (
     Report("coll_analysis", _HOST_AND_GPU, lambda run: coll.write_csv(run.t, run.out_dir, rank=0)),
     Report("perf_sheets", _HOST_AND_GPU, _perf_sheets),
     Report("ops_unique_args", _HOST_AND_GPU, lambda run: oua.write_csv(run.t, run.launchers, run.out_dir)),
-    Report("whats_left", _ANY, _whats_left),  # reads ops_summary's table and the perf-model sheets
+    # reads ops_summary's table, the perf-model sheets and unified_perf_summary.csv's modelled rows
+    Report("whats_left", _ANY, _whats_left, after_unified=True),
+    Report("shape_rates", _ANY, _shape_rates),  # the gemm list and the SDPA sheets, per shape
 )
 
 
@@ -150,11 +163,16 @@ def write_reports(run: ReportRun, trace: Path, *, split: bool = False) -> None:
     csv_name = unified_perf.CSV_NAME
     try:
         with beside(work, trace, enabled=split) as unified_side:
+            unified: dict[str, Any] | None = None
             for report in REPORTS:
-                if run.kind in report.kinds:
-                    report.write(run)
+                if run.kind not in report.kinds:
+                    continue
+                if report.after_unified and with_unified and unified is None:
+                    unified = unified_side.result()
+                    run.modelled = unified["modelled"]
+                report.write(run)
             if with_unified:
-                written = unified_side.result()["part"]
+                written = (unified or unified_side.result())["part"]
                 if written:
                     os.replace(written, run.out_dir / csv_name)
     except BaseException:
@@ -169,7 +187,8 @@ def _unified_report(t: EventTable, launchers: ops.Launchers, out_dir: Path) -> d
     under a temporary name, which :func:`write_reports` renames once every report is written,
     so a run that fails leaves no part of it."""
     part = out_dir / f".{unified_perf.CSV_NAME}.{os.getpid()}.part"
-    return {"part": None if unified_perf.write_csv(t, launchers, part).empty else str(part)}
+    df = unified_perf.write_csv(t, launchers, part)
+    return {"part": None if df.empty else str(part), "modelled": unified_perf.modelled_rows(df)}
 
 
 def write_rocprof_reports(t: EventTable, out_dir: Path, top: int) -> dict[str, Any]:

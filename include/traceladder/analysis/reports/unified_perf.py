@@ -44,7 +44,7 @@ from ..model.vec import first_up
 from .ops_summary import Launchers
 from .ops_unique_args import kernel_details, brief_kernel_details, group_by_args
 
-__all__ = ["CSV_NAME", "unified_frame", "write_csv"]
+__all__ = ["CSV_NAME", "unified_frame", "write_csv", "modelled_rows"]
 
 CSV_NAME = "unified_perf_summary.csv"
 
@@ -425,3 +425,23 @@ def write_csv(t: EventTable, la: Launchers, path: Path) -> Table:
     if not df.empty:
         df.write_csv(Path(path))
     return df
+
+
+#: the columns of a modelled row the roofline reads (reports/roofline.py)
+MODELLED_COLUMNS = (
+    "name",
+    "op category",
+    "operation_count",
+    "GFLOPS",
+    "Data Moved (MB)",
+    "Compute Spec",
+    "Kernel Time (µs)_sum",
+)
+
+
+def modelled_rows(df: Table) -> list[dict[str, Any]]:
+    """The rows with a perf model (``has_perf_model``), in :data:`MODELLED_COLUMNS`: small
+    enough to hand back from the second process."""
+    if df.empty or "has_perf_model" not in df.columns:
+        return []
+    return [{c: r.get(c) for c in MODELLED_COLUMNS} for r in df.records() if r.get("has_perf_model") is True]

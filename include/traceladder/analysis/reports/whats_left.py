@@ -20,7 +20,7 @@ from . import step_regions as sr
 from .gpu_timeline import STEP_PREFIX, CpuSelection, Timeline
 from .ops_summary import Launchers
 
-__all__ = ["write_reports", "mean_step_ms", "TARGETS_IN_JSON", "INCLUDE_LAST_PROFILER_STEP", "CSV_NAMES"]
+__all__ = ["write_reports", "mean_step_ms", "json_safe", "TARGETS_IN_JSON", "INCLUDE_LAST_PROFILER_STEP", "CSV_NAMES"]
 
 TOP_OPS = 10
 #: the files these reports add beside TraceLens's (roofline.csv on GPU traces only)
@@ -58,6 +58,7 @@ def write_reports(
     sel: CpuSelection | None,
     share: float = rl.DEFAULT_SHARE,
     gpu_model: str | None = None,
+    modelled: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     n_steps = steps or 1
     notes: list[str] = []
@@ -78,7 +79,7 @@ def write_reports(
         peak, how = device_from_trace(t.metadata, gpu_model)
         device_name = peak.name if peak else None
         notes.append(f"roofline device: {peak.name} ({how})" if peak else f"roofline: {how}")
-        roof = rl.roofline(sheets, top, peak, n_steps, share)
+        roof = rl.roofline(sheets, top, peak, n_steps, share, modelled)
         rl.write_csv(roof, out_dir)
     else:
         notes.append("CPU trace: no device peak, so no roofline.csv and no recoverable time")
@@ -97,7 +98,7 @@ def write_reports(
         share=share,
     )
     targets.write_csv(rows, out_dir)
-    return _json_safe(
+    return json_safe(
         {
             "step_regions": regions,
             "step_regions_outside_ms_per_step": outside_ms,
@@ -127,12 +128,12 @@ def top_rows(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return top
 
 
-def _json_safe(v: Any) -> Any:
+def json_safe(v: Any) -> Any:
     """NaN / infinity (an empty stream's ratio) as null: analysis.json stays strict JSON."""
     if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
+        return {k: json_safe(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_json_safe(x) for x in v]
+        return [json_safe(x) for x in v]
     if isinstance(v, (float, np.floating)):
         return float(v) if np.isfinite(v) else None
     if isinstance(v, np.integer):

@@ -70,7 +70,8 @@ def ranked_targets(
     if device == "gpu":
         for r in roofline_rows:
             if r["bound"] == "no model":
-                add("op", r["op"], r["ms_per_step"], "no perf model for this op: its time, no recoverable estimate")
+                why = str(r.get("model") or "").removeprefix("none: ") or "no perf model for this op"
+                add("op", r["op"], r["ms_per_step"], f"{why}: its time, no recoverable estimate")
             elif r["bound"]:
                 add(
                     "op",

@@ -12,6 +12,7 @@ from traceladder.core.documents import JSONValue
 from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_line
 from traceladder.stats.verdicts import interval_label
 from traceladder.summary.whats_left import OTHER_KINDS_HEADING
+from traceladder.summary.shape_rates import html as rates_html
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
     PROFILE_UNITS,
@@ -99,6 +100,7 @@ s.profile.timeline %}
 <ol>{% for t in e.targets %}<li>{{ t.sentence }}</li>{% endfor %}</ol>{% endif %}
 {% if e.other_kinds %}<p>{{ other_kinds_heading }}</p><ul>{% for t in e.other_kinds %}\
 <li>{{ t.sentence }}</li>{% endfor %}</ul>{% endif %}
+{{ shape_rates_html(e.rates) }}
 {% endfor %}{% endif %}
 {% if s.attribution %}<h2 id="attribution">Why each rung moved ({{ attribution_scope }})</h2>
 {% set noise = attribution_noise(s.attribution) %}{% if noise %}<p class="muted">{{ noise }}</p>{% endif %}
@@ -138,6 +140,7 @@ _ENV.globals["terms"] = TERMS
 _ENV.globals["means_vs_model"] = MEANS_VS_MODEL
 _ENV.globals["attribution_noise"] = noise_line
 _ENV.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
+_ENV.globals["shape_rates_html"] = rates_html
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 

@@ -104,7 +104,7 @@ def _rows(p: Path) -> list[dict]:
 def test_cpu_trace_reports(cpu_traces, tmp_path):
     out = tmp_path / "r0"
     res = analyze_trace(cpu_traces[0], out)
-    assert res["schema"] == 1 and res["device"] == "cpu"
+    assert res["schema"] == 2 and res["device"] == "cpu"
     assert res["rank"] == 0
     assert any("CPU" in n for n in res["notes"])
     stored = (out / "analysis.json").read_text()  # every key typed: none rides untyped, bytes kept
@@ -168,7 +168,12 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
         "mean_step_ms",
         "roofline_share",
         "roofline_device",
+        "shape_rates",  # issue 61: the GEMM list's rates per shape, no device peak on a CPU trace
     }
+    rates = on_disk["shape_rates"]
+    assert rates["device"] is None and rates["device_from"] == "cpu" and rates["attention"] == []
+    assert [g["time_ms"] for g in rates["gemm"]] == [g["time_ms"] for g in on_disk["gemm"]]
+    assert all(g["tflops"] > 0 and g["pct_of_peak_tflops"] is None for g in rates["gemm"])
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
     # (TraceLens does not run on traces without GPU kernels)
     assert not (out / "GEMM.csv").exists()

@@ -239,6 +239,8 @@ def test_gemm_csv_rules(tmp_path):
         "count": 2,
         "time_ms": pytest.approx(0.024),
         "tflops_mean": pytest.approx(np.mean(rates)),
+        "tbps_mean": pytest.approx(0.005376),
+        "compute_spec": "matrix_fp32",
     }
     assert g[1]["tflops_mean"] is None and g[1]["time_ms"] == 0.0
 

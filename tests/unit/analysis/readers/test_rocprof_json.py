@@ -220,7 +220,7 @@ def test_reference_numbers_and_unit_quirk(json_out):
 
 def test_analysis_json_for_rocprof(json_out):
     a = json.loads((json_out / "analysis.json").read_text())
-    assert a["schema"] == 1 and a["device"] == "gpu" and a["trace"] == REF_JSON.name
+    assert a["schema"] == 2 and a["device"] == "gpu" and a["trace"] == REF_JSON.name
     assert set(a["timeline"]) == {
         "computation_time",
         "exposed_comm_time",
