@@ -110,6 +110,9 @@ def _templates():
     env.globals["attribution_scope"] = ATTRIBUTION_SCOPE
     env.globals["attribution_noise"] = noise_line
     env.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
+    from traceladder.summary.lens_runs import html as lens_runs_html  # kernel names, rungs not explained
+
+    env.globals["lens_runs_html"] = lens_runs_html
     from traceladder.plan import trigger_form
 
     # the form's bounds and pattern, as the trigger DAG's Params have them
