@@ -109,22 +109,32 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     from traceladder.embedded.local_airflow import dag_test
     from traceladder.plan.build import RungSpec
 
+    # the seed's first four rungs (consecutive), one repeat, its every-rung torch_rank0 block
     write_ladder(
         docker_cluster,
         "docker-e2e",
         "docker-test",
         {
             "engine": "tracelens",
-            "rungs": [{"name": "baseline"}, {"name": "fusions", "parent": "baseline", "set": {"fusions": True}}],
-            "lenses": {"rung": "fusions", "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"]},
+            "rungs": [
+                {"name": "baseline"},
+                {"name": "fusions", "parent": "baseline", "set": {"fusions": True}},
+                {"name": "attn_gluon_v3", "parent": "fusions", "set": {"attention": "gluon_v3"}},
+                {"name": "attn_turbo", "parent": "attn_gluon_v3", "set": {"attention": "turbo"}},
+            ],
+            "lenses": {
+                "rung": "fusions",
+                "use": ["none", "torch_rank0", "rocprofv3", "rocm_trace_lite"],
+                "every_rung": "torch_rank0",
+            },
         },
     )
     dag_run = dag_test("traceladder-docker-e2e")
     states = task_states(dag_run)
     rung_states = {k: v for k, v in states.items() if k[0].startswith("block_") and not k[0].endswith(".done")}
-    # the measure block (2 rungs), then the lens block (fusions unprofiled + 3 lenses)
+    # the measure block (4 rungs), the lens block (fusions unprofiled + 3 lenses), the every-rung block
     assert sorted(rung_states) == [
-        (f"block_{b:02d}.rungs_{UNIX_HOST}_{j:02d}", -1) for b, n in ((0, 2), (1, 4)) for j in range(n)
+        (f"block_{b:02d}.rungs_{UNIX_HOST}_{j:02d}", -1) for b, n in ((0, 4), (1, 4), (2, 4)) for j in range(n)
     ], states
     assert set(rung_states.values()) == {"success"}, states
     for task in ("plan", "collect_traces", "summary", "publish", "ladder_status"):
@@ -135,9 +145,10 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     client = s3_server.client()
     stored = objects(client, s3_server.bucket, run_prefix + "/")
     image_id = docker_cli("image", "inspect", "--format", "{{.Id}}", standin_images.runner).stdout.strip()
+    rungs = ["baseline", "fusions", "attn_gluon_v3", "attn_turbo"]
     rung_ids = [
-        "baseline.none.r0",
-        "fusions.none.r0",
+        *(f"{rung}.none.r0" for rung in rungs),
+        *(f"{rung}.torch_rank0.p0" for rung in rungs),
         "fusions.none.l0",
         "fusions.torch_rank0.l0",
         "fusions.rocprofv3.l0",
@@ -231,7 +242,29 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     assert {e["key"] for e in entries} >= {f"{run_prefix}/{r}/log.txt.gz" for r in rung_ids}
 
     summary = json.loads(stored[f"{run_prefix}/summary/summary.json"])
-    assert [r["rung"] for r in summary["rungs"]] == ["baseline", "fusions"] and summary["failed_rungs"] == []
+    assert [r["rung"] for r in summary["rungs"]] == rungs and summary["failed_rungs"] == []
+    # every rung run has a "why it moved" line or a stated reason (issue 61, item 2)
+    explained = {e["rung"]: e["sentence"] for e in summary["attribution"]}
+    reasons = {u["rung"]: u["reason"] for u in summary["unexplained"]}
+    assert sorted([*explained, *reasons]) == sorted(rungs) and all([*explained.values(), *reasons.values()])
+    assert reasons.get("baseline", "").startswith("the root"), reasons
+    assert summary["every_rung"] == {
+        "lens": "torch_rank0",
+        "runs": 4,
+        "ok": 4,
+        "wall_s": summary["every_rung"]["wall_s"],
+        "rungs": rungs,
+    }
+    assert summary["every_rung"]["wall_s"] > 0
+    # the lens block's rocprofv3 trace against its torch rank-0 window (item 5), end to end
+    names = summary["kernel_names"]
+    assert names["process_trace"] == rocprof["traces"][0] and names["window_trace"] == torch["traces"][0], names
+    assert names["process_steps"] == 6 and names["window_steps"] == 2 and names["kernels"] == len(names["rows"]) > 0
+    assert names["process_us_per_step"] > 0 and 0 <= names["seen_pct"] <= 100
+    md = stored[f"{run_prefix}/summary/summary.md"].decode()
+    assert "## Kernel names: the heavy lens against the torch window" in md and "Matching rule:" in md
+    assert "Every-rung profile block (torch_rank0): 4 extra runs (4 ok)" in md
+    assert 'id="kernel-names"' in stored[f"{run_prefix}/summary/report.html"].decode()
     latest = json.loads(
         client.get_object(Bucket=s3_server.bucket, Key="traceladder/docker-e2e/latest.json")["Body"].read()
     )
@@ -249,7 +282,7 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
             .all()
         )
         evidence = {row.task_id: XComModel.deserialize_value(row) for row in rows}
-    assert len(evidence) == 6
+    assert len(evidence) == len(rung_ids) == 12
     for ev in evidence.values():
         assert ev["Devices"] == [
             {"PathOnHost": "/dev/null", "PathInContainer": d.split(":")[1], "CgroupPermissions": "rwm"}

@@ -20,6 +20,9 @@ Analyse traces in the artifact store (the Airflow tasks), and where their report
     analyze_stored_ranks(store, rung, keys)   a rung's per-rank traces -> collectives.json
     analysis_prefix, analysis_key, collectives_key, tracelens_prefix
 
+The heavy lens's kernel names against the torch window (rocprofv3's kernel_summary.csv against the
+torch trace's): kernel_names_table(read_process, read_window, ...) -> KernelNames; KernelNamesError.
+
 The What's left rows: is_accumulate_origin(row).
 Errors: TraceError (a trace that cannot be analysed), MultiRankError (ranks that do not join).
 
@@ -46,6 +49,7 @@ if TYPE_CHECKING:  # what mypy sees; at run time each name is looked up in _EXPO
         reports_from_dir,
         write_comparison,
     )
+    from .analyzers.kernel_names import KernelNames, KernelNamesError, kernel_names_table
     from .analyzers.ranks import analyze_ranks
     from .analyzers.trace import TraceOutcome, analyze_each, analyze_trace, worker_count
     from .readers.collectives import MultiRankError, default_jobs
@@ -85,6 +89,9 @@ __all__ = [
     "collectives_key",
     "tracelens_prefix",
     "is_accumulate_origin",
+    "KernelNames",
+    "KernelNamesError",
+    "kernel_names_table",
 ]
 
 #: Each lazily loaded name -> the analysis module that defines it.
@@ -112,6 +119,9 @@ _EXPORTS: dict[str, str] = {
     "collectives_key": "stored",
     "tracelens_prefix": "stored",
     "is_accumulate_origin": "reports.whats_left_targets",
+    "KernelNames": "analyzers.kernel_names",
+    "KernelNamesError": "analyzers.kernel_names",
+    "kernel_names_table": "analyzers.kernel_names",
 }
 
 

@@ -37,6 +37,7 @@ def write_summary(
 
     Returns the summary reference (SummaryRef) that `publish_latest` records in the index."""
     from traceladder.summary.attribution import attribute_stored  # why each rung moved (issue 14)
+    from traceladder.summary.lens_runs import lens_runs_parts
     from traceladder.summary.render.charts import render_charts
     from traceladder.summary.render.html import to_html
 
@@ -62,6 +63,7 @@ def write_summary(
 
     # attribute
     summary["attribution"] = [*attribute_stored(store, layout.summary_prefix(run_prefix), plan, summary, results)]
+    summary.update(lens_runs_parts(store, plan, summary, results, analyses))  # kernel names, rungs not explained
 
     # render
     stored = Summary.from_dict(summary)  # checked before anything is written

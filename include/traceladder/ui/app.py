@@ -112,6 +112,9 @@ def _templates():
     env.globals["attribution_noise"] = noise_line
     env.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
     env.globals["shape_rates_html"] = rates_html  # GEMM and attention rates per shape
+    from traceladder.summary.lens_runs import html as lens_runs_html  # kernel names, rungs not explained
+
+    env.globals["lens_runs_html"] = lens_runs_html
     from traceladder.plan import trigger_form
 
     # the form's bounds and pattern, as the trigger DAG's Params have them

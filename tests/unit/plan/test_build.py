@@ -25,8 +25,12 @@ def by_id(specs: list[RungSpec]) -> dict[str, RungSpec]:
 def test_seed_plan_shape() -> None:
     specs = build_plan(SEED)
     ids = [s.rung_id for s in specs]
-    # three blocks of the ten rungs, then three lens blocks (recompute_off unprofiled + four lenses)
-    assert len(ids) == len(set(ids)) == 10 * 3 + 5 * 3
+    # three blocks of the ten rungs, three lens blocks (recompute_off unprofiled + four lenses), then
+    # the every-rung block: one torch_rank0 run of each rung
+    assert len(ids) == len(set(ids)) == 10 * 3 + 5 * 3 + 10
+    assert [s.rung_id for s in specs if s.purpose == "profile"] == [
+        f"{r.name}.torch_rank0.p0" for r in SEED.ladder.rungs
+    ]
     assert ids[:3] == ["baseline.none.r0", "baseline.none.r1", "baseline.none.r2"]  # listed in ladder order
     assert {s.lens for s in specs} == {"none", "torch_rank0", "torch_all_ranks", "rocm_trace_lite", "rocprofv3"}
     assert {s.rung_id for s in specs if s.purpose == "lens"} == {

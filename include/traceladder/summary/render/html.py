@@ -13,6 +13,7 @@ from traceladder.summary.attribution import ATTRIBUTION_SCOPE, fmt_us, noise_lin
 from traceladder.stats.verdicts import interval_label
 from traceladder.summary.whats_left import OTHER_KINDS_HEADING
 from traceladder.summary.shape_rates import html as rates_html
+from traceladder.summary.lens_runs import html as lens_runs_html
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
     PROFILE_UNITS,
@@ -113,6 +114,7 @@ s.profile.timeline %}
 </td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td></tr>{% endfor %}</table>
 <ul>{% for e in s.attribution %}<li{% if e.indicative %} class="noise"{% endif %}>{{ e.sentence }}</li>{% endfor %}\
 </ul>{% endif %}
+{{ lens_runs_html(s) | safe }}
 {{ history | safe }}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
 {% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">\
@@ -141,6 +143,7 @@ _ENV.globals["means_vs_model"] = MEANS_VS_MODEL
 _ENV.globals["attribution_noise"] = noise_line
 _ENV.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
 _ENV.globals["shape_rates_html"] = rates_html
+_ENV.globals["lens_runs_html"] = lens_runs_html
 _REPORT = _ENV.from_string(_TEMPLATE)
 
 

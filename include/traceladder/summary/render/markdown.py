@@ -156,6 +156,9 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     from traceladder.summary.attribution import markdown as attribution_md
 
     parts += attribution_md(attribution_entries(summary.get("attribution") or []))
+    from traceladder.summary.lens_runs import markdown as lens_runs_md  # kernel names, rungs not explained
+
+    parts += lens_runs_md(summary)
     from traceladder.summary.render.history import history_markdown, read_history
 
     parts += history_markdown(read_history(summary.get("history")))
