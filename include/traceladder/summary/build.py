@@ -29,6 +29,7 @@ from traceladder.core.summary_parts import (
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
+from traceladder.summary.trace_gate import gate_rows
 from traceladder.summary.whats_left import whats_left_section
 from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
@@ -158,6 +159,9 @@ def build_summary(
         "provenance": _provenance(results),
         # backend: slurm only: the node list each run ran on, and whether they differ (a confounder)
         **({"nodes": nodes} if (nodes := _nodes(results)) else {}),
+        # each trace judged fit or unfit (summary/trace_gate.py); the ladder file's caveats
+        "trace_gate": gate_rows(specs, results, analyses),
+        **({"caveats": [*caveats]} if (caveats := plan.get("caveats")) and isinstance(caveats, list) else {}),
     }
     summary["findings"] = [*findings(summary)]
     return summary
