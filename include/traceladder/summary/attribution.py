@@ -400,12 +400,10 @@ def entry(
 
 
 def gate_unfit(unfit: Mapping[str, str], *sides: tuple[str, str, Reports]) -> str | None:
-    """"<rung>'s trace: <reason>" for each side whose trace the gate judged unfit (the summary's
+    """ "<rung>'s trace: <reason>" for each side whose trace the gate judged unfit (the summary's
     row, else its analysis's own verdict); None when both are fit."""
     found = [
-        f"{rung}'s trace: {why}"
-        for rung, key, r in sides
-        if (why := unfit.get(key) or unfit_reason(r.analysis.gate))
+        f"{rung}'s trace: {why}" for rung, key, r in sides if (why := unfit.get(key) or unfit_reason(r.analysis.gate))
     ]
     return "; ".join(found) or None
 

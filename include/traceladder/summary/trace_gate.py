@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from traceladder.core.documents import JSONObject, JSONValue, RungResult, TraceAnalysis, TraceGate, as_object
+from traceladder.core.documents import JSONValue, RungResult, TraceAnalysis, TraceGate, as_object
 from traceladder.core.summary_parts import GateRow
 
 # the lens that records every rank where its spec names no profile_ranks
@@ -47,10 +47,10 @@ def missing_ranks(
 
 def gate_rows(
     specs: Sequence[Mapping[str, JSONValue]], results: Mapping[str, RungResult], analyses: Mapping[str, TraceAnalysis]
-) -> list[JSONObject]:
+) -> list[JSONValue]:
     """One row per analysed trace of an ok run (a trace with no analysis is reported elsewhere)."""
     by_id = {str(s.get("rung_id")): s for s in specs}
-    rows: list[JSONObject] = []
+    rows: list[JSONValue] = []
     for run in results.values():
         if not run.ok:
             continue
@@ -71,7 +71,8 @@ def gate_rows(
 
 def unfit_traces(summary: Mapping[str, JSONValue]) -> dict[str, str]:
     """trace key → its reasons, for the summary's unfit traces (the attribution reads this)."""
-    rows = [GateRow.from_dict(r) for r in summary.get("trace_gate") or [] if isinstance(r, dict)]
+    found = summary.get("trace_gate")
+    rows = [GateRow.from_dict(r) for r in found if isinstance(r, dict)] if isinstance(found, list) else []
     return {r.trace: "; ".join(r.reasons) for r in rows if r.fit is False}
 
 

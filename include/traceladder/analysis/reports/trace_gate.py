@@ -137,5 +137,9 @@ def judge(
         unlaunched_max_pct=UNLAUNCHED_MAX_PCT if records_ops else None,
         graph_max_pct=GRAPH_MAX_PCT if records_ops else None,
         measure=MEASURE if unlaunched is not None else None,
-        **shares,
+        unlaunched_pct=unlaunched,
+        comm_unlaunched_pct=shares.get("comm_unlaunched_pct"),
+        before_host_pct=shares.get("before_host_pct"),
+        after_host_pct=shares.get("after_host_pct"),
+        graph_pct=graph,
     )
