@@ -522,11 +522,11 @@ class Summary(Document):
     failures: list[JSONObject] = _f("list", default=[])
     provenance: JSONObject = _f("object", default={})
     findings: list[str] = _f("list", default=[])
-    attribution: list[JSONObject] | None = _f("list?", default=None)
-    history: JSONObject | None = _f("object?", default=None, omit_none=True)
     caveats: list[str] | None = _f("list?", default=None, omit_none=True)  # the ladder's limits, printed first
     # one core/summary_parts.GateRow per trace (summary/trace_gate.py); None: a summary before the gate
     trace_gate: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
+    attribution: list[JSONObject] | None = _f("list?", default=None)
+    history: JSONObject | None = _f("object?", default=None, omit_none=True)
 
 
 @dataclass(frozen=True, kw_only=True)

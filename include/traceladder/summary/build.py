@@ -159,11 +159,13 @@ def build_summary(
         "provenance": _provenance(results),
         # backend: slurm only: the node list each run ran on, and whether they differ (a confounder)
         **({"nodes": nodes} if (nodes := _nodes(results)) else {}),
-        # each trace judged fit or unfit (summary/trace_gate.py); the ladder file's caveats
-        "trace_gate": gate_rows(specs, results, analyses),
-        **({"caveats": [*caveats]} if (caveats := plan.get("caveats")) and isinstance(caveats, list) else {}),
     }
     summary["findings"] = [*findings(summary)]
+    # the ladder file's caveats; each trace judged fit or unfit (summary/trace_gate.py); after
+    # the findings, in Summary's field order, so summary.json keeps the bytes of the dict built
+    if (caveats := plan.get("caveats")) and isinstance(caveats, list):
+        summary["caveats"] = [*caveats]
+    summary["trace_gate"] = gate_rows(specs, results, analyses)
     return summary
 
 
