@@ -168,7 +168,9 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
         "mean_step_ms",
         "roofline_share",
         "roofline_device",
+        "gate",  # the trace gate (issue 61): a PyTorch trace, judged by format: fit
     }
+    assert on_disk["gate"]["fit"] is True and on_disk["gate"]["host_ops"] > 0
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
     # (TraceLens does not run on traces without GPU kernels)
     assert not (out / "GEMM.csv").exists()
