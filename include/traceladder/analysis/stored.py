@@ -36,8 +36,10 @@ def analyze_stored(
     roofline_share: float | None = None,
     gpu_model: str | None = None,
     spawn: bool | None = None,
+    expect: Any = None,
 ) -> dict[str, Any]:
-    """``roofline_share`` (the ladder's ``headroom.share``) and ``gpu_model`` (the cluster's name,
+    """``expect``: what the run's lens records, for the trace gate (reports/trace_gate.py).
+    ``roofline_share`` (the ladder's ``headroom.share``) and ``gpu_model`` (the cluster's name,
     for a trace that names no known device) feed the roofline; None keeps the defaults.
     ``spawn``: analyse in a spawned interpreter (None: when a second CPU is free)."""
     from traceladder.analysis.model.events import TraceError
@@ -51,7 +53,7 @@ def analyze_stored(
         data = store.get_verified_buffer(trace_key)
         out_dir = Path(tmp) / "reports"
         try:
-            extra: dict[str, Any] = {"gpu_model": gpu_model}
+            extra: dict[str, Any] = {"gpu_model": gpu_model, "expect": expect if isinstance(expect, dict) else None}
             if roofline_share is not None:
                 extra["roofline_share"] = roofline_share
             analysis = runner.run(local, out_dir, data, **extra)

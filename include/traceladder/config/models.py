@@ -192,6 +192,9 @@ class Ladder(Strict):
     # stats/sequential.CORRECTIONS holds the same names.
     correction: Literal["benjamini_hochberg", "holm", "per_rung"] = "holm"
     timeout_s: int = Field(default=1800, ge=10)
+    # What the ladder's figures do not say (its write-up's limits): printed at the top of the
+    # summary, report.html and the Ladders page; each a non-empty line of text.
+    caveats: list[Annotated[str, Field(min_length=1, pattern=r"\S")]] = Field(default_factory=list)
     engine: Literal["builtin", "tracelens"] = "builtin"
     base: RungOverrides = Field(default_factory=RungOverrides)
     switches: dict[Name, Switch]

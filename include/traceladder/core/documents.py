@@ -264,6 +264,7 @@ class PlanDoc(Document):
     adaptive: JSONObject | None = _f("object?", default=None, omit_none=True)
     specs: list[JSONObject] = _f("list")
     stop: JSONObject | None = _f("object?", default=None, omit_none=True)
+    caveats: list[str] | None = _f("list?", default=None, omit_none=True)  # the ladder file's, for the summary
 
     def what_if_params(self) -> JSONObject:
         return what_if_params(self.params)
@@ -276,6 +277,35 @@ class PlanDoc(Document):
 
 
 # ---- analysis.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceGate(_Part):
+    """A trace's fitness verdict (``analysis.json``'s ``gate``, analysis/reports/trace_gate.py),
+    judged once when the trace is analysed: fit, or unfit with its reasons; what the lens records
+    (``expect_cpu``/``expect_gpu``/``steps_asked``: None where unknown, then not checked) and the
+    figures each rule read. The shares are % of GPU time (docs/trace-gate.md)."""
+
+    FILE: ClassVar[str] = "gate"
+
+    fit: bool = _f("bool")
+    reasons: list[str] = _f("list", default=[])
+    expect_cpu: bool | None = _f("bool?", default=None)
+    expect_gpu: bool | None = _f("bool?", default=None)
+    steps: int | None = _f("int?", default=None)
+    steps_asked: int | None = _f("int?", default=None)
+    host_ops: int = _f("int", default=0)
+    gpu_events: int = _f("int", default=0)
+    rank: int | None = _f("int?", default=None)
+    world_size: int | None = _f("int?", default=None)
+    unlaunched_pct: float | None = _f("number?", default=None)  # the rule's share (see `measure`)
+    unlaunched_max_pct: float | None = _f("number?", default=None)
+    comm_unlaunched_pct: float | None = _f("number?", default=None)  # collectives, set apart
+    before_host_pct: float | None = _f("number?", default=None)  # GPU time before the host span
+    after_host_pct: float | None = _f("number?", default=None)
+    graph_pct: float | None = _f("number?", default=None)
+    graph_max_pct: float | None = _f("number?", default=None)
+    measure: str | None = _f("str?", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,6 +349,8 @@ class TraceAnalysis(Document):
     # GEMM and attention rates per shape (analysis/reports/shape_rates.py)
     shape_rates: JSONObject | None = _f("object?", default=None, omit_none=True)
     notes: list[str] | None = _f("list?", default=None, omit_none=True)
+    # the trace gate's verdict (None: analysed before the gate, not judged)
+    gate: TraceGate | None = _f("object?", default=None, part=TraceGate, omit_none=True)
 
     def _written(self, name: str, value: object) -> bool:
         if name in self.WITH_HEADROOM:
@@ -493,6 +525,9 @@ class Summary(Document):
     failures: list[JSONObject] = _f("list", default=[])
     provenance: JSONObject = _f("object", default={})
     findings: list[str] = _f("list", default=[])
+    caveats: list[str] | None = _f("list?", default=None, omit_none=True)  # the ladder's limits, printed first
+    # one core/summary_parts.GateRow per trace (summary/trace_gate.py); None: a summary before the gate
+    trace_gate: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
     attribution: list[JSONObject] | None = _f("list?", default=None)
     history: JSONObject | None = _f("object?", default=None, omit_none=True)
 

@@ -337,8 +337,8 @@ class AttributionEntry(_Part):
     steps: JSONObject = _f("object", default={})
     work_ratio: float | None = _f("number?", default=None)
     speed: JSONObject | None = _f("object?", default=None)
-    kernel_time_delta_us: float = _f("number")
-    busy_time_delta_us: float = _f("number")
+    kernel_time_delta_us: float | None = _f("number?")  # None: an unfit entry (no figures)
+    busy_time_delta_us: float | None = _f("number?")
     residual_us: float = _f("number", default=0.0)
     category_deltas_us: dict[str, float] = _f("object", default={})
     categories: list[DeltaRow] = _f("list", default=[], part=DeltaRow)  # the largest first
@@ -355,6 +355,24 @@ class AttributionEntry(_Part):
     indicative: str | None = _f("str?", default=None)
     notes: list[str] = _f("list", default=[])
     sentence: str | None = _f("str?", default=None, omit_none=True)
+    # a side's trace failed the trace gate: its reason, and no figure was made (summary/trace_gate.py)
+    unfit: str | None = _f("str?", default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateRow(_Part):
+    """One trace's verdict in a summary's ``trace_gate`` (summary/trace_gate.py): the trace gate's,
+    stored in its analysis.json, with the run's missing ranks added; ``fit`` None where the trace
+    was analysed before the gate."""
+
+    FILE: ClassVar[str] = "trace gate row"
+
+    rung: str = _f("str")
+    rung_id: str = _f("str")
+    lens: str = _f("str")
+    trace: str = _f("str")
+    fit: bool | None = _f("bool?", default=None)
+    reasons: list[str] = _f("list", default=[])
 
 
 def attribution_entries(value: object, source: str = layout.SUMMARY_JSON) -> list[AttributionEntry]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from traceladder.core.documents import JSONObject, JSONValue, BatchArgs, PlanDoc, RungResult
 from traceladder.core.summary_parts import AttributionEntry, AttributionNoise, SummaryRung, summary_rungs
 from traceladder.stats.verdicts import STEP_METRICS, change_word
+from traceladder.summary.trace_gate import unfit_reason, unfit_traces
 from traceladder.core.layout import ATTRIBUTION_FOLDER, COMPARE_OBJECT, REGION_OP_TIME
 
 if TYPE_CHECKING:  # pandas stays out of render/UI imports
@@ -231,7 +232,7 @@ def _names(names: list[str], n: int = 3) -> str:
 def sentence(e: AttributionEntry) -> str:
     """One line in the write-up's style, from the entry's numbers only."""
     what = "kernel" if e.device == "gpu" else "op"
-    d = e.kernel_time_delta_us
+    d = e.kernel_time_delta_us or 0.0  # set on every entry but an unfit one, which has its own sentence
     verb = "removed" if d < 0 else "added"
     work = e.work_ratio or 1.0
     if work != 1.0:  # a batch rung: the time for the parent's tokens per step, so fixed costs show
@@ -398,6 +399,34 @@ def entry(
     return e
 
 
+def gate_unfit(unfit: Mapping[str, str], *sides: tuple[str, str, Reports]) -> str | None:
+    """ "<rung>'s trace: <reason>" for each side whose trace the gate judged unfit (the summary's
+    row, else its analysis's own verdict); None when both are fit."""
+    found = [
+        f"{rung}'s trace: {why}" for rung, key, r in sides if (why := unfit.get(key) or unfit_reason(r.analysis.gate))
+    ]
+    return "; ".join(found) or None
+
+
+def unfit_entry(row: SummaryRung, lens: str, base_key: str, new_key: str, why: str) -> JSONObject:
+    """An entry with no figures: a side's trace failed the gate, so nothing built on it is said."""
+    e = AttributionEntry(
+        rung=row.rung,
+        parent=row.parent,
+        switch=row.switch,
+        value=row.value,
+        lens=lens,
+        base_trace=base_key,
+        new_trace=new_key,
+        device="unknown",
+        kernel_time_delta_us=None,
+        busy_time_delta_us=None,
+        unfit=why,
+        sentence=f"trace unfit: {why}.",
+    )
+    return e.to_dict()
+
+
 def attribute(
     summary: Mapping[str, JSONValue],
     results: Mapping[str, RungResult],
@@ -422,6 +451,7 @@ def attribute(
         return cache[key]
 
     rows = {r.rung: r for r in summary_rungs(summary["rungs"])}
+    unfit = unfit_traces(summary)  # the summary's trace gate (ranks included)
 
     def speed_of(rung: str, key: str, run: RungResult) -> float | None:
         """The factor a run's trace is taken at: its speed for a CPU trace (None when unknown);
@@ -458,6 +488,9 @@ def attribute(
         (base_key, base_run), (new_key, new_run) = traces[parent][lens][0], traces[rung][lens][0]
         base, new = reports(base_key), reports(new_key)
         if base is None or new is None:
+            continue
+        if why := gate_unfit(unfit, (parent, base_key, base), (rung, new_key, new)):
+            out.append(unfit_entry(row, lens, base_key, new_key, why))
             continue
         ratio = work_ratio(row, results, planned)
         base_speed, new_speed = speed_of(parent, base_key, base_run), speed_of(rung, new_key, new_run)

@@ -29,6 +29,7 @@ from traceladder.core.summary_parts import (
 )
 from traceladder.stats.model import Estimate, estimate, ratio
 from traceladder.summary.render.fmt import fmt_gb
+from traceladder.summary.trace_gate import gate_rows
 from traceladder.summary.whats_left import whats_left_section
 from traceladder.stats.verdicts import (
     BATCH_SWITCHES,
@@ -160,6 +161,11 @@ def build_summary(
         **({"nodes": nodes} if (nodes := _nodes(results)) else {}),
     }
     summary["findings"] = [*findings(summary)]
+    # the ladder file's caveats; each trace judged fit or unfit (summary/trace_gate.py); after
+    # the findings, in Summary's field order, so summary.json keeps the bytes of the dict built
+    if (caveats := plan.get("caveats")) and isinstance(caveats, list):
+        summary["caveats"] = [*caveats]
+    summary["trace_gate"] = gate_rows(specs, results, analyses)
     return summary
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_object
 from traceladder.core.summary_parts import RungChange, SummaryRung
 from traceladder.core.errors import TraceladderError
-from traceladder.summary.attribution import TRACE_LENSES, TOP, entry
+from traceladder.summary.attribution import TRACE_LENSES, TOP, entry, gate_unfit
 
 # run_profiled(spec, side) -> the rank-0 trace file of one profiled run, or None when it wrote none
 RunProfiled = Callable[[JSONObject, str], Path | None]
@@ -70,6 +70,9 @@ def explain(
         for side, trace in zip(("good", "bad"), traces):
             analyze_trace(trace, work / side)
             reports.append(reports_from_dir(work / side, names[side == "bad"]))
+        # a side the trace gate judged unfit: its reason, and no figure built on it
+        if why := gate_unfit({}, *((n, str(t), r) for n, t, r in zip(names, traces, reports))):
+            return Explanation(lens=lens, good=names[0], bad=names[1], sentence=f"trace unfit: {why}.")
         comparison = compare_reports(reports[0], reports[1])
     except (TraceladderError, OSError, ValueError) as exc:
         return Explanation(lens=lens, good=names[0], bad=names[1], error=f"{type(exc).__name__}: {exc}")

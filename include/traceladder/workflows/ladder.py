@@ -89,12 +89,12 @@ def _build_tasks(
         return blocks.continue_or_skip(decision)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)
-    def collect_traces() -> list[dict[str, str]]:
+    def collect_traces() -> list[JSONObject]:
         return tasks.collect_traces(_ladder_arg(fixed_ladder), _run_id())
 
     @task(map_index_template="{{ trace_key }}", **safe)
-    def analyze(item: dict[str, str]) -> JSONObject:
-        get_current_context()["trace_key"] = f"{item['rung_id']}/{item['key'].rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]  # read by map_index_template
+    def analyze(item: JSONObject) -> JSONObject:
+        get_current_context()["trace_key"] = f"{item['rung_id']}/{str(item['key']).rsplit('/', 1)[-1]}"  # type: ignore[typeddict-unknown-key]  # read by map_index_template
         return tasks.analyze_stored_trace(_ladder_arg(fixed_ladder), item)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, **safe)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import TypedDict, cast
 
 from traceladder.airflow.blocks import slot_spec  # noqa: F401 - the DAG's rung tasks call tasks.slot_spec
 from traceladder.airflow.ladders import ladder_store
 from traceladder.core.documents import (
     JSONObject,
+    JSONValue,
     PlanDoc,
     RungResult,
     SummaryRef,
@@ -80,6 +82,7 @@ def plan_run(ladder: str, run_id: str, grid: dict[str, list[int]], params: RunPa
         design=plan_design(specs, seed),
         adaptive=adaptive,
         specs=spec_dicts,
+        caveats=[*loaded.ladder.caveats] or None,  # the summary prints them first
     )
     store.put_bytes(
         f"{run_prefix(storage.prefix, loaded.ladder.ladder, run_id)}/{PLAN_OBJECT}",
@@ -185,18 +188,33 @@ def check_stop(ladder: str, run_id: str, block: int) -> JSONObject:
     return {"stop": reason is not None, **look}
 
 
-def collect_traces(ladder: str, run_id: str) -> list[dict[str, str]]:
+def collect_traces(ladder: str, run_id: str) -> list[JSONObject]:
     """Every trace the rungs stored, read from their metrics.json (failed rungs may have none)."""
     from traceladder.summary.collect import read_results
 
     store, _, plan = _stored_plan(ladder, run_id)
-    items = []
+    specs = {str(s["rung_id"]): s for s in PlanDoc.from_dict(plan).specs}
+    items: list[JSONObject] = []
     for result in read_results(store, plan).values():
-        items += [{"rung_id": result.rung_id, "key": key} for key in result.traces]
+        expect = gate_expect(specs.get(result.rung_id) or {"lens": result.lens})
+        items += [{"rung_id": result.rung_id, "key": key, "expect": expect} for key in result.traces]
     return items
 
 
-def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
+def gate_expect(spec: Mapping[str, JSONValue]) -> JSONObject:
+    """What a run's lens records, for the trace gate (analysis/reports/trace_gate.py): a torch
+    lens host ops, GPU activity off the CPU proxy and the steps of its window; the other lenses
+    (rocprofv3, rocm-trace-lite) GPU activity and no ops."""
+    lens = str(spec.get("lens") or "")
+    if not lens.startswith("torch"):
+        return {"cpu": False, "gpu": True, "steps": None}
+    window = spec.get("profile_window")
+    ends = [w for w in window if isinstance(w, int)] if isinstance(window, (list, tuple)) else []
+    steps = ends[1] - ends[0] if len(ends) == 2 else None
+    return {"cpu": True, "gpu": spec.get("backend") != "local", "steps": steps}
+
+
+def analyze_stored_trace(ladder: str, item: JSONObject) -> JSONObject:
     """A bad trace (truncated, corrupt gzip, failing its checksum) fails its task with one line
     and no retry: retrying cannot mend it. An S3 outage raises as is, so the task retries."""
     from airflow.sdk.exceptions import AirflowFailException
@@ -207,14 +225,18 @@ def analyze_stored_trace(ladder: str, item: dict[str, str]) -> JSONObject:
     loaded, store = ladder_store(ladder)
     try:
         result = analyze_stored(
-            store, item["key"], roofline_share=loaded.ladder.whats_left.share, gpu_model=loaded.ladder.cluster
+            store,
+            str(item["key"]),
+            roofline_share=loaded.ladder.whats_left.share,
+            gpu_model=loaded.ladder.cluster,
+            expect=item.get("expect"),  # the trace gate's, from collect_traces (None: by format)
         )
     except (TraceError, ArtifactIntegrityError) as exc:
         raise AirflowFailException(first_line(exc)) from None
     if loaded.ladder.engine == "tracelens":  # TraceLens's own CSVs too, beside the builtin ones
         from traceladder.workflows.tracelens import run_tracelens
 
-        result["tracelens"] = run_tracelens(ladder, item["key"])
+        result["tracelens"] = run_tracelens(ladder, str(item["key"]))
     return result
 
 

@@ -48,6 +48,7 @@ from ..reports import gpu_timeline as gt
 from ..reports import ops_summary as ops
 from ..reports import registry
 from ..reports import short_kernels as sk
+from ..reports import trace_gate
 from ..reports.roofline import DEFAULT_SHARE
 
 __all__ = [
@@ -159,9 +160,11 @@ def analyze_trace(
     roofline_share: float = DEFAULT_SHARE,
     gpu_model: str | None = None,
     data: bytearray | None = None,
+    expect: dict[str, Any] | None = None,
 ) -> dict:
     """Analyse one trace; write the CSVs and analysis.json into out_dir; return the JSON.
-    ``data``: the trace's bytes already in memory (see :func:`read_trace`).
+    ``data``: the trace's bytes already in memory (see :func:`read_trace`). ``expect``: what the
+    run's lens records, ``{"cpu", "gpu", "steps"}``, for the trace gate (None: judged by format).
 
     ``split=True``: a forked child decodes part of a big trace's events, and another
     writes ``unified_perf_summary.csv`` while this process writes the rest
@@ -196,7 +199,8 @@ def analyze_trace(
        "mean_step_ms", "roofline_share", "roofline_device",
        "shape_rates": {"device", "device_from", "device_note", "gemm": [...], "attention": [...]},
                       # GEMM and attention rates per shape (reports/shape_rates.py)
-       "notes": [str]}
+       "notes": [str],
+       "gate": {"fit", "reasons", ...}}  # the trace gate (reports/trace_gate.py)
 
     The "what's left" reports (idle_breakdown.csv, step_regions.csv, op_origins.csv,
     roofline.csv on GPU traces, headroom.csv; docs/whats-left.md) are written for PyTorch
@@ -209,14 +213,20 @@ def analyze_trace(
     gc_on = gc.isenabled()
     gc.disable()
     try:
-        return _analyze(Path(trace_path), Path(out_dir), split, roofline_share, gpu_model, data)
+        return _analyze(Path(trace_path), Path(out_dir), split, roofline_share, gpu_model, data, expect)
     finally:
         if gc_on:
             gc.enable()
 
 
 def _analyze(
-    trace_path: Path, out_dir: Path, split: bool, share: float, gpu_model: str | None, data: bytearray | None
+    trace_path: Path,
+    out_dir: Path,
+    split: bool,
+    share: float,
+    gpu_model: str | None,
+    data: bytearray | None,
+    expect: dict[str, Any] | None = None,
 ) -> dict:
     t = read_trace(trace_path, split, data)
     if t.fmt in HEAVY_FORMATS:  # rocprofv3 / RPD: TraceLens's rocprof report set
@@ -231,6 +241,7 @@ def _analyze(
         result.update(
             (k, part[k]) for k in ("timeline", "timeline_percent", "top_ops", "categories", "regions", "notes")
         )
+        result["gate"] = trace_gate.judge(t, result["steps"], result["rank"], False, expect).to_dict()
         (out_dir / ANALYSIS_OBJECT).write_text(TraceAnalysis.from_dict(result, str(trace_path)).to_json())
         return result
     notes: list[str] = []
@@ -299,6 +310,7 @@ def _analyze(
         "perf_sheets": run.perf_heads,
         **{k: v for k, v in left.items() if k != "notes"},
         "notes": notes + left["notes"],
+        "gate": trace_gate.judge(t, run.steps, run.rank, True, expect).to_dict(),
     }
     (out_dir / ANALYSIS_OBJECT).write_text(TraceAnalysis.from_dict(result, str(trace_path)).to_json())
     return result

@@ -44,7 +44,7 @@ MISSING = np.iinfo(np.int64).min
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
-_GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
+GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
 
 
 def beside(work: Callable[[], Any], trace: Path, enabled: bool) -> AbstractContextManager[Forked]:
@@ -305,7 +305,7 @@ class CallTree:
         ends = LastWins(ffid[fph == ph_f], flow_idx[fph == ph_f])
         gpu_mask = t.is_cat(*GPU_CATS)
         rt_idx = np.flatnonzero(t.is_cat(*RUNTIME_CATS))
-        graph_codes = [t.names.index(n) for n in _GRAPH_LAUNCH_NAMES if n in t.names]
+        graph_codes = [t.names.index(n) for n in GRAPH_LAUNCH_NAMES if n in t.names]
         is_graph = np.isin(t.name[rt_idx], graph_codes) if graph_codes else np.zeros(rt_idx.size, bool)
         # plain launches: runtime -> flow start/end by link id -> the last event (not a
         # flow) on the flow end's pid/tid whose args carry that id

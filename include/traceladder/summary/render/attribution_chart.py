@@ -72,7 +72,7 @@ def draw(entries: list[AttributionEntry], ladder: str, png: Callable[[Any], byte
                 down += v
         ax.plot(
             i,
-            e.busy_time_delta_us / 1e3,
+            (e.busy_time_delta_us or 0.0) / 1e3,
             "o",
             color="black",
             markersize=5,
@@ -81,7 +81,7 @@ def draw(entries: list[AttributionEntry], ladder: str, png: Callable[[Any], byte
         if e.noise:  # what two profiled runs of one rung differ by, around the op-time delta
             ax.errorbar(
                 i + 0.3,
-                e.kernel_time_delta_us / 1e3,
+                (e.kernel_time_delta_us or 0.0) / 1e3,
                 yerr=e.noise.half_width_us / 1e3,
                 fmt="_",
                 color="dimgray",

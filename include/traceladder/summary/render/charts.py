@@ -133,4 +133,5 @@ def attribution_png(summary: Mapping[str, JSONValue]) -> bytes | None:
     at the busy-time delta. Pale bars: indicative (the rung's step-time change is not resolved)."""
     from traceladder.summary.render.attribution_chart import draw
 
-    return draw(attribution_entries(summary.get("attribution") or []), str(summary.get("ladder", "")), _png)
+    entries = [e for e in attribution_entries(summary.get("attribution") or []) if not e.unfit]  # no figures
+    return draw(entries, str(summary.get("ladder", "")), _png)

@@ -39,6 +39,8 @@ th{background:#f3f5f7}td:first-child,th:first-child{text-align:left}.failed{colo
 .noise{color:#6b7280}img{max-width:100%;border:1px solid #e5e7eb;margin:0.5rem 0}
 </style></head><body>
 <h1>{{ s.ladder }} <small>run {{ s.run_id }}</small></h1>
+{% if s.caveats %}<div id="caveats"><strong>Caveats (from the ladder file):</strong><ul>\
+{% for c in s.caveats %}<li>{{ c }}</li>{% endfor %}</ul></div>{% endif %}
 <h2>Ladder</h2>
 {% set cpu = s.metric == 'cpu' %}\
 <p id="verdict-metric">Verdicts judge {% if cpu %}the slowest rank's compute-thread CPU time (metric: cpu); \
@@ -108,13 +110,18 @@ s.profile.timeline %}
 <table><tr><th>rung</th><th>parent</th><th>lens</th><th>&Delta; direct time</th><th>&Delta; busy</th>\
 <th>top categories</th><th>vanished / appeared</th></tr>
 {% for e in s.attribution %}<tr{% if e.indicative %} class="noise"{% endif %}><td>{{ e.rung }}</td><td>\
-{{ e.parent }}</td><td>{{ e.lens }}</td><td>{{ e.kernel_time_delta_us | us }}</td><td>\
+{{ e.parent }}</td><td>{{ e.lens }}</td>{% if e.unfit %}<td colspan="4">trace unfit: {{ e.unfit }}</td>\
+{% else %}<td>{{ e.kernel_time_delta_us | us }}</td><td>\
 {{ e.busy_time_delta_us | us }}</td>
 <td>{% for c in e.categories[:3] %}{{ c.name }} {{ c.delta_us | us }}{% if not loop.last %}; {% endif %}{% endfor %}\
-</td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td></tr>{% endfor %}</table>
+</td><td>{{ e.n_vanished }} / {{ e.n_appeared }}</td>{% endif %}</tr>{% endfor %}</table>
 <ul>{% for e in s.attribution %}<li{% if e.indicative %} class="noise"{% endif %}>{{ e.sentence }}</li>{% endfor %}\
 </ul>{% endif %}
 {{ lens_runs_html(s) | safe }}
+{% if s.trace_gate %}<h2 id="trace-gate">Trace gate</h2><ul>{% for g in s.trace_gate %}\
+<li{% if g.fit == false %} class="failed"{% endif %}>{{ g.rung_id }} {{ g.trace.rsplit('/', 1)[-1] }}: \
+{{ 'fit' if g.fit else ('not judged' if g.fit is none else 'UNFIT') }}\
+{% if g.fit is not true and g.reasons %}: {{ g.reasons | join('; ') }}{% endif %}</li>{% endfor %}</ul>{% endif %}
 {{ history | safe }}
 <h2>Findings</h2><ul>{% for f in s.findings %}<li>{{ f }}</li>{% endfor %}</ul>
 {% if s.failures %}<h2>Failed runs</h2><ul>{% for f in s.failures %}<li class="failed">\

@@ -15,6 +15,7 @@ from traceladder.core.summary_parts import (
     summary_part,
     summary_rungs,
 )
+from traceladder.summary.trace_gate import caveats_markdown, markdown as gate_markdown
 from traceladder.stats.verdicts import CPU_METRIC_CAVEAT, VERDICT_METRICS, interval_label, plan_metric
 from traceladder.summary.render.fmt import (
     MEANS_VS_MODEL,
@@ -101,6 +102,7 @@ def lens_table(summary: Mapping[str, JSONValue]) -> str:
 def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     parts = [
         f"# traceladder: {summary['ladder']}, run {summary['run_id']}",
+        *caveats_markdown(summary.get("caveats")),
         "",
         "## Ladder",
         ladder_table(summary),
@@ -159,6 +161,7 @@ def to_markdown(summary: Mapping[str, JSONValue]) -> str:
     from traceladder.summary.lens_runs import markdown as lens_runs_md  # kernel names, rungs not explained
 
     parts += lens_runs_md(summary)
+    parts += gate_markdown(summary.get("trace_gate"))
     from traceladder.summary.render.history import history_markdown, read_history
 
     parts += history_markdown(read_history(summary.get("history")))

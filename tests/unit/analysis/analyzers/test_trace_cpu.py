@@ -169,11 +169,13 @@ def test_cpu_trace_reports(cpu_traces, tmp_path):
         "roofline_share",
         "roofline_device",
         "shape_rates",  # issue 61: the GEMM list's rates per shape, no device peak on a CPU trace
+        "gate",  # the trace gate (issue 61): a PyTorch trace, judged by format: fit
     }
     rates = on_disk["shape_rates"]
     assert rates["device"] is None and rates["device_from"] == "cpu" and rates["attention"] == []
     assert [g["time_ms"] for g in rates["gemm"]] == [g["time_ms"] for g in on_disk["gemm"]]
     assert all(g["tflops"] > 0 and g["pct_of_peak_tflops"] is None for g in rates["gemm"])
+    assert on_disk["gate"]["fit"] is True and on_disk["gate"]["host_ops"] > 0
     # GEMM rates: CPU-only traces time each GEMM op by its own duration; no GEMM.csv
     # (TraceLens does not run on traces without GPU kernels)
     assert not (out / "GEMM.csv").exists()
