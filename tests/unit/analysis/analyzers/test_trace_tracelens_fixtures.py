@@ -143,7 +143,9 @@ def test_fixtures_show_their_rules():
     # op keeps only the rows with element dtypes), the variable-K model keeps the op, no bytes
     zipped = [r for r in gg if r["name"] == "primus_turbo::grouped_gemm"]
     assert zipped and all("TensorList" not in r["Input type_first"] for r in zipped)
-    vk = [r for r in gg if r["name"] == "primus_turbo::grouped_gemm_variable_k" and "TensorList" in r["Input type_first"]]
+    vk = [
+        r for r in gg if r["name"] == "primus_turbo::grouped_gemm_variable_k" and "TensorList" in r["Input type_first"]
+    ]
     assert vk and all(r["Data Moved (MB)_first"] == "" for r in vk)
     gemm_names = {r["name"] for r in _rows(pr / "GEMM.csv")}
     assert set(perf_model.primus.GEMM_KINDS) <= gemm_names
