@@ -185,6 +185,54 @@ LIBRARY_OPS = {
     "aiter::mha_fwd": "(Tensor q, Tensor k, Tensor v, float dropout_p, float scale, bool is_causal, int w) -> ()",
     "sglang::store_cache": "(Tensor k, Tensor v, Tensor k_cache, Tensor v_cache, Tensor loc, int a, int b) -> ()",
 }
+_FP8_GEMM = (
+    "(Tensor A, Tensor scaleA_inv, Tensor B, Tensor scaleB_inv, ScalarType out_dtype, bool transA, bool transB, "
+    "bool transC, str granularity) -> ()"
+)
+_MXFP4_QUANT = "(Tensor x, ScalarType dest_dtype" + "".join(f", bool f{i}" for i in range(10)) + ") -> ()"
+#: Primus's ops (primus_turbo's grouped GEMMs, its hipBLASLt FP8 / MXFP4 GEMMs and quantize
+#: ops, TransformerEngine v2's pseudo GEMMs) as TraceLens v1.0.0's tests lay out their args
+#: (``tests/test_primus_turbo_grouped_gemm.py``, ``test_primus_fp8_gemm_quantize.py``,
+#: ``test_primus_mxfp4_gemm_quantize.py``); registered like LIBRARY_OPS. The ``tev2::`` ops
+#: lose their namespace in the GPU trace (TransformerEngine's names have none).
+PRIMUS_OPS = {
+    **{
+        f"{ns}::{op}": "(Tensor[] a, Tensor[] b) -> ()"
+        for ns in ("primus_turbo",)
+        for op in ("grouped_gemm", "grouped_gemm_variable_k")
+    },
+    **{
+        f"{ns}::{op}": "(Tensor a, Tensor b) -> ()"
+        for ns, op in (
+            ("primus_turbo", "grouped_gemm_impl"),
+            ("primus_turbo", "grouped_gemm_variable_k_impl"),
+            ("primus_turbo_cpp_extension", "grouped_gemm"),
+            ("primus_turbo_cpp_extension", "grouped_gemm_variable_k"),
+            ("primus_turbo_cpp_extension", "ck_grouped_gemm"),
+            ("primus_turbo_cpp_extension", "ck_grouped_gemm_variable_k"),
+        )
+    },
+    "primus_turbo_cpp_extension::hipblaslt_gemm_fp8": _FP8_GEMM,
+    "primus_turbo::hipblaslt_gemm_fp8": _FP8_GEMM,
+    "primus_turbo_cpp_extension::quantize_fp8_tensorwise": "(Tensor x, float scale_inv, Tensor? amax) -> ()",
+    "primus_turbo::quantize_fp8_tensorwise": "(Tensor x, float scale_inv, Tensor? amax) -> ()",
+    "primus_turbo_cpp_extension::hipblaslt_gemm_fp4": _FP8_GEMM,
+    "primus_turbo::hipblaslt_gemm_fp4": _FP8_GEMM,
+    "primus_turbo_cpp_extension::quantize_mxfp4_dual": _MXFP4_QUANT,
+    "primus_turbo::quantize_mxfp4_dual": _MXFP4_QUANT,
+    "primus::quantize_mxfp4_dual": _MXFP4_QUANT,
+    **{
+        f"tev2::{op}": "(Tensor A, Tensor B) -> ()"
+        for op in (
+            "_Linear_yfwd_mm",
+            "_LinearBackward_xgrad_mm",
+            "_LinearBackward_wgrad_mm",
+            "_LayerNormLinear_yfwd_mm",
+            "_LayerNormLinearBackward_xgrad_mm",
+            "_LayerNormLinearBackward_wgrad_mm",
+        )
+    },
+}
 #: the step ranges of the library decoder's recording, as inference servers label their
 #: steps: vLLM's label with the sq/sk aggregates and sglang's (TraceLens's attention model
 #: reads them from the earliest range around the op), then vLLM's plain label (none)
@@ -197,12 +245,12 @@ _LIBS: list[Any] = []  # the torch.library handles (kept alive; one registration
 
 
 def _library_ops() -> Any:
-    """``torch.ops``, with LIBRARY_OPS registered (once) as no-op CPU ops."""
+    """``torch.ops``, with LIBRARY_OPS and PRIMUS_OPS registered (once) as no-op CPU ops."""
     import torch
 
     if not _LIBS:
         by_ns: dict[str, list[tuple[str, str]]] = {}
-        for full, schema in LIBRARY_OPS.items():
+        for full, schema in {**LIBRARY_OPS, **PRIMUS_OPS}.items():
             ns, name = full.split("::")
             by_ns.setdefault(ns, []).append((name, schema))
         for ns, ops in by_ns.items():
@@ -347,6 +395,79 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
             kv = k.reshape(k.shape[0], -1)
             ops.sglang.store_cache(kv, kv, cache, cache, torch.arange(k.shape[0]), 2048, 0)
 
+    def autograd_fn(name: str, n_grads: int) -> Any:
+        """A torch.autograd.Function called ``name`` (the profiler records its apply under
+        the class name, with its args): x * 2 forward, the same backward."""
+
+        def forward(ctx: Any, x: Any, *rest: Any) -> Any:
+            return x * 2
+
+        def backward(ctx: Any, g: Any) -> Any:
+            return (g * 2,) + (None,) * n_grads
+
+        return type(
+            name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+        )
+
+    class PrimusMoE(nn.Module):
+        """A Primus MoE layer's ops, bf16, training: MoE dispatch / combine, TransformerEngine's
+        fused RoPE and cross-entropy (autograd functions), primus_turbo's grouped GEMMs, its FP8 /
+        MXFP4 GEMMs and quantize ops, TransformerEngine v2's pseudo GEMMs (PRIMUS_OPS)."""
+
+        def __init__(self, d: int = 32, experts: int = 4) -> None:
+            super().__init__()
+            self.d, self.g = d, experts
+            self.scale = nn.Parameter(torch.ones(d, dtype=torch.bfloat16))  # few aten ops: the fixture stays small
+            self.dispatch, self.combine = autograd_fn("MoEDispatch", 6), autograd_fn("MoECombine", 2)
+            self.rope, self.xent = autograd_fn("FusedRoPEFunc", 6), autograd_fn("CrossEntropyFunction", 3)
+
+        def forward(self, x: Any) -> Any:
+            ops, bf = _library_ops(), torch.bfloat16
+            t, d, g = x.shape[0], self.d, self.g
+            h = x * self.scale
+            tok = self.dispatch.apply(h, torch.zeros(t, 8, dtype=torch.long), torch.rand(t, 8), 64, True, True, 32768)
+            e = torch.empty
+            pt, ce = ops.primus_turbo, ops.primus_turbo_cpp_extension
+            # zipped (per-group tensor lists) and compact ([M, K] x [G, K, N] or [G, N, K]) layouts
+            pt.grouped_gemm([e(4, 8, dtype=bf), e(5, 8, dtype=bf)], [e(8, 16, dtype=bf), e(8, 16, dtype=bf)])
+            pt.grouped_gemm_impl(e(t, d, dtype=bf), e(g, d, 48, dtype=bf))
+            pt.grouped_gemm_impl(e(t, d, dtype=bf), e(g, 24, d, dtype=bf))
+            ce.grouped_gemm(e(t, d, dtype=bf), e(g, d, 16, dtype=bf))
+            ce.ck_grouped_gemm(e(2 * t, d, dtype=bf), e(g, d, 64, dtype=bf))
+            pt.grouped_gemm_variable_k([e(4, 8, dtype=bf), e(5, 6, dtype=bf)], [e(8, 16, dtype=bf), e(6, 12, dtype=bf)])
+            pt.grouped_gemm_variable_k_impl(e(t, 24, dtype=bf), e(t, d, dtype=bf))
+            ce.grouped_gemm_variable_k(e(t, 40, dtype=bf), e(t, d, dtype=bf))
+            ce.ck_grouped_gemm_variable_k(e(t, 16, dtype=bf), e(t, 48, dtype=bf))
+            # FP8: A [M, K], B [N, K] (transB), scales as 0-d fp32; the transC swap too
+            f8, sc = torch.float8_e4m3fnuz, e((), dtype=torch.float32)
+            ce.hipblaslt_gemm_fp8(e(t, d, dtype=f8), sc, e(48, d, dtype=f8), sc, bf, False, True, False, "TENSORWISE")
+            pt.hipblaslt_gemm_fp8(e(d, t, dtype=f8), sc, e(d, 24, dtype=f8), sc, bf, True, False, True, "TENSORWISE")
+            ce.quantize_fp8_tensorwise(h, 1.0, None)
+            pt.quantize_fp8_tensorwise(e(2 * t, d, dtype=bf), 0.5, None)
+            # MXFP4: K packed two to a byte, E8M0 scales per 32 elements
+            f4, e8 = torch.float4_e2m1fn_x2, torch.float8_e8m0fnu
+            a4, b4 = e(t, 2 * d, dtype=f4), e(48, 2 * d, dtype=f4)
+            s_a, s_b = e(t, 4 * d // 32, dtype=e8), e(48, 4 * d // 32, dtype=e8)
+            ce.hipblaslt_gemm_fp4(a4, s_a, b4, s_b, bf, False, True, False, "MX_BLOCKWISE")
+            pt.hipblaslt_gemm_fp4(a4, s_a, b4, s_b, bf, False, True, True, "MX_BLOCKWISE")
+            flags = (False,) * 10
+            ce.quantize_mxfp4_dual(e(t, 64, dtype=bf), torch.float4_e2m1fn_x2, *flags)
+            pt.quantize_mxfp4_dual(e(2 * t, 96, dtype=bf), torch.float4_e2m1fn_x2, *flags)
+            ops.primus.quantize_mxfp4_dual(e(t, 33, dtype=bf), torch.float4_e2m1fn_x2, *flags)
+            # TransformerEngine v2's pseudo GEMMs: A [M, K], B [K, N]
+            tv = ops.tev2
+            tv._Linear_yfwd_mm(e(t, d, dtype=bf), e(d, 48, dtype=bf))
+            tv._LinearBackward_xgrad_mm(e(t, 48, dtype=bf), e(48, d, dtype=bf))
+            tv._LinearBackward_wgrad_mm(e(48, t, dtype=bf), e(t, d, dtype=bf))
+            tv._LayerNormLinear_yfwd_mm(e(t, d, dtype=bf), e(d, 96, dtype=bf))
+            tv._LayerNormLinearBackward_xgrad_mm(e(t, 96, dtype=bf), e(96, d, dtype=bf))
+            tv._LayerNormLinearBackward_wgrad_mm(e(t, d, dtype=f8), e(d, 96, dtype=f8))
+            out = self.combine.apply(tok, True, True)
+            # RoPE on (seq, batch, heads, head dim), cross-entropy on (batch, 1, vocab) logits
+            q = self.rope.apply(out.view(t, 1, 4, d // 4), torch.rand(t, 1, 1, d // 4), None, 1, None, 0, 1)
+            logits = q.reshape(t, 1, d)
+            return self.xent.apply(logits, torch.zeros(t, 1, dtype=torch.long), 0.0, -100)
+
     return [
         ("mlp", mlp, torch.randn(16, 64), True),
         ("mlp_infer", mlp, torch.randn(4, 64), False),
@@ -360,6 +481,7 @@ def _models() -> list[tuple[str, Any, Any, bool]]:
         ("resize", resize, torch.randn(1, 3, 8, 8), True),
         ("resize_infer", resize, torch.randn(1, 3, 6, 6), False),
         ("library_decoder", LibraryDecoder(), torch.randn(8, 64, dtype=torch.bfloat16), False),
+        ("primus_moe", PrimusMoE(), torch.randn(16, 32, dtype=torch.bfloat16), True),
     ]
 
 
@@ -504,6 +626,23 @@ def _as_triton(op: dict, rng: random.Random, k: int) -> None:
 
 #: the other namespaces of LIBRARY_OPS, whose ops launch their kernel too
 _LIBRARY_NS = ("sgl_kernel::", "vllm::", "_C::", "sglang_profiler::", "sglang::")
+#: Primus's namespaces and TransformerEngine's pseudo GEMMs (PRIMUS_OPS), which launch theirs
+_PRIMUS_PREFIXES = ("primus_turbo::", "primus_turbo_cpp_extension::", "primus::", "_Linear", "_LayerNormLinear")
+
+
+def _primus_args(events: list[dict], seed: int) -> None:
+    """PRIMUS_OPS as a GPU trace holds them, in place: the ``tev2::`` ops lose the namespace;
+    a grouped GEMM's tensor lists, which the profiler types ``TensorList``, get the element
+    dtype TraceLens's tests give them in about half the calls (a generator of its own)."""
+    typed = random.Random(seed * 13 + 5)
+    for e in events:
+        if e.get("cat") != "cpu_op":
+            continue
+        if e["name"].startswith("tev2::"):
+            e["name"] = e["name"][len("tev2::") :]
+        a = e.get("args", {})
+        if a.get("Input type") == ["TensorList", "TensorList"] and typed.random() < 0.5:
+            a["Input type"] = ["c10::BFloat16", "c10::BFloat16"]
 
 
 def gpu_trace(cpu: Trace, seed: int) -> Trace:
@@ -529,6 +668,7 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
             if e.get("cat") == "cpu_op" and e.get("name") in _TRITON_STANDS_FOR and compiled.random() < 0.5:
                 _as_triton(e, compiled, k)
                 k += 1
+    _primus_args(events, seed)
     gpu_pid = rng.choice([0, 2, 4])
     streams = rng.choice([[0], [0], [7], [0, 3], [7, 11, 13]])
     free = {s: 0.0 for s in streams}
@@ -538,7 +678,9 @@ def gpu_trace(cpu: Trace, seed: int) -> Trace:
     added: list[dict] = []
     for op, lo, hi in sorted(_launch_windows(events), key=lambda w: w[1]):
         name = op["name"]
-        if name in NO_KERNEL or not name.startswith(("aten::", "aiter::", "triton", "Optimizer") + _LIBRARY_NS):
+        if name in NO_KERNEL or not name.startswith(
+            ("aten::", "aiter::", "triton", "Optimizer") + _LIBRARY_NS + _PRIMUS_PREFIXES
+        ):
             continue
         ext = op.get("args", {}).get("External id")
         if ext is None or rng.random() < 0.03:  # a few ops launch nothing

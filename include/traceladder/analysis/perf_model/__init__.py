@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import conv, elementwise, inference, norm, reduce, sdpa, triton
+from . import conv, elementwise, inference, norm, primus, reduce, sdpa, triton
 
 __all__ = ["Model", "MODELS", "SHEETS", "SPLIT_SHEETS"]
 
@@ -62,6 +62,12 @@ _STORE_CACHE = Model(
     "InferenceAttention", inference.store_cache_params, _fwd_only(inference.store_cache_metrics), wants_args=True
 )
 _GATED = Model("UnaryElementwise", inference.gated_params, lambda name, p, bwd=False: inference.gated_metrics(name, p))
+
+# Primus's ops (the hipBLASLt and TransformerEngine GEMMs are GEMM.csv's: reports/gemm.py)
+_GROUPED = Model("GroupedGEMM", primus.grouped_params, _fwd_only(primus.grouped_metrics), wants_args=True)
+_MOE_COMM = Model("MoE_comm", primus.moe_params, lambda name, p, bwd=False: primus.moe_metrics(p), True)
+_XENT = Model("CrossEntropy", primus.xent_params, _fwd_only(primus.xent_metrics), wants_args=True)
+_QUANT = Model("UnaryElementwise", primus.quant_params, lambda name, p, bwd=False: primus.quant_metrics(name, p))
 
 _TRITON = Model("triton", triton.params, triton.metrics, wants_args=True)  # no sheet of its own
 
@@ -158,6 +164,13 @@ for _op in inference.GATED_OPS:
 for _op in inference.ATTENTION_OPS:
     MODELS[_op] = _ATTENTION
 MODELS["sglang::store_cache"] = _STORE_CACHE
+for _op in primus.GROUPED_OPS + primus.VARIABLE_K_OPS:
+    MODELS[_op] = _GROUPED
+for _op in ("MoEDispatch", "MoECombine"):
+    MODELS[_op] = _MOE_COMM
+MODELS["CrossEntropyFunction"] = _XENT
+for _op in primus.QUANT_OPS:
+    MODELS[_op] = _QUANT
 for _op in sdpa.SDPA_OPS:
     MODELS[_op] = _SDPA
 for _op in conv.CONV_OPS:
@@ -166,7 +179,17 @@ for _op in conv.CONV_OPS:
 #: sheets written as one table (fwd and bwd ops together), as TraceLens does
 SHEETS = ("UnaryElementwise", "BinaryElementwise", "Normalization")
 #: sheets split into ``<sheet>_fwd`` / ``<sheet>_bwd``
-SPLIT_SHEETS = ("Reduce", "SDPA", "CONV", "RMSNorm", "RoPE", "InferenceAttention")
+SPLIT_SHEETS = (
+    "Reduce",
+    "SDPA",
+    "CONV",
+    "RMSNorm",
+    "RoPE",
+    "InferenceAttention",
+    "GroupedGEMM",
+    "MoE_comm",
+    "CrossEntropy",
+)
 #: ops whose own rows go to the ``_bwd`` sheet; ops dropped from ``_bwd``
 BWD_OPS = frozenset({"aten::convolution_backward"})
 FWD_ONLY_OPS = frozenset({"aten::convolution", "aten::miopen_convolution", "aten::cudnn_convolution"})

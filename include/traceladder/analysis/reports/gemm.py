@@ -41,6 +41,7 @@ import numpy as np
 from ..model.events import GPU_CATS, EventTable
 from ..model.table import Table
 from ..model.intervals import grouped_busy
+from ..perf_model import primus
 from ..perf_model.common import bpe, precision
 from ._shared import param_text
 
@@ -60,6 +61,8 @@ GEMM_OPS: dict[str, tuple[str, int, bool | None]] = {
     "bitsandbytes::int8_linear_matmul": (_SCALED, 0, None),
     "aiter::gemm_a16w16": (_A16W16, 0, None),
     "vllm::rocm_unquantized_gemm": (_VLLM, 0, None),
+    # Primus's hipBLASLt FP8 / MXFP4 GEMMs and TransformerEngine v2's pseudo GEMMs
+    **{name: (kind, 0, False) for name, kind in primus.GEMM_KINDS.items()},
 }
 AGG = ["mean", "median", "std", "min", "max"]
 
@@ -85,6 +88,8 @@ def _transpose(kernel_name: str):
 def _params(name: str, args: dict) -> dict[str, Any]:
     """TraceLens's ``get_param_details`` (raises on missing shapes, like TraceLens)."""
     kind, a, bias = GEMM_OPS[name]
+    if name in primus.GEMM_KINDS:
+        return primus.gemm_params(name, args)
     dims = args["Input Dims"]
     if kind in (_A16W16, _VLLM):
         return _library_params(kind, dims, args["Input type"])
@@ -138,6 +143,8 @@ def _library_params(kind: str, dims: list, types: list) -> dict[str, Any]:
 
 def _flops_bytes(name: str, p: dict) -> tuple[float, float | None]:
     kind = GEMM_OPS[name][0]
+    if name in primus.GEMM_KINDS:
+        return primus.gemm_flops_bytes(name, p)
     B, M, N, K, bias = p["B"], p["M"], p["N"], p["K"], p["bias"]
     flops = 2 * M * N * K + (M * N if bias else 0)
     dt = p["dtype_A_B"]

@@ -50,7 +50,7 @@ CSV_NAME = "unified_perf_summary.csv"
 
 _ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 _KEYS = ("name", "op category", "process_name", "process_label", "thread_name") + _ARGS
-_BWD_CATEGORY = {"CONV": "CONV_bwd", "SDPA": "SDPA_bwd", "Normalization": "NORM_bwd"}
+_BWD_CATEGORY = {"CONV": "CONV_bwd", "SDPA": "SDPA_bwd", "Normalization": "NORM_bwd", "MoE_comm": "MoE_comm_bwd"}
 _METRIC_COLS = ("GFLOPS", "TFLOPS/s", "Data Moved (MB)", "FLOPS/Byte", "TB/s", "Kernel Time (µs)")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import conformance
+from traceladder.analysis import perf_model
 from traceladder.analysis.reports import whats_left
 from tests.conftest import REPO_ROOT
 
@@ -133,3 +134,25 @@ def test_fixtures_show_their_rules():
     assert any(r["has_perf_model"] == "True" and float(r["GFLOPS"]) > 0 for r in tri)
     assert any(r["has_perf_model"] == "False" for r in tri)
     assert any(r["Compute Spec"].startswith("vector_") for r in tri)
+    # Primus's ops: each in the sheet TraceLens's mapping gives it
+    pr = f / "primus_ops"
+    gg = _rows(pr / "GroupedGEMM_fwd.csv")
+    assert {r["name"] for r in gg} == set(perf_model.primus.GROUPED_OPS + perf_model.primus.VARIABLE_K_OPS)
+    assert any(r["param: group_pairs"].startswith("[((") for r in gg)
+    # a tensor list typed 'TensorList' has no byte size: the fixed-K model fails (its zipped
+    # op keeps only the rows with element dtypes), the variable-K model keeps the op, no bytes
+    zipped = [r for r in gg if r["name"] == "primus_turbo::grouped_gemm"]
+    assert zipped and all("TensorList" not in r["Input type_first"] for r in zipped)
+    vk = [
+        r for r in gg if r["name"] == "primus_turbo::grouped_gemm_variable_k" and "TensorList" in r["Input type_first"]
+    ]
+    assert vk and all(r["Data Moved (MB)_first"] == "" for r in vk)
+    gemm_names = {r["name"] for r in _rows(pr / "GEMM.csv")}
+    assert set(perf_model.primus.GEMM_KINDS) <= gemm_names
+    assert set(perf_model.primus.QUANT_OPS) <= {r["name"] for r in _rows(pr / "UnaryElementwise.csv")}
+    assert {r["name"] for r in _rows(pr / "MoE_comm_fwd.csv")} == {"MoEDispatch", "MoECombine"}
+    assert {r["name"] for r in _rows(pr / "RoPE_fwd.csv")} == {"FusedRoPEFunc"}
+    assert {r["name"] for r in _rows(pr / "CrossEntropy_fwd.csv")} == {"CrossEntropyFunction"}
+    # the backward runs on the forward's thread in a CPU recording: TraceLens links no
+    # backward event, so there is no MoE_comm_bwd sheet
+    assert not (pr / "MoE_comm_bwd.csv").exists()
