@@ -13,7 +13,8 @@ time; the first is the known good, the last the known bad).
 - **More than one culprit** (TorchBench's queue of ranges): the search goes on in the ranges left
   on either side of a named pair when the pair carries less than MIN_SHARE of s (its share's upper
   end is below it), or when what the steps measured puts another range's ends more than
-  EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size` on s/3: 0 against s/3); a range that clears it is queued with its measured size. Largest range first, at most
+  EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size`: 0 against s/3);
+  a range that clears it is queued with its measured size. Largest range first, at most
   `max_culprits` culprits; they are reported largest share first.
 - **Sample more, not stop.** A step adds blocks up to its budget (triage/confirm.py); only an
   exhausted budget leaves a range "between X and Y". A candidate that cannot run is skipped with

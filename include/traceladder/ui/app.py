@@ -30,7 +30,6 @@ import json
 import mimetypes
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
@@ -45,7 +44,7 @@ from traceladder.core.codec import JSONObject, JSONValue
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
 from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, access, data
 from traceladder.ui.responses import ErrorBody, TriggerConf, TriggerResult
-from traceladder.ui.views import ComparePage, LaddersPage, LadderView, RunView, TriageRow
+from traceladder.ui.views import ComparePage, LaddersPage, LadderView, RunView, TriageRow, page_templates
 
 if TYPE_CHECKING:
     from markupsafe import Markup
@@ -88,46 +87,10 @@ def _etag_matches(request: Request, etag: str) -> bool:
 
 
 # ---- templates ---------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _templates():
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    from traceladder.summary.attribution import ATTRIBUTION_SCOPE, noise_line
-    from traceladder.summary.whats_left import OTHER_KINDS_HEADING
-    from traceladder.summary.shape_rates import html as rates_html
-    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
-
-    env = Environment(
-        loader=PackageLoader("traceladder.ui", "templates"),
-        autoescape=select_autoescape(["html"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["est"] = fmt_est
-    env.filters["change"] = fmt_change
-    env.filters["gb"] = fmt_gb
-    env.filters["urlpart"] = lambda s: quote(str(s), safe="")
-    env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
-    env.globals["attribution_scope"] = ATTRIBUTION_SCOPE
-    env.globals["attribution_noise"] = noise_line
-    env.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
-    env.globals["shape_rates_html"] = rates_html  # GEMM and attention rates per shape
-    from traceladder.summary.lens_runs import html as lens_runs_html  # kernel names, rungs not explained
-
-    env.globals["lens_runs_html"] = lens_runs_html
-    from traceladder.plan import trigger_form
-
-    # the form's bounds and pattern, as the trigger DAG's Params have them
-    env.globals["trigger_params"] = {
-        "repeats_min": trigger_form.REPEATS_MIN,
-        "repeats_max": trigger_form.REPEATS_MAX,
-        "switch_value": trigger_form.SWITCH_VALUE,
-    }
-    return env
 
 
 def _render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    html = _templates().get_template(name).render(**context)
+    html = page_templates().get_template(name).render(**context)
     return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
 
 
@@ -345,7 +308,7 @@ def _latest_html(view: RunView, base: str, entry: data.LadderEntry) -> Markup:
     cached = LATEST_HTML.get(key, version)
     if isinstance(cached, Markup):
         return cached
-    rendered = _templates().get_template("_latest.html").render(run=view, base=base, entry=entry)
+    rendered = page_templates().get_template("_latest.html").render(run=view, base=base, entry=entry)
     html = Markup(rendered)  # noqa: S704 - the output of an autoescaping template, not raw input
     LATEST_HTML.put(key, version, html)
     return html

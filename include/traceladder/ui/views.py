@@ -7,12 +7,15 @@ templates read their attributes (Jinja reads an attribute and a key alike)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from urllib.parse import quote
 from typing import TYPE_CHECKING, TypedDict
 
 from traceladder.core.codec import JSONObject, JSONValue
 from traceladder.ui.data import LadderEntry, RunRow
 
 if TYPE_CHECKING:
+    from jinja2 import Environment
     from markupsafe import Markup
 
 
@@ -106,3 +109,42 @@ class ComparePage(TypedDict):
     provenance: list[str]
     errors: list[str]
     s3_error: str | None
+
+
+@lru_cache(maxsize=1)
+def page_templates() -> Environment:
+    """The Ladders page's Jinja environment: its filters and the summary sections' renderers (no Airflow)."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    from traceladder.summary.attribution import ATTRIBUTION_SCOPE, noise_line
+    from traceladder.summary.whats_left import OTHER_KINDS_HEADING
+    from traceladder.summary.shape_rates import html as rates_html
+    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
+
+    env = Environment(
+        loader=PackageLoader("traceladder.ui", "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["est"] = fmt_est
+    env.filters["change"] = fmt_change
+    env.filters["gb"] = fmt_gb
+    env.filters["urlpart"] = lambda s: quote(str(s), safe="")
+    env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
+    env.globals["attribution_scope"] = ATTRIBUTION_SCOPE
+    env.globals["attribution_noise"] = noise_line
+    env.globals["other_kinds_heading"] = OTHER_KINDS_HEADING
+    env.globals["shape_rates_html"] = rates_html  # GEMM and attention rates per shape
+    from traceladder.summary.lens_runs import html as lens_runs_html  # kernel names, rungs not explained
+
+    env.globals["lens_runs_html"] = lens_runs_html
+    from traceladder.plan import trigger_form
+
+    # the form's bounds and pattern, as the trigger DAG's Params have them
+    env.globals["trigger_params"] = {
+        "repeats_min": trigger_form.REPEATS_MIN,
+        "repeats_max": trigger_form.REPEATS_MAX,
+        "switch_value": trigger_form.SWITCH_VALUE,
+    }
+    return env

@@ -18,9 +18,9 @@ class _Entry:
 
 
 def test_the_page_form_has_the_params_bounds_and_pattern() -> None:
-    from traceladder.ui.app import _templates
+    from traceladder.ui.views import page_templates
 
-    html = str(_templates().get_template("_macros.html").module.trigger_form(_Entry, "/traceladder", "token"))
+    html = str(page_templates().get_template("_macros.html").module.trigger_form(_Entry, "/traceladder", "token"))
     repeats = re.search(r'<input id="repeats-proxy-local"[^>]*>', html)
     override = re.search(r'<input id="override-proxy-local"[^>]*>', html)
     assert repeats and override, html

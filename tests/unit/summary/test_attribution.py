@@ -153,10 +153,10 @@ def _attribute(
 
 def _ladders_page(summary: dict[str, Any]) -> str:
     """The Ladders page's summary block for `summary`."""
-    from traceladder.ui.app import _templates
+    from traceladder.ui.views import page_templates
 
     return (
-        _templates()
+        page_templates()
         .from_string('{% import "_macros.html" as m %}{{ m.summary_body(s, "", e) }}')
         .render(s=summary, e={"file": "x.yaml"})
     )

@@ -73,14 +73,9 @@ def test_unfit_attribution_entry_has_no_figures() -> None:
 
 
 def test_the_ladders_page_macro_prints_caveats_and_the_gate() -> None:
-    from jinja2 import Environment, FileSystemLoader
+    from traceladder.ui.views import page_templates
 
-    import traceladder.ui as ui
-
-    env = Environment(loader=FileSystemLoader(Path(ui.__file__).parent / "templates"), autoescape=True)
-    env.globals.update(attribution_scope="", attribution_noise=lambda _: None)
-    env.filters.update({k: (lambda *a, **k: "") for k in ("est", "change", "gb", "urlpart", "urlpath", "us")})
-    macro = env.from_string("{% import '_macros.html' as m %}{{ m.summary_body(s, '', {}) }}")
+    macro = page_templates().from_string("{% import '_macros.html' as m %}{{ m.summary_body(s, '', {}) }}")
     summary = _summary(UNFIT, ["Not official AMD benchmarks."])
     html = macro.render(s=summary)
     assert "Not official AMD benchmarks." in html and "UNFIT: CPU side missing (no host ops)" in html

@@ -165,4 +165,4 @@ def test_an_unreachable_login_node_skips_the_candidate_naming_the_host(
     assert skipped.reason == f"n2 did not run: {failed['error']}"
     # as `git bisect skip`: with n2 unknown, the cause is n2 or n3
     assert doc.label == "confirmed regression" and doc.first_bad is None
-    assert doc.conclusion == "between n1 and n3; skipped: n2"
+    assert doc.conclusion == "between n1 and n3 (only skipped candidates are left between them); skipped: n2"

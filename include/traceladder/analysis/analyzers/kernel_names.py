@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from traceladder.core.errors import TraceladderError
 from traceladder.core.codec import Part, doc_field
 
 __all__ = [
@@ -114,7 +115,7 @@ class KernelNames(Part):
         )
 
 
-class KernelNamesError(ValueError):
+class KernelNamesError(TraceladderError, ValueError):
     """A report that cannot be read as this table needs it."""
 
 

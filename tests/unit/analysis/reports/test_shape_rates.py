@@ -126,15 +126,13 @@ def test_no_model_reasons() -> None:
 def test_the_summary_shows_the_rates_in_markdown_report_and_page(tmp_path: Path) -> None:
     """A real trace's analysis.json, read back as the summary reads it: its rates reach the
     What's-left entry, summary.md, report.html and the Ladders page, with the device named."""
-    from jinja2 import Environment, PackageLoader
+    from traceladder.ui.views import page_templates
 
     from testkit.results import typed
     from tests.unit.analysis.reports.test_whats_left import FUSIONS_LENS_RESULT, SPECS
     from traceladder.core.documents import TraceAnalysis
-    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
     from traceladder.summary.render.html import to_html
     from traceladder.summary.render.markdown import to_markdown
-    from traceladder.summary.shape_rates import html as rates_html
     from traceladder.summary.whats_left import whats_left_section
 
     bert = next(t for t in TRACES if t.parent.name == "mi300" and "bert" in t.name)
@@ -162,10 +160,7 @@ def test_the_summary_shows_the_rates_in_markdown_report_and_page(tmp_path: Path)
     assert "Peak share of the MI300X, named by the trace's device properties" in md
     html = to_html(summary, {})
     assert "Top GEMM shapes by time:" in html and f"<td>{top['shape']}</td>" in html
-    env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
-    env.filters.update(est=fmt_est, change=fmt_change, gb=fmt_gb, urlpart=str, urlpath=str)
-    env.globals["shape_rates_html"] = rates_html
-    page = str(env.get_template("_macros.html").module.summary_body(summary, "", {}))
+    page = str(page_templates().get_template("_macros.html").module.summary_body(summary, "", {}))
     assert "Top attention calls by time:" in page and "MI300X" in page
     # the MI250 trace: the rates, and "unknown device" in place of a peak share
     mi250 = next(t for t in TRACES if t.parent.name == "mi250")

@@ -312,14 +312,10 @@ def test_section_covers_lens_and_final_rung() -> None:
     assert "## What's left" in to_markdown(summary)
     html = to_html(summary, {})
     assert 'id="whats-left"' in html and "s4." in html and "no analysed rank-0 torch trace" in html
-    # the Ladders page's macro, with the filters it uses (the app itself imports Airflow: seconds)
-    from jinja2 import Environment, PackageLoader
+    # the Ladders page's macro, in the page's own environment
+    from traceladder.ui.views import page_templates
 
-    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
-
-    env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
-    env.filters.update(est=fmt_est, change=fmt_change, gb=fmt_gb, urlpart=str, urlpath=str)
-    page = env.get_template("_macros.html").module.summary_body(summary, "", {})
+    page = page_templates().get_template("_macros.html").module.summary_body(summary, "", {})
     assert 'id="whats-left"' in str(page) and "s4." in str(page) and "s6." in str(page)
 
 
