@@ -55,10 +55,13 @@ def test_demo_regression_bisects_to_the_injected_build(
     assert doc.last_good == "nightly-2026-11-25"
     kinds = [(s.kind, s.good, s.candidate, s.verdict) for s in doc.steps]
     assert kinds[0][0] == "confirm" and kinds[0][3] == "confirmed"
-    assert [k for k in kinds if k[0] == "bisect"] == [
+    # each step against the range's good end (decisions by size), then the culprit's pair directly
+    assert [k for k in kinds if k[0] in ("bisect", "pair")] == [
         ("bisect", "nightly-2026-11-22", "nightly-2026-11-25", "not reproduced"),
-        ("bisect", "nightly-2026-11-25", "nightly-2026-11-27", "confirmed"),
+        ("bisect", "nightly-2026-11-22", "nightly-2026-11-27", "confirmed"),
+        ("pair", "nightly-2026-11-25", "nightly-2026-11-27", "confirmed"),
     ]
+    assert [c.name for c in doc.culprits] == [outcome.injected]
     confirm = doc.steps[0]
     assert confirm.interval_pct is not None and confirm.interval_pct[0] > 0
     # a look after each block; a stop from the first look that has 2 df (stats/sequential.py)

@@ -177,10 +177,13 @@ def test_the_bisection_over_the_registrys_tags_finds_the_injected_nightly(
     assert doc.first_bad == nightlies.ref(INJECTED), (doc.conclusion, steps)
     assert doc.last_good == nightlies.ref("nightly-3"), (doc.conclusion, steps)
     assert steps[0] == ("confirm", GOOD_RUN, BAD_RUN, "confirmed")
-    assert [s for s in steps if s[0] == "bisect"] == [
+    # each step against the range's good end (decisions by size), then the culprit's pair directly
+    assert [s for s in steps if s[0] in ("bisect", "pair")] == [
         ("bisect", "nightly-1", "nightly-3", "not reproduced"),
-        ("bisect", "nightly-3", "nightly-4", "confirmed"),
+        ("bisect", "nightly-1", "nightly-4", "confirmed"),
+        ("pair", "nightly-3", "nightly-4", "confirmed"),
     ], steps
+    assert [(c.name, c.last_good) for c in doc.culprits] == [(nightlies.ref(INJECTED), nightlies.ref("nightly-3"))]
     confirmed = doc.steps[-1]
     assert confirmed.delta_pct is not None and confirmed.delta_pct > 20.0, confirmed
     # the explanation: one profiled run of each end through the same run block
