@@ -152,12 +152,17 @@ class Build(Strict):
 
 
 class TriageSettings(Strict):
-    """`triage:` (issue 51): the confirm's budget (blocks of one A and one B run, and seconds), its
-    two-sided level, whether a person approves the bisection, and an explicit ordered candidate
-    list (image tags or build names) that overrides the registry or the catalog."""
+    """`triage:` (issues 51, 58): each step's budget (blocks of one A and one B run, and seconds),
+    the whole triage's budget (runs, and device-hours: run hours times the run's GPUs, CPU-hours on
+    the proxy), the two-sided level, the most culprits a search names, whether a person approves
+    the bisection, and an explicit ordered candidate list (image tags or build names) that
+    overrides the registry or the catalog."""
 
     budget_blocks: int = Field(default=16, ge=3, le=MAX_REPEATS)
     budget_s: float | None = Field(default=None, gt=0)
+    budget_runs: int | None = Field(default=None, ge=6)
+    budget_device_hours: float | None = Field(default=None, gt=0)
+    max_culprits: int = Field(default=3, ge=1, le=10)
     alpha: float = Field(default=0.05, gt=0, lt=0.5)
     approve: bool = False
     candidates: list[Annotated[str, StringConstraints(min_length=1, max_length=300)]] = Field(default_factory=list)

@@ -18,6 +18,7 @@ from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage import record
 from traceladder.triage.bisect import (
     BUILD_VARIABLE,
+    MAX_CULPRITS,
     BuildChanges,
     Candidate,
     CandidateUnavailable,
@@ -55,13 +56,14 @@ class TriageContext:
     # rung -> what the ladder's cheapest torch lens changes in its spec (explain.lens_overlay)
     lens_overlay: Callable[[str], JSONObject | None] | None = None
     approve: Callable[[], bool] | None = None
-    # rung -> its history's run-to-run variance (the ladder runs' block-model residual), pooled
-    # with each step's own (stats/decisions.py); None: each step's own variance alone
-    history: Callable[[str], NoiseHistory | None] | None = None
+    # a suspect -> its rung history's run-to-run variance (its last good run's block-model
+    # residual), pooled with each step's own (stats/decisions.py); None: each step's own alone
+    history: Callable[[TriageSuspect], NoiseHistory | None] | None = None
     spent: Spent = field(default_factory=Spent)
     # start a finished, refused or failed triage again (the Params form's `force`): its recorded
     # steps are reused, a skipped one runs again
     force: bool = False
+    max_culprits: int = MAX_CULPRITS
 
 
 def _seed(*parts: str) -> int:
@@ -79,6 +81,8 @@ class _Triage:
         self.ctx = ctx
         self.key, self.report_key = record.keys(ctx.prefix, ctx.ladder, ctx.run_id, suspect.rung)
         found = record.load(ctx.store, self.key)
+        if found is not None and found.state == "failed":  # a task that failed: resumed as it stood
+            found = replace(found, state="running", error=None)
         if found is not None and ctx.force and found.state != "running":
             found = replace(
                 found,
@@ -126,7 +130,7 @@ class _Triage:
         done = self.recorded(kind, good[0], bad[0])
         if done is not None and done.verdict != "skipped":
             return done
-        history = self.ctx.history(self.doc.rung) if self.ctx.history is not None else None
+        history = self.ctx.history(self.doc.suspect) if self.ctx.history is not None else None
         try:
             result = confirm(
                 good[1],
@@ -324,7 +328,7 @@ def _localize(
             interval = (lo, hi)
         return Outcome(result.verdict, diff, interval, result.reason or "")
 
-    result = find_culprits(candidates, compare, size)
+    result = find_culprits(candidates, compare, size, ctx.max_culprits)
     culprits = [
         Culprit(
             name=c.name,

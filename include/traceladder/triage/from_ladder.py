@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from traceladder.config.loader import LoadedLadder
 from traceladder.core.documents import JSONObject
 from traceladder.core.errors import TraceladderError
+from traceladder.stats.decisions import NoiseHistory
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage.bisect import BuildChanges
 from traceladder.triage.confirm import Budget, RunBlock
 from traceladder.triage.engine import TriageContext
 from traceladder.triage.explain import RunProfiled, cheapest_torch_lens, lens_overlay
-from traceladder.triage.suspects import Suspects, diff, run_setup, stored_suspects, summary_key
+from traceladder.triage.suspects import Suspects, diff, history_noise, run_setup, stored_suspects, summary_key
 
 
 class TriageError(TraceladderError):
@@ -64,17 +66,33 @@ def context_for(
     approve: Callable[[], bool] | None = None,
     image_tags: Sequence[tuple[str, str | None, str | None]] = (),
     image_tags_reason: str | None = None,
+    force: bool = False,
 ) -> TriageContext:
-    """A triage's context from the ladder file: its catalog, `triage:` budget and candidates, metric
-    and lenses; the backend's runners and the approval gate from the caller."""
+    """A triage's context from the ladder file: its catalog, `triage:` budgets and candidates, the
+    retries of a run the infrastructure failed (`retries.rung_infra`), metric, lenses and each
+    suspect's noise history; the backend's runners, the approval gate and `force` from the caller."""
     t = loaded.ladder.triage
+    prefix, metric = loaded.cluster.storage.prefix, loaded.ladder.metric
+
+    @lru_cache(maxsize=None)
+    def noise(good_run_id: str) -> NoiseHistory | None:
+        return history_noise(store, prefix, loaded.ladder.ladder, good_run_id, metric)
+
     return TriageContext(
         store=store,
         prefix=loaded.cluster.storage.prefix,
         ladder=loaded.ladder.ladder,
         run_id=run_id,
         run_block=run_block,
-        budget=Budget(t.budget_blocks, t.budget_s, t.alpha),
+        budget=Budget(
+            t.budget_blocks,
+            t.budget_s,
+            t.alpha,
+            retries=loaded.ladder.retries.rung_infra,
+            runs=t.budget_runs,
+            device_hours=t.budget_device_hours,
+            devices=loaded.ladder.nnodes * (loaded.cluster.gpus_per_node or 1),
+        ),
         metric=loaded.ladder.metric,
         builds=catalog(loaded),
         image_tags=image_tags,
@@ -83,6 +101,9 @@ def context_for(
         run_profiled=run_profiled,
         lens_overlay=lens_overlays(loaded),
         approve=approve if t.approve else None,
+        history=lambda suspect: noise(suspect.good_run_id),
+        force=force,
+        max_culprits=t.max_culprits,
     )
 
 

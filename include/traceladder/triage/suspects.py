@@ -26,6 +26,9 @@ from traceladder.core.documents import (
     spec_purpose,
 )
 from traceladder.core.errors import ArtifactStoreError, TraceladderError
+from traceladder.core.summary_parts import model_fit
+from traceladder.stats.decisions import NoiseHistory
+from traceladder.stats.verdicts import VERDICT_METRICS
 from traceladder.storage.artifacts import ArtifactSink
 
 # Spec fields that name a run's place in its plan, not what it runs: never a difference.
@@ -183,6 +186,22 @@ def find_suspects(
 def summary_key(prefix: str, ladder: str, run_id: str) -> str:
     """``<run>/summary/summary.json``: where a published run's suspects are."""
     return layout.join(layout.summary_prefix(layout.run_prefix(prefix, ladder, run_id)), layout.SUMMARY_JSON)
+
+
+def history_noise(store: ArtifactSink, prefix: str, ladder: str, run_id: str, metric: str) -> NoiseHistory | None:
+    """The run-to-run variance of log step time that a ladder run's block model measured (its
+    summary's `model`: run sd and residual df), which a triage pools with its steps' own
+    (stats/decisions.py). None when the run stored none, or its blocks left no residual df (a
+    one-rung ladder)."""
+    key = summary_key(prefix, ladder, run_id)
+    try:
+        summary = Summary.from_json(store.get_bytes(key), key)
+    except ArtifactStoreError:
+        return None
+    fit = model_fit(summary.model, VERDICT_METRICS[metric][0])
+    if fit is None or not fit.run_sd_pct or not fit.df or fit.df < 1:
+        return None
+    return NoiseHistory((fit.run_sd_pct / 100) ** 2, int(fit.df))
 
 
 def stored_suspects(store: ArtifactSink, prefix: str, ladder: str, run_id: str) -> Suspects:

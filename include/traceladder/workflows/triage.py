@@ -32,8 +32,9 @@ TRIAGE_RETRIES = 2
 
 
 def triage_params(ladder_names: list[str]) -> dict[str, Param]:
-    """The Params form: ladder, bad run (required), rung and good run (optional); `suspects` is
-    what a weekly run passes (the rungs its summary names), for the reader."""
+    """The Params form: ladder, bad run (required), rung and good run (optional), `force` (start
+    a finished, refused or failed triage again); `suspects` is what a weekly run passes (the rungs
+    its summary names), for the reader."""
     return {
         "ladder": Param(
             ladder_names[0] if ladder_names else "",
@@ -45,6 +46,12 @@ def triage_params(ladder_names: list[str]) -> dict[str, Param]:
         "rung": Param(None, type=["null", "string"], description="One suspect rung (empty: the run's whole group)"),
         "good_run": Param(None, type=["null", "string"], description="The last good run (empty: the history's)"),
         "suspects": Param([], type="array", description="Set by the weekly run: the rungs its summary names"),
+        "force": Param(
+            False,
+            type="boolean",
+            description="Start again a triage that is finished, not approved or failed: its recorded "
+            "steps are reused, a skipped step runs again, and the approval is asked again",
+        ),
     }
 
 
@@ -55,6 +62,7 @@ def _params() -> TriageParams:
         bad_run=str(p["bad_run"]),
         rung=p.get("rung") or None,
         good_run=p.get("good_run") or None,
+        force=bool(p.get("force")),
     )
 
 

@@ -195,6 +195,7 @@ def engine_context(
     context: Any,
     approved: bool,
     dag_id: str,
+    force: bool = False,
 ) -> TriageContext:
     """The engine's context for a suspect group with the ladder's backend: its runs, its profiled
     runs for the explanation, and (docker) the registry's tags between the two images."""
@@ -219,4 +220,5 @@ def engine_context(
         approve=lambda: approved,
         image_tags=tags,
         image_tags_reason=reason,
+        force=force,
     )

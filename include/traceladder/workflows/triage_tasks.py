@@ -31,6 +31,7 @@ class TriageParams(TypedDict, total=False):
     bad_run: str
     rung: str | None
     good_run: str | None
+    force: bool  # start again a finished, refused or failed triage (the confirm task reopens it)
 
 
 def triage_run_id(ladder: str, run_id: str) -> str:
@@ -46,7 +47,8 @@ def _claim_key(prefix: str, ladder: str, run_id: str) -> str:
 def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool]) -> JSONObject:
     """Whether this DAG run triages the group: not when every rung's triage.json is finished
     (`done`, `not approved`), nor while another live DAG run holds the claim. Otherwise it takes
-    the claim (a failed earlier run's unfinished triage is resumed) and names the rungs."""
+    the claim (a failed earlier run's unfinished triage is resumed) and names the rungs. With
+    `force`, a finished or refused triage is claimed too: the confirm task reopens it."""
     from traceladder.triage import record
     from traceladder.triage.from_ladder import selected_suspects
 
@@ -64,7 +66,7 @@ def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool])
     for rung in rungs:
         doc = record.load(store, record.keys(prefix, ladder, run_id, rung)[0])
         states[rung] = doc.state if doc else None
-    if all(s in ("done", "not approved") for s in states.values()):
+    if all(s in ("done", "not approved") for s in states.values()) and not params.get("force"):
         finished = ", ".join(f"{r}: {s}" for r, s in states.items())
         return {**out, "start": False, "reason": f"already triaged ({finished}): nothing started"}
     key = _claim_key(prefix, ladder, run_id)
@@ -103,7 +105,8 @@ def run_confirms(params: TriageParams, context: Any) -> list[JSONObject]:
     from traceladder.workflows.triage_backends import engine_context
 
     loaded, store, run_id, suspects = _claimed(params)
-    ctx = engine_context(loaded, store, run_id, suspects, context, False, TRIAGE_DAG_ID)
+    force = bool(params.get("force"))  # reopened here, once: the triage task after it resumes
+    ctx = engine_context(loaded, store, run_id, suspects, context, False, TRIAGE_DAG_ID, force=force)
     return [_brief(doc) for doc in confirm_suspects(ctx, suspects)]
 
 

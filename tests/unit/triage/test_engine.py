@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 import math
 import os
 import signal
@@ -421,6 +422,45 @@ def test_a_run_failed_by_the_infrastructure_is_retried_before_a_skip(tmp_path: P
     assert len(calls) == 1  # finished (`insufficient data`): a plain retry starts nothing
     doc = confirm_suspects(_ctx(tmp_path / "w", broken, force=True), _group()[:1])[0]
     assert len(calls) == 2 and [s.verdict for s in doc.steps] == ["skipped"]  # forced: run again, not reused
+
+
+def test_a_moved_tag_is_named_as_a_digest_change_and_every_command_pins_digests(tmp_path: Path) -> None:
+    """Bug 2: the same tag on a new digest is a digest change, not "nothing changed"."""
+    tag = "registry.example:5000/rocm/primus:v26.7"
+    old, new = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    spec = {**BASE_SPEC, "image": tag}
+    good = RunSetup("w4", spec, {"build": "n0", "image_digest": f"{tag.rsplit(':', 1)[0]}@{old}"})
+    bad = RunSetup("w5", spec, {"build": "n0", "image_digest": f"{tag.rsplit(':', 1)[0]}@{new}"})
+    found = suspect_between(good, bad, delta_pct=15.0)
+    assert [(d.field, d.good, d.bad) for d in found.diff if d.field == "image_digest"] == [
+        ("image_digest", good.image_digest, bad.image_digest)
+    ]
+
+    def runner(spec: dict, side: str, block: int) -> dict:
+        slow = 1.15 if spec["image"].endswith(new) else 1.0
+        step_ms = 100 * slow * (1 + 0.004 * math.sin(3 * block + (side == "B")))
+        return {"status": "ok", "step_ms": step_ms, "step_ms_values": [step_ms * (1 + 0.002 * k) for k in (-2, 0, 2)]}
+
+    (doc,) = triage_run(_ctx(tmp_path, runner), [(found, good, bad)])
+    assert doc.label == "confirmed regression" and doc.first_bad == f"{tag} at {new}"
+    assert doc.last_good == f"{tag} at {old}"
+    assert doc.conclusion is not None and "the tag moved to a new digest" in doc.conclusion
+    assert "no image, build or setting changed" not in doc.conclusion
+    assert f"@{old}" in doc.reproduce["good"] and f"@{new}" in doc.reproduce["bad"]
+    assert f'{tag}"' not in doc.reproduce["good"] + doc.reproduce["bad"]  # never the moving tag alone
+
+
+def test_a_failed_triage_resumes_without_force(tmp_path: Path) -> None:
+    """Bug 3: a triage recorded `failed` (its task failed) is resumed, as claim and the docs say."""
+    with pytest.raises(KeyboardInterrupt):
+        triage_run(_ctx(tmp_path, Runner(fail_after=20)), _group())
+    key = tmp_path / "traceladder/mini/w5/triage/fusions/triage.json"
+    kept = TriageDoc.from_json(key.read_bytes())
+    key.write_bytes(replace(kept, state="failed", error="the triage task ended failed").to_json().encode())
+    resumed = Runner()
+    docs = {d.rung: d for d in triage_run(_ctx(tmp_path, resumed), _group())}
+    assert docs["fusions"].state == "done" and docs["fusions"].first_bad == "n5" and docs["fusions"].error is None
+    assert [s.candidate for s in docs["fusions"].steps][: len(kept.steps)] == [s.candidate for s in kept.steps]
 
 
 def test_a_finished_or_refused_triage_starts_again_when_forced(tmp_path: Path) -> None:
