@@ -2,8 +2,8 @@
 ladder's weekly runs through real Airflow (`dag.test()` at each week's logical date) against a real
 S3 server, each on its build of the catalog, then the triage engine on the local backend with the
 real runner. The weeks are the demo's (as few as the suspect rule needs); only each week's runs are
-fewer. It must flag the last week, confirm the change, bisect to the injected build and name the
-region the build slowed."""
+fewer. It must flag the last week, confirm the change, name both injected builds as culprits, the
+larger first, with their shares, and name the region the builds slowed."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.triage, pytest.mark.e2e]
 INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
 
 
-def test_demo_regression_bisects_to_the_injected_build(
+def test_demo_regression_names_both_injected_builds(
     airflow_home, s3_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from traceladder.embedded.demo_regression import GOOD_WEEKS, LADDER, printout, run_weeks_and_triage, succeeded
@@ -38,7 +38,7 @@ def test_demo_regression_bisects_to_the_injected_build(
         "nightly-2026-11-08",
         "nightly-2026-11-15",
         "nightly-2026-11-22",
-        "nightly-2026-11-29",
+        "nightly-2026-12-01",
     ]
     assert [w.entry.suspects for w in outcome.weeks[:-1]] == [[]] * GOOD_WEEKS
     (suspect,) = outcome.suspects
@@ -51,17 +51,19 @@ def test_demo_regression_bisects_to_the_injected_build(
 
     (doc,) = outcome.docs
     assert doc.state == "done" and doc.label == "confirmed regression", doc.conclusion
-    assert outcome.injected == "nightly-2026-11-27" and doc.first_bad == outcome.injected, describe_steps(doc.steps)
-    assert doc.last_good == "nightly-2026-11-25"
+    assert outcome.injected == ["nightly-2026-11-29", "nightly-2026-11-27"], outcome.injected
+    assert [c.name for c in doc.culprits] == outcome.injected, describe_steps(doc.steps)
+    assert doc.first_bad == "nightly-2026-11-29" and doc.last_good == "nightly-2026-11-28"
+    assert [c.last_good for c in doc.culprits] == ["nightly-2026-11-28", "nightly-2026-11-25"]
+    big, small = doc.culprits
+    assert big.share_pct > small.share_pct > 0 and big.share_interval_pct[0] > 0, doc.culprits
     kinds = [(s.kind, s.good, s.candidate, s.verdict) for s in doc.steps]
     assert kinds[0][0] == "confirm" and kinds[0][3] == "confirmed"
-    # each step against the range's good end (decisions by size), then the culprit's pair directly
-    assert [k for k in kinds if k[0] in ("bisect", "pair")] == [
-        ("bisect", "nightly-2026-11-22", "nightly-2026-11-25", "not reproduced"),
-        ("bisect", "nightly-2026-11-22", "nightly-2026-11-27", "confirmed"),
-        ("pair", "nightly-2026-11-25", "nightly-2026-11-27", "confirmed"),
-    ]
-    assert [c.name for c in doc.culprits] == [outcome.injected]
+    # each step against its range's good end (decisions by size), each culprit's pair directly, and
+    # the second range's ends compared before it is searched
+    assert ("pair", "nightly-2026-11-28", "nightly-2026-11-29", "confirmed") in kinds, kinds
+    assert ("range", "nightly-2026-11-22", "nightly-2026-11-28", "confirmed") in kinds, kinds
+    assert ("pair", "nightly-2026-11-25", "nightly-2026-11-27", "confirmed") in kinds, kinds
     confirm = doc.steps[0]
     assert confirm.interval_pct is not None and confirm.interval_pct[0] > 0
     # a look after each block; a stop from the first look that has 2 df (stats/sequential.py)
@@ -86,11 +88,13 @@ def test_demo_regression_bisects_to_the_injected_build(
 
     # the local copy holds the stored triage.json, as S3 does
     stored = outcome.local / doc.run_id / layout.TRIAGE_FOLDER / "baseline" / layout.TRIAGE_OBJECT
-    assert TriageDoc.from_json(stored.read_bytes(), str(stored)).first_bad == outcome.injected
+    assert TriageDoc.from_json(stored.read_bytes(), str(stored)).first_bad == outcome.injected[0]
     key = layout.triage_key(layout.run_prefix("traceladder", LADDER, doc.run_id), "baseline")
     body = s3_server.client().get_object(Bucket=s3_server.bucket, Key=key)["Body"].read()
     assert TriageDoc.from_json(body, key).label == "confirmed regression"
 
     lines = printout(outcome, s3_server.bucket, 1.0)
-    assert lines[-3:] == ["confirmed regression", f"injected: {outcome.injected}", f"first bad: {outcome.injected}"]
+    assert lines[-5:-3] == ["confirmed regression", "injected: nightly-2026-11-29, nightly-2026-11-27"]
+    assert [line.split(" share ")[0] for line in lines[-3:-1]] == [f"culprit: {b}" for b in outcome.injected]
+    assert lines[-1].startswith("demo wall time: ") and lines[-1].endswith(" s")
     assert succeeded(outcome)

@@ -677,6 +677,7 @@ class TriageStep(_Part):
     runs: int = _f("int", default=0)  # runs started, failed ones and retries included
     run_s: float = _f("number", default=0.0)  # their seconds, summed (device-seconds / devices)
     more_blocks: int | None = _f("int?", default=None, omit_none=True)  # insufficient: about how many more
+    size_pct: float | None = _f("number?", default=None, omit_none=True)  # the size s the step judged against
 
     @classmethod
     def from_dict(cls, data: object, source: str | None = None) -> TriageStep:

@@ -5,10 +5,12 @@ The `proxy-regression` ladder runs week after week through the path `make demo` 
 S3 (SeaweedFS) and the ladder DAG under Airflow's `dag.test()`, each week at its own logical date
 on its own build of the ladder's catalog, each published to the index. As few weeks as the suspect
 rule needs, plus one (stats/history.py: a prediction bound needs SUSPECT_MIN_RUNS runs in the segment before)
-run the oldest builds; the last week runs the newest build, which carries the injected work. Its
-summary names the rung a suspect, and the triage engine (triage/engine.py `triage_ladder_run`, the
-real runner on this host) confirms it, bisects the builds between the last good week's and the
-newest, and explains the first bad one with a profiled run of each end.
+run the oldest builds; the last week runs the newest build, which carries the injected work of two
+culprit builds (issue 58: each +25% to +100% in its own A/B, the larger at least 1.5 times the
+smaller). Its summary names the rung a suspect, and the triage engine (triage/engine.py
+`triage_ladder_run`, the real runner on this host) confirms it, searches the builds between the
+last good week's and the newest for their culprits, names each with its share of the change, and
+explains the largest with a profiled run of each end.
 
 Which build a week runs is the ladder file's `build:`: each week writes a one-line ladder file that
 extends the packaged one with that week's build, in a folder TRACELADDER_LADDERS_DIR points at, as
@@ -79,7 +81,7 @@ class Outcome:
     weeks: list[WeekRun]
     suspects: list[JSONObject]
     docs: list[TriageDoc]
-    injected: str
+    injected: list[str]  # the culprit builds, in catalog order
     local: Path  # the local copy of what the demo stored
     prefix: str  # the storage prefix of the ladder's keys
 
@@ -97,12 +99,29 @@ def weeks_of(loaded: LoadedLadder) -> list[Week]:
     return [Week(b.created + timedelta(days=1, hours=1), b.name) for b in chosen]
 
 
-def injected_build(loaded: LoadedLadder) -> str:
-    """The catalog's first build (by creation time) whose changes add real work."""
+def injected_builds(loaded: LoadedLadder) -> list[str]:
+    """The catalog's builds (by creation time) whose changes add real work over the build before."""
+    found, before = [], 0.0
     for b in sorted(loaded.ladder.builds, key=lambda b: b.created):
-        if float(str(b.changes.model_args.get(EXTRA_WORK) or 0)) > 0:
-            return b.name
-    raise DemoRegressionError(f"ladder {loaded.ladder.ladder}: builds: no build changes {EXTRA_WORK}")
+        pct = float(str(b.changes.model_args.get(EXTRA_WORK) or 0))
+        if pct > before:
+            found.append(b.name)
+        before = pct
+    if not found:
+        raise DemoRegressionError(f"ladder {loaded.ladder.ladder}: builds: no build changes {EXTRA_WORK}")
+    return found
+
+
+def largest_first(loaded: LoadedLadder, injected: list[str]) -> list[str]:
+    """The injected builds by the size each adds in its own A/B (the work it adds over the build
+    before, on the step it is added to: (100 + new) / (100 + old)), largest first."""
+    builds = sorted(loaded.ladder.builds, key=lambda b: b.created)
+    size, before = {}, 0.0
+    for b in builds:
+        pct = float(str(b.changes.model_args.get(EXTRA_WORK) or 0))
+        size[b.name] = (100 + pct) / (100 + before)
+        before = pct
+    return sorted(injected, key=lambda name: -size[name])
 
 
 def write_week_ladder(folder: Path, build: str, repeats: int | None = None) -> Path:
@@ -174,13 +193,12 @@ def run_weeks_and_triage(
     from traceladder.embedded.local_airflow import dag_test
     from traceladder.storage.artifacts import S3ArtifactStore, ladder_prefix, safe_key_part
     from traceladder.summary.index import entry_key
-    from traceladder.triage.confirm import Budget
     from traceladder.triage.engine import triage_ladder_run
     from traceladder.triage.from_ladder import context_for
     from traceladder.triage.runs import local_run_block, local_run_profiled
 
     packaged = load_ladder(CONFIG_DIR / "ladders" / f"{LADDER}.yaml")
-    weeks, injected = weeks_of(packaged), injected_build(packaged)
+    weeks, injected = weeks_of(packaged), largest_first(packaged, injected_builds(packaged))
     storage = packaged.cluster.storage
     store = S3ArtifactStore(s3.client(), s3.bucket, storage.prefix, LADDER)
     base = ladder_prefix(storage.prefix, LADDER)
@@ -214,7 +232,7 @@ def run_weeks_and_triage(
         run_profiled=local_run_profiled(work / "explain", run_id=f"{last.run_id}-triage"),
     )
     if budget_blocks is not None:
-        ctx = replace(ctx, budget=Budget(budget_blocks, ctx.budget.seconds, ctx.budget.alpha))
+        ctx = replace(ctx, budget=replace(ctx.budget, blocks=budget_blocks))
     with warm_runs(f"traceladder-{LADDER}-triage", last.run_id):
         docs = triage_ladder_run(ctx)
     if not docs:
@@ -250,7 +268,8 @@ def _interval(iv: list[float] | None) -> str:
 
 def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
     """What the demo prints: the weeks, the suspect, every triage step, the explanation, where it
-    is kept; it ends with the label, `injected: <build>` and `first bad: <build>`."""
+    is kept and what it spent; it ends with the label, `injected: <build>, <build>`, one
+    `culprit: <build> share <x>% [<lo>%, <hi>%]` line per culprit (largest first) and the wall time."""
     lines = ["", f"# {LADDER}: {len(outcome.weeks)} weekly runs, then the triage", ""]
     lines.append("| week | build | run | step CPU ms per rung (95% CI) | suspects |")
     lines.append("|---|---|---|---|---|")
@@ -265,13 +284,16 @@ def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
             f"suspect: {s['rung']} {s['direction']} {_pct(float(str(s['delta_pct'])))} against the weeks before "
             f"({s['reason']}); last good run {s['good_run_id']}"
         )
-    main = next((d for d in outcome.docs if d.first_bad or d.bisected_on == d.rung), outcome.docs[0])
+    main = _main(outcome)
     for doc in outcome.docs:
         for step in doc.steps:
             lines.append(
                 f"  {step.kind} {step.rung}: {step.good} -> {step.candidate}: {step.verdict}, "
                 f"{_pct(step.delta_pct)} {_interval(step.interval_pct)} after {step.blocks} A/B blocks"
             )
+    runs = sum(s.runs for d in outcome.docs for s in d.steps)
+    cpu_h = sum(s.run_s for d in outcome.docs for s in d.steps) / 3600
+    lines.append(f"the triage spent {runs} runs, {cpu_h:.3f} CPU-hours (the proxy's device-hours)")
     confirm = next((s for s in main.steps if s.kind == "confirm"), None)
     if confirm is not None:
         lines.append(
@@ -290,18 +312,27 @@ def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
         f"triage: s3://{bucket}/{triage_key} (local copy: {local_doc / layout.TRIAGE_OBJECT})",
         f"report: {local_doc / layout.REPORT_HTML}",
         f"weekly summaries: {outcome.local}/<run>/{layout.SUMMARY_FOLDER}/",
-        f"demo wall time: {wall_s:.0f} s",
         "",
         main.label or main.state,
-        f"injected: {outcome.injected}",
-        f"first bad: {main.first_bad or 'none'}",
+        f"injected: {', '.join(outcome.injected)}",
     ]
+    lines += [
+        f"culprit: {c.name} share {c.share_pct:.0f}% [{c.share_interval_pct[0]:.0f}%, {c.share_interval_pct[1]:.0f}%]"
+        for c in main.culprits
+    ] or ["culprit: none"]
+    lines.append(f"demo wall time: {wall_s:.0f} s")
     return lines
 
 
+def _main(outcome: Outcome) -> TriageDoc:
+    """The rung the search ran on."""
+    return next((d for d in outcome.docs if d.bisected_on == d.rung), outcome.docs[0])
+
+
 def succeeded(outcome: Outcome) -> bool:
-    main = next((d for d in outcome.docs if d.first_bad), outcome.docs[0])
-    return main.label == "confirmed regression" and main.first_bad == outcome.injected
+    """Both injected builds named as culprits, the larger first, on a confirmed regression."""
+    main = _main(outcome)
+    return main.label == "confirmed regression" and [c.name for c in main.culprits] == outcome.injected
 
 
 def run_demo_regression(repeats: int | None = None) -> int:
@@ -325,6 +356,6 @@ def run_demo_regression(repeats: int | None = None) -> int:
             raise DemoRegressionError(f"{type(exc).__name__}: {exc}") from None
         print("\n".join(printout(outcome, s3.bucket, time.monotonic() - started)), flush=True)
     if not succeeded(outcome):
-        print("demo-regression: the triage did not confirm the injected build as the first bad one", file=sys.stderr)
+        print("demo-regression: the triage did not name the injected builds, largest first", file=sys.stderr)
         return 2
     return 0

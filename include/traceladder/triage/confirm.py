@@ -208,6 +208,7 @@ def confirm(
         looks=looks,
         reason=reason,
         runs=spent.runs - before[0],
+        size_pct=100 * math.expm1(suspect_log),
         run_s=round(spent.run_s - before[1], 3),
         more_blocks=more,
     )

@@ -111,9 +111,17 @@ class _Triage:
         self.doc = replace(self.doc, **changes)  # type: ignore[arg-type]
         self.save()
 
-    def recorded(self, kind: str, good: str, candidate: str) -> TriageStep | None:
+    def recorded(self, kind: str, good: str, candidate: str, size_log: float | None = None) -> TriageStep | None:
+        """The step recorded for this pair and kind, judged against the same size (a step of a
+        sub-range judges the same pair against its own, smaller size: not the same step)."""
+
+        def same_size(step: TriageStep) -> bool:
+            if size_log is None or step.size_pct is None:  # a document from before sizes were kept
+                return True
+            return math.isclose(math.log1p(step.size_pct / 100), size_log, rel_tol=1e-9, abs_tol=1e-12)
+
         return next(
-            (s for s in self.doc.steps if (s.kind, s.good, s.candidate) == (kind, good, candidate)),
+            (s for s in self.doc.steps if (s.kind, s.good, s.candidate) == (kind, good, candidate) and same_size(s)),
             None,
         )
 
@@ -127,7 +135,7 @@ class _Triage:
     ) -> TriageStep:
         """A confirm between two named specs by `rule`, reused when recorded (a skipped one runs
         again: its runs may now start), stored as soon as it ends."""
-        done = self.recorded(kind, good[0], bad[0])
+        done = self.recorded(kind, good[0], bad[0], suspect_log)
         if done is not None and done.verdict != "skipped":
             return done
         history = self.ctx.history(self.doc.suspect) if self.ctx.history is not None else None
@@ -150,7 +158,13 @@ class _Triage:
             )
         except CandidateUnavailable as exc:
             result = TriageStep(
-                kind=kind, rung=self.doc.rung, good=good[0], candidate=bad[0], verdict="skipped", reason=str(exc)
+                kind=kind,
+                rung=self.doc.rung,
+                good=good[0],
+                candidate=bad[0],
+                verdict="skipped",
+                reason=str(exc),
+                size_pct=100 * math.expm1(suspect_log),
             )
         self.update(steps=[*(s for s in self.doc.steps if s is not done), result])
         return result

@@ -385,6 +385,30 @@ def test_another_rung_gets_its_own_first_bad_not_the_main_rungs(tmp_path: Path) 
     assert other.conclusion is not None and "not at fusions's culprits (at n5: not reproduced)" in other.conclusion
 
 
+class TwoCulpritRunner(Runner):
+    """`fusions` +30% from n2 on and x1.54 more from n5 on (issue 58's demo sizes)."""
+
+    def __call__(self, spec: dict, side: str, block: int) -> dict:
+        self.runs += 1
+        n = int(spec["docker_env_vars"]["TRACELADDER_BUILD"][1:])
+        step = 100 * (1.3 if n >= 2 else 1.0) * (1.54 if n >= 5 else 1.0)
+        step *= 1 + 0.004 * math.sin(3 * block + (side == "B"))
+        return {"status": "ok", "step_ms": step, "step_ms_values": [step * (1 + 0.002 * k) for k in (-2, 0, 2)]}
+
+
+def test_two_culprits_are_named_largest_first_with_their_shares(tmp_path: Path) -> None:
+    (main,) = triage_run(_ctx(tmp_path, TwoCulpritRunner()), _group()[:1])
+    assert [(c.name, c.last_good) for c in main.culprits] == [("n5", "n4"), ("n2", "n1")]
+    total = math.log(1.3 * 1.54)
+    shares = [c.share_pct / 100 for c in main.culprits]
+    assert shares == pytest.approx([math.log(1.54) / total, math.log(1.3) / total], abs=0.03)
+    assert main.first_bad == "n5" and main.conclusion is not None and main.conclusion.count("culprit: ") == 2
+    # the second range's steps judge against its own size (+30%), the first's against the whole (+100%)
+    sizes = sorted({round(s.size_pct or 0) for s in main.steps if s.kind == "bisect"})
+    assert sizes == [30, 100], sizes
+    assert {s.kind for s in main.steps} == {"confirm", "bisect", "pair", "range"}
+
+
 class FlakyRunner(Runner):
     """The first run of candidate n3's side fails for the infrastructure once (a preflight)."""
 
