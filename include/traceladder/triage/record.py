@@ -93,6 +93,12 @@ def report_html(doc: TriageDoc) -> str:
         + f"</td><td>{e(interval(t.interval_pct))}</td><td>{t.blocks}</td><td>{e(t.reason or '')}</td></tr>"
         for t in doc.steps
     )
+    culprits = "".join(
+        f"<tr><td>{e(c.name)}</td><td>{e(c.last_good)}</td><td>{c.delta_pct:+.1f}%</td><td>{c.share_pct:.0f}%</td>"
+        f"<td>{c.share_interval_pct[0]:.0f}% to {c.share_interval_pct[1]:.0f}%</td></tr>"
+        for c in doc.culprits
+    )
+    spent_runs, spent_h = sum(t.runs for t in doc.steps), sum(t.run_s for t in doc.steps) / 3600
     ex = doc.explanation
     explained = (
         "<p>No explanation.</p>"
@@ -111,6 +117,14 @@ def report_html(doc: TriageDoc) -> str:
         f"<p>Ladder {e(doc.ladder)}, run {e(doc.run_id)} against {e(s.good_run_id)}: {e(s.direction)} "
         f"{s.delta_pct:+.1f}% ({e(s.reason)}). State: {e(doc.state)}.</p>"
         f"<p>{e(doc.conclusion or '')}</p>"
+        + (
+            "<h2>Culprits</h2><p>Largest share of the confirmed change first; each pair compared directly "
+            '(docs/statistics-adaptive.md, "Bisecting by size").</p><table><tr><th>first bad</th>'
+            f"<th>last good</th><th>B vs A</th><th>share</th><th>share interval</th></tr>{culprits}</table>"
+            if culprits
+            else ""
+        )
+        + f"<p>Spent: {spent_runs} runs, {spent_h:.2f} run-hours (times the run's devices: device-hours).</p>"
         "<h2>What differs</h2><table><tr><th>section</th><th>field</th><th>good</th><th>bad</th>"
         f"<th>bisectable</th></tr>{rows}</table>"
         "<h2>Steps</h2><table><tr><th>kind</th><th>rung</th><th>A</th><th>B</th><th>verdict</th><th>B vs A</th>"

@@ -407,6 +407,12 @@ def test_two_culprits_are_named_largest_first_with_their_shares(tmp_path: Path) 
     sizes = sorted({round(s.size_pct or 0) for s in main.steps if s.kind == "bisect"})
     assert sizes == [30, 100], sizes
     assert {s.kind for s in main.steps} == {"confirm", "bisect", "pair", "range"}
+    page = record.report_html(main)
+    assert "<h2>Culprits</h2>" in page and page.index("<td>n5</td>") < page.index("<td>n2</td>")
+    from traceladder.airflow.notifications.triage import triage_message
+
+    lines = [line for line in triage_message(main).splitlines() if line.startswith("culprit: ")]
+    assert [line.split(" share ")[0] for line in lines] == ["culprit: n5", "culprit: n2"]
 
 
 class FlakyRunner(Runner):
