@@ -11,6 +11,10 @@ at tens, so P% of the model's FLOPs would add only a small fraction of P% to the
 time, P=10 aims at +10% step time; the bench (`extra_work`) measures what it really adds.
 Iterations up to the calibration (the warm-up) carry no extra work.
 
+`--extra_work_basis cpu` sizes it on the warm-up step's compute-thread CPU time (the slowest
+rank's) instead of its wall time: what a `metric: cpu` ladder judges, so P=30 aims at +30% there
+(on the tiny proxy the wall step is about three times its CPU time, so a wall basis overshoots).
+
 `--extra_work_region NAME` records the work under that region name instead of `extra_work`: a
 build of the catalog (issue 51) that slows one named region does so with this real work, and the
 attribution names the region it slowed.

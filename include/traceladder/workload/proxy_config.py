@@ -123,6 +123,9 @@ class ProxyConfig:
     extra_work_pct: float = 0.0
     # the named region the extra work is recorded under (a build that slows one region: issue 51)
     extra_work_region: str = "extra_work"
+    # what the extra work is a share of: the warm-up step's wall time, or its compute-thread CPU
+    # time (the slowest rank's), which a `metric: cpu` ladder judges
+    extra_work_basis: str = "wall"
     workspace: str = "./output"
     distributed_timeout_minutes: float = 3.0
     ignored_keys: tuple[str, ...] = ()
@@ -180,6 +183,7 @@ class ProxyConfig:
             f"profile={'ranks' + str(list(self.profile_ranks)) if self.profiling else 'off'}"
             + (f" extra_work_pct={self.extra_work_pct:g}" if self.extra_work_pct else "")
             + (f" extra_work_region={self.extra_work_region}" if self.extra_work_pct else "")
+            + (f" extra_work_basis={self.extra_work_basis}" if self.extra_work_pct else "")
         )
 
 
@@ -294,6 +298,7 @@ _KEYS: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "exp_name": ("exp_name", str),
     "extra_work_pct": ("extra_work_pct", _float),
     "extra_work_region": ("extra_work_region", str),
+    "extra_work_basis": ("extra_work_basis", str),
     "distributed_timeout_minutes": ("distributed_timeout_minutes", _float),
     "tensor_model_parallel_size": (None, _one),
     "pipeline_model_parallel_size": (None, _one),
@@ -454,6 +459,8 @@ def _validate(s: ProxyConfig, bf16_ok: bool) -> ProxyConfig:
         raise ProxyConfigError("compress_ratios", "ratios must be >= 0")
     if not 0 <= s.extra_work_pct <= 1000:
         raise ProxyConfigError("extra_work_pct", f"must be between 0 and 1000, got {s.extra_work_pct}")
+    if s.extra_work_basis not in ("wall", "cpu"):
+        raise ProxyConfigError("extra_work_basis", f"must be wall or cpu, got {s.extra_work_basis!r}")
     if not s.extra_work_region or not all(c.isalnum() or c in "_.-" for c in s.extra_work_region):
         raise ProxyConfigError(
             "extra_work_region", f"must be a region name (letters, digits, _ . -), got {s.extra_work_region!r}"

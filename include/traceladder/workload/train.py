@@ -273,11 +273,12 @@ def _train(rank: int, s: ProxyConfig, comm: Comm, placement: str, memory: PeakMe
             )
             seconds = clock.lap()
             if extra.enabled and it == max(s.log_avg_skip_iterations, 1):  # the last warm-up iteration
-                extra.calibrate(seconds, comm)
+                basis = float(stats[:, 2].max()) if s.extra_work_basis == "cpu" else seconds
+                extra.calibrate(basis, comm)
                 if last:
                     print(
                         f"[proxy] extra_work: {extra.flops / 1e9:.3f} GFLOP per iteration "
-                        f"({s.extra_work_pct:g}% of the {seconds * 1000:.1f} ms warm-up step)",
+                        f"({s.extra_work_pct:g}% of the {basis * 1000:.1f} ms warm-up step, {s.extra_work_basis})",
                         flush=True,
                     )
                 clock.lap()  # the calibration itself is in no iteration's time

@@ -431,7 +431,9 @@ def test_extra_work_is_real_matmul_work_in_every_iteration(proxy_runs: dict[str,
     assert any(e["name"] == "aten::mm" and start <= e["ts"] <= end for e in run.events())
     assert "extra_work_pct=50" in run.stdout
     assert re.search(
-        r"^\[proxy\] extra_work: [\d.]+ GFLOP per iteration \(50% of the [\d.]+ ms warm-up step\)$", run.stdout, re.M
+        r"^\[proxy\] extra_work: [\d.]+ GFLOP per iteration \(50% of the [\d.]+ ms warm-up step, wall\)$",
+        run.stdout,
+        re.M,
     )
 
 
@@ -450,6 +452,10 @@ def test_extra_work_is_sized_from_the_warm_up_step() -> None:
     assert not off.enabled and off.flops == 0
     with pytest.raises(ProxyConfigError, match="extra_work_pct"):
         parse(["--extra_work_pct", "-5"], env={})
+    # sized on the step's CPU time for a `metric: cpu` ladder; anything else is named
+    assert parse([*TINY, "--extra_work_basis", "cpu"], env={}).extra_work_basis == "cpu"
+    with pytest.raises(ProxyConfigError, match="extra_work_basis"):
+        parse([*TINY, "--extra_work_basis", "gpu"], env={})
 
 
 def test_ranks_pin_their_compute_thread(proxy_runs: dict[str, Run], monkeypatch: pytest.MonkeyPatch) -> None:
