@@ -11,9 +11,9 @@ time; the first is the known good, the last the known bad).
   the same rule: it must look like r, not like 0), and reported with the share of s the pair
   carries: the pair's B minus A over s, with its interval at the look's critical value over s.
 - **More than one culprit** (TorchBench's queue of ranges): the search goes on in the ranges left
-  on either side of a named pair when the pair carries less than MIN_SHARE of s (its share's upper
-  end is below it), or when what the steps measured puts another range's ends more than
-  EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size`: 0 against s/3);
+  on either side of a named pair when the pair carries less than MIN_SHARE of its range's change
+  (the upper end of that share is below it), or when what the steps measured puts another range's
+  ends more than EXTRA_FRACTION * s apart. Such a range's ends are compared first (rule `size`: 0 against s/3);
   a range that clears it is queued with its measured size. Largest range first, at most
   `max_culprits` culprits; they are reported largest share first.
 - **Sample more, not stop.** A step adds blocks up to its budget (triage/confirm.py); only an
@@ -198,6 +198,7 @@ def find_culprits(
                 unresolved.append((names[a], names[b], pair.reason or f"their direct comparison ended {pair.verdict}"))
             continue
         share = Share.of(pair.diff, pair.interval, total_log)
+        of_range = Share.of(pair.diff, pair.interval, size)  # what it leaves of its own range's change
         culprits.append(FoundCulprit(names[b], names[a], pair.diff, share))
         if len(culprits) >= max_culprits:
             break
@@ -211,7 +212,7 @@ def find_culprits(
             if y <= x:
                 continue
             wide = estimate is not None and estimate / total_log > EXTRA_FRACTION
-            if not (share.high < MIN_SHARE or wide):
+            if not (of_range.high < MIN_SHARE or wide):
                 continue
             ends = search.run(x, y, EXTRA_FRACTION * total_log, "range")
             if ends.verdict == CONFIRMED and ends.diff is not None:
