@@ -35,7 +35,7 @@ from traceladder.stats.decisions import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED,
 
 
 BUILD_VARIABLE = BUILD.name  # the build a spec runs, in its environment (plan/build.py)
-MIN_SHARE = 0.8  # a named pair whose share is surely below this leaves room for another culprit
+MIN_SHARE = 0.9  # a named pair whose share is surely below this leaves room for another culprit
 EXTRA_FRACTION = 1 / 3  # another range is searched when its ends look this share of s apart
 MAX_CULPRITS = 3
 SKIPPED = "skipped"
