@@ -212,12 +212,18 @@ def test_bisection_finds_the_one_culprit_with_its_share(bad_at: int) -> None:
     assert pairs == ([] if bad_at == 1 else [(f"n{bad_at - 1}", f"n{bad_at}")])
 
 
-def test_two_culprits_the_larger_first_and_the_small_one_left_under_s_over_3() -> None:
+def test_a_small_culprit_is_left_when_the_pair_carries_most_of_the_change() -> None:
+    levels = _levels(n2=2.0, n5=15.0)  # the pair carries 88% [81%, 95%]: not surely under 90%
+    compare, calls = _stepper(levels)
+    result = find_culprits(_builds(), compare, levels[-1])
+    assert [c.name for c in result.culprits] == ["n5"]  # +2% is under s/3 (5.6%) and not searched
+    assert result.culprits[0].share.share == pytest.approx(math.log(1.15) / levels[-1])
+    assert not any(kind == "range" for kind, _, _ in calls)
+    # +3% beside +12%: the pair carries 79% [72%, 86%], surely under 90%, so the other ranges'
+    # ends are compared, and +3% looks nearer s/3 than 0 there: named second
     levels = _levels(n2=3.0, n5=12.0)
     compare, _ = _stepper(levels)
-    result = find_culprits(_builds(), compare, levels[-1])
-    assert [c.name for c in result.culprits] == ["n5"]  # +3% is under s/3 (5.1%): not searched
-    assert result.culprits[0].share.share == pytest.approx(math.log(1.12) / levels[-1])
+    assert [c.name for c in find_culprits(_builds(), compare, levels[-1]).culprits] == ["n5", "n2"]
 
 
 @pytest.mark.parametrize("first, second", [("n2", "n6"), ("n6", "n2")])
