@@ -109,6 +109,7 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
         # the retried analysis equals a clean one: analyse the stored trace again, compare bytes
         from traceladder.analysis.stored import analysis_prefix, analyze_stored
         from traceladder.storage.artifacts import DirArtifactSink, S3ArtifactStore, safe_key_part
+        from traceladder.workflows.ladder_tasks import gate_expect
 
         client = stack.s3.client()
         prefix = f"traceladder/{LADDER}/{safe_key_part(run_id)}/"
@@ -122,7 +123,9 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
             (tmp_path / "clean").mkdir(exist_ok=True)
             clean.put_bytes(key, store.get_verified(key))
             clean.write_manifest(key.rsplit("/traces/", 1)[0])
-            analyze_stored(clean, key)
+            # the trace gate judges what the run's lens records, as collect_traces passes it
+            spec = json.loads(stored[key.rsplit("/traces/", 1)[0] + "/spec.json"])
+            analyze_stored(clean, key, expect=gate_expect(spec))
             out = analysis_prefix(key)
             for path in sorted((tmp_path / "clean" / out).iterdir()):
                 assert stored[f"{out}/{path.name}"] == path.read_bytes(), (
