@@ -208,3 +208,25 @@ def test_a_container_without_the_runners_line_is_one_line_naming_rung_and_host(
         "rung triage-baseline.s0-A.b0 on host mi350x-01: the runner printed no result (OSError: spool full)"
     )
     assert [k for k, _ in hook.calls][-1] == "orphans"  # cleaned up after it all the same
+
+
+def test_the_triages_client_is_the_rung_slots(loaded: Any, spec: dict[str, Any]) -> None:
+    """The triage's hook for the host is the one the ladder's RungDockerOperator makes: no registry
+    login connection, the host's devices, ROCm's group and seccomp."""
+    from traceladder.workflows.triage_backends import docker_host
+
+    host = docker_host(loaded)
+    assert host is not None
+    host = host.model_copy(update={"tls_conn_id": None})  # the example's TLS connection is not defined here
+    op = docker_ops.RungDockerOperator(
+        spec=spec,
+        task_id="slot",
+        docker_url=host.docker_url,
+        tls_conn_id=None,
+        devices=list(host.devices),
+        host_name=host.name,
+    )
+    ours = docker_ops.rung_hook(host)
+    assert ours.docker_conn_id is None and op.hook.docker_conn_id is None
+    assert (ours.host_name, ours._rocm) == (op.hook.host_name, op.hook._rocm)
+    assert ours._rocm["devices"] == list(host.devices) and ours._rocm["group_add"] == ["video"]

@@ -286,6 +286,7 @@ class ContainerOptions:
 def rung_hook(host: Host) -> RocmDockerHook:
     """A clusters.yaml docker host's hook as the rung slots make it (ROCm's group and seccomp)."""
     return RocmDockerHook(
+        docker_conn_id=None,  # as DockerOperator's default: no registry login (the preflight pulls)
         base_url=host.docker_url,
         host_name=host.name,
         tls_conn_id=host.tls_conn_id,
