@@ -52,7 +52,7 @@ def test_triage_dag_has_its_params_and_tasks(dagbag) -> None:
     assert dag.get_task("triage").upstream_task_ids == {"route"}
     # the confirm runs before the approval, which gates only the bisection and the explanation
     assert dag.get_task("confirm").upstream_task_ids == {"gate"}
-    assert dag.get_task("ask").upstream_task_ids == {"suspects", "confirm", "confirm_on_mi350x-01"}
+    assert dag.get_task("ask").upstream_task_ids == {"confirm", "confirm_on_mi350x-01"}
     assert approval.upstream_task_ids == {"ask"}
     # record runs whatever happened: no branch and no approval (whose Reject skips its direct
     # downstream tasks) is directly upstream of it

@@ -202,8 +202,7 @@ def build_triage_dag(ladders: Sequence[LoadedLadder]) -> DAG:
 
         found: Any = suspects()
         gate(found) >> confirms
-        asked = ask()
-        found >> asked  # the suspects' XCom (the ladder, whether to approve)
+        asked = ask()  # reads the suspects' XCom; only the confirms upstream, so no confirm run skips it
         confirms >> asked
         # a branch skips every direct downstream task it does not follow, and a rejected approval
         # every direct downstream task of its own (route, so the triage tasks too): the triage
