@@ -6,4 +6,4 @@ only files that name both "airflow" and "dag", so this docstring does)."""
 from traceladder.workflows.discovery import discover
 from traceladder.workflows.triage import build_triage_dag
 
-triage_dag = build_triage_dag([found.ladder.ladder for found in discover().ladders])
+triage_dag = build_triage_dag(discover().ladders)

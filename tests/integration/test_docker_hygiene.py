@@ -86,7 +86,7 @@ _PROBE_DAG = textwrap.dedent(
 
         @task
         def probe(**context):
-            from traceladder.airflow.operators.docker import _ti_running
+            from traceladder.airflow.operators.docker import ti_running as _ti_running
 
             running, ti = _ti_running(context), context["ti"]
             return {

@@ -7,12 +7,27 @@ confirms, stores every step and resumes on a retry) → record (whatever happene
 The approval gates the bisection and the explanation only, the GPU hours the issue means: the
 confirm, one step, runs first, so a person approves a confirmed change, and a refusal still
 records the confirm's verdict (label `not approved`). A weekly run with suspects starts it
-(`start_triage`, dags.py)."""
+(`start_triage`, dags.py).
+
+**Pools.** A docker ladder's confirm and bisection run the rung's container on its docker host
+(`docker_host`, triage_backends.py), so the task that runs them holds that host's Airflow pool, as
+the ladder's rung slots do (`pool=host.pool`, `queue=host.name`, workflows/ladder.py): a triage
+and a ladder run on one host take turns instead of meeting at the GPU-busy preflight. A task's
+pool is fixed when the DAG is parsed, and this one DAG serves every ladder, so `confirm` and
+`triage` come once per docker host that a ladder's triage runs on (`confirm_on_<host>`,
+`triage_on_<host>`, that host's pool and queue), and a branch picks the ladder's own: `gate` the
+confirm, `route` (after the approval) the triage. Local and Slurm ladders keep `confirm` and
+`triage` (default pool and queue; a Slurm job waits in its partition's queue, as before). Why not
+one task whose pool is chosen at run time: Airflow takes a task instance's pool from the parsed
+task (a mapped task cannot map `pool`), and a task that skips itself when it is not its ladder's
+would still wait for a slot of a busy pool first. The extra tasks cost nothing at parse (the
+ladders are discovered once for the Params form) and a skipped branch starts no process."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -20,11 +35,15 @@ from airflow.sdk import DAG, Param, TriggerRule, get_current_context, task
 
 from traceladder.workflows.triage_tasks import TRIAGE_DAG_ID, TriageParams
 from traceladder.core.documents import JSONObject
+from traceladder.workflows.triage_backends import docker_host
+
+if TYPE_CHECKING:
+    from traceladder.config.loader import LoadedLadder
 
 APPROVAL_TIMEOUT = timedelta(hours=24)
 # the confirm task's result in words (triage_tasks._brief's `confirm`), one rung after another
 APPROVAL_BODY = (
-    "{{ (ti.xcom_pull(task_ids='confirm') or []) | map(attribute='confirm') | join('; ') }}. "
+    "{{ (ti.xcom_pull(task_ids='ask', key='confirms') or []) | map(attribute='confirm') | join('; ') }}. "
     "The bisection and the explanation take GPU hours. Reject, or no answer in 24 h, ends the "
     "triage `not approved`; the confirm's verdict stays recorded."
 )
@@ -55,6 +74,22 @@ def triage_params(ladder_names: list[str]) -> dict[str, Param]:
     }
 
 
+def on_host(ladders: Sequence[LoadedLadder]) -> dict[str, tuple[str, str]]:
+    """Ladder -> (its triage's docker host, that host's pool), for the docker ladders."""
+    out = {}
+    for loaded in ladders:
+        host = docker_host(loaded)
+        if host is not None:
+            out[loaded.ladder.ladder] = (host.name, host.pool)
+    return out
+
+
+def task_ids_for(ladder: str, hosts: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """The (confirm, triage) task ids that run a ladder's triage: its docker host's, else the plain ones."""
+    host = hosts.get(ladder)
+    return ("confirm", "triage") if host is None else (f"confirm_on_{host[0]}", f"triage_on_{host[0]}")
+
+
 def _params() -> TriageParams:
     p = get_current_context()["params"]
     return TriageParams(
@@ -66,7 +101,10 @@ def _params() -> TriageParams:
     )
 
 
-def build_triage_dag(ladder_names: list[str]) -> DAG:
+def build_triage_dag(ladders: Sequence[LoadedLadder]) -> DAG:
+    ladder_names = [loaded.ladder.ladder for loaded in ladders]
+    hosts = on_host(ladders)
+    pools = {name: pool for name, pool in hosts.values()}  # host -> pool, each host once
     with DAG(
         dag_id=TRIAGE_DAG_ID,
         description="Confirm, localize and explain a ladder run's suspects (issue 51)",
@@ -94,7 +132,8 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         @task.branch
         def gate(found: JSONObject) -> list[str]:
-            return ["confirm"] if found["start"] else []  # nothing started: the rest skips
+            # nothing started: the rest skips; else the confirm task of the ladder's host (its pool)
+            return [task_ids_for(str(found["ladder"]), hosts)[0]] if found["start"] else []
 
         @task(retries=TRIAGE_RETRIES)
         def confirm() -> list[JSONObject]:
@@ -102,8 +141,26 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
             return run_confirms(_params(), get_current_context())
 
-        @task.branch
-        def ask(found: JSONObject, confirmed: list[JSONObject]) -> list[str]:
+        @task(retries=TRIAGE_RETRIES)
+        def triage() -> list[JSONObject]:
+            from traceladder.workflows.triage_tasks import run_triage
+
+            return run_triage(_params(), get_current_context(), approved=True)
+
+        confirms: list[Any] = [confirm()]
+        triages: list[Any] = [triage()]
+        for host, pool in sorted(pools.items()):
+            # the ladder's docker runs hold the host's pool, on its queue, as its rung slots do
+            on = {"pool": pool, "queue": host}
+            confirms.append(confirm.override(task_id=f"confirm_on_{host}", **on)())
+            triages.append(triage.override(task_id=f"triage_on_{host}", **on)())
+
+        @task.branch(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+        def ask() -> list[str]:
+            ti: Any = get_current_context()["ti"]
+            found = ti.xcom_pull(task_ids="suspects") or {}
+            confirmed = ti.xcom_pull(task_ids=task_ids_for(str(found.get("ladder")), hosts)[0]) or []
+            ti.xcom_push(key="confirms", value=confirmed)  # the approval's body
             if not any(r["state"] == "running" for r in confirmed):
                 return []  # none confirmed: each rung is finished with its label, nothing to bisect
             return ["approval"] if found["approve"] else ["no_approval"]
@@ -118,11 +175,9 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
 
         no_approval = EmptyOperator(task_id="no_approval")
 
-        @task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, retries=TRIAGE_RETRIES)
-        def triage() -> list[JSONObject]:
-            from traceladder.workflows.triage_tasks import run_triage
-
-            return run_triage(_params(), get_current_context(), approved=True)
+        @task.branch(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
+        def route() -> list[str]:
+            return [task_ids_for(_params()["ladder"], hosts)[1]]  # the ladder's host's triage task (its pool)
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def record(found: JSONObject | None) -> JSONObject:
@@ -135,7 +190,8 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
             context = get_current_context()
             answer: Any = context["ti"].xcom_pull(task_ids="approval")
             chosen = (answer or {}).get("chosen_options") or []
-            triage_state = context["ti"].xcom_pull(task_ids="triage", key="return_value")
+            triage_id = task_ids_for(str(found["ladder"]), hosts)[1]
+            triage_state = context["ti"].xcom_pull(task_ids=triage_id, key="return_value")
             recorded = record_outcome(
                 _params(),
                 [str(r) for r in found["rungs"]],  # type: ignore[union-attr]
@@ -153,15 +209,16 @@ def build_triage_dag(ladder_names: list[str]) -> DAG:
             return notify_outcome(_params(), [str(r) for r in found["rungs"]])  # type: ignore[union-attr]
 
         found: Any = suspects()
-        confirmed: Any = confirm()
-        gate(found) >> confirmed
-        run = triage()
+        gate(found) >> confirms
+        asked = ask()  # reads the suspects' XCom; only the confirms upstream, so no confirm run skips it
+        confirms >> asked
         # a branch skips every direct downstream task it does not follow, and a rejected approval
-        # every direct downstream task of its own: the triage waits on either path (the approval,
-        # or the empty no_approval), and record hangs off neither the branches nor the approval
-        # (it waits on the triage, which ends only after the approval), so it runs whatever happened
-        ask(found, confirmed) >> [approval, no_approval] >> run
+        # every direct downstream task of its own (route, so the triage tasks too): the triage
+        # waits on either path (the approval, or the empty no_approval) through route, and record
+        # hangs off neither the branches nor the approval (it waits on the triage tasks, which end
+        # only after the approval), so it runs whatever happened
+        asked >> [approval, no_approval] >> route() >> triages
         recorded: Any = record(found)
-        [confirmed, run] >> recorded
+        [*confirms, *triages] >> recorded
         notify(found, recorded)
     return dag

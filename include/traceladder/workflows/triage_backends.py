@@ -1,10 +1,12 @@
 """The triage's runs on each backend, for the triage DAG's tasks (triage_tasks.py): a confirm's
 block runs and the explanation's profiled runs on the local host (triage/runs.py), on the
-ladder's first docker host (RungDockerOperator), or as Slurm jobs on its cluster; the registry's
+ladder's first docker host (`run_rung_container`, the rung operator's plain call, inside the
+triage task that holds that host's pool), or as Slurm jobs on its cluster; the registry's
 image tags between two images; and the engine's context built from them."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +15,7 @@ from traceladder.core.documents import JSONObject
 
 if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
+    from traceladder.config.models import Host
     from traceladder.storage.artifacts import ArtifactSink
     from traceladder.triage.confirm import RunBlock
     from traceladder.triage.engine import TriageContext
@@ -24,9 +27,9 @@ ImageTag = tuple[str, str | None, str | None]  # (image reference, manifest dige
 
 def run_block_for(loaded: LoadedLadder, run_id: str, context: Any, dag_id: str) -> RunBlock:
     """The backend's runs of a confirm: local, the real runner on this worker; docker, the rung's
-    container through RungDockerOperator on the ladder's first docker host (the one the ladder's
-    rungs run on); slurm, a batch job per run on the ladder's cluster and partition, waited for in
-    this task (`slurm_run_block`; `dag_id` names its jobs outside a task)."""
+    container (`run_rung_container`) on the ladder's first docker host (the one the ladder's
+    rungs run on; the task holds its pool); slurm, a batch job per run on the ladder's cluster and
+    partition, waited for in this task (`slurm_run_block`; `dag_id` names its jobs outside a task)."""
     from traceladder.triage.from_ladder import TriageError
 
     backend = loaded.ladder.backend
@@ -41,40 +44,64 @@ def run_block_for(loaded: LoadedLadder, run_id: str, context: Any, dag_id: str) 
     raise TriageError(f"ladder {loaded.ladder.ladder}: triage on the {backend} backend is not wired yet")
 
 
+def docker_host(loaded: LoadedLadder) -> Host | None:
+    """The docker host a docker ladder's triage runs on (its cluster's first with a daemon), else
+    None. The triage DAG gives its docker-running tasks this host's pool (workflows/triage.py)."""
+    if loaded.ladder.backend != "docker":
+        return None
+    return next((h for h in loaded.cluster.hosts if h.docker_url), None)
+
+
 def _docker_runner(loaded: LoadedLadder, run_id: str, context: Any) -> Callable[[JSONObject, str], JSONObject]:
-    """(spec, name) -> the runner's whole result: one RungDockerOperator run on the ladder's first
-    docker host, its container labelled with this task instance (a preflight elsewhere stops it
-    only once Airflow no longer runs this task). A run that fails is {"status": "failed", "error"}."""
-    from traceladder.airflow.operators.docker import RungDockerOperator
+    """(spec, name) -> the runner's whole result: the rung's container on the ladder's docker host,
+    run here by `run_rung_container` (the ladder rungs' own run, a plain call: no operator inside
+    this task), labelled with this task instance (a preflight elsewhere stops it only once Airflow
+    no longer runs this task). A run the host refused is {"status": "preflight", "error"} (the
+    confirm retries it), one that failed {"status": "failed", "error"}."""
+    from traceladder.airflow.operators.docker import (
+        ContainerOptions,
+        RungRefused,
+        ti_running,
+        run_rung_container,
+        rung_hook,
+    )
     from traceladder.core.errors import first_line
+    from traceladder.plan.build import RungSpec
     from traceladder.triage.from_ladder import TriageError
 
-    hosts = [h for h in loaded.cluster.hosts if h.docker_url]
-    if not hosts:
+    host = docker_host(loaded)
+    if host is None or not host.docker_url:
         raise TriageError(
             f"ladder {loaded.ladder.ladder}: cluster {loaded.ladder.cluster} has no docker host for the triage"
         )
-    host = hosts[0]
     ti = context["ti"]
+    pool = getattr(getattr(ti, "task", None), "pool", None)
+    if isinstance(pool, str) and pool != host.pool:  # a DAG parsed before the ladder's hosts changed
+        raise TriageError(
+            f"ladder {loaded.ladder.ladder}: the triage task holds pool {pool}, not docker host {host.name}'s "
+            f"pool {host.pool}; the triage DAG must be parsed again"
+        )
     index = getattr(ti, "map_index", None)
     owner = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), -1 if index is None else int(index))
+    log = logging.getLogger("traceladder.triage.docker")
+    running = ti_running(context)
 
     def run(spec: JSONObject, name: str) -> JSONObject:
-        op = RungDockerOperator(
-            spec=dict(spec),
-            run_id=f"{run_id}-triage",
-            task_id=name,
-            docker_url=host.docker_url,
-            tls_conn_id=host.tls_conn_id,
-            devices=list(host.devices),
-            host_name=host.name,
-            result_keys=None,
-            owner_ti=owner,
-        )
+        hook = rung_hook(host)
         try:
-            return dict(op.execute(context))
+            rung = RungSpec.model_validate(dict(spec))
+            options = ContainerOptions(host_name=host.name, docker_url=host.docker_url or "")
+            log.info("triage run %s: %s on host %s", name, rung.rung_id, host.name)
+            result = run_rung_container(hook, rung, f"{run_id}-triage", owner, running, options, log=log)
+        except RungRefused as exc:  # the host refused it: an infrastructure failure, retried
+            return {"status": "preflight", "error": first_line(exc)}
         except Exception as exc:  # noqa: BLE001 - a run that fails is a missing cell (or a skipped candidate)
             return {"status": "failed", "error": first_line(exc)}
+        finally:
+            hook.close()
+        if result.get("status") != "ok":  # the operator's own line for a workload that failed
+            return {**result, "error": f"rung {rung.rung_id} {result.get('status')}: {result.get('error')}"}
+        return dict(result)
 
     return run
 

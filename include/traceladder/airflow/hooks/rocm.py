@@ -23,7 +23,9 @@ It is ``DockerHook`` (providers-docker) plus:
   data root has room, and the GPUs are visible (amd-smi or rocm-smi in a throw-away container of
   the rung's image with the rung's devices), as many as ``GPUS_PER_NODE``, and idle;
 * ``image_provenance``: the image as the daemon knows it (``Id``, ``RepoDigests[0]``);
-* ``remove_orphans``: traceladder's leftover containers on the host (labels, docker_hygiene).
+* ``remove_orphans``: traceladder's leftover containers on the host (labels, docker_hygiene);
+* ``run_streamed``: one container run to its end as a plain call (a rung's: its output logged as
+  it comes, the container removed whatever happens), for the rung operator and the triage alike.
 
 Failures of the checks are ``HostCheckError``: one line that names the host. The operators
 (airflow/operators/docker.py) hold only the task's parameters.
@@ -202,6 +204,50 @@ class RocmDockerHook(DockerHook):
 
     def remove_orphans(self, *, running_too: dict[str, str] | None = None, log: Any = None) -> list[str]:
         return hygiene.remove_orphans(self.api_client, self.host_name, running_too=running_too, log=log)
+
+    def run_streamed(
+        self,
+        image: str,
+        *,
+        name: str,
+        command: list[str],
+        environment: dict[str, str],
+        labels: dict[str, str],
+        host_config: dict[str, Any],
+        log: Any = None,
+    ) -> tuple[int, list[str]]:
+        """Run a named container to its end: pulled if missing, ``host_config`` (plus the host's
+        devices, group_add and security_opt), its output logged line by line as it comes. Returns
+        the exit code and the output lines; the container is removed whatever happens (also when
+        the task is killed mid-run). What the daemon applied is kept as ``container_evidence``."""
+        client = self.api_client
+        if not client.images(name=image):
+            client.pull(image)
+        container = client.create_container(
+            image=image,
+            name=name,
+            command=command,
+            environment=environment,
+            labels=labels,
+            host_config=client.create_host_config(auto_remove=False, **host_config),
+        )
+        lines: list[str] = []
+        try:
+            stream = client.attach(container=container["Id"], stdout=True, stderr=True, stream=True)
+            client.start(container["Id"])
+            pending = ""
+            for chunk in stream:
+                pending += chunk.decode(errors="replace") if isinstance(chunk, bytes) else str(chunk)
+                *done, pending = pending.split("\n")
+                for line in done:
+                    (log or self.log).info("%s", line.rstrip())
+                    lines.append(line.rstrip())
+            if pending.strip():
+                lines.append(pending.rstrip())
+            status = client.wait(container["Id"])
+            return int(status["StatusCode"]), lines
+        finally:
+            client.remove_container(container["Id"], force=True)
 
     def run_container(
         self,

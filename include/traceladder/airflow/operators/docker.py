@@ -6,12 +6,15 @@
   connection, and traceladder's container labels.
 * ``RungDockerOperator``: one rung spec → ``traceladder run-rung --spec-json <json> --run-id <id>``
   in the runner image, S3 credentials through ``private_environment``, a pre-flight check of the
-  host, orphan cleanup, and the task fails unless the runner's result says ``ok``.
+  host, orphan cleanup, and the task fails unless the runner's result says ``ok``. Its work is
+  ``run_rung_container``, a plain call that the triage's task makes too (as the Slurm triage
+  calls ``run_rung_job``): an operator's ``execute`` never runs inside another task.
 
 The daemon side lives in ``RocmDockerHook`` (airflow/hooks/rocm.py): TLS from a connection, the CA
 fix, a client whose host configs add devices, ``group_add`` and ``security_opt``, the preflight,
-the image lookup and the orphan clean-up. The operators hold only the task's parameters and use
-DockerOperator's own container code (no provider method is copied); written against
+the image lookup, the orphan clean-up and a container run to its end (``run_streamed``). The
+operators hold only the task's parameters; ``RocmDockerOperator`` uses DockerOperator's own
+container code, the rung's run goes through the hook's ``run_streamed``; written against
 apache-airflow-providers-docker 4.6.1 (pinned in pyproject.toml; ``PROVIDER_VERSION`` is checked by
 the tests).
 """
@@ -21,12 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.docker.exceptions import DockerContainerFailedException
 from airflow.providers.docker.hooks.docker import DockerHook
 from airflow.providers.docker.operators.docker import DockerOperator
 from docker.types import Mount, Ulimit
@@ -36,11 +39,13 @@ from traceladder.airflow.hooks.rocm import RocmDockerHook
 from traceladder.runner.rung import RESULT_KEYS
 from traceladder.core import env_vars
 from traceladder.core.codec import JSONObject
+from traceladder.core.errors import TraceladderError
 from traceladder.storage.spool import ENV_BUDGET, ENV_SPOOL
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from traceladder.config.models import Host
     from traceladder.plan.build import RungSpec
 
 PROVIDER_VERSION = "4.6.1"  # the pinned provider the operators are tested against
@@ -81,7 +86,7 @@ def _map_index(context: Context) -> int:
     return -1 if index is None else index  # -1: Airflow's "not mapped"
 
 
-def _ti_running(context: Context) -> Any:
+def ti_running(context: Context) -> Any:
     """``(dag_id, run_id, task_id, map_index) -> bool``: is that task instance running, per Airflow
     (the Task SDK's execution API; no database access from the worker)."""
     ti = context["ti"]
@@ -93,11 +98,6 @@ def _ti_running(context: Context) -> Any:
         return bool(count)
 
     return running
-
-
-def _text_lines(logs: Sequence[str | bytes] | None) -> list[str]:
-    """The provider's log lines (str, or bytes from some docker-py paths) as text."""
-    return [x.decode(errors="replace") if isinstance(x, bytes) else x for x in logs or []]
 
 
 class RocmDockerOperator(DockerOperator):
@@ -254,6 +254,204 @@ def result_from_lines(lines: list[str]) -> JSONObject | None:
     return None
 
 
+class RungRefused(TraceladderError, RuntimeError):
+    """The host refused the rung (preflight, unreachable daemon): one line naming the host; the
+    rung's metrics.json already says `preflight`."""
+
+
+class RungNoResult(TraceladderError, RuntimeError):
+    """The container ended without the runner's result line: one line naming the rung and host."""
+
+
+@dataclass
+class ContainerOptions:
+    """A rung container's settings besides its spec: RocmDockerOperator's defaults (the triage's
+    containers), or the operator's own parameters. The spec adds its image, command, labels,
+    storage environment and spool mount (`run_rung_container`)."""
+
+    host_name: str
+    docker_url: str
+    cap_add: list[str] = field(default_factory=lambda: ["SYS_PTRACE"])
+    ipc_mode: str | None = "host"
+    network_mode: str | None = "host"
+    shm_size: int | None = DEFAULT_SHM_SIZE
+    ulimits: list[Any] | None = None  # None: nofile at default_nofile()
+    environment: dict[str, str] = field(default_factory=dict)
+    private_environment: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    mounts: list[Any] = field(default_factory=list)
+    extra_host_config: dict[str, Any] = field(default_factory=dict)  # the operator's other DockerOperator settings
+
+
+def rung_hook(host: Host) -> RocmDockerHook:
+    """A clusters.yaml docker host's hook as the rung slots make it (ROCm's group and seccomp)."""
+    return RocmDockerHook(
+        docker_conn_id=None,  # as DockerOperator's default: no registry login (the preflight pulls)
+        base_url=host.docker_url,
+        host_name=host.name,
+        tls_conn_id=host.tls_conn_id,
+        devices=list(host.devices),
+        group_add=["video"],
+        security_opt=["seccomp=unconfined"],
+    )
+
+
+def container_name(dag_id: str, run_id: str, rung_id: str) -> str:
+    """The rung's container: one per DAG, run and rung, so a retry's first act removes its try's."""
+    from traceladder.storage.artifacts import safe_key_part
+
+    run_hash = hashlib.sha1(f"{dag_id}/{run_id}".encode(), usedforsecurity=False).hexdigest()[:10]
+    return f"traceladder-{safe_key_part(rung_id)}-{run_hash}"
+
+
+def run_rung_container(
+    hook: RocmDockerHook,
+    spec: RungSpec,
+    run_id: str,
+    owner: tuple[str, str, str, int],
+    is_running: Callable[[str, str, str, int], bool],
+    options: ContainerOptions,
+    *,
+    preflight: bool = True,
+    gpu_preflight: bool = True,
+    min_free_gb: float | None = None,
+    log: Any,
+) -> JSONObject:
+    """One rung's container on a docker host, run to its end as a plain call: RungDockerOperator's
+    work, and the triage's runs inside its own task (no operator inside another task). Host
+    hygiene first (orphans, containers of task instances Airflow no longer runs, old spools, a
+    previous try's container), the preflight, then ``traceladder run-rung`` in the runner image
+    labelled with ``owner`` (the task instance that runs it, for ``stop_dead_tasks``), and the
+    orphan clean-up after. Returns the runner's whole result, whatever its status; raises
+    RungRefused (recorded as `preflight`) or RungNoResult, each one line."""
+    from traceladder.airflow.ladders import open_ladder
+    from traceladder.storage.artifacts import safe_key_part
+
+    host = options.host_name
+    env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
+    run_key = safe_key_part(run_id)
+    name = container_name(owner[0], run_id, spec.rung_id)
+    labels = {
+        hygiene.MANAGED_LABEL: "true",
+        hygiene.HOST_LABEL: host,
+        **options.labels,
+        hygiene.LADDER_LABEL: spec.ladder,
+        hygiene.RUN_LABEL: run_key,
+        hygiene.RUNG_LABEL: spec.rung_id,
+        # the task instance: a later preflight stops this container once Airflow no longer runs it
+        **hygiene.ti_labels(*owner),
+    }
+    caps = {*options.cap_add, "SYS_PTRACE"} | ({"SYS_ADMIN"} if spec.lens in SYS_ADMIN_LENSES else set())
+    environment = {**options.environment, **env}
+    mount, spool = spool_mount()
+    if mount["Type"] == "bind":
+        os.makedirs(spool, exist_ok=True)  # a bind source must exist (the daemon is on this host)
+    environment[ENV_SPOOL] = spool
+    if env_vars.S3_RETRY_BUDGET_S.is_set():
+        environment[ENV_BUDGET] = str(env_vars.S3_RETRY_BUDGET_S.get())
+    min_free = float(min_free_gb if min_free_gb is not None else str(env_vars.MIN_FREE_GB.get()))
+    try:
+        hook.remove_orphans(running_too={hygiene.RUN_LABEL: run_key, hygiene.RUNG_LABEL: spec.rung_id}, log=log)
+        hygiene.stop_dead_tasks(hook.api_client, host, is_running, log=log)
+        try:
+            _spool_housekeeping(spec, host, log)
+        except Exception as exc:  # noqa: BLE001 - housekeeping never refuses a rung
+            log.warning("host %s: spool housekeeping failed: %s", host, exc)
+        try:
+            hook.api_client.remove_container(name, force=True)  # a previous try's container
+        except Exception:  # noqa: BLE001, S110 - usually "no such container"
+            pass
+        found: hygiene.ImageProvenance
+        if preflight:
+            found = hook.preflight(
+                url=options.docker_url,
+                image=spec.image,
+                min_free_gb=min_free,
+                labels=labels,
+                gpus_per_node=gpus_per_node(spec.docker_env_vars) if gpu_preflight else None,
+                environment=dict(spec.docker_env_vars),
+            )
+            log.info("host %s ok: %s", host, found.to_json())
+        else:
+            found = hook.image_provenance(spec.image)
+    except hygiene.HostCheckError as exc:
+        _record_refused(spec, run_id, str(exc), log)
+        raise RungRefused(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - the daemon is unreachable before the check ran
+        message = str(hygiene.HostCheckError(host, f"Docker daemon at {options.docker_url} unreachable", str(exc)))
+        _record_refused(spec, run_id, message, log)
+        raise RungRefused(message) from None
+    # what ran, from the daemon: the runner records these in metrics.json (provenance)
+    environment[env_vars.IMAGE_ID.name] = found.image_id
+    if found.image_digest:
+        environment[env_vars.IMAGE_DIGEST.name] = found.image_digest
+    nofile = default_nofile()
+    host_config = {
+        **options.extra_host_config,
+        "mounts": [*options.mounts, mount],
+        "network_mode": options.network_mode,
+        "shm_size": options.shm_size,
+        "cap_add": sorted(caps),
+        "ipc_mode": options.ipc_mode,
+        "ulimits": options.ulimits
+        if options.ulimits is not None
+        else [Ulimit(name="nofile", soft=nofile, hard=nofile)],
+    }
+    try:
+        _code, lines = hook.run_streamed(
+            spec.image,
+            name=name,
+            command=["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", run_id],
+            environment={**environment, **options.private_environment, **private},
+            labels=labels,
+            host_config=host_config,
+            log=log,
+        )
+    finally:
+        try:
+            hook.remove_orphans(log=log)
+        except Exception as exc:  # noqa: BLE001 - cleanup never hides the rung's outcome
+            log.warning("host %s: orphan cleanup failed: %s", host, exc)
+    result = result_from_lines(lines)
+    if result is None:
+        tail = lines[-1] if lines else "(no output)"  # the runner's one-line error (it names the spool)
+        raise RungNoResult(f"rung {spec.rung_id} on host {host}: the runner printed no result ({tail[:1000]})")
+    return result
+
+
+def _spool_housekeeping(spec: Any, host: str, log: Any) -> None:
+    """Old sealed spools of this host (a bind-mounted TRACELADDER_SPOOL_DIR the worker can read):
+    reported, uploaded and removed; empty folders dropped (docs/operations.md)."""
+    from traceladder.airflow.ladders import ladder_store
+    from traceladder.storage.retention import parse_duration
+    from traceladder.storage.spool import SpoolingSink
+
+    mount, root = spool_mount()
+    if mount["Type"] != "bind":  # the daemon's named volume: not readable from the worker
+        return
+    loaded, _store = ladder_store(spec.ladder)
+    max_age = parse_duration(loaded.cluster.spool.max_age, "spool.max_age")
+    prefix = loaded.cluster.storage.prefix
+
+    def upload(rung_prefix: str) -> int:
+        # <prefix>/<ladder>/<run>/<rung>: the spool may hold another ladder's rung
+        ladder = rung_prefix[len(prefix) + 1 :].split("/", 1)[0] if rung_prefix.startswith(prefix + "/") else ""
+        return SpoolingSink(ladder_store(ladder)[1], Path(root), log=log.info).flush(rung_prefix)
+
+    hygiene.housekeep_spool(Path(root), max_age, upload, host=host, log=log)
+
+
+def _record_refused(spec: Any, run_id: str, message: str, log: Any) -> None:
+    """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
+    from traceladder.airflow.ladders import ladder_store
+    from traceladder.runner.rung import record_refused
+
+    try:
+        record_refused(spec, run_id, ladder_store(spec.ladder)[1], "preflight", message)
+    except Exception as exc:  # noqa: BLE001 - the task fails with the preflight's line either way
+        log.warning("could not store the preflight failure of %s: %s", spec.rung_id, exc)
+
+
 class RungDockerOperator(RocmDockerOperator):
     """One rung of a docker-backend ladder: the runner image runs
     ``traceladder run-rung --spec-json '<spec>' --run-id <run_id>`` on the rung's worker host.
@@ -271,15 +469,12 @@ class RungDockerOperator(RocmDockerOperator):
     :param gpu_preflight: Within the preflight, check that amd-smi (or rocm-smi) sees exactly
         ``GPUS_PER_NODE`` GPUs and that no process holds one. Default on.
     :param result_keys: The result's keys the task returns (default ``RESULT_KEYS``, the XCom's);
-        None returns the runner's whole result (metrics.json's data: the triage's confirm reads
-        ``step_ms_values`` from it).
-    :param owner_ti: The task instance that owns the container, as ``(dag_id, run_id, task_id,
-        map_index)`` in its labels, for ``stop_dead_tasks`` to ask Airflow about. Default: this
-        task, under ``run_id``. A task that runs several rungs itself (the triage) names its own.
+        None returns the runner's whole result.
 
     Everything else is a :class:`RocmDockerOperator` parameter (``docker_url``, ``tls_conn_id``,
-    ``devices``, ``host_name``, ``pool``, ...). ``command``, ``image``, ``environment`` and
-    ``private_environment`` are set from the spec at run time:
+    ``devices``, ``host_name``, ``pool``, ...). The run itself is ``run_rung_container``, a plain
+    call the triage makes too (inside its own task: no operator ``execute`` in another task); it
+    sets the image, command and environment from the spec:
 
     * ``environment``: ``TRACELADDER_S3_ENDPOINT`` (the cluster's ``storage.worker_endpoint_url``,
       or the S3 connection's ``endpoint_url``), ``TRACELADDER_S3_BUCKET``, ``AWS_DEFAULT_REGION``,
@@ -312,17 +507,16 @@ class RungDockerOperator(RocmDockerOperator):
         gpu_preflight: bool = True,
         image: str = "traceladder/runner",
         result_keys: Sequence[str] | None = RESULT_KEYS,
-        owner_ti: tuple[str, str, str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(image=image, **kwargs)
         self.spec = spec
         self.result_keys = tuple(result_keys) if result_keys is not None else None
-        self.owner_ti = owner_ti
         self.run_id = run_id
-        self.min_free_gb = float(min_free_gb if min_free_gb is not None else str(env_vars.MIN_FREE_GB.get()))
+        self.min_free_gb = min_free_gb
         self.preflight = preflight
         self.gpu_preflight = gpu_preflight
+        self.container_name: str | None = None
 
     def execute(self, context: Context) -> Any:
         if isinstance(self.spec, list):  # a slot of the block grid: skip an empty one before any host contact
@@ -331,146 +525,65 @@ class RungDockerOperator(RocmDockerOperator):
             self.spec = slot_spec(self.spec)
         return super().execute(context)
 
-    def _configure(self, context: Context) -> tuple[RungSpec, str]:
-        """The rung's container settings from its spec; returns the spec and the run's key part."""
-        from traceladder.airflow.ladders import open_ladder
+    def _execute_with_daemon(self, context: Context) -> Any:
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
         from traceladder.plan.build import RungSpec
-        from traceladder.storage.artifacts import safe_key_part
 
         spec = RungSpec.model_validate(self.spec)
         context["rung_id"] = spec.rung_id  # type: ignore[typeddict-unknown-key]  # map_index_template
-        env, private = storage_environment(open_ladder(spec.ladder).cluster.storage)
-        self.image = spec.image
-        run_key = safe_key_part(self.run_id)
-        run_hash = hashlib.sha1(f"{context['dag'].dag_id}/{self.run_id}".encode(), usedforsecurity=False).hexdigest()[
-            :10
-        ]
-        self.container_name = f"traceladder-{safe_key_part(spec.rung_id)}-{run_hash}"
-        self.labels = {
-            **(self.labels if isinstance(self.labels, dict) else {}),
-            hygiene.LADDER_LABEL: spec.ladder,
-            hygiene.RUN_LABEL: run_key,
-            hygiene.RUNG_LABEL: spec.rung_id,
-            # the task instance: a later preflight stops this container once Airflow no longer runs it
-            **hygiene.ti_labels(
-                *(self.owner_ti or (context["dag"].dag_id, self.run_id, self.task_id, _map_index(context)))
-            ),
-        }
-        caps = {*(self.cap_add or []), "SYS_PTRACE"}
-        if spec.lens in SYS_ADMIN_LENSES:
-            caps.add("SYS_ADMIN")
-        self.cap_add = sorted(caps)
-        self.environment = {**(self.environment or {}), **env}
-        mount, spool = spool_mount()
-        if mount["Type"] == "bind":
-            os.makedirs(spool, exist_ok=True)  # a bind source must exist (the daemon is on this host)
-        self.mounts = [*(self.mounts or []), mount]
-        self.environment[ENV_SPOOL] = spool
-        if env_vars.S3_RETRY_BUDGET_S.is_set():
-            self.environment[ENV_BUDGET] = str(env_vars.S3_RETRY_BUDGET_S.get())
-        self._private_environment = {**self._private_environment, **private}
-        self.command = ["traceladder", "run-rung", "--spec-json", spec.to_json(), "--run-id", self.run_id]
-        self.do_xcom_push, self.xcom_all = True, True  # DockerOperator returns the lines; the task returns the result
-        return spec, run_key
-
-    def _spool_housekeeping(self, spec: Any) -> None:
-        """Old sealed spools of this host (a bind-mounted TRACELADDER_SPOOL_DIR the worker can read):
-        reported, uploaded and removed; empty folders dropped (docs/operations.md)."""
-        from traceladder.airflow.ladders import ladder_store
-        from traceladder.storage.retention import parse_duration
-        from traceladder.storage.spool import SpoolingSink
-
-        mount, root = spool_mount()
-        if mount["Type"] != "bind":  # the daemon's named volume: not readable from the worker
-            return
-        loaded, _store = ladder_store(spec.ladder)
-        max_age = parse_duration(loaded.cluster.spool.max_age, "spool.max_age")
-        prefix = loaded.cluster.storage.prefix
-
-        def upload(rung_prefix: str) -> int:
-            # <prefix>/<ladder>/<run>/<rung>: the spool may hold another ladder's rung
-            ladder = rung_prefix[len(prefix) + 1 :].split("/", 1)[0] if rung_prefix.startswith(prefix + "/") else ""
-            return SpoolingSink(ladder_store(ladder)[1], Path(root), log=self.log.info).flush(rung_prefix)
-
-        hygiene.housekeep_spool(Path(root), max_age, upload, host=self.host_name, log=self.log)
-
-    def _execute_with_daemon(self, context: Context) -> Any:
-        from airflow.sdk.exceptions import AirflowException
-
-        spec, run_key = self._configure(context)
-        rung_labels = {hygiene.RUN_LABEL: run_key, hygiene.RUNG_LABEL: spec.rung_id}
+        owner = (context["dag"].dag_id, self.run_id, self.task_id, _map_index(context))
+        self.container_name = container_name(owner[0], self.run_id, spec.rung_id)
+        options = ContainerOptions(
+            host_name=self.host_name,
+            docker_url=str(self.docker_url),
+            cap_add=list(self.cap_add or []),
+            ipc_mode=self.ipc_mode,
+            network_mode=self.network_mode,
+            shm_size=self.shm_size,
+            ulimits=list(self.ulimits),
+            environment=dict(self.environment or {}),
+            private_environment=dict(self._private_environment),
+            labels=dict(self.labels) if isinstance(self.labels, dict) else {},
+            mounts=list(self.mounts or []),
+            extra_host_config={
+                "dns": self.dns,
+                "dns_search": self.dns_search,
+                "mem_limit": self.mem_limit,
+                "extra_hosts": self.extra_hosts,
+                "privileged": self.privileged,
+                "device_requests": self.device_requests,
+            },
+        )
         try:
-            self.hook.remove_orphans(running_too=rung_labels, log=self.log)
-            hygiene.stop_dead_tasks(self.hook.api_client, self.host_name, _ti_running(context), log=self.log)
-            try:
-                self._spool_housekeeping(spec)
-            except Exception as exc:  # noqa: BLE001 - housekeeping never refuses a rung
-                self.log.warning("host %s: spool housekeeping failed: %s", self.host_name, exc)
-            try:
-                self.cli.remove_container(self.container_name, force=True)  # a previous try's container
-            except Exception:  # noqa: BLE001, S110 - usually "no such container"
-                pass
-            found: hygiene.ImageProvenance
-            if self.preflight:
-                found = self.hook.preflight(
-                    url=str(self.docker_url),
-                    image=self.image,
-                    min_free_gb=self.min_free_gb,
-                    labels=dict(self.labels) if isinstance(self.labels, dict) else {},
-                    gpus_per_node=gpus_per_node(spec.docker_env_vars) if self.gpu_preflight else None,
-                    environment=dict(spec.docker_env_vars),
-                )
-                self.log.info("host %s ok: %s", self.host_name, found.to_json())
-            else:
-                found = self.hook.image_provenance(self.image)
-        except hygiene.HostCheckError as exc:
-            self._record_refused(spec, str(exc))
-            raise AirflowException(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - the daemon is unreachable before the check ran
-            message = str(
-                hygiene.HostCheckError(self.host_name, f"Docker daemon at {self.docker_url} unreachable", str(exc))
+            result = run_rung_container(
+                self.hook,
+                spec,
+                self.run_id,
+                owner,
+                ti_running(context),
+                options,
+                preflight=self.preflight,
+                gpu_preflight=self.gpu_preflight,
+                min_free_gb=self.min_free_gb,
+                log=self.log,
             )
-            self._record_refused(spec, message)
-            raise AirflowException(message) from None
-        # what ran, from the daemon: the runner records these in metrics.json (provenance)
-        self.environment = {
-            **self.environment,
-            env_vars.IMAGE_ID.name: found.image_id,
-            **({env_vars.IMAGE_DIGEST.name: found.image_digest} if found.image_digest else {}),
-        }
-        lines: list[str] = []
-        try:
-            lines = list(super()._execute_with_daemon(context) or [])  # xcom_all: every output line
-        except DockerContainerFailedException as exc:
-            lines = _text_lines(exc.logs)
+        except (RungRefused, RungNoResult) as exc:
+            raise AirflowException(str(exc)) from None
         finally:
             if self.container_evidence is not None:
                 context["ti"].xcom_push(key="container", value=self.container_evidence)
-            try:
-                self.hook.remove_orphans(log=self.log)
-            except Exception as exc:  # noqa: BLE001 - cleanup never hides the rung's outcome
-                self.log.warning("host %s: orphan cleanup failed: %s", self.host_name, exc)
-        result = result_from_lines(lines)
-        if result is None:
-            tail = lines[-1] if lines else "(no output)"  # the runner's one-line error (it names the spool)
-            raise AirflowException(
-                f"rung {spec.rung_id} on host {self.host_name}: the runner printed no result ({tail[:1000]})"
-            )
         if result.get("status") != "ok":  # the workload failed: no retry (only infrastructure retries)
-            from airflow.sdk.exceptions import AirflowFailException
-
             raise AirflowFailException(f"rung {spec.rung_id} {result.get('status')}: {result.get('error')}")
         return result if self.result_keys is None else {k: result.get(k) for k in self.result_keys}
 
-    def _record_refused(self, spec: Any, message: str) -> None:
-        """A refused rung still gets a metrics.json (status "preflight"), so the summary marks it."""
-        from traceladder.airflow.ladders import ladder_store
-        from traceladder.runner.rung import record_refused
-
-        try:
-            record_refused(spec, self.run_id, ladder_store(spec.ladder)[1], "preflight", message)
-        except Exception as exc:  # noqa: BLE001 - the task fails with the preflight's line either way
-            self.log.warning("could not store the preflight failure of %s: %s", spec.rung_id, exc)
+    def on_kill(self) -> None:
+        """The task is killed: its container goes (the run's finally removes it too, if it runs)."""
+        if self.container_name and "hook" in self.__dict__:
+            try:
+                self.hook.api_client.remove_container(self.container_name, force=True)
+            except Exception as exc:  # noqa: BLE001 - usually already gone
+                self.log.info("container %s not removed on kill: %s", self.container_name, exc)
 
 
 def gpus_per_node(env: dict[str, str]) -> int | None:
