@@ -108,6 +108,8 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
 
         # the retried analysis equals a clean one: analyse the stored trace again, compare bytes
         from traceladder.analysis.stored import analysis_prefix, analyze_stored
+        from traceladder.core.documents import PlanDoc
+        from traceladder.workflows.ladder_tasks import gate_expect
         from traceladder.storage.artifacts import DirArtifactSink, S3ArtifactStore, safe_key_part
 
         client = stack.s3.client()
@@ -116,13 +118,15 @@ def test_scheduler_restart_and_a_killed_analysis(tmp_path: Path) -> None:
         check_manifests(stored)
         trace_keys = [k for k in stored if "/traces/" in k]
         assert trace_keys
+        # the trace gate's expectation, as collect_traces gives it: from each run's plan spec
+        specs = {str(s["rung_id"]): s for s in PlanDoc.from_json(stored[f"{prefix}plan.json"]).specs}
         for key in trace_keys:
             clean = DirArtifactSink(tmp_path / "clean")
             store = S3ArtifactStore(client, stack.s3.bucket, "traceladder", LADDER)
             (tmp_path / "clean").mkdir(exist_ok=True)
             clean.put_bytes(key, store.get_verified(key))
             clean.write_manifest(key.rsplit("/traces/", 1)[0])
-            analyze_stored(clean, key)
+            analyze_stored(clean, key, expect=gate_expect(specs[key[len(prefix) :].split("/", 1)[0]]))
             out = analysis_prefix(key)
             for path in sorted((tmp_path / "clean" / out).iterdir()):
                 assert stored[f"{out}/{path.name}"] == path.read_bytes(), (
