@@ -264,7 +264,26 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     md = stored[f"{run_prefix}/summary/summary.md"].decode()
     assert "## Kernel names: the heavy lens against the torch window" in md and "Matching rule:" in md
     assert "Every-rung profile block (torch_rank0): 4 extra runs (4 ok)" in md
-    assert 'id="kernel-names"' in stored[f"{run_prefix}/summary/report.html"].decode()
+    report = stored[f"{run_prefix}/summary/report.html"].decode()
+    assert 'id="kernel-names"' in report
+    # the seed's caveats (item 7), inherited through `extends`, at the top of summary.md and report.html
+    caveats = yaml.safe_load(SEED.read_text())["caveats"]
+    assert summary["caveats"] == caveats and len(caveats) == 4, summary.get("caveats")
+    head = md.split("\n## Ladder\n", 1)[0]
+    assert "**Caveats (from the ladder file):**" in head and all(f"- {c}\n" in head for c in caveats), head
+    assert report.index('id="caveats"') < report.index("<h2") and all(f"<li>{c}</li>" in report for c in caveats)
+    # the trace gate (item 6): every stored trace judged, each fit (the stand-in's torch windows hold
+    # the 2 steps asked with every kernel launched; rocprofv3 and rocm-trace-lite record no ops)
+    traces = {t: r for r in rung_ids for t in json.loads(stored[f"{run_prefix}/{r}/metrics.json"])["traces"]}
+    gate = {g["trace"]: g for g in summary["trace_gate"]}
+    assert sorted(gate) == sorted(traces) and len(traces) == 7, gate
+    assert {t: (g["rung_id"], g["fit"], g["reasons"]) for t, g in gate.items()} == {
+        t: (r, True, []) for t, r in traces.items()
+    }, gate
+    assert sorted(g["lens"] for g in gate.values()) == ["rocm_trace_lite", "rocprofv3", *["torch_rank0"] * 5]
+    assert "## Trace gate (7 of 7 traces fit; docs/trace-gate.md)" in md
+    assert all(f"- {g['rung_id']} `{t.rsplit('/', 1)[-1]}`: fit\n" in md + "\n" for t, g in gate.items()), md
+    assert 'id="trace-gate"' in report and report.count(": fit</li>") >= 7 and "UNFIT" not in report
     latest = json.loads(
         client.get_object(Bucket=s3_server.bucket, Key="traceladder/docker-e2e/latest.json")["Body"].read()
     )

@@ -530,6 +530,11 @@ class Summary(Document):
     trace_gate: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
     attribution: list[JSONObject] | None = _f("list?", default=None)
     history: JSONObject | None = _f("object?", default=None, omit_none=True)
+    # summary/lens_runs.py, after the attribution: the heavy lens's kernel names (analysis's
+    # KernelNames), the every-rung block's cost, each rung with no "why it moved" line and why
+    kernel_names: JSONObject | None = _f("object?", default=None, omit_none=True)
+    every_rung: JSONObject | None = _f("object?", default=None, omit_none=True)
+    unexplained: list[JSONObject] | None = _f("list?", default=None, omit_none=True)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,24 +49,20 @@ __all__ = [
 
 _FIXED_K = "fixed_k"
 _VARIABLE_K = "variable_k"
-GROUPED_OPS = tuple(
-    f"{ns}::{op}"
-    for ns, op in (
-        ("primus_turbo", "grouped_gemm"),
-        ("primus_turbo", "grouped_gemm_impl"),
-        ("primus_turbo_cpp_extension", "grouped_gemm"),
-        ("primus_turbo_cpp_extension", "ck_grouped_gemm"),
+
+
+def _turbo_variants(op: str) -> tuple[str, ...]:
+    """An op's names in a trace: Primus Turbo's, its ``_impl``, the C++ extension's and its CK kernel's."""
+    return (
+        f"primus_turbo::{op}",
+        f"primus_turbo::{op}_impl",
+        f"primus_turbo_cpp_extension::{op}",
+        f"primus_turbo_cpp_extension::ck_{op}",
     )
-)
-VARIABLE_K_OPS = tuple(
-    f"{ns}::{op}"
-    for ns, op in (
-        ("primus_turbo", "grouped_gemm_variable_k"),
-        ("primus_turbo", "grouped_gemm_variable_k_impl"),
-        ("primus_turbo_cpp_extension", "grouped_gemm_variable_k"),
-        ("primus_turbo_cpp_extension", "ck_grouped_gemm_variable_k"),
-    )
-)
+
+
+GROUPED_OPS = _turbo_variants("grouped_gemm")
+VARIABLE_K_OPS = _turbo_variants("grouped_gemm_variable_k")
 _FP8_OUT, _FP4_OUT = "c10::Float8_e4m3fnuz", "c10::Float4_e2m1fn_x2"
 #: quantize op -> its output dtype
 QUANT_OPS: dict[str, str] = {

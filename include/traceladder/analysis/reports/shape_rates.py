@@ -13,10 +13,10 @@ The device is the trace's ``deviceProperties`` name, else the ladder's cluster, 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..model.table import Table
+from ..model.values import finite
 from ..perf_model.device_peaks import DevicePeak
 
 __all__ = ["TOP_SHAPES", "shape_rates", "device_from"]
@@ -34,14 +34,6 @@ def device_from(peak: DevicePeak | None, how: str, device: str | None) -> str:
     if peak is None:
         return "unknown"
     return "trace" if how.startswith("deviceProperties") else "cluster"
-
-
-def _num(v: Any) -> float | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def _with_peak(row: dict[str, Any], spec: str, peak: DevicePeak | None) -> dict[str, Any]:
@@ -81,7 +73,7 @@ def _attention_rows(sheets: dict[str, Table], peak: DevicePeak | None, steps: in
         if not sheet.upper().startswith("SDPA") or table.empty:
             continue
         for r in table.records():
-            us = _num(r.get(_KT)) or 0.0
+            us = finite(r.get(_KT)) or 0.0
             shape = " ".join(f"{p}={r[f'param: {p}']}" for p in _SDPA_PARAMS if r.get(f"param: {p}") is not None)
             dtype = str(r.get("param: dtype_A_B") or "").split("'")
             row = {
@@ -89,11 +81,11 @@ def _attention_rows(sheets: dict[str, Table], peak: DevicePeak | None, steps: in
                 "sheet": sheet,
                 "shape": shape,
                 "dtype": dtype[1] if len(dtype) > 1 else None,
-                "calls": int(_num(r.get("name_count")) or 0),
+                "calls": int(finite(r.get("name_count")) or 0),
                 "time_ms": us / 1e3,
                 "ms_per_step": us / 1e3 / steps,
-                "tflops": _num(r.get("TFLOPS/s_mean")),
-                "tbps": _num(r.get("TB/s_mean")),
+                "tflops": finite(r.get("TFLOPS/s_mean")),
+                "tbps": finite(r.get("TB/s_mean")),
             }
             rows.append(_with_peak(row, str(r.get("Compute Spec") or ""), peak))
     rows.sort(key=lambda x: -x["time_ms"])
