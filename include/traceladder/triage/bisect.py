@@ -8,8 +8,9 @@ time; the first is the known good, the last the known bad).
   of 0 against r). With one culprit the crossing is the culprit; with two, it is the larger one
   whenever that carries more than half of r.
 - **A culprit is named only after its pair is compared directly** (last good against first bad,
-  the same rule: it must look like r, not like 0), and reported with the share of s the pair
-  carries: the pair's B minus A over s, with its interval at the look's critical value over s.
+  the same rule: it must look like the change the steps measured between its ends, not like 0),
+  and reported with the share of s the pair carries: the pair's B minus A over s, with its
+  interval at the look's critical value over s.
 - **More than one culprit** (TorchBench's queue of ranges): the search goes on in the ranges left
   on either side of a named pair when the pair carries less than MIN_SHARE of its range's change
   (the upper end of that share is below it), or when what the steps measured puts another range's
@@ -173,6 +174,18 @@ class _Search:
         return None
 
 
+def _pair_size(search: _Search, lo: int, a: int, b: int, size: float) -> float:
+    """The size the pair (a, b) is judged against: what the steps measured between its ends
+    (d(lo, b) - d(lo, a)), when that points the suspect's way; else the range's. With two culprits
+    the pair carries only part of the range's change, and against the whole it would sit near the
+    line; either way the size is fixed before the pair's own runs."""
+    at_b = search.diff(lo, b)
+    at_a = search.diff(lo, a) if a > lo else 0.0
+    if at_b is None or at_a is None or (at_b - at_a) * size <= 0:
+        return size
+    return at_b - at_a
+
+
 def find_culprits(
     candidates: Sequence[Candidate], compare: Compare, total_log: float, max_culprits: int = MAX_CULPRITS
 ) -> BisectResult:
@@ -192,7 +205,7 @@ def find_culprits(
         if why is not None:
             unresolved.append((names[a], names[b], why))
             continue
-        pair = search.pair(a, b, size)
+        pair = search.pair(a, b, _pair_size(search, lo, a, b, size))
         if pair.verdict != CONFIRMED or pair.diff is None or pair.interval is None:
             if pair.verdict != NOT_REPRODUCED:  # not reproduced: the range held no change of note
                 unresolved.append((names[a], names[b], pair.reason or f"their direct comparison ended {pair.verdict}"))
