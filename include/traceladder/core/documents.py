@@ -708,6 +708,11 @@ class Culprit(_Part):
     share_pct: float = _f("number")
     share_interval_pct: list[float] = _f("list")
 
+    def share_text(self) -> str:
+        """`share 63% [34%, 91%]`, as the notice and the demo print it."""
+        low, high = self.share_interval_pct
+        return f"share {self.share_pct:.0f}% [{low:.0f}%, {high:.0f}%]"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Explanation(_Part):

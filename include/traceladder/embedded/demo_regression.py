@@ -99,14 +99,19 @@ def weeks_of(loaded: LoadedLadder) -> list[Week]:
     return [Week(b.created + timedelta(days=1, hours=1), b.name) for b in chosen]
 
 
-def injected_builds(loaded: LoadedLadder) -> list[str]:
-    """The catalog's builds (by creation time) whose changes add real work over the build before."""
-    found, before = [], 0.0
+def _work_steps(loaded: LoadedLadder) -> list[tuple[str, float, float]]:
+    """Each catalog build (by creation time) with the extra work of the build before it and its own."""
+    steps, before = [], 0.0
     for b in sorted(loaded.ladder.builds, key=lambda b: b.created):
         pct = float(str(b.changes.model_args.get(EXTRA_WORK) or 0))
-        if pct > before:
-            found.append(b.name)
+        steps.append((b.name, before, pct))
         before = pct
+    return steps
+
+
+def injected_builds(loaded: LoadedLadder) -> list[str]:
+    """The catalog's builds (by creation time) whose changes add real work over the build before."""
+    found = [name for name, before, pct in _work_steps(loaded) if pct > before]
     if not found:
         raise DemoRegressionError(f"ladder {loaded.ladder.ladder}: builds: no build changes {EXTRA_WORK}")
     return found
@@ -115,12 +120,7 @@ def injected_builds(loaded: LoadedLadder) -> list[str]:
 def largest_first(loaded: LoadedLadder, injected: list[str]) -> list[str]:
     """The injected builds by the size each adds in its own A/B (the work it adds over the build
     before, on the step it is added to: (100 + new) / (100 + old)), largest first."""
-    builds = sorted(loaded.ladder.builds, key=lambda b: b.created)
-    size, before = {}, 0.0
-    for b in builds:
-        pct = float(str(b.changes.model_args.get(EXTRA_WORK) or 0))
-        size[b.name] = (100 + pct) / (100 + before)
-        before = pct
+    size = {name: (100 + pct) / (100 + before) for name, before, pct in _work_steps(loaded)}
     return sorted(injected, key=lambda name: -size[name])
 
 
@@ -316,10 +316,7 @@ def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
         main.label or main.state,
         f"injected: {', '.join(outcome.injected)}",
     ]
-    lines += [
-        f"culprit: {c.name} share {c.share_pct:.0f}% [{c.share_interval_pct[0]:.0f}%, {c.share_interval_pct[1]:.0f}%]"
-        for c in main.culprits
-    ] or ["culprit: none"]
+    lines += [f"culprit: {c.name} {c.share_text()}" for c in main.culprits] or ["culprit: none"]
     lines.append(f"demo wall time: {wall_s:.0f} s")
     return lines
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from traceladder.core.documents import Culprit, DiffField, JSONObject, TriageDoc, TriageStep, TriageSuspect
-from traceladder.stats.decisions import CONFIRMED, NoiseHistory
+from traceladder.stats.decisions import CONFIRMED, NoiseHistory, Share
 from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage import record
 from traceladder.triage.bisect import (
@@ -317,50 +317,46 @@ def _localize(
     size = _log_size(main_step)
     base = good.pinned_spec
     if len(candidates) == 2:  # the confirm itself compared them: it carries the whole change
-        only = Culprit(
-            name=candidates[1].name,
-            last_good=candidates[0].name,
-            delta_pct=main_step.delta_pct or 0.0,
-            share_pct=100.0,
-            share_interval_pct=_share_interval(main_step, size),
-        )
+        out = _outcome(main_step)
+        whole = Share.of(size, out.interval, size) if out.interval is not None and size else Share(1.0, 1.0, 1.0)
+        only = _culprit(candidates[1].name, candidates[0].name, main_step.delta_pct or 0.0, whole)
         moved = " (the tag moved to a new digest)" if " at sha256:" in candidates[1].name else ""
         return [only], f"first bad: {only.name} (last good: {only.last_good}){moved}{cannot}"
 
     def compare(g: Candidate, c: Candidate, step_size: float, kind: str) -> Outcome:
-        result = main.step(
-            kind,
-            (g.name, candidate_spec(base, g, ctx.builds)),
-            (c.name, candidate_spec(base, c, ctx.builds)),
-            step_size,
-            "size",
+        return _outcome(
+            main.step(
+                kind,
+                (g.name, candidate_spec(base, g, ctx.builds)),
+                (c.name, candidate_spec(base, c, ctx.builds)),
+                step_size,
+                "size",
+            )
         )
-        diff = math.log1p(result.delta_pct / 100) if result.delta_pct is not None else None
-        interval = None
-        if result.interval_pct is not None:
-            lo, hi = (math.log1p(x / 100) for x in result.interval_pct)
-            interval = (lo, hi)
-        return Outcome(result.verdict, diff, interval, result.reason or "")
 
     result = find_culprits(candidates, compare, size, ctx.max_culprits)
-    culprits = [
-        Culprit(
-            name=c.name,
-            last_good=c.last_good,
-            delta_pct=100 * math.expm1(c.diff),
-            share_pct=100 * c.share.share,
-            share_interval_pct=[100 * c.share.low, 100 * c.share.high],
-        )
-        for c in result.culprits
-    ]
+    culprits = [_culprit(c.name, c.last_good, 100 * math.expm1(c.diff), c.share) for c in result.culprits]
     return culprits, result.conclusion + cannot
 
 
-def _share_interval(step: TriageStep, size: float) -> list[float]:
-    if step.interval_pct is None or not size:
-        return [100.0, 100.0]
-    lo, hi = sorted(100 * math.log1p(x / 100) / size for x in step.interval_pct)
-    return [lo, hi]
+def _outcome(step: TriageStep) -> Outcome:
+    """A recorded step as the search reads it: B minus A and its interval on the log scale."""
+    diff = math.log1p(step.delta_pct / 100) if step.delta_pct is not None else None
+    interval = None
+    if step.interval_pct is not None:
+        lo, hi = (math.log1p(x / 100) for x in step.interval_pct)
+        interval = (lo, hi)
+    return Outcome(step.verdict, diff, interval, step.reason or "")
+
+
+def _culprit(name: str, last_good: str, delta_pct: float, share: Share) -> Culprit:
+    return Culprit(
+        name=name,
+        last_good=last_good,
+        delta_pct=delta_pct,
+        share_pct=100 * share.share,
+        share_interval_pct=[100 * share.low, 100 * share.high],
+    )
 
 
 def _at_culprits(

@@ -26,11 +26,7 @@ def triage_message(doc: TriageDoc, report_key: str | None = None) -> str:
         f"size: {size} against {s.good_run_id}",
         f"first bad: {doc.first_bad or 'none'}" + (f" (last good: {doc.last_good})" if doc.last_good else ""),
     ]
-    lines += [
-        f"culprit: {c.name} share {c.share_pct:.0f}% [{c.share_interval_pct[0]:.0f}%, {c.share_interval_pct[1]:.0f}%]"
-        f" (last good: {c.last_good})"
-        for c in doc.culprits
-    ]
+    lines += [f"culprit: {c.name} {c.share_text()} (last good: {c.last_good})" for c in doc.culprits]
     if doc.conclusion:
         lines.append(doc.conclusion)
     if doc.explanation is not None and (doc.explanation.sentence or doc.explanation.error):
