@@ -10,6 +10,8 @@ from traceladder.storage.artifacts import ArtifactSink
 
 if TYPE_CHECKING:
     from traceladder.config.loader import LoadedLadder
+    from traceladder.config.models import AlertSettings
+    from traceladder.triage.alerts import AlertStore
 
 
 def s3_client(conn_id: str) -> Any:
@@ -26,6 +28,15 @@ def store_for(ladder_name: str, storage: StorageSettings) -> ArtifactSink:
     from traceladder.storage.artifacts import S3ArtifactStore
 
     return S3ArtifactStore(s3_client(storage.conn_id), storage.effective_bucket, storage.prefix, ladder_name)
+
+
+def alert_store() -> tuple[AlertSettings, AlertStore]:
+    """The clusters file's `alerts:` and the deployment's alert store behind its connection."""
+    from traceladder.config.loader import load_clusters
+    from traceladder.triage.alerts import store_for as alerts_on
+
+    settings = load_clusters().alerts
+    return settings, alerts_on(settings, s3_client(settings.conn_id))
 
 
 def open_ladder(ladder: str) -> LoadedLadder:

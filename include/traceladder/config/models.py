@@ -351,6 +351,26 @@ class Cluster(Strict):
         return env
 
 
+class AlertSettings(Strict):
+    """`alerts:` (issue 59): where the deployment's alerts live, one place for every ladder
+    (whatever their own prefixes or buckets): `<prefix>/alerts/<id>.json` in `bucket`, through
+    `conn_id`. `base_url`: the Airflow UI's address the notices link to (the api-server's
+    `[api] base_url` when unset). `recover_after`: the runs in a row back inside the good
+    segment's 99% bound that mark an alert recovered."""
+
+    conn_id: str = "traceladder_s3"
+    bucket: str = env_vars.DEFAULT_BUCKET
+    prefix: Name = "traceladder-alerts"
+    base_url: str | None = None
+    recover_after: int = Field(default=3, ge=1, le=20)
+
+    @property
+    def effective_bucket(self) -> str:
+        """The bucket, unless the deployment overrides it with TRACELADDER_S3_BUCKET."""
+        return env_vars.S3_BUCKET.over(self.bucket)
+
+
 class Clusters(Strict):
     schema_: Literal[1] = Field(alias="schema")
     clusters: dict[Name, Cluster]
+    alerts: AlertSettings = Field(default_factory=AlertSettings)

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONValue, TriageDoc
+from traceladder.core.documents import JSONValue, TriageDoc, TriageStep
 from traceladder.stats.decisions import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
 from traceladder.storage.artifacts import ArtifactSink
 
@@ -29,9 +29,14 @@ def label_for(verdict: str, direction: str) -> str:
     raise ValueError(f"no label for verdict {verdict!r}")
 
 
+def confirm_step(doc: TriageDoc) -> TriageStep | None:
+    """The rung's own confirm (the suspect's A/B), if it ran."""
+    return next((t for t in doc.steps if t.kind == "confirm" and t.rung == doc.rung), None)
+
+
 def confirm_summary(doc: TriageDoc) -> str:
     """The rung's own confirm in words: its verdict, size and interval (B against A), blocks."""
-    step = next((t for t in doc.steps if t.kind == "confirm" and t.rung == doc.rung), None)
+    step = confirm_step(doc)
     if step is None:
         return "no confirm recorded"
     size = f" {step.delta_pct:+.1f}%" if step.delta_pct is not None else ""
