@@ -99,10 +99,14 @@ def test_the_approval_asks_about_the_confirmed_change(dagbag) -> None:
 
     class TI:
         def xcom_pull(self, task_ids: str, key: str = "return_value") -> object:
-            return briefs if (task_ids, key) == ("ask", "confirms") else None
+            pushed = {("ask", "confirms"): briefs, ("ask", "estimate"): "about 0.42 device-hours (...)"}
+            return pushed.get((task_ids, key))
 
     body = approval.render_template(approval.body, {"ti": TI()})
-    assert body.startswith("baseline: the confirm: confirmed +212.0% (+150.1% to +290.0%) in 2 blocks. The bisection")
+    assert body.startswith(
+        "baseline: the confirm: confirmed +212.0% (+150.1% to +290.0%) in 2 blocks. "
+        "The bisection and the explanation will spend about 0.42 device-hours (...)."
+    )
 
 
 def test_triage_dag_survives_serialization(dagbag) -> None:

@@ -16,6 +16,7 @@ from testkit.results import store_measured_run
 from testkit.triage_docs import store_suspect_summary, suspect_fields
 from tests.integration.webhook import WebhookReceiver
 from tests.unit.config.test_validate import MINIMAL
+from traceladder.config.loader import CONFIG_DIR
 from traceladder.triage.from_ladder import TriageError
 from traceladder.workflows.triage_tasks import (
     TriageParams,
@@ -45,6 +46,11 @@ def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     data["triage"] = {"approve": True, "budget_blocks": 4}
     ladders = tmp_path / "ladders"
     ladders.mkdir()
+    # each test its own alerts (the session's S3 is shared, and one build change is one alert)
+    clusters = yaml.safe_load((CONFIG_DIR / "clusters.yaml").read_text())
+    clusters["alerts"] = {"prefix": f"alerts-{ladder}"}
+    (tmp_path / "clusters.yaml").write_text(yaml.safe_dump(clusters))
+    monkeypatch.setenv("TRACELADDER_CLUSTERS_FILE", str(tmp_path / "clusters.yaml"))
     (ladders / f"{ladder}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setenv("TRACELADDER_LADDERS_DIR", str(ladders))
     loaded, store = ladder_store(ladder)
@@ -78,17 +84,21 @@ def test_a_retrigger_while_a_triage_runs_starts_nothing_and_a_refusal_is_recorde
     assert done["start"] is False and done["reason"] == "already triaged (fusions: not approved): nothing started"
 
 
-def test_the_message_reaches_the_webhook_and_holds_no_secret(seeded, monkeypatch) -> None:
+def test_the_alerts_notice_reaches_the_webhook_once_and_holds_no_secret(seeded, monkeypatch) -> None:
     store, ladder = seeded
     params = TriageParams(ladder=ladder, bad_run="w5")
+    found = claim(params, "triage__a", is_live=lambda run_id: True)
     record_outcome(params, ["fusions"], None, "failed")  # the triage task failed: recorded `failed`
     with WebhookReceiver() as webhook:
         monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", webhook.connection())
         assert notify_outcome(params, ["fusions"]) == 1
+        assert notify_outcome(params, ["fusions"]) == 0  # one notice per alert
     (message,) = webhook.received
     text = message["text"]
-    assert text.startswith(f"traceladder {ladder} run w5: failed in fusions")
-    assert "error: the triage task ended failed" in text and "reproduce good: traceladder run-rung" in text
+    assert text.startswith(f"traceladder alert {found['alert']}: failed in {ladder}/fusions (run w5)")
+    assert "error: the triage task ended failed" in text
+    assert text.splitlines()[-1] == f"alert: http://localhost:8080/traceladder/alerts/{found['alert']}"
+    assert "{" not in text  # no JSON in a notice
     import os
 
     secret = os.environ.get("AWS_SECRET_ACCESS_KEY") or "no-secret-set"
@@ -109,3 +119,35 @@ def test_the_weekly_conf_names_the_suspects_and_a_deterministic_run(seeded) -> N
         == triage_run_id(ladder, ref["run_id"])
         == f"triage__{ladder}__scheduled__2026-12-07T03-00-00-00-00"
     )
+
+
+def test_a_second_ladder_on_the_same_build_change_links_to_the_alert_and_starts_nothing(
+    seeded, tmp_path, monkeypatch
+) -> None:
+    """Two ladders, one build change (n0 -> n1): the first claims and owns the alert, the second's
+    suspect links to it and starts no triage; `force` starts one anyway."""
+    from traceladder.airflow.ladders import alert_store, ladder_store
+    from traceladder.plan.build import build_plan
+
+    store, ladder = seeded
+    first = claim(TriageParams(ladder=ladder, bad_run="w5"), "triage__a", is_live=lambda run_id: False)
+    assert first["start"] is True
+    other = f"{ladder}-b"
+    data = yaml.safe_load((tmp_path / "ladders" / f"{ladder}.yaml").read_text())
+    (tmp_path / "ladders" / f"{other}.yaml").write_text(yaml.safe_dump({**data, "ladder": other}, sort_keys=False))
+    loaded, store_b = ladder_store(other)
+    prefix = loaded.cluster.storage.prefix
+    spec = build_plan(loaded, rungs=["fusions"], lens="none", repeats=1)[0].to_dict()
+    for run_id, build, step_ms in (("w4", "n0", 100.0), ("w5", "n1", 131.0)):
+        provenance = {"build": build, "host": "h1"}
+        store_measured_run(store_b, prefix, other, run_id, spec, step_ms, provenance, {**spec, "build": build})
+    store_suspect_summary(store_b, prefix, other, suspect_fields(delta_pct=31.0))
+    second = claim(TriageParams(ladder=other, bad_run="w5"), "triage__b", is_live=lambda run_id: False)
+    assert second["start"] is False and second["alert"] == first["alert"]
+    assert second["reason"] == f"covered by alert {first['alert']} (untriaged): nothing started"
+    _, alerts_ = alert_store()
+    got = alerts_.read(str(first["alert"]))
+    assert got is not None
+    assert [(m.ladder, m.role) for m in got[0].members] == [(ladder, "triaged"), (other, "linked")]
+    forced = claim(TriageParams(ladder=other, bad_run="w5", force=True), "triage__c", is_live=lambda run_id: False)
+    assert forced["start"] is True and forced["alert"] == first["alert"]

@@ -64,7 +64,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [{"integration-name": INTEGRATION, "python-modules": [f"{PACKAGE}.triggers.slurm"]}],
         "notifications": [
             f"{PACKAGE}.notifications.regression.RegressionNotifier",
-            f"{PACKAGE}.notifications.triage.TriageNotifier",
+            f"{PACKAGE}.notifications.triage.AlertNotifier",
         ],
         "connection-types": [
             {

@@ -165,6 +165,9 @@ class TriageSettings(Strict):
     max_culprits: int = Field(default=3, ge=1, le=10)
     alpha: float = Field(default=0.05, gt=0, lt=0.5)
     approve: bool = False
+    # which finished triages get a notice of their own: `alerts` (a confirmed change) or `all`
+    # (`not reproduced` and `insufficient data` too; else one line in the next weekly notice)
+    notices: Literal["alerts", "all"] = "alerts"
     candidates: list[Annotated[str, StringConstraints(min_length=1, max_length=300)]] = Field(default_factory=list)
 
 

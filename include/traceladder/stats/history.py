@@ -490,11 +490,9 @@ def provenance_changes(points: Sequence[RunPoints]) -> list[list[str]]:
     return out
 
 
-def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int = 0) -> LadderHistory:
-    """The history verdicts of a ladder. `entries` are full runs, oldest first, each
-    with its points (`run_points`); the last one is the run being published.
-    The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
-    over the runs that recorded it."""
+def rung_histories(entries: Sequence[IndexEntry]) -> dict[str, RungHistory]:
+    """Each rung's series over full runs (oldest first), on the newest run's judged figure: the
+    step CPU time on `metric: cpu`, else the step time; runs without that figure are left out."""
     judged_key = VERDICT_METRICS[plan_metric({"metric": _points(entries[-1]).metric} if entries else {})][0]
     rungs: dict[str, RungHistory] = {}
     for entry in entries:
@@ -507,6 +505,16 @@ def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int 
             h.step_ms.append(p.step_ms)
             h.tokens_per_sec_per_gpu.append(p.tokens_per_sec_per_gpu)
             h.judged.append(judged)
+    return rungs
+
+
+def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int = 0) -> LadderHistory:
+    """The history verdicts of a ladder. `entries` are full runs, oldest first, each
+    with its points (`run_points`); the last one is the run being published.
+    The change points run on the newest run's verdict metric: on `metric: cpu`, the step CPU time,
+    over the runs that recorded it."""
+    judged_key = VERDICT_METRICS[plan_metric({"metric": _points(entries[-1]).metric} if entries else {})][0]
+    rungs = rung_histories(entries)
     prov = provenance_changes([_points(e) for e in entries])
     prov_at = {e.run_id: c for e, c in zip(entries, prov)}
     current = entries[-1].run_id if entries else None

@@ -380,6 +380,18 @@ def assign(
     return linked, owner or force
 
 
+def owned_by(store: AlertStore, ladder: str, run_id: str) -> AlertDoc | None:
+    """The alert whose triage is this ladder run's (None: none, e.g. a triage from before alerts)."""
+    return next(
+        (
+            a
+            for a in all_alerts(store)
+            if a.triage is not None and (a.triage.ladder, a.triage.run_id) == (ladder, run_id)
+        ),
+        None,
+    )
+
+
 def record_triage(store: AlertStore, alert_id: str, doc: TriageDoc, report_key: str, repro: str | None) -> AlertDoc:
     """A finished triage on its alert: label, figure and level, size and interval, culprits. Not
     reproduced makes the alert `invalid` (the product's change, in its history); a culprit that

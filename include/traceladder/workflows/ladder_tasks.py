@@ -283,15 +283,23 @@ def publish_run(ladder: str, run_id: str, summary_ref: JSONObject) -> JSONObject
     loaded, store = ladder_store(ladder)
     storage = loaded.cluster.storage
     entry = publish_latest(store, f"{storage.prefix}/{loaded.ladder.ladder}", summary_ref)
-    if summary_ref.get("regressions") or summary_ref.get("provenance_changes") or summary_ref.get("suspects"):
-        from traceladder.airflow.notifications.regression import RegressionNotifier
+    # The summary is published by now: a failed notice (or alert review) must not make it look
+    # unpublished, so it is reported (by ladder_status) as what it is.
+    try:
+        from traceladder.workflows.triage_tasks import review_alerts
 
-        # The summary is published by now: a failed notice must not make it look unpublished,
-        # so it is reported (by ladder_status) as what it is.
-        try:
-            RegressionNotifier(loaded.ladder.ladder, summary_ref)({})
-        except Exception as exc:  # noqa: BLE001 - any webhook failure
-            return {**entry, "notify_error": first_line(exc, typed=True)}
+        outcomes = review_alerts(loaded, store, str(summary_ref.get("run_id")))
+        if (
+            summary_ref.get("regressions")
+            or summary_ref.get("provenance_changes")
+            or summary_ref.get("suspects")
+            or outcomes
+        ):
+            from traceladder.airflow.notifications.regression import RegressionNotifier
+
+            RegressionNotifier(loaded.ladder.ladder, summary_ref, outcomes=outcomes)({})
+    except Exception as exc:  # noqa: BLE001 - any webhook or alert store failure
+        return {**entry, "notify_error": first_line(exc, typed=True)}
     return entry
 
 

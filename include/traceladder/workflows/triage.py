@@ -44,7 +44,8 @@ APPROVAL_TIMEOUT = timedelta(hours=24)
 # the confirm task's result in words (triage_tasks._brief's `confirm`), one rung after another
 APPROVAL_BODY = (
     "{{ (ti.xcom_pull(task_ids='ask', key='confirms') or []) | map(attribute='confirm') | join('; ') }}. "
-    "The bisection and the explanation take GPU hours. Reject, or no answer in 24 h, ends the "
+    "The bisection and the explanation will spend {{ ti.xcom_pull(task_ids='ask', key='estimate') }}. "
+    "Reject, or no answer in 24 h, ends the "
     "triage `not approved`; the confirm's verdict stays recorded."
 )
 TRIAGE_RETRIES = 2
@@ -163,6 +164,10 @@ def build_triage_dag(ladders: Sequence[LoadedLadder]) -> DAG:
             ti.xcom_push(key="confirms", value=confirmed)  # the approval's body
             if not any(r["state"] == "running" for r in confirmed):
                 return []  # none confirmed: each rung is finished with its label, nothing to bisect
+            if found["approve"]:
+                from traceladder.workflows.triage_tasks import bisection_estimate
+
+                ti.xcom_push(key="estimate", value=bisection_estimate(_params(), confirmed))
             return ["approval"] if found["approve"] else ["no_approval"]
 
         approval = ApprovalOperator(

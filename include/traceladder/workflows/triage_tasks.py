@@ -14,6 +14,9 @@ from traceladder.airflow.ladders import ladder_store
 from traceladder.core import layout
 from traceladder.core.documents import JSONObject, TriageDoc
 
+if TYPE_CHECKING:
+    from traceladder.core.alerts import AlertDoc
+
 if TYPE_CHECKING:  # the triage engine imports the statistics (numpy, scipy): never at DAG parse
     from traceladder.config.loader import LoadedLadder
     from traceladder.storage.artifacts import ArtifactSink
@@ -54,7 +57,8 @@ def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool])
 
     ladder, run_id = params["ladder"], params["bad_run"]
     loaded, store = ladder_store(ladder)
-    rungs = [s.rung for s, _, _ in selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))]
+    found_suspects = selected_suspects(loaded, store, run_id, params.get("rung"), params.get("good_run"))
+    rungs = [s.rung for s, _, _ in found_suspects]
     prefix = loaded.cluster.storage.prefix
     out: JSONObject = {
         "ladder": ladder,
@@ -69,6 +73,10 @@ def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool])
     if all(s in ("done", "not approved") for s in states.values()) and not params.get("force"):
         finished = ", ".join(f"{r}: {s}" for r, s in states.items())
         return {**out, "start": False, "reason": f"already triaged ({finished}): nothing started"}
+    alert, owns = _assign_alert(loaded, store, found_suspects, dag_run_id, bool(params.get("force")))
+    out["alert"] = alert.id
+    if not owns:
+        return {**out, "start": False, "reason": f"covered by alert {alert.id} ({alert.status}): nothing started"}
     key = _claim_key(prefix, ladder, run_id)
     if store.exists(key):
         holder = str(json.loads(store.get_bytes(key)).get("dag_run_id") or "")
@@ -77,6 +85,27 @@ def claim(params: TriageParams, dag_run_id: str, is_live: Callable[[str], bool])
     body = {"dag_run_id": dag_run_id, "rungs": rungs, "at": record.now()}
     store.put_bytes(key, json.dumps(body).encode(), "application/json")
     return {**out, "start": True, "reason": f"triaging {', '.join(rungs)}"}
+
+
+def _assign_alert(
+    loaded: LoadedLadder, store: ArtifactSink, found: Suspects, dag_run_id: str, force: bool
+) -> tuple[AlertDoc, bool]:
+    """The group's alert (triage/alerts.py `assign`): a covering alert of its cause, linked, or a
+    new one this DAG run owns."""
+    from traceladder.airflow.ladders import alert_store
+    from traceladder.triage import alerts, record
+
+    storage, ladder = loaded.cluster.storage, loaded.ladder.ladder
+    _, alert_store_ = alert_store()
+    group = [
+        (s, alerts.member_of(s, ladder, storage.effective_bucket, storage.prefix, "triaged", loaded.ladder.metric))
+        for s, _, _ in found
+    ]
+
+    def triage_key(rung: str) -> str:
+        return record.keys(storage.prefix, ladder, group[0][0].run_id, rung)[0]
+
+    return alerts.assign(alert_store_, group, triage_key, dag_run_id, force)
 
 
 def triage_suspects(
@@ -128,6 +157,55 @@ def _brief(doc: TriageDoc) -> JSONObject:
         "first_bad": doc.first_bad,
         "confirm": f"{doc.rung}: {record.confirm_summary(doc)}",
     }
+
+
+def bisection_estimate(params: TriageParams, confirmed: Sequence[JSONObject]) -> str:
+    """The approval's estimate of what the bisection and the explanation will spend: about
+    log2(candidates) search steps, one pair step per culprit and one step per other confirmed
+    rung, each as many A/B blocks as the suspect's own confirm took, at its mean run time, times
+    the run's devices, plus the explanation's two profiled runs; capped by the triage's budget."""
+    import math
+
+    from traceladder.triage import record
+    from traceladder.triage.bisect import build_candidates
+    from traceladder.triage.from_ladder import catalog, selected_suspects
+
+    loaded, store = ladder_store(params["ladder"])
+    prefix, ladder, t = loaded.cluster.storage.prefix, loaded.ladder.ladder, loaded.ladder.triage
+    running = [str(r["rung"]) for r in confirmed if r.get("state") == "running"]
+    steps = [
+        step
+        for rung in running
+        for doc in [record.load(store, record.keys(prefix, ladder, params["bad_run"], rung)[0])]
+        if doc is not None
+        for step in [record.confirm_step(doc)]
+        if step is not None and step.runs
+    ]
+    if not steps:
+        return "an unknown number of device-hours (no confirm recorded its runs)"
+    run_s = sum(s.run_s for s in steps) / sum(s.runs for s in steps)
+    blocks = max(3, min(t.budget_blocks, max(s.blocks for s in steps)))
+    found = selected_suspects(loaded, store, params["bad_run"], params.get("rung"), params.get("good_run"))
+    _, good, bad = found[0]
+    builds = catalog(loaded)
+    if t.candidates:
+        count, source = len(t.candidates), "triage.candidates"
+    elif good.build and bad.build and good.build != bad.build and builds:
+        count, source = len(build_candidates(list(builds.values()), good.build, bad.build)), "the build catalog"
+    else:
+        count, source = 8, "assumed: the registry is asked when the search starts"
+    search = math.ceil(math.log2(max(count, 2))) + 1 + max(len(running) - 1, 0)
+    runs = search * 2 * blocks + 2
+    devices = loaded.ladder.nnodes * (loaded.cluster.gpus_per_node or 1)
+    hours = runs * run_s * devices / 3600
+    capped = ([f"{t.budget_runs} runs"] if t.budget_runs else []) + (
+        [f"{t.budget_device_hours:g} device-hours"] if t.budget_device_hours else []
+    )
+    return (
+        f"about {hours:.2f} device-hours ({search} steps of {blocks} A/B blocks over {count} candidates "
+        f"({source}) and 2 profiled runs: {runs} runs of ~{run_s:.0f} s on {devices} device(s))"
+        + (f", at most its budget of {' and '.join(capped)}" if capped else "")
+    )
 
 
 def record_outcome(
@@ -182,21 +260,35 @@ def record_outcome(
 
 
 def notify_outcome(params: TriageParams, rungs: Sequence[str]) -> int:
-    """One message per finished triage (notifications/triage.py); returns how many were sent."""
-    from traceladder.airflow.notifications.triage import TriageNotifier
-    from traceladder.triage import record
+    """The finished triage on its alert (triage/alerts.py `record_triage`), then one notice per
+    alert (notifications/triage.py), once: a confirmed change always, `not reproduced` and
+    `insufficient data` only when the ladder asks (`triage.notices: all`; else they are one line in
+    the ladder's next weekly notice). Returns how many notices were sent."""
+    from traceladder.airflow.ladders import alert_store
+    from traceladder.airflow.notifications.triage import AlertNotifier, alert_url
+    from traceladder.triage import alerts, record
 
     ladder, run_id = params["ladder"], params["bad_run"]
     loaded, store = ladder_store(ladder)
-    sent = 0
+    docs = []
     for rung in rungs:
         key, report_key = record.keys(loaded.cluster.storage.prefix, ladder, run_id, rung)
         doc = record.load(store, key)
-        if doc is None or doc.state == "running":
-            continue
-        TriageNotifier(doc, report_key)({})
-        sent += 1
-    return sent
+        if doc is not None and doc.state != "running":
+            docs.append((doc, report_key))
+    if not docs:
+        return 0
+    settings, alert_store_ = alert_store()
+    owned = alerts.owned_by(alert_store_, ladder, run_id)
+    if owned is None:  # a triage from before alerts, or its alert went away: nothing to attach to
+        return 0
+    main, report_key = next(((d, k) for d, k in docs if d.rung == (d.bisected_on or d.rung)), docs[0])
+    alert = alerts.record_triage(alert_store_, owned.id, main, report_key, None)
+    quiet = main.label in alerts.QUIET_LABELS and loaded.ladder.triage.notices != "all"
+    if quiet or not alerts.mark_notice(alert_store_, alert.id, "alert"):
+        return 0
+    AlertNotifier(alert, main, alert_url(settings, alert.id))({})
+    return 1
 
 
 def weekly_triage_conf(ladder: str, summary_ref: JSONObject | None, published: JSONObject | None) -> JSONObject | None:
@@ -217,3 +309,55 @@ def weekly_triage_conf(ladder: str, summary_ref: JSONObject | None, published: J
         "suspects": [str(s.get("rung")) for s in ref.suspects],
         "trigger_run_id": triage_run_id(ladder, ref.run_id),
     }
+
+
+def review_alerts(loaded: LoadedLadder, store: ArtifactSink, run_id: str) -> list[str]:
+    """After a ladder run is published: its ladder's alerts that recovered (N runs in a row back
+    inside the good segment's bound, the clusters file's `alerts.recover_after`) get their one
+    notice; the quiet triages' outcomes (`not reproduced`, `insufficient data`) not yet told come
+    back as lines for the weekly notice, each once."""
+    from traceladder.airflow.ladders import alert_store
+    from traceladder.airflow.notifications.regression import post_webhook
+    from traceladder.airflow.notifications.triage import alert_url, outcome_line, recovered_message
+    from traceladder.stats.history import rung_histories
+    from traceladder.summary.collect import list_entries
+    from traceladder.triage import alerts
+
+    ladder, storage = loaded.ladder.ladder, loaded.cluster.storage
+    settings, alert_store_ = alert_store()
+    mine = [
+        a
+        for a in alerts.all_alerts(alert_store_)
+        if a.merged_into is None
+        and any((m.ladder, m.bucket, m.prefix) == (ladder, storage.effective_bucket, storage.prefix) for m in a.members)
+    ]
+    lines = []
+    for alert in mine:
+        if alert.triage and alert.triage.label in alerts.QUIET_LABELS and loaded.ladder.triage.notices != "all":
+            if alerts.mark_notice(alert_store_, alert.id, "outcome"):
+                lines.append(outcome_line(alert, alert_url(settings, alert.id)))
+    live = [a for a in mine if alert_recoverable(a)]
+    if not live:
+        return lines
+    entries = [e for e in list_entries(store, layout.join(storage.prefix, ladder)) if not e.is_what_if and e.points]
+    histories = rung_histories(entries) if entries else {}
+    for alert in live:
+        for member in (m for m in alert.members if m.ladder == ladder):
+            h = histories.get(member.rung)
+            back = h and alerts.recovered_run(h.run_ids, [e.mean for e in h.judged], member, settings.recover_after)
+            if not back:
+                continue
+            marked = alerts.mark_recovered(alert_store_, alert.id, back, settings.recover_after)
+            if marked is not None and alerts.mark_notice(alert_store_, alert.id, "recovered"):
+                url = alert_url(settings, alert.id)
+                post_webhook(
+                    recovered_message(marked, settings.recover_after, url), "traceladder_notify", "recovered notice"
+                )
+            break
+    return lines
+
+
+def alert_recoverable(alert: AlertDoc) -> bool:
+    """An alert the numbers can still bring back: not recovered yet, its change confirmed."""
+    label = alert.triage.label if alert.triage else None
+    return alert.recovered_at is None and label in ("confirmed regression", "confirmed improvement")

@@ -415,9 +415,11 @@ def test_two_culprits_are_named_largest_first_with_their_shares(tmp_path: Path) 
     assert {s.kind for s in main.steps} == {"confirm", "bisect", "pair", "range"}
     page = record.report_html(main)
     assert "<h2>Culprits</h2>" in page and page.index("<td>n5</td>") < page.index("<td>n2</td>")
-    from traceladder.airflow.notifications.triage import triage_message
+    from traceladder.airflow.notifications.triage import alert_message
+    from traceladder.core.alerts import AlertDoc
 
-    lines = [line.split(" share ")[0] for line in triage_message(main).splitlines()]
+    alert = AlertDoc(id="a-1", kind="regression", status="untriaged", title="t", causes=[])
+    lines = [line.split(" share ")[0] for line in alert_message(alert, main, "u").splitlines()]
     assert [line for line in lines if line in ("culprit: n5", "culprit: n2")] == ["culprit: n5", "culprit: n2"]
 
 

@@ -25,19 +25,30 @@ class RegressionNotifier(BaseNotifier):
     :param summary_ref: what the summary task returned (run id, regressions, provenance changes,
         report keys).
     :param conn_id: an HTTP connection holding the webhook URL; missing means "log only".
+    :param outcomes: lines after it: triages that ended `not reproduced` or `insufficient data`
+        since the ladder's last notice (notifications/triage.py `outcome_line`).
     """
 
     template_fields = ("ladder",)
 
-    def __init__(self, ladder: str, summary_ref: JSONObject, conn_id: str = DEFAULT_CONN_ID) -> None:
+    def __init__(
+        self, ladder: str, summary_ref: JSONObject, conn_id: str = DEFAULT_CONN_ID, outcomes: list[str] | None = None
+    ) -> None:
         super().__init__()
         self.ladder, self.summary_ref, self.conn_id = ladder, summary_ref, conn_id
+        self.outcomes = list(outcomes or [])
 
     def message(self) -> str:
+        """The notice; the quiet triages' outcomes since the last notice follow it, a line each."""
+        return "\n".join([self._headline(), *self.outcomes])
+
+    def _headline(self) -> str:
         ref = SummaryRef.from_dict(self.summary_ref)
-        if ref.suspects:  # the verdict comes in the triage's own message (notifications/triage.py)
+        if ref.suspects:  # the verdict comes in the alert's own notice (notifications/triage.py)
             rungs = ", ".join(dict.fromkeys(str(s.get("rung")) for s in ref.suspects))
             return f"traceladder {self.ladder} run {ref.run_id}: suspects: {rungs} (triage started)"
+        if self.outcomes and not (ref.regressions or ref.provenance_changes):
+            return f"traceladder {self.ladder} run {ref.run_id}: triage outcomes:"
         parts = [f"traceladder {self.ladder} run {ref.run_id}:"]
         if ref.regression_calls:  # rung, first run after, size with interval, provenance
             parts.append("step-time regression: " + " ".join(ref.regression_calls))

@@ -1,7 +1,10 @@
-"""The triage's message: one per finished triage, through the regression notice's webhook
-(regression.py `post_webhook`, the `traceladder_notify` connection). It carries the label, the
-rung, the size with its interval, the first bad candidate, the attribution's sentence and a
-command that reproduces each end; never a secret (the specs hold no credentials)."""
+"""The alert's notices (issue 59): one when its triage confirms a change, one when it recovers,
+through the regression notice's webhook (regression.py `post_webhook`, the `traceladder_notify`
+connection). A notice names the figure judged and the interval's level, the size with its
+interval, each culprit with its share, the command that reruns the A/B, and links to the alert on
+the Ladders page; it carries no JSON and never a secret. A `not reproduced` or `insufficient data`
+triage is one line of the ladder's next weekly notice (`outcome_line`) unless the ladder asks for
+full notices (`triage.notices: all`)."""
 
 from __future__ import annotations
 
@@ -10,46 +13,76 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from traceladder.airflow.notifications.regression import DEFAULT_CONN_ID, post_webhook
+from traceladder.config.models import AlertSettings
+from traceladder.core.alerts import AlertDoc
 from traceladder.core.documents import TriageDoc
 
+# the Ladders page's mount (ui/__init__.py URL_PREFIX; tests check the two agree)
+ALERTS_PATH = "/traceladder/alerts"
+DEFAULT_BASE_URL = "http://localhost:8080"
 
-def triage_message(doc: TriageDoc, report_key: str | None = None) -> str:
-    """The message's text, lines in a fixed order (a chat shows them as they are)."""
+
+def alert_url(settings: AlertSettings, alert_id: str) -> str:
+    """The alert's page: the clusters file's `alerts.base_url`, else Airflow's `[api] base_url`."""
+    base = settings.base_url
+    if not base:
+        from airflow.configuration import conf
+
+        base = conf.get("api", "base_url", fallback=None) or DEFAULT_BASE_URL
+    return f"{base.rstrip('/')}{ALERTS_PATH}/{alert_id}"
+
+
+def alert_message(alert: AlertDoc, doc: TriageDoc, url: str) -> str:
+    """The alert's notice, lines in a fixed order (a chat shows them as they are)."""
     s = doc.suspect
-    confirm = next((t for t in doc.steps if t.kind == "confirm" and t.rung == doc.rung), None)
-    size = f"suspect {s.direction} {s.delta_pct:+.1f}%"
-    if confirm is not None and confirm.delta_pct is not None:
-        interval = confirm.interval_pct
-        size = f"{confirm.delta_pct:+.1f}%" + (f" ({interval[0]:+.1f}% to {interval[1]:+.1f}%)" if interval else "")
+    where = f"{doc.ladder}/{doc.rung}"
     lines = [
-        f"traceladder {doc.ladder} run {doc.run_id}: {doc.label or doc.state} in {doc.rung}",
-        f"size: {size} against {s.good_run_id}",
-        f"first bad: {doc.first_bad or 'none'}" + (f" (last good: {doc.last_good})" if doc.last_good else ""),
+        f"traceladder alert {alert.id}: {doc.label or doc.state} in {where} (run {doc.run_id})",
+        f"size: {alert.size_text()} against run {s.good_run_id}",
     ]
-    lines += [f"culprit: {c.name} {c.share_text()} (last good: {c.last_good})" for c in doc.culprits]
+    if doc.culprits:
+        lines += [f"culprit: {c.name} {c.share_text()} of the change (last good: {c.last_good})" for c in doc.culprits]
+    elif doc.first_bad:
+        lines.append(f"first bad: {doc.first_bad}" + (f" (last good: {doc.last_good})" if doc.last_good else ""))
     if doc.conclusion:
         lines.append(doc.conclusion)
     if doc.explanation is not None and (doc.explanation.sentence or doc.explanation.error):
         lines.append(f"attribution: {doc.explanation.sentence or doc.explanation.error}")
     if doc.error:
         lines.append(f"error: {doc.error}")
-    lines += [f"reproduce {end}: {command}" for end, command in doc.reproduce.items()]
-    if report_key:
-        lines.append(f"report: {report_key}")
+    if alert.triage is not None and alert.triage.repro:
+        lines.append(f"rerun the A/B: {alert.triage.repro}")
+    lines.append(f"alert: {url}")
     return "\n".join(lines)
 
 
-class TriageNotifier(BaseNotifier):
-    """Post a finished triage's message.
+def recovered_message(alert: AlertDoc, runs: int, url: str) -> str:
+    return (
+        f"traceladder alert {alert.id} recovered: {alert.title}: the last {runs} runs (to {alert.recovered_run}) "
+        f"are back inside the good runs' 99% prediction bound. Status: {alert.status}. {url}"
+    )
 
-    :param doc: the rung's triage document (triage.json).
-    :param report_key: its report.html's key, named in the message.
+
+def outcome_line(alert: AlertDoc, url: str) -> str:
+    """A quiet triage's line in the weekly notice: `not reproduced` or `insufficient data`."""
+    t = alert.triage
+    label = t.label if t else "triaged"
+    where = f"{t.rung} run {t.run_id}" if t else alert.title
+    return f"triage of {where}: {label} ({alert.size_text()}); {url}"
+
+
+class AlertNotifier(BaseNotifier):
+    """Post an alert's notice.
+
+    :param alert: the alert (alerts/<id>.json) as its triage left it.
+    :param doc: the triage of its main rung (triage.json).
+    :param url: the alert's page on the Ladders page.
     :param conn_id: an HTTP connection holding the webhook URL; missing means "log only".
     """
 
-    def __init__(self, doc: TriageDoc, report_key: str | None = None, conn_id: str = DEFAULT_CONN_ID) -> None:
+    def __init__(self, alert: AlertDoc, doc: TriageDoc, url: str, conn_id: str = DEFAULT_CONN_ID) -> None:
         super().__init__()
-        self.doc, self.report_key, self.conn_id = doc, report_key, conn_id
+        self.alert, self.doc, self.url, self.conn_id = alert, doc, url, conn_id
 
     def notify(self, context: Any) -> None:
-        post_webhook(triage_message(self.doc, self.report_key), self.conn_id, "triage message")
+        post_webhook(alert_message(self.alert, self.doc, self.url), self.conn_id, "alert notice")
