@@ -289,3 +289,18 @@ def test_a_resumed_schema1_triage_gets_what_it_did_not_record(tmp_path: Path) ->
 def test_the_dag_run_comes_from_the_airflow_context_only() -> None:
     assert dag_run_id({"run_id": "manual__2026-12-07T10:00:00+00:00"}) == "manual__2026-12-07T10:00:00+00:00"
     assert dag_run_id(None) is None and dag_run_id({}) is None
+
+
+def test_the_ladders_page_and_the_message_read_a_schema1_and_a_schema2_file_alike() -> None:
+    from traceladder.airflow.notifications.triage import triage_message
+    from traceladder.ui.views import TriageRow
+
+    old = TriageDoc.from_json(SCHEMA1.read_bytes())
+    for stored in (_raw(), json.loads(old.to_json())):
+        row = TriageRow.stored("baseline", stored, "/r.html")
+        assert (row.state, row.label, row.first_bad) == ("done", "confirmed regression", "nightly-2026-11-29")
+        doc = TriageDoc.from_dict(stored)
+        lines = triage_message(doc).splitlines()
+        assert lines[0] == f"traceladder proxy-regression run {doc.run_id}: confirmed regression in baseline"
+        for c in old.culprits:
+            assert f"culprit: {c.name} {c.share_text()} (last good: {c.last_good})" in lines
