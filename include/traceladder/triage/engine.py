@@ -108,7 +108,7 @@ class _Triage:
         if found is None:
             self.doc = record.started(ctx.ladder, ctx.run_id, suspect, group, ends, ctx.basis)
             self.save()
-        else:  # a finished one is left as it is
+        else:  # a running one gets what it did not record and this DAG run; a finished one is left as it is
             self.doc = record.resumed(found, ends, ctx.basis) if found.state == "running" else found
 
     def save(self) -> None:

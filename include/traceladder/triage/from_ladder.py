@@ -18,8 +18,8 @@ from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage.bisect import BuildChanges
 from traceladder.triage.confirm import Budget, RunBlock
 from traceladder.triage.engine import TriageContext
-from traceladder.triage.record import Basis
 from traceladder.triage.explain import RunProfiled, cheapest_torch_lens, lens_overlay
+from traceladder.triage.record import Basis
 from traceladder.triage.suspects import Suspects, diff, history_noise, run_setup, stored_suspects, summary_key
 
 
