@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from traceladder.core.codec import JSONValue
-from traceladder.core.documents import DiffField, TriageDoc, TriageStep, TriageSuspect
+from traceladder.core.documents import DiffField, TriageDoc, TriageSpent, TriageStep, TriageSuspect
 from traceladder.triage.suspects import RunSetup
 from traceladder.triage.suspects import diff as diff_of
 
@@ -93,8 +93,14 @@ def triage_doc(
     label: str | None = "confirmed regression",
     **fields: Any,
 ) -> TriageDoc:
-    """The triage.json of suspect `of` (its run and rung), done and confirmed unless told otherwise."""
-    return TriageDoc(ladder=ladder, run_id=of.run_id, rung=of.rung, state=state, label=label, suspect=of, **fields)
+    """The triage.json of suspect `of` (its run and rung), done and confirmed unless told otherwise:
+    judged on wall time at alpha 0.05 outside Airflow, neither end with a digest or a build, its
+    spent counted from its steps on one device."""
+    basis: dict[str, Any] = {"metric": "wall", "alpha": 0.05, "dag_run_id": None, "digests": None, "builds": None}
+    basis["spent"] = TriageSpent.of(fields.get("steps", []), devices=1)
+    return TriageDoc(
+        ladder=ladder, run_id=of.run_id, rung=of.rung, state=state, label=label, suspect=of, **(basis | fields)
+    )
 
 
 def store_suspect_summary(store: Any, prefix: str, ladder: str, suspect: Mapping[str, Any]) -> None:
@@ -112,6 +118,6 @@ def describe_steps(steps: Sequence[Any]) -> str:
     """A triage's steps, one line each with every look (an assertion message pytest does not cut)."""
     return "\n".join(
         f"{s.kind} {s.good} -> {s.candidate}: {s.verdict} {s.delta_pct} {s.interval_pct} after {s.blocks} blocks"
-        f" ({s.reason}); looks: {json.dumps(s.looks)}"
+        f" ({s.reason}); looks: {json.dumps([look.to_dict() for look in s.looks])}"
         for s in steps
     )

@@ -67,7 +67,10 @@ def test_demo_regression_names_both_injected_builds(
     confirm = doc.steps[0]
     assert confirm.interval_pct is not None and confirm.interval_pct[0] > 0
     # a look after each block; a stop from the first look that has 2 df (stats/sequential.py)
-    assert confirm.blocks == confirm.looks[-1]["blocks"] >= CONFIRM_MIN_BLOCKS
+    assert confirm.blocks == confirm.looks[-1].blocks >= CONFIRM_MIN_BLOCKS
+    # judged on the ladder's metric (CPU time), each run on one device: device-hours are CPU-hours
+    assert doc.metric == "cpu" and doc.spent is not None and doc.spent.devices == 1
+    assert doc.spent.runs == sum(s.runs for s in doc.steps) and doc.builds is not None
     # every step kept its own runs (named by step, side and block), and each A and B run ran the
     # build its spec named
     confirm_runs = sorted((tmp_path / "work" / "confirm").rglob(layout.METRICS_OBJECT))
@@ -83,8 +86,8 @@ def test_demo_regression_names_both_injected_builds(
     # op that does the injected work (workload/extra.py: matmuls) moved most
     assert doc.explanation is not None and doc.explanation.error is None
     assert doc.explanation.sentence and "by region attention +" in doc.explanation.sentence
-    top = max(doc.explanation.top_ops, key=lambda op: abs(float(op["delta_us"])))
-    assert top["name"] == "aten::mm" and float(top["delta_us"]) > 0, doc.explanation.top_ops
+    top = max(doc.explanation.top_ops, key=lambda op: abs(op.delta_us))
+    assert top.name == "aten::mm" and top.delta_us > 0, doc.explanation.top_ops
 
     # the local copy holds the stored triage.json, as S3 does
     stored = outcome.local / doc.run_id / layout.TRIAGE_FOLDER / "baseline" / layout.TRIAGE_OBJECT

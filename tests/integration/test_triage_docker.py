@@ -172,8 +172,9 @@ def test_the_bisection_over_the_registrys_tags_finds_the_injected_nightly(
     steps = [(s.kind, s.good.rsplit(":", 1)[-1], s.candidate.rsplit(":", 1)[-1], s.verdict) for s in doc.steps]
     assert doc.state == "done" and doc.label == "confirmed regression", (doc.label, doc.conclusion, steps)
     # every tag of the repository, in push (created) order, each pinned by its registry digest
-    assert [c["name"] for c in doc.candidates] == [nightlies.ref(t) for t in NIGHTLIES]
-    assert [c["changes"] for c in doc.candidates] == [{"image": nightlies.pinned(t)} for t in NIGHTLIES]
+    assert [c.name for c in doc.candidates] == [nightlies.ref(t) for t in NIGHTLIES]
+    assert [(c.kind, c.image) for c in doc.candidates] == [("image", nightlies.pinned(t)) for t in NIGHTLIES]
+    assert [c.digest for c in doc.candidates] == [nightlies.digests[t] for t in NIGHTLIES]
     assert doc.first_bad == nightlies.ref(INJECTED), (doc.conclusion, steps)
     assert doc.last_good == nightlies.ref("nightly-3"), (doc.conclusion, steps)
     assert steps[0] == ("confirm", GOOD_RUN, BAD_RUN, "confirmed")
@@ -191,7 +192,7 @@ def test_the_bisection_over_the_registrys_tags_finds_the_injected_nightly(
     assert e is not None and e.error is None, e
     assert (e.good, e.bad) == (nightlies.ref("nightly-3"), nightlies.ref(INJECTED))
     # the injected work is the one op that appeared (the stand-in's trace shows it as an op and its kernel)
-    assert [(op["name"], op["status"]) for op in e.top_ops[:1]] == [("standin::extra_work", "appeared")], e.top_ops
+    assert [(op.name, op.status) for op in e.top_ops[:1]] == [("standin::extra_work", "appeared")], e.top_ops
     assert e.sentence and "standin_extra_work_kernel" in e.sentence, e.sentence
     print(
         f"docker triage: {len(doc.steps)} steps, first bad {INJECTED} at {confirmed.delta_pct:+.1f}% "

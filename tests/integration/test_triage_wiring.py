@@ -74,9 +74,11 @@ def test_a_retrigger_while_a_triage_runs_starts_nothing_and_a_refusal_is_recorde
     # the holder is gone (failed, cleared): the next DAG run takes the group over and resumes it
     assert claim(params, "manual__c", is_live=lambda run_id: False)["start"] is True
     # a rejected (or timed-out) approval: triage.json and report.html say `not approved`
-    (out,) = record_outcome(params, ["fusions"], "Reject", None)
+    (out,) = record_outcome(params, ["fusions"], "Reject", None, "manual__c")
     doc = TriageDoc.from_json(store.get_bytes(out["key"]), out["key"])
     assert (doc.state, doc.label) == ("not approved", "not approved")
+    assert (doc.dag_run_id, doc.metric, doc.alpha) == ("manual__c", "wall", 0.05)
+    assert doc.builds is not None and (doc.builds.good, doc.builds.bad) == ("n0", "n1")
     assert doc.reproduce["bad"].startswith("traceladder run-rung --spec-json ")
     assert b"not approved" in store.get_bytes(out["report"])
     # a finished triage is never started again, whoever asks

@@ -13,7 +13,9 @@ One frozen dataclass per document, each with ``to_json``/``from_json`` and a sch
   stored in the ladder's index (``runs/<run_id>.json``);
 - ``Summary``: a run's ``summary.json``;
 - ``TriageDoc``: a suspect rung's ``triage.json`` (issue 51), with its parts ``TriageSuspect``,
-  ``DiffField``, ``TriageStep`` and ``Explanation``.
+  ``DiffField``, ``TriageStep`` (its ``TriageLook``s), ``TriageCandidate``, ``Culprit``,
+  ``Explanation`` (its ``Mover``s), ``TriageSpent`` and ``TriageEnds``: core/triage_doc.py,
+  re-exported here.
 
 The codec they share is core/codec.py; the parts of a summary that its readers parse (rows,
 lenses, history, attribution...) are core/summary_parts.py. The runner spec is
@@ -39,9 +41,24 @@ from traceladder.core.codec import Document as Document
 from traceladder.core.codec import DocumentError as DocumentError
 from traceladder.core.codec import JSONObject as JSONObject
 from traceladder.core.codec import JSONValue as JSONValue
-from traceladder.core.codec import _f, _kind_ok, _Part
+from traceladder.core.codec import _f, _Part
 from traceladder.core.errors import ArtifactStoreError
 from traceladder.core.summary_parts import RunPoints
+from traceladder.core.triage_doc import STEP_VERDICTS as STEP_VERDICTS
+from traceladder.core.triage_doc import TRIAGE_LABELS as TRIAGE_LABELS
+from traceladder.core.triage_doc import TRIAGE_STATES as TRIAGE_STATES
+from traceladder.core.triage_doc import Culprit as Culprit
+from traceladder.core.triage_doc import DiffField as DiffField
+from traceladder.core.triage_doc import Explanation as Explanation
+from traceladder.core.triage_doc import Mover as Mover
+from traceladder.core.triage_doc import TriageCandidate as TriageCandidate
+from traceladder.core.triage_doc import TriageDoc as TriageDoc
+from traceladder.core.triage_doc import TriageEnds as TriageEnds
+from traceladder.core.triage_doc import TriageLook as TriageLook
+from traceladder.core.triage_doc import TriageSpent as TriageSpent
+from traceladder.core.triage_doc import TriageStep as TriageStep
+from traceladder.core.triage_doc import TriageSuspect as TriageSuspect
+from traceladder.core.triage_doc import pinned_digest as pinned_digest
 
 # ---- narrowing a nested JSON value where a reader knows its shape (a wrong shape is a TypeError)
 
@@ -619,143 +636,3 @@ def entries_from(rows: Iterable[tuple[object, str]], skip_bad: bool = False) -> 
                 raise
             found[entry.run_id] = entry
     return sorted(found.values(), key=IndexEntry.order_key)
-
-
-# ---- triage.json (issue 51): a suspect rung confirmed, bisected, explained
-
-
-TRIAGE_STATES = ("running", "done", "not approved", "failed")
-TRIAGE_LABELS = ("confirmed regression", "confirmed improvement", "not reproduced", "insufficient data", "not approved")
-STEP_VERDICTS = ("confirmed", "not reproduced", "insufficient", "skipped")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DiffField(_Part):
-    """One field that differs between the last good run and the suspect run: `section` says where
-    it was read (image: the image digest; spec: the resolved rung spec from spec.json/plan.json;
-    provenance: metrics.json's provenance; build: the build catalog's entry)."""
-
-    FILE: ClassVar[str] = "diff field"
-
-    section: str = _f("str", one_of=("image", "spec", "provenance", "build"))
-    field: str = _f("str")
-    good: JSONValue = _f("any?")
-    bad: JSONValue = _f("any?")
-    bisectable: bool = _f("bool", default=True)  # a driver or a host is reported, not bisected
-
-
-@dataclass(frozen=True, kw_only=True)
-class TriageSuspect(_Part):
-    """Why the rung is a suspect (stats/history.py `suspect`) and what differs from its last good run."""
-
-    FILE: ClassVar[str] = "suspect"
-
-    rung: str = _f("str")
-    run_id: str = _f("str")
-    good_run_id: str = _f("str")
-    reason: str = _f("str", one_of=("change point", "prediction bound", "manual"))
-    direction: str = _f("str", one_of=("slower", "faster"))
-    delta_pct: float = _f("number")
-    diff: list[DiffField] = _f("list", default=[], part=DiffField)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TriageStep(_Part):
-    """One confirm between two setups (the suspect's own, a bisection step, or another rung at the
-    first bad candidate), or a skipped candidate: its verdict and interval (B minus A, in %)."""
-
-    FILE: ClassVar[str] = "step"
-
-    # confirm: the suspect's own; bisect: a candidate against its range's good end (by size);
-    # pair: a culprit's two neighbours compared directly; range: a range's two ends, to decide
-    # whether it holds another culprit; at first bad: another rung at the culprit
-    kind: str = _f("str", one_of=("confirm", "bisect", "pair", "range", "at first bad"))
-    rung: str = _f("str")
-    good: str = _f("str")  # the A side: a run id or a candidate's name
-    candidate: str = _f("str")  # the B side
-    verdict: str = _f("str", one_of=STEP_VERDICTS)
-    delta_pct: float | None = _f("number?", default=None)
-    interval_pct: list[float] | None = _f("list?", default=None)
-    blocks: int = _f("int", default=0)
-    looks: list[JSONObject] = _f("list", default=[])
-    reason: str | None = _f("str?", default=None, omit_none=True)  # a skip's, or why insufficient
-    runs: int = _f("int", default=0)  # runs started, failed ones and retries included
-    run_s: float = _f("number", default=0.0)  # their seconds, summed (device-seconds / devices)
-    more_blocks: int | None = _f("int?", default=None, omit_none=True)  # insufficient: about how many more
-    size_pct: float | None = _f("number?", default=None, omit_none=True)  # the size s the step judged against
-
-    @classmethod
-    def from_dict(cls, data: object, source: str | None = None) -> TriageStep:
-        where = source or cls.FILE
-        doc = super().from_dict(data, where)
-        if doc.interval_pct is not None and (
-            len(doc.interval_pct) != 2 or not all(_kind_ok("number", x) for x in doc.interval_pct)
-        ):
-            raise DocumentError(f"{where}: interval_pct: expected [low, high] numbers")
-        return doc
-
-
-@dataclass(frozen=True, kw_only=True)
-class Culprit(_Part):
-    """A candidate named as a cause: its pair (last good, first bad) compared directly on the
-    bisected rung, and the share of the confirmed change that pair carries, with its interval."""
-
-    FILE: ClassVar[str] = "culprit"
-
-    name: str = _f("str")
-    last_good: str = _f("str")
-    delta_pct: float = _f("number")
-    share_pct: float = _f("number")
-    share_interval_pct: list[float] = _f("list")
-
-    def share_text(self) -> str:
-        """`share 63% [34%, 91%]`, as the notice and the demo print it."""
-        low, high = self.share_interval_pct
-        return f"share {self.share_pct:.0f}% [{low:.0f}%, {high:.0f}%]"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Explanation(_Part):
-    """The attribution between one profiled run of the good and of the first bad candidate."""
-
-    FILE: ClassVar[str] = "explanation"
-
-    lens: str = _f("str")
-    good: str = _f("str")
-    bad: str = _f("str")
-    sentence: str | None = _f("str?", default=None)
-    top_ops: list[JSONObject] = _f("list", default=[])
-    top_kernels: list[JSONObject] = _f("list", default=[])
-    regions: list[JSONObject] = _f("list", default=[])
-    error: str | None = _f("str?", default=None, omit_none=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TriageDoc(Document):
-    """A suspect rung's triage (``triage.json``, layout.triage_key): its suspect, every step, the
-    bisection's conclusion, the explanation, the label and the state. One suspect group per ladder
-    run: `group` names its rungs and `bisected_on` the rung the one bisection ran on."""
-
-    FILE: ClassVar[str] = layout.TRIAGE_OBJECT
-    SCHEMA: ClassVar[int] = 1
-    JSON_INDENT: ClassVar[int | None] = 1
-
-    ladder: str = _f("str")
-    run_id: str = _f("str")
-    rung: str = _f("str")
-    state: str = _f("str", one_of=TRIAGE_STATES)
-    label: str | None = _f("str?", default=None, one_of=TRIAGE_LABELS)
-    suspect: TriageSuspect = _f("object", part=TriageSuspect)
-    group: list[str] = _f("list", default=[])
-    bisected_on: str | None = _f("str?", default=None)
-    candidates: list[JSONObject] = _f("list", default=[])
-    steps: list[TriageStep] = _f("list", default=[], part=TriageStep)
-    first_bad: str | None = _f("str?", default=None)  # the largest culprit's (or this rung's own)
-    last_good: str | None = _f("str?", default=None)
-    culprits: list[Culprit] = _f("list", default=[], part=Culprit)  # largest share first
-    conclusion: str | None = _f("str?", default=None)
-    non_bisectable: list[DiffField] = _f("list", default=[], part=DiffField)
-    explanation: Explanation | None = _f("object?", default=None, part=Explanation)
-    reproduce: JSONObject = _f("object", default={})  # "good"/"bad" -> a `traceladder run-rung` command
-    error: str | None = _f("str?", default=None, omit_none=True)
-    updated_at: str = _f("str", default="")

@@ -291,8 +291,8 @@ def printout(outcome: Outcome, bucket: str, wall_s: float) -> list[str]:
                 f"  {step.kind} {step.rung}: {step.good} -> {step.candidate}: {step.verdict}, "
                 f"{_pct(step.delta_pct)} {_interval(step.interval_pct)} after {step.blocks} A/B blocks"
             )
-    runs = sum(s.runs for d in outcome.docs for s in d.steps)
-    cpu_h = sum(s.run_s for d in outcome.docs for s in d.steps) / 3600
+    runs = sum(d.spending().runs for d in outcome.docs)
+    cpu_h = sum(d.spending().run_hours for d in outcome.docs)
     lines.append(f"the triage spent {runs} runs, {cpu_h:.3f} CPU-hours (the proxy's device-hours)")
     confirm = next((s for s in main.steps if s.kind == "confirm"), None)
     if confirm is not None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from traceladder.core.documents import JSONObject
+from traceladder.core.documents import JSONObject, TriageLook
 from traceladder.stats.sequential import boundaries, critical_t
 
 CONFIRMED, NOT_REPRODUCED, INSUFFICIENT = "confirmed", "not reproduced", "insufficient"
@@ -87,21 +87,23 @@ class ConfirmLook:
     variance: str = "confirm"  # where the variance came from (pooled_variance's source)
     llr: float | None = None  # the size rule's log likelihood ratio
 
-    def as_dict(self) -> JSONObject:
+    def as_look(self) -> TriageLook:
+        """The look as triage.json records it: B minus A and its interval in %."""
+
         def pct(x: float) -> float:
             return 100.0 * math.expm1(x)
 
-        return {
-            "blocks": self.blocks,
-            "delta_pct": pct(self.diff) if math.isfinite(self.diff) else None,
-            "interval_pct": [pct(self.interval[0]), pct(self.interval[1])] if self.interval else None,
-            "df": self.df,
-            "critical_z": self.critical_z,
-            "stop": self.stop,
-            "rule": self.rule,
-            "variance": self.variance,
-            **({"llr": round(self.llr, 4)} if self.llr is not None else {}),
-        }
+        return TriageLook(
+            blocks=self.blocks,
+            delta_pct=pct(self.diff) if math.isfinite(self.diff) else None,
+            interval_pct=[pct(self.interval[0]), pct(self.interval[1])] if self.interval else None,
+            df=self.df,
+            critical_z=self.critical_z,
+            stop=self.stop,
+            rule=self.rule,
+            variance=self.variance,
+            llr=round(self.llr, 4) if self.llr is not None else None,
+        )
 
 
 def confirm_critical_z(blocks: int, max_blocks: int, alpha: float = CONFIRM_ALPHA, final: bool = False) -> float:

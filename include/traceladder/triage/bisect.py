@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from traceladder.core.documents import JSONObject, JSONValue, as_object
+from traceladder.core.documents import JSONObject, JSONValue, TriageCandidate, as_object
 from traceladder.core.errors import TraceladderError
 from traceladder.core.env_vars import BUILD
 from traceladder.stats.decisions import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED, Share
@@ -57,8 +57,10 @@ class Candidate:
     changes: JSONObject = field(default_factory=dict)
     created: str | None = None
 
-    def as_dict(self) -> JSONObject:
-        return {"name": self.name, "kind": self.kind, "changes": self.changes, "created": self.created}
+    def as_part(self) -> TriageCandidate:
+        """The candidate as triage.json records it (its changes as typed fields)."""
+        named: JSONObject = {"name": self.name, "kind": self.kind, "created": self.created}
+        return TriageCandidate.from_dict(named | TriageCandidate.fields_of(self.kind, self.changes))
 
 
 @dataclass(frozen=True)

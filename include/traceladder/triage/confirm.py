@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from traceladder.core.documents import JSONObject, JSONValue, TriageStep, as_float, as_list
+from traceladder.core.documents import JSONObject, JSONValue, TriageLook, TriageStep, as_float, as_list
 from traceladder.core.errors import TraceladderError
 from traceladder.stats.decisions import (
     CONFIRM_ALPHA,
@@ -150,7 +150,7 @@ def confirm(
     statistic = "mean" if metric == "cpu" else "median"
     spent = spent if spent is not None else Spent()
     runs: list[Run] = []
-    looks: list[JSONObject] = []
+    looks: list[TriageLook] = []
     started, before = clock(), (spent.runs, spent.run_s)
     longest = 0.0
     look: ConfirmLook | None = None
@@ -166,7 +166,7 @@ def confirm(
         if out_of is not None:
             if block:
                 look = at_look(final=True)
-                looks.append(look.as_dict())
+                looks.append(look.as_look())
             break
         t0 = clock()
         order = ["A", "B"] if rng.random() < 0.5 else ["B", "A"]
@@ -183,13 +183,13 @@ def confirm(
             runs.append(Run(block, side, math.log(value), tuple(math.log(v) for v in values if v > 0), at=float(at)))
         longest = max(longest, clock() - t0)
         look = at_look()
-        looks.append(look.as_dict())
+        looks.append(look.as_look())
         if look.stop is not None:
             break
     if look is None:  # the triage's budget was spent before this step's first block
         return TriageStep(kind=kind, rung=rung, good=names[0], candidate=names[1], verdict=INSUFFICIENT, reason=out_of)
     verdict = look.stop or INSUFFICIENT
-    final = look.as_dict()
+    final = looks[-1]  # `look` as recorded
     reason = more = None
     if verdict == INSUFFICIENT:
         more = blocks_to_decide(look, suspect_log)
@@ -202,8 +202,8 @@ def confirm(
         good=names[0],
         candidate=names[1],
         verdict=verdict,
-        delta_pct=final["delta_pct"],  # type: ignore[arg-type]
-        interval_pct=final["interval_pct"],  # type: ignore[arg-type]
+        delta_pct=final.delta_pct,
+        interval_pct=final.interval_pct,
         blocks=look.blocks,
         looks=looks,
         reason=reason,

@@ -64,6 +64,11 @@ class TriageContext:
     # steps are reused, a skipped one runs again
     force: bool = False
     max_culprits: int = MAX_CULPRITS
+    dag_run_id: str | None = None  # the triage DAG run working on it (None outside Airflow)
+
+    @property
+    def basis(self) -> record.Basis:
+        return record.Basis(self.metric, self.budget.alpha, self.budget.devices, self.dag_run_id)
 
 
 def _seed(*parts: str) -> int:
@@ -77,7 +82,9 @@ def _log_size(step: TriageStep) -> float:
 class _Triage:
     """One rung's triage document, saved after every change."""
 
-    def __init__(self, ctx: TriageContext, suspect: TriageSuspect, group: list[str]) -> None:
+    def __init__(
+        self, ctx: TriageContext, suspect: TriageSuspect, group: list[str], ends: tuple[RunSetup, RunSetup]
+    ) -> None:
         self.ctx = ctx
         self.key, self.report_key = record.keys(ctx.prefix, ctx.ladder, ctx.run_id, suspect.rung)
         found = record.load(ctx.store, self.key)
@@ -98,11 +105,11 @@ class _Triage:
         for done in found.steps if found else []:  # a resumed triage's budget counts what it spent
             ctx.spent.runs += done.runs
             ctx.spent.run_s += done.run_s
-        self.doc = found or TriageDoc(
-            ladder=ctx.ladder, run_id=ctx.run_id, rung=suspect.rung, state="running", suspect=suspect, group=group
-        )
         if found is None:
+            self.doc = record.started(ctx.ladder, ctx.run_id, suspect, group, ends, ctx.basis)
             self.save()
+        else:  # a running one gets what it did not record and this DAG run; a finished one is left as it is
+            self.doc = record.resumed(found, ends, ctx.basis) if found.state == "running" else found
 
     def save(self) -> None:
         self.doc = record.save(self.ctx.store, self.key, self.doc)
@@ -202,7 +209,7 @@ Group = dict[str, tuple[_Triage, RunSetup, RunSetup]]
 def _open(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSetup, RunSetup]]) -> Group:
     """Each suspect's triage document, read back when stored (a retry), else started."""
     group = [s.rung for s, _, _ in suspects]
-    return {s.rung: (_Triage(ctx, s, group), good, bad) for s, good, bad in suspects}
+    return {s.rung: (_Triage(ctx, s, group, (good, bad)), good, bad) for s, good, bad in suspects}
 
 
 def _confirm_each(rungs: Group) -> list[tuple[str, TriageStep]]:
@@ -262,7 +269,7 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
     last_good = by_name[culprits[0].last_good] if culprits else None
     main.update(
         bisected_on=main_rung,
-        candidates=[c.as_dict() for c in candidates],
+        candidates=[c.as_part() for c in candidates],
         non_bisectable=non_bisectable,
         first_bad=first_bad.name if first_bad else None,
         last_good=last_good.name if last_good else None,

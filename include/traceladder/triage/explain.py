@@ -9,8 +9,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from traceladder.core.documents import Explanation, JSONObject, JSONValue, as_object
-from traceladder.core.summary_parts import RungChange, SummaryRung
+from traceladder.core.documents import DocumentError, Explanation, JSONObject, JSONValue, Mover, as_list, as_object
+from traceladder.core.summary_parts import DeltaRow, RungChange, SummaryRung
 from traceladder.core.errors import TraceladderError
 from traceladder.summary.attribution import TRACE_LENSES, TOP, entry, gate_unfit
 
@@ -80,12 +80,15 @@ def explain(
     row = SummaryRung(rung=names[1], parent=names[0], vs_parent=RungChange(verdict=verdict, metric="step_ms"))
     e = entry(row, lens, str(traces[0]), str(traces[1]), comparison)
     doc = comparison.doc
-    return Explanation(
-        lens=lens,
-        good=names[0],
-        bad=names[1],
-        sentence=str(e["sentence"]),
-        top_ops=[dict(m) for m in doc.top_ops[:TOP]],
-        top_kernels=[dict(m) for m in doc.top_kernels[:TOP]],
-        regions=[as_object(r) for r in e["regions"]] if isinstance(e["regions"], list) else [],
-    )
+    try:
+        return Explanation(
+            lens=lens,
+            good=names[0],
+            bad=names[1],
+            sentence=str(e["sentence"]),
+            top_ops=[Mover.from_dict(m, f"top_ops[{i}]") for i, m in enumerate(doc.top_ops[:TOP])],
+            top_kernels=[Mover.from_dict(m, f"top_kernels[{i}]") for i, m in enumerate(doc.top_kernels[:TOP])],
+            regions=[DeltaRow.from_dict(r, f"regions[{i}]") for i, r in enumerate(as_list(e["regions"]))],
+        )
+    except DocumentError as exc:  # a compare row of another shape: said, never a failed triage
+        return Explanation(lens=lens, good=names[0], bad=names[1], error=f"the comparison: {exc}")

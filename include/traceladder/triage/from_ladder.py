@@ -19,6 +19,7 @@ from traceladder.triage.bisect import BuildChanges
 from traceladder.triage.confirm import Budget, RunBlock
 from traceladder.triage.engine import TriageContext
 from traceladder.triage.explain import RunProfiled, cheapest_torch_lens, lens_overlay
+from traceladder.triage.record import Basis
 from traceladder.triage.suspects import Suspects, diff, history_noise, run_setup, stored_suspects, summary_key
 
 
@@ -56,6 +57,17 @@ def lens_overlays(loaded: LoadedLadder) -> Callable[[str], JSONObject | None]:
     return overlay
 
 
+def devices_per_run(loaded: LoadedLadder) -> int:
+    """The devices one of the ladder's runs holds: its nodes times the cluster's GPUs per node (1
+    where the cluster names none: the CPU proxy, whose device-hours are CPU-hours)."""
+    return loaded.ladder.nnodes * (loaded.cluster.gpus_per_node or 1)
+
+
+def basis(loaded: LoadedLadder, dag_run_id: str | None = None) -> Basis:
+    """What the ladder's triage judges by and runs on (triage.json's metric, level and devices)."""
+    return Basis(loaded.ladder.metric, loaded.ladder.triage.alpha, devices_per_run(loaded), dag_run_id)
+
+
 def context_for(
     loaded: LoadedLadder,
     store: ArtifactSink,
@@ -67,10 +79,12 @@ def context_for(
     image_tags: Sequence[tuple[str, str | None, str | None]] = (),
     image_tags_reason: str | None = None,
     force: bool = False,
+    dag_run_id: str | None = None,
 ) -> TriageContext:
     """A triage's context from the ladder file: its catalog, `triage:` budgets and candidates, the
     retries of a run the infrastructure failed (`retries.rung_infra`), metric, lenses and each
-    suspect's noise history; the backend's runners, the approval gate and `force` from the caller."""
+    suspect's noise history; the backend's runners, the approval gate, `force` and the triage DAG
+    run (None outside Airflow) from the caller."""
     t = loaded.ladder.triage
     prefix, metric = loaded.cluster.storage.prefix, loaded.ladder.metric
 
@@ -91,7 +105,7 @@ def context_for(
             retries=loaded.ladder.retries.rung_infra,
             runs=t.budget_runs,
             device_hours=t.budget_device_hours,
-            devices=loaded.ladder.nnodes * (loaded.cluster.gpus_per_node or 1),
+            devices=devices_per_run(loaded),
         ),
         metric=loaded.ladder.metric,
         builds=catalog(loaded),
@@ -104,6 +118,7 @@ def context_for(
         history=lambda suspect: noise(suspect.good_run_id),
         force=force,
         max_culprits=t.max_culprits,
+        dag_run_id=dag_run_id,
     )
 
 

@@ -8,12 +8,24 @@ import datetime
 import html
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONValue, TriageDoc, TriageStep
+from traceladder.core.documents import (
+    Explanation,
+    JSONValue,
+    TriageCandidate,
+    TriageDoc,
+    TriageEnds,
+    TriageSpent,
+    TriageStep,
+    TriageSuspect,
+    pinned_digest,
+)
 from traceladder.stats.decisions import CONFIRMED, INSUFFICIENT, NOT_REPRODUCED
 from traceladder.storage.artifacts import ArtifactSink
+from traceladder.triage.suspects import RunSetup
 
 NOT_APPROVED = "not approved"
 
@@ -56,6 +68,67 @@ def keys(prefix: str, ladder: str, run_id: str, rung: str) -> tuple[str, str]:
     return layout.triage_key(run, rung), layout.triage_report_key(run, rung)
 
 
+@dataclass(frozen=True)
+class Basis:
+    """What a triage judges by and runs on, for its triage.json: the ladder's metric and
+    `triage.alpha`, the devices one run holds (nodes times GPUs per node), and the triage DAG run
+    working on it (None outside Airflow)."""
+
+    metric: str
+    alpha: float
+    devices: int
+    dag_run_id: str | None = None
+
+
+def started(
+    ladder: str,
+    run_id: str,
+    suspect: TriageSuspect,
+    group: Sequence[str],
+    ends: tuple[RunSetup, RunSetup],
+    basis: Basis,
+) -> TriageDoc:
+    """A new triage of `suspect` (`running`, no step yet), with its basis and both ends' image
+    digests and builds (`ends`: the last good run's setup and the suspect run's)."""
+    doc = TriageDoc(
+        ladder=ladder,
+        run_id=run_id,
+        rung=suspect.rung,
+        state="running",
+        suspect=suspect,
+        group=list(group),
+        metric=None,
+        alpha=None,
+        dag_run_id=None,
+        digests=None,
+        builds=None,
+        spent=None,
+    )
+    return resumed(doc, ends, basis)
+
+
+def resumed(doc: TriageDoc, ends: tuple[RunSetup, RunSetup], basis: Basis) -> TriageDoc:
+    """A triage as a task works on it: the DAG run now working on it (kept outside Airflow), and
+    what it did not record (a schema-1 document) filled in: the metric and level its next steps
+    judge by, the devices, both ends' digests and builds."""
+    good, bad = ends
+    return replace(
+        doc,
+        metric=doc.metric or basis.metric,
+        alpha=doc.alpha if doc.alpha is not None else basis.alpha,
+        dag_run_id=basis.dag_run_id or doc.dag_run_id,
+        digests=doc.digests or TriageEnds.of(_bare(good.image_digest), _bare(bad.image_digest)),
+        builds=doc.builds or TriageEnds.of(good.build, bad.build),
+        spent=TriageSpent.of(doc.steps, doc.spent.devices if doc.spent and doc.spent.devices else basis.devices),
+    )
+
+
+def _bare(image_digest: str | None) -> str | None:
+    """A run's recorded digest (the daemon's RepoDigests entry, ``name@sha256:...``) as the bare
+    ``sha256:...``."""
+    return None if image_digest is None else pinned_digest(image_digest) or image_digest
+
+
 def load(store: ArtifactSink, key: str) -> TriageDoc | None:
     """The stored triage (None: none yet). A document that does not parse is an error naming it:
     it is never overwritten silently."""
@@ -69,17 +142,84 @@ def now() -> str:
 
 
 def save(store: ArtifactSink, key: str, doc: TriageDoc) -> TriageDoc:
-    """Store the triage as it stands (after every step), stamped with the time."""
-    from dataclasses import replace
-
-    stamped = replace(doc, updated_at=now())
+    """Store the triage as it stands (after every step), stamped with the time and what its steps
+    spent (on the devices its `spent` names)."""
+    devices = doc.spent.devices if doc.spent is not None else None
+    stamped = replace(doc, updated_at=now(), spent=TriageSpent.of(doc.steps, devices))
     store.put_bytes(key, stamped.to_json().encode(), "application/json")
     return stamped
 
 
+def _basis_html(doc: TriageDoc) -> str:
+    """What the triage judged by, where it ran and what it spent, in one paragraph."""
+    e = html.escape
+    metric = f"step {'CPU ' if doc.metric == 'cpu' else ''}time ({doc.metric})" if doc.metric else "not recorded"
+    level = (
+        f"two-sided alpha {doc.alpha:g}, a step's intervals over all its looks covering together at "
+        f"{100 * (1 - doc.alpha):g}%"
+        if doc.alpha is not None
+        else "not recorded"
+    )
+    spent = doc.spending()
+    devices = (
+        f", {spent.device_hours:.3f} device-hours ({spent.devices} devices per run)"
+        if spent.device_hours is not None
+        else " (devices not recorded)"
+    )
+    parts = [
+        f"Metric: {e(metric)}; level: {e(level)}.",
+        f"Spent: {spent.runs} runs, {spent.run_hours:.3f} run-hours{devices}.",
+    ]
+    for name, ends in (("Images", doc.digests), ("Builds", doc.builds)):
+        if ends is not None:
+            parts.append(f"{name}: good {e(ends.good or 'none')}, bad {e(ends.bad or 'none')}.")
+    if doc.dag_run_id:
+        parts.append(f"DAG run: {e(doc.dag_run_id)}.")
+    if doc.alert:
+        parts.append(f"Alert: {e(doc.alert)}.")
+    return f"<p>{' '.join(parts)}</p>"
+
+
+def _candidates_html(doc: TriageDoc) -> str:
+    """The bisection's candidates, oldest first, each with what it runs."""
+    e = html.escape
+
+    def runs(c: TriageCandidate) -> str:
+        if c.kind == "build":
+            return f"build {c.build}"
+        if c.kind == "image":
+            return f"image {c.image}"
+        return f"settings {json.dumps(c.settings, sort_keys=True)}"
+
+    rows = "".join(
+        f"<tr><td>{e(c.name)}</td><td>{e(c.kind)}</td><td>{e(c.created or '')}</td><td>{e(runs(c))}</td></tr>"
+        for c in doc.candidates
+    )
+    return (
+        f"<h2>Candidates</h2><table><tr><th>candidate</th><th>kind</th><th>created</th><th>runs</th></tr>{rows}</table>"
+        if rows
+        else ""
+    )
+
+
+def _explanation_html(ex: Explanation | None) -> str:
+    e = html.escape
+    if ex is None:
+        return "<p>No explanation.</p>"
+    if ex.error:
+        return f"<p>{e(ex.error)}</p>"
+    movers = [*ex.top_kernels, *ex.top_ops] if ex.top_kernels else ex.top_ops
+    items = "".join(f"<li>{e(m.name)} ({e(m.status)}): {m.delta_us:+.1f} µs</li>" for m in movers)
+    regions = "".join(f"<li>region {e(r.name)}: {r.delta_us:+.1f} µs</li>" for r in ex.regions)
+    return (
+        f"<p>{e(ex.sentence or '')}</p><p>{e(ex.good)} to {e(ex.bad)}, per profiled step:</p><ul>{items}{regions}</ul>"
+    )
+
+
 def report_html(doc: TriageDoc) -> str:
-    """The triage's page: label, suspect, diff, every step with its verdict and interval, the
-    bisection's conclusion, the explanation and the commands."""
+    """The triage's page: label, suspect, what it judged by and spent, diff, candidates, every
+    step with its verdict and interval, the bisection's conclusion, the explanation and the
+    commands."""
     e = html.escape
 
     def interval(step_pct: list[float] | None) -> str:
@@ -103,17 +243,6 @@ def report_html(doc: TriageDoc) -> str:
         f"<td>{c.share_interval_pct[0]:.0f}% to {c.share_interval_pct[1]:.0f}%</td></tr>"
         for c in doc.culprits
     )
-    spent_runs, spent_h = sum(t.runs for t in doc.steps), sum(t.run_s for t in doc.steps) / 3600
-    ex = doc.explanation
-    explained = (
-        "<p>No explanation.</p>"
-        if ex is None
-        else f"<p>{e(ex.error)}</p>"
-        if ex.error
-        else f"<p>{e(ex.sentence or '')}</p><ul>"
-        + "".join(f"<li>{e(str(m.get('name')))}: {float(str(m.get('delta_us', 0))):+.1f} µs</li>" for m in ex.top_ops)
-        + "</ul>"
-    )
     commands = "".join(f"<li>{e(k)}: <code>{e(str(v))}</code></li>" for k, v in doc.reproduce.items())
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
@@ -129,12 +258,13 @@ def report_html(doc: TriageDoc) -> str:
             if culprits
             else ""
         )
-        + f"<p>Spent: {spent_runs} runs, {spent_h:.2f} run-hours (times the run's devices: device-hours).</p>"
-        "<h2>What differs</h2><table><tr><th>section</th><th>field</th><th>good</th><th>bad</th>"
+        + _basis_html(doc)
+        + "<h2>What differs</h2><table><tr><th>section</th><th>field</th><th>good</th><th>bad</th>"
         f"<th>bisectable</th></tr>{rows}</table>"
-        "<h2>Steps</h2><table><tr><th>kind</th><th>rung</th><th>A</th><th>B</th><th>verdict</th><th>B vs A</th>"
+        + _candidates_html(doc)
+        + "<h2>Steps</h2><table><tr><th>kind</th><th>rung</th><th>A</th><th>B</th><th>verdict</th><th>B vs A</th>"
         f"<th>interval</th><th>blocks</th><th>note</th></tr>{steps}</table>"
-        f"<h2>Explanation</h2>{explained}<h2>Reproduce</h2><ul>{commands}</ul></body></html>"
+        f"<h2>Explanation</h2>{_explanation_html(doc.explanation)}<h2>Reproduce</h2><ul>{commands}</ul></body></html>"
     )
 
 

@@ -202,6 +202,7 @@ def build_triage_dag(ladders: Sequence[LoadedLadder]) -> DAG:
                 [str(r) for r in found["rungs"]],  # type: ignore[union-attr]
                 str(chosen[0]) if chosen else None,
                 "done" if triage_state is not None else "without a result (failed, skipped or cut off)",
+                str(context["run_id"]),
             )
             return {"recorded": list(recorded)}
 

@@ -7,7 +7,7 @@ image tags between two images; and the engine's context built from them."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -248,4 +248,11 @@ def engine_context(
         image_tags=tags,
         image_tags_reason=reason,
         force=force,
+        dag_run_id=dag_run_id(context),
     )
+
+
+def dag_run_id(context: Any) -> str | None:
+    """The DAG run of a task's Airflow context (its `run_id`); None outside Airflow."""
+    run_id = context.get("run_id") if isinstance(context, Mapping) else None
+    return str(run_id) if run_id else None

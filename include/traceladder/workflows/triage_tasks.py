@@ -209,13 +209,18 @@ def bisection_estimate(params: TriageParams, confirmed: Sequence[JSONObject]) ->
 
 
 def record_outcome(
-    params: TriageParams, rungs: Sequence[str], approval: str | None, triage_state: str | None
+    params: TriageParams,
+    rungs: Sequence[str],
+    approval: str | None,
+    triage_state: str | None,
+    dag_run_id: str | None = None,
 ) -> list[JSONObject]:
     """triage.json whatever happened: a refused approval (Reject, or its timeout's default) ends
     each unfinished rung `not approved`; a triage task that failed leaves its steps and ends it
-    `failed` with the task's state. A finished triage is left as it is."""
+    `failed` with the task's state. A finished triage is left as it is. `dag_run_id`: this triage
+    DAG run, recorded in each unfinished rung's triage.json."""
     from traceladder.triage import record
-    from traceladder.triage.from_ladder import selected_suspects
+    from traceladder.triage.from_ladder import basis, selected_suspects
 
     ladder, run_id = params["ladder"], params["bad_run"]
     loaded, store = ladder_store(ladder)
@@ -230,8 +235,11 @@ def record_outcome(
         doc = record.load(store, key)
         if doc is None or doc.state == "running":
             suspect, good, bad = pending[rung]
-            base = doc or TriageDoc(
-                ladder=ladder, run_id=run_id, rung=rung, state="running", suspect=suspect, group=list(rungs)
+            judged = basis(loaded, dag_run_id)
+            base = (
+                record.resumed(doc, (good, bad), judged)
+                if doc
+                else record.started(ladder, run_id, suspect, rungs, (good, bad), judged)
             )
             reproduce: JSONObject = {
                 "good": record.reproduce_command(good.pinned_spec, f"{run_id}-triage-good"),

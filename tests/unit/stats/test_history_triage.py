@@ -148,7 +148,9 @@ def test_confirm_look_on_the_block_model() -> None:
     assert early.interval is None and early.stop is None
     ran_out = look_at(_runs([0.2, -0.1, 0.15]), s, max_blocks=3)
     assert ran_out.stop == INSUFFICIENT
-    assert ran_out.as_dict()["stop"] == INSUFFICIENT
+    recorded = ran_out.as_look()  # as triage.json records it
+    assert recorded.stop == INSUFFICIENT and recorded.blocks == 3 and recorded.interval_pct is not None
+    assert recorded.delta_pct == pytest.approx(100 * math.expm1(ran_out.diff))
     # by hand: the interval is diff +- critical_t(z, df) * se of the block model's contrast
     fit = fit_blocks(_runs([0.14, 0.15, 0.13, 0.14]), statistic="median").contrast("B", "A")
     half = critical_t(confirm_critical_z(4, 8), fit.df) * fit.se

@@ -22,7 +22,7 @@ from testkit.triage_docs import build_change, build_group, step, suspect, suspec
 from tests.conftest import REPO_ROOT
 from traceladder.config import LadderConfigError, load_ladder
 from traceladder.core import layout
-from traceladder.core.documents import DiffField, DocumentError, TriageDoc, TriageStep, TriageSuspect
+from traceladder.core.documents import DiffField, DocumentError, TriageDoc, TriageLook, TriageStep, TriageSuspect
 from traceladder.plan.build import build_plan
 from traceladder.runner import provenance
 from traceladder.storage.artifacts import DirArtifactSink
@@ -57,7 +57,7 @@ def _suspect() -> TriageSuspect:
 
 
 def test_triage_doc_round_trips_with_its_parts() -> None:
-    looks = [{"blocks": 3, "stop": None}]
+    looks = [TriageLook(blocks=3, delta_pct=14.2, interval_pct=[6.0, 23.0], df=2, critical_z=3.28, stop=None)]
     bisected = step(
         "bisect", good="n0", candidate="n3", delta_pct=14.2, interval_pct=[6.0, 23.0], blocks=7, looks=looks
     )
@@ -74,7 +74,8 @@ def test_triage_doc_round_trips_with_its_parts() -> None:
     assert back == doc
     assert isinstance(back.suspect, TriageSuspect) and isinstance(back.steps[0], TriageStep)
     assert isinstance(back.suspect.diff[0], DiffField)
-    assert json.loads(back.to_json())["schema"] == 1
+    assert isinstance(back.steps[0].looks[0], TriageLook) and back.steps[0].looks[0].rule == "confirm"
+    assert json.loads(back.to_json())["schema"] == 2
 
 
 @pytest.mark.parametrize(
