@@ -189,12 +189,6 @@ def store_for(settings: AlertSettings, client: Any) -> AlertStore:
     return AlertStore(client, settings.effective_bucket, settings.prefix)
 
 
-def triage_field(doc: TriageDoc, name: str) -> Any:
-    """A triage.json field that older files lack (the metric, the level)."""
-    value = getattr(doc, name, None)
-    return value if value is not None else doc.extra.get(name)
-
-
 def all_alerts(store: AlertStore) -> list[AlertDoc]:
     """Every alert, newest first; one that went away between the list and the read is left out."""
     found = [got[0] for got in (store.read(i) for i in store.ids()) if got is not None]
@@ -399,9 +393,7 @@ def record_triage(store: AlertStore, alert_id: str, doc: TriageDoc, report_key: 
     from traceladder.triage.record import confirm_step
 
     step = confirm_step(doc)
-    metric = str(triage_field(doc, "metric") or "") or None
-    alpha = triage_field(doc, "alpha")
-    level = 100 * (1 - float(alpha)) if isinstance(alpha, (int, float)) else None
+    metric, level = doc.metric, (100 * (1 - doc.alpha) if doc.alpha is not None else None)
 
     def put(alert: AlertDoc) -> AlertDoc | None:
         at = now()

@@ -291,6 +291,10 @@ def notify_outcome(params: TriageParams, rungs: Sequence[str]) -> int:
     if owned is None:  # a triage from before alerts, or its alert went away: nothing to attach to
         return 0
     main, report_key = next(((d, k) for d, k in docs if d.rung == (d.bisected_on or d.rung)), docs[0])
+    for doc, report in docs:  # each rung's triage.json names its alert
+        if doc.alert != owned.id:
+            key = record.keys(loaded.cluster.storage.prefix, ladder, run_id, doc.rung)[0]
+            record.save_report(store, report, record.save(store, key, replace(doc, alert=owned.id)))
     alert = alerts.record_triage(alert_store_, owned.id, main, report_key, None)
     quiet = main.label in alerts.QUIET_LABELS and loaded.ladder.triage.notices != "all"
     if quiet or not alerts.mark_notice(alert_store_, alert.id, "alert"):

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from traceladder.core.alerts import AlertDoc
+from testkit.triage_docs import triage_doc
 from traceladder.core.documents import Culprit, DiffField, TriageDoc, TriageStep, TriageSuspect
 from traceladder.triage import alerts
 from traceladder.triage.alerts import AlertConflict, DirAlertStore
@@ -128,16 +129,7 @@ def _triage(run_id: str, label: str, culprit: str | None) -> TriageDoc:
         if culprit
         else []
     )
-    return TriageDoc(
-        ladder="l",
-        run_id=run_id,
-        rung="baseline",
-        state="done",
-        label=label,
-        suspect=_suspect(run_id),
-        steps=[step],
-        culprits=culprits,
-    )
+    return triage_doc(_suspect(run_id), ladder="l", label=label, steps=[step], culprits=culprits, metric="cpu")
 
 
 def test_not_reproduced_makes_the_alert_invalid_and_it_covers_nothing(tmp_path) -> None:
@@ -199,7 +191,7 @@ def test_a_bad_alert_file_is_one_line_naming_it(tmp_path) -> None:
 def test_an_alert_round_trips_and_says_its_size(tmp_path) -> None:
     store = DirAlertStore(tmp_path)
     doc, _ = alerts.assign(store, _group("l", "w7"), _key, "d1")
-    triage = replace(_triage("w7", "confirmed regression", "n1"), extra={"metric": "cpu", "alpha": 0.05})
+    triage = _triage("w7", "confirmed regression", "n1")
     after = alerts.record_triage(store, doc.id, triage, "r.html", "traceladder triage repro ...")
     assert AlertDoc.from_json(after.to_json()) == after
     assert after.size_text() == "+54.0% [+30.0%, +80.0%] (CPU time, 95% interval)"

@@ -56,7 +56,7 @@ def test_a_two_culprit_alert_notice_names_metric_level_size_and_shares_and_links
             lens="torch_rank0", good="nightly-4", bad="nightly-5", sentence="attention grew by 1.2 ms a step"
         ),
     )
-    doc = replace(doc, extra={**doc.extra, "metric": "cpu", "alpha": 0.05})
+    doc = replace(doc, metric="cpu", alpha=0.05)
     repro = "traceladder triage repro --ladder mini --run w5 --rung fusions --step 0"
     alert = alerts.record_triage(store, alert.id, doc, "traceladder/mini/w5/triage/fusions/report.html", repro)
     url = alert_url(AlertSettings(base_url="https://airflow.example.com/"), alert.id)
