@@ -12,7 +12,12 @@ on traceladder.embedded.local_stack with a one-rung tiny proxy ladder:
 - the triage confirms for real (interleaved A/B blocks of the tiny proxy), asks for the approval
   before the bisection (`triage.approve: true`), which is given through the real api-server's HITL
   endpoint, then localizes and explains; the verdict reaches an HTTP server the test starts, once;
-- a second trigger for the same ladder run starts nothing and says so."""
+- a second trigger for the same ladder run starts nothing and says so;
+- alerts (issue 59): the triage made one alert and one alert notice; two weeks later (seeded as
+  stored documents: copies of the flagged run) the change point is called on the same window and
+  its triage DAG run links to the alert and starts nothing; a second ladder on the same build
+  change (its weeks copied from the first's) links too; three runs back at the good level (copies
+  of good weeks) and a weekly run's publish mark the alert recovered, with one notice."""
 
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ pytestmark = [pytest.mark.scheduler, pytest.mark.triage, pytest.mark.service]
 
 REPO = Path(__file__).resolve().parents[2]
 LADDER = "triage-sched"
+OTHER = "triage-sched-b"  # a second ladder on the same build change (issue 59)
 WEEKLY_DAG = f"traceladder-{LADDER}"
 DAG_ID = "traceladder-triage"
 BUILDS = [
@@ -109,6 +115,53 @@ def _seed_good_weeks(stack: Any, ladder_file: Path, work: Path) -> list[str]:
     return run_ids
 
 
+def _copy_run(stack: Any, ladder: str, run_id: str, to_ladder: str, to_run: str, logical: str) -> None:
+    """Store a run again as another run (and ladder): its plan, specs and metrics with every string
+    equal to the old run id or ladder name replaced, then summarize and publish it as the DAG does.
+    The figures are the copied run's own, so a copy lies exactly where its original does."""
+    from traceladder.core import layout
+    from traceladder.storage.artifacts import S3ArtifactStore
+    from traceladder.summary.publish import publish_latest, write_summary
+
+    client, bucket = stack.s3.client(), stack.s3.bucket
+    source = S3ArtifactStore(client, bucket, "traceladder", ladder)
+    target = S3ArtifactStore(client, bucket, "traceladder", to_ladder)
+    old_run, new_run = (
+        layout.run_prefix("traceladder", ladder, run_id),
+        layout.run_prefix("traceladder", to_ladder, to_run),
+    )
+    swap = {run_id: to_run, ladder: to_ladder}
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: renamed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [renamed(v) for v in value]
+        return swap.get(value, value) if isinstance(value, str) else value
+
+    plan: dict[str, Any] = {}
+    for key in source.list(old_run + "/"):
+        rel = key[len(old_run) + 1 :]
+        if rel.split("/")[0] in (layout.SUMMARY_FOLDER, layout.TRIAGE_FOLDER) or not rel.endswith(".json"):
+            continue
+        doc = renamed(json.loads(source.get_bytes(key)))
+        target.put_bytes(layout.join(new_run, rel), json.dumps(doc).encode())
+        if rel == layout.PLAN_OBJECT:
+            plan = doc
+    ref = write_summary(target, new_run, plan, logical)
+    publish_latest(target, layout.join("traceladder", to_ladder), ref)
+
+
+def _trigger_triage(stack: Any, ladder: str, bad_run: str) -> tuple[dict[str, str], str]:
+    """The triage DAG for a ladder run, as `start_triage` starts it; its task states and what its
+    suspects task decided."""
+    run = stack.trigger(DAG_ID, {"ladder": ladder, "bad_run": bad_run})
+    assert stack.wait_for_run(DAG_ID, run, timeout_s=300) == "success"
+    tis = {ti["task_id"]: ti["state"] for ti in stack.task_instances(DAG_ID, run)}
+    path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run}/taskInstances/suspects/xcomEntries/return_value"
+    return tis, json.dumps(stack._call("GET", path)["value"])
+
+
 def _await_run(stack: Any, dag_id: str, run_id: str, timeout_s: float) -> None:
     """Wait until the DAG run exists (another DAG's task creates it)."""
     deadline = time.monotonic() + timeout_s
@@ -161,6 +214,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
     from traceladder.workflows.triage_tasks import triage_run_id
     from traceladder.core.documents import Summary, TriageDoc
     from traceladder.storage.artifacts import safe_key_part
+    from traceladder.triage.alerts import AlertStore, all_alerts
 
     started = time.monotonic()
     monkeypatch.setenv("PYTHONPATH", f"{REPO / 'include'}:{REPO}")  # the runs' subprocesses import this checkout
@@ -168,7 +222,7 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
     webhook = WebhookReceiver()
     stack = start_stack(
         tmp_path,
-        {LADDER: LADDER_FIELDS},
+        {LADDER: LADDER_FIELDS, OTHER: LADDER_FIELDS},
         {"AIRFLOW_CONN_TRACELADDER_NOTIFY": webhook.connection(), "TRACELADDER_WARM_LAUNCHER": "0"},
     )
     try:
@@ -207,8 +261,11 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert doc.steps[0].kind == "confirm" and doc.steps[0].verdict == "confirmed"
         assert doc.suspect.good_run_id == good_weeks[-1] and (doc.last_good, doc.first_bad) == ("n0", "n1")
         notice, message = webhook.received
-        assert message["text"].startswith(f"traceladder {LADDER} run {run_id}: confirmed regression in baseline")
-        assert "reproduce bad: traceladder run-rung" in message["text"]
+        alert_store = AlertStore(stack.s3.client(), stack.s3.bucket, "traceladder-alerts")
+        (alert,) = all_alerts(alert_store)
+        assert message["text"].startswith(f"traceladder alert {alert.id}: confirmed regression in {LADDER}/baseline")
+        assert f"/traceladder/alerts/{alert.id}" in message["text"] and "{" not in message["text"]
+        assert alert.kind == "regression" and alert.notices == ["alert"] and doc.alert == alert.id
         triaged = time.monotonic()
         # a second trigger for the same ladder run starts nothing and says so in its suspects task
         again = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": run_id})
@@ -219,13 +276,71 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         said = stack._call("GET", path)["value"]
         assert "already triaged (baseline: done): nothing started" in json.dumps(said)
         assert len(webhook.received) == 2  # the weekly notice and one verdict: no second verdict
+        triaged_again = time.monotonic()
+        _alerts_across_weeks_and_ladders(stack, webhook, alert_store, tmp_path, run_id, good_weeks)
         took = time.monotonic() - started
         print(
             f"test_triage_scheduler: the stack and seeded history {seeded - started:.0f} s, the weekly run "
             f"{weekly_done - seeded:.0f} s, the triage to its approval {approved - weekly_done:.0f} s and after it "
-            f"{triaged - approved:.0f} s, the second trigger {time.monotonic() - triaged:.0f} s; in all {took:.0f} s"
+            f"{triaged - approved:.0f} s, the second trigger {triaged_again - triaged:.0f} s, the alerts "
+            f"{time.monotonic() - triaged_again:.0f} s; in all {took:.0f} s"
         )
     finally:
         webhook.stop()
         keep_logs(stack, "test_triage_scheduler")
         stack.stop()
+
+
+def _alerts_across_weeks_and_ladders(
+    stack: Any, webhook: Any, alert_store: Any, tmp_path: Path, run_id: str, good_weeks: list[str]
+) -> None:
+    """Issue 59's done-when, after the first triage: the change point a week later, a second
+    ladder, the recovery; one alert, one triage that ran steps, one alert notice, one recovered
+    notice."""
+    from traceladder.triage.alerts import all_alerts
+
+    # after the flagged run and before the next weekly run, in order (a run's place is its logical date)
+    now, step = datetime.now(timezone.utc).replace(microsecond=0), timedelta(seconds=1)
+    day = timedelta(days=1)
+    # weeks N+1 and N+2 at the flagged run's level: the change point is called at week N
+    for i, week in enumerate(("bad-w2", "bad-w3")):
+        _copy_run(stack, LADDER, run_id, LADDER, week, (now + (i + 1) * step).isoformat())
+    key = f"traceladder/{LADDER}/bad-w3/summary/summary.json"
+    body = stack.s3.client().get_object(Bucket=stack.s3.bucket, Key=key)["Body"].read()
+    from traceladder.core.documents import Summary
+
+    (suspect,) = (Summary.from_json(body, key).history or {})["suspects"]
+    assert suspect["reason"] == "change point" and suspect["good_run_id"] == good_weeks[-1], suspect
+    tis, said = _trigger_triage(stack, LADDER, "bad-w3")
+    (alert,) = all_alerts(alert_store)
+    assert f"covered by alert {alert.id} (untriaged): nothing started" in said, said
+    assert tis["confirm"] == "skipped" and tis["triage"] == "skipped", tis
+    # a second ladder on the same build change: its weeks are copies of the first's
+    for i, week in enumerate(good_weeks):
+        _copy_run(stack, LADDER, week, OTHER, week, (now - (len(good_weeks) - i) * 7 * day).isoformat())
+    _copy_run(stack, LADDER, run_id, OTHER, "other-bad", now.isoformat())
+    tis, said = _trigger_triage(stack, OTHER, "other-bad")
+    assert f"covered by alert {alert.id}" in said and tis["confirm"] == "skipped", (said, tis)
+    (alert,) = all_alerts(alert_store)
+    assert [(m.ladder, m.run_id, m.role) for m in alert.members] == [
+        (LADDER, run_id, "triaged"),
+        (LADDER, "bad-w3", "linked"),
+        (OTHER, "other-bad", "linked"),
+    ]
+    # back at the good level for three runs (copies of good weeks), then a weekly run on n0: its
+    # publish finds the three in a row inside the good weeks' 99% bound and says so once
+    for i, week in enumerate(good_weeks[-3:]):
+        _copy_run(stack, LADDER, week, LADDER, f"back-{i + 1}", (now + (3 + i) * step).isoformat())
+    ladder_file = tmp_path / "ladders" / f"{LADDER}.yaml"
+    ladder_file.write_text(ladder_file.read_text().replace("build: n1", "build: n0"))
+    before = len(webhook.received)
+    again = stack.trigger(WEEKLY_DAG)
+    assert stack.wait_for_run(WEEKLY_DAG, again, timeout_s=600) == "success"
+    (alert,) = all_alerts(alert_store)
+    assert alert.recovered_run == "back-3" and alert.notices == ["alert", "recovered"], alert.history
+    texts = [m["text"] for m in webhook.received[before:]]
+    assert [t for t in texts if "recovered" in t] == [
+        t for t in texts if t.startswith(f"traceladder alert {alert.id} recovered:")
+    ] and len([t for t in texts if "recovered" in t]) == 1, texts
+    alerts_notices = [m["text"] for m in webhook.received if m["text"].startswith("traceladder alert ")]
+    assert len(alerts_notices) == 2, alerts_notices  # the alert's notice and its recovery, nothing else

@@ -509,24 +509,25 @@ def set_fields(
 
 
 def recovered_run(run_ids: Sequence[str], values: Sequence[float], member: AlertMember, runs: int) -> str | None:
-    """The newest run when the last `runs` runs after the member's run all lie inside the 99%
-    prediction bound of the good segment (the runs up to its last good run since the change
-    point before it, as the suspect rule took it); else None."""
+    """The run that ends the first `runs` runs in a row, after the member's run, that all lie
+    inside the 99% prediction bound of the good segment (the runs up to its last good run since
+    the change point before it, as the suspect rule took it); None while there are none."""
     from traceladder.stats.history import detect, prediction_bound
 
     if member.good_run_id not in run_ids or member.run_id not in run_ids:
         return None
-    good = run_ids.index(member.good_run_id)
-    after = list(values[run_ids.index(member.run_id) + 1 :])
-    if len(after) < runs:
-        return None
+    good, bad = run_ids.index(member.good_run_id), run_ids.index(member.run_id)
     before = detect(list(values[: good + 1]))
     start = before[-1].index if before else 0
     bound = prediction_bound(values[start : good + 1])
     if bound is None:
         return None
-    newest = [math.log(v) for v in after[-runs:]]
-    return run_ids[-1] if all(bound.low <= y <= bound.high for y in newest) else None
+    streak = 0
+    for i in range(bad + 1, len(values)):
+        streak = streak + 1 if bound.low <= math.log(values[i]) <= bound.high else 0
+        if streak == runs:
+            return run_ids[i]
+    return None
 
 
 def mark_recovered(store: AlertStore, alert_id: str, run_id: str, runs: int) -> AlertDoc | None:
