@@ -151,14 +151,11 @@ def record_outcome(
         key, report_key = record.keys(prefix, ladder, run_id, rung)
         doc = record.load(store, key)
         if doc is None or doc.state == "running":
-            suspect, good, bad = pending[rung]
+            suspect = pending[rung][0]
             base = doc or TriageDoc(
                 ladder=ladder, run_id=run_id, rung=rung, state="running", suspect=suspect, group=list(rungs)
             )
-            reproduce: JSONObject = {
-                "good": record.reproduce_command(good.pinned_spec, f"{run_id}-triage-good"),
-                "bad": record.reproduce_command(bad.pinned_spec, f"{run_id}-triage-bad"),
-            }
+            reproduce = record.reproduce_commands(base)  # the steps it recorded: the confirm's, if any
             if approval == "Reject":
                 doc = replace(
                     base,

@@ -1,5 +1,5 @@
 """The weekly notice with suspects is one line; the triage's message holds the label, rung, size
-with its interval, first bad, attribution sentence and each end's command (issue 51)."""
+with its interval, first bad, attribution sentence and the command that reruns each step's A/B (issue 59)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ def test_the_weekly_notice_with_suspects_is_one_line() -> None:
 
 
 def test_the_triage_message_holds_what_the_issue_names() -> None:
+    from dataclasses import replace
+
+    from traceladder.triage.record import reproduce_commands
+
     doc = triage_doc(
         suspect(reason="change point"),
         steps=[step(delta_pct=14.2, interval_pct=[9.8, 18.9], blocks=4)],
@@ -36,18 +40,25 @@ def test_the_triage_message_holds_what_the_issue_names() -> None:
         explanation=Explanation(
             lens="torch_rank0", good="nightly-4", bad="nightly-5", sentence="attention grew by 1.2 ms a step"
         ),
-        reproduce={
-            "good": "traceladder run-rung --spec-json '{}' --run-id w5-triage-good",
-            "bad": "traceladder run-rung --spec-json '{}' --run-id w5-triage-bad",
-        },
     )
+    doc = replace(doc, reproduce=reproduce_commands(doc))
     lines = triage_message(doc, "traceladder/mini/w5/triage/fusions/report.html").splitlines()
     assert lines[0] == "traceladder mini run w5: confirmed regression in fusions"
     assert lines[1] == "size: +14.2% (+9.8% to +18.9%) against w4"
     assert lines[2] == "first bad: nightly-5 (last good: nightly-4)"
     assert "attribution: attention grew by 1.2 ms a step" in lines
-    assert "reproduce good: traceladder run-rung --spec-json '{}' --run-id w5-triage-good" in lines
+    assert "reproduce confirm: traceladder triage repro --ladder mini --run w5 --rung fusions --step 0" in lines
+    assert not any("run-rung" in line for line in lines)
     assert lines[-1] == "report: traceladder/mini/w5/triage/fusions/report.html"
+
+
+def test_an_old_triage_with_run_rung_commands_still_reads_and_shows_them() -> None:
+    """triage.json written before `triage repro`: its good/bad `run-rung` commands are shown as they are."""
+    from traceladder.core.documents import TriageDoc
+
+    old = triage_doc(suspect(), steps=[step()], reproduce={"good": "traceladder run-rung --spec-json '{}'"})
+    back = TriageDoc.from_json(old.to_json())
+    assert "reproduce good: traceladder run-rung --spec-json '{}'" in triage_message(back).splitlines()
 
 
 def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
