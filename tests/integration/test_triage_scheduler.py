@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -208,7 +209,10 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert doc.suspect.good_run_id == good_weeks[-1] and (doc.last_good, doc.first_bad) == ("n0", "n1")
         notice, message = webhook.received
         assert message["text"].startswith(f"traceladder {LADDER} run {run_id}: confirmed regression in baseline")
-        assert "reproduce bad: traceladder run-rung" in message["text"]
+        # the command that reruns the confirm (two builds: the confirm named the culprit), not run-rung
+        command = f"traceladder triage repro --ladder {LADDER} --run {shlex.quote(doc.run_id)} --rung baseline --step 0"
+        assert doc.reproduce == {"confirm": command} and f"reproduce confirm: {command}" in message["text"]
+        assert "run-rung" not in message["text"]
         triaged = time.monotonic()
         # a second trigger for the same ladder run starts nothing and says so in its suspects task
         again = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": run_id})

@@ -15,10 +15,13 @@ line and exit 2 (cli/main.py)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from traceladder.core.errors import TraceladderError, first_line
 
@@ -77,6 +80,23 @@ def _conn_var(conn_id: str) -> str:
     return f"AIRFLOW_CONN_{conn_id.upper()}"
 
 
+@contextlib.contextmanager
+def _logs_to_stderr() -> Iterator[TextIO]:
+    """The command's own output (the stream yielded) apart from the log lines Airflow's hooks and
+    the runner print meanwhile: file descriptor 1 points at standard error until the end."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    out = os.fdopen(saved, "w", buffering=1)
+    try:
+        yield out
+    finally:
+        sys.stdout.flush()
+        out.flush()
+        os.dup2(saved, 1)
+        out.close()
+
+
 def _s3_client(conn_id: str) -> Any:
     """The cluster's S3 connection through the Amazon provider's hook when AIRFLOW_CONN_<ID> holds
     it (as a worker reads it), else TRACELADDER_S3_ENDPOINT / AWS_* (as `run-rung`)."""
@@ -131,6 +151,14 @@ def _run_block(loaded: LoadedLadder, scratch_store: S3ArtifactStore, run_id: str
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
+    if args.blocks < 1:
+        raise ReproInputError(f"--blocks: {args.blocks} is not a positive number of blocks")
+    with _logs_to_stderr() as out:
+        return _repro(args, out)
+
+
+def _repro(args: argparse.Namespace, out: TextIO) -> int:
+    """The repro itself: its lines to `out`, every log line to standard error."""
     from traceladder.core import layout
     from traceladder.triage import record
     from traceladder.triage.confirm import Budget
@@ -139,8 +167,6 @@ def cmd_repro(args: argparse.Namespace) -> int:
     from traceladder.triage.suspects import history_noise, run_setup
     from traceladder.workflows.triage_backends import docker_host
 
-    if args.blocks < 1:
-        raise ReproInputError(f"--blocks: {args.blocks} is not a positive number of blocks")
     loaded = _loaded(args.ladder)
     ladder, storage = loaded.ladder.ladder, loaded.cluster.storage
     scratch = scratch_prefix(storage.prefix, ladder, args.scratch_prefix)
@@ -167,22 +193,26 @@ def cmd_repro(args: argparse.Namespace) -> int:
     backend = loaded.ladder.backend
     print(
         f"triage repro: ladder {ladder} run {doc.run_id} rung {doc.rung} step {args.step} "
-        f"({step.kind} {step.good} -> {step.candidate}): up to {args.blocks} A/B blocks on the {backend} backend"
+        f"({step.kind} {step.good} -> {step.candidate}): up to {args.blocks} A/B blocks on the {backend} backend",
+        file=out,
     )
     host = docker_host(loaded)
     if host is not None:
-        print(f"docker host {host.name}: the repro holds no pool ({host.pool}); a rung there meanwhile slows both")
-    print(sides.side_words("A"))
-    print(sides.side_words("B"))
+        print(
+            f"docker host {host.name}: the repro holds no pool ({host.pool}); a rung there meanwhile slows both",
+            file=out,
+        )
+    print(sides.side_words("A"), file=out)
+    print(sides.side_words("B"), file=out)
     t = loaded.ladder.triage
     budget = Budget(args.blocks, None, t.alpha, retries=loaded.ladder.retries.rung_infra)
     history = history_noise(store, storage.prefix, ladder, doc.suspect.good_run_id, loaded.ladder.metric)
     again = rerun(doc, sides, run_block, budget, scratch, metric=loaded.ladder.metric, history=history)
-    print(f"recorded: {record.step_words(step)}")
-    print(f"rerun:    {record.step_words(again)}" + (f"; {again.reason}" if again.reason else ""))
+    print(f"recorded: {record.step_words(step)}", file=out)
+    print(f"rerun:    {record.step_words(again)}" + (f"; {again.reason}" if again.reason else ""), file=out)
     stored, production = (
         layout.run_prefix(scratch, ladder, f"{run_id}-triage"),
         layout.ladder_prefix(storage.prefix, ladder),
     )
-    print(f"stored under {scratch_store.describe(stored + '/')} (nothing under {production}/)")
+    print(f"stored under {scratch_store.describe(stored + '/')} (nothing under {production}/)", file=out)
     return 0
