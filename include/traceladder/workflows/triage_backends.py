@@ -116,7 +116,7 @@ def _docker_runner(
     return run
 
 
-def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any, dag_id: str) -> RunBlock:
+def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any, dag_id: str = "traceladder-triage") -> RunBlock:
     run = _docker_runner(loaded, run_id, context, dag_id)
     return lambda spec, side, block: run(spec, f"triage_{side}_{block}")
 
