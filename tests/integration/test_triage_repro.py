@@ -105,7 +105,6 @@ def test_the_recorded_command_reruns_a_pair_into_the_scratch_prefix_only(s3_serv
         "AIRFLOW_CONN_TRACELADDER_S3": s3_server.airflow_conn_uri_json(),
         "TRACELADDER_S3_BUCKET": bucket,
         "TRACELADDER_SPOOL_DIR": str(tmp_path / "spool"),
-        "TRACELADDER_WARM_LAUNCHER": "0",
     }
     started = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -1,8 +1,8 @@
 """`traceladder triage repro --ladder L --run RUN --rung RUNG --step K`: rerun one recorded step of
 a triage (its A/B, triage/repro.py) on the ladder's own backend, into a scratch prefix.
 
-- local: the real runner on this host (as the triage's `local_run_block`), each run stored through
-  an S3 store whose prefix is the scratch prefix;
+- local: the real runner on this host (as the triage's `local_run_block`, through one warm launcher
+  as in the triage task), each run stored through an S3 store whose prefix is the scratch prefix;
 - docker: the rung's container on the ladder's docker host (`run_rung_container`, as the triage
   task runs it), outside any Airflow task: it holds no pool, and stops no other container;
 - slurm: a batch job per run on the ladder's cluster (`run_rung_job`, as the triage task).
@@ -150,6 +150,16 @@ def _run_block(loaded: LoadedLadder, scratch_store: S3ArtifactStore, run_id: str
     return run_block_for(loaded, run_id, {}, REPRO_DAG_ID)
 
 
+def _warm(backend: str, run_id: str) -> contextlib.AbstractContextManager[None]:
+    """Local runs through one warm launcher, as the triage task's runs went (the DAG run's), keyed
+    by the repro; nothing for the other backends."""
+    if backend != "local":
+        return contextlib.nullcontext()
+    from traceladder.runner.forkserver_client import warm_runs
+
+    return warm_runs(REPRO_DAG_ID, run_id)
+
+
 def cmd_repro(args: argparse.Namespace) -> int:
     if args.blocks < 1:
         raise ReproInputError(f"--blocks: {args.blocks} is not a positive number of blocks")
@@ -207,7 +217,8 @@ def _repro(args: argparse.Namespace, out: TextIO) -> int:
     t = loaded.ladder.triage
     budget = Budget(args.blocks, None, t.alpha, retries=loaded.ladder.retries.rung_infra)
     history = history_noise(store, storage.prefix, ladder, doc.suspect.good_run_id, loaded.ladder.metric)
-    again = rerun(doc, sides, run_block, budget, scratch, metric=loaded.ladder.metric, history=history)
+    with _warm(backend, run_id):
+        again = rerun(doc, sides, run_block, budget, scratch, metric=loaded.ladder.metric, history=history)
     print(f"recorded: {record.step_words(step)}", file=out)
     print(f"rerun:    {record.step_words(again)}" + (f"; {again.reason}" if again.reason else ""), file=out)
     stored, production = (
