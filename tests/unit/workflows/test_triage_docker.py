@@ -251,3 +251,19 @@ def test_the_triages_client_is_the_rung_slots(loaded: Any, spec: dict[str, Any])
     assert ours.docker_conn_id is None and op.hook.docker_conn_id is None
     assert (ours.host_name, ours._rocm) == (op.hook.host_name, op.hook._rocm)
     assert ours._rocm["devices"] == list(host.devices) and ours._rocm["group_add"] == ["video"]
+
+
+def test_a_docker_repro_without_the_workers_connections_says_which_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, loaded: Any
+) -> None:
+    """`traceladder triage repro` on a docker ladder reads S3 and the daemon's TLS connection as
+    the workers do (AIRFLOW_CONN_*); outside a worker without them it names the missing ones."""
+    from traceladder.cli.triage import ReproInputError, _run_block
+
+    for name in ("AIRFLOW_CONN_TRACELADDER_S3", "AIRFLOW_CONN_DOCKER_TLS_MI350X_01", "AIRFLOW__SECRETS__BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ReproInputError) as info:
+        _run_block(loaded, None, "w5-repro")  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"ladder {LADDER} (docker): ")
+    assert "set AIRFLOW_CONN_TRACELADDER_S3, AIRFLOW_CONN_DOCKER_TLS_MI350X_01" in message
