@@ -368,6 +368,15 @@ def test_a_group_confirms_bisects_once_and_confirms_the_other_at_the_first_bad(t
     repro = "traceladder triage repro --ladder mini --run w5 --rung"
     assert main.reproduce == {"confirm": f"{repro} fusions --step 0", "pair n5": f"{repro} fusions --step {pair}"}
     assert other.reproduce == {"confirm": f"{repro} other --step 0", "at first bad n5": f"{repro} other --step 1"}
+    # the other rung's step at the culprit reruns on its own good spec with the bisected rung's candidates
+    from traceladder.triage.repro import ReproError, step_sides
+
+    _suspect, good, bad = _group()[1]
+    at = step_sides(other, 1, good, bad, BUILDS, main.candidates, "triage.json")
+    builds = [side["docker_env_vars"]["TRACELADDER_BUILD"] for side in (at.spec_a, at.spec_b)]
+    assert builds == ["n4", "n5"] and at.spec_a["rung"] == "other" and at.rule == "confirm"
+    with pytest.raises(ReproError, match=r"^triage.json: steps\[1\]: candidate 'n4' is not among the recorded"):
+        step_sides(other, 1, good, bad, BUILDS, other.candidates, "triage.json")
     stored = TriageDoc.from_json((tmp_path / "traceladder/mini/w5/triage/fusions/triage.json").read_bytes())
     assert stored.first_bad == "n5" and (tmp_path / "traceladder/mini/w5/triage/fusions/report.html").is_file()
 
