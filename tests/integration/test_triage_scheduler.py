@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -266,6 +267,11 @@ def test_a_weekly_run_with_a_suspect_starts_the_triage_approved_over_rest(tmp_pa
         assert message["text"].startswith(f"traceladder alert {alert.id}: confirmed regression in {LADDER}/baseline")
         assert f"/traceladder/alerts/{alert.id}" in message["text"] and "{" not in message["text"]
         assert alert.kind == "regression" and alert.notices == ["alert"] and doc.alert == alert.id
+        # the command that reruns the confirm (two builds: the confirm named the culprit), not run-rung
+        command = f"traceladder triage repro --ladder {LADDER} --run {shlex.quote(doc.run_id)} --rung baseline --step 0"
+        assert doc.reproduce == {"confirm": command} and f"rerun confirm: {command}" in message["text"]
+        assert alert.triage is not None and alert.triage.repro == command
+        assert "run-rung" not in message["text"]
         triaged = time.monotonic()
         # a second trigger for the same ladder run starts nothing and says so in its suspects task
         again = stack.trigger(DAG_ID, {"ladder": LADDER, "bad_run": run_id})

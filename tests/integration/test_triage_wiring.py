@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from testkit.results import store_measured_run
-from testkit.triage_docs import store_suspect_summary, suspect_fields
+from testkit.triage_docs import step, store_suspect_summary, suspect, suspect_fields, triage_doc
 from tests.integration.webhook import WebhookReceiver
 from tests.unit.config.test_validate import MINIMAL
 from traceladder.config.loader import CONFIG_DIR
@@ -27,6 +27,7 @@ from traceladder.workflows.triage_tasks import (
     weekly_triage_conf,
 )
 from traceladder.core.documents import TriageDoc
+from traceladder.triage import record
 
 pytestmark = pytest.mark.triage
 
@@ -63,6 +64,12 @@ def seeded(airflow_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return store, ladder
 
 
+def _record_a_confirm(store, ladder: str) -> None:
+    """triage.json as the `confirm` task leaves it: running, its confirm recorded."""
+    doc = triage_doc(suspect(), ladder=ladder, state="running", label=None, steps=[step()], group=["fusions"])
+    record.save(store, record.keys("traceladder", ladder, "w5", "fusions")[0], doc)
+
+
 def test_a_retrigger_while_a_triage_runs_starts_nothing_and_a_refusal_is_recorded(seeded, monkeypatch) -> None:
     store, ladder = seeded
     params = TriageParams(ladder=ladder, bad_run="w5")
@@ -73,13 +80,15 @@ def test_a_retrigger_while_a_triage_runs_starts_nothing_and_a_refusal_is_recorde
     assert second["start"] is False and second["reason"] == "being triaged by DAG run triage__a: nothing started"
     # the holder is gone (failed, cleared): the next DAG run takes the group over and resumes it
     assert claim(params, "manual__c", is_live=lambda run_id: False)["start"] is True
-    # a rejected (or timed-out) approval: triage.json and report.html say `not approved`
+    # a rejected (or timed-out) approval: triage.json and report.html say `not approved`, and
+    # give the command that reruns the confirm the `confirm` task recorded
+    _record_a_confirm(store, ladder)
     (out,) = record_outcome(params, ["fusions"], "Reject", None, "manual__c")
     doc = TriageDoc.from_json(store.get_bytes(out["key"]), out["key"])
     assert (doc.state, doc.label) == ("not approved", "not approved")
     assert (doc.dag_run_id, doc.metric, doc.alpha) == ("manual__c", "wall", 0.05)
     assert doc.builds is not None and (doc.builds.good, doc.builds.bad) == ("n0", "n1")
-    assert doc.reproduce["bad"].startswith("traceladder run-rung --spec-json ")
+    assert doc.reproduce == {"confirm": f"traceladder triage repro --ladder {ladder} --run w5 --rung fusions --step 0"}
     assert b"not approved" in store.get_bytes(out["report"])
     # a finished triage is never started again, whoever asks
     done = claim(params, "manual__d", is_live=lambda run_id: False)
@@ -90,6 +99,7 @@ def test_the_alerts_notice_reaches_the_webhook_once_and_holds_no_secret(seeded, 
     store, ladder = seeded
     params = TriageParams(ladder=ladder, bad_run="w5")
     found = claim(params, "triage__a", is_live=lambda run_id: True)
+    _record_a_confirm(store, ladder)
     record_outcome(params, ["fusions"], None, "failed")  # the triage task failed: recorded `failed`
     with WebhookReceiver() as webhook:
         monkeypatch.setenv("AIRFLOW_CONN_TRACELADDER_NOTIFY", webhook.connection())
@@ -101,6 +111,8 @@ def test_the_alerts_notice_reaches_the_webhook_once_and_holds_no_secret(seeded, 
     assert "error: the triage task ended failed" in text
     assert text.splitlines()[-1] == f"alert: http://localhost:8080/traceladder/alerts/{found['alert']}"
     assert "{" not in text  # no JSON in a notice
+    assert "run-rung" not in text
+    assert f"rerun confirm: traceladder triage repro --ladder {ladder} --run w5 --rung fusions --step 0" in text
     import os
 
     secret = os.environ.get("AWS_SECRET_ACCESS_KEY") or "no-secret-set"

@@ -302,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", help="judge ages from this ISO date instead of the clock")
     p.set_defaults(func=cmd_retention)
 
+    from traceladder.cli.triage import add_parser as add_triage
+
+    add_triage(sub)
+
     p = sub.add_parser("up", help="start S3 and a local Airflow (UI, scheduler, ...) until Ctrl-C")
     p.add_argument("--dir", help="state folder (default .traceladder/ in the repo)")
     p.add_argument("--port", type=int, help="api-server port (default 8080, or a free one)")

@@ -309,7 +309,9 @@ class TriageDoc(Document):
     conclusion: str | None = _f("str?", default=None)
     non_bisectable: list[DiffField] = _f("list", default=[], part=DiffField)
     explanation: Explanation | None = _f("object?", default=None, part=Explanation)
-    reproduce: JSONObject = _f("object", default={})  # "good"/"bad" -> a `traceladder run-rung` command
+    # "confirm" / "pair <culprit>" -> `traceladder triage repro` of that step (record.reproduce_commands);
+    # a triage.json from before it: "good"/"bad" -> a `traceladder run-rung` command
+    reproduce: JSONObject = _f("object", default={})
     error: str | None = _f("str?", default=None, omit_none=True)
     updated_at: str = _f("str", default="")
 

@@ -25,8 +25,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -146,27 +144,6 @@ def clear_history(client: Any, bucket: str, ladder_prefix: str) -> int:
     return removed
 
 
-@contextmanager
-def warm_runs(dag_id: str, run_id: str) -> Iterator[None]:
-    """The triage's runs through a warm launcher, as they run inside the triage DAG's task: the
-    launcher is keyed by the task's DAG run (runner/forkserver_client.py), which this process,
-    outside any task, names itself; the launcher is stopped after."""
-    from traceladder.runner import forkserver_client
-
-    names = {"AIRFLOW_CTX_DAG_ID": dag_id, "AIRFLOW_CTX_DAG_RUN_ID": run_id}
-    before = {k: os.environ.get(k) for k in names}
-    os.environ.update(names)
-    try:
-        yield
-    finally:
-        forkserver_client.stop_run(dag_id, run_id)
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def keep_local_copy(store: Any, run_prefix: str, local: Path) -> None:
     """The run's summary, each run's metrics and spec, and its triage documents, under `local`."""
     for key in store.list(run_prefix + "/"):
@@ -195,6 +172,7 @@ def run_weeks_and_triage(
     from traceladder.summary.index import entry_key
     from traceladder.triage.engine import triage_ladder_run
     from traceladder.triage.from_ladder import context_for
+    from traceladder.runner import forkserver_client
     from traceladder.triage.runs import local_run_block, local_run_profiled
 
     packaged = load_ladder(CONFIG_DIR / "ladders" / f"{LADDER}.yaml")
@@ -233,7 +211,7 @@ def run_weeks_and_triage(
     )
     if budget_blocks is not None:
         ctx = replace(ctx, budget=replace(ctx.budget, blocks=budget_blocks))
-    with warm_runs(f"traceladder-{LADDER}-triage", last.run_id):
+    with forkserver_client.warm_runs(f"traceladder-{LADDER}-triage", last.run_id):
         docs = triage_ladder_run(ctx)
     if not docs:
         raise DemoRegressionError(f"run {last.run_id}: the triage found no suspect in its summary")

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -342,6 +342,25 @@ def stop_run(dag_id: str, run_id: str) -> bool:
     stopped = orphans.stop_launcher(orphans.launcher_path(key_hash(key_for(dag_id, run_id))))
     _reap_started()  # one this process started (dag.test) is its zombie now: reap it
     return stopped
+
+
+@contextlib.contextmanager
+def warm_runs(dag_id: str, run_id: str) -> Iterator[None]:
+    """Local rungs run in this process meanwhile go through one warm launcher, keyed as a DAG run's
+    tasks key theirs (a process outside any task names itself by `dag_id` and `run_id`: the
+    demo's triage, `traceladder triage repro`); the launcher is stopped after."""
+    names = {"AIRFLOW_CTX_DAG_ID": dag_id, "AIRFLOW_CTX_DAG_RUN_ID": run_id}
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        stop_run(dag_id, run_id)
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _say(say: Callable[[str], None] | None, line: str) -> None:

@@ -71,7 +71,8 @@ class TriageContext:
         return record.Basis(self.metric, self.budget.alpha, self.budget.devices, self.dag_run_id)
 
 
-def _seed(*parts: str) -> int:
+def step_seed(*parts: str) -> int:
+    """A step's block-order seed from its run, rung, kind and pair: a rerun draws the same order."""
     return int.from_bytes(hashlib.sha256("/".join(parts).encode()).digest()[:4], "big")
 
 
@@ -157,7 +158,7 @@ class _Triage:
                 names=(good[0], bad[0]),
                 kind=kind,
                 metric=self.ctx.metric,
-                seed=_seed(self.ctx.run_id, self.doc.rung, kind, good[0], bad[0]),
+                seed=step_seed(self.ctx.run_id, self.doc.rung, kind, good[0], bad[0]),
                 step=len(self.doc.steps),
                 rule=rule,
                 history=history,
@@ -224,7 +225,7 @@ def _confirm_each(rungs: Group) -> list[tuple[str, TriageStep]]:
             confirmed.append((rung, step))
         else:
             label = record.label_for(step.verdict, s.direction) if step.verdict != "skipped" else "insufficient data"
-            _finish(t, good, bad, label, step.reason or f"the confirm ended {step.verdict}")
+            _finish(t, label, step.reason or f"the confirm ended {step.verdict}")
     return confirmed
 
 
@@ -252,8 +253,8 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
     main, good, bad = rungs[main_rung]
     if ctx.approve is not None and main.doc.state == "running" and not ctx.approve():
         for rung, _ in confirmed:
-            t, g, b = rungs[rung]
-            _finish(t, g, b, record.NOT_APPROVED, f"the bisection was not approved; {record.confirm_summary(t.doc)}")
+            t = rungs[rung][0]
+            _finish(t, record.NOT_APPROVED, f"the bisection was not approved; {record.confirm_summary(t.doc)}")
         return [t.doc for t, _, _ in rungs.values()]
     # 2. bisect once, on the largest confirmed change
     non_bisectable = [d for d in main.doc.suspect.diff if not d.bisectable]
@@ -292,7 +293,7 @@ def triage_run(ctx: TriageContext, suspects: Sequence[tuple[TriageSuspect, RunSe
         main.update(
             explanation=explain(good_spec, bad_spec, overlay, ctx.run_profiled, names, main.doc.suspect.direction)
         )
-    _finish(main, good, bad, record.label_for(CONFIRMED, main.doc.suspect.direction), conclusion, (good_spec, bad_spec))
+    _finish(main, record.label_for(CONFIRMED, main.doc.suspect.direction), conclusion)
     return [t.doc for t, _, _ in rungs.values()]
 
 
@@ -406,29 +407,21 @@ def _at_culprits(
         last_good=first.last_good if first else None,
         culprits=[c for c in main.culprits if c.name in own],
     )
-    _finish(t, g, b, record.label_for(CONFIRMED, t.doc.suspect.direction), note)
+    _finish(t, record.label_for(CONFIRMED, t.doc.suspect.direction), note)
 
 
-def _finish(
-    t: _Triage,
-    good: RunSetup,
-    bad: RunSetup,
-    label: str,
-    conclusion: str | None,
-    ends: tuple[JSONObject, JSONObject] | None = None,
-) -> None:
+def _finish(t: _Triage, label: str, conclusion: str | None) -> None:
+    """The rung's triage done (or not approved) with its label and conclusion, and the commands
+    that rerun its confirm and its culprits' pairs (record.reproduce_commands)."""
     if t.doc.state != "running":
         return
-    good_spec, bad_spec = ends or (good.pinned_spec, bad.pinned_spec)
-    t.update(
+    t.doc = replace(
+        t.doc,
         state="not approved" if label == record.NOT_APPROVED else "done",
         label=label,
         conclusion=t.doc.conclusion or conclusion,
-        reproduce={
-            "good": record.reproduce_command(good_spec, f"{t.doc.run_id}-triage-good"),
-            "bad": record.reproduce_command(bad_spec, f"{t.doc.run_id}-triage-bad"),
-        },
     )
+    t.update(reproduce=record.reproduce_commands(t.doc))
     record.save_report(t.ctx.store, t.report_key, t.doc)
 
 

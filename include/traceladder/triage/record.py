@@ -1,6 +1,7 @@
-"""Record a triage: its label, a command that reproduces each end, `triage.json` (core/documents.py
-`TriageDoc`) and its `report.html`, under the keys core/layout.py spells beside the run it triages.
-Each step is stored as it finishes, so a retried task resumes where the last one stopped."""
+"""Record a triage: its label, the command that reruns each step's A/B (`repro_command`: the
+`traceladder triage repro` a person can run), `triage.json` (core/documents.py `TriageDoc`) and its
+`report.html`, under the keys core/layout.py spells beside the run it triages. Each step is stored
+as it finishes, so a retried task resumes where the last one stopped."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, replace
 from traceladder.core import layout
 from traceladder.core.documents import (
     Explanation,
+    JSONObject,
     JSONValue,
     TriageCandidate,
     TriageDoc,
@@ -28,6 +30,8 @@ from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage.suspects import RunSetup
 
 NOT_APPROVED = "not approved"
+# the steps that compare a culprit with its last good directly: its own pair, or another rung at it
+PAIR_KINDS = ("pair", "at first bad")
 
 
 def label_for(verdict: str, direction: str) -> str:
@@ -46,20 +50,47 @@ def confirm_step(doc: TriageDoc) -> TriageStep | None:
     return next((t for t in doc.steps if t.kind == "confirm" and t.rung == doc.rung), None)
 
 
+def step_words(step: TriageStep) -> str:
+    """A step's outcome in the triage's words: verdict, B against A with its interval, blocks."""
+    size = f" {step.delta_pct:+.1f}%" if step.delta_pct is not None else ""
+    interval = f" ({step.interval_pct[0]:+.1f}% to {step.interval_pct[1]:+.1f}%)" if step.interval_pct else ""
+    return f"{step.verdict}{size}{interval} in {step.blocks} blocks"
+
+
 def confirm_summary(doc: TriageDoc) -> str:
     """The rung's own confirm in words: its verdict, size and interval (B against A), blocks."""
     step = confirm_step(doc)
     if step is None:
         return "no confirm recorded"
-    size = f" {step.delta_pct:+.1f}%" if step.delta_pct is not None else ""
-    interval = f" ({step.interval_pct[0]:+.1f}% to {step.interval_pct[1]:+.1f}%)" if step.interval_pct else ""
-    return f"the confirm: {step.verdict}{size}{interval} in {step.blocks} blocks"
+    return f"the confirm: {step_words(step)}"
 
 
-def reproduce_command(spec: Mapping[str, JSONValue], run_id: str) -> str:
-    """`traceladder run-rung` with the stored spec: runs that end again on this backend's host."""
-    text = json.dumps(dict(spec), separators=(",", ":"), sort_keys=True)
-    return f"traceladder run-rung --spec-json {shlex.quote(text)} --run-id {shlex.quote(run_id)}"
+def repro_command(doc: TriageDoc, step_index: int) -> str:
+    """`traceladder triage repro` of step `step_index` of this triage (shell-quoted): its A/B
+    rerun on the ladder's backend into a scratch prefix (cli/triage.py)."""
+    if not 0 <= step_index < len(doc.steps):
+        raise IndexError(f"step {step_index} is not one of the triage's {len(doc.steps)} steps")
+    argv = ["traceladder", "triage", "repro", "--ladder", doc.ladder, "--run", doc.run_id, "--rung", doc.rung]
+    return " ".join(shlex.quote(part) for part in [*argv, "--step", str(step_index)])
+
+
+def reproduce_commands(doc: TriageDoc) -> JSONObject:
+    """triage.json's `reproduce`: the rung's confirm ("confirm") and each culprit's own pair
+    ("pair <culprit>", or "at first bad <culprit>" on a rung bisected elsewhere), each a
+    `repro_command`. A culprit the confirm itself named (two candidates) has no step of its own."""
+    out: JSONObject = {}
+    for index, step in enumerate(doc.steps):
+        if step.kind == "confirm" and step.rung == doc.rung:
+            out["confirm"] = repro_command(doc, index)
+    for culprit in doc.culprits:
+        pairs = [
+            index
+            for index, step in enumerate(doc.steps)
+            if step.kind in PAIR_KINDS and (step.good, step.candidate) == (culprit.last_good, culprit.name)
+        ]
+        if pairs:
+            out[f"{doc.steps[pairs[-1]].kind} {culprit.name}"] = repro_command(doc, pairs[-1])
+    return out
 
 
 def keys(prefix: str, ladder: str, run_id: str, rung: str) -> tuple[str, str]:
@@ -218,8 +249,8 @@ def _explanation_html(ex: Explanation | None) -> str:
 
 def report_html(doc: TriageDoc) -> str:
     """The triage's page: label, suspect, what it judged by and spent, diff, candidates, every
-    step with its verdict and interval, the bisection's conclusion, the explanation and the
-    commands."""
+    step with its verdict, interval and the command that reruns it, the bisection's conclusion,
+    the explanation and the commands."""
     e = html.escape
 
     def interval(step_pct: list[float] | None) -> str:
@@ -235,8 +266,9 @@ def report_html(doc: TriageDoc) -> str:
         f"<tr><td>{e(t.kind)}</td><td>{e(t.rung)}</td><td>{e(t.good)}</td><td>{e(t.candidate)}</td>"
         f"<td>{e(t.verdict)}</td><td>"
         + (f"{t.delta_pct:+.1f}%" if t.delta_pct is not None else "")
-        + f"</td><td>{e(interval(t.interval_pct))}</td><td>{t.blocks}</td><td>{e(t.reason or '')}</td></tr>"
-        for t in doc.steps
+        + f"</td><td>{e(interval(t.interval_pct))}</td><td>{t.blocks}</td><td>{e(t.reason or '')}</td>"
+        f"<td><code>{e(repro_command(doc, i))}</code></td></tr>"
+        for i, t in enumerate(doc.steps)
     )
     culprits = "".join(
         f"<tr><td>{e(c.name)}</td><td>{e(c.last_good)}</td><td>{c.delta_pct:+.1f}%</td><td>{c.share_pct:.0f}%</td>"
@@ -263,8 +295,10 @@ def report_html(doc: TriageDoc) -> str:
         f"<th>bisectable</th></tr>{rows}</table>"
         + _candidates_html(doc)
         + "<h2>Steps</h2><table><tr><th>kind</th><th>rung</th><th>A</th><th>B</th><th>verdict</th><th>B vs A</th>"
-        f"<th>interval</th><th>blocks</th><th>note</th></tr>{steps}</table>"
-        f"<h2>Explanation</h2>{_explanation_html(doc.explanation)}<h2>Reproduce</h2><ul>{commands}</ul></body></html>"
+        f"<th>interval</th><th>blocks</th><th>note</th><th>rerun its A/B</th></tr>{steps}</table>"
+        f"<h2>Explanation</h2>{_explanation_html(doc.explanation)}<h2>Reproduce</h2><p>Each command reruns a "
+        "step's A/B on the ladder's backend into a scratch prefix (docs/triage.md, \"Reproduce a step\").</p>"
+        f"<ul>{commands}</ul></body></html>"
     )
 
 

@@ -1,6 +1,7 @@
 """The local backend's triage runs, on this host with the real runner (runner/rung.py): a confirm's
 block runs (`local_run_block`) and the explanation's profiled runs (`local_run_profiled`), each in a
-scratch folder; and which of a run's traces the explanation reads (`rank0_trace`), for every backend.
+scratch folder, or a repro's block runs stored through its scratch sink (`store_run_block`); and
+which of a run's traces the explanation reads (`rank0_trace`), for every backend.
 
 The triage's steps (confirm, bisect, explain, engine) take these as injected callables and import no
 runner themselves; the docker and Slurm backends' runs are in workflows/triage_backends.py."""
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from traceladder.core.documents import JSONObject, JSONValue, as_list
+from traceladder.storage.artifacts import ArtifactSink
 from traceladder.triage.confirm import RunBlock
 from traceladder.triage.explain import RunProfiled
 
@@ -29,16 +31,29 @@ def rank0_trace(result: JSONObject) -> str | None:
 
 def _runner(root: Path, run_id: str) -> Callable[[JSONObject], JSONObject]:
     """spec -> the real runner's result, its artifacts under `root` (imported when a run starts)."""
+    from traceladder.storage.artifacts import DirArtifactSink
+
+    return _runner_into(DirArtifactSink(root), run_id)
+
+
+def _runner_into(sink: ArtifactSink, run_id: str) -> Callable[[JSONObject], JSONObject]:
+    """spec -> the real runner's result, its artifacts stored through `sink`."""
     from traceladder.runner.rung import run_rung
     from traceladder.rung_spec import RunnerSpec
-    from traceladder.storage.artifacts import DirArtifactSink
 
     def run(spec: JSONObject) -> JSONObject:
         import json
 
-        return run_rung(RunnerSpec.from_json(json.dumps(spec)), run_id, DirArtifactSink(root), echo=None)
+        return run_rung(RunnerSpec.from_json(json.dumps(spec)), run_id, sink, echo=None)
 
     return run
+
+
+def store_run_block(sink: ArtifactSink, run_id: str) -> RunBlock:
+    """A confirm's runs on this host, stored through `sink` under each spec's storage prefix (a
+    repro's scratch prefix, cli/triage.py), as run `run_id`."""
+    run = _runner_into(sink, run_id)
+    return lambda spec, side, block: run(spec)
 
 
 def local_run_block(workdir: Path | None = None, run_id: str = "triage") -> RunBlock:

@@ -38,7 +38,7 @@ def run_block_for(loaded: LoadedLadder, run_id: str, context: Any, dag_id: str) 
 
         return local_run_block(run_id=f"{run_id}-triage")
     if backend == "docker":
-        return _docker_run_block(loaded, run_id, context)
+        return _docker_run_block(loaded, run_id, context, dag_id)
     if backend == "slurm":
         return slurm_run_block(loaded, run_id, dag_id, context)
     raise TriageError(f"ladder {loaded.ladder.ladder}: triage on the {backend} backend is not wired yet")
@@ -52,12 +52,15 @@ def docker_host(loaded: LoadedLadder) -> Host | None:
     return next((h for h in loaded.cluster.hosts if h.docker_url), None)
 
 
-def _docker_runner(loaded: LoadedLadder, run_id: str, context: Any) -> Callable[[JSONObject, str], JSONObject]:
+def _docker_runner(
+    loaded: LoadedLadder, run_id: str, context: Any, dag_id: str = "traceladder-triage"
+) -> Callable[[JSONObject, str], JSONObject]:
     """(spec, name) -> the runner's whole result: the rung's container on the ladder's docker host,
     run here by `run_rung_container` (the ladder rungs' own run, a plain call: no operator inside
     this task), labelled with this task instance (a preflight elsewhere stops it only once Airflow
-    no longer runs this task). A run the host refused is {"status": "preflight", "error"} (the
-    confirm retries it), one that failed {"status": "failed", "error"}."""
+    no longer runs this task; outside a task, `dag_id` and the run label it). A run the host
+    refused is {"status": "preflight", "error"} (the confirm retries it), one that failed
+    {"status": "failed", "error"}."""
     from traceladder.airflow.operators.docker import (
         ContainerOptions,
         RungRefused,
@@ -74,17 +77,24 @@ def _docker_runner(loaded: LoadedLadder, run_id: str, context: Any) -> Callable[
         raise TriageError(
             f"ladder {loaded.ladder.ladder}: cluster {loaded.ladder.cluster} has no docker host for the triage"
         )
-    ti = context["ti"]
-    pool = getattr(getattr(ti, "task", None), "pool", None)
-    if isinstance(pool, str) and pool != host.pool:  # a DAG parsed before the ladder's hosts changed
-        raise TriageError(
-            f"ladder {loaded.ladder.ladder}: the triage task holds pool {pool}, not docker host {host.name}'s "
-            f"pool {host.pool}; the triage DAG must be parsed again"
-        )
-    index = getattr(ti, "map_index", None)
-    owner = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), -1 if index is None else int(index))
+    ti = (context or {}).get("ti")
     log = logging.getLogger("traceladder.triage.docker")
-    running = ti_running(context)
+    if ti is not None:
+        pool = getattr(getattr(ti, "task", None), "pool", None)
+        if isinstance(pool, str) and pool != host.pool:  # a DAG parsed before the ladder's hosts changed
+            raise TriageError(
+                f"ladder {loaded.ladder.ladder}: the triage task holds pool {pool}, not docker host {host.name}'s "
+                f"pool {host.pool}; the triage DAG must be parsed again"
+            )
+        index = getattr(ti, "map_index", None)
+        owner = (str(ti.dag_id), str(ti.run_id), str(ti.task_id), -1 if index is None else int(index))
+        running = ti_running(context)
+    else:  # outside a task (`traceladder triage repro`): no Airflow to ask which task instances run,
+        # so the host's other containers are all taken as running (none is stopped)
+        owner = (dag_id, run_id, "repro", -1)
+
+        def running(*_task_instance: object) -> bool:
+            return True
 
     def run(spec: JSONObject, name: str) -> JSONObject:
         hook = rung_hook(host)
@@ -106,8 +116,8 @@ def _docker_runner(loaded: LoadedLadder, run_id: str, context: Any) -> Callable[
     return run
 
 
-def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any) -> RunBlock:
-    run = _docker_runner(loaded, run_id, context)
+def _docker_run_block(loaded: LoadedLadder, run_id: str, context: Any, dag_id: str = "traceladder-triage") -> RunBlock:
+    run = _docker_runner(loaded, run_id, context, dag_id)
     return lambda spec, side, block: run(spec, f"triage_{side}_{block}")
 
 

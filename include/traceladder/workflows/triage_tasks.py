@@ -241,10 +241,7 @@ def record_outcome(
                 if doc
                 else record.started(ladder, run_id, suspect, rungs, (good, bad), judged)
             )
-            reproduce: JSONObject = {
-                "good": record.reproduce_command(good.pinned_spec, f"{run_id}-triage-good"),
-                "bad": record.reproduce_command(bad.pinned_spec, f"{run_id}-triage-bad"),
-            }
+            reproduce = record.reproduce_commands(base)  # the steps it recorded: the confirm's, if any
             if approval == "Reject":
                 doc = replace(
                     base,
@@ -295,7 +292,10 @@ def notify_outcome(params: TriageParams, rungs: Sequence[str]) -> int:
         if doc.alert != owned.id:
             key = record.keys(loaded.cluster.storage.prefix, ladder, run_id, doc.rung)[0]
             record.save_report(store, report, record.save(store, key, replace(doc, alert=owned.id)))
-    alert = alerts.record_triage(alert_store_, owned.id, main, report_key, None)
+    confirm = main.reproduce.get("confirm")
+    alert = alerts.record_triage(
+        alert_store_, owned.id, main, report_key, confirm if isinstance(confirm, str) else None
+    )
     quiet = main.label in alerts.QUIET_LABELS and loaded.ladder.triage.notices != "all"
     if quiet or not alerts.mark_notice(alert_store_, alert.id, "alert"):
         return 0

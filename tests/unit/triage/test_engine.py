@@ -364,7 +364,20 @@ def test_a_group_confirms_bisects_once_and_confirms_the_other_at_the_first_bad(t
     assert other.steps[1].verdict == "confirmed" and other.label == "confirmed regression"
     assert other.first_bad == "n5"
     assert all(s.runs == 2 * s.blocks for s in main.steps)  # counted for the triage's budget
-    assert main.reproduce["bad"].startswith("traceladder run-rung --spec-json ")
+    # the commands that rerun the confirm and each culprit's pair (its step's index)
+    pair = len(main.steps) - 1
+    repro = "traceladder triage repro --ladder mini --run w5 --rung"
+    assert main.reproduce == {"confirm": f"{repro} fusions --step 0", "pair n5": f"{repro} fusions --step {pair}"}
+    assert other.reproduce == {"confirm": f"{repro} other --step 0", "at first bad n5": f"{repro} other --step 1"}
+    # the other rung's step at the culprit reruns on its own good spec with the bisected rung's candidates
+    from traceladder.triage.repro import ReproError, step_sides
+
+    _suspect, good, bad = _group()[1]
+    at = step_sides(other, 1, good, bad, BUILDS, main.candidates, "triage.json")
+    builds = [side["docker_env_vars"]["TRACELADDER_BUILD"] for side in (at.spec_a, at.spec_b)]
+    assert builds == ["n4", "n5"] and at.spec_a["rung"] == "other" and at.rule == "confirm"
+    with pytest.raises(ReproError, match=r"^triage.json: steps\[1\]: candidate 'n4' is not among the recorded"):
+        step_sides(other, 1, good, bad, BUILDS, other.candidates, "triage.json")
     stored = TriageDoc.from_json((tmp_path / "traceladder/mini/w5/triage/fusions/triage.json").read_bytes())
     assert stored.first_bad == "n5" and (tmp_path / "traceladder/mini/w5/triage/fusions/report.html").is_file()
 
@@ -485,8 +498,12 @@ def test_a_moved_tag_is_named_as_a_digest_change_and_every_command_pins_digests(
     assert doc.last_good == f"{tag} at {old}"
     assert doc.conclusion is not None and "the tag moved to a new digest" in doc.conclusion
     assert "no image, build or setting changed" not in doc.conclusion
-    assert f"@{old}" in doc.reproduce["good"] and f"@{new}" in doc.reproduce["bad"]
-    assert f'{tag}"' not in doc.reproduce["good"] + doc.reproduce["bad"]  # never the moving tag alone
+    # its repro reruns the confirm on the two digests, never the moving tag alone
+    from traceladder.triage.repro import step_sides
+
+    sides = step_sides(doc, 0, good, bad, BUILDS, doc.candidates, "triage.json")
+    assert sides.spec_a["image"].endswith(f"@{old}") and sides.spec_b["image"].endswith(f"@{new}")
+    assert doc.reproduce == {"confirm": "traceladder triage repro --ladder mini --run w5 --rung fusions --step 0"}
 
 
 def test_a_failed_triage_resumes_without_force(tmp_path: Path) -> None:
@@ -669,17 +686,43 @@ def test_a_ladder_run_is_triaged_from_what_it_stored(tmp_path: Path) -> None:
         ("spec", "model_args.extra_work_pct"),
     ]
     assert {d.field: d.good for d in doc.suspect.diff}["build"] == "n0"
-    # each end's command really parses as `traceladder run-rung` with the stored spec
+    # each command parses as `traceladder triage repro` of its step, and the repro rebuilds each
+    # step's sides as the engine ran them: a rerun with the same budget measures the same step
     from traceladder.cli.main import build_parser
-    from traceladder.rung_spec import RunnerSpec
+    from traceladder.triage.from_ladder import catalog
+    from traceladder.triage.repro import rerun, step_sides
+    from traceladder.triage.suspects import run_setup
     import shlex
 
-    argv = shlex.split(doc.reproduce["good"])
-    args = build_parser().parse_args(argv[1:])
-    assert argv[0] == "traceladder" and args.command == "run-rung" and args.run_id == "w5-triage-good"
-    assert RunnerSpec.from_json(args.spec_json).to_dict() == apply_build(good_spec, BUILDS, "n4")
-    assert RunnerSpec.from_json(shlex.split(doc.reproduce["bad"])[3]).model_args["extra_work_pct"] == 15
+    pair = len(doc.steps) - 1
+    assert set(doc.reproduce) == {"confirm", "pair n5"}
+    args = build_parser().parse_args(shlex.split(doc.reproduce["pair n5"])[1:])
+    assert (args.command, args.triage_command, args.ladder, args.run, args.rung, args.step) == (
+        "triage",
+        "repro",
+        "mini",
+        "w5",
+        "fusions",
+        pair,
+    )
+    good, bad = (run_setup(store, "traceladder", "mini", r, "fusions") for r in ("w4", "w5"))
+    sides = step_sides(doc, pair, good, bad, catalog(loaded), doc.candidates, "triage.json")
+    assert (sides.spec_a, sides.spec_b) == (apply_build(good_spec, BUILDS, "n4"), apply_build(good_spec, BUILDS, "n5"))
+    assert sides.rule == "size" and sides.side_words("B").endswith("build n5")
+    confirmed = step_sides(doc, 0, good, bad, catalog(loaded), doc.candidates, "triage.json")
+    assert (confirmed.spec_a, confirmed.spec_b, confirmed.rule) == (good_spec, bad_spec, "confirm")
     assert bad_spec["docker_env_vars"]["TRACELADDER_BUILD"] == "n7"
+    prefixes: set[str] = set()
+
+    def scratch_runner(spec: dict, side: str, block: int) -> dict:
+        prefixes.add(spec["storage_prefix"])
+        return runner({**spec, "rung": "fusions"}, side, block)
+
+    again = rerun(doc, sides, scratch_runner, Budget(blocks=8), "traceladder-scratch")
+    recorded = doc.steps[pair]
+    assert prefixes == {"traceladder-scratch"}
+    assert (again.kind, again.good, again.candidate, again.verdict) == ("pair", "n4", "n5", recorded.verdict)
+    assert again.delta_pct == pytest.approx(recorded.delta_pct) and again.blocks == recorded.blocks
 
 
 def test_extra_work_can_be_recorded_under_a_named_region() -> None:

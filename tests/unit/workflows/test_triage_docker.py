@@ -107,6 +107,27 @@ def test_the_docker_triage_runs_the_plain_call_and_no_operator_execute(
     assert len(hooks) == 1 and hooks[0].closed  # the TLS material goes with each run's client
 
 
+def test_outside_a_task_the_repro_names_its_containers_and_stops_no_other(
+    monkeypatch: pytest.MonkeyPatch, loaded: Any, spec: dict[str, Any]
+) -> None:
+    """`traceladder triage repro` runs the same plain call with no task instance (no `ti`): its
+    containers are labelled by the repro's DAG id and run, and every other container is taken as
+    running (Airflow cannot be asked from outside a worker, so none is stopped)."""
+    calls: list[dict[str, Any]] = []
+
+    def fake_run(hook: Any, rung: Any, run_id: str, owner: Any, alive: Any, options: Any, **_k: Any) -> Any:
+        calls.append({"run_id": run_id, "owner": owner, "alive": alive})
+        return {"rung_id": rung.rung_id, "status": "ok"}
+
+    monkeypatch.setattr(docker_ops, "run_rung_container", fake_run)
+    monkeypatch.setattr(docker_ops, "rung_hook", lambda host: _Hook())
+    block = _docker_run_block(loaded, "w5-repro-s1", {}, "traceladder-triage-repro")
+    assert block(spec, "A", 0)["status"] == "ok"
+    (call,) = calls
+    assert call["owner"] == ("traceladder-triage-repro", "w5-repro-s1", "repro", -1)
+    assert call["run_id"] == "w5-repro-s1-triage" and call["alive"](*OWNER) is True
+
+
 def test_a_triage_task_outside_the_hosts_pool_refuses_in_one_line(loaded: Any) -> None:
     with pytest.raises(TriageError) as info:
         _docker_run_block(loaded, "w5", _context(pool="default_pool"))
@@ -230,3 +251,19 @@ def test_the_triages_client_is_the_rung_slots(loaded: Any, spec: dict[str, Any])
     assert ours.docker_conn_id is None and op.hook.docker_conn_id is None
     assert (ours.host_name, ours._rocm) == (op.hook.host_name, op.hook._rocm)
     assert ours._rocm["devices"] == list(host.devices) and ours._rocm["group_add"] == ["video"]
+
+
+def test_a_docker_repro_without_the_workers_connections_says_which_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, loaded: Any
+) -> None:
+    """`traceladder triage repro` on a docker ladder reads S3 and the daemon's TLS connection as
+    the workers do (AIRFLOW_CONN_*); outside a worker without them it names the missing ones."""
+    from traceladder.cli.triage import ReproInputError, _run_block
+
+    for name in ("AIRFLOW_CONN_TRACELADDER_S3", "AIRFLOW_CONN_DOCKER_TLS_MI350X_01", "AIRFLOW__SECRETS__BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ReproInputError) as info:
+        _run_block(loaded, None, "w5-repro")  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"ladder {LADDER} (docker): ")
+    assert "set AIRFLOW_CONN_TRACELADDER_S3, AIRFLOW_CONN_DOCKER_TLS_MI350X_01" in message

@@ -50,10 +50,15 @@ def alert_message(alert: AlertDoc, doc: TriageDoc, url: str) -> str:
         lines.append(f"attribution: {doc.explanation.sentence or doc.explanation.error}")
     if doc.error:
         lines.append(f"error: {doc.error}")
-    if alert.triage is not None and alert.triage.repro:
-        lines.append(f"rerun the A/B: {alert.triage.repro}")
+    # `traceladder triage repro` of the confirm and each culprit's pair; a triage.json from before
+    # it holds `run-rung` commands with a spec's JSON: those stay in its report
+    lines += [f"rerun {step}: {command}" for step, command in doc.reproduce.items() if _is_repro(command)]
     lines.append(f"alert: {url}")
     return "\n".join(lines)
+
+
+def _is_repro(command: object) -> bool:
+    return isinstance(command, str) and command.startswith("traceladder triage repro ")
 
 
 def recovered_message(alert: AlertDoc, runs: int, url: str) -> str:

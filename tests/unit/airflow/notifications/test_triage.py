@@ -56,8 +56,8 @@ def test_a_two_culprit_alert_notice_names_metric_level_size_and_shares_and_links
             lens="torch_rank0", good="nightly-4", bad="nightly-5", sentence="attention grew by 1.2 ms a step"
         ),
     )
-    doc = replace(doc, metric="cpu", alpha=0.05)
     repro = "traceladder triage repro --ladder mini --run w5 --rung fusions --step 0"
+    doc = replace(doc, metric="cpu", alpha=0.05, reproduce={"confirm": repro})
     alert = alerts.record_triage(store, alert.id, doc, "traceladder/mini/w5/triage/fusions/report.html", repro)
     url = alert_url(AlertSettings(base_url="https://airflow.example.com/"), alert.id)
     assert url == f"https://airflow.example.com/traceladder/alerts/{alert.id}"
@@ -67,7 +67,7 @@ def test_a_two_culprit_alert_notice_names_metric_level_size_and_shares_and_links
     assert lines[2] == "culprit: nightly-5 share 63% [34%, 91%] of the change (last good: nightly-4)"
     assert lines[3] == "culprit: nightly-2 share 37% [9%, 66%] of the change (last good: nightly-1)"
     assert "attribution: attention grew by 1.2 ms a step" in lines
-    assert f"rerun the A/B: {repro}" in lines
+    assert f"rerun confirm: {repro}" in lines
     assert lines[-1] == f"alert: {url}"
     text = "\n".join(lines)
     assert "{" not in text and "first bad: none" not in text
@@ -103,6 +103,20 @@ def test_a_quiet_outcome_is_one_line_and_the_weekly_notice_carries_it() -> None:
     ref = {"run_id": "w6", "report_html": "r.html"}
     text = RegressionNotifier("mini", ref, outcomes=[line]).message()
     assert text.splitlines() == ["traceladder mini run w6: triage outcomes:", line]
+
+
+def test_an_old_triage_with_run_rung_commands_still_reads_and_its_notice_holds_no_json() -> None:
+    """triage.json written before `triage repro`: its good/bad `run-rung` commands (a spec's JSON)
+    stay in triage.json and its report, not in a notice."""
+    from traceladder.airflow.notifications.triage import alert_message
+    from traceladder.core.alerts import AlertDoc
+    from traceladder.core.documents import TriageDoc
+
+    old = triage_doc(suspect(), steps=[step()], reproduce={"good": "traceladder run-rung --spec-json '{}'"})
+    back = TriageDoc.from_json(old.to_json())
+    alert = AlertDoc(id="a-1", kind="regression", status="untriaged", title="t", causes=[])
+    text = alert_message(alert, back, "u")
+    assert "run-rung" not in text and "{" not in text
 
 
 def test_the_history_shows_a_triage_beside_its_change_point(tmp_path) -> None:
