@@ -47,7 +47,7 @@ class AlertStoreError(TraceladderError, RuntimeError):
     """The alerts' store failed or holds a bad alert: one line naming the bucket and key."""
 
 
-class AlertConflict(Exception):
+class AlertConflict(TraceladderError):
     """Another writer changed the alert first (its ETag moved): read it again and retry."""
 
 

@@ -57,6 +57,17 @@ class Candidate:
     changes: JSONObject = field(default_factory=dict)
     created: str | None = None
 
+    @classmethod
+    def of_part(cls, part: TriageCandidate) -> Candidate:
+        """The candidate triage.json recorded (`as_part`), to run again."""
+        if part.kind == "build":
+            changes: JSONObject = {"build": part.build}
+        elif part.kind == "image":
+            changes = {"image": part.image}
+        else:
+            changes = dict(part.settings or {})
+        return cls(part.name, part.kind, changes, part.created)
+
     def as_part(self) -> TriageCandidate:
         """The candidate as triage.json records it (its changes as typed fields)."""
         named: JSONObject = {"name": self.name, "kind": self.kind, "created": self.created}

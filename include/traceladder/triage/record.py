@@ -9,14 +9,13 @@ import datetime
 import html
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from traceladder.core import layout
 from traceladder.core.documents import (
     Explanation,
     JSONObject,
-    JSONValue,
     TriageCandidate,
     TriageDoc,
     TriageEnds,

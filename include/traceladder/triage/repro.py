@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from traceladder.core import layout
-from traceladder.core.documents import JSONObject, JSONValue, TriageDoc, TriageStep, as_object
+from traceladder.core.documents import JSONObject, TriageCandidate, TriageDoc, TriageStep, as_object
 from traceladder.core.errors import TraceladderError
 from traceladder.stats.decisions import NoiseHistory
 from traceladder.triage.bisect import BUILD_VARIABLE, BuildChanges, Candidate, candidate_spec
@@ -69,14 +69,9 @@ def step_at(doc: TriageDoc, index: int, source: str) -> TriageStep:
     return doc.steps[index]
 
 
-def candidates_of(listed: Sequence[Mapping[str, JSONValue]]) -> dict[str, Candidate]:
-    """triage.json's `candidates` (Candidate.as_dict each) by name."""
-    out = {}
-    for c in listed:
-        name, created = str(c["name"]), c.get("created")
-        changes = as_object(c.get("changes") or {})
-        out[name] = Candidate(name, str(c["kind"]), changes, str(created) if created else None)
-    return out
+def candidates_of(listed: Sequence[TriageCandidate]) -> dict[str, Candidate]:
+    """triage.json's `candidates` by name, as the bisection ran them."""
+    return {c.name: Candidate.of_part(c) for c in listed}
 
 
 @dataclass(frozen=True)
@@ -104,7 +99,7 @@ def step_sides(
     good: RunSetup,
     bad: RunSetup,
     builds: Mapping[str, BuildChanges],
-    candidates: Sequence[Mapping[str, JSONValue]],
+    candidates: Sequence[TriageCandidate],
     source: str,
 ) -> StepSides:
     """Step `index` of `doc` with both sides rebuilt: the rung's confirm compares the suspect's

@@ -292,15 +292,20 @@ def test_the_dag_run_comes_from_the_airflow_context_only() -> None:
 
 
 def test_the_ladders_page_and_the_message_read_a_schema1_and_a_schema2_file_alike() -> None:
-    from traceladder.airflow.notifications.triage import triage_message
+    from traceladder.airflow.notifications.triage import alert_message
+    from traceladder.core.alerts import AlertDoc
     from traceladder.ui.views import TriageRow
+
+    alert = AlertDoc(id="a-1", kind="regression", status="untriaged", title="t", causes=[])
 
     old = TriageDoc.from_json(SCHEMA1.read_bytes())
     for stored in (_raw(), json.loads(old.to_json())):
         row = TriageRow.stored("baseline", stored, "/r.html")
         assert (row.state, row.label, row.first_bad) == ("done", "confirmed regression", "nightly-2026-11-29")
         doc = TriageDoc.from_dict(stored)
-        lines = triage_message(doc).splitlines()
-        assert lines[0] == f"traceladder proxy-regression run {doc.run_id}: confirmed regression in baseline"
+        lines = alert_message(alert, doc, "u").splitlines()
+        assert (
+            lines[0] == f"traceladder alert a-1: confirmed regression in proxy-regression/baseline (run {doc.run_id})"
+        )
         for c in old.culprits:
-            assert f"culprit: {c.name} {c.share_text()} (last good: {c.last_good})" in lines
+            assert f"culprit: {c.name} {c.share_text()} of the change (last good: {c.last_good})" in lines
