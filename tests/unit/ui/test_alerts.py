@@ -4,6 +4,7 @@ XML, and the change request's checks (ui/responses.py `AlertUpdate`, ui/alerts.p
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 import pytest
 from fastapi import HTTPException
@@ -175,3 +176,74 @@ def test_candidates_are_read_by_name() -> None:
 
     doc = triage_doc(suspect(), candidates=[{"name": "n0", "built_at": "x"}, {"name": "n1"}, {"no": "name"}])
     assert candidate_names(doc) == ["n0", "n1"]
+
+
+# ---- who sees an alert, and the run page's links ------------------------------------------------
+def _alert(alert_id: str, *ladders: str, triage_ladder: str | None = None):
+    from traceladder.core.alerts import AlertDoc, AlertMember, AlertTriage
+
+    members = [
+        AlertMember(
+            ladder=ladder,
+            run_id="w5",
+            rung="fusions",
+            good_run_id="w4",
+            reason="change point",
+            direction="slower",
+            delta_pct=12.0,
+            role="triaged",
+        )
+        for ladder in ladders
+    ]
+    triage = (
+        AlertTriage(ladder=triage_ladder, run_id="w5", rung="fusions", key="k") if triage_ladder is not None else None
+    )
+    return AlertDoc(
+        id=alert_id, kind="regression", status="untriaged", title="t", causes=[], members=members, triage=triage
+    )
+
+
+def test_an_alert_is_shown_only_to_who_may_read_every_ladder_it_covers(monkeypatch) -> None:
+    from traceladder.ui import access, alerts
+
+    asked: list[tuple[list[str], str]] = []
+
+    def allowed(ladders: list[str], user: object, method: str) -> dict[str, bool]:
+        asked.append((sorted(set(ladders)), method))
+        return {n: n in {"a", "b"} or (method == "GET" and n == "c") for n in ladders}
+
+    monkeypatch.setattr(access, "ladders_allowed", allowed)
+    every = [_alert("x", "a"), _alert("y", "a", "d"), _alert("z", "b", triage_ladder="d"), _alert("w", "c")]
+    assert [a.id for a in alerts.readable_alerts(every, user=None)] == ["x", "w"]
+    assert asked == [(["a", "b", "c", "d"], "GET")]  # one question per ladder, not per alert
+    assert alerts.can_edit(_alert("x", "a", "b"), user=None)
+    assert not alerts.can_edit(_alert("w", "a", "c"), user=None)  # read access to c is not enough
+
+
+def test_the_run_page_links_a_triage_row_to_its_alerts(monkeypatch) -> None:
+    from pathlib import Path
+
+    from traceladder.ui import access, alerts, data
+    from traceladder.ui.views import AlertLink, TriageRow
+
+    merged = replace(_alert("m", "mini"), merged_into="x")
+    monkeypatch.setattr(alerts, "recent_alerts", lambda: [_alert("x", "mini"), _alert("o", "other"), merged])
+    monkeypatch.setattr(access, "ladders_allowed", lambda ladders, user, method: dict.fromkeys(ladders, True))
+    entry = data.LadderEntry(file="mini-file", path=Path("mini.yaml"), name="mini")
+    rows, error = alerts.with_alert_links([TriageRow("fusions"), TriageRow("attn")], entry, "w5", "/tl", None)
+    assert error is None
+    assert rows[0].alerts == (
+        AlertLink("x", "untriaged", "/tl/alerts/x"),
+        AlertLink("m", "merged into x", "/tl/alerts/m"),
+    )
+    assert rows[1] == TriageRow("attn")
+    assert alerts.with_alert_links([TriageRow("fusions")], entry, "w6", "/tl", None)[0] == [TriageRow("fusions")]
+
+    def down() -> list:
+        raise alerts.AlertsUnavailable("alerts: listing s3://traceladder/traceladder-alerts/alerts/: timed out")
+
+    monkeypatch.setattr(alerts, "recent_alerts", down)
+    rows, error = alerts.with_alert_links([TriageRow("fusions")], entry, "w5", "/tl", None)
+    assert rows == [TriageRow("fusions")] and error == (
+        "alerts could not be read: alerts: listing s3://traceladder/traceladder-alerts/alerts/: timed out"
+    )
