@@ -199,3 +199,31 @@ def store_alerts(client: Any, bucket: str, ladder: str, prefix: str, new_run: st
     for alert in alerts(ladder, prefix, bucket, new_run, old_run, key):
         assert store.create(alert), f"alert {alert.id} already stored"
     return store
+
+
+def covering(alert_id: str, ladders: list[str], run_id: str = "w5") -> AlertDoc:
+    """An untriaged alert with one member on each of `ladders` (rung baseline of `run_id`)."""
+    at = "2026-11-30T08:00:00+00:00"
+    return AlertDoc(
+        id=alert_id,
+        kind="regression",
+        status="untriaged",
+        title=f"{' and '.join(ladders)}: baseline slower",
+        causes=[f"change:{alert_id}"],
+        members=[
+            AlertMember(
+                ladder=ladder,
+                run_id=run_id,
+                rung="baseline",
+                good_run_id="w4",
+                reason="prediction bound",
+                direction="slower",
+                delta_pct=9.0,
+                role="triaged" if i == 0 else "linked",
+            )
+            for i, ladder in enumerate(ladders)
+        ],
+        history=[AlertChange(what="created", by=PRODUCT_USER, at=at, value=f"{ladders[0]} run {run_id}")],
+        created_at=at,
+        updated_at=at,
+    )
