@@ -207,11 +207,11 @@ def _triage_doc(alert: AlertDoc, entries: dict[str, data.LadderEntry]) -> tuple[
     entry = entries.get(alert.triage.ladder)
     if entry is None:
         raise ValueError(f"no ladder file names ladder {alert.triage.ladder}")
-    store = data.LadderStore(entry)
-    key = alert.triage.key
-    rel = key[len(store.base) + 1 :] if key.startswith(store.base + "/") else key
     where = f"triage.json of {alert.triage.ladder} run {alert.triage.run_id} rung {alert.triage.rung}"
     try:
+        store = data.LadderStore(entry)  # a ladder file that does not load has no store
+        key = alert.triage.key
+        rel = key[len(store.base) + 1 :] if key.startswith(store.base + "/") else key
         stored = store.get_json(rel)
     except (ArtifactStoreError, ArtifactKeyError) as exc:
         raise ValueError(f"{where}: {data.scrub(exc)}") from None

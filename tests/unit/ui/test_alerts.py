@@ -247,3 +247,41 @@ def test_the_run_page_links_a_triage_row_to_its_alerts(monkeypatch) -> None:
     assert rows == [TriageRow("fusions")] and error == (
         "alerts could not be read: alerts: listing s3://traceladder/traceladder-alerts/alerts/: timed out"
     )
+
+
+def test_the_alert_page_reads_a_schema_1_triage_through_the_ladders_store(monkeypatch) -> None:
+    from pathlib import Path
+
+    from tests.integration import ui_alerts
+    from traceladder.ui import alerts, data
+
+    entry = data.LadderEntry(
+        file="mini-file", path=Path("mini.yaml"), name="mini", conn_id="c", bucket="b", prefix="traceladder"
+    )
+    stored = ui_alerts.schema1_triage("mini", "w5", "w4")
+    key = "traceladder/mini/w5/triage/attn_turbo/triage.json"
+    read: list[str] = []
+
+    class Store(data.LadderStore):
+        def get_json(self, rel: str) -> object:
+            read.append(rel)
+            return stored
+
+    monkeypatch.setattr(data, "LadderStore", Store)
+    monkeypatch.setattr(alerts, "_files_by_name", lambda: {"mini": entry})
+    monkeypatch.setattr(alerts, "can_edit", lambda alert, user: True)
+    alert, _ = ui_alerts.alerts("mini", "traceladder", "b", "w5", "w4", key)
+    view = alerts.alert_view(alert, "/tl", user=None, csrf="c" * 64)
+    assert read == ["w5/triage/attn_turbo/triage.json"] and view.triage_error is None
+    assert view.members[0].href == "/tl/ladders/mini-file/runs/w5" and view.csrf == "c" * 64
+    assert [s.effect for s in view.steps][:2] == ["+38.0% [+29.4%, +47.1%]", "+22.3% [+14.0%, +31.2%]"]
+    assert view.sentence == ui_alerts.SENTENCE
+    assert view.repro == [f"{side}: {cmd}" for side, cmd in ui_alerts.REPRO.items()]
+    assert view.report == "/tl/ladders/mini-file/artifacts/w5/triage/attn_turbo/report.html"
+    assert 'data-name="nightly-3"' in view.chart and 'class="culprit"' in view.chart
+    # the alert's own repro command wins; a ladder no file names is one line, not an error
+    own = replace(alert, triage=replace(alert.triage, repro="traceladder ab --pair n2 n3"))
+    assert alerts.alert_view(own, "/tl", None, "").repro == ["traceladder ab --pair n2 n3"]
+    monkeypatch.setattr(alerts, "_files_by_name", lambda: {})
+    gone = alerts.alert_view(alert, "/tl", None, "")
+    assert gone.triage_error == "no ladder file names ladder mini" and gone.chart == "" and gone.members[0].href is None
