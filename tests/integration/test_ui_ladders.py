@@ -14,6 +14,7 @@ import io
 import json
 import random
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 
 from testkit.results import typed
 from testkit.triage_docs import suspect, suspect_fields, triage_doc
+from tests.integration import ui_alerts
 from tests.integration.airflow_server import AirflowApiServer
 from tests.integration.ui_session import api_server, browser_or_skip, signed_in_page
 
@@ -118,6 +120,11 @@ def _chart_png(summary: dict[str, Any]) -> bytes:
 
 
 TRIAGE_SUSPECT = suspect_fields(run_id=NEW_RUN, good_run_id=OLD_RUN)
+# a second suspect of the newer run: its triage.json (schema 1, two culprits) and its alert are
+# stored by the `stored_alerts` fixture (tests/integration/ui_alerts.py)
+ALERT_SUSPECT = suspect_fields(
+    ui_alerts.RUNG, run_id=NEW_RUN, good_run_id=OLD_RUN, reason="change point", delta_pct=38.2
+)
 
 
 def _store_triage(store: Any, run: str) -> None:
@@ -161,7 +168,7 @@ def publish_run(client, bucket: str, run_id: str, failed: set[str], seed: int) -
             "test": "Welch",
             "alpha": 0.01,
             **(summary.get("history") or {}),
-            "suspects": [TRIAGE_SUSPECT],
+            "suspects": [TRIAGE_SUSPECT, ALERT_SUSPECT],
         }
         _store_triage(store, run)
     base = f"{run}/summary"
@@ -249,6 +256,8 @@ ROUTES = [
     ("GET", f"/traceladder/ladders/{LADDER}/runs/{NEW_RUN}"),
     ("GET", f"{ART}/{NEW_RUN}/summary/charts/step_ms.png"),
     ("POST", "/traceladder/trigger"),
+    ("GET", "/traceladder/alerts"),
+    ("GET", "/traceladder/api/alerts"),
 ]
 
 
@@ -523,6 +532,8 @@ def test_page_lists_ladders_when_s3_is_down(server, s3_server):
             resp = c.get("/traceladder/")
             run = c.get(f"/traceladder/ladders/{LADDER}/runs/{NEW_RUN}")
             art = c.get(f"{ART}/{NEW_RUN}/summary/summary.json")
+            alerts = c.get("/traceladder/alerts", headers={"Accept": "text/html"})
+            alerts_json = c.get("/traceladder/api/alerts")
     finally:
         down.stop()
     assert resp.status_code == 200
@@ -534,8 +545,15 @@ def test_page_lists_ladders_when_s3_is_down(server, s3_server):
     assert "\n" not in notices[0] and "Traceback" not in html
     assert run.status_code == 503 and "S3 is unreachable" in run.text
     assert art.status_code == 502
+    # the alerts: one line on the index and on the alerts page, a JSON detail from the endpoint
+    assert re.search(r'<p class="alerts-link">.*Alerts: unavailable</a> <span class="muted">\(alerts: ', html)
+    assert alerts.status_code == 503 and "Traceback" not in alerts.text
+    (line,) = re.findall(r'<p class="notice alerts-error">(.*?)</p>', alerts.text, re.S)
+    assert line.startswith("the alerts could not be read: alerts: listing s3://") and "\n" not in line
+    assert alerts_json.status_code == 503 and alerts_json.json()["detail"].startswith("the alerts could not be read")
     for secret in secrets_of(server, s3_server):
-        assert secret not in html and secret not in run.text and secret not in art.text
+        for body in (html, run.text, art.text, alerts.text, alerts_json.text):
+            assert secret not in body
 
 
 # ---- browser ------------------------------------------------------------------------------------
@@ -605,3 +623,170 @@ def test_a_trace_removed_by_retention_shows_as_removed(viewer, published, s3_ser
     gone = viewer.get(f"{ART}/{rel}")
     assert gone.status_code == 410 and "removed by retention on" in gone.text and "policy traces" in gone.text
     assert viewer.get(f"{ART}/{OLD_RUN}/retained.torch_rank0.l0/traces/never-was.json").status_code == 404
+
+
+# ---- alerts (issue 59): the list, an alert's page, its JSON and its changes ----------------------
+ALERT_PAGE = f"/traceladder/alerts/{ui_alerts.MAIN}"
+ALERT_API = f"/traceladder/api/alerts/{ui_alerts.MAIN}"
+
+
+@pytest.fixture(scope="module")
+def stored_alerts(s3_server, published) -> Any:
+    """Two alerts in the deployment's alert store, the first pointing at a schema-1 triage.json."""
+    return ui_alerts.store_alerts(s3_server.client(), s3_server.bucket, LADDER, PREFIX, NEW_RUN, OLD_RUN)
+
+
+def _stored(store: Any, alert_id: str) -> Any:
+    got = store.read(alert_id)
+    assert got is not None, alert_id
+    return got[0]
+
+
+def _rows(html: str, table: str) -> list[str]:
+    found = re.search(rf'<table class="{table}">(.*?)</table>', html, re.S)
+    assert found is not None, f"no table {table}"
+    return re.findall(r"<tr[^>]*>(.*?)</tr>", found.group(1), re.S)[1:]
+
+
+def _text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+@pytest.mark.triage
+def test_alerts_list_filters_by_status_and_is_linked_from_the_index(viewer, stored_alerts):
+    html = viewer.get("/traceladder/alerts").text
+    rows = {
+        re.search(r'data-alert="([^"]+)"', r).group(1): _text(r)
+        for r in re.findall(r"<tr data-alert.*?</tr>", html, re.S)
+    }
+    main, recovered = rows[ui_alerts.MAIN], rows[ui_alerts.RECOVERED]
+    assert "untriaged regression proxy-local proxy-local/attn_turbo" in main
+    assert "+38.0% [+29.4%, +47.1%] (wall time, 95% interval)" in main
+    assert "nightly-3 (share 56% [38%, 73%])" in main and "nightly-6 (share 37% [21%, 53%])" in main
+    assert "fixed improvement" in recovered and "recovered 2026-11-29T03:10:00+00:00" in recovered
+    assert html.index(ui_alerts.MAIN) < html.index(ui_alerts.RECOVERED)  # newest first
+    untriaged = viewer.get("/traceladder/alerts", params={"status": "untriaged"}).text
+    assert ui_alerts.MAIN in untriaged and ui_alerts.RECOVERED not in untriaged
+    assert '<option value="untriaged" selected>' in untriaged
+    bad = viewer.get("/traceladder/alerts", params={"status": "closed"})
+    assert bad.status_code == 422 and bad.json()["detail"].startswith("status: 'closed' is not one of")
+    listed = viewer.get("/traceladder/api/alerts", params={"status": "fixed"}).json()["alerts"]
+    assert [a["id"] for a in listed if a["id"].startswith("a-ui-")] == [ui_alerts.RECOVERED]
+    index = viewer.get("/traceladder/").text
+    link = re.search(
+        r'<p class="alerts-link"><a href="/traceladder/alerts\?status=untriaged">Alerts: (\d+) untriaged', index
+    )
+    assert link is not None and int(link.group(1)) >= 1
+
+
+@pytest.mark.triage
+def test_alert_page_draws_a_schema_1_triage(viewer, stored_alerts):
+    resp = viewer.get(ALERT_PAGE)
+    assert resp.status_code == 200, resp.text[:300]
+    html = resp.text
+    assert "proxy-local/attn_turbo slower +38.2%" in html and "+38.0% [+29.4%, +47.1%]" in html
+    member = _rows(html, "members")[0]
+    assert f'href="/traceladder/ladders/{LADDER}/runs/{NEW_RUN}"' in member and "triaged" in member
+    svg = re.search(r'<svg xmlns="http://www.w3.org/2000/svg" class="bisection".*?</svg>', html, re.S).group(0)
+    labels = re.findall(r'<text class="candidate" data-name="([^"]+)"', svg)
+    assert labels == [*ui_alerts.CANDIDATES, NEW_RUN]  # the candidates in order, then the confirmed run
+    assert re.findall(r'<g class="culprit" data-name="([^"]+)"', svg) == ["nightly-3", "nightly-6"]
+    assert len(re.findall(r'<g class="step"', svg)) == 8 and len(_rows(html, "steps")) == 8
+    assert ui_alerts.SENTENCE in html
+    repro = re.findall(r"<li><code>(.*?)</code></li>", html)  # the triage.json's `reproduce`: the alert names none
+    assert [unescape(line) for line in repro] == [f"{side}: {cmd}" for side, cmd in ui_alerts.REPRO.items()]
+    assert "Your Airflow role cannot edit" in html and 'class="alert-change"' not in html
+    # the run page: the same triage.json as its triage row, with the alert beside it
+    run = viewer.get(f"/traceladder/ladders/{LADDER}/runs/{NEW_RUN}").text
+    row = next(r for r in _rows(run, "triage") if f"<td>{ui_alerts.RUNG}</td>" in r)
+    assert "done" in row and "confirmed regression" in row and "nightly-3" in row
+    assert f'<a class="alert-link" href="{ALERT_PAGE}">alert {ui_alerts.MAIN}: untriaged</a>' in row
+    fusions = next(r for r in _rows(run, "triage") if "<td>fusions</td>" in r)
+    assert "alert-link" not in fusions
+
+
+@pytest.mark.triage
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("GET", "/traceladder/alerts"),
+        ("GET", ALERT_PAGE),
+        ("GET", "/traceladder/api/alerts"),
+        ("GET", ALERT_API),
+        ("POST", ALERT_API),
+        ("POST", ALERT_PAGE),
+    ],
+)
+def test_anonymous_alert_routes_are_401(server, stored_alerts, method, path):
+    with httpx.Client(base_url=server.url, timeout=30) as anon:
+        assert anon.request(method, path, json={"status": "invalid"}).status_code == 401
+    assert _stored(stored_alerts, ui_alerts.MAIN).status != "invalid"
+
+
+@pytest.mark.triage
+def test_an_alert_change_needs_the_page_csrf_edit_access_and_a_valid_body(server, viewer, admin, stored_alerts):
+    before = stored_alerts.read(ui_alerts.RECOVERED)
+    path = f"/traceladder/api/alerts/{ui_alerts.RECOVERED}"
+    form_path = f"/traceladder/alerts/{ui_alerts.RECOVERED}"
+    token = server.token("admin")
+    with httpx.Client(base_url=server.url, timeout=60, cookies={"_token": token}) as browser_like:
+        page = browser_like.get(form_path, headers={"Accept": "text/html"}).text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page).group(1)
+        # the login cookie alone: a cross-site form or fetch, refused, nothing changed
+        forged = browser_like.post(form_path, data={"status": "invalid"}, headers={"Accept": "text/html"})
+        assert forged.status_code == 403 and "stale" in forged.text
+        assert browser_like.post(form_path, data={"status": "invalid", "csrf": "0" * 64}).status_code == 403
+        assert browser_like.post(path, json={"status": "invalid"}).status_code == 403
+        assert browser_like.post(path, json={"status": "invalid"}, headers={"X-CSRF-Token": "x"}).status_code == 403
+        assert stored_alerts.read(ui_alerts.RECOVERED) == before  # the same document, the same ETag
+        # with the page's value: the JSON endpoint changes it as the signed-in user
+        ok = browser_like.post(path, json={"note": "checked with the owner"}, headers={"X-CSRF-Token": csrf})
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["note"] == "checked with the owner"
+    # a viewer may read but not change; the body is checked only for who may change it
+    assert viewer.post(path, json={"status": "invalid"}).status_code == 403
+    assert viewer.post(path, json={"status": "closed"}).status_code == 403
+    for body, field in (
+        ({"status": "closed"}, "status"),
+        ({"issue_url": "javascript:x"}, "issue_url"),
+        ({"note": "x" * 2001}, "note"),
+    ):
+        bad = admin.post(path, json=body)  # a bearer token: no CSRF value needed
+        assert bad.status_code == 422 and bad.json()["detail"].startswith(f"request: {field}: "), bad.text
+    assert admin.post("/traceladder/api/alerts/no-such-alert", json={}).status_code == 404
+    stored = _stored(stored_alerts, ui_alerts.RECOVERED)
+    assert stored.status == "fixed" and stored.note == "checked with the owner"
+    assert [(h.what, h.by, h.value) for h in stored.history[1:]] == [("note", "admin", "checked with the owner")]
+    assert admin.get(path).json() == stored.to_dict()
+
+
+@pytest.mark.triage
+@pytest.mark.browser
+def test_browser_sets_an_alerts_status_and_issue_link(server, stored_alerts, tmp_path):
+    browser_or_skip()
+    from playwright.sync_api import expect
+
+    issue = "https://issues.example.org/traceladder/59"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with signed_in_page(server, "admin", ALERT_PAGE, tmp_path / "chromium-profile") as page:
+        expect(page.locator("svg.bisection g.culprit")).to_have_count(2)
+        page.locator("select[name=status]").select_option("investigating")
+        page.get_by_role("button", name="Save").click()
+        expect(page.locator("td.status")).to_have_text("investigating")
+        page.locator("input[name=issue_url]").fill(issue)
+        page.get_by_role("button", name="Save").click()
+        expect(page.locator("td.issue a")).to_have_attribute("href", issue)
+        history = page.locator("table.history tbody tr")
+        expect(history).to_have_count(3)
+        assert page.url == f"{server.url}{ALERT_PAGE}"
+        for i, (what, value) in enumerate((("status", "investigating"), ("issue", issue)), start=1):
+            expect(history.nth(i).locator("td.what")).to_have_text(what)
+            expect(history.nth(i).locator("td.by")).to_have_text("admin")
+            expect(history.nth(i).locator("td.value")).to_have_text(value)
+        page.screenshot(path=str(ARTIFACTS / "ui-alert.png"), full_page=True)
+    stored = _stored(stored_alerts, ui_alerts.MAIN)
+    assert (stored.status, stored.issue_url) == ("investigating", issue)
+    assert [(h.what, h.by, h.value, h.previous) for h in stored.history[1:]] == [
+        ("status", "admin", "investigating", "untriaged"),
+        ("issue", "admin", issue, None),
+    ]

@@ -134,3 +134,44 @@ def test_signing_in_over_http_is_fab_s_own_login(server) -> None:
         with server.client(user) as c:
             page = c.get("/traceladder/", headers={"Accept": "text/html"})
             assert page.status_code == 200 and user in page.text
+
+
+@pytest.mark.triage
+def test_an_alert_is_shown_to_who_may_read_all_its_ladders_and_changed_by_who_may_edit_them(server, s3_server) -> None:
+    """Issue 59: an alert covering a ladder the reader may not read is hidden from the list and
+    403 by its URL; the reader (read-only) may not change even its own ladder's alert; the admin
+    sees them all and changes one, recorded under its name."""
+    from traceladder.config import load_clusters
+    from traceladder.triage.alerts import store_for
+
+    from tests.integration import ui_alerts
+
+    store = store_for(load_clusters().alerts, s3_server.client())
+    ids = {"mine": "a-fab-mine", "other": "a-fab-other", "both": "a-fab-both"}
+    for alert in (
+        ui_alerts.covering(ids["mine"], [MINE]),
+        ui_alerts.covering(ids["other"], [OTHER]),
+        ui_alerts.covering(ids["both"], [MINE, OTHER]),
+    ):
+        assert store.create(alert)
+    with server.client("reader") as reader:
+        listed = [a["id"] for a in reader.get("/traceladder/api/alerts").json()["alerts"]]
+        assert [i for i in listed if i.startswith("a-fab-")] == [ids["mine"]]
+        page = reader.get("/traceladder/alerts", headers={"Accept": "text/html"}).text
+        assert ids["mine"] in page and ids["other"] not in page and ids["both"] not in page
+        for hidden in (ids["other"], ids["both"]):
+            for path in (f"/traceladder/alerts/{hidden}", f"/traceladder/api/alerts/{hidden}"):
+                resp = reader.get(path)
+                assert resp.status_code == 403 and OTHER not in resp.text, (path, resp.text[:200])
+        own = reader.get(f"/traceladder/alerts/{ids['mine']}", headers={"Accept": "text/html"}).text
+        assert "Your Airflow role cannot edit" in own and 'name="csrf"' not in own
+        refused = reader.post(f"/traceladder/api/alerts/{ids['mine']}", json={"status": "acknowledged"})
+        assert refused.status_code == 403
+    with server.client("admin") as admin:
+        listed = [a["id"] for a in admin.get("/traceladder/api/alerts").json()["alerts"]]
+        assert {ids["mine"], ids["other"], ids["both"]} <= set(listed)
+        changed = admin.post(f"/traceladder/api/alerts/{ids['both']}", json={"status": "acknowledged"})
+        assert changed.status_code == 200, changed.text
+    stored = {name: store.read(alert_id)[0] for name, alert_id in ids.items()}
+    assert stored["mine"].status == "untriaged" and stored["other"].status == "untriaged"
+    assert [(h.what, h.by, h.value) for h in stored["both"].history[1:]] == [("status", "admin", "acknowledged")]

@@ -39,26 +39,40 @@ def _teams(dag_ids: list[str]) -> dict[str, str | None]:
     return DagModel.get_dag_id_to_team_name_mapping(dag_ids)
 
 
-def readable(entries: list[LadderEntry], user: Any) -> list[LadderEntry]:
-    """The entries whose DAG the user may read the runs of (one auth-manager question each)."""
+def _allowed(dag_ids: list[str], user: Any, method: str) -> list[bool]:
+    """Whether the user may `method` (GET: read, PUT: edit) the runs of each DAG (one
+    auth-manager question each)."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 
-    if not entries:
+    if not dag_ids:
         return []
     manager = get_auth_manager()
-    ids = [ladder_dag_id(e) for e in entries]
-    teams = _teams(ids)
+    teams = _teams(dag_ids)
     return [
-        entry
-        for entry, dag_id in zip(entries, ids)
-        if manager.is_authorized_dag(
-            method="GET",
-            access_entity=DagAccessEntity.RUN,
-            details=DagDetails(id=dag_id, team_name=teams.get(dag_id)),
-            user=user,
+        bool(
+            manager.is_authorized_dag(
+                method=method,  # type: ignore[arg-type]  # GET or PUT, both ResourceMethods
+                access_entity=DagAccessEntity.RUN,
+                details=DagDetails(id=dag_id, team_name=teams.get(dag_id)),
+                user=user,
+            )
         )
+        for dag_id in dag_ids
     ]
+
+
+def readable(entries: list[LadderEntry], user: Any) -> list[LadderEntry]:
+    """The entries whose DAG the user may read the runs of (one auth-manager question each)."""
+    ids = [ladder_dag_id(e) for e in entries]
+    return [entry for entry, ok in zip(entries, _allowed(ids, user, "GET")) if ok]
+
+
+def ladders_allowed(ladders: list[str], user: Any, method: str) -> dict[str, bool]:
+    """{ladder name: whether the user may read (GET) or edit (PUT) its DAG's runs}: the question an
+    alert asks of every ladder it covers (ladder names, as alerts store them)."""
+    names = list(dict.fromkeys(ladders))
+    return dict(zip(names, _allowed([f"{DAG_ID_PREFIX}{n}" for n in names], user, method)))
 
 
 def can_read(entry: LadderEntry, user: Any) -> bool:

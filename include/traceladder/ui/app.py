@@ -8,6 +8,7 @@ Routes (relative to the mount):
 ``GET  /ladders/{file}/compare?a=RUN&b=RUN``    two runs side by side, rung by rung
 ``GET  /ladders/{file}/artifacts/{key:path}``   an object under ``<prefix>/<ladder>/`` (streamed from S3)
 ``POST /trigger``                               trigger ``traceladder-trigger`` through Airflow's REST API
+``/alerts``, ``/api/alerts``                    the deployment's alerts (ui/alerts.py)
 
 Auth: every route needs an authenticated Airflow user (the app-wide dependency; no token is 401,
 a bad token 403). Reading needs permission to read DAG runs, and each ladder is listed and
@@ -31,7 +32,7 @@ import mimetypes
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
@@ -42,9 +43,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from traceladder.core import layout
 from traceladder.core.codec import JSONObject, JSONValue
 from traceladder.storage.artifacts import ArtifactKeyError, ArtifactNotFoundError, ArtifactStoreError
-from traceladder.ui import TRIGGER_DAG_ID, URL_PREFIX, access, data
+from traceladder.ui import TRIGGER_DAG_ID, access, alerts, data
 from traceladder.ui.responses import ErrorBody, TriggerConf, TriggerResult
 from traceladder.ui.views import ComparePage, LaddersPage, LadderView, RunView, TriageRow, page_templates
+from traceladder.ui.web import STALE_FORM, artifact_href, csrf_token
+from traceladder.ui.web import api_root as _api_root
+from traceladder.ui.web import base as _base
+from traceladder.ui.web import caller_token as _caller_token
+from traceladder.ui.web import render as _render
 
 if TYPE_CHECKING:
     from markupsafe import Markup
@@ -86,50 +92,7 @@ def _etag_matches(request: Request, etag: str) -> bool:
     return bool(etag) and any(t.strip().removeprefix("W/") in (etag, "*") for t in sent.split(","))
 
 
-# ---- templates ---------------------------------------------------------------------------------
-
-
-def _render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    html = page_templates().get_template(name).render(**context)
-    return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
-
-
-def _base(request: Request) -> str:
-    """The app's own URL path (the api-server's base path + the mount prefix)."""
-    return str(request.scope.get("root_path") or URL_PREFIX).rstrip("/")
-
-
-def _api_root(request: Request) -> str:
-    base = _base(request)
-    return base[: -len(URL_PREFIX)] if base.endswith(URL_PREFIX) else ""
-
-
 # ---- auth helpers ------------------------------------------------------------------------------
-def _caller_token(request: Request) -> tuple[str, bool]:
-    """The caller's JWT and whether it came from the session cookie (the same precedence as
-    Airflow's ``get_user``: an ``Authorization: Bearer`` header wins over the cookie)."""
-    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
-
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip(), False
-    return request.cookies.get(COOKIE_NAME_JWT_TOKEN, ""), True
-
-
-def _csrf_key() -> bytes:
-    from airflow.configuration import conf
-
-    secret = conf.get("api", "secret_key", fallback="") or conf.get("api_auth", "jwt_secret", fallback="")
-    if not secret:
-        raise HTTPException(500, "the api-server has no [api] secret_key; the trigger form needs one")
-    return secret.encode()
-
-
-def csrf_token(token: str) -> str:
-    return hmac.new(_csrf_key(), b"traceladder-trigger\0" + token.encode(), hashlib.sha256).hexdigest()
-
-
 def _can_trigger(user: Any) -> bool:
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
@@ -190,17 +153,6 @@ def _removed_line(record: JSONObject) -> str:
     """A retention record (its rung manifest's ``removed`` entry) as the 410's one line."""
     when = str(record.get("removed_at", "?"))[:10]
     return f"removed by retention on {when} (policy {record.get('policy', '?')}, {record.get('bytes', '?')} bytes)"
-
-
-_URL_SAFE_KEY = re.compile(r"[A-Za-z0-9_.~/-]*")
-
-
-def artifact_href(base: str, file: str, key: str, version: str = "") -> str:
-    """A stored object's link on the page (``_macros.html``'s ``artifact_url``, spelled in Python
-    for the run page's hundreds of links)."""
-    path = key if _URL_SAFE_KEY.fullmatch(key) else quote(key, safe="/")  # most keys need no quoting
-    href = f"{base}/ladders/{quote(file, safe='')}/artifacts/{path}"
-    return f"{href}?v={quote(version, safe='')}" if version else href
 
 
 def _run_view(store: data.LadderStore, run_id: str, with_files: bool, version: str = "", base: str = "") -> RunView:
@@ -496,10 +448,19 @@ def create_app() -> FastAPI:
         body = ErrorBody(detail=detail).to_dict()
         return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
+    alerts.add_routes(app, can_read_runs)
+
     @app.get("/", response_class=HTMLResponse, dependencies=[can_read_runs])
     def index(request: Request, user: GetUserDep) -> HTMLResponse:
         entries = access.readable(data.list_ladders(), user)
-        return _render("ladders.html", **_page_context(request, user, entries, RUNS_SHOWN), single=None)
+        untriaged, alerts_error = alerts.untriaged_count(user)
+        return _render(
+            "ladders.html",
+            **_page_context(request, user, entries, RUNS_SHOWN),
+            single=None,
+            untriaged=untriaged,
+            alerts_error=alerts_error,
+        )
 
     @app.get("/ladders/{file}", response_class=HTMLResponse, dependencies=[can_read_runs])
     def ladder_page(file: str, request: Request, user: GetUserDep) -> HTMLResponse:
@@ -531,6 +492,7 @@ def create_app() -> FastAPI:
         run = _run_view(store, run_id, with_files=True, version=version, base=_base(request))
         if run.summary is None and not run.summary_files and not run.artifacts:
             raise HTTPException(404, f"no run {run_id} of ladder {entry.file} in S3")
+        run.triages, run.alerts_error = alerts.with_alert_links(run.triages, entry, run_id, _base(request), user)
         page = _render("run.html", base=_base(request), user=user.get_name(), entry=entry, run=run, s3_error=None)
         # The run's files change when retention removes traces: revalidate, 304 while unchanged.
         etag = '"' + hashlib.sha256(bytes(page.body)).hexdigest()[:32] + '"'
@@ -635,10 +597,8 @@ def create_app() -> FastAPI:
         token, from_cookie = _caller_token(request)
         if not token:
             raise HTTPException(401, "Not authenticated")
-        if from_cookie and not hmac.compare_digest(str(form.get("csrf") or ""), csrf_token(token)):
-            raise HTTPException(
-                403, "the form is stale or did not come from the Ladders page; reload the page and submit again"
-            )
+        if from_cookie and not hmac.compare_digest(str(form.get("csrf") or "").encode(), csrf_token(token).encode()):
+            raise HTTPException(403, STALE_FORM)
         import anyio
 
         # only the ladders the caller may read can be triggered from here

@@ -5,15 +5,19 @@ document. No schema key: these are answers, not stored files (their shape is the
 - ``TriggerConf``: the ``traceladder-trigger`` run's conf that ``POST /trigger`` makes from the form
   (the DAG's Params: plan/trigger_form.py);
 - ``TriggerResult``: ``POST /trigger``'s JSON answer (and the ``triggered.html`` page's data);
-- ``ErrorBody``: every error's JSON answer (``{"detail": ...}``, as FastAPI's own errors).
+- ``ErrorBody``: every error's JSON answer (``{"detail": ...}``, as FastAPI's own errors);
+- ``AlertUpdate``: ``POST /api/alerts/{id}``'s body, checked field by field; ``AlertList``:
+  ``GET /api/alerts``'s answer (one alert's answer is its ``AlertDoc`` as stored).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
+from urllib.parse import urlsplit
 
-from traceladder.core.codec import Document, Part, doc_field
+from traceladder.core.alerts import ALERT_STATUSES, AlertDoc
+from traceladder.core.codec import Document, DocumentError, Part, doc_field
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,3 +57,46 @@ class ErrorBody(Document):
     UNVERSIONED: ClassVar[int | None] = 1
 
     detail: str = doc_field("str")
+
+
+NOTE_MAX_CHARS = 2000
+URL_MAX_CHARS = 2000
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertUpdate(Part):
+    """``POST /api/alerts/{id}``'s body (and the alert page's form): a sheriff's change; a field
+    left out (or None) is not changed. ``from_dict`` refuses a bad value with one line naming its
+    field: a status outside ``ALERT_STATUSES``, an issue link that is not http(s), a note over
+    ``NOTE_MAX_CHARS``, a field it does not know."""
+
+    FILE: ClassVar[str] = "request"
+
+    status: str | None = doc_field("str?", default=None, one_of=ALERT_STATUSES)
+    issue_url: str | None = doc_field("str?", default=None)
+    note: str | None = doc_field("str?", default=None)
+
+    @classmethod
+    def from_dict(cls, data: object, source: str | None = None) -> AlertUpdate:
+        where = source or cls.FILE
+        doc = super().from_dict(data, where)
+        if doc.extra:
+            raise DocumentError(f"{where}: {sorted(doc.extra)[0][:40]}: not a field (status, issue_url, note)")
+        if doc.issue_url is not None:
+            parsed = urlsplit(doc.issue_url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc or len(doc.issue_url) > URL_MAX_CHARS:
+                raise DocumentError(f"{where}: issue_url: expected an http(s) URL of at most {URL_MAX_CHARS} chars")
+        if doc.note is not None and len(doc.note) > NOTE_MAX_CHARS:
+            raise DocumentError(f"{where}: note: {len(doc.note)} chars, at most {NOTE_MAX_CHARS}")
+        return doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlertList(Document):
+    """``GET /api/alerts``'s answer: the alerts the caller may read, newest first, as stored."""
+
+    FILE: ClassVar[str] = "alert list"
+    WRITES_SCHEMA: ClassVar[bool] = False
+    UNVERSIONED: ClassVar[int | None] = 1
+
+    alerts: list[AlertDoc] = doc_field("list", default=[], part=AlertDoc)

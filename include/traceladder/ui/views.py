@@ -1,8 +1,10 @@
 """What the Ladders page's templates show, one class per view: a ladder in the list
 (``LadderView``), a run (``RunView``: its summary, charts, files and what retention removed), a
-suspect rung's triage (``TriageRow``), and the keywords each page's template is rendered with
-(``LaddersPage``, ``ComparePage``). The app (ui/app.py) fills them from ``data.LadderStore``; the
-templates read their attributes (Jinja reads an attribute and a key alike)."""
+suspect rung's triage (``TriageRow``, with the alerts that cover it: ``AlertLink``), an alert in
+the alerts list (``AlertRow``) and on its page (``AlertView``, its members as ``MemberLink``), and
+the keywords each page's template is rendered with (``LaddersPage``, ``ComparePage``). The app
+(ui/app.py, ui/alerts.py) fills them from ``data.LadderStore`` and the alert store; the templates
+read their attributes (Jinja reads an attribute and a key alike)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from functools import lru_cache
 from urllib.parse import quote
 from typing import TYPE_CHECKING, TypedDict
 
+from traceladder.core.alerts import AlertDoc
 from traceladder.core.codec import JSONObject, JSONValue
 from traceladder.ui.data import LadderEntry, RunRow
 
@@ -25,6 +28,15 @@ def text(value: JSONValue) -> str | None:
 
 
 @dataclass(frozen=True)
+class AlertLink:
+    """An alert beside a triage row on the run page: `alert a-...: untriaged`."""
+
+    id: str
+    status: str
+    href: str
+
+
+@dataclass(frozen=True)
 class TriageRow:
     """A suspect rung's triage, from its triage.json as stored (``not started`` while there is
     none): state, label, first bad candidate, conclusion and the link to its report.html."""
@@ -35,6 +47,7 @@ class TriageRow:
     first_bad: str | None = None
     conclusion: str | None = None
     report: str | None = None  # the report's URL, once its triage.json is stored
+    alerts: tuple[AlertLink, ...] = ()  # the alerts whose members include this run's rung
 
     @classmethod
     def stored(cls, rung: str, doc: JSONObject, report: str) -> TriageRow:
@@ -67,6 +80,7 @@ class RunView:
     artifact_links: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     artifacts_truncated: bool = False
     removed: dict[str, list[tuple[str, JSONObject]]] = field(default_factory=dict)
+    alerts_error: str | None = None  # why the triage rows' alerts could not be read
 
 
 @dataclass
@@ -81,6 +95,70 @@ class LadderView:
     latest: RunView | None = None
     latest_html: Markup | str = ""
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class AlertRow:
+    """An alert in the alerts list: status, kind, where (ladders, rungs), its size, culprits with
+    their shares, when it was made, and whether it recovered or was merged into another."""
+
+    id: str
+    href: str
+    title: str
+    status: str
+    kind: str
+    ladders: list[str]
+    rungs: list[str]
+    size: str
+    culprits: list[str]  # `name (share 63% [34%, 91%])`
+    created_at: str
+    recovered_at: str | None
+    merged_into: str | None
+
+
+@dataclass(frozen=True)
+class MemberLink:
+    """A suspect the alert covers, with its run page's link (None: no ladder file of that name)."""
+
+    ladder: str
+    rung: str
+    run_id: str
+    role: str
+    direction: str
+    delta_pct: float
+    href: str | None
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One bisection step as the table under the chart lists it."""
+
+    kind: str
+    rung: str
+    good: str
+    candidate: str
+    verdict: str
+    effect: str  # `+12.3% [+8.1%, +16.4%]`, or `-`
+
+
+@dataclass
+class AlertView:
+    """An alert's page: the stored alert and what its triage.json adds (the bisection as an SVG
+    chart and its steps, the explanation's sentence, the repro commands), who may change it and
+    the form's CSRF field; `triage_error` says why the triage.json could not be read."""
+
+    alert: AlertDoc
+    size: str
+    members: list[MemberLink]
+    statuses: tuple[str, ...]
+    chart: Markup | str = ""
+    steps: list[StepRow] = field(default_factory=list)
+    sentence: str | None = None
+    repro: list[str] = field(default_factory=list)
+    report: str | None = None
+    triage_error: str | None = None
+    can_edit: bool = False
+    csrf: str = ""
 
 
 class LaddersPage(TypedDict):
