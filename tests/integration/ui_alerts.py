@@ -106,7 +106,9 @@ def schema1_triage(ladder: str, run_id: str, good_run_id: str) -> dict[str, Any]
             "good": "nightly-2",
             "bad": "nightly-3",
             "sentence": SENTENCE,
-            "top_ops": [{"name": "flash_attn_fwd", "delta_ms": 9.8}],
+            "top_ops": [
+                {"name": "flash_attn_fwd", "base_us": 21400.0, "new_us": 31200.0, "delta_us": 9800.0, "status": "both"}
+            ],
             "top_kernels": [],
             "regions": [],
         },
