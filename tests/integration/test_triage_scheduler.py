@@ -131,7 +131,9 @@ def _copy_run(stack: Any, ladder: str, run_id: str, to_ladder: str, to_run: str,
         layout.run_prefix("traceladder", ladder, run_id),
         layout.run_prefix("traceladder", to_ladder, to_run),
     )
-    swap = {run_id: to_run, ladder: to_ladder}
+    # the plan names the run as Airflow does (`manual__...+00:00`), its keys as stored: both are swapped
+    stored_plan = json.loads(source.get_bytes(layout.join(old_run, layout.PLAN_OBJECT)))
+    swap = {run_id: to_run, str(stored_plan.get("run_id")): to_run, ladder: to_ladder}
 
     def renamed(value: Any) -> Any:
         if isinstance(value, dict):

@@ -165,3 +165,32 @@ def test_a_second_ladder_on_the_same_build_change_links_to_the_alert_and_starts_
     assert [(m.ladder, m.role) for m in got[0].members] == [(ladder, "triaged"), (other, "linked")]
     forced = claim(TriageParams(ladder=other, bad_run="w5", force=True), "triage__c", is_live=lambda run_id: False)
     assert forced["start"] is True and forced["alert"] == first["alert"]
+
+
+def test_two_triages_of_one_cause_at_once_create_one_alert_on_s3(seeded) -> None:
+    """S3's conditional writes (SeaweedFS here): two suspect groups of one build change, on two
+    ladders, assigned at the same moment: one creates the alert, the other links to it."""
+    import threading
+
+    from traceladder.airflow.ladders import alert_store
+    from traceladder.triage import alerts
+    from testkit.triage_docs import build_change, suspect
+
+    _, store = alert_store()
+    barrier, results = threading.Barrier(2), []
+
+    def assign(ladder: str) -> None:
+        s = suspect(run_id="w5", diff=build_change("n0", "n1"))
+        group = [(s, alerts.member_of(s, ladder, "traceladder", "traceladder", "triaged", "wall"))]
+        barrier.wait()
+        doc, owns = alerts.assign(store, group, lambda rung: f"{ladder}/{rung}", f"triage__{ladder}")
+        results.append((doc.id, owns))
+
+    threads = [threading.Thread(target=assign, args=(name,)) for name in ("race-a", "race-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({alert_id for alert_id, _ in results}) == 1 and sorted(owns for _, owns in results) == [False, True]
+    (alert,) = alerts.all_alerts(store)
+    assert sorted(m.ladder for m in alert.members) == ["race-a", "race-b"]
