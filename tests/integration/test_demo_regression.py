@@ -3,7 +3,8 @@ ladder's weekly runs through real Airflow (`dag.test()` at each week's logical d
 S3 server, each on its build of the catalog, then the triage engine on the local backend with the
 real runner. The weeks are the demo's (as few as the suspect rule needs); only each week's runs are
 fewer. It must flag the last week, confirm the change, name both injected builds as culprits, the
-larger first, with their shares, and name the region the builds slowed."""
+larger first, with their shares, and name the region the builds slowed; the flagged week's
+summary.md, report.html and Ladders page name the suspect in History."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import json
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from testkit.triage_docs import describe_steps
-
 from traceladder.core import layout
-from traceladder.core.documents import TriageDoc
+from traceladder.core.documents import Summary, TriageDoc
+from traceladder.core.summary_parts import LadderHistory
+from traceladder.stats.history import suspect_sentence
 from traceladder.stats.decisions import CONFIRM_MIN_BLOCKS
+from traceladder.ui.views import page_templates
 
 pytestmark = [pytest.mark.triage, pytest.mark.e2e]
 INCLUDE = str(Path(__file__).resolve().parents[2] / "include")
@@ -44,6 +48,29 @@ def test_demo_regression_names_both_injected_builds(
     (suspect,) = outcome.suspects
     assert suspect["rung"] == "baseline" and suspect["direction"] == "slower"
     assert suspect["good_run_id"] == outcome.weeks[-2].run_id
+    # the flagged week's pages read right (issue 59, item 8): a one-rung ladder states no rule over
+    # no comparison and no root against itself, and History names the suspect where it said "no
+    # change point" and "no new regression"
+    flagged = outcome.local / outcome.weeks[-1].run_id / layout.SUMMARY_FOLDER
+    md, report = (flagged / layout.SUMMARY_MD).read_text(), (flagged / layout.REPORT_HTML).read_text()
+    summary = Summary.checked_json((flagged / layout.SUMMARY_JSON).read_bytes())  # as the page reads it
+    page = str(page_templates().get_template("_macros.html").module.summary_body(summary, "", {}))
+    for text in (md, report, page):
+        for words in (
+            "comparisons by",
+            "CI, Holm",
+            "tokens/s/GPU of baseline",
+            "No change point in any",
+            "No new step",
+        ):
+            assert words not in text, words
+    history = LadderHistory.from_dict(summary["history"])
+    sentence = suspect_sentence(history, history.suspects[0])
+    for words in ("baseline's", "slower", "prediction bound", f"last good run {suspect['good_run_id']}"):
+        assert words in sentence, (words, sentence)
+    assert sentence in md[md.index("## History") : md.index("## Findings")]
+    assert str(escape(sentence)) in report[report.index("<h2>History") : report.index("<h2>Findings")]
+    assert str(escape(sentence)) in page[page.index("<h3>History") : page.index("<h3>Findings")]
     # every week's runs recorded the build they ran
     for week in outcome.weeks:
         spec = json.loads((outcome.local / week.run_id / "baseline.none.r0" / layout.METRICS_OBJECT).read_text())

@@ -7,8 +7,9 @@ renderers, the history, the compare page) read its parts through these instead o
 - ``SummaryLens`` (``LensRatio``), ``ProfileWindow``, ``CollectivesSummary``, ``SlurmNodes``,
   ``WhatsLeftEntry`` (``ShapeRates``), ``BlockModelFit``, ``LadderCalls``, ``AdaptiveRepeats``;
 - ``AttributionEntry`` (``DeltaRow``, ``AttributionNoise``);
-- ``LadderHistory`` (``RungSeries``, ``HistoryPoint``, ``HistorySuspect``, ``SinceLast``) and a run's
-  ``RunPoints`` (``RungPoint``), which its index entry stores.
+- ``LadderHistory`` (``RungSeries``, ``HistoryPoint``, ``HistorySuspect`` with ``SuspectChange`` or
+  ``SuspectBound``, ``SinceLast``) and a run's ``RunPoints`` (``RungPoint``), which its index
+  entry stores.
 
 They are read-side parts: a reader parses the part it needs (``summary_rungs``, ``summary_part``...);
 keys a part does not name stay in its ``extra``.
@@ -174,6 +175,12 @@ class LadderCalls(_Part):
     def per_rung(self) -> bool:
         """Each rung judged on its own (and summaries from before the record)."""
         return self.rule in (None, "per_rung")
+
+    @property
+    def stated_rule(self) -> str:
+        """The rule's sentence as the summary states it: "" over no comparison (a one-rung ladder,
+        whose summaries from before this check stored "over the ladder's 0 comparisons")."""
+        return (self.sentence or "") if self.comparisons else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -481,6 +488,36 @@ class RungSeries(_Part):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SuspectChange(_Part):
+    """The new change point that made a suspect (stats/history.ChangePoint as stored): the first
+    run after it (``index`` in the rung's series), its size in % with its 95% interval, p."""
+
+    FILE: ClassVar[str] = "suspect change point"
+
+    index: int = _f("int")
+    direction: str = _f("str")  # slower | faster
+    delta_pct: float = _f("number")
+    ci95_pct: list[float] = _f("list")
+    p_value: float = _f("number")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuspectBound(_Part):
+    """The prediction bound a suspect's newest run lies beyond (stats/history.PredictionBound as
+    stored): the segment's runs and df, the level, and its mean and bounds in the judged figure's
+    unit (ms)."""
+
+    FILE: ClassVar[str] = "suspect bound"
+
+    runs: int = _f("int")
+    df: int = _f("int")
+    level: float = _f("number")
+    mean: float = _f("number")
+    low: float = _f("number")
+    high: float = _f("number")
+
+
+@dataclass(frozen=True, kw_only=True)
 class HistorySuspect(_Part):
     """A rung to confirm side by side (issue 51): a new change point or a newest run beyond the
     prediction bound, with its last good run."""
@@ -493,9 +530,9 @@ class HistorySuspect(_Part):
     reason: str = _f("str")  # change point | prediction bound
     direction: str = _f("str")
     good_index: int | None = _f("int?", default=None)  # the last good run in the rung's series
-    delta_pct: float = _f("number")
-    change_point: JSONObject | None = _f("object?", default=None)
-    bound: JSONObject | None = _f("object?", default=None)
+    delta_pct: float = _f("number")  # the newest run against the segment before it (log scale, in %)
+    change_point: SuspectChange | None = _f("object?", default=None, part=SuspectChange)
+    bound: SuspectBound | None = _f("object?", default=None, part=SuspectBound)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,6 +51,8 @@ from traceladder.core.summary_parts import (
     LadderHistory,
     RungSeries,
     SinceLast,
+    SuspectBound,
+    SuspectChange,
     RunEstimate,
     RunPoints,
     RungPoint,
@@ -537,8 +539,8 @@ def evaluate(entries: Sequence[IndexEntry], test: str = DEFAULT_TEST, seed: int 
                     direction=found.direction,
                     good_index=found.good_index,
                     delta_pct=found.delta_pct,
-                    change_point=found.change_point.as_dict() if found.change_point else None,
-                    bound=found.bound.as_dict() if found.bound else None,
+                    change_point=SuspectChange.from_dict(found.change_point.as_dict()) if found.change_point else None,
+                    bound=SuspectBound.from_dict(found.bound.as_dict()) if found.bound else None,
                 )
             )
         points: list[HistoryPoint] = []
@@ -630,13 +632,14 @@ def regression_lines(history: LadderHistory | None) -> list[str]:
 
 
 def history_findings(history: LadderHistory) -> list[str]:
-    """The summary's sentences about the ladder's history."""
+    """The summary's sentences about the ladder's history: the regression calls, else each suspect
+    (a run that moved is not "no new regression"), else that nothing was called."""
     n = len(history.runs)
     calls = regression_lines(history)
     suspects = suspect_lines(history)
     if calls:
         return [f"Step-time regression called in this run's history ({n} runs): {c}" for c in calls] + suspects
-    out = [f"No new step-time regression in the ladder's history ({n} full runs).", *suspects]
+    out = suspects or [f"No new step-time regression in the ladder's history ({n} full runs)."]
     last = history.since_last
     if last:
         out += [f"Provenance changed since {last.previous_run_id}: {p}." for p in last.provenance_changes]
@@ -645,11 +648,39 @@ def history_findings(history: LadderHistory) -> list[str]:
 
 def suspect_lines(history: LadderHistory) -> list[str]:
     """One sentence per suspect: to be confirmed side by side, not a call."""
-    out = []
-    for s in history.suspects:
-        why = "a new change point" if s.reason == "change point" else "beyond the 99% prediction bound"
-        out.append(
-            f"Suspect {s.rung}: {s.direction} {s.delta_pct:+.1f}% ({why}; last good run "
-            f"{s.good_run_id}), to be confirmed side by side."
+    return [suspect_sentence(history, s) for s in history.suspects]
+
+
+SENT_TO_TRIAGE = "A suspect, sent to the triage to be confirmed side by side."
+
+
+def suspect_sentence(history: LadderHistory, found: HistorySuspect) -> str:
+    """What made a rung a suspect, in one sentence that the findings and the History section of
+    summary.md, report.html and the Ladders page share: its rung, direction and size, the reason
+    (a new change point, or this run beyond the prediction bound of the runs before it, which
+    then says whether a change point was ever called) and the last good run it is judged against."""
+    what, _, unit = METRIC_WORDS.get(history.metric, METRIC_WORDS[STEP])
+    series = next((r for r in history.rungs if r.rung == found.rung), None)
+    cp = found.change_point
+    if found.reason == "change point" and cp is not None:
+        first = series.run_ids[cp.index] if series and 0 <= cp.index < len(series.run_ids) else found.run_id
+        lo, hi = cp.ci95_pct
+        return (
+            f"A new change point in {found.rung}'s {what} from run {first} on: {cp.direction}, "
+            f"{cp.delta_pct:+.1f}% (95% CI {lo:+.1f}% to {hi:+.1f}%, p {cp.p_value:.1g}); last good run "
+            f"{found.good_run_id}. {SENT_TO_TRIAGE}"
         )
-    return out
+    called = "No new change point" if series and series.change_points else "No change point called yet"
+    b = found.bound
+    if b is None:  # a summary from before the bound was stored
+        beyond = "lies beyond the 99% prediction bound of the runs before it"
+    else:
+        now = b.mean * (1 + found.delta_pct / 100)  # delta_pct: this run against the segment's mean
+        beyond = (
+            f"({now:.1f} {unit}) lies beyond the {100 * b.level:g}% prediction bound of the {b.runs} runs "
+            f"before it ({b.low:.1f} to {b.high:.1f} {unit})"
+        )
+    return (
+        f"{called} in {found.rung}'s {what}, but this run {beyond}: {found.direction}, "
+        f"{found.delta_pct:+.1f}% against their mean; last good run {found.good_run_id}. {SENT_TO_TRIAGE}"
+    )

@@ -96,9 +96,10 @@ def per_rung_words(vs: RungChange) -> str:
 
 def interval_label(summary: Mapping[str, JSONValue]) -> str:
     """What the shown verdict intervals are: `95% CI`, or under a ladder-wide rule the level that
-    decided its last call (`98.75% CI, Holm`; docs/statistics.md, "Calls over the whole ladder")."""
+    decided its last call (`98.75% CI, Holm`; docs/statistics.md, "Calls over the whole ladder");
+    a ladder with no comparison names no rule."""
     calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
-    if calls is None or calls.per_rung:
+    if calls is None or calls.per_rung or not calls.comparisons:
         return "95% CI"
     level = calls.interval_level or ALPHA
     return f"{f'{100 * (1 - level):.2f}'.rstrip('0').rstrip('.')}% CI, {calls.name}"
@@ -363,7 +364,10 @@ def _median_mde(verdicts: Iterable[Mapping[str, JSONValue]]) -> float | None:
 def calls_sentence(
     rule: str, alpha: float, k: int, called: int, interval_level: float, interval_z: float, level: float, z: float
 ) -> str:
-    """The rule in one sentence, with its levels, so a reader can redo it."""
+    """The rule in one sentence, with its levels, so a reader can redo it; "" with no comparison
+    (a one-rung ladder: no verdict, so no rule to state)."""
+    if k == 0:
+        return ""
     if rule == "per_rung":
         return (
             f"each verdict is a two-sided test at {100 * alpha:g}% (per rung): a rung that does not move is still "
@@ -575,9 +579,9 @@ def verdict_findings(summary: Mapping[str, JSONValue]) -> list[str]:
                 else "."
             )
         )
-    if calls:
-        sentence = str(calls.sentence)
-        out.append(f"{sentence[:1].upper()}{sentence[1:]}.")
+    rule = calls.stated_rule if calls else ""
+    if rule:
+        out.append(f"{rule[:1].upper()}{rule[1:]}.")
     if summary.get("metric") == "cpu" and rows:
         out.append(CPU_METRIC_CAVEAT)
     return out

@@ -312,7 +312,12 @@ def findings(summary: Mapping[str, JSONValue]) -> list[str]:
     out: list[str] = verdict_findings(summary)
     rungs = summary_rungs(summary["rungs"])
     out += memory_findings(rungs)
-    final = [(r, r.speedup_vs_root) for r in rungs if r.speedup_vs_root and r.kind == "optimisation"]
+    # the root against itself says nothing (a one-rung ladder's only rung)
+    final = [
+        (r, r.speedup_vs_root)
+        for r in rungs
+        if r.speedup_vs_root and r.kind == "optimisation" and r.rung != summary["root"]
+    ]
     if final:
         last, speedup = final[-1]
         out.append(f"{last.rung} runs at {speedup.mean:.2f}x the tokens/s/GPU of {summary['root']}.")

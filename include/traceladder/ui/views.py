@@ -197,7 +197,9 @@ def page_templates() -> Environment:
     from traceladder.summary.attribution import ATTRIBUTION_SCOPE, noise_line
     from traceladder.summary.whats_left import OTHER_KINDS_HEADING
     from traceladder.summary.shape_rates import html as rates_html
-    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
+    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_false_calls, fmt_gb
+    from traceladder.summary.render.history import history_notes
+    from traceladder.stats.verdicts import interval_label
 
     env = Environment(
         loader=PackageLoader("traceladder.ui", "templates"),
@@ -208,6 +210,9 @@ def page_templates() -> Environment:
     env.filters["est"] = fmt_est
     env.filters["change"] = fmt_change
     env.filters["gb"] = fmt_gb
+    env.filters["false_calls"] = fmt_false_calls  # the rule's sentence, as summary.md and report.html state it
+    env.filters["interval_label"] = interval_label  # the verdicts' level and rule, as there too
+    env.globals["history_notes"] = history_notes  # the History section's sentences, as there too
     env.filters["urlpart"] = lambda s: quote(str(s), safe="")
     env.filters["urlpath"] = lambda s: quote(str(s), safe="/")
     env.globals["attribution_scope"] = ATTRIBUTION_SCOPE

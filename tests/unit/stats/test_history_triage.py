@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from traceladder.stats.history import SUSPECT_LEVEL, evaluate, history_findings, prediction_bound, suspect
+from traceladder.core.summary_parts import LadderHistory
+from traceladder.stats.history import (
+    SUSPECT_LEVEL,
+    evaluate,
+    history_findings,
+    prediction_bound,
+    suspect,
+    suspect_sentence,
+)
 from traceladder.stats.model import Run, fit_blocks
 from traceladder.triage.confirm import look_at
 from traceladder.stats.decisions import (
@@ -168,5 +176,68 @@ def test_evaluate_records_suspects_with_their_last_good_run() -> None:
     (found,) = history.suspects
     assert found.rung == "r" and found.run_id == "w10" and found.good_run_id == "w9"
     assert found.direction == "slower" and found.reason == "prediction bound"
-    assert any(line.startswith("Suspect r: slower +") for line in history_findings(history))
+    assert any("this run (111.0 ms) lies beyond the 99% prediction bound" in line for line in history_findings(history))
     assert evaluate(index_entries([entry(i, v) for i, v in enumerate([*flat, 100.2])])).suspects == []
+
+
+def _weekly(values: list[float], rung: str = "r") -> LadderHistory:
+    """The history of weekly runs w0, w1, ... of one rung whose mean step time is each value."""
+
+    def entry(i: int, ms: float) -> dict:
+        rungs = {rung: {"step_ms": {"mean": ms, "ci95": None, "n": 3}, "step_cpu_ms": None}}
+        return {"run_id": f"w{i}", "logical_date": f"2026-01-{i + 1:02d}", "points": {"metric": "wall", "rungs": rungs}}
+
+    return evaluate(index_entries([entry(i, v) for i, v in enumerate(values)]))
+
+
+def test_a_suspect_by_the_bound_is_named_with_its_bound_and_last_good_run_not_as_no_regression() -> None:
+    flat = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.5, 98.5]
+    history = _weekly([*flat, 111.0])
+    (found,) = history.suspects
+    # the bound by hand, in ms: the flat runs' 99% prediction interval of one more run
+    z = np.log(flat)
+    half = stats.t.ppf(0.995, len(z) - 1) * z.std(ddof=1) * math.sqrt(1 + 1 / len(z))
+    low, high, mean = (math.exp(z.mean() + k * half) for k in (-1, 1, 0))
+    assert found.bound is not None and found.bound.runs == len(flat) and found.bound.level == SUSPECT_LEVEL
+    assert (found.bound.low, found.bound.high) == (pytest.approx(low), pytest.approx(high))
+    sentence = suspect_sentence(history, found)
+    assert sentence == (
+        f"No change point called yet in r's step time, but this run (111.0 ms) lies beyond the 99% prediction "
+        f"bound of the {len(flat)} runs before it ({low:.1f} to {high:.1f} ms): slower, "
+        f"{100 * (111.0 / mean - 1):+.1f}% against their mean; last good run w9. "
+        "A suspect, sent to the triage to be confirmed side by side."
+    )
+    # the findings name it and say no "no new regression" beside it
+    lines = history_findings(history)
+    assert sentence in lines and not any("No new step-time regression" in line for line in lines)
+    # without a suspect, the history says nothing was called
+    quiet = _weekly([*flat, 100.2])
+    assert quiet.suspects == [] and history_findings(quiet)[0].startswith("No new step-time regression")
+
+
+def test_a_suspect_by_a_new_change_point_names_its_first_run_and_size() -> None:
+    rng = np.random.default_rng(3)
+    before = list(100 * np.exp(rng.normal(0, 0.005, 12)))
+    after = list(130 * np.exp(rng.normal(0, 0.005, 2)))
+    history = _weekly(before + after)
+    (found,) = history.suspects
+    assert found.reason == "change point" and found.change_point is not None
+    cp = found.change_point
+    assert history.rungs[0].run_ids[cp.index] == f"w{len(before)}" and found.good_run_id == f"w{len(before) - 1}"
+    lo, hi = cp.ci95_pct
+    assert suspect_sentence(history, found) == (
+        f"A new change point in r's step time from run w{len(before)} on: slower, {cp.delta_pct:+.1f}% "
+        f"(95% CI {lo:+.1f}% to {hi:+.1f}%, p {cp.p_value:.1g}); last good run w{len(before) - 1}. "
+        "A suspect, sent to the triage to be confirmed side by side."
+    )
+    assert cp.delta_pct == pytest.approx(30, abs=2)
+
+
+def test_a_suspect_by_the_bound_after_an_earlier_change_point_says_no_new_one() -> None:
+    rng = np.random.default_rng(3)
+    before = list(100 * np.exp(rng.normal(0, 0.005, 12)))
+    after = list(130 * np.exp(rng.normal(0, 0.005, 8)))
+    history = _weekly([*before, *after, 160.0])
+    (found,) = history.suspects
+    assert found.reason == "prediction bound" and history.rungs[0].change_points
+    assert suspect_sentence(history, found).startswith("No new change point in r's step time, but this run (160.0 ms)")

@@ -230,14 +230,10 @@ def test_the_adaptive_stop_reads_the_mdes_at_the_rules_level() -> None:
 
 
 def test_the_ladders_page_names_the_rule_and_the_rung_not_called_over_the_ladder() -> None:
-    from jinja2 import Environment, PackageLoader
-
-    from traceladder.summary.render.fmt import fmt_change, fmt_est, fmt_gb
+    from traceladder.ui.views import page_templates  # the page's own filters (its rule: fmt_false_calls)
 
     summary = build_summary(*typed_run(plan_and_results(-5.5, "holm")), {})
-    env = Environment(loader=PackageLoader("traceladder.ui", "templates"), autoescape=True)
-    env.filters.update(est=fmt_est, change=fmt_change, gb=fmt_gb, urlpart=str, urlpath=str)
-    page = str(env.get_template("_macros.html").module.ladder_table(summary))
+    page = str(page_templates().get_template("_macros.html").module.ladder_table(summary))
     assert '<p class="verdict-calls muted">Calls are controlled over the ladder&#39;s 5 comparisons by Holm' in page
     assert "<th>vs parent (98.75% CI, Holm)</th>" in page
     row = page[page.index("<td>r2</td>") :].split("</tr>")[0]

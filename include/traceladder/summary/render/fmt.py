@@ -101,10 +101,11 @@ def fmt_false_calls(summary: Mapping[str, JSONValue]) -> str:
     """How the verdicts control false calls over the ladder: the `calls` record's sentence, which
     names the rule (Benjamini–Hochberg, Holm), or for a rung-by-rung summary (and those from before
     the record) what the 5% level means over the ladder: a rung that does not move is still called
-    1 time in 20, so k comparisons expect k/20 such calls. Rungs judged single_run do not count."""
+    1 time in 20, so k comparisons expect k/20 such calls. Rungs judged single_run do not count.
+    The Ladders page shows the same sentence (ui/views.page_templates' `false_calls`)."""
     calls = summary_part(LadderCalls, summary.get("calls"), "summary.json: calls")
     if calls and calls.sentence:
-        return calls.sentence
+        return calls.stated_rule  # "" over no comparison: a one-rung ladder states no rule
     judged = sum(
         1
         for row in summary_rungs(summary.get("rungs") or [])

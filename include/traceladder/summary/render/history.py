@@ -8,6 +8,8 @@ from jinja2 import Environment, select_autoescape
 
 from traceladder.core.documents import JSONValue
 from traceladder.core.summary_parts import LadderHistory
+from traceladder.stats.history import suspect_lines
+from traceladder.stats.verdicts import METRIC_WORDS, STEP
 from traceladder.summary.render.fmt import fmt_est
 
 
@@ -24,6 +26,23 @@ def _est(est: JSONValue) -> str:
 def _levels(h: LadderHistory) -> str:
     recent = f", newest {h.recent_runs} runs p < {h.alpha_recent:g}" if h.alpha_recent else ""
     return f"{h.test}-test p < {h.alpha:g}{recent}"
+
+
+def history_notes(found: LadderHistory | JSONValue) -> list[str]:
+    """The sentences under the History heading, beside its change-point table, in summary.md,
+    report.html and the Ladders page alike: each suspect's (rung, direction, size, reason, last
+    good run), or, with no suspect and no change point, that none was found. A suspect is never
+    met by "no change point": a run beyond the prediction bound says so in its own sentence."""
+    history = found if isinstance(found, LadderHistory) else read_history(found)
+    if history is None:
+        return []
+    suspects = suspect_lines(history)
+    if suspects:
+        return suspects
+    if any(rung.change_points for rung in history.rungs):
+        return []
+    what = METRIC_WORDS.get(history.metric, METRIC_WORDS[STEP])[0]
+    return [f"No change point in any rung's {what}."]
 
 
 def change_rows(history: LadderHistory) -> list[dict[str, str]]:
@@ -61,8 +80,8 @@ def history_markdown(history: LadderHistory | None) -> list[str]:
             f"{r['provenance']} | {r['call']} |"
             for r in rows
         ]
-    else:
-        parts.append("No change point in any rung's step time.")
+    for i, note in enumerate(history_notes(history)):
+        parts += [note] if i == 0 and not rows else ["", note]  # each its own paragraph, after a table too
     last = history.since_last
     if last:
         parts += [
@@ -86,7 +105,8 @@ _HTML = """<h2>History <small>({{ h.runs | length }} full runs; change points, {
 {% for r in rows %}<tr><td>{{ r.rung }}</td><td>{{ r.run_id }}</td><td>{{ r.direction }}</td><td>{{ r.size }}</td>\
 <td>{{ r.p }}</td><td>{{ r.provenance }}</td><td{% if r.call.startswith('REGRESSION') %} class="failed"{% endif %}>\
 {{ r.call }}</td></tr>{% endfor %}</table>
-{% else %}<p>No change point in any rung's step time.</p>{% endif %}
+{% endif %}
+{% for note in notes %}<p class="{{ 'history-suspect' if h.suspects else 'history-none' }}">{{ note }}</p>{% endfor %}
 {% if h.since_last %}<h3>Since {{ h.since_last.previous_run_id }} <small>(figures; the calls are the change points \
 above)</small></h3>
 <table><tr><th>rung</th><th>before ms</th><th>now ms</th><th>change</th></tr>{% for r in h.since_last.rungs %}<tr>\
@@ -103,4 +123,6 @@ def history_html(history: LadderHistory | None, trend_uri: str | None = None) ->
     """An HTML fragment (autoescaped); empty without a history."""
     if not history:
         return ""
-    return _TEMPLATE.render(h=history, rows=change_rows(history), trend=trend_uri, levels=_levels(history))
+    return _TEMPLATE.render(
+        h=history, rows=change_rows(history), notes=history_notes(history), trend=trend_uri, levels=_levels(history)
+    )
