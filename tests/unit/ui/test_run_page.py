@@ -45,3 +45,19 @@ def test_the_flagged_weeks_run_page_names_its_suspect_in_history() -> None:
     md = to_markdown(summary)
     assert sentence in md[md.index("## History") : md.index("## Findings")]
     assert "<td>baseline</td><td>not started</td>" in page
+
+
+def test_the_run_pages_history_links_each_suspects_alert() -> None:
+    """History names the suspect's alert too, where its triage filed one (issue 59, item 8)."""
+    from traceladder.ui.views import AlertLink
+
+    summary = flagged_week_summary()
+    entry = LadderEntry(file="proxy-regression", path=Path("proxy-regression.yaml"), name="proxy-regression")
+    link = AlertLink(id="a-123", status="investigating", href="/traceladder/alerts/a-123")
+    run = RunView(run_id=str(summary["run_id"]), summary=summary, triages=[TriageRow("baseline", alerts=(link,))])
+    page = page_templates().get_template("run.html").render(base="/traceladder", user="u", entry=entry, run=run)
+    section = page[page.index("<h3>History") : page.index("<h3>Findings")]
+    assert (
+        '<p class="history-alert">Suspect baseline: <a href="/traceladder/alerts/a-123">alert a-123</a> '
+        "(investigating).</p>" in section
+    )
