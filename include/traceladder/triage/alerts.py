@@ -304,6 +304,10 @@ def assign(
     members = [m for _, m in group]
     causes = list(dict.fromkeys(k for s, m in group for k in cause_keys(s, m)))
     first_suspect, first = group[0]
+    # the triage this group would run (its first rung's triage.json)
+    ours = AlertTriage(
+        ladder=first.ladder, run_id=first.run_id, rung=first.rung, key=triage_key(first.rung), dag_run_id=dag_run_id
+    )
     covered = next((a for a in all_alerts(store) if covering(a) and set(a.causes) & set(causes)), None)
     if covered is None:
         primary = change_key(first_suspect) or window_key(first)
@@ -321,13 +325,7 @@ def assign(
                 causes=causes,
                 change=change_text(first_suspect),
                 members=members,
-                triage=AlertTriage(
-                    ladder=first.ladder,
-                    run_id=first.run_id,
-                    rung=first.rung,
-                    key=triage_key(first.rung),
-                    dag_run_id=dag_run_id,
-                ),
+                triage=ours,
                 history=[
                     AlertChange(what="created", by=PRODUCT_USER, at=at, value=f"{first.ladder} run {first.run_id}")
                 ],
@@ -358,13 +356,7 @@ def assign(
         ]
         triage = doc.triage
         if force:
-            triage = AlertTriage(
-                ladder=first.ladder,
-                run_id=first.run_id,
-                rung=first.rung,
-                key=triage_key(first.rung),
-                dag_run_id=dag_run_id,
-            )
+            triage = ours
         causes_now = list(dict.fromkeys([*doc.causes, *causes]))
         return replace(
             doc, members=[*doc.members, *fresh], causes=causes_now, triage=triage, history=[*doc.history, *history]
