@@ -13,9 +13,10 @@ on traceladder.embedded.local_stack with a one-rung tiny proxy ladder:
   before the bisection (`triage.approve: true`), which is given through the real api-server's HITL
   endpoint, then localizes and explains; the verdict reaches an HTTP server the test starts, once;
 - a second trigger for the same ladder run starts nothing and says so;
-- alerts (issue 59): the triage made one alert and one alert notice; a week later (seeded as a
-  stored document: a copy of the flagged run) the change point is called on the same window and
-  its triage DAG run links to the alert and starts nothing; a second ladder on the same build
+- alerts (issue 59): the triage made one alert and one alert notice; two weeks later (seeded as
+  stored documents: copies of the flagged run) the change point is called on the same window (the
+  segmentation needs three runs after a change) and its triage DAG run links to the alert and
+  starts nothing; a second ladder on the same build
   change (its weeks copied from the first's) links too; three runs back at the good level (copies
   of good weeks) and a weekly run's publish mark the alert recovered, with one notice."""
 
@@ -310,16 +311,21 @@ def _alerts_across_weeks_and_ladders(
     # after the flagged run and before the next weekly run, in order (a run's place is its logical date)
     now, step = datetime.now(timezone.utc).replace(microsecond=0), timedelta(seconds=1)
     day = timedelta(days=1)
-    # week N+1 at the flagged run's level: the history's change point at week N is called now (a
-    # change at the end of the series is called on fewer runs than a segment needs, stats/history.py)
-    _copy_run(stack, LADDER, run_id, LADDER, "bad-w2", (now + step).isoformat())
-    key = f"traceladder/{LADDER}/bad-w2/summary/summary.json"
-    body = stack.s3.client().get_object(Bucket=stack.s3.bucket, Key=key)["Body"].read()
+    # weeks N+1 and N+2 at the flagged run's level. The segmentation calls a change only with
+    # MIN_SIZE (3) runs after it (stats/history.py): week N+1 is no suspect (its bound's segment
+    # holds week N), week N+2 calls the change point at week N, against the same last good run
     from traceladder.core.documents import Summary
 
-    (suspect,) = (Summary.from_json(body, key).history or {})["suspects"]
+    suspects = []
+    for i, week in enumerate(("bad-w2", "bad-w3")):
+        _copy_run(stack, LADDER, run_id, LADDER, week, (now + (i + 1) * step).isoformat())
+        key = f"traceladder/{LADDER}/{week}/summary/summary.json"
+        body = stack.s3.client().get_object(Bucket=stack.s3.bucket, Key=key)["Body"].read()
+        suspects.append((Summary.from_json(body, key).history or {})["suspects"])
+    assert suspects[0] == [], suspects
+    (suspect,) = suspects[1]
     assert suspect["reason"] == "change point" and suspect["good_run_id"] == good_weeks[-1], suspect
-    tis, said = _trigger_triage(stack, LADDER, "bad-w2")
+    tis, said = _trigger_triage(stack, LADDER, "bad-w3")
     (alert,) = all_alerts(alert_store)
     assert f"covered by alert {alert.id} (untriaged): nothing started" in said, said
     assert tis["confirm"] == "skipped" and tis["triage"] == "skipped", tis
@@ -332,13 +338,13 @@ def _alerts_across_weeks_and_ladders(
     (alert,) = all_alerts(alert_store)
     assert [(m.ladder, m.run_id, m.role) for m in alert.members] == [
         (LADDER, run_id, "triaged"),
-        (LADDER, "bad-w2", "linked"),
+        (LADDER, "bad-w3", "linked"),
         (OTHER, "other-bad", "linked"),
     ]
     # back at the good level for three runs (copies of good weeks), then a weekly run on n0: its
     # publish finds the three in a row inside the good weeks' 99% bound and says so once
     for i, week in enumerate(good_weeks[-3:]):
-        _copy_run(stack, LADDER, week, LADDER, f"back-{i + 1}", (now + (2 + i) * step).isoformat())
+        _copy_run(stack, LADDER, week, LADDER, f"back-{i + 1}", (now + (3 + i) * step).isoformat())
     ladder_file = tmp_path / "ladders" / f"{LADDER}.yaml"
     ladder_file.write_text(ladder_file.read_text().replace("build: n1", "build: n0"))
     before = len(webhook.received)
