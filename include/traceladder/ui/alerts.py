@@ -34,6 +34,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from markupsafe import Markup
 
+from traceladder.core.errors import TraceladderError
 from traceladder.core.alerts import ALERT_STATUSES, AlertDoc
 from traceladder.core.codec import DocumentError, JSONObject
 from traceladder.core.documents import TriageDoc
@@ -51,7 +52,7 @@ BODY_MAX_BYTES = 16 * 1024
 RECENT = data._TtlCache(data.LISTING_TTL_S)
 
 
-class AlertsUnavailable(Exception):
+class AlertsUnavailable(TraceladderError):
     """The alert store cannot be reached or read: one line, credentials scrubbed."""
 
 
@@ -180,7 +181,8 @@ def _files_by_name() -> dict[str, data.LadderEntry]:
 def _run_href(prefix: str, entry: data.LadderEntry | None, run_id: str) -> str | None:
     if entry is None:
         return None
-    return f"{prefix}/ladders/{quote(entry.file, safe='')}/runs/{quote(run_id, safe='')}"
+    # the run page's route (ui/app.py), not a storage key
+    return "/".join((prefix, "ladders", quote(entry.file, safe=""), "runs", quote(run_id, safe="")))
 
 
 def candidate_names(doc: TriageDoc) -> list[str]:
