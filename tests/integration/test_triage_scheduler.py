@@ -144,14 +144,20 @@ def _copy_run(stack: Any, ladder: str, run_id: str, to_ladder: str, to_run: str,
         return swap.get(value, value) if isinstance(value, str) else value
 
     plan: dict[str, Any] = {}
+    manifests = []
     for key in source.list(old_run + "/"):
         rel = key[len(old_run) + 1 :]
         if rel.split("/")[0] in (layout.SUMMARY_FOLDER, layout.TRIAGE_FOLDER) or not rel.endswith(".json"):
+            continue
+        if rel.endswith(layout.MANIFEST_NAME):  # written again below, over the renamed objects
+            manifests.append(rel.rpartition("/")[0])
             continue
         doc = renamed(json.loads(source.get_bytes(key)))
         target.put_bytes(layout.join(new_run, rel), json.dumps(doc).encode())
         if rel == layout.PLAN_OBJECT:
             plan = doc
+    for folder in manifests:  # the summary reads metrics.json verified against its folder's manifest
+        target.write_manifest(layout.join(new_run, folder))
     ref = write_summary(target, new_run, plan, logical)
     publish_latest(target, layout.join("traceladder", to_ladder), ref)
 
