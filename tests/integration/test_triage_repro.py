@@ -66,7 +66,7 @@ def _seed(s3_server: Any, ladder: str, ladders: Path) -> str:
     for run_id, build, step_ms in (("w4", "n0", 20.0), ("w5", "n1", 30.0)):
         spec = apply_build(planned, catalog(loaded), build)
         store_measured_run(store, prefix, ladder, run_id, spec, step_ms, {"build": build, "host": "h1"})
-    candidates = [Candidate(b["name"], "build", {"build": b["name"]}, b["created"]).as_dict() for b in BUILDS]
+    candidates = [Candidate(b["name"], "build", {"build": b["name"]}, b["created"]).as_part() for b in BUILDS]
     doc = triage_doc(
         suspect("baseline", diff=build_change("n0", "n1"), delta_pct=50.0),
         ladder=ladder,
