@@ -194,3 +194,26 @@ def test_two_triages_of_one_cause_at_once_create_one_alert_on_s3(seeded) -> None
     assert len({alert_id for alert_id, _ in results}) == 1 and sorted(owns for _, owns in results) == [False, True]
     (alert,) = alerts.all_alerts(store)
     assert sorted(m.ladder for m in alert.members) == ["race-a", "race-b"]
+
+
+def test_the_approval_estimates_the_bisections_device_hours(seeded) -> None:
+    """The approval's body (issue 59): the confirm took 4 blocks of runs of 50 s; the catalog has 2
+    builds from n0 to n1, so 1 search step and the pair (2 steps) of 4 A/B blocks, and the
+    explanation's 2 profiled runs: 2 x 2 x 4 + 2 = 18 runs x 50 s x 1 device = 0.25 device-hours."""
+    from traceladder.workflows.triage_tasks import bisection_estimate
+
+    store, ladder = seeded
+    doc = triage_doc(
+        suspect(),
+        ladder=ladder,
+        state="running",
+        label=None,
+        group=["fusions"],
+        steps=[step(blocks=4, runs=8, run_s=400.0)],
+    )
+    record.save(store, record.keys("traceladder", ladder, "w5", "fusions")[0], doc)
+    said = bisection_estimate(TriageParams(ladder=ladder, bad_run="w5"), [{"rung": "fusions", "state": "running"}])
+    assert said == (
+        "about 0.25 device-hours (2 steps of 4 A/B blocks over 2 candidates (the build catalog) and 2 profiled "
+        "runs: 18 runs of ~50 s on 1 device(s))"
+    )
