@@ -260,7 +260,8 @@ def test_docker_ladder_over_the_unix_socket(airflow_home, s3_server, docker_clus
     names = summary["kernel_names"]
     assert names["process_trace"] == rocprof["traces"][0] and names["window_trace"] == torch["traces"][0], names
     assert names["process_steps"] == 6 and names["window_steps"] == 2 and names["kernels"] == len(names["rows"]) > 0
-    assert names["process_us_per_step"] > 0 and 0 <= names["seen_pct"] <= 100
+    # a share in %: float rounding may put a whole share a hair above 100 (100.00000000000001 seen)
+    assert names["process_us_per_step"] > 0 and 0 <= names["seen_pct"] <= 100 + 1e-9
     md = stored[f"{run_prefix}/summary/summary.md"].decode()
     assert "## Kernel names: the heavy lens against the torch window" in md and "Matching rule:" in md
     assert "Every-rung profile block (torch_rank0): 4 extra runs (4 ok)" in md
