@@ -14,10 +14,8 @@ from traceladder.airflow.ladders import ladder_store
 from traceladder.core import layout
 from traceladder.core.documents import JSONObject, TriageDoc
 
-if TYPE_CHECKING:
-    from traceladder.core.alerts import AlertDoc
-
 if TYPE_CHECKING:  # the triage engine imports the statistics (numpy, scipy): never at DAG parse
+    from traceladder.core.alerts import AlertDoc
     from traceladder.config.loader import LoadedLadder
     from traceladder.storage.artifacts import ArtifactSink
     from traceladder.triage.suspects import Suspects
@@ -329,7 +327,7 @@ def review_alerts(loaded: LoadedLadder, store: ArtifactSink, run_id: str) -> lis
     notice; the quiet triages' outcomes (`not reproduced`, `insufficient data`) not yet told come
     back as lines for the weekly notice, each once."""
     from traceladder.airflow.ladders import alert_store
-    from traceladder.airflow.notifications.regression import post_webhook
+    from traceladder.airflow.notifications.regression import DEFAULT_CONN_ID, post_webhook
     from traceladder.airflow.notifications.triage import alert_url, outcome_line, recovered_message
     from traceladder.stats.history import rung_histories
     from traceladder.summary.collect import list_entries
@@ -363,7 +361,7 @@ def review_alerts(loaded: LoadedLadder, store: ArtifactSink, run_id: str) -> lis
             if marked is not None and alerts.mark_notice(alert_store_, alert.id, "recovered"):
                 url = alert_url(settings, alert.id)
                 post_webhook(
-                    recovered_message(marked, settings.recover_after, url), "traceladder_notify", "recovered notice"
+                    recovered_message(marked, settings.recover_after, url), DEFAULT_CONN_ID, "recovered notice"
                 )
             break
     return lines
